@@ -1,0 +1,614 @@
+//! The [`Agent`]: the main loop of DESIGN.md.
+//!
+//! One user turn: turn-start hooks start background work (recall) → loop { consume settled
+//! attachments → maybe compact → check invariants → call the model → post-sampling hooks → run
+//! tool calls through the permission gate } until a response has no tool calls → stop hooks fire
+//! in the background.
+
+use crate::background::{BackgroundTasks, DrainReport};
+use crate::compaction::{CompactionOutcome, CompactionTrigger, ContextCompactor};
+use crate::engine::{Engine, ToolOutcome};
+use crate::error::AgentError;
+use crate::events::{AgentEvent, EventSink, NullSink};
+use crate::hooks::{
+    CompactionListener, HookContext, Hooks, PendingAttachment, PostSamplingHook, StopHook,
+    TurnStartHook,
+};
+use crate::invariants::{check_invariants, provider_view};
+use crate::message::{ContentBlock, Message, Role};
+use crate::model::{Model, ModelError};
+use crate::prompt::{SystemPrompt, SystemSection};
+use crate::tokens::{CharEstimator, ConversationTokens, TokenCounter};
+use crate::tool::{AgentKind, AllowAll, PermissionGate, Tool, ToolContext, ToolRegistry};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A conversation repair pass the host may opt into (see `memloop-compact`'s repair passes).
+pub type RepairFn = Arc<dyn Fn(Vec<Message>) -> Vec<Message> + Send + Sync>;
+
+/// Agent settings.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Session id (random by default).
+    pub session_id: String,
+    /// Working directory handed to tools.
+    pub cwd: PathBuf,
+    /// Model calls allowed in one user turn before the guard stops it. Default 25.
+    pub max_iterations: u32,
+    /// `max_tokens` of main-agent requests. Default 8,192.
+    pub max_tokens: u32,
+    /// Check conversation invariants before every request. Default true.
+    pub validate_invariants: bool,
+    /// Default timeout of [`Agent::drain`]. Default 60 s.
+    pub drain_timeout: Duration,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            session_id: uuid::Uuid::new_v4().to_string(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            max_iterations: 25,
+            max_tokens: 8_192,
+            validate_invariants: true,
+            drain_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnStop {
+    /// The model answered without tool calls.
+    Completed,
+    /// The iteration guard stopped the loop.
+    MaxIterations,
+}
+
+/// The result of [`Agent::run_turn`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// Text of the final assistant response.
+    pub text: String,
+    /// Model calls made.
+    pub iterations: u32,
+    /// How it ended.
+    pub stop: TurnStop,
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    model: Arc<dyn Model>,
+    config: AgentConfig,
+    tools: ToolRegistry,
+    gate: Arc<dyn PermissionGate>,
+    system: SystemPrompt,
+    hooks: Hooks,
+    compactor: Option<Arc<dyn ContextCompactor>>,
+    events: Arc<dyn EventSink>,
+    counter: Arc<dyn TokenCounter>,
+    repair: Option<RepairFn>,
+    background: BackgroundTasks,
+    messages: Vec<Message>,
+}
+
+impl std::fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("config", &self.config)
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentBuilder {
+    /// Start with a model; everything else has defaults (no tools, allow-all gate, chars/4 token
+    /// estimate, no hooks, events dropped).
+    pub fn new(model: Arc<dyn Model>) -> Self {
+        Self {
+            model,
+            config: AgentConfig::default(),
+            tools: ToolRegistry::new(),
+            gate: Arc::new(AllowAll),
+            system: SystemPrompt::new(),
+            hooks: Hooks::default(),
+            compactor: None,
+            events: Arc::new(NullSink),
+            counter: Arc::new(CharEstimator),
+            repair: None,
+            background: BackgroundTasks::new(),
+            messages: Vec::new(),
+        }
+    }
+
+    /// Replace the config.
+    pub fn config(mut self, config: AgentConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Add a tool.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.register(tool);
+        self
+    }
+
+    /// Replace the tool registry.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Set the permission gate.
+    pub fn gate(mut self, gate: Arc<dyn PermissionGate>) -> Self {
+        self.gate = gate;
+        self
+    }
+
+    /// Append a system-prompt section.
+    pub fn section(mut self, section: Arc<dyn SystemSection>) -> Self {
+        self.system.push(section);
+        self
+    }
+
+    /// Add a turn-start hook.
+    pub fn turn_start_hook(mut self, hook: Arc<dyn TurnStartHook>) -> Self {
+        self.hooks.turn_start.push(hook);
+        self
+    }
+
+    /// Add a post-sampling hook.
+    pub fn post_sampling_hook(mut self, hook: Arc<dyn PostSamplingHook>) -> Self {
+        self.hooks.post_sampling.push(hook);
+        self
+    }
+
+    /// Add a stop hook.
+    pub fn stop_hook(mut self, hook: Arc<dyn StopHook>) -> Self {
+        self.hooks.stop.push(hook);
+        self
+    }
+
+    /// Add a compaction listener.
+    pub fn compaction_listener(mut self, listener: Arc<dyn CompactionListener>) -> Self {
+        self.hooks.compaction.push(listener);
+        self
+    }
+
+    /// Set the compactor.
+    pub fn compactor(mut self, compactor: Arc<dyn ContextCompactor>) -> Self {
+        self.compactor = Some(compactor);
+        self
+    }
+
+    /// Set the event sink.
+    pub fn events(mut self, events: Arc<dyn EventSink>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Set the token estimator.
+    pub fn token_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.counter = counter;
+        self
+    }
+
+    /// Opt into a repair pass applied when the invariant check fails (then re-checked).
+    pub fn repair(mut self, repair: RepairFn) -> Self {
+        self.repair = Some(repair);
+        self
+    }
+
+    /// Share a background task set (e.g. with other agents of the host).
+    pub fn background(mut self, background: BackgroundTasks) -> Self {
+        self.background = background;
+        self
+    }
+
+    /// Resume from an existing conversation.
+    pub fn messages(mut self, messages: Vec<Message>) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Build the agent.
+    pub fn build(self) -> Agent {
+        Agent {
+            tokens: ConversationTokens::new(self.counter),
+            model: self.model,
+            config: self.config,
+            tools: self.tools,
+            gate: self.gate,
+            system: self.system,
+            hooks: self.hooks,
+            compactor: self.compactor,
+            events: self.events,
+            repair: self.repair,
+            background: self.background,
+            messages: self.messages,
+            turn: 0,
+            recent_tools: Vec::new(),
+            last_system: Arc::new(Vec::new()),
+            session_cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// The main agent. See the module docs for the loop.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use memloop_core::testing::{ScriptStep, ScriptedModel};
+/// use memloop_core::AgentBuilder;
+/// use std::sync::Arc;
+///
+/// let model = ScriptedModel::new().then(ScriptStep::text("Hello!"));
+/// let mut agent = AgentBuilder::new(Arc::new(model)).build();
+/// let outcome = agent.run_turn("hi").await.unwrap();
+/// assert_eq!(outcome.text, "Hello!");
+/// # }
+/// ```
+pub struct Agent {
+    model: Arc<dyn Model>,
+    config: AgentConfig,
+    tools: ToolRegistry,
+    gate: Arc<dyn PermissionGate>,
+    system: SystemPrompt,
+    hooks: Hooks,
+    compactor: Option<Arc<dyn ContextCompactor>>,
+    events: Arc<dyn EventSink>,
+    repair: Option<RepairFn>,
+    background: BackgroundTasks,
+    messages: Vec<Message>,
+    tokens: ConversationTokens,
+    turn: u64,
+    recent_tools: Vec<String>,
+    last_system: Arc<Vec<String>>,
+    session_cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("session_id", &self.config.session_id)
+            .field("turn", &self.turn)
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Shortcut for [`AgentBuilder::new`].
+    pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
+        AgentBuilder::new(model)
+    }
+
+    /// The conversation so far.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The config.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The tracked background tasks.
+    pub fn background(&self) -> &BackgroundTasks {
+        &self.background
+    }
+
+    /// Conversation size in tokens (SPEC section 9 rule, cached).
+    pub fn context_tokens(&mut self) -> u64 {
+        self.tokens.count(&self.messages)
+    }
+
+    /// A token that cancels the whole session: the running turn, and hooks watching it.
+    pub fn session_cancellation(&self) -> CancellationToken {
+        self.session_cancel.clone()
+    }
+
+    /// Forget the conversation and the cached system sections (`/clear`).
+    pub async fn clear(&mut self) {
+        self.messages.clear();
+        self.tokens.reset();
+        self.system.invalidate().await;
+        self.recent_tools.clear();
+    }
+
+    /// Wait for background work (stop hooks, extraction, ...) up to `timeout`.
+    pub async fn drain(&self, timeout: Duration) -> DrainReport {
+        self.background.drain(timeout).await
+    }
+
+    /// [`drain`](Self::drain) with the configured default timeout.
+    pub async fn drain_default(&self) -> DrainReport {
+        self.drain(self.config.drain_timeout).await
+    }
+
+    /// Run one user turn with a fresh cancellation token.
+    pub async fn run_turn(&mut self, user_text: &str) -> Result<TurnOutcome, AgentError> {
+        let cancel = self.session_cancel.child_token();
+        self.run_turn_with_cancel(user_text, cancel).await
+    }
+
+    fn hook_context(&mut self, cancel: CancellationToken) -> HookContext {
+        let context_tokens = self.tokens.count(&self.messages);
+        HookContext {
+            session_id: self.config.session_id.clone(),
+            turn: self.turn,
+            agent: AgentKind::Main,
+            cwd: self.config.cwd.clone(),
+            model: self.model.clone(),
+            system: self.last_system.clone(),
+            messages: Arc::new(self.messages.clone()),
+            context_tokens,
+            recent_tools: self.recent_tools.clone(),
+            events: self.events.clone(),
+            background: self.background.clone(),
+            cancel,
+        }
+    }
+
+    /// Run one user turn; cancelling `cancel` stops it (and its recall prefetch).
+    pub async fn run_turn_with_cancel(
+        &mut self,
+        user_text: &str,
+        cancel: CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        self.turn += 1;
+        let span = tracing::info_span!("turn", session = %self.config.session_id, turn = self.turn);
+        tracing::Instrument::instrument(self.turn_inner(user_text, cancel), span).await
+    }
+
+    async fn turn_inner(
+        &mut self,
+        user_text: &str,
+        cancel: CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        self.events
+            .emit(AgentEvent::TurnStarted { turn: self.turn });
+        self.messages.push(Message::user(user_text));
+        if self.last_system.is_empty() {
+            self.last_system = Arc::new(self.system.render().await);
+        }
+
+        let ctx = self.hook_context(cancel.clone());
+        let mut pending: Vec<PendingAttachment> = Vec::new();
+        for hook in self.hooks.turn_start.clone() {
+            if let Some(p) = hook.on_turn_start(&ctx, user_text).await {
+                pending.push(p);
+            }
+        }
+        // Give prefetches that are already done a chance to land before the first request.
+        tokio::task::yield_now().await;
+
+        let mut tool_log: BTreeMap<String, bool> = BTreeMap::new();
+        let mut iterations = 0u32;
+        let mut compacted_for_length = false;
+        let result = loop {
+            if iterations >= self.config.max_iterations {
+                tracing::warn!(limit = self.config.max_iterations, "max iterations reached");
+                self.events.emit(AgentEvent::MaxIterationsReached {
+                    limit: self.config.max_iterations,
+                });
+                break Ok(TurnOutcome {
+                    text: String::new(),
+                    iterations,
+                    stop: TurnStop::MaxIterations,
+                });
+            }
+            self.attach_settled(&mut pending).await;
+            self.maybe_compact(CompactionTrigger::Auto, &cancel).await;
+            if let Err(e) = self.validate() {
+                break Err(e);
+            }
+            iterations += 1;
+            let system = self.system.render().await;
+            self.last_system = Arc::new(system.clone());
+            let context_tokens = self.tokens.count(&self.messages);
+            let engine = self.engine(cancel.clone());
+            let response = engine
+                .call_model(
+                    system,
+                    provider_view(&self.messages),
+                    iterations,
+                    context_tokens,
+                )
+                .await;
+            let response = match response {
+                Ok(r) => r,
+                Err(ModelError::ContextTooLong { .. })
+                    if !compacted_for_length && self.compactor.is_some() =>
+                {
+                    compacted_for_length = true;
+                    iterations -= 1;
+                    self.maybe_compact(CompactionTrigger::PromptTooLong, &cancel)
+                        .await;
+                    continue;
+                }
+                Err(ModelError::Cancelled) => break Err(AgentError::Cancelled),
+                Err(e) => break Err(AgentError::Model(e)),
+            };
+            let assistant = response.clone().into_message();
+            let text = assistant.text();
+            if !text.is_empty() {
+                self.events
+                    .emit(AgentEvent::AssistantText { text: text.clone() });
+            }
+            let wants_tools = assistant.has_tool_use();
+            self.messages.push(assistant);
+            if !self.hooks.post_sampling.is_empty() {
+                let ctx = self.hook_context(cancel.clone());
+                for hook in self.hooks.post_sampling.clone() {
+                    hook.after_sampling(&ctx, &response).await;
+                }
+            }
+            if !wants_tools {
+                break Ok(TurnOutcome {
+                    text,
+                    iterations,
+                    stop: TurnStop::Completed,
+                });
+            }
+            let engine = self.engine(cancel.clone());
+            let last = self.messages.len() - 1;
+            let (results, outcomes) = engine.run_tools(&self.messages[last]).await;
+            self.messages.push(results);
+            record_outcomes(&mut tool_log, outcomes);
+            if cancel.is_cancelled() {
+                break Err(AgentError::Cancelled);
+            }
+        };
+        drop(pending);
+        self.recent_tools = tool_log
+            .into_iter()
+            .filter(|(_, failed)| !failed)
+            .map(|(name, _)| name)
+            .collect();
+        if let Ok(outcome) = &result {
+            if outcome.stop == TurnStop::Completed {
+                self.fire_stop_hooks();
+            }
+            self.events.emit(AgentEvent::TurnFinished {
+                turn: self.turn,
+                iterations: outcome.iterations,
+            });
+        }
+        result
+    }
+
+    fn engine(&self, cancel: CancellationToken) -> Engine<'_> {
+        Engine {
+            model: &self.model,
+            tools: &self.tools,
+            gate: &self.gate,
+            events: &self.events,
+            tool_ctx: ToolContext {
+                session_id: self.config.session_id.clone(),
+                cwd: self.config.cwd.clone(),
+                agent: AgentKind::Main,
+                cancel,
+            },
+            purpose: "main",
+            max_tokens: self.config.max_tokens,
+        }
+    }
+
+    fn validate(&mut self) -> Result<(), AgentError> {
+        if !self.config.validate_invariants {
+            return Ok(());
+        }
+        match check_invariants(&self.messages) {
+            Ok(()) => Ok(()),
+            Err(err) => match &self.repair {
+                Some(repair) => {
+                    tracing::warn!(%err, "conversation invalid; applying the repair pass");
+                    self.messages = repair(std::mem::take(&mut self.messages));
+                    self.tokens.reset();
+                    check_invariants(&self.messages).map_err(AgentError::InvalidConversation)
+                }
+                None => Err(AgentError::InvalidConversation(err)),
+            },
+        }
+    }
+
+    async fn attach_settled(&mut self, pending: &mut Vec<PendingAttachment>) {
+        let mut i = 0;
+        while i < pending.len() {
+            if !pending[i].is_ready() {
+                i += 1;
+                continue;
+            }
+            let p = pending.swap_remove(i);
+            if let Some(att) = p.wait().await {
+                let rendered = att.render();
+                self.events.emit(AgentEvent::AttachmentAdded {
+                    kind: att.kind.clone(),
+                    bytes: att.text.len(),
+                });
+                match self.messages.last_mut() {
+                    Some(last) if last.role == Role::User => {
+                        last.content.push(ContentBlock::text(rendered))
+                    }
+                    _ => self.messages.push(Message::user(rendered)),
+                }
+            }
+        }
+    }
+
+    async fn maybe_compact(&mut self, trigger: CompactionTrigger, cancel: &CancellationToken) {
+        let Some(compactor) = self.compactor.clone() else {
+            return;
+        };
+        let ctx = self.hook_context(cancel.clone());
+        match compactor.maybe_compact(&ctx, trigger).await {
+            Ok(Some(outcome)) => self.apply_compaction(outcome, cancel).await,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "compaction failed"),
+        }
+    }
+
+    /// Compact now (the host's `/compact`), whatever the size. Returns whether it happened.
+    pub async fn compact_now(&mut self) -> Result<bool, AgentError> {
+        let Some(compactor) = self.compactor.clone() else {
+            return Ok(false);
+        };
+        let cancel = self.session_cancel.child_token();
+        let ctx = self.hook_context(cancel.clone());
+        match compactor
+            .maybe_compact(&ctx, CompactionTrigger::Manual)
+            .await
+        {
+            Ok(Some(outcome)) => {
+                self.apply_compaction(outcome, &cancel).await;
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(AgentError::Compaction(e)),
+        }
+    }
+
+    async fn apply_compaction(&mut self, outcome: CompactionOutcome, cancel: &CancellationToken) {
+        tracing::info!(strategy = %outcome.strategy, before = outcome.tokens_before, after = outcome.tokens_after, "compacted");
+        self.messages = outcome.messages;
+        self.tokens.reset();
+        self.system.invalidate().await;
+        self.last_system = Arc::new(self.system.render().await);
+        self.events.emit(AgentEvent::Compacted {
+            strategy: outcome.strategy,
+            tokens_before: outcome.tokens_before,
+            tokens_after: outcome.tokens_after,
+            messages_kept: outcome.messages_kept,
+        });
+        let ctx = self.hook_context(cancel.clone());
+        for l in self.hooks.compaction.clone() {
+            l.on_compacted(&ctx).await;
+        }
+    }
+
+    fn fire_stop_hooks(&mut self) {
+        if self.hooks.stop.is_empty() {
+            return;
+        }
+        let ctx = self.hook_context(self.session_cancel.clone());
+        for (i, hook) in self.hooks.stop.iter().enumerate() {
+            let hook = hook.clone();
+            let ctx = ctx.clone();
+            self.background.spawn(
+                format!("stop-hook-{i}"),
+                async move { hook.on_stop(ctx).await },
+            );
+        }
+    }
+}
+
+fn record_outcomes(log: &mut BTreeMap<String, bool>, outcomes: Vec<ToolOutcome>) {
+    for o in outcomes {
+        let failed = log.entry(o.name).or_insert(false);
+        *failed |= o.is_error || o.denied;
+    }
+}

@@ -1,0 +1,51 @@
+//! The interface between the agent loop and a compactor (implemented in `memloop-compact`).
+
+use crate::hooks::HookContext;
+use crate::message::Message;
+use async_trait::async_trait;
+
+/// Why compaction is being considered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionTrigger {
+    /// The per-request check before a model call.
+    Auto,
+    /// The host asked (`/compact`).
+    Manual,
+    /// The provider said the prompt is too long.
+    PromptTooLong,
+}
+
+/// A successful compaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionOutcome {
+    /// The new conversation (boundary marker, summary, kept messages).
+    pub messages: Vec<Message>,
+    /// Strategy name (`session_memory`, `summary`).
+    pub strategy: String,
+    /// Tokens before.
+    pub tokens_before: u64,
+    /// Estimated tokens after.
+    pub tokens_after: u64,
+    /// Messages kept verbatim.
+    pub messages_kept: usize,
+}
+
+/// A compaction attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("compaction failed: {0}")]
+pub struct CompactionError(pub String);
+
+/// Decides whether to compact and does it.
+///
+/// `ctx.messages` and `ctx.context_tokens` describe the conversation; returning `Ok(None)` means
+/// "nothing to do". The agent replaces its conversation with the outcome, invalidates cached
+/// system sections and notifies its [`crate::CompactionListener`]s.
+#[async_trait]
+pub trait ContextCompactor: Send + Sync {
+    /// Consider compacting.
+    async fn maybe_compact(
+        &self,
+        ctx: &HookContext,
+        trigger: CompactionTrigger,
+    ) -> Result<Option<CompactionOutcome>, CompactionError>;
+}

@@ -1,0 +1,247 @@
+//! Forked agents: sub-loops that share the parent's system prompt and message prefix (so the
+//! provider's prompt cache is reused) but have their own tools, permission gate and turn limit.
+//! Used by the memory extractor, the session-memory updater, the consolidator and summary
+//! compaction. Their transcript is not kept in the parent.
+
+use crate::engine::Engine;
+use crate::error::AgentError;
+use crate::events::EventSink;
+use crate::invariants::provider_view;
+use crate::message::{ContentBlock, Message, Role};
+use crate::model::{Model, ModelError};
+use crate::tool::{AgentKind, AllowAll, PermissionGate, Tool, ToolContext, ToolRegistry};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// What a fork shares with its parent.
+#[derive(Clone)]
+pub struct ForkBase {
+    /// The parent's model.
+    pub model: Arc<dyn Model>,
+    /// The parent's rendered system prompt.
+    pub system: Arc<Vec<String>>,
+    /// The parent's conversation at the fork point.
+    pub messages: Arc<Vec<Message>>,
+    /// Session id.
+    pub session_id: String,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Event sink.
+    pub events: Arc<dyn EventSink>,
+    /// Cancels the fork.
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for ForkBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForkBase")
+            .field("session_id", &self.session_id)
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`ForkedAgent`].
+#[derive(Debug)]
+pub struct ForkedAgentBuilder {
+    base: ForkBase,
+    purpose: String,
+    tools: ToolRegistry,
+    gate: Arc<dyn PermissionGate>,
+    max_turns: u32,
+    max_tokens: u32,
+    share_prefix: bool,
+}
+
+impl std::fmt::Debug for dyn PermissionGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PermissionGate")
+    }
+}
+
+impl ForkedAgentBuilder {
+    /// A fork for `purpose` (it names model requests, e.g. `extractor`). Defaults: no tools,
+    /// allow-all gate, 5 turns, 4,096 max tokens, parent prefix shared.
+    pub fn new(base: ForkBase, purpose: impl Into<String>) -> Self {
+        Self {
+            base,
+            purpose: purpose.into(),
+            tools: ToolRegistry::new(),
+            gate: Arc::new(AllowAll),
+            max_turns: 5,
+            max_tokens: 4_096,
+            share_prefix: true,
+        }
+    }
+
+    /// Add a tool.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.register(tool);
+        self
+    }
+
+    /// Replace the tools.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Set the gate.
+    pub fn gate(mut self, gate: Arc<dyn PermissionGate>) -> Self {
+        self.gate = gate;
+        self
+    }
+
+    /// Model calls allowed (default 5).
+    pub fn max_turns(mut self, n: u32) -> Self {
+        self.max_turns = n;
+        self
+    }
+
+    /// `max_tokens` per request.
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = n;
+        self
+    }
+
+    /// Whether to send the parent's messages before the prompt (default true). Turn off for
+    /// side queries that must not see the conversation.
+    pub fn share_prefix(mut self, share: bool) -> Self {
+        self.share_prefix = share;
+        self
+    }
+
+    /// Build.
+    pub fn build(self) -> ForkedAgent {
+        ForkedAgent { b: self }
+    }
+}
+
+/// What a forked run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ForkOutcome {
+    /// Text of the last response.
+    pub final_text: String,
+    /// Model calls made.
+    pub turns: u32,
+    /// Whether it stopped because of the turn limit.
+    pub hit_max_turns: bool,
+    /// Tool calls made (including denied ones).
+    pub tool_calls: u32,
+    /// Tool calls the gate denied.
+    pub denied_calls: u32,
+    /// Files written by its tools, in order, without duplicates.
+    pub files_written: Vec<PathBuf>,
+}
+
+/// A forked sub-agent. See the module docs.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use memloop_core::testing::{ScriptStep, ScriptedModel};
+/// use memloop_core::{ForkBase, ForkedAgentBuilder, Message, NullSink};
+/// use std::sync::Arc;
+///
+/// let model = ScriptedModel::new().then(ScriptStep::text("noted"));
+/// let base = ForkBase {
+///     model: Arc::new(model),
+///     system: Arc::new(vec!["You are helpful.".into()]),
+///     messages: Arc::new(vec![Message::user("hi"), Message::assistant("hello")]),
+///     session_id: "s1".into(),
+///     cwd: ".".into(),
+///     events: Arc::new(NullSink),
+///     cancel: Default::default(),
+/// };
+/// let out = ForkedAgentBuilder::new(base, "notes").build().run("Summarise.").await.unwrap();
+/// assert_eq!(out.final_text, "noted");
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct ForkedAgent {
+    b: ForkedAgentBuilder,
+}
+
+/// The parent prefix a fork may send: provider view, without a trailing assistant message whose
+/// tool calls are still unanswered.
+pub fn fork_prefix(messages: &[Message]) -> Vec<Message> {
+    let mut view = provider_view(messages);
+    if view
+        .last()
+        .is_some_and(|m| m.role == Role::Assistant && m.has_tool_use())
+    {
+        view.pop();
+    }
+    view
+}
+
+impl ForkedAgent {
+    /// Run the fork with `prompt` as the new user message.
+    pub async fn run(self, prompt: impl Into<String>) -> Result<ForkOutcome, AgentError> {
+        let b = self.b;
+        let span = tracing::info_span!("fork", purpose = %b.purpose);
+        tracing::Instrument::instrument(run_fork(b, prompt.into()), span).await
+    }
+}
+
+async fn run_fork(b: ForkedAgentBuilder, prompt: String) -> Result<ForkOutcome, AgentError> {
+    let mut messages = if b.share_prefix {
+        fork_prefix(&b.base.messages)
+    } else {
+        Vec::new()
+    };
+    match messages.last_mut() {
+        Some(last) if last.role == Role::User => last.content.push(ContentBlock::text(prompt)),
+        _ => messages.push(Message::user(prompt)),
+    }
+    let engine = Engine {
+        model: &b.base.model,
+        tools: &b.tools,
+        gate: &b.gate,
+        events: &b.base.events,
+        tool_ctx: ToolContext {
+            session_id: b.base.session_id.clone(),
+            cwd: b.base.cwd.clone(),
+            agent: AgentKind::Forked(b.purpose.clone()),
+            cancel: b.base.cancel.clone(),
+        },
+        purpose: &b.purpose,
+        max_tokens: b.max_tokens,
+    };
+    let mut out = ForkOutcome::default();
+    let mut seen = HashSet::new();
+    loop {
+        if out.turns >= b.max_turns {
+            out.hit_max_turns = true;
+            tracing::info!(max_turns = b.max_turns, "fork reached its turn limit");
+            return Ok(out);
+        }
+        out.turns += 1;
+        let response = engine
+            .call_model(b.base.system.to_vec(), messages.clone(), out.turns, 0)
+            .await
+            .map_err(|e| match e {
+                ModelError::Cancelled => AgentError::Cancelled,
+                e => AgentError::Model(e),
+            })?;
+        let assistant = response.into_message();
+        out.final_text = assistant.text();
+        if !assistant.has_tool_use() {
+            return Ok(out);
+        }
+        let (results, outcomes) = engine.run_tools(&assistant).await;
+        out.tool_calls += outcomes.len() as u32;
+        out.denied_calls += outcomes.iter().filter(|o| o.denied).count() as u32;
+        for f in &results.meta.files_written {
+            if seen.insert(f.clone()) {
+                out.files_written.push(f.clone());
+            }
+        }
+        messages.push(assistant);
+        messages.push(results);
+        if b.base.cancel.is_cancelled() {
+            return Err(AgentError::Cancelled);
+        }
+    }
+}

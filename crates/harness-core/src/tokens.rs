@@ -1,0 +1,335 @@
+//! Token counting: the [`TokenCounter`] trait, tiktoken and chars/4 estimators, and the
+//! conversation count rule of SPEC section 9 with an incremental cache.
+//!
+//! The conversation's size is the provider usage reported on the newest assistant response plus
+//! an estimate of every message after it (the estimate alone when no usage exists).
+//! [`ConversationTokens`] caches per-message estimates and prefix sums, so that the per-turn check
+//! costs O(new messages) while the conversation only grows, and falls back to a recount when the
+//! history was rewritten (compaction).
+
+use crate::message::{ContentBlock, Message, MessageId, ToolResultContent};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// Tokens charged for one image or document block.
+pub const MEDIA_BLOCK_TOKENS: u64 = 2_000;
+
+/// Counts tokens of text. Object-safe.
+pub trait TokenCounter: Send + Sync {
+    /// Tokens in `text`.
+    fn count(&self, text: &str) -> u64;
+}
+
+/// The cheap estimator: one token per four bytes, rounded up.
+///
+/// ```
+/// use memloop_core::{CharEstimator, TokenCounter};
+/// assert_eq!(CharEstimator.count("abcdefgh"), 2);
+/// assert_eq!(CharEstimator.count("abc"), 1);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CharEstimator;
+
+impl TokenCounter for CharEstimator {
+    fn count(&self, text: &str) -> u64 {
+        (text.len() as u64).div_ceil(4)
+    }
+}
+
+/// Which tiktoken encoding to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `o200k_base` (GPT-4o family).
+    O200kBase,
+    /// `cl100k_base` (GPT-4 family).
+    Cl100kBase,
+}
+
+/// A real BPE tokenizer (tiktoken-rs). The encoding tables load once per process.
+#[derive(Clone)]
+pub struct TiktokenCounter {
+    bpe: Arc<tiktoken_rs::CoreBPE>,
+}
+
+impl std::fmt::Debug for TiktokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TiktokenCounter")
+    }
+}
+
+/// Errors building a tokenizer.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot load tiktoken encoding: {0}")]
+pub struct TokenizerError(String);
+
+impl TiktokenCounter {
+    /// Load (or reuse) the given encoding.
+    ///
+    /// ```
+    /// use memloop_core::{Encoding, TiktokenCounter, TokenCounter};
+    /// let t = TiktokenCounter::new(Encoding::Cl100kBase).unwrap();
+    /// assert_eq!(t.count("hello world"), 2);
+    /// ```
+    pub fn new(encoding: Encoding) -> Result<Self, TokenizerError> {
+        static O200K: OnceLock<Result<Arc<tiktoken_rs::CoreBPE>, String>> = OnceLock::new();
+        static CL100K: OnceLock<Result<Arc<tiktoken_rs::CoreBPE>, String>> = OnceLock::new();
+        let cell = match encoding {
+            Encoding::O200kBase => O200K.get_or_init(|| {
+                tiktoken_rs::o200k_base()
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            }),
+            Encoding::Cl100kBase => CL100K.get_or_init(|| {
+                tiktoken_rs::cl100k_base()
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            }),
+        };
+        match cell {
+            Ok(bpe) => Ok(Self { bpe: bpe.clone() }),
+            Err(e) => Err(TokenizerError(e.clone())),
+        }
+    }
+}
+
+impl TokenCounter for TiktokenCounter {
+    fn count(&self, text: &str) -> u64 {
+        self.bpe.encode_ordinary(text).len() as u64
+    }
+}
+
+/// Estimated tokens of one message: text, tool-use name + JSON input, tool-result content,
+/// thinking text; images and documents [`MEDIA_BLOCK_TOKENS`] each.
+pub fn estimate_message(counter: &dyn TokenCounter, message: &Message) -> u64 {
+    message
+        .content
+        .iter()
+        .map(|b| estimate_block(counter, b))
+        .sum()
+}
+
+fn estimate_block(counter: &dyn TokenCounter, block: &ContentBlock) -> u64 {
+    match block {
+        ContentBlock::Text { text } => counter.count(text),
+        ContentBlock::ToolUse { name, input, .. } => {
+            counter.count(name) + counter.count(&input.to_string())
+        }
+        ContentBlock::ToolResult { content, .. } => match content {
+            ToolResultContent::Text(t) => counter.count(t),
+            ToolResultContent::Blocks(blocks) => {
+                blocks.iter().map(|b| estimate_block(counter, b)).sum()
+            }
+        },
+        ContentBlock::Thinking { thinking, .. } => counter.count(thinking),
+        ContentBlock::Image { .. } | ContentBlock::Document { .. } => MEDIA_BLOCK_TOKENS,
+    }
+}
+
+/// Estimate of a whole slice, no usage, no cache.
+pub fn estimate_messages(counter: &dyn TokenCounter, messages: &[Message]) -> u64 {
+    messages.iter().map(|m| estimate_message(counter, m)).sum()
+}
+
+/// The conversation count rule (SPEC section 9) without a cache: usage of the newest assistant
+/// response that has one, plus an estimate of every message after it.
+pub fn count_conversation_uncached(counter: &dyn TokenCounter, messages: &[Message]) -> u64 {
+    match newest_usage(messages) {
+        Some((idx, used)) => used + estimate_messages(counter, &messages[idx + 1..]),
+        None => estimate_messages(counter, messages),
+    }
+}
+
+fn newest_usage(messages: &[Message]) -> Option<(usize, u64)> {
+    messages.iter().enumerate().rev().find_map(|(i, m)| {
+        m.usage
+            .filter(|_| m.role == crate::message::Role::Assistant)
+            .map(|u| (i, u.context_tokens()))
+    })
+}
+
+/// Incremental conversation token counter (SPEC section 9, BETTER: O(new messages) per check).
+///
+/// ```
+/// use memloop_core::{CharEstimator, ConversationTokens, Message, Usage};
+/// let mut counter = ConversationTokens::new(std::sync::Arc::new(CharEstimator));
+/// let mut conv = vec![Message::user("12345678")];
+/// assert_eq!(counter.count(&conv), 2); // estimate only
+/// conv.push(Message::assistant("ok").with_usage(Usage { input_tokens: 100, output_tokens: 1, ..Default::default() }));
+/// conv.push(Message::user("abcd"));
+/// assert_eq!(counter.count(&conv), 101 + 1); // usage + estimate after it
+/// ```
+pub struct ConversationTokens {
+    counter: Arc<dyn TokenCounter>,
+    /// Estimates by message id, kept across rewrites (compaction keeps messages verbatim).
+    per_message: HashMap<MessageId, u64>,
+    /// `prefix[i]` = sum of estimates of messages `[0, i)` of the last seen conversation.
+    prefix: Vec<u64>,
+    /// Ids of the last seen conversation, to detect rewrites cheaply.
+    ids: Vec<MessageId>,
+}
+
+impl std::fmt::Debug for ConversationTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversationTokens")
+            .field("cached_messages", &self.ids.len())
+            .finish()
+    }
+}
+
+impl ConversationTokens {
+    /// A counter using the given estimator.
+    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
+        Self {
+            counter,
+            per_message: HashMap::new(),
+            prefix: vec![0],
+            ids: Vec::new(),
+        }
+    }
+
+    /// The underlying estimator.
+    pub fn estimator(&self) -> &Arc<dyn TokenCounter> {
+        &self.counter
+    }
+
+    /// Forget everything (call after the history was rewritten if you want to free memory; a
+    /// rewrite is also detected automatically).
+    pub fn reset(&mut self) {
+        self.per_message.clear();
+        self.prefix = vec![0];
+        self.ids.clear();
+    }
+
+    /// Estimated tokens of one message, cached by id.
+    pub fn message_tokens(&mut self, message: &Message) -> u64 {
+        if let Some(t) = self.per_message.get(&message.id) {
+            return *t;
+        }
+        let t = estimate_message(self.counter.as_ref(), message);
+        self.per_message.insert(message.id.clone(), t);
+        t
+    }
+
+    fn sync(&mut self, messages: &[Message]) {
+        // Cheap rewrite detection: the conversation is append-only between compactions, so the
+        // cached prefix is valid when its length fits and its first and last ids still match.
+        let n = self.ids.len();
+        let still_prefix = n <= messages.len()
+            && (n == 0 || (messages[0].id == self.ids[0] && messages[n - 1].id == self.ids[n - 1]));
+        if !still_prefix {
+            self.prefix = vec![0];
+            self.ids.clear();
+        }
+        for m in &messages[self.ids.len()..] {
+            let t = self.message_tokens(m);
+            let last = self.prefix.last().copied().unwrap_or(0);
+            self.prefix.push(last + t);
+            self.ids.push(m.id.clone());
+        }
+    }
+
+    /// Sum of estimates of `messages[from..]`, using the cache.
+    pub fn estimate_from(&mut self, messages: &[Message], from: usize) -> u64 {
+        self.sync(messages);
+        let total = self.prefix.last().copied().unwrap_or(0);
+        total - self.prefix.get(from).copied().unwrap_or(total)
+    }
+
+    /// The conversation's size per SPEC section 9.
+    pub fn count(&mut self, messages: &[Message]) -> u64 {
+        self.sync(messages);
+        match newest_usage(messages) {
+            Some((idx, used)) => used + self.estimate_from(messages, idx + 1),
+            None => self.estimate_from(messages, 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{MediaSource, Role, Usage};
+    use serde_json::json;
+
+    #[test]
+    fn estimates_every_block_kind() {
+        let c = CharEstimator;
+        let m = Message::new(
+            Role::Assistant,
+            vec![
+                ContentBlock::text("abcd"),                              // 1
+                ContentBlock::tool_use("t1", "read", json!({"p": "x"})), // 1 + 3
+                ContentBlock::Thinking {
+                    thinking: "12345678".into(),
+                    signature: None,
+                }, // 2
+                ContentBlock::Image {
+                    source: MediaSource::Url { url: "u".into() },
+                }, // 2000
+            ],
+        );
+        assert_eq!(estimate_message(&c, &m), 1 + 1 + 3 + 2 + 2000);
+        let r = Message::new(
+            Role::User,
+            vec![ContentBlock::tool_result("t1", "abcdefgh", false)],
+        );
+        assert_eq!(estimate_message(&c, &r), 2);
+    }
+
+    #[test]
+    fn usage_plus_estimate_after_newest_response() {
+        let usage = |n| Usage {
+            input_tokens: n,
+            output_tokens: 10,
+            cache_creation_input_tokens: 5,
+            cache_read_input_tokens: 100,
+        };
+        let conv = vec![
+            Message::user("a".repeat(40)),
+            Message::assistant("x").with_usage(usage(1)),
+            Message::user("b".repeat(40)),
+            Message::assistant("y").with_usage(usage(1000)),
+            Message::user("c".repeat(8)),
+            Message::assistant("z".repeat(4)), // no usage (e.g. a scripted record)
+        ];
+        let mut cached = ConversationTokens::new(Arc::new(CharEstimator));
+        let expected = 1000 + 10 + 5 + 100 + 2 + 1;
+        assert_eq!(cached.count(&conv), expected);
+        assert_eq!(count_conversation_uncached(&CharEstimator, &conv), expected);
+    }
+
+    #[test]
+    fn incremental_matches_recount_and_detects_rewrites() {
+        let mut cached = ConversationTokens::new(Arc::new(CharEstimator));
+        let mut conv = Vec::new();
+        for i in 0..50 {
+            conv.push(Message::user(format!("question {i} {}", "q".repeat(i))));
+            assert_eq!(
+                cached.count(&conv),
+                count_conversation_uncached(&CharEstimator, &conv)
+            );
+            conv.push(Message::assistant(format!("answer {i}")));
+            assert_eq!(
+                cached.count(&conv),
+                count_conversation_uncached(&CharEstimator, &conv)
+            );
+        }
+        // Rewrite (compaction): keep the tail only.
+        let tail: Vec<Message> = conv[80..].to_vec();
+        let mut rewritten = vec![Message::user("summary")];
+        rewritten.extend(tail);
+        assert_eq!(
+            cached.count(&rewritten),
+            count_conversation_uncached(&CharEstimator, &rewritten)
+        );
+    }
+
+    #[test]
+    fn tiktoken_counts_real_tokens() {
+        let o = TiktokenCounter::new(Encoding::O200kBase).unwrap();
+        let c = TiktokenCounter::new(Encoding::Cl100kBase).unwrap();
+        assert_eq!(o.count("hello world"), 2);
+        assert_eq!(c.count("hello world"), 2);
+        assert!(o.count("The quick brown fox jumps over the lazy dog.") >= 9);
+    }
+}
