@@ -1,1 +1,18 @@
-//! memloop
+//! # memloop
+//!
+//! An embeddable Rust agent harness with pluggable memory. This facade re-exports the three
+//! crates:
+//!
+//! - [`core`] (`memloop-core`): messages, the `Model` and `Tool` traits, the agent loop, hooks,
+//!   forked agents, token counting;
+//! - [`memory`] (`memloop-memory`): the memory dir, selectors and recall, extraction, session
+//!   notes, consolidation, project instructions;
+//! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker.
+#![warn(missing_docs)]
+
+pub use memloop_compact as compact;
+pub use memloop_core as core;
+pub use memloop_memory as memory;
+
+pub use memloop_core::{Agent, AgentBuilder, AgentEvent, Message, Model, Tool};
+pub use memloop_memory::MemoryStore;

@@ -1,1 +1,2 @@
-//! placeholder
+//! Compaction for memloop (see the crate README).
+#![warn(missing_docs)]
