@@ -6,9 +6,11 @@
 //! consolidation, and project-instruction loading.
 #![warn(missing_docs)]
 
+mod manifest;
 mod store;
 mod types;
 
+pub use manifest::{format_manifest, manifest_line};
 pub use store::MemoryStore;
 pub use types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryType,

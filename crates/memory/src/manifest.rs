@@ -1,0 +1,56 @@
+//! The manifest: the text list of memory headers handed to a selector or an extractor.
+
+use crate::types::MemoryHeader;
+use chrono::{DateTime, SecondsFormat, Utc};
+
+/// One manifest line (SPEC section 5):
+/// `- [type] relative/path.md (2026-04-09T12:00:00Z): description`, without `[type] ` when there
+/// is no type and without `: description` when there is none.
+///
+/// ```
+/// use memloop_memory::{manifest_line, MemoryHeader, MemoryType};
+/// use std::time::{Duration, UNIX_EPOCH};
+/// let h = MemoryHeader {
+///     rel_path: "feedback/tests.md".into(),
+///     name: Some("Tests".into()),
+///     description: Some("run the integration tests against a real db".into()),
+///     memory_type: Some(MemoryType::Feedback),
+///     mtime: UNIX_EPOCH + Duration::from_secs(1_775_736_000),
+/// };
+/// assert_eq!(
+///     manifest_line(&h),
+///     "- [feedback] feedback/tests.md (2026-04-09T12:00:00Z): run the integration tests against a real db"
+/// );
+/// ```
+pub fn manifest_line(h: &MemoryHeader) -> String {
+    let ts: DateTime<Utc> = h.mtime.into();
+    let mut line = String::from("- ");
+    if let Some(t) = h.memory_type {
+        line.push('[');
+        line.push_str(t.as_str());
+        line.push_str("] ");
+    }
+    line.push_str(&h.rel_path);
+    line.push_str(" (");
+    line.push_str(&ts.to_rfc3339_opts(SecondsFormat::Secs, true));
+    line.push(')');
+    if let Some(d) = h
+        .description
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+    {
+        line.push_str(": ");
+        line.push_str(d);
+    }
+    line
+}
+
+/// The manifest of the given headers, one [`manifest_line`] per header, in the given order.
+pub fn format_manifest(headers: &[MemoryHeader]) -> String {
+    headers
+        .iter()
+        .map(manifest_line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
