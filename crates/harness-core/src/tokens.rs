@@ -7,7 +7,7 @@
 //! costs O(new messages) while the conversation only grows, and falls back to a recount when the
 //! history was rewritten (compaction).
 
-use crate::message::{ContentBlock, Message, MessageId, ToolResultContent};
+use crate::message::{ContentBlock, Message, MessageId, Role, ToolResultContent};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -142,7 +142,7 @@ pub fn count_conversation_uncached(counter: &dyn TokenCounter, messages: &[Messa
 fn newest_usage(messages: &[Message]) -> Option<(usize, u64)> {
     messages.iter().enumerate().rev().find_map(|(i, m)| {
         m.usage
-            .filter(|_| m.role == crate::message::Role::Assistant)
+            .filter(|_| m.role == Role::Assistant)
             .map(|u| (i, u.context_tokens()))
     })
 }
@@ -166,6 +166,8 @@ pub struct ConversationTokens {
     prefix: Vec<u64>,
     /// Ids of the last seen conversation, to detect rewrites cheaply.
     ids: Vec<MessageId>,
+    /// Index and context size of the newest assistant message with usage, among `ids`.
+    newest_usage: Option<(usize, u64)>,
 }
 
 impl std::fmt::Debug for ConversationTokens {
@@ -184,6 +186,7 @@ impl ConversationTokens {
             per_message: HashMap::new(),
             prefix: vec![0],
             ids: Vec::new(),
+            newest_usage: None,
         }
     }
 
@@ -198,6 +201,7 @@ impl ConversationTokens {
         self.per_message.clear();
         self.prefix = vec![0];
         self.ids.clear();
+        self.newest_usage = None;
     }
 
     /// Estimated tokens of one message, cached by id.
@@ -219,8 +223,12 @@ impl ConversationTokens {
         if !still_prefix {
             self.prefix = vec![0];
             self.ids.clear();
+            self.newest_usage = None;
         }
-        for m in &messages[self.ids.len()..] {
+        for (i, m) in messages.iter().enumerate().skip(self.ids.len()) {
+            if let (Role::Assistant, Some(u)) = (m.role, m.usage) {
+                self.newest_usage = Some((i, u.context_tokens()));
+            }
             let t = self.message_tokens(m);
             let last = self.prefix.last().copied().unwrap_or(0);
             self.prefix.push(last + t);
@@ -235,10 +243,11 @@ impl ConversationTokens {
         total - self.prefix.get(from).copied().unwrap_or(total)
     }
 
-    /// The conversation's size per SPEC section 9.
+    /// The conversation's size per SPEC section 9. O(new messages) while the conversation only
+    /// grows.
     pub fn count(&mut self, messages: &[Message]) -> u64 {
         self.sync(messages);
-        match newest_usage(messages) {
+        match self.newest_usage {
             Some((idx, used)) => used + self.estimate_from(messages, idx + 1),
             None => self.estimate_from(messages, 0),
         }
@@ -248,7 +257,7 @@ impl ConversationTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{MediaSource, Role, Usage};
+    use crate::message::{MediaSource, Usage};
     use serde_json::json;
 
     #[test]
@@ -308,7 +317,14 @@ mod tests {
                 cached.count(&conv),
                 count_conversation_uncached(&CharEstimator, &conv)
             );
-            conv.push(Message::assistant(format!("answer {i}")));
+            let mut a = Message::assistant(format!("answer {i}"));
+            if i % 5 == 0 {
+                a = a.with_usage(Usage {
+                    input_tokens: 1000 + i as u64,
+                    ..Default::default()
+                });
+            }
+            conv.push(a);
             assert_eq!(
                 cached.count(&conv),
                 count_conversation_uncached(&CharEstimator, &conv)
