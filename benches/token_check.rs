@@ -1,6 +1,6 @@
 //! The per-turn token check on a 500-message, ~150K-token conversation: the cached incremental
 //! counter (what the agent uses) versus recounting every message.
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)]
 
 use criterion::{BatchSize, Criterion, black_box, criterion_group, criterion_main};
 use memloop::core::{
