@@ -102,6 +102,32 @@ impl AgentMemoryScopes {
         self.project_root.join(&self.app_dir).join(sub)
     }
 
+    /// The agent memory dirs that exist in `scope`, sorted by agent type (unreadable or
+    /// absent scope dirs give an empty list).
+    pub fn existing(&self, scope: AgentMemoryScope) -> Vec<AgentMemoryDir> {
+        let parent = match scope {
+            AgentMemoryScope::User => self.base.join("agent-memory"),
+            AgentMemoryScope::Project => self.app_path("agent-memory"),
+            AgentMemoryScope::Local => self.app_path("agent-memory-local"),
+        };
+        let Ok(entries) = std::fs::read_dir(&parent) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<AgentMemoryDir> = entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter(|name| sanitize_agent_type(name).is_ok_and(|s| &s == name))
+            .map(|agent_type| AgentMemoryDir {
+                scope,
+                dir: parent.join(&agent_type),
+                agent_type,
+            })
+            .collect();
+        dirs.sort_by(|a, b| a.agent_type.cmp(&b.agent_type));
+        dirs
+    }
+
     /// The project root.
     pub fn project_root(&self) -> &Path {
         &self.project_root

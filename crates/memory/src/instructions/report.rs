@@ -104,7 +104,8 @@ pub struct ReportEntry {
     pub imported_from: Option<PathBuf>,
     /// The import as written (`@` excluded), for imported files.
     pub reference: Option<String>,
-    /// Loaded or skipped, and why.
+    /// Loaded or skipped, and why (serialised flat: `status`, `reason` and the reason's fields).
+    #[serde(flatten)]
     pub status: FileStatus,
     /// Size of the content as loaded (frontmatter and block comments removed), in bytes; for a
     /// skipped file that could be read, its size as read; else 0.
