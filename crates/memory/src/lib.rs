@@ -13,9 +13,9 @@ mod store;
 mod types;
 
 pub use instructions::{
-    DEFAULT_TEXT_EXTENSIONS, FileStatus, Glob, InstructionConfig, InstructionError, InstructionFile,
-    InstructionKind, InstructionLoader, Instructions, InstructionsSection, LoadOptions, LoadReport,
-    MemoryIndexText, ReportEntry, SkipReason, render_instructions,
+    DEFAULT_TEXT_EXTENSIONS, FileStatus, Glob, InstructionConfig, InstructionError,
+    InstructionFile, InstructionKind, InstructionLoader, Instructions, InstructionsSection,
+    LoadOptions, LoadReport, MemoryIndexText, ReportEntry, SkipReason, render_instructions,
 };
 pub use manifest::{format_manifest, manifest_line};
 pub use scopes::{

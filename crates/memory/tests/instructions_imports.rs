@@ -1,4 +1,5 @@
 //! `@path` imports on hand-made trees: cycles, depth, symlinks, containment, code, escapes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 #[path = "instructions_support/mod.rs"]
 mod support;
@@ -20,9 +21,16 @@ fn cycles_load_each_file_once() {
     let root = dir.path();
     write(&root.join("CLAUDE.md"), "top @a.md\n");
     write(&root.join("a.md"), "A imports @./b.md\n");
-    write(&root.join("b.md"), "B imports @a.md and @../b.md and @./b.md\n");
+    write(
+        &root.join("b.md"),
+        "B imports @a.md and @../b.md and @./b.md\n",
+    );
     let loaded = load(root);
-    let names: Vec<_> = loaded.files.iter().map(|f| f.path.file_name().unwrap()).collect();
+    let names: Vec<_> = loaded
+        .files
+        .iter()
+        .map(|f| f.path.file_name().unwrap())
+        .collect();
     assert_eq!(names, ["CLAUDE.md", "a.md", "b.md"]);
     let b_repeats = entries(&loaded.report, "b.md");
     // Loaded once; `@./b.md` from b.md is a repeat; `@../b.md` points outside the project.
@@ -55,8 +63,17 @@ fn depth_six_is_not_loaded() {
     let depths: Vec<_> = loaded.files.iter().map(|f| f.depth).collect();
     assert_eq!(depths, [0, 1, 2, 3, 4, 5]);
     let six = entry(&loaded.report, "d6.md");
-    assert_eq!(six.skip_reason(), Some(&SkipReason::TooDeep { depth: 6, max: 5 }));
-    assert!(loaded.report.entries.iter().all(|e| !e.path.ends_with("d7.md")));
+    assert_eq!(
+        six.skip_reason(),
+        Some(&SkipReason::TooDeep { depth: 6, max: 5 })
+    );
+    assert!(
+        loaded
+            .report
+            .entries
+            .iter()
+            .all(|e| !e.path.ends_with("d7.md"))
+    );
 }
 
 #[cfg(unix)]
@@ -65,10 +82,16 @@ fn symlink_loops_are_safe() {
     use std::os::unix::fs::symlink;
     let dir = TempDir::new().unwrap();
     let root = dir.path();
-    write(&root.join("CLAUDE.md"), "@loop1.md @alias.md @real.md @dirloop/x.md\n");
+    write(
+        &root.join("CLAUDE.md"),
+        "@loop1.md @alias.md @real.md @dirloop/x.md\n",
+    );
     symlink(root.join("loop2.md"), root.join("loop1.md")).unwrap();
     symlink(root.join("loop1.md"), root.join("loop2.md")).unwrap();
-    write(&root.join("real.md"), "real, importing its alias @alias.md\n");
+    write(
+        &root.join("real.md"),
+        "real, importing its alias @alias.md\n",
+    );
     symlink(root.join("real.md"), root.join("alias.md")).unwrap();
     symlink(root, root.join("dirloop")).unwrap();
     let loaded = load(root);
@@ -114,7 +137,9 @@ fn escaping_the_project_needs_permission() {
 fn code_html_comments_and_non_imports_are_ignored() {
     let dir = TempDir::new().unwrap();
     let root = dir.path();
-    for name in ["fenced", "indented", "span", "comment", "inline", "block", "real", "list"] {
+    for name in [
+        "fenced", "indented", "span", "comment", "inline", "block", "real", "list",
+    ] {
         write(&root.join(format!("{name}.md")), &format!("{name} body\n"));
     }
     write(
@@ -133,7 +158,15 @@ fn code_html_comments_and_non_imports_are_ignored() {
     // in an HTML block.
     assert_eq!(names, ["CLAUDE.md", "real.md", "list.md"]);
     // Only those two were considered as imports.
-    assert_eq!(loaded.report.entries.iter().filter(|e| e.depth == 1).count(), 2);
+    assert_eq!(
+        loaded
+            .report
+            .entries
+            .iter()
+            .filter(|e| e.depth == 1)
+            .count(),
+        2
+    );
     // The block comment is stripped from the content, the code stays.
     let content = &loaded.files[0].content;
     assert!(!content.contains("old: @comment.md"));
@@ -162,20 +195,33 @@ fn escapes_fragments_home_absolute_and_non_text() {
     let loaded = InstructionLoader::new(config)
         .load(root, &LoadOptions::default())
         .unwrap();
-    let contents: Vec<_> = loaded.files.iter().skip(1).map(|f| f.content.as_str()).collect();
+    let contents: Vec<_> = loaded
+        .files
+        .iter()
+        .skip(1)
+        .map(|f| f.content.as_str())
+        .collect();
     // `~/` files are user files outside the project: refused by default.
     assert_eq!(contents, ["spaced\n", "absolute\n"]);
     let r = &loaded.report;
-    assert_eq!(entry(r, "my notes.md").reference.as_deref(), Some("my\\ notes.md#section"));
+    assert_eq!(
+        entry(r, "my notes.md").reference.as_deref(),
+        Some("my\\ notes.md#section")
+    );
     assert!(matches!(
         entry(r, "prefs.md").skip_reason(),
         Some(SkipReason::OutsideProject { .. })
     ));
     assert_eq!(
         entry(r, "logo.png").skip_reason(),
-        Some(&SkipReason::NotText { extension: "png".into() })
+        Some(&SkipReason::NotText {
+            extension: "png".into()
+        })
     );
-    assert_eq!(entry(r, "bad.md").skip_reason(), Some(&SkipReason::InvalidUtf8));
+    assert_eq!(
+        entry(r, "bad.md").skip_reason(),
+        Some(&SkipReason::InvalidUtf8)
+    );
     assert_eq!(entry(r, "bad.md").bytes, 3);
 }
 
@@ -184,7 +230,10 @@ fn frontmatter_stripped_and_large_files_warned() {
     let dir = TempDir::new().unwrap();
     let root = dir.path();
     let big = "x".repeat(50);
-    write(&root.join("CLAUDE.md"), &format!("---\ntitle: t\n---\nBody {big}\n"));
+    write(
+        &root.join("CLAUDE.md"),
+        &format!("---\ntitle: t\n---\nBody {big}\n"),
+    );
     let mut config = isolated(root);
     config.large_file_chars = 40;
     let loaded = InstructionLoader::new(config)

@@ -1,5 +1,6 @@
 //! Load order (later wins) across managed, user, project and local files; conditional rules;
 //! the prompt section; the serialised report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 #[path = "instructions_support/mod.rs"]
 mod support;
@@ -38,12 +39,18 @@ fn tree() -> Tree {
     std::fs::create_dir_all(proj.join(".git")).unwrap();
     write(&proj.join("CLAUDE.md"), "project: indent 2\n");
     write(&proj.join(".claude/CLAUDE.md"), "project dir file\n");
-    write(&proj.join(".claude/rules/always.md"), "---\ndescription: x\n---\nalways rule\n");
+    write(
+        &proj.join(".claude/rules/always.md"),
+        "---\ndescription: x\n---\nalways rule\n",
+    );
     write(
         &proj.join(".claude/rules/lang/rust.md"),
         "---\npaths:\n  - \"src/**/*.rs\"\n---\nrust rule\n",
     );
-    write(&proj.join(".claude/rules/python.md"), "---\npaths: \"**/*.py\"\n---\npython rule\n");
+    write(
+        &proj.join(".claude/rules/python.md"),
+        "---\npaths: \"**/*.py\"\n---\npython rule\n",
+    );
     write(&proj.join("CLAUDE.local.md"), "local: indent 1\n");
     write(&pkg.join("CLAUDE.md"), "pkg file\n");
     write(&pkg.join("CLAUDE.local.md"), "pkg local: indent 0\n");
@@ -103,17 +110,27 @@ fn later_wins_order_from_managed_to_memory_index() {
         ("outer/proj/pkg/CLAUDE.local.md", Local),
         ("/mem/MEMORY.md", MemoryIndex),
     ];
-    let expected: Vec<(String, InstructionKind)> =
-        expected.iter().map(|(p, k)| ((*p).to_owned(), *k)).collect();
+    let expected: Vec<(String, InstructionKind)> = expected
+        .iter()
+        .map(|(p, k)| ((*p).to_owned(), *k))
+        .collect();
     assert_eq!(order, expected);
     // The file above the git root is never considered.
-    assert!(!loaded.report.entries.iter().any(|e| e.path == t.proj.parent().unwrap().join("CLAUDE.md")));
+    assert!(
+        !loaded
+            .report
+            .entries
+            .iter()
+            .any(|e| e.path == t.proj.parent().unwrap().join("CLAUDE.md"))
+    );
     // Frontmatter is gone from rules.
     assert_eq!(loaded.files[5].content, "always rule\n");
     // The python rule was considered and skipped, with its globs.
     assert_eq!(
         entry(&loaded.report, "python.md").skip_reason(),
-        Some(&SkipReason::ConditionNotMet { paths: vec!["**/*.py".into()] })
+        Some(&SkipReason::ConditionNotMet {
+            paths: vec!["**/*.py".into()]
+        })
     );
     // Standard locations without a file are listed as absent, not as problems.
     let absent = entry(&loaded.report, "pkg/.claude/CLAUDE.md");
@@ -167,7 +184,10 @@ async fn section_renders_paths_and_kinds_and_reloads_when_invalidated() {
     )));
     assert!(prompt.render().await[0].contains("pkg local: indent 0"));
     write(&t.pkg.join("CLAUDE.local.md"), "pkg local: indent 8\n");
-    assert!(prompt.render().await[0].contains("indent 0"), "cached until invalidated");
+    assert!(
+        prompt.render().await[0].contains("indent 0"),
+        "cached until invalidated"
+    );
     prompt.invalidate_section(InstructionsSection::NAME).await;
     assert!(prompt.render().await[0].contains("pkg local: indent 8"));
 }
@@ -211,5 +231,8 @@ fn agents_convention_uses_its_own_names() {
         .load(root, &LoadOptions::default())
         .unwrap();
     let contents: Vec<_> = loaded.files.iter().map(|f| f.content.as_str()).collect();
-    assert_eq!(contents, ["agents file\n", "agents rule\n", "agents local\n"]);
+    assert_eq!(
+        contents,
+        ["agents file\n", "agents rule\n", "agents local\n"]
+    );
 }

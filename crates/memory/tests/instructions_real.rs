@@ -1,4 +1,5 @@
 //! The loader on real public CLAUDE.md files (`../shared/data/claudemd/`, see its README).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 #[path = "instructions_support/mod.rs"]
 mod support;
@@ -20,7 +21,10 @@ fn delexplore_imports_in_lists_and_mid_sentence_and_no_decorator() {
     let mid = entry(report, "docs/references/delthit_output_formats.md");
     assert!(mid.is_loaded());
     assert_eq!(mid.depth, 1);
-    assert_eq!(mid.reference.as_deref(), Some("docs/references/delthit_output_formats.md"));
+    assert_eq!(
+        mid.reference.as_deref(),
+        Some("docs/references/delthit_output_formats.md")
+    );
     // Its second mention, in the import list, is a repeat.
     let repeats = entries(report, "docs/references/delthit_output_formats.md");
     assert_eq!(repeats.len(), 2);
@@ -46,7 +50,12 @@ fn delexplore_imports_in_lists_and_mid_sentence_and_no_decorator() {
     );
     let loaded_imports = loaded.files.iter().filter(|f| f.depth == 1).count();
     assert_eq!(loaded_imports, 9);
-    assert!(loaded.files.iter().all(|f| f.kind == InstructionKind::Project));
+    assert!(
+        loaded
+            .files
+            .iter()
+            .all(|f| f.kind == InstructionKind::Project)
+    );
 
     // `@pytest.mark.benchmark` is text, not an import: nothing about it in the report.
     assert!(loaded.files[0].content.contains("@pytest.mark.benchmark"));
@@ -61,7 +70,11 @@ fn delexplore_imports_in_lists_and_mid_sentence_and_no_decorator() {
     assert!(report.loaded().all(|e| e.bytes > 0 && e.tokens > 0));
     assert_eq!(
         report.total_bytes,
-        loaded.files.iter().map(|f| f.content.len() as u64).sum::<u64>()
+        loaded
+            .files
+            .iter()
+            .map(|f| f.content.len() as u64)
+            .sum::<u64>()
     );
 }
 
@@ -78,7 +91,13 @@ fn hoodcat_nested_import_resolves_relative_to_the_importing_file() {
     let harness = entry(report, ".claude/harness.md");
     assert!(harness.is_loaded());
     assert_eq!(harness.depth, 1);
-    assert!(harness.imported_from.as_ref().unwrap().ends_with("CLAUDE.md"));
+    assert!(
+        harness
+            .imported_from
+            .as_ref()
+            .unwrap()
+            .ends_with("CLAUDE.md")
+    );
 
     // `@docs/research-...md` inside `.claude/harness.md` resolves to `.claude/docs/...`, which
     // does not exist: the spec-exact loader reports it missing (the file exists only relative to

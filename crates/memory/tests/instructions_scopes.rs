@@ -1,4 +1,5 @@
 //! Agent memory scopes, on hand-made dirs and on real Claude Code agent-memory dirs.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use memloop_memory::{
     AgentMemoryScope, AgentMemoryScopes, InstructionConfig, InstructionKind, InstructionLoader,
@@ -12,7 +13,9 @@ fn scopes_resolve_to_their_dirs() {
     let base = TempDir::new().unwrap();
     let project = TempDir::new().unwrap();
     let scopes = AgentMemoryScopes::new(base.path(), project.path(), ".claude");
-    let user = scopes.resolve(AgentMemoryScope::User, "code-reviewer").unwrap();
+    let user = scopes
+        .resolve(AgentMemoryScope::User, "code-reviewer")
+        .unwrap();
     assert_eq!(user.dir, base.path().join("agent-memory/code-reviewer"));
     let shared = scopes
         .resolve(AgentMemoryScope::Project, "acme:planner")
@@ -22,10 +25,14 @@ fn scopes_resolve_to_their_dirs() {
         shared.dir,
         project.path().join(".claude/agent-memory/acme-planner")
     );
-    let local = scopes.resolve(AgentMemoryScope::Local, "acme:planner").unwrap();
+    let local = scopes
+        .resolve(AgentMemoryScope::Local, "acme:planner")
+        .unwrap();
     assert_eq!(
         local.dir,
-        project.path().join(".claude/agent-memory-local/acme-planner")
+        project
+            .path()
+            .join(".claude/agent-memory-local/acme-planner")
     );
 
     // Only existing, well-named dirs are listed.
@@ -58,9 +65,14 @@ fn real_agent_memory_dirs_resolve_and_load_as_the_memory_index() {
     let scopes = AgentMemoryScopes::new(base.path(), &repo, ".claude");
     let found = scopes.existing(AgentMemoryScope::Project);
     let names: Vec<_> = found.iter().map(|d| d.agent_type.as_str()).collect();
-    assert_eq!(names, ["architect", "code-reviewer", "go-engineer", "qa-engineer"]);
+    assert_eq!(
+        names,
+        ["architect", "code-reviewer", "go-engineer", "qa-engineer"]
+    );
     for dir in &found {
-        let resolved = scopes.resolve(AgentMemoryScope::Project, &dir.agent_type).unwrap();
+        let resolved = scopes
+            .resolve(AgentMemoryScope::Project, &dir.agent_type)
+            .unwrap();
         assert_eq!(resolved.dir, dir.dir);
         assert!(resolved.dir.join("MEMORY.md").is_file());
     }
@@ -79,7 +91,9 @@ fn real_agent_memory_dirs_resolve_and_load_as_the_memory_index() {
             content: content.clone(),
         }),
     };
-    let loaded = InstructionLoader::new(config).load(&repo, &options).unwrap();
+    let loaded = InstructionLoader::new(config)
+        .load(&repo, &options)
+        .unwrap();
     let last = loaded.files.last().unwrap();
     assert_eq!(last.kind, InstructionKind::MemoryIndex);
     assert_eq!(last.content, content);

@@ -1,7 +1,7 @@
 //! The instruction loader: which files, in which order, and the `@path` import walk.
 
 use super::config::InstructionConfig;
-use super::markdown::{analyze, find_references, split_frontmatter, strip_comments, Reference};
+use super::markdown::{Reference, analyze, find_references, split_frontmatter, strip_comments};
 use super::report::{FileStatus, InstructionKind, LoadReport, ReportEntry, SkipReason};
 use super::rules;
 use memloop_core::{CharEstimator, TokenCounter};
@@ -151,7 +151,13 @@ impl InstructionLoader {
         let touched: Vec<PathBuf> = options
             .touched_files
             .iter()
-            .map(|f| if f.is_absolute() { f.clone() } else { cwd.join(f) })
+            .map(|f| {
+                if f.is_absolute() {
+                    f.clone()
+                } else {
+                    cwd.join(f)
+                }
+            })
             .collect();
         let mut walk = Walk {
             config: &self.config,
@@ -163,7 +169,11 @@ impl InstructionLoader {
         };
         let c = &self.config;
         if let Some(managed) = &c.managed_root {
-            walk.top(&managed.join(&c.project_file), InstructionKind::Managed, true);
+            walk.top(
+                &managed.join(&c.project_file),
+                InstructionKind::Managed,
+                true,
+            );
             walk.rules(&managed.join("rules"), &root, true);
         }
         if let Some(base) = &c.user_base {
@@ -179,7 +189,11 @@ impl InstructionLoader {
         for dir in &dirs {
             let app_dir = dir.join(&c.app_dir);
             walk.top(&dir.join(&c.project_file), InstructionKind::Project, false);
-            walk.top(&app_dir.join(&c.project_file), InstructionKind::Project, false);
+            walk.top(
+                &app_dir.join(&c.project_file),
+                InstructionKind::Project,
+                false,
+            );
             walk.rules(&app_dir.join("rules"), dir, false);
             walk.top(&dir.join(&c.local_file), InstructionKind::Local, false);
         }
@@ -449,7 +463,10 @@ fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>, visited: &mut HashSet<Pa
         let path = entry.path();
         if path.is_dir() {
             collect_markdown(&path, out, visited);
-        } else if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("md")) {
+        } else if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+        {
             out.push(path);
         }
     }

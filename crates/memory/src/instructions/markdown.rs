@@ -148,7 +148,11 @@ pub struct Reference {
 pub fn find_references(body: &str, analysis: &Analysis) -> Vec<Reference> {
     let mut refs = Vec::new();
     for (at, _) in body.match_indices('@') {
-        let after_space = at == 0 || body[..at].chars().next_back().is_some_and(char::is_whitespace);
+        let after_space = at == 0
+            || body[..at]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_whitespace);
         if !after_space || analysis.is_excluded(at) {
             continue;
         }
@@ -183,7 +187,9 @@ fn read_token(s: &str) -> (String, String) {
         None => &unescaped[..],
     };
     let target = without_fragment
-        .trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '}', '>', '"', '\'', '`'])
+        .trim_end_matches([
+            '.', ',', ';', ':', '!', '?', ')', ']', '}', '>', '"', '\'', '`',
+        ])
         .to_owned();
     (raw, target)
 }

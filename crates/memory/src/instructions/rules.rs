@@ -104,17 +104,26 @@ mod tests {
     #[test]
     fn paths_forms() {
         assert_eq!(rule_paths(None), Vec::<String>::new());
-        assert_eq!(rule_paths(Some("paths: src/**/*.rs\n")), vec!["src/**/*.rs"]);
+        assert_eq!(
+            rule_paths(Some("paths: src/**/*.rs\n")),
+            vec!["src/**/*.rs"]
+        );
         assert_eq!(
             rule_paths(Some("paths:\n  - \"a/*.py\"\n  - b/**\n")),
             vec!["a/*.py", "b/**"]
         );
-        assert_eq!(rule_paths(Some("paths: a.md, b.md\n")), vec!["a.md", "b.md"]);
+        assert_eq!(
+            rule_paths(Some("paths: a.md, b.md\n")),
+            vec!["a.md", "b.md"]
+        );
         // Not valid YAML (unquoted `: ` then a tab-indented list), still read.
         assert_eq!(
             rule_paths(Some("description: a: b: c\npaths:\n\t- x/*.ts\nother: 1\n")),
             vec!["x/*.ts"]
         );
-        assert_eq!(rule_paths(Some("description: no paths\n")), Vec::<String>::new());
+        assert_eq!(
+            rule_paths(Some("description: no paths\n")),
+            Vec::<String>::new()
+        );
     }
 }

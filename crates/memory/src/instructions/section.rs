@@ -34,7 +34,7 @@ pub fn render_instructions(instructions: &Instructions) -> Option<String> {
 enum Source {
     Loaded(Arc<Instructions>),
     Live {
-        loader: InstructionLoader,
+        loader: Box<InstructionLoader>,
         working_dir: PathBuf,
         options: LoadOptions,
     },
@@ -70,7 +70,7 @@ impl InstructionsSection {
     pub fn live(loader: InstructionLoader, working_dir: PathBuf, options: LoadOptions) -> Self {
         Self {
             source: Source::Live {
-                loader,
+                loader: Box::new(loader),
                 working_dir,
                 options,
             },
@@ -92,10 +92,12 @@ impl SystemSection for InstructionsSection {
                 working_dir,
                 options,
             } => {
-                let (loader, dir, options) =
-                    (loader.clone(), working_dir.clone(), options.clone());
-                let loaded =
-                    tokio::task::spawn_blocking(move || loader.load(&dir, &options)).await;
+                let (loader, dir, options) = (
+                    loader.as_ref().clone(),
+                    working_dir.clone(),
+                    options.clone(),
+                );
+                let loaded = tokio::task::spawn_blocking(move || loader.load(&dir, &options)).await;
                 match loaded {
                     Ok(Ok(instructions)) => render_instructions(&instructions),
                     Ok(Err(error)) => {

@@ -1,5 +1,5 @@
 //! Helpers shared by the `instructions_*` integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::print_stderr)]
 
 use memloop_memory::{InstructionConfig, LoadReport, ReportEntry};
 use std::path::{Path, PathBuf};
