@@ -24,13 +24,28 @@ fn build_tree(root: &Path) -> PathBuf {
         } else {
             ""
         };
-        write(&dir.join("CLAUDE.md"), &format!("# Level {level}\n{body}{imports}"));
-        write(&dir.join(".claude/CLAUDE.md"), &format!("Level {level} tools.\n{body}"));
-        write(&dir.join("CLAUDE.local.md"), &format!("Local {level}.\n{body}"));
+        write(
+            &dir.join("CLAUDE.md"),
+            &format!("# Level {level}\n{body}{imports}"),
+        );
+        write(
+            &dir.join(".claude/CLAUDE.md"),
+            &format!("Level {level} tools.\n{body}"),
+        );
+        write(
+            &dir.join("CLAUDE.local.md"),
+            &format!("Local {level}.\n{body}"),
+        );
         dir.push(format!("l{}", level + 1));
     }
-    write(&root.join(".claude/rules/style.md"), &format!("Style.\n{body}"));
-    write(&root.join(".claude/rules/tests.md"), &format!("Tests.\n{body}"));
+    write(
+        &root.join(".claude/rules/style.md"),
+        &format!("Style.\n{body}"),
+    );
+    write(
+        &root.join(".claude/rules/tests.md"),
+        &format!("Tests.\n{body}"),
+    );
     write(
         &root.join(".claude/rules/rust.md"),
         &format!("---\npaths:\n  - \"src/**/*.rs\"\n---\nRust.\n{body}"),
@@ -38,8 +53,14 @@ fn build_tree(root: &Path) -> PathBuf {
     write(&root.join("docs/a.md"), &format!("A. See @./c.md\n{body}"));
     write(&root.join("docs/b.md"), &format!("B.\n{body}"));
     write(&root.join("docs/c.md"), &format!("C. See @d.md\n{body}"));
-    write(&root.join("docs/d.md"), &format!("D. Back to @a.md\n{body}"));
-    write(&root.join("docs/e.md"), &format!("E, never imported.\n{body}"));
+    write(
+        &root.join("docs/d.md"),
+        &format!("D. Back to @a.md\n{body}"),
+    );
+    write(
+        &root.join("docs/e.md"),
+        &format!("E, never imported.\n{body}"),
+    );
     root.join("l1/l2/l3")
 }
 

@@ -4,7 +4,7 @@
 #[path = "instructions_support/mod.rs"]
 mod support;
 
-use memloop_memory::{InstructionLoader, Instructions, LoadOptions, SkipReason};
+use memloop_memory::{InstructionError, InstructionLoader, Instructions, LoadOptions, SkipReason};
 use std::path::Path;
 use support::{entries, entry, isolated, write};
 use tempfile::TempDir;
@@ -244,4 +244,42 @@ fn frontmatter_stripped_and_large_files_warned() {
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0].contains("56 characters"), "{warnings:?}");
     assert_eq!(loaded.report.entries[0].bytes, 56);
+}
+
+#[test]
+fn bad_working_dirs_are_typed_errors() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().join("project");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let loader = InstructionLoader::new(isolated(&root));
+    let err = loader
+        .load(&elsewhere, &LoadOptions::default())
+        .unwrap_err();
+    assert!(matches!(err, InstructionError::OutsideRoot { .. }), "{err}");
+    let err = loader
+        .load(&root.join("missing"), &LoadOptions::default())
+        .unwrap_err();
+    assert!(matches!(err, InstructionError::Directory { .. }), "{err}");
+    assert!(err.to_string().contains("missing"));
+}
+
+#[cfg(unix)]
+#[test]
+fn looping_symlink_at_a_standard_location_is_reported() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new().unwrap();
+    let root = dir.path();
+    symlink(root.join("CLAUDE.local.md"), root.join("CLAUDE.md")).unwrap();
+    symlink(root.join("CLAUDE.md"), root.join("CLAUDE.local.md")).unwrap();
+    let loaded = load(root);
+    assert!(loaded.files.is_empty());
+    assert_eq!(loaded.report.skipped().count(), 2);
+    assert!(
+        loaded
+            .report
+            .skipped()
+            .all(|e| matches!(e.skip_reason(), Some(SkipReason::Unreadable { .. })))
+    );
 }

@@ -253,7 +253,10 @@ impl Walk<'_> {
             reference: None,
             rule_base: None,
         };
-        if std::fs::metadata(path).is_err() {
+        let absent =
+            std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        if absent {
+            // Nothing there (or a dangling symlink): a standard location without a file.
             self.skip(path, origin, SkipReason::Absent, 0, 0);
             return;
         }
