@@ -114,6 +114,15 @@ fn hoodcat_nested_import_resolves_relative_to_the_importing_file() {
             .is_file()
     );
     assert_eq!(loaded.files.len(), 2);
+    // The human-readable report says so, nested under the importing file.
+    let text = loaded.report.to_string();
+    assert!(
+        text.contains(
+            "research-claude-agent-skill-best-practices-antipatterns-20260212.md (skipped: missing)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("2 loaded, 1 skipped"), "{text}");
     // The email addresses inside the research doc never matter: it is not loaded.
     assert!(report.skipped().count() == 1, "{report:#?}");
 }

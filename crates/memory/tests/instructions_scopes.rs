@@ -1,11 +1,13 @@
 //! Agent memory scopes, on hand-made dirs and on real Claude Code agent-memory dirs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+#[path = "instructions_support/mod.rs"]
+mod support;
+
 use memloop_memory::{
     AgentMemoryScope, AgentMemoryScopes, InstructionConfig, InstructionKind, InstructionLoader,
     LoadOptions, MemoryIndexText, sanitize_agent_type,
 };
-use std::path::Path;
 use tempfile::TempDir;
 
 #[test]
@@ -55,7 +57,7 @@ fn bad_agent_types_are_rejected() {
 
 #[test]
 fn real_agent_memory_dirs_resolve_and_load_as_the_memory_index() {
-    let realmem = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/realmem");
+    let realmem = support::shared_data().join("realmem");
     if !realmem.is_dir() {
         eprintln!("SKIP: {} is absent", realmem.display());
         return;

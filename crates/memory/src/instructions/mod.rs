@@ -14,6 +14,7 @@ mod markdown;
 mod report;
 mod rules;
 mod section;
+mod walk;
 
 pub use config::{DEFAULT_TEXT_EXTENSIONS, InstructionConfig};
 pub use glob::Glob;

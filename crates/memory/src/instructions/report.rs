@@ -176,3 +176,67 @@ impl LoadReport {
         self.entries.iter().find(|e| e.path == path)
     }
 }
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Absent => f.write_str("absent"),
+            Self::Missing => f.write_str("missing"),
+            Self::NotAFile => f.write_str("not a regular file"),
+            Self::NotText { extension } => write!(f, "not a text file (.{extension})"),
+            Self::TooDeep { depth, max } => write!(f, "too deep (depth {depth} > {max})"),
+            Self::AlreadyLoaded => f.write_str("already loaded"),
+            Self::OutsideProject { root } => {
+                write!(f, "outside the project {} (not allowed)", root.display())
+            }
+            Self::ConditionNotMet { paths } => {
+                write!(f, "no touched file matches {}", paths.join(", "))
+            }
+            Self::Unreadable { error } => write!(f, "unreadable: {error}"),
+            Self::InvalidUtf8 => f.write_str("not valid UTF-8"),
+            Self::NoHomeDir => f.write_str("no home dir to expand `~/`"),
+        }
+    }
+}
+
+/// A human-readable listing (what a CLI prints): one line per considered file except absent
+/// standard locations, then totals and warnings.
+impl std::fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "instructions for {} (project root {})",
+            self.working_dir.display(),
+            self.project_root.display()
+        )?;
+        for e in self
+            .entries
+            .iter()
+            .filter(|e| e.skip_reason() != Some(&SkipReason::Absent))
+        {
+            let indent = "  ".repeat(e.depth + 1);
+            let status = match &e.status {
+                FileStatus::Loaded => format!("{} B, {} tokens", e.bytes, e.tokens),
+                FileStatus::Skipped(reason) => format!("skipped: {reason}"),
+            };
+            writeln!(
+                f,
+                "{indent}[{}] {} ({status})",
+                e.kind.label(),
+                e.path.display()
+            )?;
+        }
+        let loaded = self.loaded().count();
+        writeln!(
+            f,
+            "{loaded} loaded, {} skipped; {} bytes, {} tokens",
+            self.skipped().count(),
+            self.total_bytes,
+            self.total_tokens
+        )?;
+        for warning in self.warnings() {
+            writeln!(f, "warning: {warning}")?;
+        }
+        Ok(())
+    }
+}

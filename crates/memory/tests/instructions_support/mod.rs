@@ -19,11 +19,18 @@ pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-/// `../shared/data/claudemd/<repo>` if present.
+/// The shared test data dir: `$MEMLOOP_TEST_DATA` when set (for checkouts that do not sit next
+/// to `shared/`, such as git worktrees), else `../shared/data` beside the workspace.
+pub fn shared_data() -> PathBuf {
+    match std::env::var_os("MEMLOOP_TEST_DATA") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+    }
+}
+
+/// `<shared data>/claudemd/<repo>` if present.
 pub fn claudemd_repo(repo: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/claudemd")
-        .join(repo);
+    let dir = shared_data().join("claudemd").join(repo);
     if dir.is_dir() {
         Some(dir)
     } else {
