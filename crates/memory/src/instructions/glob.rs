@@ -137,4 +137,13 @@ mod tests {
         assert!(Glob::new("[abc").is_none());
         assert!(Glob::new("{a,b").is_none());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_patterns_never_panic(pattern in "[*?\\[\\]{},!a-c/.é-]{0,24}", path in "[a-c/.é]{0,16}") {
+            if let Some(glob) = Glob::new(&pattern) {
+                let _ = glob.is_match(&path);
+            }
+        }
+    }
 }

@@ -244,4 +244,20 @@ mod tests {
         let out = strip_comments(body, &analyze(body));
         assert_eq!(out, "a\n\nb <!-- inline stays -->\n");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_and_offsets_stay_valid(
+            text in "(---\n|<!--|-->|```|`|@|\\ |\n|    |[a-z./~#]|é|日|\u{1F600}){0,60}"
+        ) {
+            let split = split_frontmatter(&text);
+            let analysis = analyze(split.body);
+            let stripped = strip_comments(split.body, &analysis);
+            proptest::prop_assert!(stripped.len() <= split.body.len());
+            for reference in find_references(split.body, &analysis) {
+                proptest::prop_assert!(!reference.target.is_empty());
+                proptest::prop_assert!(!reference.target.contains('#'));
+            }
+        }
+    }
 }
