@@ -283,3 +283,27 @@ fn looping_symlink_at_a_standard_location_is_reported() {
             .all(|e| matches!(e.skip_reason(), Some(SkipReason::Unreadable { .. })))
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_inside_the_project_cannot_smuggle_an_outside_file() {
+    let outer = TempDir::new().unwrap();
+    let root = outer.path().join("project");
+    write(
+        &outer.path().join("creds.yaml"),
+        "token: not for the prompt\n",
+    );
+    write(&root.join("CLAUDE.md"), "@docs/config.yaml\n");
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::os::unix::fs::symlink(
+        outer.path().join("creds.yaml"),
+        root.join("docs/config.yaml"),
+    )
+    .unwrap();
+    let loaded = load(&root);
+    assert_eq!(loaded.files.len(), 1);
+    assert!(matches!(
+        entry(&loaded.report, "docs/config.yaml").skip_reason(),
+        Some(SkipReason::OutsideProject { .. })
+    ));
+}

@@ -189,7 +189,8 @@ impl<'a> Walk<'a> {
         } else {
             from.parent().unwrap_or(Path::new("")).join(target)
         };
-        let resolved = rules::normalize(&resolved);
+        // Drop `.` components for display; `..` stays, so symlinks resolve as the OS does.
+        let resolved: PathBuf = resolved.components().collect();
         let extension = resolved
             .extension()
             .map(|e| e.to_string_lossy().into_owned())
