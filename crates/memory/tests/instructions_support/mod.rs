@@ -1,0 +1,61 @@
+//! Helpers shared by the `instructions_*` integration tests.
+#![allow(dead_code, clippy::unwrap_used, clippy::print_stderr)]
+
+use memloop_memory::{InstructionConfig, LoadReport, ReportEntry};
+use std::path::{Path, PathBuf};
+
+/// A config reading only the project at `root`: no managed dir, no user base, no home.
+pub fn isolated(root: &Path) -> InstructionConfig {
+    InstructionConfig::claude()
+        .with_project_root(root)
+        .with_managed_root(None)
+        .with_user_base(None)
+        .with_home_dir(None)
+}
+
+/// Write `text` to `path`, creating parent dirs.
+pub fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// The shared test data dir: `$MEMLOOP_TEST_DATA` when set (for checkouts that do not sit next
+/// to `shared/`, such as git worktrees), else `../shared/data` beside the workspace.
+pub fn shared_data() -> PathBuf {
+    match std::env::var_os("MEMLOOP_TEST_DATA") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+    }
+}
+
+/// `<shared data>/claudemd/<repo>` if present.
+pub fn claudemd_repo(repo: &str) -> Option<PathBuf> {
+    let dir = shared_data().join("claudemd").join(repo);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "SKIP: {} is absent (the shared test data is not next to the workspace)",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// The first report entry whose path ends with `suffix`.
+pub fn entry<'a>(report: &'a LoadReport, suffix: &str) -> &'a ReportEntry {
+    report
+        .entries
+        .iter()
+        .find(|e| e.path.ends_with(suffix))
+        .unwrap_or_else(|| panic!("no report entry for {suffix}: {report:#?}"))
+}
+
+/// Every report entry whose path ends with `suffix`.
+pub fn entries<'a>(report: &'a LoadReport, suffix: &str) -> Vec<&'a ReportEntry> {
+    report
+        .entries
+        .iter()
+        .filter(|e| e.path.ends_with(suffix))
+        .collect()
+}
