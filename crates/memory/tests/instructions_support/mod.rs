@@ -22,10 +22,12 @@ pub fn write(path: &Path, text: &str) {
 /// The shared test data dir: `$MEMLOOP_TEST_DATA` when set (for checkouts that do not sit next
 /// to `shared/`, such as git worktrees), else `../shared/data` beside the workspace.
 pub fn shared_data() -> PathBuf {
-    match std::env::var_os("MEMLOOP_TEST_DATA") {
+    let dir = match std::env::var_os("MEMLOOP_TEST_DATA") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-    }
+    };
+    // Canonical, so paths compare equal to the loader's (which resolves symlinks and `..`).
+    dir.canonicalize().unwrap_or(dir)
 }
 
 /// `<shared data>/claudemd/<repo>` if present.
