@@ -91,13 +91,23 @@ fn transport(e: reqwest::Error) -> AttemptError {
     ModelError::Transport(format!("{kind}: {e}")).into()
 }
 
-/// The provider's error message: `error.message` (Anthropic, OpenAI), a string `error`, or
-/// `detail`/`message` (local servers); the excerpt of the raw body otherwise.
-fn error_message(body: &[u8]) -> (String, String) {
+/// What an error body says.
+struct ErrorInfo {
+    /// `error.message` (Anthropic, OpenAI), a string `error`, `detail`/`message` (local servers),
+    /// or the excerpt of the raw body.
+    message: String,
+    /// `error.code` or `error.type`, when a string.
+    kind: String,
+    /// llama.cpp's `n_prompt_tokens - n_ctx`.
+    excess: Option<u64>,
+}
+
+fn error_info(body: &[u8]) -> ErrorInfo {
     let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let field =
         |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
-    let (mut message, mut kind) = (None, String::new());
+    let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+    let (mut message, mut kind, mut excess) = (None, String::new(), None);
     if let Some(v) = &json {
         match v.get("error") {
             Some(serde_json::Value::String(s)) => message = Some(s.clone()),
@@ -106,24 +116,35 @@ fn error_message(body: &[u8]) -> (String, String) {
                 kind = field(err, "code")
                     .or_else(|| field(err, "type"))
                     .unwrap_or_default();
+                if let (Some(used), Some(ctx)) = (num(err, "n_prompt_tokens"), num(err, "n_ctx")) {
+                    excess = Some(used.saturating_sub(ctx));
+                }
             }
             None => message = field(v, "detail").or_else(|| field(v, "message")),
         }
     }
     let message = message.unwrap_or_else(|| excerpt(body));
-    (truncate_utf8(&message, 1000).to_owned(), kind)
+    ErrorInfo {
+        message: truncate_utf8(&message, 1000).to_owned(),
+        kind,
+        excess,
+    }
 }
 
 /// Map a non-2xx response onto a [`ModelError`] plus the server's wait hint.
 pub(crate) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> AttemptError {
     let retry_after = parse_retry_after(headers, SystemTime::now());
-    let (message, kind) = error_message(body);
+    let ErrorInfo {
+        message,
+        kind,
+        excess,
+    } = error_info(body);
     let code = status.as_u16();
     let error = if code == 401 || code == 403 {
         ModelError::Auth(message)
     } else if code == 413 || is_context_too_long(&message, &kind) {
         ModelError::ContextTooLong {
-            excess_tokens: excess_tokens(&message),
+            excess_tokens: excess.or_else(|| excess_tokens(&message)),
             message,
         }
     } else if code == 429 {
@@ -144,6 +165,7 @@ pub(crate) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> 
 fn is_context_too_long(message: &str, kind: &str) -> bool {
     let m = message.to_ascii_lowercase();
     kind == "context_length_exceeded"
+        || kind == "exceed_context_size_error"
         || m.contains("prompt is too long")
         || m.contains("context_length_exceeded")
         || m.contains("maximum context length")
