@@ -123,7 +123,10 @@ fn error_info(body: &[u8]) -> ErrorInfo {
             None => message = field(v, "detail").or_else(|| field(v, "message")),
         }
     }
-    let message = message.unwrap_or_else(|| excerpt(body));
+    let mut message = message.unwrap_or_else(|| excerpt(body));
+    if message.is_empty() {
+        message = "(empty body)".to_owned();
+    }
     ErrorInfo {
         message: truncate_utf8(&message, 1000).to_owned(),
         kind,
