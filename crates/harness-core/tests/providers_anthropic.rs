@@ -1,5 +1,7 @@
 //! AnthropicModel against a loopback server replaying recorded Messages API shapes.
 #![cfg(feature = "providers")]
+// Test helpers outside #[test] fns unwrap too; this is test code.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

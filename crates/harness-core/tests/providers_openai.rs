@@ -1,6 +1,8 @@
 //! OpenAiCompatModel against a loopback server replaying recorded chat-completions shapes
 //! (OpenAI, Ollama, vLLM, llama.cpp).
 #![cfg(feature = "providers")]
+// Test helpers outside #[test] fns unwrap too; this is test code.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

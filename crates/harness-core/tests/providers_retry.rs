@@ -1,6 +1,8 @@
 //! The shared retry loop on a paused clock, retry-after parsing, and provider construction from
 //! an injected environment.
 #![cfg(feature = "providers")]
+// Test helpers outside #[test] fns unwrap too; this is test code.
+#![allow(clippy::unwrap_used)]
 
 use memloop_core::providers::retry::{
     AttemptError, RetryPolicy, parse_retry_after, run_with_retry,
