@@ -19,10 +19,9 @@ use super::retry::RetryPolicy;
 use super::{EnvLookup, ProviderError, non_empty, secret_header};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
 use async_trait::async_trait;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderValue};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 /// The default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -109,8 +108,6 @@ impl AnthropicConfig {
 #[derive(Debug, Clone)]
 pub struct AnthropicModel {
     config: AnthropicConfig,
-    url: String,
-    headers: HeaderMap,
     http: HttpTransport,
 }
 
@@ -127,16 +124,9 @@ impl AnthropicModel {
             HeaderValue::from_str(&config.api_version)
                 .map_err(|_| ProviderError::InvalidConfig("bad anthropic-version".into()))?,
         );
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let http = HttpTransport::new(config.retry.clone(), config.timeout)
-            .map_err(|e| ProviderError::Client(e.to_string()))?;
         let url = format!("{}/v1/messages", config.base_url.trim_end_matches('/'));
-        Ok(Self {
-            config,
-            url,
-            headers,
-            http,
-        })
+        let http = HttpTransport::new(url, headers, config.retry.clone(), config.timeout)?;
+        Ok(Self { config, http })
     }
 
     /// From the process environment (see [`AnthropicConfig::from_env_with`]).
@@ -161,25 +151,12 @@ impl Model for AnthropicModel {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelResponse, ModelError> {
-        let span = tracing::info_span!(
-            "model_call",
-            provider = "anthropic",
-            model = %self.config.model,
-            purpose = %request.purpose
-        );
         let (body, schema_tool) = build_body(&self.config, &request);
-        let bytes = self
-            .http
-            .post_json(&self.url, self.headers.clone(), &body, &cancel)
-            .instrument(span.clone())
-            .await?;
-        let response = parse_response(&bytes, schema_tool.as_ref())?;
-        tracing::debug!(
-            parent: &span,
-            stop_reason = ?response.stop_reason,
-            usage = ?response.usage,
-            "model response"
-        );
-        Ok(response)
+        let model = &self.config.model;
+        self.http
+            .call("anthropic", model, &request.purpose, &body, &cancel, |b| {
+                parse_response(b, schema_tool.as_ref())
+            })
+            .await
     }
 }

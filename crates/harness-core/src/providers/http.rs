@@ -1,13 +1,15 @@
 //! The HTTP plumbing both providers share: POST a JSON body with retries, and map HTTP failures
 //! onto [`ModelError`].
 
+use super::ProviderError;
 use super::retry::{AttemptError, RetryPolicy, parse_retry_after, run_with_retry};
 use crate::engine::truncate_utf8;
-use crate::model::ModelError;
+use crate::model::{ModelError, ModelResponse};
 use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// How many bytes of a body an error message quotes.
 const EXCERPT_BYTES: usize = 300;
@@ -30,41 +32,79 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
         .map_err(|e| ModelError::InvalidResponse(format!("{e}; body starts: {:?}", excerpt(body))))
 }
 
-/// A reqwest client plus the retry policy and per-request timeout.
+/// One provider endpoint: a reqwest client, the URL and headers, the retry policy and the
+/// per-request timeout.
 #[derive(Debug, Clone)]
 pub(crate) struct HttpTransport {
     client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
     retry: RetryPolicy,
     timeout: Option<Duration>,
 }
 
 impl HttpTransport {
+    /// `headers` get `content-type: application/json` added.
     pub(crate) fn new(
+        url: String,
+        mut headers: HeaderMap,
         retry: RetryPolicy,
         timeout: Option<Duration>,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, ProviderError> {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let client = reqwest::Client::builder()
             .user_agent(concat!("memloop/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .build()
+            .map_err(|e| ProviderError::Client(e.to_string()))?;
         Ok(Self {
             client,
+            url,
+            headers,
             retry,
             timeout,
         })
     }
 
-    /// POST `body` to `url` with `headers`, retrying per the policy; the bytes of a 2xx body.
-    pub(crate) async fn post_json(
+    /// One model call: POST `body` with retries, then `parse` the 2xx body; traced as a
+    /// `model_call` span.
+    pub(crate) async fn call(
         &self,
-        url: &str,
-        headers: HeaderMap,
+        provider: &'static str,
+        model: &str,
+        purpose: &str,
+        body: &serde_json::Value,
+        cancel: &CancellationToken,
+        parse: impl FnOnce(&[u8]) -> Result<ModelResponse, ModelError>,
+    ) -> Result<ModelResponse, ModelError> {
+        let span = tracing::info_span!("model_call", provider, model, purpose);
+        let bytes = self
+            .post_json(body, cancel)
+            .instrument(span.clone())
+            .await?;
+        let response = parse(&bytes)?;
+        tracing::debug!(
+            parent: &span,
+            stop_reason = ?response.stop_reason,
+            usage = ?response.usage,
+            "model response"
+        );
+        Ok(response)
+    }
+
+    /// POST `body`, retrying per the policy; the bytes of a 2xx body.
+    async fn post_json(
+        &self,
         body: &serde_json::Value,
         cancel: &CancellationToken,
     ) -> Result<Vec<u8>, ModelError> {
         run_with_retry(&self.retry, self.timeout, cancel, |attempt| {
-            let request = self.client.post(url).headers(headers.clone()).json(body);
+            let request = self
+                .client
+                .post(&self.url)
+                .headers(self.headers.clone())
+                .json(body);
             async move {
-                tracing::debug!(attempt, url, "POST");
+                tracing::debug!(attempt, "POST");
                 let response = request.send().await.map_err(transport)?;
                 let status = response.status();
                 let resp_headers = response.headers().clone();

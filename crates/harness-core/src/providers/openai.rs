@@ -18,10 +18,9 @@ use super::retry::RetryPolicy;
 use super::{EnvLookup, ProviderError, non_empty, secret_header};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
 use async_trait::async_trait;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 /// The default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -113,8 +112,6 @@ impl OpenAiConfig {
 #[derive(Debug, Clone)]
 pub struct OpenAiCompatModel {
     config: OpenAiConfig,
-    url: String,
-    headers: HeaderMap,
     http: HttpTransport,
 }
 
@@ -130,16 +127,9 @@ impl OpenAiCompatModel {
                 secret_header("API key", &format!("Bearer {key}"))?,
             );
         }
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let http = HttpTransport::new(config.retry.clone(), config.timeout)
-            .map_err(|e| ProviderError::Client(e.to_string()))?;
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        Ok(Self {
-            config,
-            url,
-            headers,
-            http,
-        })
+        let http = HttpTransport::new(url, headers, config.retry.clone(), config.timeout)?;
+        Ok(Self { config, http })
     }
 
     /// From the process environment (see [`OpenAiConfig::from_env_with`]).
@@ -164,25 +154,17 @@ impl Model for OpenAiCompatModel {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelResponse, ModelError> {
-        let span = tracing::info_span!(
-            "model_call",
-            provider = "openai",
-            model = %self.config.model,
-            purpose = %request.purpose
-        );
         let body = build_body(&self.config, &request);
-        let bytes = self
-            .http
-            .post_json(&self.url, self.headers.clone(), &body, &cancel)
-            .instrument(span.clone())
-            .await?;
-        let response = parse_response(&bytes)?;
-        tracing::debug!(
-            parent: &span,
-            stop_reason = ?response.stop_reason,
-            usage = ?response.usage,
-            "model response"
-        );
-        Ok(response)
+        let model = &self.config.model;
+        self.http
+            .call(
+                "openai",
+                model,
+                &request.purpose,
+                &body,
+                &cancel,
+                parse_response,
+            )
+            .await
     }
 }
