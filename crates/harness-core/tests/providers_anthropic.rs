@@ -13,7 +13,7 @@ use memloop_core::{
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::{Sequence, bodies, fast_retry, fixture, fixture_bytes, hostile_bodies, reply};
+use support::*;
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -41,6 +41,10 @@ fn weather_tool() -> ToolSpec {
                              "required": ["location"]}),
         effect: ToolEffect::ReadOnly,
     }
+}
+
+fn hi() -> ModelRequest {
+    ModelRequest::new("main", vec![Message::user("hi")])
 }
 
 async fn call(
@@ -340,34 +344,21 @@ async fn structured_output_wraps_non_object_schemas_and_rejects_a_missing_call()
 #[tokio::test]
 async fn unauthorized_is_auth_and_not_retried() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(reply(401, "anthropic_error_401.json"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let err = call(
-        &model(&server, 4),
-        ModelRequest::new("main", vec![Message::user("hi")]),
-    )
-    .await
-    .unwrap_err();
+    mount_expect(&server, reply(401, "anthropic_error_401.json"), 1).await;
+    let err = call(&model(&server, 4), hi()).await.unwrap_err();
     assert_eq!(err, ModelError::Auth("invalid x-api-key".into()));
 }
 
 #[tokio::test]
 async fn prompt_too_long_reports_the_excess() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(reply(400, "anthropic_error_prompt_too_long.json"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let err = call(
-        &model(&server, 4),
-        ModelRequest::new("main", vec![Message::user("hi")]),
+    mount_expect(
+        &server,
+        reply(400, "anthropic_error_prompt_too_long.json"),
+        1,
     )
-    .await
-    .unwrap_err();
+    .await;
+    let err = call(&model(&server, 4), hi()).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::ContextTooLong {
@@ -388,12 +379,7 @@ async fn rate_limit_honours_retry_after_then_succeeds() {
         .mount(&server)
         .await;
     let start = Instant::now();
-    let resp = call(
-        &model(&server, 3),
-        ModelRequest::new("main", vec![Message::user("hi")]),
-    )
-    .await
-    .unwrap();
+    let resp = call(&model(&server, 3), hi()).await.unwrap();
     assert!(
         start.elapsed() >= Duration::from_millis(150),
         "waited {:?}",
@@ -406,17 +392,13 @@ async fn rate_limit_honours_retry_after_then_succeeds() {
 #[tokio::test]
 async fn rate_limit_with_a_hint_beyond_the_cap_fails_at_once() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(reply(429, "anthropic_error_429.json").insert_header("retry-after", "3600"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let err = call(
-        &model(&server, 3),
-        ModelRequest::new("main", vec![Message::user("hi")]),
+    mount_expect(
+        &server,
+        reply(429, "anthropic_error_429.json").insert_header("retry-after", "3600"),
+        1,
     )
-    .await
-    .unwrap_err();
+    .await;
+    let err = call(&model(&server, 3), hi()).await.unwrap_err();
     assert_eq!(
         err,
         ModelError::RateLimited {
@@ -428,17 +410,8 @@ async fn rate_limit_with_a_hint_beyond_the_cap_fails_at_once() {
 #[tokio::test]
 async fn overload_529_exhausts_the_attempts() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(reply(529, "anthropic_error_529.json"))
-        .expect(3)
-        .mount(&server)
-        .await;
-    let err = call(
-        &model(&server, 3),
-        ModelRequest::new("main", vec![Message::user("hi")]),
-    )
-    .await
-    .unwrap_err();
+    mount_expect(&server, reply(529, "anthropic_error_529.json"), 3).await;
+    let err = call(&model(&server, 3), hi()).await.unwrap_err();
     assert_eq!(err, ModelError::Overloaded("Overloaded".into()));
 }
 
@@ -453,30 +426,16 @@ async fn server_error_then_success() {
         .expect(2)
         .mount(&server)
         .await;
-    let resp = call(
-        &model(&server, 2),
-        ModelRequest::new("main", vec![Message::user("hi")]),
-    )
-    .await
-    .unwrap();
+    let resp = call(&model(&server, 2), hi()).await.unwrap();
     assert_eq!(resp.stop_reason, StopReason::ToolUse);
 }
 
 #[tokio::test]
 async fn garbage_and_truncated_bodies_are_invalid_responses() {
-    let valid = fixture_bytes("anthropic_tool_use.json");
-    let cases = hostile_bodies(&valid);
-    let server = MockServer::start().await;
-    let templates = cases
-        .iter()
-        .map(|b| ResponseTemplate::new(200).set_body_raw(b.clone(), "application/json"))
-        .collect();
-    serve(&server, Sequence::new(templates)).await;
+    let (server, cases) = hostile_server("anthropic_tool_use.json").await;
     let m = model(&server, 3);
     for body in &cases {
-        let err = call(&m, ModelRequest::new("main", vec![Message::user("hi")]))
-            .await
-            .unwrap_err();
+        let err = call(&m, hi()).await.unwrap_err();
         let ModelError::InvalidResponse(msg) = &err else {
             panic!("body {:?} gave {err:?}", String::from_utf8_lossy(body));
         };
@@ -493,12 +452,7 @@ async fn garbage_and_truncated_bodies_are_invalid_responses() {
 async fn an_error_in_a_200_body_is_mapped() {
     let server = MockServer::start().await;
     serve(&server, reply(200, "anthropic_error_529.json")).await;
-    let err = call(
-        &model(&server, 1),
-        ModelRequest::new("main", vec![Message::user("hi")]),
-    )
-    .await
-    .unwrap_err();
+    let err = call(&model(&server, 1), hi()).await.unwrap_err();
     assert_eq!(err, ModelError::Overloaded("Overloaded".into()));
 }
 
@@ -517,10 +471,7 @@ async fn each_attempt_times_out() {
     let start = Instant::now();
     let err = AnthropicModel::new(config)
         .unwrap()
-        .complete(
-            ModelRequest::new("main", vec![Message::user("hi")]),
-            CancellationToken::new(),
-        )
+        .complete(hi(), CancellationToken::new())
         .await
         .unwrap_err();
     assert_eq!(err, ModelError::Timeout);
@@ -540,21 +491,18 @@ async fn cancellation_ends_the_call_promptly() {
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
     let start = Instant::now();
-    let (result, ()) = tokio::join!(
-        m.complete(ModelRequest::new("main", vec![Message::user("hi")]), cancel),
-        async move {
-            // wait until the request reached the server, then cancel
-            while server
-                .received_requests()
-                .await
-                .unwrap_or_default()
-                .is_empty()
-            {
-                tokio::task::yield_now().await;
-            }
-            trigger.cancel();
+    let (result, ()) = tokio::join!(m.complete(hi(), cancel), async move {
+        // wait until the request reached the server, then cancel
+        while server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty()
+        {
+            tokio::task::yield_now().await;
         }
-    );
+        trigger.cancel();
+    });
     assert_eq!(result.unwrap_err(), ModelError::Cancelled);
     assert!(start.elapsed() < Duration::from_secs(5));
 }

@@ -14,7 +14,7 @@ use memloop_core::{
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::{Sequence, bodies, fast_retry, fixture_bytes, hostile_bodies, reply};
+use support::*;
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -301,11 +301,7 @@ async fn images_and_error_results_map_to_chat_parts() {
 #[tokio::test]
 async fn unauthorized_is_auth() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(reply(401, "openai_error_401.json"))
-        .expect(1)
-        .mount(&server)
-        .await;
+    mount_expect(&server, reply(401, "openai_error_401.json"), 1).await;
     let err = call(&model(&server, 3), hi()).await.unwrap_err();
     assert!(
         matches!(&err, ModelError::Auth(m) if m.starts_with("Incorrect API key")),
@@ -401,14 +397,7 @@ async fn overload_exhaustion_reports_the_last_error() {
 
 #[tokio::test]
 async fn hostile_bodies_never_panic() {
-    let valid = fixture_bytes("openai_tool_calls.json");
-    let cases = hostile_bodies(&valid);
-    let server = MockServer::start().await;
-    let templates = cases
-        .iter()
-        .map(|b| ResponseTemplate::new(200).set_body_raw(b.clone(), "application/json"))
-        .collect();
-    serve(&server, Sequence::new(templates)).await;
+    let (server, cases) = hostile_server("openai_tool_calls.json").await;
     let m = model(&server, 1);
     for body in &cases {
         let err = call(&m, hi()).await.unwrap_err();

@@ -93,3 +93,27 @@ pub fn hostile_bodies(valid: &[u8]) -> Vec<Vec<u8>> {
     }
     out
 }
+
+/// Answer every POST with `template`, expecting exactly `times` requests (checked on drop).
+pub async fn mount_expect(server: &MockServer, template: impl Respond + 'static, times: u64) {
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(template)
+        .expect(times)
+        .mount(server)
+        .await;
+}
+
+/// A server answering the n-th POST with the n-th of [`hostile_bodies`], and those bodies.
+pub async fn hostile_server(valid_fixture: &str) -> (MockServer, Vec<Vec<u8>>) {
+    let cases = hostile_bodies(&fixture_bytes(valid_fixture));
+    let server = MockServer::start().await;
+    let templates = cases
+        .iter()
+        .map(|b| ResponseTemplate::new(200).set_body_raw(b.clone(), "application/json"))
+        .collect();
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Sequence::new(templates))
+        .mount(&server)
+        .await;
+    (server, cases)
+}
