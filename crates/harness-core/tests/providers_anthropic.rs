@@ -506,3 +506,54 @@ async fn cancellation_ends_the_call_promptly() {
     assert_eq!(result.unwrap_err(), ModelError::Cancelled);
     assert!(start.elapsed() < Duration::from_secs(5));
 }
+
+struct Weather;
+
+#[async_trait::async_trait]
+impl memloop_core::Tool for Weather {
+    fn spec(&self) -> ToolSpec {
+        weather_tool()
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _ctx: &memloop_core::ToolContext,
+    ) -> memloop_core::ToolOutput {
+        memloop_core::ToolOutput::ok(format!("15C, fog in {}", input["location"]))
+    }
+}
+
+#[tokio::test]
+async fn the_agent_loop_runs_a_tool_turn_over_http() {
+    let server = MockServer::start().await;
+    mount_expect(
+        &server,
+        Sequence::new(vec![
+            reply(200, "anthropic_tool_use.json"),
+            reply(200, "anthropic_tool_final.json"),
+        ]),
+        2,
+    )
+    .await;
+    let mut agent = memloop_core::Agent::builder(std::sync::Arc::new(model(&server, 1)))
+        .tool(std::sync::Arc::new(Weather))
+        .build();
+    let out = agent.run_turn("Weather in SF?").await.unwrap();
+    assert_eq!(out.text, "It is 15 degrees and foggy in San Francisco.");
+    assert_eq!(out.iterations, 2);
+    let sent = bodies(&server).await;
+    assert_eq!(sent[1]["tools"][0]["name"], "get_weather");
+    let last = sent[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last,
+        json!({"role": "user", "content": [{"type": "tool_result",
+            "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
+            "content": "15C, fog in \"San Francisco, CA\""}]})
+    );
+}
