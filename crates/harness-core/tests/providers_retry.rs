@@ -254,7 +254,16 @@ fn retry_after_header_forms() {
     assert_eq!(parse(&[("retry-after", "soon")]), None);
     assert_eq!(parse(&[("retry-after", "-3")]), None);
     assert_eq!(parse(&[("retry-after", "NaN")]), None);
+    assert_eq!(parse(&[("retry-after", "1e300")]), None);
+    assert_eq!(
+        parse(&[("retry-after-ms", "inf"), ("retry-after", "1")]),
+        Some(Duration::from_secs(1))
+    );
     assert_eq!(parse(&[]), None);
+    // a hostile jitter value never panics
+    let p = RetryPolicy::default();
+    assert_eq!(p.backoff(1, f64::NAN), Duration::from_millis(250));
+    assert_eq!(p.backoff(u32::MAX, 1.0), p.max_backoff);
 }
 
 fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

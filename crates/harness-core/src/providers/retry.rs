@@ -64,7 +64,11 @@ impl RetryPolicy {
             .initial_backoff
             .saturating_mul(1u32 << exp)
             .min(self.max_backoff);
-        let jitter = jitter.clamp(0.0, 1.0);
+        let jitter = if jitter.is_finite() {
+            jitter.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         full / 2 + full.mul_f64(jitter) / 2
     }
 }
@@ -109,14 +113,15 @@ pub fn parse_retry_after(
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
+    // try_from_secs_f64 rejects negative, NaN and out-of-range values instead of panicking.
     if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
+        if let Ok(d) = Duration::try_from_secs_f64(ms / 1000.0) {
+            return Some(d);
         }
     }
     let value = header("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return Duration::try_from_secs_f64(secs).ok();
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
