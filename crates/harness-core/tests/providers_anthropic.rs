@@ -7,31 +7,14 @@ mod support;
 
 use memloop_core::providers::{AnthropicConfig, AnthropicModel};
 use memloop_core::{
-    CancellationToken, ContentBlock, JsonSchema, MediaSource, Message, Model, ModelError,
-    ModelRequest, Role, StopReason, ToolEffect, ToolSpec, Usage,
+    ContentBlock, JsonSchema, MediaSource, Message, ModelError, ModelRequest, Role, StopReason,
+    ToolEffect, ToolSpec, Usage,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use std::time::{Duration, Instant};
 use support::*;
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-fn model(server: &MockServer, max_attempts: u32) -> AnthropicModel {
-    let mut config = AnthropicConfig::new("sk-ant-test", "claude-sonnet-4-5");
-    config.base_url = server.uri();
-    config.retry = fast_retry(max_attempts);
-    config.timeout = Some(Duration::from_secs(5));
-    AnthropicModel::new(config).unwrap()
-}
-
-async fn serve(server: &MockServer, template: impl wiremock::Respond + 'static) {
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .respond_with(template)
-        .mount(server)
-        .await;
-}
 
 fn weather_tool() -> ToolSpec {
     ToolSpec {
@@ -41,17 +24,6 @@ fn weather_tool() -> ToolSpec {
                              "required": ["location"]}),
         effect: ToolEffect::ReadOnly,
     }
-}
-
-fn hi() -> ModelRequest {
-    ModelRequest::new("main", vec![Message::user("hi")])
-}
-
-async fn call(
-    model: &AnthropicModel,
-    req: ModelRequest,
-) -> Result<memloop_core::ModelResponse, ModelError> {
-    model.complete(req, CancellationToken::new()).await
 }
 
 #[tokio::test]
@@ -65,7 +37,7 @@ async fn text_response_headers_system_blocks_and_cache_usage() {
         .expect(1)
         .mount(&server)
         .await;
-    let m = model(&server, 1);
+    let m = anthropic(&server, 1);
     let mut req = ModelRequest::new("main", vec![Message::user("where are the tests?")]);
     req.system = vec![
         "You are helpful.".into(),
@@ -119,7 +91,7 @@ async fn tool_use_round_trip() {
         ]))
         .mount(&server)
         .await;
-    let m = model(&server, 1);
+    let m = anthropic(&server, 1);
     let mut messages = vec![Message::user("Weather in SF?")];
     let mut req = ModelRequest::new("main", messages.clone());
     req.tools = vec![weather_tool()];
@@ -177,7 +149,12 @@ async fn tool_use_round_trip() {
 #[tokio::test]
 async fn thinking_blocks_parse_and_go_back_signed() {
     let server = MockServer::start().await;
-    serve(&server, reply(200, "anthropic_thinking.json")).await;
+    serve(
+        &server,
+        "/v1/messages",
+        reply(200, "anthropic_thinking.json"),
+    )
+    .await;
     let mut config = AnthropicConfig::new("k", "claude-sonnet-4-5");
     config.base_url = server.uri();
     config.thinking_budget_tokens = Some(2048);
@@ -235,8 +212,8 @@ async fn thinking_blocks_parse_and_go_back_signed() {
 #[tokio::test]
 async fn images_documents_and_error_results_keep_their_shape() {
     let server = MockServer::start().await;
-    serve(&server, reply(200, "anthropic_text.json")).await;
-    let m = model(&server, 1);
+    serve(&server, "/v1/messages", reply(200, "anthropic_text.json")).await;
+    let m = anthropic(&server, 1);
     let png = MediaSource::Base64 {
         media_type: "image/png".into(),
         data: "iVBORw0KGgo=".into(),
@@ -281,8 +258,13 @@ async fn images_documents_and_error_results_keep_their_shape() {
 #[tokio::test]
 async fn structured_output_forces_the_schema_tool() {
     let server = MockServer::start().await;
-    serve(&server, reply(200, "anthropic_structured.json")).await;
-    let m = model(&server, 1);
+    serve(
+        &server,
+        "/v1/messages",
+        reply(200, "anthropic_structured.json"),
+    )
+    .await;
+    let m = anthropic(&server, 1);
     let schema = json!({"type": "object", "properties": {"selected_memories":
         {"type": "array", "items": {"type": "string"}}}, "required": ["selected_memories"]});
     let mut req = ModelRequest::new("memory_selector", vec![Message::user("which memories?")]);
@@ -322,7 +304,7 @@ async fn structured_output_wraps_non_object_schemas_and_rejects_a_missing_call()
         ]))
         .mount(&server)
         .await;
-    let m = model(&server, 1);
+    let m = anthropic(&server, 1);
     let mut req = ModelRequest::new("s", vec![Message::user("q")]);
     req.response_schema = Some(JsonSchema {
         name: "names".into(),
@@ -342,189 +324,6 @@ async fn structured_output_wraps_non_object_schemas_and_rejects_a_missing_call()
 }
 
 #[tokio::test]
-async fn unauthorized_is_auth_and_not_retried() {
-    let server = MockServer::start().await;
-    mount_expect(&server, reply(401, "anthropic_error_401.json"), 1).await;
-    let err = call(&model(&server, 4), hi()).await.unwrap_err();
-    assert_eq!(err, ModelError::Auth("invalid x-api-key".into()));
-}
-
-#[tokio::test]
-async fn prompt_too_long_reports_the_excess() {
-    let server = MockServer::start().await;
-    mount_expect(
-        &server,
-        reply(400, "anthropic_error_prompt_too_long.json"),
-        1,
-    )
-    .await;
-    let err = call(&model(&server, 4), hi()).await.unwrap_err();
-    assert_eq!(
-        err,
-        ModelError::ContextTooLong {
-            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-            excess_tokens: Some(10_000),
-        }
-    );
-}
-
-#[tokio::test]
-async fn rate_limit_honours_retry_after_then_succeeds() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(Sequence::new(vec![
-            reply(429, "anthropic_error_429.json").insert_header("retry-after-ms", "150"),
-            reply(200, "anthropic_text.json"),
-        ]))
-        .mount(&server)
-        .await;
-    let start = Instant::now();
-    let resp = call(&model(&server, 3), hi()).await.unwrap();
-    assert!(
-        start.elapsed() >= Duration::from_millis(150),
-        "waited {:?}",
-        start.elapsed()
-    );
-    assert_eq!(resp.stop_reason, StopReason::EndTurn);
-    assert_eq!(bodies(&server).await.len(), 2);
-}
-
-#[tokio::test]
-async fn rate_limit_with_a_hint_beyond_the_cap_fails_at_once() {
-    let server = MockServer::start().await;
-    mount_expect(
-        &server,
-        reply(429, "anthropic_error_429.json").insert_header("retry-after", "3600"),
-        1,
-    )
-    .await;
-    let err = call(&model(&server, 3), hi()).await.unwrap_err();
-    assert_eq!(
-        err,
-        ModelError::RateLimited {
-            retry_after: Some(Duration::from_secs(3600))
-        }
-    );
-}
-
-#[tokio::test]
-async fn overload_529_exhausts_the_attempts() {
-    let server = MockServer::start().await;
-    mount_expect(&server, reply(529, "anthropic_error_529.json"), 3).await;
-    let err = call(&model(&server, 3), hi()).await.unwrap_err();
-    assert_eq!(err, ModelError::Overloaded("Overloaded".into()));
-}
-
-#[tokio::test]
-async fn server_error_then_success() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(Sequence::new(vec![
-            reply(500, "anthropic_error_500.json"),
-            reply(200, "anthropic_tool_use.json"),
-        ]))
-        .expect(2)
-        .mount(&server)
-        .await;
-    let resp = call(&model(&server, 2), hi()).await.unwrap();
-    assert_eq!(resp.stop_reason, StopReason::ToolUse);
-}
-
-#[tokio::test]
-async fn garbage_and_truncated_bodies_are_invalid_responses() {
-    let (server, cases) = hostile_server("anthropic_tool_use.json").await;
-    let m = model(&server, 3);
-    for body in &cases {
-        let err = call(&m, hi()).await.unwrap_err();
-        let ModelError::InvalidResponse(msg) = &err else {
-            panic!("body {:?} gave {err:?}", String::from_utf8_lossy(body));
-        };
-        assert!(msg.len() < 700, "excerpt too long: {msg}");
-    }
-    assert_eq!(
-        bodies(&server).await.len(),
-        cases.len(),
-        "malformed bodies are not retried"
-    );
-}
-
-#[tokio::test]
-async fn an_error_in_a_200_body_is_mapped() {
-    let server = MockServer::start().await;
-    serve(&server, reply(200, "anthropic_error_529.json")).await;
-    let err = call(&model(&server, 1), hi()).await.unwrap_err();
-    assert_eq!(err, ModelError::Overloaded("Overloaded".into()));
-}
-
-#[tokio::test]
-async fn each_attempt_times_out() {
-    let server = MockServer::start().await;
-    serve(
-        &server,
-        reply(200, "anthropic_text.json").set_delay(Duration::from_secs(3)),
-    )
-    .await;
-    let mut config = AnthropicConfig::new("k", "m");
-    config.base_url = server.uri();
-    config.timeout = Some(Duration::from_millis(100));
-    config.retry = fast_retry(2);
-    let start = Instant::now();
-    let err = AnthropicModel::new(config)
-        .unwrap()
-        .complete(hi(), CancellationToken::new())
-        .await
-        .unwrap_err();
-    assert_eq!(err, ModelError::Timeout);
-    assert!(start.elapsed() < Duration::from_secs(2));
-    assert_eq!(bodies(&server).await.len(), 2, "a timeout is retried");
-}
-
-#[tokio::test]
-async fn cancellation_ends_the_call_promptly() {
-    let server = MockServer::start().await;
-    serve(
-        &server,
-        reply(200, "anthropic_text.json").set_delay(Duration::from_secs(10)),
-    )
-    .await;
-    let m = model(&server, 3);
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    let start = Instant::now();
-    let (result, ()) = tokio::join!(m.complete(hi(), cancel), async move {
-        // wait until the request reached the server, then cancel
-        while server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .is_empty()
-        {
-            tokio::task::yield_now().await;
-        }
-        trigger.cancel();
-    });
-    assert_eq!(result.unwrap_err(), ModelError::Cancelled);
-    assert!(start.elapsed() < Duration::from_secs(5));
-}
-
-struct Weather;
-
-#[async_trait::async_trait]
-impl memloop_core::Tool for Weather {
-    fn spec(&self) -> ToolSpec {
-        weather_tool()
-    }
-
-    async fn call(
-        &self,
-        input: serde_json::Value,
-        _ctx: &memloop_core::ToolContext,
-    ) -> memloop_core::ToolOutput {
-        memloop_core::ToolOutput::ok(format!("15C, fog in {}", input["location"]))
-    }
-}
-
-#[tokio::test]
 async fn the_agent_loop_runs_a_tool_turn_over_http() {
     let server = MockServer::start().await;
     mount_expect(
@@ -536,7 +335,7 @@ async fn the_agent_loop_runs_a_tool_turn_over_http() {
         2,
     )
     .await;
-    let mut agent = memloop_core::Agent::builder(std::sync::Arc::new(model(&server, 1)))
+    let mut agent = memloop_core::Agent::builder(std::sync::Arc::new(anthropic(&server, 1)))
         .tool(std::sync::Arc::new(Weather))
         .build();
     let out = agent.run_turn("Weather in SF?").await.unwrap();
@@ -556,4 +355,21 @@ async fn the_agent_loop_runs_a_tool_turn_over_http() {
             "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
             "content": "15C, fog in \"San Francisco, CA\""}]})
     );
+}
+
+struct Weather;
+
+#[async_trait::async_trait]
+impl memloop_core::Tool for Weather {
+    fn spec(&self) -> ToolSpec {
+        weather_tool()
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _ctx: &memloop_core::ToolContext,
+    ) -> memloop_core::ToolOutput {
+        memloop_core::ToolOutput::ok(format!("15C, fog in {}", input["location"]))
+    }
 }

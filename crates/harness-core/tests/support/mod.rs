@@ -1,7 +1,10 @@
 //! Shared helpers for the provider tests: fixtures, fast retry policies, recorded bodies.
 #![allow(dead_code)]
 
-use memloop_core::providers::RetryPolicy;
+use memloop_core::providers::{
+    AnthropicConfig, AnthropicModel, OpenAiCompatModel, OpenAiConfig, RetryPolicy,
+};
+use memloop_core::{CancellationToken, Message, Model, ModelError, ModelRequest, ModelResponse};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -116,4 +119,46 @@ pub async fn hostile_server(valid_fixture: &str) -> (MockServer, Vec<Vec<u8>>) {
         .mount(&server)
         .await;
     (server, cases)
+}
+
+/// A one-line user request.
+pub fn hi() -> ModelRequest {
+    ModelRequest::new("main", vec![Message::user("hi")])
+}
+
+/// One call with a fresh cancellation token.
+pub async fn call(m: &impl Model, req: ModelRequest) -> Result<ModelResponse, ModelError> {
+    m.complete(req, CancellationToken::new()).await
+}
+
+/// Answer POSTs to `path` with `responder`.
+pub async fn serve(server: &MockServer, path: &str, responder: impl Respond + 'static) {
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(path))
+        .respond_with(responder)
+        .mount(server)
+        .await;
+}
+
+/// An Anthropic model pointed at `server`, with fast retries and a 5 s timeout.
+pub fn anthropic(server: &MockServer, max_attempts: u32) -> AnthropicModel {
+    let mut config = AnthropicConfig::new("sk-ant-test", "claude-sonnet-4-5");
+    config.base_url = server.uri();
+    config.retry = fast_retry(max_attempts);
+    config.timeout = Some(Duration::from_secs(5));
+    AnthropicModel::new(config).unwrap()
+}
+
+/// OpenAI settings for `server` (`{uri}/v1/`, key `sk-test`), fast retries, a 5 s timeout.
+pub fn openai_config(server: &MockServer, max_attempts: u32) -> OpenAiConfig {
+    let mut c =
+        OpenAiConfig::new(format!("{}/v1/", server.uri()), "gpt-4o").with_api_key("sk-test");
+    c.retry = fast_retry(max_attempts);
+    c.timeout = Some(Duration::from_secs(5));
+    c
+}
+
+/// An OpenAI-compatible model for `server` (see [`openai_config`]).
+pub fn openai(server: &MockServer, max_attempts: u32) -> OpenAiCompatModel {
+    OpenAiCompatModel::new(openai_config(server, max_attempts)).unwrap()
 }
