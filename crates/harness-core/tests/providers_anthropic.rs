@@ -207,6 +207,11 @@ async fn thinking_blocks_parse_and_go_back_signed() {
         msgs[3]["content"],
         json!([{"type": "text", "text": "(empty)"}])
     );
+    // a small side query goes without thinking (the budget must stay below max_tokens)
+    let mut small = ModelRequest::new("memory_selector", vec![Message::user("q")]);
+    small.max_tokens = 256;
+    call(&m, small).await.unwrap();
+    assert!(bodies(&server).await[2].get("thinking").is_none());
 }
 
 #[tokio::test]

@@ -47,7 +47,8 @@ pub struct AnthropicConfig {
     pub api_version: String,
     /// Mark the last system block with `cache_control` (prompt caching).
     pub prompt_caching: bool,
-    /// Enable extended thinking with this token budget (must be below `max_tokens`).
+    /// Enable extended thinking with this token budget. Requests whose `max_tokens` is not above
+    /// the budget, and structured-output requests, are sent without thinking.
     pub thinking_budget_tokens: Option<u32>,
 }
 

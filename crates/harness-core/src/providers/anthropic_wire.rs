@@ -143,7 +143,9 @@ pub(crate) fn build_body(
         body["temperature"] = json!(t);
     }
     if let Some(budget) = config.thinking_budget_tokens {
-        if schema_tool.is_none() {
+        // The API wants the budget below max_tokens and no forced tool: small side queries
+        // (selector, structured output) go without thinking.
+        if schema_tool.is_none() && budget < req.max_tokens {
             body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
             // The API requires the default temperature with thinking.
             if let Some(obj) = body.as_object_mut() {
