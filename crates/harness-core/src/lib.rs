@@ -34,6 +34,8 @@ mod invariants;
 mod message;
 mod model;
 mod prompt;
+#[cfg(feature = "providers")]
+pub mod providers;
 pub mod testing;
 mod tokens;
 mod tool;

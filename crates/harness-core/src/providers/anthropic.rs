@@ -1,0 +1,163 @@
+//! [`AnthropicModel`]: the Anthropic Messages API (`POST {base}/v1/messages`).
+//!
+//! System sections become system text blocks; the last one carries `cache_control` (ephemeral)
+//! when prompt caching is on, so the stable prefix is cached. Messages keep their Anthropic shape
+//! (text, tool_use, tool_result, thinking, image, document). Usage maps one to one, cache
+//! creation and cache reads included.
+//!
+//! **Structured output.** For a request with a `response_schema` the model is given one extra
+//! tool named after the schema, whose input schema is the requested schema, and `tool_choice`
+//! forces that tool. The tool input the model produces is returned as the response's only text
+//! block (compact JSON) with stop reason `EndTurn`; no other tool is called in that response.
+//! A schema whose root is not an object is wrapped as `{"value": <schema>}` (tool inputs must be
+//! objects) and unwrapped again. Extended thinking is not sent with such a request (the API does
+//! not allow it with a forced tool).
+
+use super::anthropic_wire::{build_body, parse_response};
+use super::http::HttpTransport;
+use super::retry::RetryPolicy;
+use super::{EnvLookup, ProviderError, non_empty, secret_header};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use async_trait::async_trait;
+use reqwest::header::{HeaderMap, HeaderValue};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The default base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The model used when neither the caller nor `ANTHROPIC_MODEL` names one.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// The `anthropic-version` header sent by default.
+pub const DEFAULT_API_VERSION: &str = "2023-06-01";
+
+/// Settings of an [`AnthropicModel`].
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// The API key (`x-api-key`).
+    pub api_key: String,
+    /// Base URL without the `/v1/messages` path.
+    pub base_url: String,
+    /// Model name, e.g. `claude-sonnet-4-5`.
+    pub model: String,
+    /// Per-request timeout (each attempt); `None` waits forever.
+    pub timeout: Option<Duration>,
+    /// Retries on 429, 5xx, overload and transport errors.
+    pub retry: RetryPolicy,
+    /// The `anthropic-version` header.
+    pub api_version: String,
+    /// Mark the last system block with `cache_control` (prompt caching).
+    pub prompt_caching: bool,
+    /// Enable extended thinking with this token budget. Requests whose `max_tokens` is not above
+    /// the budget, and structured-output requests, are sent without thinking.
+    pub thinking_budget_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("api_key", &"<redacted>")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .field("api_version", &self.api_version)
+            .field("prompt_caching", &self.prompt_caching)
+            .field("thinking_budget_tokens", &self.thinking_budget_tokens)
+            .finish()
+    }
+}
+
+impl AnthropicConfig {
+    /// Defaults for everything but the key and the model: the public endpoint, a 10-minute
+    /// timeout, [`RetryPolicy::default`], prompt caching on, no extended thinking.
+    pub fn new(api_key: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            api_key: api_key.into(),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            model: model.into(),
+            timeout: Some(Duration::from_secs(600)),
+            retry: RetryPolicy::default(),
+            api_version: DEFAULT_API_VERSION.to_owned(),
+            prompt_caching: true,
+            thinking_budget_tokens: None,
+        }
+    }
+
+    /// From the process environment (see [`AnthropicConfig::from_env_with`]).
+    pub fn from_env() -> Result<Self, ProviderError> {
+        Self::from_env_with(&super::process_env)
+    }
+
+    /// From `ANTHROPIC_API_KEY` (required), `ANTHROPIC_BASE_URL` (default
+    /// [`DEFAULT_BASE_URL`]) and `ANTHROPIC_MODEL` (default [`DEFAULT_MODEL`]).
+    pub fn from_env_with(env: EnvLookup<'_>) -> Result<Self, ProviderError> {
+        let key = env("ANTHROPIC_API_KEY").ok_or(ProviderError::MissingEnv {
+            provider: "anthropic",
+            var: "ANTHROPIC_API_KEY",
+            hint: "create a key in the Anthropic console and export it",
+        })?;
+        let model = env("ANTHROPIC_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+        let mut config = Self::new(key, model);
+        if let Some(base) = env("ANTHROPIC_BASE_URL") {
+            config.base_url = base;
+        }
+        Ok(config)
+    }
+}
+
+/// The Anthropic Messages API as a [`Model`].
+#[derive(Debug, Clone)]
+pub struct AnthropicModel {
+    config: AnthropicConfig,
+    http: HttpTransport,
+}
+
+impl AnthropicModel {
+    /// A model from `config`. Fails on an empty key, base URL or model name.
+    pub fn new(config: AnthropicConfig) -> Result<Self, ProviderError> {
+        non_empty("the Anthropic API key", &config.api_key)?;
+        non_empty("the Anthropic base URL", &config.base_url)?;
+        non_empty("the Anthropic model name", &config.model)?;
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", secret_header("API key", &config.api_key)?);
+        headers.insert(
+            "anthropic-version",
+            HeaderValue::from_str(&config.api_version)
+                .map_err(|_| ProviderError::InvalidConfig("bad anthropic-version".into()))?,
+        );
+        let url = format!("{}/v1/messages", config.base_url.trim_end_matches('/'));
+        let http = HttpTransport::new(url, headers, config.retry.clone(), config.timeout)?;
+        Ok(Self { config, http })
+    }
+
+    /// From the process environment (see [`AnthropicConfig::from_env_with`]).
+    pub fn from_env() -> Result<Self, ProviderError> {
+        Self::new(AnthropicConfig::from_env()?)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+}
+
+#[async_trait]
+impl Model for AnthropicModel {
+    fn name(&self) -> &str {
+        &self.config.model
+    }
+
+    async fn complete(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> Result<ModelResponse, ModelError> {
+        let (body, schema_tool) = build_body(&self.config, &request);
+        let model = &self.config.model;
+        self.http
+            .call("anthropic", model, &request.purpose, &body, &cancel, |b| {
+                parse_response(b, schema_tool.as_ref())
+            })
+            .await
+    }
+}

@@ -1,0 +1,170 @@
+//! [`OpenAiCompatModel`]: OpenAI-compatible chat completions (`POST {base}/chat/completions`).
+//!
+//! Works with OpenAI and with local servers that speak the same protocol (llama.cpp's
+//! `llama-server`, vLLM, Ollama's `/v1`), which need no key.
+//!
+//! Mapping: the system sections become one `system` message; assistant tool_use blocks become
+//! `tool_calls` with JSON-string arguments; tool_result blocks become `role: "tool"` messages
+//! placed right after the assistant message that called them (an error result is prefixed with
+//! `Error: `); images become `image_url` parts (data URLs for inline data); thinking blocks are not
+//! sent. A `response_schema` becomes `response_format: {type: "json_schema"}` and the JSON arrives
+//! as the response text. A `reasoning_content` field (DeepSeek, vLLM reasoning parsers) becomes a
+//! thinking block. Usage: `prompt_tokens` minus `prompt_tokens_details.cached_tokens` is the
+//! input, the cached tokens are cache reads, `completion_tokens` the output.
+
+use super::http::HttpTransport;
+use super::openai_wire::{build_body, parse_response};
+use super::retry::RetryPolicy;
+use super::{EnvLookup, ProviderError, non_empty, secret_header};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use async_trait::async_trait;
+use reqwest::header::{AUTHORIZATION, HeaderMap};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The default base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// The model used when neither the caller nor `OPENAI_MODEL` names one.
+pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
+
+/// Settings of an [`OpenAiCompatModel`].
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// Bearer token; `None` sends no `Authorization` header (local servers).
+    pub api_key: Option<String>,
+    /// Base URL including the version path (`https://api.openai.com/v1`,
+    /// `http://127.0.0.1:8080/v1`, `http://localhost:11434/v1`).
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// Per-request timeout (each attempt); `None` waits forever.
+    pub timeout: Option<Duration>,
+    /// Retries on 429, 5xx, overload and transport errors.
+    pub retry: RetryPolicy,
+    /// Send the output cap as `max_completion_tokens` (OpenAI's current name, required by its
+    /// reasoning models) instead of `max_tokens` (what local servers read).
+    pub use_max_completion_tokens: bool,
+    /// Ask for `strict` JSON-schema adherence (the schema must then follow OpenAI's strict rules).
+    pub strict_schema: bool,
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .field("use_max_completion_tokens", &self.use_max_completion_tokens)
+            .field("strict_schema", &self.strict_schema)
+            .finish()
+    }
+}
+
+impl OpenAiConfig {
+    /// Settings for `base_url` and `model`: no key, a 10-minute timeout,
+    /// [`RetryPolicy::default`], `max_completion_tokens` only for `api.openai.com`.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        let base_url = base_url.into();
+        Self {
+            api_key: None,
+            use_max_completion_tokens: base_url.contains("api.openai.com"),
+            base_url,
+            model: model.into(),
+            timeout: Some(Duration::from_secs(600)),
+            retry: RetryPolicy::default(),
+            strict_schema: false,
+        }
+    }
+
+    /// Set the key (builder style).
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// From the process environment (see [`OpenAiConfig::from_env_with`]).
+    pub fn from_env() -> Result<Self, ProviderError> {
+        Self::from_env_with(&super::process_env)
+    }
+
+    /// From `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `OPENAI_MODEL`
+    /// (default [`DEFAULT_MODEL`]). The key is required only for the default (OpenAI) endpoint.
+    pub fn from_env_with(env: EnvLookup<'_>) -> Result<Self, ProviderError> {
+        let base = env("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        let model = env("OPENAI_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+        let mut config = Self::new(base, model);
+        config.api_key = env("OPENAI_API_KEY");
+        if config.api_key.is_none() && config.base_url.contains("api.openai.com") {
+            return Err(ProviderError::MissingEnv {
+                provider: "openai",
+                var: "OPENAI_API_KEY",
+                hint: "export your OpenAI key, or set OPENAI_BASE_URL to a local server \
+                       (llama.cpp, vLLM, Ollama) that needs none",
+            });
+        }
+        Ok(config)
+    }
+}
+
+/// An OpenAI-compatible chat-completions endpoint as a [`Model`].
+#[derive(Debug, Clone)]
+pub struct OpenAiCompatModel {
+    config: OpenAiConfig,
+    http: HttpTransport,
+}
+
+impl OpenAiCompatModel {
+    /// A model from `config`. Fails on an empty base URL or model name.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
+        non_empty("the OpenAI base URL", &config.base_url)?;
+        non_empty("the OpenAI model name", &config.model)?;
+        let mut headers = HeaderMap::new();
+        if let Some(key) = config.api_key.as_deref().filter(|k| !k.trim().is_empty()) {
+            headers.insert(
+                AUTHORIZATION,
+                secret_header("API key", &format!("Bearer {key}"))?,
+            );
+        }
+        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+        let http = HttpTransport::new(url, headers, config.retry.clone(), config.timeout)?;
+        Ok(Self { config, http })
+    }
+
+    /// From the process environment (see [`OpenAiConfig::from_env_with`]).
+    pub fn from_env() -> Result<Self, ProviderError> {
+        Self::new(OpenAiConfig::from_env()?)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+}
+
+#[async_trait]
+impl Model for OpenAiCompatModel {
+    fn name(&self) -> &str {
+        &self.config.model
+    }
+
+    async fn complete(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> Result<ModelResponse, ModelError> {
+        let body = build_body(&self.config, &request);
+        let model = &self.config.model;
+        self.http
+            .call(
+                "openai",
+                model,
+                &request.purpose,
+                &body,
+                &cancel,
+                parse_response,
+            )
+            .await
+    }
+}

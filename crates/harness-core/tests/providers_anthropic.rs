@@ -1,0 +1,380 @@
+//! AnthropicModel against a loopback server replaying recorded Messages API shapes.
+#![cfg(feature = "providers")]
+// Test helpers outside #[test] fns unwrap too; this is test code.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use memloop_core::providers::{AnthropicConfig, AnthropicModel};
+use memloop_core::{
+    ContentBlock, JsonSchema, MediaSource, Message, ModelError, ModelRequest, Role, StopReason,
+    ToolEffect, ToolSpec, Usage,
+};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::*;
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn weather_tool() -> ToolSpec {
+    ToolSpec {
+        name: "get_weather".into(),
+        description: "Current weather for a location".into(),
+        input_schema: json!({"type": "object", "properties": {"location": {"type": "string"}},
+                             "required": ["location"]}),
+        effect: ToolEffect::ReadOnly,
+    }
+}
+
+#[tokio::test]
+async fn text_response_headers_system_blocks_and_cache_usage() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .and(header("x-api-key", "sk-ant-test"))
+        .and(header("anthropic-version", "2023-06-01"))
+        .respond_with(reply(200, "anthropic_text.json"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let m = anthropic(&server, 1);
+    let mut req = ModelRequest::new("main", vec![Message::user("where are the tests?")]);
+    req.system = vec![
+        "You are helpful.".into(),
+        "".into(),
+        "Project: memloop".into(),
+    ];
+    req.max_tokens = 1000;
+    req.temperature = Some(0.2);
+    let resp = call(&m, req).await.unwrap();
+
+    assert_eq!(resp.id, "msg_01XFDUDYJgAACzvnptvVoYEL");
+    assert_eq!(resp.model, "claude-sonnet-4-5-20250929");
+    assert_eq!(resp.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        resp.text_content(),
+        "The tests live in crates/harness-core/tests and run with cargo test."
+    );
+    assert_eq!(
+        resp.usage,
+        Usage {
+            input_tokens: 25,
+            output_tokens: 19,
+            cache_creation_input_tokens: 1832,
+            cache_read_input_tokens: 14210
+        }
+    );
+    let body = &bodies(&server).await[0];
+    assert_eq!(
+        body,
+        &json!({
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1000,
+            "temperature": 0.2f32,
+            "system": [
+                {"type": "text", "text": "You are helpful."},
+                {"type": "text", "text": "Project: memloop", "cache_control": {"type": "ephemeral"}}
+            ],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "where are the tests?"}]}]
+        })
+    );
+}
+
+#[tokio::test]
+async fn tool_use_round_trip() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(Sequence::new(vec![
+            reply(200, "anthropic_tool_use.json"),
+            reply(200, "anthropic_tool_final.json"),
+        ]))
+        .mount(&server)
+        .await;
+    let m = anthropic(&server, 1);
+    let mut messages = vec![Message::user("Weather in SF?")];
+    let mut req = ModelRequest::new("main", messages.clone());
+    req.tools = vec![weather_tool()];
+    let first = call(&m, req.clone()).await.unwrap();
+    assert_eq!(first.stop_reason, StopReason::ToolUse);
+    let input = json!({"location": "San Francisco, CA", "unit": "celsius"});
+    assert_eq!(
+        first.content[1],
+        ContentBlock::tool_use(
+            "toolu_01A09q90qw90lq917835lq9",
+            "get_weather",
+            input.clone()
+        )
+    );
+    messages.push(first.into_message());
+    messages.push(Message::new(
+        Role::User,
+        vec![ContentBlock::tool_result(
+            "toolu_01A09q90qw90lq917835lq9",
+            "15C, fog",
+            false,
+        )],
+    ));
+    req.messages = messages;
+    let second = call(&m, req).await.unwrap();
+    assert_eq!(
+        second.text_content(),
+        "It is 15 degrees and foggy in San Francisco."
+    );
+    // null cache fields count as zero
+    assert_eq!(second.usage.cache_read_input_tokens, 0);
+
+    let sent = bodies(&server).await;
+    assert_eq!(
+        sent[0]["tools"],
+        json!([{"name": "get_weather", "description": "Current weather for a location",
+                "input_schema": weather_tool().input_schema}])
+    );
+    assert!(sent[0].get("tool_choice").is_none());
+    assert_eq!(
+        sent[1]["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "Weather in SF?"}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "I'll check the weather in San Francisco for you."},
+                {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "get_weather", "input": input}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01A09q90qw90lq917835lq9", "content": "15C, fog"}
+            ]}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn thinking_blocks_parse_and_go_back_signed() {
+    let server = MockServer::start().await;
+    serve(
+        &server,
+        "/v1/messages",
+        reply(200, "anthropic_thinking.json"),
+    )
+    .await;
+    let mut config = AnthropicConfig::new("k", "claude-sonnet-4-5");
+    config.base_url = server.uri();
+    config.thinking_budget_tokens = Some(2048);
+    config.prompt_caching = false;
+    let m = AnthropicModel::new(config).unwrap();
+    let mut req = ModelRequest::new("main", vec![Message::user("27 * 453?")]);
+    req.system = vec!["sys".into()];
+    req.temperature = Some(1.0);
+    let resp = call(&m, req.clone()).await.unwrap();
+    // redacted_thinking has no place in our message model and is skipped
+    assert_eq!(resp.content.len(), 2);
+    let ContentBlock::Thinking {
+        thinking,
+        signature,
+    } = &resp.content[0]
+    else {
+        panic!("expected thinking, got {:?}", resp.content[0]);
+    };
+    assert!(thinking.contains("12231"));
+    assert!(signature.as_deref().unwrap().starts_with("EqQBCgIYAhIM"));
+    assert_eq!(resp.text_content(), "27 * 453 = 12,231");
+
+    let mut messages = req.messages.clone();
+    messages.push(resp.clone().into_message());
+    messages.push(Message::user("thanks"));
+    // unsigned thinking (e.g. from another provider) cannot be sent back
+    messages.push(Message::new(
+        Role::Assistant,
+        vec![ContentBlock::Thinking {
+            thinking: "local".into(),
+            signature: None,
+        }],
+    ));
+    req.messages = messages;
+    call(&m, req).await.unwrap();
+    let sent = bodies(&server).await;
+    assert_eq!(
+        sent[0]["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert!(
+        sent[0].get("temperature").is_none(),
+        "thinking requires the default temperature"
+    );
+    assert_eq!(sent[0]["system"], json!([{"type": "text", "text": "sys"}]));
+    let msgs = sent[1]["messages"].as_array().unwrap();
+    assert_eq!(msgs[1]["content"][0]["type"], "thinking");
+    assert_eq!(msgs[1]["content"][0]["signature"], json!(signature));
+    assert_eq!(
+        msgs[3]["content"],
+        json!([{"type": "text", "text": "(empty)"}])
+    );
+    // a small side query goes without thinking (the budget must stay below max_tokens)
+    let mut small = ModelRequest::new("memory_selector", vec![Message::user("q")]);
+    small.max_tokens = 256;
+    call(&m, small).await.unwrap();
+    assert!(bodies(&server).await[2].get("thinking").is_none());
+}
+
+#[tokio::test]
+async fn images_documents_and_error_results_keep_their_shape() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/messages", reply(200, "anthropic_text.json")).await;
+    let m = anthropic(&server, 1);
+    let png = MediaSource::Base64 {
+        media_type: "image/png".into(),
+        data: "iVBORw0KGgo=".into(),
+    };
+    let pdf = MediaSource::Url {
+        url: "https://example.com/spec.pdf".into(),
+    };
+    let messages = vec![
+        Message::new(
+            Role::User,
+            vec![
+                ContentBlock::Image { source: png },
+                ContentBlock::Document { source: pdf },
+                ContentBlock::text("describe"),
+            ],
+        ),
+        Message::new(
+            Role::Assistant,
+            vec![ContentBlock::tool_use("t1", "read", json!({}))],
+        ),
+        Message::new(
+            Role::User,
+            vec![ContentBlock::tool_result("t1", "denied", true)],
+        ),
+    ];
+    call(&m, ModelRequest::new("main", messages)).await.unwrap();
+    let sent = &bodies(&server).await[0]["messages"];
+    assert_eq!(
+        sent[0]["content"],
+        json!([
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            {"type": "document", "source": {"type": "url", "url": "https://example.com/spec.pdf"}},
+            {"type": "text", "text": "describe"}
+        ])
+    );
+    assert_eq!(
+        sent[2]["content"],
+        json!([{"type": "tool_result", "tool_use_id": "t1", "content": "denied", "is_error": true}])
+    );
+}
+
+#[tokio::test]
+async fn structured_output_forces_the_schema_tool() {
+    let server = MockServer::start().await;
+    serve(
+        &server,
+        "/v1/messages",
+        reply(200, "anthropic_structured.json"),
+    )
+    .await;
+    let m = anthropic(&server, 1);
+    let schema = json!({"type": "object", "properties": {"selected_memories":
+        {"type": "array", "items": {"type": "string"}}}, "required": ["selected_memories"]});
+    let mut req = ModelRequest::new("memory_selector", vec![Message::user("which memories?")]);
+    req.max_tokens = 256;
+    req.response_schema = Some(JsonSchema {
+        name: "memory selection".into(),
+        schema: schema.clone(),
+    });
+    let resp = call(&m, req).await.unwrap();
+    assert_eq!(resp.stop_reason, StopReason::EndTurn);
+    assert_eq!(resp.content.len(), 1);
+    let parsed: serde_json::Value = serde_json::from_str(&resp.text_content()).unwrap();
+    assert_eq!(
+        parsed,
+        json!({"selected_memories": ["feedback_testing.md", "user_role.md"]})
+    );
+    let sent = &bodies(&server).await[0];
+    assert_eq!(
+        sent["tool_choice"],
+        json!({"type": "tool", "name": "memory_selection"})
+    );
+    assert_eq!(sent["tools"][0]["name"], "memory_selection");
+    assert_eq!(sent["tools"][0]["input_schema"], schema);
+}
+
+#[tokio::test]
+async fn structured_output_wraps_non_object_schemas_and_rejects_a_missing_call() {
+    let server = MockServer::start().await;
+    let wrapped = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "names", "input": {"value": ["a.md"]}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 5, "output_tokens": 3}});
+    let no_call = fixture("anthropic_text.json");
+    Mock::given(method("POST"))
+        .respond_with(Sequence::new(vec![
+            ResponseTemplate::new(200).set_body_json(wrapped),
+            ResponseTemplate::new(200).set_body_json(no_call),
+        ]))
+        .mount(&server)
+        .await;
+    let m = anthropic(&server, 1);
+    let mut req = ModelRequest::new("s", vec![Message::user("q")]);
+    req.response_schema = Some(JsonSchema {
+        name: "names".into(),
+        schema: json!({"type": "array", "items": {"type": "string"}}),
+    });
+    let resp = call(&m, req.clone()).await.unwrap();
+    assert_eq!(resp.text_content(), r#"["a.md"]"#);
+    assert_eq!(
+        bodies(&server).await[0]["tools"][0]["input_schema"]["properties"]["value"]["type"],
+        "array"
+    );
+    let err = call(&m, req).await.unwrap_err();
+    assert!(
+        matches!(&err, ModelError::InvalidResponse(m) if m.contains("names")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_agent_loop_runs_a_tool_turn_over_http() {
+    let server = MockServer::start().await;
+    mount_expect(
+        &server,
+        Sequence::new(vec![
+            reply(200, "anthropic_tool_use.json"),
+            reply(200, "anthropic_tool_final.json"),
+        ]),
+        2,
+    )
+    .await;
+    let mut agent = memloop_core::Agent::builder(std::sync::Arc::new(anthropic(&server, 1)))
+        .tool(std::sync::Arc::new(Weather))
+        .build();
+    let out = agent.run_turn("Weather in SF?").await.unwrap();
+    assert_eq!(out.text, "It is 15 degrees and foggy in San Francisco.");
+    assert_eq!(out.iterations, 2);
+    let sent = bodies(&server).await;
+    assert_eq!(sent[1]["tools"][0]["name"], "get_weather");
+    let last = sent[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last,
+        json!({"role": "user", "content": [{"type": "tool_result",
+            "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
+            "content": "15C, fog in \"San Francisco, CA\""}]})
+    );
+}
+
+struct Weather;
+
+#[async_trait::async_trait]
+impl memloop_core::Tool for Weather {
+    fn spec(&self) -> ToolSpec {
+        weather_tool()
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _ctx: &memloop_core::ToolContext,
+    ) -> memloop_core::ToolOutput {
+        memloop_core::ToolOutput::ok(format!("15C, fog in {}", input["location"]))
+    }
+}

@@ -1,0 +1,164 @@
+//! Shared helpers for the provider tests: fixtures, fast retry policies, recorded bodies.
+#![allow(dead_code)]
+
+use memloop_core::providers::{
+    AnthropicConfig, AnthropicModel, OpenAiCompatModel, OpenAiConfig, RetryPolicy,
+};
+use memloop_core::{CancellationToken, Message, Model, ModelError, ModelRequest, ModelResponse};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
+
+/// The bytes of `tests/fixtures/<name>`.
+pub fn fixture_bytes(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+}
+
+/// A fixture as JSON.
+pub fn fixture(name: &str) -> serde_json::Value {
+    serde_json::from_slice(&fixture_bytes(name)).unwrap()
+}
+
+/// A JSON response with a fixture body.
+pub fn reply(status: u16, name: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_raw(fixture_bytes(name), "application/json")
+}
+
+/// Retries with millisecond backoff, so tests never sleep for long.
+pub fn fast_retry(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_backoff: Duration::from_millis(2),
+        max_backoff: Duration::from_millis(10),
+        max_retry_after: Duration::from_secs(5),
+    }
+}
+
+/// The JSON bodies the server received, in order.
+pub async fn bodies(server: &MockServer) -> Vec<serde_json::Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+/// Answers the n-th request with the n-th template (the last one repeats).
+pub struct Sequence {
+    templates: Vec<ResponseTemplate>,
+    next: AtomicUsize,
+}
+
+impl Sequence {
+    /// A sequence of templates.
+    pub fn new(templates: Vec<ResponseTemplate>) -> Self {
+        Self {
+            templates,
+            next: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Respond for Sequence {
+    fn respond(&self, _request: &Request) -> ResponseTemplate {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        self.templates[n.min(self.templates.len() - 1)].clone()
+    }
+}
+
+/// Bodies no provider should ever send, and that must never make us panic.
+pub fn hostile_bodies(valid: &[u8]) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"<html><body><h1>502 Bad Gateway</h1></body></html>".to_vec(),
+        b"null".to_vec(),
+        b"[]".to_vec(),
+        b"{}".to_vec(),
+        b"{\"content\": 7}".to_vec(),
+        b"{\"choices\": [{}]}".to_vec(),
+        b"{\"choices\": [{\"message\": {\"tool_calls\": [{\"function\": {}}]}}]}".to_vec(),
+        b"{\"content\": [{\"type\": \"text\"}]}".to_vec(),
+        b"{\"content\": [{\"type\": \"tool_use\", \"id\": 3}]}".to_vec(),
+        vec![0xff, 0xfe, 0x00, 0x7b],
+        "{\"content\": [{\"type\": \"text\", \"text\": \"\u{1F600}"
+            .as_bytes()
+            .to_vec(),
+    ];
+    let valid = valid.trim_ascii_end();
+    for cut in [1, valid.len() / 3, valid.len() / 2, valid.len() - 1] {
+        out.push(valid[..cut].to_vec());
+    }
+    out
+}
+
+/// Answer every POST with `template`, expecting exactly `times` requests (checked on drop).
+pub async fn mount_expect(server: &MockServer, template: impl Respond + 'static, times: u64) {
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(template)
+        .expect(times)
+        .mount(server)
+        .await;
+}
+
+/// A server answering the n-th POST with the n-th of [`hostile_bodies`], and those bodies.
+pub async fn hostile_server(valid_fixture: &str) -> (MockServer, Vec<Vec<u8>>) {
+    let cases = hostile_bodies(&fixture_bytes(valid_fixture));
+    let server = MockServer::start().await;
+    let templates = cases
+        .iter()
+        .map(|b| ResponseTemplate::new(200).set_body_raw(b.clone(), "application/json"))
+        .collect();
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Sequence::new(templates))
+        .mount(&server)
+        .await;
+    (server, cases)
+}
+
+/// A one-line user request.
+pub fn hi() -> ModelRequest {
+    ModelRequest::new("main", vec![Message::user("hi")])
+}
+
+/// One call with a fresh cancellation token.
+pub async fn call(m: &impl Model, req: ModelRequest) -> Result<ModelResponse, ModelError> {
+    m.complete(req, CancellationToken::new()).await
+}
+
+/// Answer POSTs to `path` with `responder`.
+pub async fn serve(server: &MockServer, path: &str, responder: impl Respond + 'static) {
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(path))
+        .respond_with(responder)
+        .mount(server)
+        .await;
+}
+
+/// An Anthropic model pointed at `server`, with fast retries and a 5 s timeout.
+pub fn anthropic(server: &MockServer, max_attempts: u32) -> AnthropicModel {
+    let mut config = AnthropicConfig::new("sk-ant-test", "claude-sonnet-4-5");
+    config.base_url = server.uri();
+    config.retry = fast_retry(max_attempts);
+    config.timeout = Some(Duration::from_secs(5));
+    AnthropicModel::new(config).unwrap()
+}
+
+/// OpenAI settings for `server` (`{uri}/v1/`, key `sk-test`), fast retries, a 5 s timeout.
+pub fn openai_config(server: &MockServer, max_attempts: u32) -> OpenAiConfig {
+    let mut c =
+        OpenAiConfig::new(format!("{}/v1/", server.uri()), "gpt-4o").with_api_key("sk-test");
+    c.retry = fast_retry(max_attempts);
+    c.timeout = Some(Duration::from_secs(5));
+    c
+}
+
+/// An OpenAI-compatible model for `server` (see [`openai_config`]).
+pub fn openai(server: &MockServer, max_attempts: u32) -> OpenAiCompatModel {
+    OpenAiCompatModel::new(openai_config(server, max_attempts)).unwrap()
+}
