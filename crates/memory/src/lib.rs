@@ -16,3 +16,5 @@ pub use types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryType,
     WriteMode, WriteReport,
 };
+
+pub mod session_memory;
