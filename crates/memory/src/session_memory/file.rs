@@ -277,6 +277,10 @@ impl SessionMemory for FileSessionMemory {
         })
     }
 
+    fn update_in_flight_since(&self) -> Option<tokio::time::Instant> {
+        self.inner.queue.in_flight_since()
+    }
+
     async fn notes_for_compaction(&self) -> Result<Option<CompactionNotes>, SessionMemoryError> {
         let Some(content) = self.current_notes().await? else {
             return Ok(None);

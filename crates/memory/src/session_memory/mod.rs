@@ -123,6 +123,10 @@ pub trait SessionMemory: Send + Sync {
         self.update(ctx, UpdateTrigger::Manual).await
     }
 
+    /// Since when an update is queued or running, if one is (tokio time). Compaction waits for
+    /// it (SPEC section 9).
+    fn update_in_flight_since(&self) -> Option<Instant>;
+
     /// What compaction needs, `None` when no notes file exists.
     async fn notes_for_compaction(&self) -> Result<Option<CompactionNotes>, SessionMemoryError>;
 
