@@ -82,7 +82,8 @@ pub async fn wait_for_update(memory: &dyn SessionMemory, cfg: &SessionMemoryComp
     }
 }
 
-/// Build the compacted conversation from `notes`, or say why not.
+/// Build the compacted conversation from `notes`, or say why not. Kept messages lose their
+/// provider usage (it described the old, longer context).
 pub fn plan_session_memory_compaction(
     messages: &[Message],
     notes: &CompactionNotes,
@@ -126,7 +127,13 @@ pub fn plan_session_memory_compaction(
     let mut out = Vec::with_capacity(messages.len() - plan.start + 2);
     out.push(boundary);
     out.push(summary);
-    out.extend_from_slice(&messages[plan.start..]);
+    // Usage on kept responses measured the pre-compaction context; drop it so the next count is
+    // an estimate of what is really left.
+    out.extend(messages[plan.start..].iter().map(|m| {
+        let mut m = m.clone();
+        m.usage = None;
+        m
+    }));
     let tokens_after = estimate_messages(counter, &out[1..2]) + plan.tokens;
     if tokens_after >= threshold {
         return Err(DeclineReason::StillOverThreshold {

@@ -59,20 +59,81 @@ async fn decline_table() {
     let switched_off: Arc<dyn SessionMemory> = Arc::new(FileSessionMemory::new(off, "s1").unwrap());
 
     let as_dyn = |m: &Arc<FileSessionMemory>| -> Arc<dyn SessionMemory> { m.clone() };
-    let cases: Vec<(&str, Option<Arc<dyn SessionMemory>>, SessionMemoryCompactConfig, u64, Result<(), DeclineReason>)> = vec![
-        ("no session memory", None, cfg, u64::MAX, Err(DeclineReason::Disabled)),
-        ("strategy off", Some(as_dyn(&ok)), SessionMemoryCompactConfig { enabled: false, ..cfg }, u64::MAX, Err(DeclineReason::Disabled)),
-        ("session memory off", Some(switched_off), cfg, u64::MAX, Err(DeclineReason::Disabled)),
-        ("no file", Some(as_dyn(&no_file)), cfg, u64::MAX, Err(DeclineReason::NoNotesFile)),
-        ("template", Some(as_dyn(&template)), cfg, u64::MAX, Err(DeclineReason::NotesAreTemplate)),
-        ("summarized id gone", Some(as_dyn(&missing)), cfg, u64::MAX, Err(DeclineReason::LastSummarizedMissing("gone-id".into()))),
-        ("still over", Some(as_dyn(&ok)), cfg, 600, Err(DeclineReason::StillOverThreshold { tokens: 0, threshold: 600 })),
+    let cases: Vec<(
+        &str,
+        Option<Arc<dyn SessionMemory>>,
+        SessionMemoryCompactConfig,
+        u64,
+        Result<(), DeclineReason>,
+    )> = vec![
+        (
+            "no session memory",
+            None,
+            cfg,
+            u64::MAX,
+            Err(DeclineReason::Disabled),
+        ),
+        (
+            "strategy off",
+            Some(as_dyn(&ok)),
+            SessionMemoryCompactConfig {
+                enabled: false,
+                ..cfg
+            },
+            u64::MAX,
+            Err(DeclineReason::Disabled),
+        ),
+        (
+            "session memory off",
+            Some(switched_off),
+            cfg,
+            u64::MAX,
+            Err(DeclineReason::Disabled),
+        ),
+        (
+            "no file",
+            Some(as_dyn(&no_file)),
+            cfg,
+            u64::MAX,
+            Err(DeclineReason::NoNotesFile),
+        ),
+        (
+            "template",
+            Some(as_dyn(&template)),
+            cfg,
+            u64::MAX,
+            Err(DeclineReason::NotesAreTemplate),
+        ),
+        (
+            "summarized id gone",
+            Some(as_dyn(&missing)),
+            cfg,
+            u64::MAX,
+            Err(DeclineReason::LastSummarizedMissing("gone-id".into())),
+        ),
+        (
+            "still over",
+            Some(as_dyn(&ok)),
+            cfg,
+            600,
+            Err(DeclineReason::StillOverThreshold {
+                tokens: 0,
+                threshold: 600,
+            }),
+        ),
         ("applies", Some(as_dyn(&ok)), cfg, u64::MAX, Ok(())),
     ];
     for (name, mem, cfg, threshold, expected) in cases {
-        let got = session_memory_compaction(mem.as_ref(), &conv, &CharEstimator, &cfg, threshold).await;
+        let got =
+            session_memory_compaction(mem.as_ref(), &conv, &CharEstimator, &cfg, threshold).await;
         match (&got, &expected) {
-            (Err(DeclineReason::StillOverThreshold { tokens, threshold: t }), Err(DeclineReason::StillOverThreshold { threshold: et, .. })) => {
+            (
+                Err(DeclineReason::StillOverThreshold {
+                    tokens,
+                    threshold: t,
+                }),
+                Err(DeclineReason::StillOverThreshold { threshold: et, .. }),
+            ) => {
                 assert!(*tokens >= *t && t == et, "{name}: {got:?}");
             }
             (Ok(c), Ok(())) => {
@@ -82,7 +143,11 @@ async fn decline_table() {
                 assert!(c.messages[1].text().contains("Fixing the parser"));
                 // Everything after the last summarized message is kept.
                 assert!(c.plan.start <= 101, "{name}");
-                assert!(c.plan.tokens >= 500 && c.plan.tokens <= 2_000 + 200, "{name}: {:?}", c.plan);
+                assert!(
+                    c.plan.tokens >= 500 && c.plan.tokens <= 2_000 + 200,
+                    "{name}: {:?}",
+                    c.plan
+                );
             }
             (Err(a), Err(b)) => assert_eq!(a, b, "{name}"),
             _ => panic!("{name}: got {got:?}, expected {expected:?}"),
@@ -112,11 +177,21 @@ async fn long_sections_are_cut_at_a_line_with_a_marker_and_a_pointer() {
     let dir2 = TempDir::new().unwrap();
     let sm2 = with_notes(&dir2, NOTES).await;
     let mem2: Arc<dyn SessionMemory> = sm2.clone();
-    let c = session_memory_compaction(Some(&mem2), &conv, &CharEstimator, &small_bounds(), u64::MAX)
-        .await
-        .unwrap();
+    let c = session_memory_compaction(
+        Some(&mem2),
+        &conv,
+        &CharEstimator,
+        &small_bounds(),
+        u64::MAX,
+    )
+    .await
+    .unwrap();
     assert!(!c.messages[1].text().contains(SECTION_TRUNCATED));
-    assert!(!c.messages[1].text().contains(&sm2.notes_path().display().to_string()));
+    assert!(
+        !c.messages[1]
+            .text()
+            .contains(&sm2.notes_path().display().to_string())
+    );
 }
 
 /// A slow updater: the edit arrives after `delay`.
@@ -162,7 +237,10 @@ async fn waits_for_an_in_flight_update_then_uses_its_notes() {
         .await
         .unwrap();
     let waited = began.elapsed();
-    assert!(waited >= Duration::from_secs(5) && waited <= Duration::from_secs(6), "{waited:?}");
+    assert!(
+        waited >= Duration::from_secs(5) && waited <= Duration::from_secs(6),
+        "{waited:?}"
+    );
     assert!(c.messages[1].text().contains("Parser merged."));
     task.await.unwrap();
 }

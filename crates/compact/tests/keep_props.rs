@@ -37,7 +37,11 @@ fn result_size() -> impl Strategy<Value = usize> {
 fn turn() -> impl Strategy<Value = Turn> {
     let round = (any::<bool>(), prop::collection::vec(result_size(), 1..4))
         .prop_map(|(split, results)| Round { split, results });
-    (1usize..6_000, prop::collection::vec(round, 0..4), 0usize..6_000)
+    (
+        1usize..6_000,
+        prop::collection::vec(round, 0..4),
+        0usize..6_000,
+    )
         .prop_map(|(user, rounds, last)| Turn { user, rounds, last })
 }
 
@@ -53,7 +57,9 @@ fn build(turns: &[Turn], compacted_before: bool) -> Vec<Message> {
         for r in &t.rounds {
             n += 1;
             let rid = format!("resp{n}");
-            let ids: Vec<String> = (0..r.results.len()).map(|k| format!("call{n}_{k}")).collect();
+            let ids: Vec<String> = (0..r.results.len())
+                .map(|k| format!("call{n}_{k}"))
+                .collect();
             let uses: Vec<ContentBlock> = ids
                 .iter()
                 .map(|id| ContentBlock::tool_use(id, "read", json!({"path": id})))
@@ -62,7 +68,10 @@ fn build(turns: &[Turn], compacted_before: bool) -> Vec<Message> {
                 v.push(
                     Message::new(
                         Role::Assistant,
-                        vec![ContentBlock::Thinking { thinking: "t".repeat(400), signature: None }],
+                        vec![ContentBlock::Thinking {
+                            thinking: "t".repeat(400),
+                            signature: None,
+                        }],
                     )
                     .with_response_id(&rid),
                 );
@@ -81,7 +90,10 @@ fn build(turns: &[Turn], compacted_before: bool) -> Vec<Message> {
             v.push(Message::new(Role::User, results));
         }
         if t.last > 0 || ti + 1 < turns.len() {
-            v.push(Message::assistant("a".repeat(t.last.max(1))).with_response_id(format!("final{ti}")));
+            v.push(
+                Message::assistant("a".repeat(t.last.max(1)))
+                    .with_response_id(format!("final{ti}")),
+            );
         }
     }
     v
@@ -104,8 +116,13 @@ fn max_unit(messages: &[Message], tokens: &[u64]) -> u64 {
             continue;
         }
         let mut j = i + 1;
-        while j < messages.len() && (messages[j].role == Role::User || same_response(&messages[j - 1], &messages[j])) {
-            if messages[j].role == Role::Assistant || messages[j].tool_result_ids().next().is_some() || j == i + 1 {
+        while j < messages.len()
+            && (messages[j].role == Role::User || same_response(&messages[j - 1], &messages[j]))
+        {
+            if messages[j].role == Role::Assistant
+                || messages[j].tool_result_ids().next().is_some()
+                || j == i + 1
+            {
                 j += 1;
             } else {
                 break;

@@ -25,7 +25,10 @@ fn drops_empty_messages_and_blank_text_but_keeps_boundaries() {
     let conv = vec![
         Message::user("").with_kind(MessageKind::CompactBoundary),
         Message::user("hi"),
-        asst(vec![ContentBlock::text("  "), ContentBlock::text("ok")], "r1"),
+        asst(
+            vec![ContentBlock::text("  "), ContentBlock::text("ok")],
+            "r1",
+        ),
         Message::user("   "),
     ];
     let empty_id = conv[3].id.to_string();
@@ -60,7 +63,13 @@ fn drops_orphan_and_duplicate_tool_results() {
 fn answers_unanswered_tool_uses() {
     let conv = vec![
         Message::user("go"),
-        asst(vec![ContentBlock::Thinking { thinking: "hm".into(), signature: None }], "r1"),
+        asst(
+            vec![ContentBlock::Thinking {
+                thinking: "hm".into(),
+                signature: None,
+            }],
+            "r1",
+        ),
         asst(vec![call("a"), call("b")], "r1"),
         user(vec![result("a"), ContentBlock::text("and also")]),
         asst(vec![call("c")], "r2"),
@@ -68,11 +77,21 @@ fn answers_unanswered_tool_uses() {
     let (out, issues) = add_missing_tool_results(conv);
     assert_eq!(
         issues,
-        vec![Issue::AddedMissingToolResult { id: "b".into() }, Issue::AddedMissingToolResult { id: "c".into() }]
+        vec![
+            Issue::AddedMissingToolResult { id: "b".into() },
+            Issue::AddedMissingToolResult { id: "c".into() }
+        ]
     );
     assert_eq!(out.len(), 6);
-    assert!(check_invariants(&out).is_ok(), "{:?}", check_invariants(&out));
-    assert!(matches!(&out[3].content[0], ContentBlock::ToolResult { is_error: true, .. }));
+    assert!(
+        check_invariants(&out).is_ok(),
+        "{:?}",
+        check_invariants(&out)
+    );
+    assert!(matches!(
+        &out[3].content[0],
+        ContentBlock::ToolResult { is_error: true, .. }
+    ));
 }
 
 #[test]
@@ -84,17 +103,27 @@ fn merges_consecutive_assistant_responses() {
         asst(vec![ContentBlock::text("two")], "r2"),
     ];
     let before = check_invariants(&conv).unwrap_err();
-    assert!(before.0.contains(&Violation::ConsecutiveAssistant { index: 1 }));
+    assert!(
+        before
+            .0
+            .contains(&Violation::ConsecutiveAssistant { index: 1 })
+    );
     let merged_id = conv[3].id.to_string();
     let (out, issues) = merge_consecutive_assistant(conv);
-    assert_eq!(issues, vec![Issue::MergedConsecutiveAssistant { id: merged_id }]);
+    assert_eq!(
+        issues,
+        vec![Issue::MergedConsecutiveAssistant { id: merged_id }]
+    );
     assert_eq!(out.len(), 3, "split records of one response stay separate");
     assert!(check_invariants(&out).is_ok());
 }
 
 #[test]
 fn inserts_a_user_message_before_a_leading_assistant() {
-    let conv = vec![Message::user("b").with_kind(MessageKind::CompactBoundary), Message::assistant("hi")];
+    let conv = vec![
+        Message::user("b").with_kind(MessageKind::CompactBoundary),
+        Message::assistant("hi"),
+    ];
     let (out, issues) = ensure_user_first(conv);
     assert_eq!(issues, vec![Issue::InsertedLeadingUser]);
     assert_eq!(out[1].role, Role::User);
@@ -115,7 +144,11 @@ fn all_passes_fix_a_badly_broken_conversation_and_plug_into_the_agent() {
     ];
     assert!(check_invariants(&conv).is_err());
     let (fixed, issues) = repair(conv.clone());
-    assert!(check_invariants(&fixed).is_ok(), "{:?}", check_invariants(&fixed));
+    assert!(
+        check_invariants(&fixed).is_ok(),
+        "{:?}",
+        check_invariants(&fixed)
+    );
     assert!(!issues.is_empty());
     let f = repair_fn();
     assert_eq!(f(conv).len(), fixed.len());

@@ -3,7 +3,9 @@
 mod common;
 
 use common::{conversation, ctx};
-use memloop_compact::{CompactConfig, Compactor, SummaryCompactConfig, SummaryError, summary_compaction};
+use memloop_compact::{
+    CompactConfig, Compactor, SummaryCompactConfig, SummaryError, summary_compaction,
+};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     AgentEvent, CharEstimator, CompactionTrigger, ContextCompactor, MessageKind, ModelError,
@@ -12,15 +14,23 @@ use memloop_core::{
 use std::sync::Arc;
 
 fn too_long(excess: Option<u64>) -> ScriptStep {
-    ScriptStep::Fail(ModelError::ContextTooLong { message: "prompt is too long".into(), excess_tokens: excess })
+    ScriptStep::Fail(ModelError::ContextTooLong {
+        message: "prompt is too long".into(),
+        excess_tokens: excess,
+    })
 }
 
 #[tokio::test]
 async fn summary_is_one_forked_call_without_tools() {
     let model = ScriptedModel::new();
-    model.push_for("compact_summary", ScriptStep::text("1. Requests: fix the parser"));
+    model.push_for(
+        "compact_summary",
+        ScriptStep::text("1. Requests: fix the parser"),
+    );
     let (c, _) = ctx(Arc::new(model.clone()), conversation(5, 100), 1_000, 1);
-    let out = summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator).await.unwrap();
+    let out = summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator)
+        .await
+        .unwrap();
     assert_eq!(out.len(), 2);
     assert_eq!(out[0].meta.kind, MessageKind::CompactBoundary);
     assert_eq!(out[1].meta.kind, MessageKind::CompactSummary);
@@ -40,8 +50,14 @@ async fn prompt_too_long_drops_the_oldest_rounds_and_retries() {
     model.push_for("compact_summary", ScriptStep::text("summary"));
     let conv = conversation(20, 100);
     let (c, _) = ctx(Arc::new(model.clone()), conv.clone(), 1_000, 1);
-    summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator).await.unwrap();
-    let sizes: Vec<usize> = model.requests_for("compact_summary").iter().map(|r| r.messages.len()).collect();
+    summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator)
+        .await
+        .unwrap();
+    let sizes: Vec<usize> = model
+        .requests_for("compact_summary")
+        .iter()
+        .map(|r| r.messages.len())
+        .collect();
     assert_eq!(sizes.len(), 3);
     assert!(sizes[0] > sizes[1] && sizes[1] > sizes[2], "{sizes:?}");
     for r in model.requests_for("compact_summary") {
@@ -56,8 +72,15 @@ async fn gives_up_after_three_retries() {
         model.push_for("compact_summary", too_long(None));
     }
     let (c, _) = ctx(Arc::new(model.clone()), conversation(20, 100), 1_000, 1);
-    let err = summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator).await.unwrap_err();
-    assert_eq!(err, SummaryError::TooLong { dropped_attempts: 3 });
+    let err = summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        SummaryError::TooLong {
+            dropped_attempts: 3
+        }
+    );
     assert_eq!(model.requests_for("compact_summary").len(), 4);
 }
 
@@ -72,18 +95,39 @@ async fn breaker_opens_after_three_failures_until_the_next_turn_or_a_success() {
     let conv = conversation(3, 10);
     for n in 1..=3u32 {
         let (c, sink) = ctx(model.clone(), conv.clone(), 5_000, 1);
-        assert!(compactor.maybe_compact(&c, CompactionTrigger::Auto).await.is_err());
-        assert!(sink.events().contains(&AgentEvent::CompactionFailed {
-            error: "summary request failed: provider overloaded: busy".into(),
-            consecutive_failures: n,
-        }), "{:?}", sink.events());
+        assert!(
+            compactor
+                .maybe_compact(&c, CompactionTrigger::Auto)
+                .await
+                .is_err()
+        );
+        assert!(
+            sink.events().contains(&AgentEvent::CompactionFailed {
+                error: "summary request failed: provider overloaded: busy".into(),
+                consecutive_failures: n,
+            }),
+            "{:?}",
+            sink.events()
+        );
     }
     let (c, _) = ctx(model.clone(), conv.clone(), 5_000, 1);
-    assert_eq!(compactor.maybe_compact(&c, CompactionTrigger::Auto).await, Ok(None));
-    assert_eq!(model.requests_for("compact_summary").len(), 3, "open breaker: no call");
+    assert_eq!(
+        compactor.maybe_compact(&c, CompactionTrigger::Auto).await,
+        Ok(None)
+    );
+    assert_eq!(
+        model.requests_for("compact_summary").len(),
+        3,
+        "open breaker: no call"
+    );
     // The next user turn closes it.
     let (c, _) = ctx(model.clone(), conv.clone(), 5_000, 2);
-    assert!(compactor.maybe_compact(&c, CompactionTrigger::Auto).await.is_err());
+    assert!(
+        compactor
+            .maybe_compact(&c, CompactionTrigger::Auto)
+            .await
+            .is_err()
+    );
     assert_eq!(compactor.consecutive_failures(), 1);
 }
 
@@ -95,23 +139,47 @@ async fn a_success_resets_the_count_and_switches_are_honoured() {
     let model = Arc::new(model);
     let compactor = Compactor::new(CompactConfig::for_model(10_000, 1_000));
     let (c, _) = ctx(model.clone(), conversation(3, 10), 5_000, 1);
-    assert!(compactor.maybe_compact(&c, CompactionTrigger::Auto).await.is_err());
-    let out = compactor.maybe_compact(&c, CompactionTrigger::Auto).await.unwrap().unwrap();
+    assert!(
+        compactor
+            .maybe_compact(&c, CompactionTrigger::Auto)
+            .await
+            .is_err()
+    );
+    let out = compactor
+        .maybe_compact(&c, CompactionTrigger::Auto)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(out.strategy, "summary");
     assert_eq!(compactor.consecutive_failures(), 0);
 
     // Below the threshold: nothing; auto off: nothing, manual still works; all off: nothing.
     let big = Compactor::new(CompactConfig::default());
-    assert_eq!(big.maybe_compact(&c, CompactionTrigger::Auto).await, Ok(None));
+    assert_eq!(
+        big.maybe_compact(&c, CompactionTrigger::Auto).await,
+        Ok(None)
+    );
     let mut cfg = CompactConfig::for_model(10_000, 1_000);
     cfg.auto_disabled = true;
     let auto_off = Compactor::new(cfg);
-    assert_eq!(auto_off.maybe_compact(&c, CompactionTrigger::Auto).await, Ok(None));
+    assert_eq!(
+        auto_off.maybe_compact(&c, CompactionTrigger::Auto).await,
+        Ok(None)
+    );
     model.push_for("compact_summary", ScriptStep::text("manual summary"));
-    assert!(auto_off.maybe_compact(&c, CompactionTrigger::Manual).await.unwrap().is_some());
+    assert!(
+        auto_off
+            .maybe_compact(&c, CompactionTrigger::Manual)
+            .await
+            .unwrap()
+            .is_some()
+    );
     cfg.disabled = true;
     let off = Compactor::new(cfg);
-    assert_eq!(off.maybe_compact(&c, CompactionTrigger::Manual).await, Ok(None));
+    assert_eq!(
+        off.maybe_compact(&c, CompactionTrigger::Manual).await,
+        Ok(None)
+    );
 }
 
 #[tokio::test]
@@ -119,8 +187,18 @@ async fn warns_once_per_turn_between_warning_and_threshold() {
     let compactor = Compactor::new(CompactConfig::default());
     let model = Arc::new(ScriptedModel::new());
     let (c, sink) = ctx(model.clone(), conversation(1, 10), 150_000, 1);
-    assert_eq!(compactor.maybe_compact(&c, CompactionTrigger::Auto).await, Ok(None));
-    assert_eq!(compactor.maybe_compact(&c, CompactionTrigger::Auto).await, Ok(None));
-    let warnings = sink.events().iter().filter(|e| matches!(e, AgentEvent::Warning { .. })).count();
+    assert_eq!(
+        compactor.maybe_compact(&c, CompactionTrigger::Auto).await,
+        Ok(None)
+    );
+    assert_eq!(
+        compactor.maybe_compact(&c, CompactionTrigger::Auto).await,
+        Ok(None)
+    );
+    let warnings = sink
+        .events()
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Warning { .. }))
+        .count();
     assert_eq!(warnings, 1);
 }

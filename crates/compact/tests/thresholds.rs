@@ -10,10 +10,25 @@ fn threshold_table() {
         (200_000, 32_000, None, (180_000, 167_000, 147_000, 177_000)),
         (200_000, 20_000, None, (180_000, 167_000, 147_000, 177_000)),
         (200_000, 8_192, None, (191_808, 178_808, 158_808, 188_808)),
-        (1_000_000, 64_000, None, (980_000, 967_000, 947_000, 977_000)),
-        (200_000, 32_000, Some(50.0), (180_000, 90_000, 70_000, 177_000)),
+        (
+            1_000_000,
+            64_000,
+            None,
+            (980_000, 967_000, 947_000, 977_000),
+        ),
+        (
+            200_000,
+            32_000,
+            Some(50.0),
+            (180_000, 90_000, 70_000, 177_000),
+        ),
         // A percentage above the default only lowers: 99% of 180K = 178,200 > 167,000.
-        (200_000, 32_000, Some(99.0), (180_000, 167_000, 147_000, 177_000)),
+        (
+            200_000,
+            32_000,
+            Some(99.0),
+            (180_000, 167_000, 147_000, 177_000),
+        ),
         // Tiny windows saturate instead of underflowing.
         (10_000, 32_000, None, (0, 0, 0, 0)),
         (30_000, 4_000, None, (26_000, 13_000, 0, 23_000)),
@@ -23,7 +38,12 @@ fn threshold_table() {
         c.autocompact_pct = pct;
         assert_eq!(
             c.thresholds(),
-            Thresholds { effective_window: effective, auto_compact: auto, warning, blocking },
+            Thresholds {
+                effective_window: effective,
+                auto_compact: auto,
+                warning,
+                blocking
+            },
             "window {window}, output {out}, pct {pct:?}"
         );
     }
@@ -42,7 +62,10 @@ fn levels() {
 #[test]
 fn env_switches_come_from_an_injected_source() {
     let env = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     };
     let c = CompactConfig::default().with_env(&env(&[]));
     assert!(!c.disabled && !c.auto_disabled && c.autocompact_pct.is_none());

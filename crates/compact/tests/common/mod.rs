@@ -2,13 +2,18 @@
 #![allow(dead_code)]
 
 use memloop_core::{
-    AgentKind, BackgroundTasks, CancellationToken, ContentBlock, HookContext, Message, Model,
-    Role, VecSink,
+    AgentKind, BackgroundTasks, CancellationToken, ContentBlock, HookContext, Message, Model, Role,
+    VecSink,
 };
 use serde_json::json;
 use std::sync::Arc;
 
-pub fn ctx(model: Arc<dyn Model>, messages: Vec<Message>, tokens: u64, turn: u64) -> (HookContext, VecSink) {
+pub fn ctx(
+    model: Arc<dyn Model>,
+    messages: Vec<Message>,
+    tokens: u64,
+    turn: u64,
+) -> (HookContext, VecSink) {
     let sink = VecSink::default();
     let ctx = HookContext {
         session_id: "s1".into(),
@@ -34,13 +39,23 @@ pub fn conversation(n: usize, chars: usize) -> Vec<Message> {
         let id = format!("t{i}");
         v.push(Message::user(format!("question {i} {}", "q".repeat(chars))));
         v.push(
-            Message::new(Role::Assistant, vec![ContentBlock::tool_use(&id, "read", json!({"i": i}))])
-                .with_response_id(format!("r{i}")),
+            Message::new(
+                Role::Assistant,
+                vec![ContentBlock::tool_use(&id, "read", json!({"i": i}))],
+            )
+            .with_response_id(format!("r{i}")),
         );
-        v.push(Message::new(Role::User, vec![ContentBlock::tool_result(&id, "x".repeat(chars), false)]));
-        v.push(Message::assistant(format!("answer {i} {}", "a".repeat(chars))).with_response_id(format!("f{i}")));
+        v.push(Message::new(
+            Role::User,
+            vec![ContentBlock::tool_result(&id, "x".repeat(chars), false)],
+        ));
+        v.push(
+            Message::assistant(format!("answer {i} {}", "a".repeat(chars)))
+                .with_response_id(format!("f{i}")),
+        );
     }
     v
 }
 
-pub const NOTES: &str = "# Session Title\n_t_\nFixing the parser\n\n# Current State\n_s_\nTests pass.\n";
+pub const NOTES: &str =
+    "# Session Title\n_t_\nFixing the parser\n\n# Current State\n_s_\nTests pass.\n";
