@@ -127,7 +127,8 @@ pub fn adjust_for_invariants(messages: &[Message], mut start: usize, floor: usiz
     }
 }
 
-fn same_response(a: &Message, b: &Message) -> bool {
+/// Whether `a` and `b` are assistant records of one provider response (split records).
+pub(crate) fn same_response(a: &Message, b: &Message) -> bool {
     a.role == Role::Assistant
         && b.role == Role::Assistant
         && a.meta.response_id.is_some()

@@ -5,6 +5,37 @@
 //! threshold it first tries **session-memory compaction** (the session notes become the summary,
 //! the most recent 10K-40K tokens are kept verbatim) and falls back to an **LLM summary**. It
 //! also offers opt-in [`repair`] passes for broken conversations.
+//!
+//! Wiring session memory and compaction into an agent:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use memloop_compact::{CompactConfig, Compactor, ProcessEnv, repair_fn};
+//! use memloop_core::testing::{ScriptStep, ScriptedModel};
+//! use memloop_core::{Agent, AgentConfig};
+//! use memloop_memory::session_memory::{FileSessionMemory, SessionMemoryConfig, SessionMemoryHook};
+//! use std::sync::Arc;
+//!
+//! // `<base>/projects/<slug>`, as resolved by the memory crate's path resolution.
+//! let project_dir = std::env::temp_dir().join("memloop-doc/projects/demo");
+//! let config = AgentConfig::default();
+//! let notes = Arc::new(
+//!     FileSessionMemory::new(SessionMemoryConfig::new(&project_dir), &config.session_id).unwrap(),
+//! );
+//! let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
+//! let compactor = Compactor::new(CompactConfig::for_model(200_000, 8_192).with_env(&ProcessEnv))
+//!     .with_session_memory(notes);
+//! let model = ScriptedModel::new().then(ScriptStep::text("Hello!"));
+//! let mut agent = Agent::builder(Arc::new(model))
+//!     .config(config)
+//!     .post_sampling_hook(hook.clone()) // schedules notes updates (background, FIFO)
+//!     .compaction_listener(hook) // resets the update baselines after compaction
+//!     .compactor(Arc::new(compactor))
+//!     .repair(repair_fn()) // optional: repair a broken conversation instead of failing
+//!     .build();
+//! assert_eq!(agent.run_turn("hi").await.unwrap().text, "Hello!");
+//! # }
+//! ```
 #![warn(missing_docs)]
 
 mod breaker;

@@ -6,6 +6,7 @@
 //! are ignored, consecutive user records form one user message, consecutive assistant records
 //! with one response id form one response.
 
+use crate::keep::same_response;
 use memloop_core::{ContentBlock, Message, RepairFn, Role};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -166,10 +167,6 @@ pub fn drop_orphan_tool_results(messages: Vec<Message>) -> (Vec<Message>, Vec<Is
         out.push(m);
     }
     (out, issues)
-}
-
-fn same_response(a: &Message, b: &Message) -> bool {
-    a.meta.response_id.is_some() && a.meta.response_id == b.meta.response_id
 }
 
 /// Merge an assistant message into the previous one when both are assistant records of

@@ -1,6 +1,7 @@
 //! API rounds: one model response (all records sharing its response id) plus the user messages
 //! that follow it. Dropping whole rounds from the front keeps tool pairs intact.
 
+use crate::keep::same_response;
 use memloop_core::{Message, Role, TokenCounter, estimate_message};
 use std::ops::Range;
 
@@ -8,12 +9,7 @@ use std::ops::Range;
 pub fn api_rounds(messages: &[Message]) -> Vec<Range<usize>> {
     let mut starts = vec![0];
     for i in 1..messages.len() {
-        let m = &messages[i];
-        let prev = &messages[i - 1];
-        let continues = prev.role == Role::Assistant
-            && prev.meta.response_id.is_some()
-            && prev.meta.response_id == m.meta.response_id;
-        if m.role == Role::Assistant && !continues {
+        if messages[i].role == Role::Assistant && !same_response(&messages[i - 1], &messages[i]) {
             starts.push(i);
         }
     }

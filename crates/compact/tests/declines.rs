@@ -1,4 +1,5 @@
 //! Session-memory compaction: each decline reason, the in-flight wait, section truncation.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 mod common;
 
@@ -59,13 +60,14 @@ async fn decline_table() {
     let switched_off: Arc<dyn SessionMemory> = Arc::new(FileSessionMemory::new(off, "s1").unwrap());
 
     let as_dyn = |m: &Arc<FileSessionMemory>| -> Arc<dyn SessionMemory> { m.clone() };
-    let cases: Vec<(
-        &str,
+    type Case = (
+        &'static str,
         Option<Arc<dyn SessionMemory>>,
         SessionMemoryCompactConfig,
         u64,
         Result<(), DeclineReason>,
-    )> = vec![
+    );
+    let cases: Vec<Case> = vec![
         (
             "no session memory",
             None,

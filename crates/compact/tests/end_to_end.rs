@@ -1,5 +1,6 @@
 //! End to end: a real `Agent` with the scripted model, a small context window, session memory
 //! kept up to date in the background, and a mid-session compaction that uses the notes.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop_compact::{CompactConfig, Compactor, SessionMemoryCompactConfig};
 use memloop_core::testing::{ScriptStep, ScriptedModel};

@@ -4,6 +4,7 @@
 //! Documented exception to the 40K cap: the invariant adjustment may pull in one more atomic
 //! unit (an assistant response with the tool results answering it) when the walk stopped inside
 //! it; and an unsummarized tail larger than the cap is kept whole (the notes do not cover it).
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop_compact::{SessionMemoryCompactConfig, plan_session_memory_compaction};
 use memloop_core::{

@@ -1,4 +1,5 @@
 //! Each repair pass alone, then all together.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop_compact::repair::{
     Issue, add_missing_tool_results, drop_empty_messages, drop_orphan_tool_results,

@@ -1,4 +1,5 @@
 //! The LLM summary fallback (prompt-too-long retries) and the compactor's circuit breaker.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 mod common;
 

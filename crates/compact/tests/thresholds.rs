@@ -1,4 +1,5 @@
 //! The threshold arithmetic and env switches of SPEC section 9 / 15.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop_compact::{CompactConfig, ContextLevel, Thresholds};
 use std::collections::HashMap;
@@ -6,7 +7,8 @@ use std::collections::HashMap;
 #[test]
 fn threshold_table() {
     // (window, max output, pct) -> (effective, auto, warning, blocking)
-    let table: &[(u64, u64, Option<f64>, (u64, u64, u64, u64))] = &[
+    type Row = (u64, u64, Option<f64>, (u64, u64, u64, u64));
+    let table: &[Row] = &[
         (200_000, 32_000, None, (180_000, 167_000, 147_000, 177_000)),
         (200_000, 20_000, None, (180_000, 167_000, 147_000, 177_000)),
         (200_000, 8_192, None, (191_808, 178_808, 158_808, 188_808)),

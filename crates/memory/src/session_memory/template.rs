@@ -137,7 +137,7 @@ pub fn oversized_sections(
         })
         .filter(|s| s.tokens > max_section_tokens)
         .collect();
-    over.sort_by(|a, b| b.tokens.cmp(&a.tokens));
+    over.sort_by_key(|s| std::cmp::Reverse(s.tokens));
     (over, total)
 }
 
