@@ -213,70 +213,52 @@ fn slow_updater(delay: Duration) -> ScriptedModel {
     })
 }
 
-async fn queue_update(
-    sm: &Arc<FileSessionMemory>,
-    model: ScriptedModel,
-    conv: &[memloop_core::Message],
-) -> tokio::task::JoinHandle<()> {
-    let model: Arc<dyn Model> = Arc::new(model);
-    let (ctx, _) = common::ctx(model, conv.to_vec(), 20_000, 1);
-    let fut = sm.update(&ctx, UpdateTrigger::Auto);
-    tokio::spawn(async move {
-        let _ = fut.await;
-    })
-}
-
-#[tokio::test(start_paused = true)]
-async fn waits_for_an_in_flight_update_then_uses_its_notes() {
+/// Queue a notes update that takes `update_takes`, let `head_start` pass, then compact.
+/// Returns how long the compaction waited and whether it saw the update's edit.
+async fn compact_during_update(update_takes: Duration, head_start: Duration) -> (Duration, bool) {
     let dir = TempDir::new().unwrap();
     let sm = with_notes(&dir, NOTES).await;
     let conv = conversation(10, 200);
-    let task = queue_update(&sm, slow_updater(Duration::from_secs(5)), &conv).await;
+    let model: Arc<dyn Model> = Arc::new(slow_updater(update_takes));
+    let (ctx, _) = common::ctx(model, conv.clone(), 20_000, 1);
+    let update = sm.update(&ctx, UpdateTrigger::Auto);
+    let task = tokio::spawn(async move {
+        let _ = update.await;
+    });
     tokio::task::yield_now().await;
+    tokio::time::sleep(head_start).await;
+    assert!(sm.update_in_flight_since().is_some());
     let mem: Arc<dyn SessionMemory> = sm.clone();
     let began = Instant::now();
     let c = session_memory_compaction(Some(&mem), &conv, &CharEstimator, &small_bounds(), u64::MAX)
         .await
         .unwrap();
     let waited = began.elapsed();
+    task.abort();
+    (waited, c.messages[1].text().contains("Parser merged."))
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_for_an_in_flight_update_then_uses_its_notes() {
+    let (waited, merged) = compact_during_update(Duration::from_secs(5), Duration::ZERO).await;
     assert!(
         waited >= Duration::from_secs(5) && waited <= Duration::from_secs(6),
         "{waited:?}"
     );
-    assert!(c.messages[1].text().contains("Parser merged."));
-    task.await.unwrap();
+    assert!(merged);
 }
 
 #[tokio::test(start_paused = true)]
 async fn gives_up_waiting_after_fifteen_seconds() {
-    let dir = TempDir::new().unwrap();
-    let sm = with_notes(&dir, NOTES).await;
-    let conv = conversation(10, 200);
-    let task = queue_update(&sm, slow_updater(Duration::from_secs(100)), &conv).await;
-    tokio::task::yield_now().await;
-    let mem: Arc<dyn SessionMemory> = sm.clone();
-    let began = Instant::now();
-    let c = session_memory_compaction(Some(&mem), &conv, &CharEstimator, &small_bounds(), u64::MAX)
-        .await
-        .unwrap();
-    assert_eq!(began.elapsed(), Duration::from_secs(15));
-    assert!(!c.messages[1].text().contains("Parser merged."));
-    task.abort();
+    let (waited, merged) = compact_during_update(Duration::from_secs(100), Duration::ZERO).await;
+    assert_eq!(waited, Duration::from_secs(15));
+    assert!(!merged);
 }
 
 #[tokio::test(start_paused = true)]
 async fn does_not_wait_for_an_update_started_over_a_minute_ago() {
-    let dir = TempDir::new().unwrap();
-    let sm = with_notes(&dir, NOTES).await;
-    let conv = conversation(10, 200);
-    let task = queue_update(&sm, slow_updater(Duration::from_secs(300)), &conv).await;
-    tokio::time::sleep(Duration::from_secs(61)).await;
-    assert!(sm.update_in_flight_since().is_some());
-    let mem: Arc<dyn SessionMemory> = sm.clone();
-    let began = Instant::now();
-    session_memory_compaction(Some(&mem), &conv, &CharEstimator, &small_bounds(), u64::MAX)
-        .await
-        .unwrap();
-    assert_eq!(began.elapsed(), Duration::ZERO);
-    task.abort();
+    let (waited, merged) =
+        compact_during_update(Duration::from_secs(300), Duration::from_secs(61)).await;
+    assert_eq!(waited, Duration::ZERO);
+    assert!(!merged);
 }
