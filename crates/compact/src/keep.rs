@@ -54,8 +54,9 @@ pub fn compaction_floor(messages: &[Message]) -> usize {
 /// never overshoots), stops once both minimums are met, and never passes the previous boundary.
 /// The invariant adjustment may then move the start further back: a kept tool_result pulls in
 /// its tool_use, and assistant records sharing a response id stay together. That is the only
-/// way the kept tokens exceed `max_tokens` besides an unsummarized tail that is already larger
-/// (those messages are not covered by the notes, so they are all kept).
+/// way the kept tokens exceed `max_tokens`, besides an unsummarized tail that is already larger
+/// (those messages are not covered by the notes, so they are all kept) and a newest message that
+/// alone is larger (it is always kept).
 pub fn plan_keep(
     messages: &[Message],
     tokens: &[u64],
@@ -72,7 +73,9 @@ pub fn plan_keep(
     };
     while !done(kept, text) && start > floor {
         let t = tokens[start - 1];
-        if kept + t > bounds.max_tokens {
+        // Never overshoot, except that the newest message is always kept: it is the request
+        // being answered and no notes cover it.
+        if kept + t > bounds.max_tokens && start < n {
             break;
         }
         start -= 1;
@@ -118,7 +121,10 @@ pub fn adjust_for_invariants(messages: &[Message], mut start: usize, floor: usiz
                 start = j;
             }
         }
-        while start > floor && same_response(&messages[start - 1], &messages[start]) {
+        while start > floor
+            && start < messages.len()
+            && same_response(&messages[start - 1], &messages[start])
+        {
             start -= 1;
         }
         if start == before {
@@ -133,4 +139,84 @@ pub(crate) fn same_response(a: &Message, b: &Message) -> bool {
         && b.role == Role::Assistant
         && a.meta.response_id.is_some()
         && a.meta.response_id == b.meta.response_id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memloop_core::{CharEstimator, ContentBlock, estimate_message};
+
+    const BOUNDS: KeepBounds = KeepBounds {
+        min_tokens: 100,
+        min_text_messages: 2,
+        max_tokens: 400,
+    };
+
+    fn plan(messages: &[Message], last: Option<usize>) -> KeepPlan {
+        let tokens: Vec<u64> = messages
+            .iter()
+            .map(|m| estimate_message(&CharEstimator, m))
+            .collect();
+        plan_keep(messages, &tokens, last, BOUNDS)
+    }
+
+    #[test]
+    fn a_huge_newest_message_is_still_kept() {
+        let conv = vec![
+            Message::user("a".repeat(40)),
+            Message::assistant("b".repeat(40)),
+            Message::user("c".repeat(4_000)),
+        ];
+        let p = plan(&conv, None);
+        assert_eq!(p.start, 2);
+        assert_eq!(p.tokens, 1_000);
+        // Nothing to keep at all: no panic.
+        assert_eq!(plan(&[], None).start, 0);
+        // Even when summarized, the newest message is kept while the minimums are unmet.
+        assert_eq!(plan(&conv, Some(2)).start, 2);
+    }
+
+    #[test]
+    fn the_walk_stops_at_the_previous_boundary_and_pulls_in_tool_uses() {
+        let conv = vec![
+            Message::user("old").with_kind(MessageKind::CompactBoundary),
+            Message::user("old notes").with_kind(MessageKind::CompactSummary),
+            Message::user("q".repeat(40)),
+            Message::new(
+                Role::Assistant,
+                vec![ContentBlock::tool_use(
+                    "t1",
+                    "read",
+                    serde_json::json!({"pad": "p".repeat(790)}),
+                )],
+            )
+            .with_response_id("r1"),
+            Message::new(
+                Role::User,
+                vec![ContentBlock::tool_result("t1", "x".repeat(1_000), false)],
+            ),
+            Message::assistant("done").with_response_id("r2"),
+        ];
+        assert_eq!(compaction_floor(&conv), 2);
+        // Result (250) + "done" (1) fit; the tool_use (200) would pass 400: the walk stops at
+        // the result and the adjustment pulls its tool_use in (451 tokens, over the cap).
+        for last in [None, Some(3)] {
+            let p = plan(&conv, last);
+            assert_eq!((p.walk_start, p.start, p.floor), (4, 3, 2), "{last:?}");
+            assert!(p.tokens > BOUNDS.max_tokens);
+        }
+        // With room, the walk reaches the boundary and stops there.
+        let mut roomy = conv.clone();
+        roomy[4] = Message::new(
+            Role::User,
+            vec![ContentBlock::tool_result("t1", "ok", false)],
+        );
+        roomy[3] = Message::new(
+            Role::Assistant,
+            vec![ContentBlock::tool_use("t1", "read", serde_json::json!({}))],
+        )
+        .with_response_id("r1");
+        let p = plan(&roomy, None);
+        assert_eq!(p.start, 2);
+    }
 }
