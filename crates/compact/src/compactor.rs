@@ -81,16 +81,12 @@ impl Compactor {
         self.breaker.lock().map(|b| b.failures()).unwrap_or(0)
     }
 
-    fn warn_once_per_turn(&self, ctx: &HookContext, t: &Thresholds) {
+    fn warn_once_per_turn(&self, ctx: &HookContext, message: String) {
         if let Ok(mut w) = self.warned_turn.lock() {
             if *w != Some(ctx.turn) {
                 *w = Some(ctx.turn);
-                ctx.emit(AgentEvent::Warning {
-                    message: format!(
-                        "context is at {} tokens; it will be compacted at {}",
-                        ctx.context_tokens, t.auto_compact
-                    ),
-                });
+                tracing::warn!(%message, "context size");
+                ctx.emit(AgentEvent::Warning { message });
             }
         }
     }
@@ -146,13 +142,30 @@ impl ContextCompactor for Compactor {
         }
         let t = self.thresholds();
         if trigger == CompactionTrigger::Auto {
+            let level = t.level(ctx.context_tokens);
             if self.config.auto_disabled {
+                if level == ContextLevel::Blocking {
+                    self.warn_once_per_turn(
+                        ctx,
+                        format!(
+                            "context is at {} tokens, over the blocking limit of {}, and \
+                             automatic compaction is off; compact manually",
+                            ctx.context_tokens, t.blocking
+                        ),
+                    );
+                }
                 return Ok(None);
             }
-            match t.level(ctx.context_tokens) {
+            match level {
                 ContextLevel::Ok => return Ok(None),
                 ContextLevel::Warning => {
-                    self.warn_once_per_turn(ctx, &t);
+                    self.warn_once_per_turn(
+                        ctx,
+                        format!(
+                            "context is at {} tokens; it will be compacted at {}",
+                            ctx.context_tokens, t.auto_compact
+                        ),
+                    );
                     return Ok(None);
                 }
                 ContextLevel::Compact | ContextLevel::Blocking => {}

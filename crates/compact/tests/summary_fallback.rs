@@ -202,4 +202,16 @@ async fn warns_once_per_turn_between_warning_and_threshold() {
         .filter(|e| matches!(e, AgentEvent::Warning { .. }))
         .count();
     assert_eq!(warnings, 1);
+    // Auto compaction off and over the blocking limit: told once, nothing compacted.
+    let mut cfg = CompactConfig::default();
+    cfg.auto_disabled = true;
+    let off = Compactor::new(cfg);
+    let (c, sink) = ctx(model, conversation(1, 10), 178_000, 2);
+    assert_eq!(
+        off.maybe_compact(&c, CompactionTrigger::Auto).await,
+        Ok(None)
+    );
+    assert!(sink.events().iter().any(
+        |e| matches!(e, AgentEvent::Warning { message } if message.contains("blocking limit of 177000"))
+    ));
 }
