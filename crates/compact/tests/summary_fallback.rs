@@ -203,9 +203,10 @@ async fn warns_once_per_turn_between_warning_and_threshold() {
         .count();
     assert_eq!(warnings, 1);
     // Auto compaction off and over the blocking limit: told once, nothing compacted.
-    let mut cfg = CompactConfig::default();
-    cfg.auto_disabled = true;
-    let off = Compactor::new(cfg);
+    let off = Compactor::new(CompactConfig {
+        auto_disabled: true,
+        ..Default::default()
+    });
     let (c, sink) = ctx(model, conversation(1, 10), 178_000, 2);
     assert_eq!(
         off.maybe_compact(&c, CompactionTrigger::Auto).await,
