@@ -216,3 +216,24 @@ async fn warns_once_per_turn_between_warning_and_threshold() {
         |e| matches!(e, AgentEvent::Warning { message } if message.contains("blocking limit of 177000"))
     ));
 }
+
+#[tokio::test]
+async fn falls_back_to_the_llm_summary_when_the_notes_are_still_the_template() {
+    use memloop_memory::session_memory::{FileSessionMemory, SessionMemoryConfig};
+    let dir = tempfile::TempDir::new().unwrap();
+    let notes = FileSessionMemory::new(SessionMemoryConfig::new(dir.path()), "s1").unwrap();
+    notes.ensure_notes_file().await.unwrap();
+    let model = ScriptedModel::new();
+    model.push_for("compact_summary", ScriptStep::text("the summary"));
+    let compactor = Compactor::new(CompactConfig::for_model(10_000, 1_000))
+        .with_session_memory(Arc::new(notes));
+    let (c, _) = ctx(Arc::new(model), conversation(3, 10), 5_000, 1);
+    let out = compactor
+        .maybe_compact(&c, CompactionTrigger::Auto)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.strategy, "summary");
+    assert!(out.messages[1].text().contains("the summary"));
+    assert!(check_invariants(&out.messages).is_ok());
+}
