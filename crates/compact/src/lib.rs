@@ -1,2 +1,68 @@
-//! Compaction for memloop (see the crate README).
+//! # memloop-compact
+//!
+//! Keeps a long conversation inside the context window (SPEC section 9). The [`Compactor`]
+//! implements `memloop_core::ContextCompactor`: when the conversation reaches the auto-compact
+//! threshold it first tries **session-memory compaction** (the session notes become the summary,
+//! the most recent 10K-40K tokens are kept verbatim) and falls back to an **LLM summary**. It
+//! also offers opt-in [`repair`] passes for broken conversations.
+//!
+//! Wiring session memory and compaction into an agent:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use memloop_compact::{CompactConfig, Compactor, ProcessEnv, repair_fn};
+//! use memloop_core::testing::{ScriptStep, ScriptedModel};
+//! use memloop_core::{Agent, AgentConfig};
+//! use memloop_memory::session_memory::{FileSessionMemory, SessionMemoryConfig, SessionMemoryHook};
+//! use std::sync::Arc;
+//!
+//! // `<base>/projects/<slug>`, as resolved by the memory crate's path resolution.
+//! let project_dir = std::env::temp_dir().join("memloop-doc/projects/demo");
+//! let config = AgentConfig::default();
+//! let notes = Arc::new(
+//!     FileSessionMemory::new(SessionMemoryConfig::new(&project_dir), &config.session_id).unwrap(),
+//! );
+//! let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
+//! let compactor = Compactor::new(CompactConfig::for_model(200_000, 8_192).with_env(&ProcessEnv))
+//!     .with_session_memory(notes);
+//! let model = ScriptedModel::new().then(ScriptStep::text("Hello!"));
+//! let mut agent = Agent::builder(Arc::new(model))
+//!     .config(config)
+//!     .post_sampling_hook(hook.clone()) // schedules notes updates (background, FIFO)
+//!     .compaction_listener(hook) // resets the update baselines after compaction
+//!     .compactor(Arc::new(compactor))
+//!     .repair(repair_fn()) // optional: repair a broken conversation instead of failing
+//!     .build();
+//! assert_eq!(agent.run_turn("hi").await.unwrap().text, "Hello!");
+//! # }
+//! ```
 #![warn(missing_docs)]
+
+mod breaker;
+mod compactor;
+mod config;
+mod keep;
+mod notes;
+pub mod repair;
+mod rounds;
+mod session_memory;
+mod summary;
+
+pub use breaker::CircuitBreaker;
+pub use compactor::{Compactor, STRATEGY_SESSION_MEMORY, STRATEGY_SUMMARY};
+pub use config::{
+    CompactConfig, ContextLevel, ENV_AUTOCOMPACT_PCT, ENV_DISABLE_AUTO_COMPACT,
+    ENV_DISABLE_COMPACT, EnvSource, ProcessEnv, SessionMemoryCompactConfig, SummaryCompactConfig,
+    Thresholds, is_truthy,
+};
+pub use keep::{KeepBounds, KeepPlan, adjust_for_invariants, compaction_floor, plan_keep};
+pub use notes::{
+    SECTION_TRUNCATED, SUMMARY_TEMPLATE, TRUNCATION_NOTE, summary_text, truncate_sections,
+};
+pub use repair::{Issue, repair, repair_fn};
+pub use rounds::{DROPPED_PLACEHOLDER, api_rounds, drop_oldest_rounds};
+pub use session_memory::{
+    DeclineReason, SessionMemoryCompaction, plan_session_memory_compaction,
+    session_memory_compaction, wait_for_update,
+};
+pub use summary::{SUMMARY_MESSAGE, SUMMARY_PROMPT, SummaryError, summary_compaction};

@@ -26,3 +26,5 @@ pub use types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryType,
     WriteMode, WriteReport,
 };
+
+pub mod session_memory;

@@ -1,0 +1,207 @@
+//! The [`Compactor`]: threshold checks, the circuit breaker, and the strategies in order.
+
+use crate::breaker::CircuitBreaker;
+use crate::config::{CompactConfig, ContextLevel, Thresholds};
+use crate::session_memory::session_memory_compaction;
+use crate::summary::summary_compaction;
+use async_trait::async_trait;
+use memloop_core::{
+    AgentEvent, CharEstimator, CompactionError, CompactionOutcome, CompactionTrigger,
+    ContextCompactor, HookContext, TokenCounter, check_invariants, estimate_messages,
+};
+use memloop_memory::session_memory::SessionMemory;
+use std::sync::{Arc, Mutex};
+
+/// Strategy name of session-memory compaction.
+pub const STRATEGY_SESSION_MEMORY: &str = "session_memory";
+/// Strategy name of LLM summary compaction.
+pub const STRATEGY_SUMMARY: &str = "summary";
+
+/// Compacts the conversation when it nears the context window (SPEC section 9): session-memory
+/// compaction first, the LLM summary when that declines.
+///
+/// ```
+/// use memloop_compact::{CompactConfig, Compactor};
+/// let c = Compactor::new(CompactConfig::for_model(200_000, 8_192));
+/// assert_eq!(c.thresholds().auto_compact, 200_000 - 8_192 - 13_000);
+/// ```
+pub struct Compactor {
+    config: CompactConfig,
+    memory: Option<Arc<dyn SessionMemory>>,
+    counter: Arc<dyn TokenCounter>,
+    breaker: Mutex<CircuitBreaker>,
+    warned_turn: Mutex<Option<u64>>,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("config", &self.config)
+            .field("session_memory", &self.memory.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Compactor {
+    /// A compactor without session memory (LLM summary only) and the chars/4 estimator.
+    pub fn new(config: CompactConfig) -> Self {
+        Self {
+            config,
+            memory: None,
+            counter: Arc::new(CharEstimator),
+            breaker: Mutex::new(CircuitBreaker::default()),
+            warned_turn: Mutex::new(None),
+        }
+    }
+
+    /// Use the session notes as the summary when possible (builder style).
+    pub fn with_session_memory(mut self, memory: Arc<dyn SessionMemory>) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    /// Use this estimator for kept-message sizes (builder style). Use the agent's.
+    pub fn with_token_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.counter = counter;
+        self
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CompactConfig {
+        &self.config
+    }
+
+    /// The derived limits.
+    pub fn thresholds(&self) -> Thresholds {
+        self.config.thresholds()
+    }
+
+    /// Consecutive failures so far.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.breaker.lock().map(|b| b.failures()).unwrap_or(0)
+    }
+
+    fn warn_once_per_turn(&self, ctx: &HookContext, message: String) {
+        if let Ok(mut w) = self.warned_turn.lock() {
+            if *w != Some(ctx.turn) {
+                *w = Some(ctx.turn);
+                tracing::warn!(%message, "context size");
+                ctx.emit(AgentEvent::Warning { message });
+            }
+        }
+    }
+
+    /// Run the strategies in order, no threshold or breaker checks.
+    pub async fn compact(&self, ctx: &HookContext) -> Result<CompactionOutcome, CompactionError> {
+        let threshold = self.thresholds().auto_compact;
+        match session_memory_compaction(
+            self.memory.as_ref(),
+            &ctx.messages,
+            self.counter.as_ref(),
+            &self.config.session_memory,
+            threshold,
+        )
+        .await
+        {
+            Ok(c) => {
+                return Ok(CompactionOutcome {
+                    messages_kept: c.messages.len() - 2,
+                    messages: c.messages,
+                    strategy: STRATEGY_SESSION_MEMORY.into(),
+                    tokens_before: ctx.context_tokens,
+                    tokens_after: c.tokens_after,
+                });
+            }
+            Err(reason) => {
+                tracing::info!(%reason, "session-memory compaction declined; summarizing instead");
+            }
+        }
+        let messages = summary_compaction(ctx, &self.config.summary, self.counter.as_ref())
+            .await
+            .map_err(|e| CompactionError(e.to_string()))?;
+        check_invariants(&messages).map_err(|e| CompactionError(e.to_string()))?;
+        Ok(CompactionOutcome {
+            tokens_after: estimate_messages(self.counter.as_ref(), &messages),
+            messages,
+            strategy: STRATEGY_SUMMARY.into(),
+            tokens_before: ctx.context_tokens,
+            messages_kept: 0,
+        })
+    }
+}
+
+#[async_trait]
+impl ContextCompactor for Compactor {
+    async fn maybe_compact(
+        &self,
+        ctx: &HookContext,
+        trigger: CompactionTrigger,
+    ) -> Result<Option<CompactionOutcome>, CompactionError> {
+        if self.config.disabled {
+            return Ok(None);
+        }
+        let t = self.thresholds();
+        if trigger == CompactionTrigger::Auto {
+            let level = t.level(ctx.context_tokens);
+            if self.config.auto_disabled {
+                if level == ContextLevel::Blocking {
+                    self.warn_once_per_turn(
+                        ctx,
+                        format!(
+                            "context is at {} tokens, over the blocking limit of {}, and \
+                             automatic compaction is off; compact manually",
+                            ctx.context_tokens, t.blocking
+                        ),
+                    );
+                }
+                return Ok(None);
+            }
+            match level {
+                ContextLevel::Ok => return Ok(None),
+                ContextLevel::Warning => {
+                    self.warn_once_per_turn(
+                        ctx,
+                        format!(
+                            "context is at {} tokens; it will be compacted at {}",
+                            ctx.context_tokens, t.auto_compact
+                        ),
+                    );
+                    return Ok(None);
+                }
+                ContextLevel::Compact | ContextLevel::Blocking => {}
+            }
+        }
+        if trigger != CompactionTrigger::Manual {
+            let allowed = self
+                .breaker
+                .lock()
+                .map(|mut b| b.allows(ctx.turn))
+                .unwrap_or(true);
+            if !allowed {
+                tracing::debug!("compaction circuit breaker is open until the next user turn");
+                return Ok(None);
+            }
+        }
+        let span = tracing::info_span!("compact", ?trigger, tokens = ctx.context_tokens);
+        match tracing::Instrument::instrument(self.compact(ctx), span).await {
+            Ok(outcome) => {
+                if let Ok(mut b) = self.breaker.lock() {
+                    b.success();
+                }
+                Ok(Some(outcome))
+            }
+            Err(e) => {
+                let n = self
+                    .breaker
+                    .lock()
+                    .map(|mut b| b.failure(ctx.turn, self.config.max_consecutive_failures))
+                    .unwrap_or(1);
+                ctx.emit(AgentEvent::CompactionFailed {
+                    error: e.0.clone(),
+                    consecutive_failures: n,
+                });
+                Err(e)
+            }
+        }
+    }
+}

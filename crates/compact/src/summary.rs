@@ -1,0 +1,84 @@
+//! Strategy 2: LLM summary compaction (SPEC section 9): one forked call with no tools, retried
+//! with the oldest API rounds dropped when the prompt itself is too long.
+
+use crate::config::SummaryCompactConfig;
+use crate::rounds::drop_oldest_rounds;
+use memloop_core::{
+    AgentError, ForkedAgentBuilder, HookContext, Message, MessageKind, ModelError, TokenCounter,
+};
+use memloop_memory::session_memory::substitute;
+use std::sync::Arc;
+
+/// The instruction sent to the summarizer.
+pub const SUMMARY_PROMPT: &str = include_str!("../templates/summary_prompt.md");
+/// Wrapper of the summary in the new conversation (variable `summary`).
+pub const SUMMARY_MESSAGE: &str = include_str!("../templates/summary_message.md");
+
+/// Why the LLM summary failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SummaryError {
+    /// The model call failed.
+    #[error("summary request failed: {0}")]
+    Model(#[from] AgentError),
+    /// Still too long after every retry (or nothing left to drop).
+    #[error(
+        "the conversation is too long to summarize even after dropping {dropped_attempts} times"
+    )]
+    TooLong {
+        /// Retries made.
+        dropped_attempts: u32,
+    },
+    /// The model answered with no text.
+    #[error("the summarizer returned an empty summary")]
+    Empty,
+}
+
+/// Summarize `ctx.messages` and return the new conversation: boundary marker + summary message.
+pub async fn summary_compaction(
+    ctx: &HookContext,
+    cfg: &SummaryCompactConfig,
+    counter: &dyn TokenCounter,
+) -> Result<Vec<Message>, SummaryError> {
+    let mut messages: Vec<Message> = ctx.messages.as_ref().clone();
+    let mut retries = 0;
+    let summary = loop {
+        let mut base = ctx.fork_base();
+        base.messages = Arc::new(messages.clone());
+        let run = ForkedAgentBuilder::new(base, "compact_summary")
+            .max_turns(1)
+            .max_tokens(cfg.max_output_tokens)
+            .build()
+            .run(SUMMARY_PROMPT)
+            .await;
+        match run {
+            Ok(out) => break out.final_text,
+            Err(AgentError::Model(ModelError::ContextTooLong { excess_tokens, .. })) => {
+                if retries >= cfg.max_retries {
+                    return Err(SummaryError::TooLong {
+                        dropped_attempts: retries,
+                    });
+                }
+                retries += 1;
+                messages = drop_oldest_rounds(&messages, excess_tokens, cfg.drop_fraction, counter)
+                    .ok_or(SummaryError::TooLong {
+                        dropped_attempts: retries,
+                    })?;
+                tracing::info!(
+                    retries,
+                    kept = messages.len(),
+                    "summary prompt too long; dropped the oldest rounds"
+                );
+            }
+            Err(e) => return Err(SummaryError::Model(e)),
+        }
+    };
+    if summary.trim().is_empty() {
+        return Err(SummaryError::Empty);
+    }
+    let boundary = Message::user("Conversation compacted: earlier messages replaced by a summary.")
+        .with_kind(MessageKind::CompactBoundary);
+    let text = substitute(SUMMARY_MESSAGE, &[("summary", summary.trim())]);
+    let summary = Message::user(text.trim_end()).with_kind(MessageKind::CompactSummary);
+    Ok(vec![boundary, summary])
+}

@@ -1,0 +1,61 @@
+//! Shared test helpers.
+#![allow(dead_code)]
+
+use memloop_core::{
+    AgentKind, BackgroundTasks, CancellationToken, ContentBlock, HookContext, Message, Model, Role,
+    VecSink,
+};
+use serde_json::json;
+use std::sync::Arc;
+
+pub fn ctx(
+    model: Arc<dyn Model>,
+    messages: Vec<Message>,
+    tokens: u64,
+    turn: u64,
+) -> (HookContext, VecSink) {
+    let sink = VecSink::default();
+    let ctx = HookContext {
+        session_id: "s1".into(),
+        turn,
+        agent: AgentKind::Main,
+        cwd: ".".into(),
+        model,
+        system: Arc::new(vec!["system".into()]),
+        messages: Arc::new(messages),
+        context_tokens: tokens,
+        recent_tools: Vec::new(),
+        events: Arc::new(sink.clone()),
+        background: BackgroundTasks::new(),
+        cancel: CancellationToken::new(),
+    };
+    (ctx, sink)
+}
+
+/// `n` user/assistant exchanges with one tool pair each; every message about `chars` chars.
+pub fn conversation(n: usize, chars: usize) -> Vec<Message> {
+    let mut v = Vec::new();
+    for i in 0..n {
+        let id = format!("t{i}");
+        v.push(Message::user(format!("question {i} {}", "q".repeat(chars))));
+        v.push(
+            Message::new(
+                Role::Assistant,
+                vec![ContentBlock::tool_use(&id, "read", json!({"i": i}))],
+            )
+            .with_response_id(format!("r{i}")),
+        );
+        v.push(Message::new(
+            Role::User,
+            vec![ContentBlock::tool_result(&id, "x".repeat(chars), false)],
+        ));
+        v.push(
+            Message::assistant(format!("answer {i} {}", "a".repeat(chars)))
+                .with_response_id(format!("f{i}")),
+        );
+    }
+    v
+}
+
+pub const NOTES: &str =
+    "# Session Title\n_t_\nFixing the parser\n\n# Current State\n_s_\nTests pass.\n";

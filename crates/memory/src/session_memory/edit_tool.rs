@@ -1,0 +1,169 @@
+//! The updater's only tool: an exact, single-match replace inside the notes file that can never
+//! change a section header or its italic instruction line.
+
+use super::SessionMemoryError;
+use super::fs::write_private;
+use super::template::frame;
+use async_trait::async_trait;
+use memloop_core::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Name of the edit tool.
+pub const EDIT_TOOL_NAME: &str = "edit_session_notes";
+
+/// Edits one notes file (see the module docs). Its `write_targets` always name that file, so a
+/// `WriteScopeGate` restricted to the file is the second line of defence.
+#[derive(Debug, Clone)]
+pub struct NotesEditTool {
+    path: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+struct EditInput {
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    file_path: Option<String>,
+}
+
+impl NotesEditTool {
+    /// A tool editing `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    fn parse(input: &serde_json::Value) -> Result<EditInput, String> {
+        serde_json::from_value(input.clone()).map_err(|e| {
+            format!("invalid input: {e}; expected {{\"old_string\": ..., \"new_string\": ...}}")
+        })
+    }
+
+    fn check_target(&self, input: &EditInput) -> Result<(), String> {
+        match &input.file_path {
+            Some(p) if Path::new(p) != self.path => Err(format!(
+                "this tool only edits the session notes file {}, not {p}",
+                self.path.display()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Apply one edit to `current`: `old_string` must occur exactly once and the result must keep
+/// every header and instruction line unchanged.
+///
+/// ```
+/// use memloop_memory::session_memory::apply_notes_edit;
+/// let notes = "# Worklog\n_One line per step._\n\n";
+/// let ok = apply_notes_edit(notes, "_One line per step._\n\n", "_One line per step._\n- read a.rs\n");
+/// assert!(ok.is_ok());
+/// assert!(apply_notes_edit(notes, "# Worklog", "# Log").is_err());
+/// ```
+pub fn apply_notes_edit(
+    current: &str,
+    old_string: &str,
+    new_string: &str,
+) -> Result<String, SessionMemoryError> {
+    if old_string.is_empty() {
+        return Err(SessionMemoryError::InvalidEdit(
+            "old_string is empty; quote the exact text to replace".into(),
+        ));
+    }
+    match current.matches(old_string).count() {
+        0 => {
+            return Err(SessionMemoryError::InvalidEdit(
+                "old_string was not found in the notes; copy it exactly from the current notes"
+                    .into(),
+            ));
+        }
+        1 => {}
+        n => {
+            return Err(SessionMemoryError::InvalidEdit(format!(
+                "old_string occurs {n} times; include more surrounding text so it is unique"
+            )));
+        }
+    }
+    let updated = current.replacen(old_string, new_string, 1);
+    if frame(&updated) != frame(current) {
+        return Err(SessionMemoryError::InvalidEdit(
+            "the edit changes a section header (a line starting with `# `) or the italic \
+             instruction line under it; those lines are fixed, edit only the text below them"
+                .into(),
+        ));
+    }
+    Ok(updated)
+}
+
+#[async_trait]
+impl Tool for NotesEditTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: EDIT_TOOL_NAME.into(),
+            description: format!(
+                "Edit the session notes file {}: replace the exact text `old_string` (it must \
+                 occur exactly once) with `new_string`. Section headers and the italic line \
+                 under each header cannot be changed.",
+                self.path.display()
+            ),
+            input_schema: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "old_string": {"type": "string", "description": "Exact text to replace (unique in the file)."},
+                    "new_string": {"type": "string", "description": "Replacement text."},
+                    "file_path": {"type": "string", "description": "Optional; must be the notes file."}
+                },
+                "required": ["old_string", "new_string"]
+            }),
+            effect: ToolEffect::WritesFiles,
+        }
+    }
+
+    fn write_targets(
+        &self,
+        input: &serde_json::Value,
+        _ctx: &ToolContext,
+    ) -> Result<Vec<PathBuf>, String> {
+        let input = Self::parse(input)?;
+        self.check_target(&input)?;
+        Ok(vec![self.path.clone()])
+    }
+
+    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
+        let input = match Self::parse(&input) {
+            Ok(i) => i,
+            Err(e) => return ToolOutput::error(e),
+        };
+        if let Err(e) = self.check_target(&input) {
+            return ToolOutput::error(e);
+        }
+        let current = match tokio::fs::read_to_string(&self.path).await {
+            Ok(c) => c,
+            Err(e) => return ToolOutput::error(format!("cannot read the notes: {e}")),
+        };
+        let updated = match apply_notes_edit(&current, &input.old_string, &input.new_string) {
+            Ok(u) => u,
+            Err(e) => return ToolOutput::error(e.to_string()),
+        };
+        match write_private(&self.path, &updated).await {
+            Ok(()) => ToolOutput::ok("Notes updated.").with_file_written(self.path.clone()),
+            Err(e) => ToolOutput::error(format!("cannot write the notes: {e}")),
+        }
+    }
+}
+
+/// A containment check for `WriteScopeGate`: only the notes file itself.
+pub fn only_this_file(path: PathBuf) -> impl Fn(&Path) -> Result<(), String> + Send + Sync {
+    move |target: &Path| {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        if canon(target) == canon(&path) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} is not the session notes file {}",
+                target.display(),
+                path.display()
+            ))
+        }
+    }
+}

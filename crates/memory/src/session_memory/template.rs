@@ -1,0 +1,202 @@
+//! The notes template, `{{name}}` substitution and section parsing.
+
+use memloop_core::TokenCounter;
+
+/// The default ten-section notes template (SPEC section 8).
+pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/session_memory_template.md");
+/// The default update prompt (variables `currentNotes`, `notesPath`).
+pub const DEFAULT_UPDATE_PROMPT: &str = include_str!("../../templates/session_memory_update.md");
+/// The reminder appended when the notes are over their caps.
+pub const CONDENSE_REMINDER: &str = include_str!("../../templates/session_memory_condense.md");
+
+/// Replace every `{{name}}` whose name is in `vars`, in ONE pass: inserted values are never
+/// scanned again, unknown names are left as they are.
+///
+/// ```
+/// use memloop_memory::session_memory::substitute;
+/// let out = substitute("{{a}} and {{b}} and {{zzz}}", &[("a", "{{b}}"), ("b", "B")]);
+/// assert_eq!(out, "{{b}} and B and {{zzz}}");
+/// ```
+pub fn substitute(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let name = &after[..close];
+        match vars.iter().find(|(k, _)| *k == name) {
+            Some((_, value)) => {
+                out.push_str(value);
+                rest = &after[close + 2..];
+            }
+            None => {
+                // Leave `{{` as is and rescan from the next character, so `{{{{a}}` still finds
+                // `{{a}}`.
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether a line is a section header (Markdown H1).
+pub fn is_section_header(line: &str) -> bool {
+    line.starts_with("# ") || line.trim_end() == "#"
+}
+
+/// The immutable frame of a notes file: every header line with the line right under it when that
+/// line is an italic instruction (`_..._` or `*...*`).
+pub fn frame(text: &str) -> Vec<(String, Option<String>)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if is_section_header(line) {
+            let instruction = lines
+                .get(i + 1)
+                .map(|l| l.trim_end())
+                .filter(|l| is_italic_line(l))
+                .map(str::to_owned);
+            out.push((line.trim_end().to_owned(), instruction));
+        }
+    }
+    out
+}
+
+fn is_italic_line(line: &str) -> bool {
+    let l = line.trim();
+    l.len() >= 2
+        && ((l.starts_with('_') && l.ends_with('_')) || (l.starts_with('*') && l.ends_with('*')))
+}
+
+/// One section of a notes file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section<'a> {
+    /// The header line (`# Title`), or empty for text before the first header.
+    pub header: &'a str,
+    /// The whole section text, header included.
+    pub text: &'a str,
+}
+
+/// Split notes into sections at header lines (text before the first header is its own section
+/// with an empty header, when not blank).
+pub fn sections(text: &str) -> Vec<Section<'_>> {
+    let mut starts = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if is_section_header(line.trim_end_matches(['\n', '\r'])) {
+            starts.push(offset);
+        }
+        offset += line.len();
+    }
+    let mut out = Vec::new();
+    if starts.first().copied().unwrap_or(text.len()) > 0 {
+        let pre = &text[..starts.first().copied().unwrap_or(text.len())];
+        if !pre.trim().is_empty() {
+            out.push(Section {
+                header: "",
+                text: pre,
+            });
+        }
+    }
+    for (i, &s) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(text.len());
+        let body = &text[s..end];
+        let header = body.lines().next().unwrap_or("").trim_end();
+        out.push(Section { header, text: body });
+    }
+    out
+}
+
+/// A section over its cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OversizedSection {
+    /// Header line.
+    pub header: String,
+    /// Estimated tokens.
+    pub tokens: u64,
+}
+
+/// Sections over `max_section_tokens`, largest first, and the total size of the notes.
+pub fn oversized_sections(
+    counter: &dyn TokenCounter,
+    notes: &str,
+    max_section_tokens: u64,
+) -> (Vec<OversizedSection>, u64) {
+    let total = counter.count(notes);
+    let mut over: Vec<OversizedSection> = sections(notes)
+        .into_iter()
+        .map(|s| OversizedSection {
+            header: s.header.to_owned(),
+            tokens: counter.count(s.text),
+        })
+        .filter(|s| s.tokens > max_section_tokens)
+        .collect();
+    over.sort_by_key(|s| std::cmp::Reverse(s.tokens));
+    (over, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memloop_core::CharEstimator;
+
+    #[test]
+    fn default_template_has_the_ten_sections_each_with_an_instruction() {
+        let f = frame(DEFAULT_TEMPLATE);
+        let headers: Vec<&str> = f.iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(
+            headers,
+            [
+                "# Session Title",
+                "# Current State",
+                "# Task specification",
+                "# Files and Functions",
+                "# Workflow",
+                "# Errors & Corrections",
+                "# Codebase and System Documentation",
+                "# Learnings",
+                "# Key results",
+                "# Worklog",
+            ]
+        );
+        assert!(f.iter().all(|(_, i)| i.is_some()));
+    }
+
+    #[test]
+    fn substitution_is_single_pass_and_literal() {
+        let vars = [
+            ("currentNotes", "has {{notesPath}} and $1 \\n"),
+            ("notesPath", "/x"),
+        ];
+        assert_eq!(
+            substitute("{{notesPath}}|{{currentNotes}}|{{other}}|{{", &vars),
+            "/x|has {{notesPath}} and $1 \\n|{{other}}|{{"
+        );
+        assert_eq!(substitute("{{{{notesPath}}}}", &vars), "{{/x}}");
+        assert_eq!(substitute("no vars", &vars), "no vars");
+        assert_eq!(substitute("{{notesPath", &vars), "{{notesPath");
+    }
+
+    #[test]
+    fn oversized_sections_are_listed_largest_first() {
+        let notes = format!(
+            "# A\n_i_\n{}\n# B\n_i_\n{}\n# C\n_i_\nshort\n",
+            "a".repeat(1_000),
+            "b".repeat(2_000)
+        );
+        let (over, total) = oversized_sections(&CharEstimator, &notes, 100);
+        assert_eq!(
+            over.iter().map(|s| s.header.as_str()).collect::<Vec<_>>(),
+            ["# B", "# A"]
+        );
+        assert!(total > 700);
+        assert_eq!(sections(&notes).len(), 3);
+        assert_eq!(sections("pre\n# A\nx").len(), 2);
+    }
+}

@@ -1,0 +1,66 @@
+//! Shared helpers of the session-memory tests.
+#![allow(dead_code)]
+
+use memloop_core::testing::{ScriptStep, ScriptedModel};
+use memloop_core::{
+    AgentKind, BackgroundTasks, CancellationToken, HookContext, Message, Model, ModelRequest,
+    VecSink,
+};
+use memloop_memory::session_memory::{EDIT_TOOL_NAME, FileSessionMemory, SessionMemoryConfig};
+use serde_json::json;
+use std::sync::Arc;
+use tempfile::TempDir;
+
+pub const WORKLOG_LINE: &str = "_Terse, chronological steps taken so far, one line each._";
+
+pub fn ctx_with(
+    model: Arc<dyn Model>,
+    messages: Vec<Message>,
+    tokens: u64,
+) -> (HookContext, VecSink) {
+    let sink = VecSink::default();
+    let ctx = HookContext {
+        session_id: "s1".into(),
+        turn: 1,
+        agent: AgentKind::Main,
+        cwd: ".".into(),
+        model,
+        system: Arc::new(vec!["system".into()]),
+        messages: Arc::new(messages),
+        context_tokens: tokens,
+        recent_tools: Vec::new(),
+        events: Arc::new(sink.clone()),
+        background: BackgroundTasks::new(),
+        cancel: CancellationToken::new(),
+    };
+    (ctx, sink)
+}
+
+pub fn memory(dir: &TempDir) -> FileSessionMemory {
+    FileSessionMemory::new(
+        SessionMemoryConfig::new(dir.path().join("projects/slug")),
+        "s1",
+    )
+    .unwrap()
+}
+
+/// An updater script: a fresh prompt gets `edit`, a tool result gets "done".
+pub fn updater(
+    edit: impl Fn(&ModelRequest) -> ScriptStep + Send + Sync + 'static,
+) -> ScriptedModel {
+    ScriptedModel::new().on_purpose("session_memory", move |req| {
+        let last = req.messages.last()?;
+        if last.tool_result_ids().next().is_some() {
+            Some(ScriptStep::text("done"))
+        } else {
+            Some(edit(req))
+        }
+    })
+}
+
+pub fn append_worklog(line: &str) -> ScriptStep {
+    ScriptStep::tool(
+        EDIT_TOOL_NAME,
+        json!({"old_string": WORKLOG_LINE, "new_string": format!("{WORKLOG_LINE}\n- {line}")}),
+    )
+}
