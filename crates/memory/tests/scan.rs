@@ -122,7 +122,11 @@ fn parallel_and_serial_scans_agree() {
 }
 
 fn realmem() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/realmem");
+    // `../shared/data` next to the workspace root; MEMLOOP_SHARED_DATA overrides (worktrees).
+    let data = std::env::var_os("MEMLOOP_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+    let p = data.join("realmem");
     if p.is_dir() {
         Some(p)
     } else {
