@@ -7,7 +7,9 @@ use crate::index::{
     remove_entry, upsert_entry,
 };
 use crate::paths::ResolvedMemoryDir;
-use crate::safety::{ContainmentGate, DirLock, SecretFilter, atomic_write, validate_rel_path};
+use crate::safety::{
+    ContainmentGate, DirLock, SecretFilter, TEMP_PREFIX, atomic_write, validate_rel_path,
+};
 use crate::scan::{ScanConfig, scan_dir};
 use crate::store::MemoryStore;
 use crate::types::{
@@ -75,10 +77,39 @@ impl FileMemoryStore {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|e| MemoryError::io(format!("creating memory dir {}", dir.display()), e))?;
-        Ok(Self {
+        let store = Self {
             gate: ContainmentGate::new(dir)?,
             config: StoreConfig::default(),
-        })
+        };
+        match store.sweep_temp_files() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "removed temp files left by an interrupted write"),
+            Err(e) => tracing::warn!(error = %e, "could not sweep leftover temp files"),
+        }
+        Ok(store)
+    }
+
+    /// Remove temp files (`.memloop-tmp-*`) left behind by a writer that was killed mid-write;
+    /// returns how many went. Every store write holds the dir lock while its temp file exists,
+    /// so taking the lock here guarantees no in-flight write is touched. Runs on [`open`](Self::open).
+    pub fn sweep_temp_files(&self) -> Result<usize, MemoryError> {
+        let _lock = DirLock::acquire(self.root())?;
+        let mut removed = 0;
+        let mut stack = vec![self.root().to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for e in entries.flatten() {
+                let Ok(ft) = e.file_type() else { continue };
+                let name = e.file_name();
+                if ft.is_dir() {
+                    stack.push(e.path());
+                } else if ft.is_file() && name.to_string_lossy().starts_with(TEMP_PREFIX) {
+                    std::fs::remove_file(e.path()).map_err(|err| MemoryError::io("removing a leftover temp file", err))?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
     }
 
     /// Open the dir chosen by [`crate::MemoryDirResolver::resolve`].
