@@ -83,7 +83,10 @@ impl FileMemoryStore {
         };
         match store.sweep_temp_files() {
             Ok(0) => {}
-            Ok(n) => tracing::info!(removed = n, "removed temp files left by an interrupted write"),
+            Ok(n) => tracing::info!(
+                removed = n,
+                "removed temp files left by an interrupted write"
+            ),
             Err(e) => tracing::warn!(error = %e, "could not sweep leftover temp files"),
         }
         Ok(store)
@@ -97,14 +100,17 @@ impl FileMemoryStore {
         let mut removed = 0;
         let mut stack = vec![self.root().to_path_buf()];
         while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
             for e in entries.flatten() {
                 let Ok(ft) = e.file_type() else { continue };
                 let name = e.file_name();
                 if ft.is_dir() {
                     stack.push(e.path());
                 } else if ft.is_file() && name.to_string_lossy().starts_with(TEMP_PREFIX) {
-                    std::fs::remove_file(e.path()).map_err(|err| MemoryError::io("removing a leftover temp file", err))?;
+                    std::fs::remove_file(e.path())
+                        .map_err(|err| MemoryError::io("removing a leftover temp file", err))?;
                     removed += 1;
                 }
             }

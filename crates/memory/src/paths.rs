@@ -171,7 +171,7 @@ impl MemoryDirResolver {
             );
         }
         if let Some(raw) = self.env.get(MEMORY_DIR) {
-            validate_memory_dir(raw, None).map_err(|e| hint_env(e))?;
+            validate_memory_dir(raw, None).map_err(hint_env)?;
             return done(
                 PathBuf::from(raw),
                 ResolutionRule::EnvVar,

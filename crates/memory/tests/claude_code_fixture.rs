@@ -1,7 +1,15 @@
 //! A hand-written memory dir in Claude Code's format (tests/fixtures/claude_code, written from
 //! SPEC sections 3-4) is read completely and round-trips byte for byte.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::print_stdout
+)] // test helpers
 
-use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode, render_memory};
+use memloop_memory::{
+    FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode, render_memory,
+};
 use pretty_assertions::assert_eq;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,12 +31,22 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     std::fs::read_dir(dir)
         .unwrap()
         .flatten()
-        .map(|e| (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap()))
+        .map(|e| {
+            (
+                e.file_name().into_string().unwrap(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
         .filter(|(n, _)| n != ".memloop.lock")
         .collect()
 }
 
-const CANONICAL: [&str; 4] = ["user_role.md", "feedback_testing.md", "project_release_freeze.md", "reference_linear.md"];
+const CANONICAL: [&str; 4] = [
+    "user_role.md",
+    "feedback_testing.md",
+    "project_release_freeze.md",
+    "reference_linear.md",
+];
 
 #[tokio::test]
 async fn every_memory_is_listed_with_its_type() {
@@ -89,7 +107,9 @@ async fn writing_and_deleting_another_memory_leaves_the_rest_untouched() {
         memory_type: Some(MemoryType::Project),
         body: "Keep changes small that week.\n".into(),
     };
-    s.write("project_oncall.md", &doc, WriteMode::Overwrite).await.unwrap();
+    s.write("project_oncall.md", &doc, WriteMode::Overwrite)
+        .await
+        .unwrap();
     let mid = snapshot(s.root());
     for (name, bytes) in &before {
         if name != "MEMORY.md" {
@@ -97,7 +117,13 @@ async fn writing_and_deleting_another_memory_leaves_the_rest_untouched() {
         }
     }
     let index = String::from_utf8(mid["MEMORY.md"].clone()).unwrap();
-    assert_eq!(index, format!("{}- [On-call](project_oncall.md) — the user is on call the week of 2026-04-13\n", String::from_utf8(before["MEMORY.md"].clone()).unwrap()));
+    assert_eq!(
+        index,
+        format!(
+            "{}- [On-call](project_oncall.md) — the user is on call the week of 2026-04-13\n",
+            String::from_utf8(before["MEMORY.md"].clone()).unwrap()
+        )
+    );
     s.delete("project_oncall.md").await.unwrap();
     assert_eq!(snapshot(s.root()), before);
 }
@@ -106,12 +132,30 @@ async fn writing_and_deleting_another_memory_leaves_the_rest_untouched() {
 async fn appending_keeps_nested_metadata_bytes() {
     let (_d, s) = fixture();
     let before = snapshot(s.root());
-    let add = MemoryDoc { body: "Also applies to commit messages.".into(), ..Default::default() };
-    s.write("feedback_terse.md", &add, WriteMode::Append).await.unwrap();
+    let add = MemoryDoc {
+        body: "Also applies to commit messages.".into(),
+        ..Default::default()
+    };
+    s.write("feedback_terse.md", &add, WriteMode::Append)
+        .await
+        .unwrap();
     let after = snapshot(s.root());
     let old = &before["feedback_terse.md"];
     assert_eq!(&after["feedback_terse.md"][..old.len()], &old[..]);
-    assert_eq!(&after["feedback_terse.md"][old.len()..], b"\nAlso applies to commit messages.\n");
-    assert_eq!(after["MEMORY.md"], before["MEMORY.md"], "the index line was already right");
-    assert_eq!(s.read("feedback_terse.md").await.unwrap().header.memory_type, Some(MemoryType::Feedback));
+    assert_eq!(
+        &after["feedback_terse.md"][old.len()..],
+        b"\nAlso applies to commit messages.\n"
+    );
+    assert_eq!(
+        after["MEMORY.md"], before["MEMORY.md"],
+        "the index line was already right"
+    );
+    assert_eq!(
+        s.read("feedback_terse.md")
+            .await
+            .unwrap()
+            .header
+            .memory_type,
+        Some(MemoryType::Feedback)
+    );
 }

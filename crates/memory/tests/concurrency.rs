@@ -3,8 +3,17 @@
 //!
 //! Child processes are this test binary itself, run with `--exact <helper>` and an env var that
 //! tells the helper what to do; without the env var the helpers return at once.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::print_stdout
+)] // test helpers
 
-use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, TEMP_PREFIX, WriteMode, parse_entries, parse_memory};
+use memloop_memory::{
+    FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, TEMP_PREFIX, WriteMode, parse_entries,
+    parse_memory,
+};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,12 +26,18 @@ const PER_WRITER: usize = 12;
 const BIG: usize = 4 * 1024 * 1024;
 
 fn doc(name: &str, body: String) -> MemoryDoc {
-    MemoryDoc { name: name.into(), description: format!("memory {name}"), memory_type: Some(MemoryType::Project), body }
+    MemoryDoc {
+        name: name.into(),
+        description: format!("memory {name}"),
+        memory_type: Some(MemoryType::Project),
+        body,
+    }
 }
 
 fn child(helper: &str, env: (&str, String)) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", helper, "--nocapture", "--test-threads=1"]).env(env.0, env.1);
+    c.args(["--exact", helper, "--nocapture", "--test-threads=1"])
+        .env(env.0, env.1);
     c
 }
 
@@ -38,14 +53,26 @@ fn temp_files(dir: &Path) -> Vec<String> {
 /// Helper run in a child process: writes PER_WRITER memories named `proc<id>_<k>.md`.
 #[test]
 fn child_writer() {
-    let Ok(spec) = std::env::var(WRITER_ENV) else { return };
+    let Ok(spec) = std::env::var(WRITER_ENV) else {
+        return;
+    };
     let (dir, id) = spec.split_once('|').unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let store = FileMemoryStore::open(dir).unwrap();
         for k in 0..PER_WRITER {
             let name = format!("proc{id}_{k}");
-            store.write(&format!("{name}.md"), &doc(&name, format!("from process {id}\n")), WriteMode::Overwrite).await.unwrap();
+            store
+                .write(
+                    &format!("{name}.md"),
+                    &doc(&name, format!("from process {id}\n")),
+                    WriteMode::Overwrite,
+                )
+                .await
+                .unwrap();
         }
     });
 }
@@ -57,13 +84,29 @@ fn tasks_and_processes_writing_at_once_lose_no_index_line() {
     let d = TempDir::new().unwrap();
     let dir = d.path().join("memory");
     let store = Arc::new(FileMemoryStore::open(&dir).unwrap());
-    std::fs::write(dir.join("MEMORY.md"), "# Index\n\nHand-written prose that must survive.\n").unwrap();
+    std::fs::write(
+        dir.join("MEMORY.md"),
+        "# Index\n\nHand-written prose that must survive.\n",
+    )
+    .unwrap();
 
     let mut children: Vec<_> = (0..PROCS)
-        .map(|p| child("child_writer", (WRITER_ENV, format!("{}|{p}", dir.display()))).stdout(Stdio::null()).spawn().unwrap())
+        .map(|p| {
+            child(
+                "child_writer",
+                (WRITER_ENV, format!("{}|{p}", dir.display())),
+            )
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+        })
         .collect();
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
         let handles: Vec<_> = (0..TASKS)
@@ -73,7 +116,14 @@ fn tasks_and_processes_writing_at_once_lose_no_index_line() {
                     barrier.wait().await;
                     for k in 0..PER_WRITER {
                         let name = format!("task{t}_{k}");
-                        store.write(&format!("{name}.md"), &doc(&name, format!("from task {t}\n")), WriteMode::Overwrite).await.unwrap();
+                        store
+                            .write(
+                                &format!("{name}.md"),
+                                &doc(&name, format!("from task {t}\n")),
+                                WriteMode::Overwrite,
+                            )
+                            .await
+                            .unwrap();
                     }
                 })
             })
@@ -90,7 +140,8 @@ fn tasks_and_processes_writing_at_once_lose_no_index_line() {
     assert!(index.starts_with("# Index\n\nHand-written prose that must survive.\n"));
     let mut files: Vec<String> = parse_entries(&index).into_iter().map(|e| e.file).collect();
     files.sort();
-    let mut expected: Vec<String> = (0..TASKS).flat_map(|t| (0..PER_WRITER).map(move |k| format!("task{t}_{k}.md")))
+    let mut expected: Vec<String> = (0..TASKS)
+        .flat_map(|t| (0..PER_WRITER).map(move |k| format!("task{t}_{k}.md")))
         .chain((0..PROCS).flat_map(|p| (0..PER_WRITER).map(move |k| format!("proc{p}_{k}.md"))))
         .collect();
     expected.sort();
@@ -106,14 +157,22 @@ fn tasks_and_processes_writing_at_once_lose_no_index_line() {
 /// printing READY after the first complete write. The parent kills it with SIGKILL.
 #[test]
 fn child_crash_writer() {
-    let Ok(dir) = std::env::var(CRASH_ENV) else { return };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Ok(dir) = std::env::var(CRASH_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let store = FileMemoryStore::open(&dir).unwrap();
         for round in 0usize.. {
             let letter = char::from(b'a' + (round % 26) as u8);
             let body: String = std::iter::repeat_n(letter, BIG).collect();
-            store.write("big.md", &doc("big", body), WriteMode::Overwrite).await.unwrap();
+            store
+                .write("big.md", &doc("big", body), WriteMode::Overwrite)
+                .await
+                .unwrap();
             if round == 0 {
                 println!("READY");
             }
@@ -126,12 +185,18 @@ fn writer_killed_mid_write_leaves_no_torn_file() {
     let d = TempDir::new().unwrap();
     let dir = d.path().join("memory");
     std::fs::create_dir_all(&dir).unwrap();
-    let mut c = child("child_crash_writer", (CRASH_ENV, dir.display().to_string())).stdout(Stdio::piped()).spawn().unwrap();
+    let mut c = child("child_crash_writer", (CRASH_ENV, dir.display().to_string()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut out = BufReader::new(c.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("READY") {
         line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "child exited before its first write");
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "child exited before its first write"
+        );
     }
     // Aim the kill at a write in progress: wait (without sleeping) until a temp file exists.
     let mut seen = false;
@@ -145,7 +210,10 @@ fn writer_killed_mid_write_leaves_no_torn_file() {
     c.kill().unwrap(); // SIGKILL on unix: no destructors, no cleanup
     c.wait().unwrap();
     let left_behind = temp_files(&dir);
-    eprintln!("temp file seen before the kill: {seen}; left by the killed writer: {}", left_behind.len());
+    eprintln!(
+        "temp file seen before the kill: {seen}; left by the killed writer: {}",
+        left_behind.len()
+    );
 
     let text = std::fs::read_to_string(dir.join("big.md")).unwrap();
     let parsed = parse_memory(&text);
@@ -160,6 +228,9 @@ fn writer_killed_mid_write_leaves_no_torn_file() {
     // Reopening sweeps what the killed writer left; scans never saw it anyway (hidden).
     let store = FileMemoryStore::open(&dir).unwrap();
     assert_eq!(temp_files(&dir), Vec::<String>::new());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     assert_eq!(rt.block_on(store.scan()).unwrap().len(), 1);
 }
