@@ -4,7 +4,7 @@
 //! `cargo bench --bench scan -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop::memory::{FileMemoryStore, MemoryStore, format_manifest};
+use memloop::memory::{FileMemoryStore, MemoryStore, format_manifest, parse_memory};
 use std::path::Path;
 use tempfile::TempDir;
 
@@ -52,5 +52,10 @@ fn bench_scan(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_scan);
+fn bench_parse(c: &mut Criterion) {
+    let text = "---\nname: memory 1\ndescription: the user prefers approach 1 for module 1 because of latency\ntype: user\n---\n\nBody\n";
+    c.bench_function("parse_frontmatter", |b| b.iter(|| parse_memory(std::hint::black_box(text)).frontmatter));
+}
+
+criterion_group!(benches, bench_scan, bench_parse);
 criterion_main!(benches);
