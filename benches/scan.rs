@@ -54,7 +54,9 @@ fn bench_scan(c: &mut Criterion) {
 
 fn bench_parse(c: &mut Criterion) {
     let text = "---\nname: memory 1\ndescription: the user prefers approach 1 for module 1 because of latency\ntype: user\n---\n\nBody\n";
-    c.bench_function("parse_frontmatter", |b| b.iter(|| parse_memory(std::hint::black_box(text)).frontmatter));
+    c.bench_function("parse_frontmatter", |b| {
+        b.iter(|| parse_memory(std::hint::black_box(text)).frontmatter)
+    });
 }
 
 criterion_group!(benches, bench_scan, bench_parse);

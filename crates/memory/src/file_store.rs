@@ -10,7 +10,7 @@ use crate::paths::ResolvedMemoryDir;
 use crate::safety::{
     ContainmentGate, DirLock, SecretFilter, TEMP_PREFIX, atomic_write, validate_rel_path,
 };
-use crate::scan::{ScanConfig, scan_dir};
+use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
 use crate::store::MemoryStore;
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
@@ -19,6 +19,7 @@ use crate::types::{
 use async_trait::async_trait;
 use memloop_core::WriteScopeGate;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Limits of a [`FileMemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +42,8 @@ impl Default for StoreConfig {
     }
 }
 
-/// The file-backed memory store. Cheap to clone; share it as `Arc<dyn MemoryStore>`.
+/// The file-backed memory store. Cheap to clone (clones share one header cache, so rescans only
+/// `stat` unchanged files); share it as `Arc<dyn MemoryStore>`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -59,6 +61,7 @@ impl Default for StoreConfig {
 pub struct FileMemoryStore {
     gate: ContainmentGate,
     config: StoreConfig,
+    headers: Arc<HeaderCache>,
 }
 
 fn join_err(e: tokio::task::JoinError) -> MemoryError {
@@ -80,6 +83,7 @@ impl FileMemoryStore {
         let store = Self {
             gate: ContainmentGate::new(dir)?,
             config: StoreConfig::default(),
+            headers: Arc::new(HeaderCache::default()),
         };
         match store.sweep_temp_files() {
             Ok(0) => {}
@@ -343,8 +347,8 @@ impl MemoryStore for FileMemoryStore {
     }
 
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
-        let (root, cfg) = (self.root().to_path_buf(), self.config.scan);
-        blocking(move || scan_dir(&root, &cfg)).await
+        let this = self.clone();
+        blocking(move || scan_dir_cached(this.root(), &this.config.scan, &this.headers)).await
     }
 
     async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {

@@ -37,7 +37,7 @@ pub use safety::{
     ContainmentGate, DirLock, LOCK_FILE, SecretFilter, SecretPattern, TEMP_PREFIX, atomic_write,
     normalize_lexically, topic_to_rel_path, validate_rel_path, validate_topic,
 };
-pub use scan::{ScanConfig, scan_dir};
+pub use scan::{HeaderCache, ScanConfig, scan_dir, scan_dir_cached};
 
 pub use manifest::{format_manifest, manifest_line};
 pub use store::MemoryStore;
