@@ -4,7 +4,9 @@
 //! `cargo bench --bench scan -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop::memory::{FileMemoryStore, MemoryStore, format_manifest, parse_memory};
+use memloop::memory::{
+    FileMemoryStore, MemoryStore, ScanConfig, format_manifest, parse_memory, scan_dir,
+};
 use std::path::Path;
 use tempfile::TempDir;
 
@@ -40,7 +42,15 @@ fn bench_scan(c: &mut Criterion) {
         if n >= 20_000 {
             group.sample_size(10);
         }
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        // Cold: every file opened, its first 30 lines read and parsed (no cache).
+        group.bench_with_input(BenchmarkId::new("cold", n), &n, |b, _| {
+            b.iter(|| {
+                let headers = scan_dir(dir.path(), &ScanConfig::default()).unwrap_or_default();
+                format_manifest(&headers).len()
+            })
+        });
+        // Warm: the store's rescan, where unchanged files are only stat'ed.
+        group.bench_with_input(BenchmarkId::new("store_rescan", n), &n, |b, _| {
             b.iter(|| {
                 rt.block_on(async {
                     let headers = store.scan().await.unwrap_or_default();

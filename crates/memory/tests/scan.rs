@@ -258,7 +258,12 @@ fn cached_rescans_see_changes_and_deletions() {
     use memloop_memory::{HeaderCache, scan_dir_cached};
     let d = TempDir::new().unwrap();
     for i in 0..100u64 {
-        put(d.path(), &format!("m{i}.md"), &mem(&format!("m{i}"), "user"), 1_000 + i);
+        put(
+            d.path(),
+            &format!("m{i}.md"),
+            &mem(&format!("m{i}"), "user"),
+            1_000 + i,
+        );
     }
     let cache = HeaderCache::default();
     let cfg = ScanConfig::default();
@@ -273,6 +278,10 @@ fn cached_rescans_see_changes_and_deletions() {
     assert_eq!(second, scan_dir(d.path(), &cfg).unwrap());
     assert_eq!(second[0].rel_path, "m5.md");
     assert_eq!(second[0].memory_type, Some(MemoryType::Feedback));
-    assert!(second.iter().any(|h| h.name.as_deref() == Some("m6-renamed")));
+    assert!(
+        second
+            .iter()
+            .any(|h| h.name.as_deref() == Some("m6-renamed"))
+    );
     assert_eq!((second.len(), cache.len()), (99, 99));
 }
