@@ -404,5 +404,15 @@ async fn memory_section_renders_guidance_and_capped_index() {
         assert!(text.contains(must), "prompt lacks {must}");
     }
     assert!(!text.contains("{{"), "all placeholders substituted");
-    assert_eq!(MemorySection::new(s).enabled(false).compute().await, None);
+    assert_eq!(
+        MemorySection::new(s.clone()).enabled(false).compute().await,
+        None
+    );
+    let off = memloop_memory::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "TRUE")]);
+    assert_eq!(
+        MemorySection::from_env(s.clone(), &off).compute().await,
+        None
+    );
+    let on = memloop_memory::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
+    assert!(MemorySection::from_env(s, &on).compute().await.is_some());
 }
