@@ -42,6 +42,12 @@ impl Default for StoreConfig {
     }
 }
 
+/// Writes: `Overwrite` renders a fresh file (`---`, name, description, type, `---`, blank line,
+/// body); `Append` keeps the existing file's bytes, edits only the frontmatter fields the doc
+/// changes, and appends the body. Either way the `MEMORY.md` line (`- [name](file) — description`,
+/// at most 150 characters) is added or updated under the same cross-process lock, and nothing is
+/// rewritten when the bytes would not change.
+///
 /// The file-backed memory store. Cheap to clone (clones share one header cache, so rescans only
 /// `stat` unchanged files); share it as `Arc<dyn MemoryStore>`.
 ///
@@ -243,19 +249,24 @@ impl FileMemoryStore {
             Err(e) => return Err(MemoryError::io(format!("reading {rel}"), e)),
         };
         let created = existing.is_none();
+        let stem = rel
+            .rsplit('/')
+            .next()
+            .unwrap_or(rel)
+            .trim_end_matches(".md");
         let text = match (&existing, mode) {
             (Some(old), WriteMode::Append) => append_to_existing(old, doc),
+            // A new or replaced file always gets a name: the file stem when none is given.
+            _ if doc.name.trim().is_empty() => render_memory(&MemoryDoc {
+                name: stem.to_owned(),
+                ..doc.clone()
+            }),
             _ => render_memory(doc),
         };
         if existing.as_deref() != Some(text.as_str()) {
             atomic_write(&path, text.as_bytes())?;
         }
         let fm = parse_memory(&text).frontmatter.unwrap_or_default();
-        let stem = rel
-            .rsplit('/')
-            .next()
-            .unwrap_or(rel)
-            .trim_end_matches(".md");
         let line = format_entry_line(
             fm.name.as_deref().unwrap_or(stem),
             rel,

@@ -416,3 +416,17 @@ async fn memory_section_renders_guidance_and_capped_index() {
     let on = memloop_memory::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
     assert!(MemorySection::from_env(s, &on).compute().await.is_some());
 }
+
+#[tokio::test]
+async fn unnamed_new_memories_are_named_after_their_file() {
+    let (_d, s) = store();
+    s.write("topic_a.md", &doc("", "", None, "first"), WriteMode::Append)
+        .await
+        .unwrap();
+    let f = s.read("topic_a.md").await.unwrap();
+    assert_eq!(
+        f.raw,
+        "---\nname: topic_a\ndescription: \"\"\n---\n\nfirst\n"
+    );
+    assert_eq!(s.index_entries().await.unwrap()[0].title, "topic_a");
+}
