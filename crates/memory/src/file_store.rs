@@ -238,6 +238,7 @@ impl FileMemoryStore {
         doc: &MemoryDoc,
         mode: WriteMode,
     ) -> Result<WriteReport, MemoryError> {
+        let _span = tracing::debug_span!("memory_write", rel, ?mode).entered();
         let path = self.gate.check(Path::new(rel))?;
         let _lock = DirLock::acquire(self.root())?;
         let existing = match std::fs::read(&path) {
@@ -283,6 +284,7 @@ impl FileMemoryStore {
     }
 
     fn read_blocking(&self, rel: &str) -> Result<MemoryFile, MemoryError> {
+        let _span = tracing::debug_span!("memory_read", rel).entered();
         let path = self.gate.check(Path::new(rel))?;
         let unreadable = |reason: String| MemoryError::Unreadable {
             path: rel.to_owned(),
@@ -329,6 +331,7 @@ impl FileMemoryStore {
     }
 
     fn delete_blocking(&self, rel: &str) -> Result<(), MemoryError> {
+        let _span = tracing::debug_span!("memory_delete", rel).entered();
         let path = self.gate.check(Path::new(rel))?;
         let _lock = DirLock::acquire(self.root())?;
         let existed = match std::fs::remove_file(&path) {
