@@ -28,8 +28,8 @@ pub use index::{
     remove_entry, upsert_entry,
 };
 pub use paths::{
-    ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir, SETTINGS_KEY,
-    validate_memory_dir,
+    CLAUDE_SETTINGS_KEY, ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir,
+    SETTINGS_KEY, validate_memory_dir,
 };
 pub use project::{canonical_project_root, find_git_root, project_dir, project_slug};
 pub use prompt::{MemorySection, render_template};
