@@ -37,6 +37,7 @@ mod prompt;
 pub mod testing;
 mod tokens;
 mod tool;
+pub mod tools;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, RepairFn, TurnOutcome, TurnStop};
 pub use background::{BackgroundTasks, DrainReport};
