@@ -6,8 +6,10 @@
 //! consolidation, and project-instruction loading.
 #![warn(missing_docs)]
 
+pub mod extract;
 mod manifest;
 mod store;
+mod template;
 mod types;
 
 pub use manifest::{format_manifest, manifest_line};

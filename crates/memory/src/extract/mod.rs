@@ -1,0 +1,78 @@
+//! Extraction (SPEC section 7): after a main-agent turn, a background forked agent reads the new
+//! part of the conversation and saves what is worth remembering.
+//!
+//! - [`Extractor`]: the pluggable step (extraction context → written paths);
+//!   [`ForkedExtractor`] is the default.
+//! - [`ExtractionScheduler`]: the [`StopHook`](memloop_core::StopHook) that decides when to run
+//!   it (main agent only, cursor, skip-and-advance, throttle, one run per memory dir with a
+//!   trailing run, drain).
+//! - [`memory_writer_tools`] / [`memory_writer_gate`]: the permissions shared by the extractor
+//!   and the consolidator.
+
+mod forked;
+mod permissions;
+mod scheduler;
+
+pub use forked::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
+pub use permissions::{memory_writer_gate, memory_writer_tools};
+pub use scheduler::{ExtractionScheduler, SchedulerConfig};
+
+use crate::types::MemoryError;
+use async_trait::async_trait;
+use memloop_core::{AgentError, HookContext, Message};
+use std::path::PathBuf;
+
+/// What an [`Extractor`] gets for one run.
+#[derive(Debug, Clone)]
+pub struct ExtractionContext {
+    /// The stop-hook snapshot: conversation, model and system prompt to fork from.
+    pub hook: HookContext,
+    /// User and assistant messages after the cursor, oldest first (never empty).
+    pub new_messages: Vec<Message>,
+    /// Whether this run is the trailing run queued while another one was running.
+    pub trailing: bool,
+}
+
+/// Why an extraction failed. The scheduler reports it as
+/// [`AgentEvent::ExtractionFailed`](memloop_core::AgentEvent::ExtractionFailed) and keeps the
+/// cursor where it was.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtractError {
+    /// The forked agent failed (model error, cancellation, ...).
+    #[error("extractor agent failed: {0}")]
+    Agent(#[from] AgentError),
+    /// The memory store failed.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// Any other failure of a custom extractor.
+    #[error("extraction failed: {0}")]
+    Failed(String),
+}
+
+/// Turns the new part of a conversation into memory files. Object-safe; share it as
+/// `Arc<dyn Extractor>`.
+///
+/// Contract: return the absolute paths of the files written (any order, duplicates allowed);
+/// `Err` means nothing useful happened and the same messages should be offered again.
+///
+/// ```
+/// use memloop_memory::extract::{ExtractError, ExtractionContext, Extractor};
+/// use std::path::PathBuf;
+///
+/// /// Saves nothing; handy to switch extraction off in a test without removing the hook.
+/// struct Nothing;
+///
+/// #[async_trait::async_trait]
+/// impl Extractor for Nothing {
+///     async fn extract(&self, _ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
+///         Ok(Vec::new())
+///     }
+/// }
+/// let _shared: std::sync::Arc<dyn Extractor> = std::sync::Arc::new(Nothing);
+/// ```
+#[async_trait]
+pub trait Extractor: Send + Sync {
+    /// Run one extraction.
+    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError>;
+}
