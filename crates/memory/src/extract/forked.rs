@@ -4,7 +4,8 @@ use super::permissions::{memory_writer_gate, memory_writer_tools};
 use super::{ExtractError, ExtractionContext, Extractor};
 use crate::manifest::format_manifest;
 use crate::store::MemoryStore;
-use crate::template::render;
+use crate::tools::memory_tools;
+use crate::prompt::render_template as render;
 use async_trait::async_trait;
 use memloop_core::{ForkedAgentBuilder, Tool};
 use std::path::PathBuf;
@@ -62,12 +63,13 @@ impl std::fmt::Debug for ForkedExtractor {
 }
 
 impl ForkedExtractor {
-    /// An extractor writing into `store` with the default config and the generic file tools.
+    /// An extractor writing into `store` with the default config: the generic read-only and file
+    /// tools plus the store's `memory_read` / `memory_write`.
     pub fn new(store: Arc<dyn MemoryStore>) -> Self {
         Self {
+            memory_tools: memory_tools(store.clone()),
             store,
             config: ExtractorConfig::default(),
-            memory_tools: Vec::new(),
         }
     }
 
