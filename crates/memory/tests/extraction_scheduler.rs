@@ -6,12 +6,12 @@
 mod common;
 
 use async_trait::async_trait;
-use common::{RootOnlyStore, conversation, hook};
+use common::{conversation, hook};
 use memloop_core::{AgentEvent, AgentKind, BackgroundTasks, Message, Role, StopHook, VecSink};
-use memloop_memory::MemoryStore;
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
+use memloop_memory::{FileMemoryStore, MemoryStore};
 use pretty_assertions::assert_eq;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -94,7 +94,7 @@ impl Extractor for TestExtractor {
 }
 
 fn store(dir: &tempfile::TempDir) -> Arc<dyn MemoryStore> {
-    Arc::new(RootOnlyStore(dir.path().to_path_buf()))
+    Arc::new(FileMemoryStore::open(dir.path()).unwrap())
 }
 
 fn ids(range: std::ops::RangeInclusive<usize>) -> Vec<String> {
@@ -241,7 +241,8 @@ async fn drain_waits_for_the_chain_or_reports_what_is_still_running() {
     sched.on_stop(hook(2, conversation(2), &events, &bg)).await;
     let report = sched.drain(Duration::from_secs(5)).await;
     assert!(!report.completed);
-    let root = dir.path().display();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let root = root.display();
     assert_eq!(
         report.still_running,
         vec![

@@ -3,9 +3,9 @@
 use super::permissions::{memory_writer_gate, memory_writer_tools};
 use super::{ExtractError, ExtractionContext, Extractor};
 use crate::manifest::format_manifest;
+use crate::prompt::render_template as render;
 use crate::store::MemoryStore;
 use crate::tools::memory_tools;
-use crate::prompt::render_template as render;
 use async_trait::async_trait;
 use memloop_core::{ForkedAgentBuilder, Tool};
 use std::path::PathBuf;
