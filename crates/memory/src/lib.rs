@@ -6,6 +6,7 @@
 //! consolidation, and project-instruction loading.
 #![warn(missing_docs)]
 
+pub mod dream;
 mod env;
 pub mod extract;
 mod file_store;

@@ -2,6 +2,7 @@
 
 use super::permissions::{memory_writer_gate, memory_writer_tools};
 use super::{ExtractError, ExtractionContext, Extractor};
+use crate::dream::DailyLogTool;
 use crate::manifest::format_manifest;
 use crate::prompt::render_template as render;
 use crate::store::MemoryStore;
@@ -28,7 +29,8 @@ pub struct ExtractorConfig {
     pub manifest_limit: usize,
     /// `max_tokens` per request.
     pub max_tokens: u32,
-    /// Daily-log mode: the prompt asks for log lines instead of topic files.
+    /// Daily-log mode: the prompt asks for log lines instead of topic files, and the
+    /// `memory_log_append` tool is added.
     pub daily_log: bool,
 }
 
@@ -118,8 +120,12 @@ impl Extractor for ForkedExtractor {
         let prompt = self.prompt(ctx.new_messages.len()).await?;
         let mut base = ctx.hook.fork_base();
         base.cwd = self.store.root().to_path_buf();
+        let mut tools = self.memory_tools.clone();
+        if self.config.daily_log {
+            tools.push(Arc::new(DailyLogTool::new(self.store.clone())));
+        }
         let outcome = ForkedAgentBuilder::new(base, EXTRACTOR_PURPOSE)
-            .tools(memory_writer_tools(&self.memory_tools))
+            .tools(memory_writer_tools(&tools))
             .gate(memory_writer_gate(&self.store))
             .max_turns(self.config.max_turns)
             .max_tokens(self.config.max_tokens)

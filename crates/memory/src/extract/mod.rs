@@ -17,10 +17,11 @@ pub use forked::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
 pub use permissions::{memory_writer_gate, memory_writer_tools};
 pub use scheduler::{ExtractionScheduler, SchedulerConfig};
 
+use crate::store::MemoryStore;
 use crate::types::MemoryError;
 use async_trait::async_trait;
 use memloop_core::{AgentError, HookContext, Message};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What an [`Extractor`] gets for one run.
 #[derive(Debug, Clone)]
@@ -58,7 +59,7 @@ pub enum ExtractError {
 ///
 /// ```
 /// use memloop_memory::extract::{ExtractError, ExtractionContext, Extractor};
-/// use std::path::PathBuf;
+/// use std::path::{Path, PathBuf};
 ///
 /// /// Saves nothing; handy to switch extraction off in a test without removing the hook.
 /// struct Nothing;
@@ -75,4 +76,31 @@ pub enum ExtractError {
 pub trait Extractor: Send + Sync {
     /// Run one extraction.
     async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError>;
+}
+
+/// Written files relative to the store's memory dir, `/`-separated, deduplicated, without
+/// `MEMORY.md` and without anything outside the dir (what `MemoriesSaved` / `DreamFinished`
+/// report).
+pub(crate) fn relative_to_memory_dir(store: &dyn MemoryStore, paths: &[PathBuf]) -> Vec<String> {
+    let root = store.root();
+    let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let strip = |p: &Path, r: &Path| {
+        let s = p.strip_prefix(r).ok()?.to_string_lossy().replace('\\', "/");
+        (!s.is_empty()).then_some(s)
+    };
+    let mut out: Vec<String> = Vec::new();
+    for p in paths {
+        let Ok(resolved) = store.check_contained(p) else {
+            continue;
+        };
+        let rel = strip(&resolved, &canonical_root)
+            .or_else(|| strip(p, root))
+            .or_else(|| strip(&resolved, root));
+        if let Some(rel) = rel {
+            if rel != "MEMORY.md" && !out.contains(&rel) {
+                out.push(rel);
+            }
+        }
+    }
+    out
 }

@@ -1,6 +1,6 @@
 //! [`ExtractionScheduler`]: when to run the [`Extractor`] (SPEC section 7).
 
-use super::{ExtractError, ExtractionContext, Extractor};
+use super::{ExtractError, ExtractionContext, Extractor, relative_to_memory_dir};
 use crate::store::MemoryStore;
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -9,7 +9,6 @@ use memloop_core::{
 };
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -277,7 +276,7 @@ impl Inner {
         match result {
             Ok(paths) => {
                 self.advance(&ctx.session_id, last_id);
-                let saved = self.relative(&paths);
+                let saved = relative_to_memory_dir(self.store.as_ref(), &paths);
                 tracing::info!(saved = ?saved, trailing, "extraction finished");
                 if !saved.is_empty() {
                     ctx.emit(AgentEvent::MemoriesSaved { paths: saved });
@@ -302,34 +301,6 @@ impl Inner {
             .iter()
             .any(|f| self.store.check_contained(f).is_ok())
     }
-
-    /// Written files relative to the memory dir, `/`-separated, deduplicated, without
-    /// `MEMORY.md` and without anything outside the dir.
-    fn relative(&self, paths: &[PathBuf]) -> Vec<String> {
-        let root = self.store.root();
-        let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-        let mut out: Vec<String> = Vec::new();
-        for p in paths {
-            let Ok(resolved) = self.store.check_contained(p) else {
-                continue;
-            };
-            let rel = strip(&resolved, &canonical_root)
-                .or_else(|| strip(p, root))
-                .or_else(|| strip(&resolved, root));
-            if let Some(rel) = rel {
-                if rel != "MEMORY.md" && !out.contains(&rel) {
-                    out.push(rel);
-                }
-            }
-        }
-        out
-    }
-}
-
-fn strip(p: &Path, root: &Path) -> Option<String> {
-    let rel = p.strip_prefix(root).ok()?;
-    let s = rel.to_string_lossy().replace('\\', "/");
-    (!s.is_empty()).then_some(s)
 }
 
 /// Messages after the cursor; all of them when there is no cursor or it is gone (compaction).
