@@ -41,7 +41,7 @@ pub struct ExtractionContext {
 #[non_exhaustive]
 pub enum ExtractError {
     /// The forked agent failed (model error, cancellation, ...).
-    #[error("extractor agent failed: {0}")]
+    #[error("forked agent failed: {0}")]
     Agent(#[from] AgentError),
     /// The memory store failed.
     #[error(transparent)]
