@@ -1,5 +1,6 @@
 //! Dream: gate order, the session source, a full consolidation through the DreamHook with a
 //! scripted model (success and failure), and daily-log mode.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! The race test spawns this test binary twice in "child" mode (env var), with stdin as the
 //! start signal and the release signal, so both children try at once and the winner keeps
 //! holding (alive) until the parent has both answers. No sleeps.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 use memloop_memory::dream::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt};
 use std::fs::File;

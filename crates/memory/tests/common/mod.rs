@@ -1,5 +1,5 @@
 //! Test helpers shared by the extraction and dream tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use memloop_core::testing::ScriptedModel;
 use memloop_core::{AgentKind, BackgroundTasks, HookContext, Message, VecSink};
