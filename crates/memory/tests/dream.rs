@@ -4,16 +4,14 @@
 
 mod common;
 
-use common::{conversation, hook_with_model};
+use common::{conversation, hook_with_model, run_extractor};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{AgentEvent, BackgroundTasks, StopHook, VecSink};
 use memloop_memory::dream::{
     CONSOLIDATE_LOCK, Consolidator, DREAM_PURPOSE, DailyLogTool, DreamConfig, DreamGate, DreamHook,
     ProjectDirSessions, SessionSource, daily_log_path,
 };
-use memloop_memory::extract::{
-    EXTRACTOR_PURPOSE, ExtractionContext, Extractor, ExtractorConfig, ForkedExtractor,
-};
+use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
 use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -312,17 +310,11 @@ async fn daily_log_mode_appends_to_the_dated_log_through_the_store() {
         ),
     );
     model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("logged"));
-    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
-    let ctx = ExtractionContext {
-        hook: hook_with_model(1, conversation(1), &events, &bg, model.clone()),
-        new_messages: conversation(1),
-        trailing: false,
-    };
     let extractor = ForkedExtractor::new(store.clone()).config(ExtractorConfig {
         daily_log: true,
         ..ExtractorConfig::default()
     });
-    let written = extractor.extract(&ctx).await.unwrap();
+    let (written, _events) = run_extractor(&extractor, model.clone()).await;
     let today = daily_log_path(chrono::Local::now().date_naive());
     assert_eq!(written, vec![store.root().join(&today)]);
     let prompt = model.requests_for(EXTRACTOR_PURPOSE)[0]

@@ -4,12 +4,10 @@
 
 mod common;
 
-use common::{conversation, hook_with_model};
+use common::run_extractor;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_core::{Agent, AgentConfig, AgentEvent, BackgroundTasks, ContentBlock, VecSink};
-use memloop_memory::extract::{
-    EXTRACTOR_PURPOSE, ExtractionContext, ExtractionScheduler, Extractor, ForkedExtractor,
-};
+use memloop_core::{Agent, AgentConfig, AgentEvent, ContentBlock, VecSink};
+use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
 use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -65,16 +63,8 @@ async fn every_escape_attempt_is_denied_and_nothing_is_written_outside() {
     );
     model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("nothing to save"));
 
-    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
-    let ctx = ExtractionContext {
-        hook: hook_with_model(1, conversation(1), &events, &bg, model.clone()),
-        new_messages: conversation(1),
-        trailing: false,
-    };
-    let written = ForkedExtractor::new(store.clone())
-        .extract(&ctx)
-        .await
-        .unwrap();
+    let (written, events) =
+        run_extractor(&ForkedExtractor::new(store.clone()), model.clone()).await;
     assert!(written.is_empty());
 
     let denied: Vec<String> = events
@@ -155,16 +145,8 @@ async fn read_only_tools_run_and_contained_writes_land() {
         ),
     );
     model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("saved"));
-    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
-    let ctx = ExtractionContext {
-        hook: hook_with_model(1, conversation(1), &events, &bg, model.clone()),
-        new_messages: conversation(1),
-        trailing: false,
-    };
-    let written = ForkedExtractor::new(store.clone())
-        .extract(&ctx)
-        .await
-        .unwrap();
+    let (written, events) =
+        run_extractor(&ForkedExtractor::new(store.clone()), model.clone()).await;
     let canonical = std::fs::canonicalize(tmp.path()).unwrap();
     assert_eq!(written, vec![canonical.join("project/deadline.md")]);
     assert!(
