@@ -366,3 +366,26 @@ async fn reports_saved_files_relative_without_the_index_and_ignores_forks_and_di
     assert!(!off.is_running());
     assert_eq!(ex.calls().len(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_vanished_cursor_covers_all_normal_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ex, _started) = TestExtractor::new(false);
+    let sched = ExtractionScheduler::new(store(&dir), ex.clone());
+    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
+    sched.on_stop(hook(1, conversation(1), &events, &bg)).await;
+    assert!(sched.drain(Duration::from_secs(1)).await.completed);
+    assert_eq!(sched.cursor("s1").unwrap().as_str(), "a1");
+
+    // After compaction a1 is gone: everything but the summary counts as new.
+    let mut compacted = vec![
+        Message::user("summary of earlier work")
+            .with_id("sum")
+            .with_kind(memloop_core::MessageKind::CompactSummary),
+    ];
+    compacted.extend(conversation(3).into_iter().skip(4));
+    sched.on_stop(hook(2, compacted, &events, &bg)).await;
+    assert!(sched.drain(Duration::from_secs(1)).await.completed);
+    assert_eq!(ex.calls()[1].ids, ids(3..=3));
+    assert_eq!(sched.cursor("s1").unwrap().as_str(), "a3");
+}

@@ -40,6 +40,16 @@ pub struct DreamConfig {
     pub stale_lock_after: Duration,
 }
 
+impl DreamConfig {
+    /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    pub fn from_env(env: &crate::EnvVars) -> Self {
+        Self {
+            enabled: !env.auto_memory_disabled(),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for DreamConfig {
     fn default() -> Self {
         Self {

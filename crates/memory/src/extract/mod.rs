@@ -8,6 +8,57 @@
 //!   trailing run, drain).
 //! - [`memory_writer_tools`] / [`memory_writer_gate`]: the permissions shared by the extractor
 //!   and the consolidator.
+//!
+//! Wiring (offline, with a scripted model that makes the extractor save a preference):
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use memloop_core::testing::{ScriptStep, ScriptedModel};
+//! use memloop_core::{Agent, AgentEvent, VecSink};
+//! use memloop_memory::dream::DreamHook;
+//! use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
+//! use memloop_memory::{FileMemoryStore, MemoryStore};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(dir.path().join("memory"))?);
+//!
+//! // Main agent: one answer. Extractor (requests with purpose "extractor"): save, then stop.
+//! let model = ScriptedModel::new()
+//!     .then(ScriptStep::text("Noted: tabs, not spaces."))
+//!     .on_purpose(EXTRACTOR_PURPOSE, |req| {
+//!         let after_tool = req.messages.last().is_some_and(|m| m.tool_result_ids().next().is_some());
+//!         Some(if after_tool {
+//!             ScriptStep::text("saved")
+//!         } else {
+//!             ScriptStep::tool("memory_write", serde_json::json!({
+//!                 "topic": "feedback_indentation", "type": "feedback", "name": "Indentation",
+//!                 "description": "the user wants tabs, never spaces",
+//!                 "content": "Indent with tabs.\n**Why:** team style.\n**How to apply:** every file."
+//!             }))
+//!         })
+//!     });
+//!
+//! let extractor = Arc::new(ForkedExtractor::new(store.clone()));
+//! let extraction = Arc::new(ExtractionScheduler::new(store.clone(), extractor));
+//! let dream = Arc::new(DreamHook::new(store.clone()));
+//! let events = VecSink::default();
+//! let mut agent = Agent::builder(Arc::new(model))
+//!     .events(Arc::new(events.clone()))
+//!     .stop_hook(extraction.clone())
+//!     .stop_hook(dream)
+//!     .build();
+//!
+//! agent.run_turn("I prefer tabs over spaces").await?;
+//! assert!(agent.drain(Duration::from_secs(60)).await.completed); // waits for the extraction
+//! assert!(events.events().contains(&AgentEvent::MemoriesSaved {
+//!     paths: vec!["feedback_indentation.md".into()],
+//! }));
+//! assert!(store.load_index().await?.content.contains("(feedback_indentation.md)"));
+//! # Ok(()) }
+//! ```
 
 mod forked;
 mod permissions;

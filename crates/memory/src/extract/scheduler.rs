@@ -24,6 +24,23 @@ pub struct SchedulerConfig {
     pub drain_timeout: Duration,
 }
 
+impl SchedulerConfig {
+    /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    ///
+    /// ```
+    /// use memloop_memory::EnvVars;
+    /// use memloop_memory::extract::SchedulerConfig;
+    /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
+    /// assert!(!SchedulerConfig::from_env(&env).enabled);
+    /// ```
+    pub fn from_env(env: &crate::EnvVars) -> Self {
+        Self {
+            enabled: !env.auto_memory_disabled(),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for SchedulerConfig {
     fn default() -> Self {
         Self {
