@@ -389,3 +389,27 @@ async fn a_vanished_cursor_covers_all_normal_messages() {
     assert_eq!(ex.calls()[1].ids, ids(3..=3));
     assert_eq!(sched.cursor("s1").unwrap().as_str(), "a3");
 }
+
+#[tokio::test(start_paused = true)]
+async fn two_schedulers_on_one_dir_share_the_mutex() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, mut started_first) = TestExtractor::new(true);
+    let (second, mut started_second) = TestExtractor::new(false);
+    let a = ExtractionScheduler::new(store(&dir), first.clone());
+    let b = ExtractionScheduler::new(store(&dir), second.clone());
+    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
+
+    a.on_stop(hook(1, conversation(1), &events, &bg)).await;
+    assert_eq!(started_first.recv().await, Some(1));
+    let mut other = hook(7, conversation(2), &events, &bg);
+    other.session_id = "s2".into();
+    b.on_stop(other).await;
+    assert!(b.is_running(), "the dir is busy for every scheduler on it");
+    assert!(second.calls().is_empty(), "b waits for a's run");
+    first.release_one();
+    assert_eq!(started_second.recv().await, Some(7));
+    assert!(b.drain(Duration::from_secs(1)).await.completed);
+    assert!(second.calls()[0].trailing);
+    assert_eq!(b.cursor("s2").unwrap().as_str(), "a2");
+    assert_eq!(a.cursor("s1").unwrap().as_str(), "a1");
+}

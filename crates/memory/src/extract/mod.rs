@@ -63,6 +63,7 @@
 mod forked;
 mod permissions;
 mod scheduler;
+mod slot;
 
 pub use forked::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
 pub use permissions::{memory_writer_gate, memory_writer_tools};

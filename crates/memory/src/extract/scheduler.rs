@@ -1,5 +1,6 @@
 //! [`ExtractionScheduler`]: when to run the [`Extractor`] (SPEC section 7).
 
+use super::slot::{DirSlot, Pending, RunInfo, slot_for};
 use super::{ExtractError, ExtractionContext, Extractor, relative_to_memory_dir};
 use crate::store::MemoryStore;
 use async_trait::async_trait;
@@ -11,7 +12,6 @@ use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// Settings of the [`ExtractionScheduler`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,18 +51,9 @@ impl Default for SchedulerConfig {
     }
 }
 
-/// Who is running, for drain reports.
-#[derive(Debug, Clone)]
-struct RunInfo {
-    session: String,
-    turn: u64,
-    trailing: bool,
-}
-
+/// What one scheduler keeps for itself (the dir-wide running/pending state is in the slot).
 #[derive(Default)]
-struct State {
-    running: Option<RunInfo>,
-    pending: Option<HookContext>,
+struct Local {
     cursors: HashMap<String, MessageId>,
     turns_since_run: u32,
 }
@@ -71,14 +62,15 @@ struct Inner {
     store: Arc<dyn MemoryStore>,
     extractor: Arc<dyn Extractor>,
     config: SchedulerConfig,
-    state: Mutex<State>,
-    busy: watch::Sender<bool>,
+    slot: Arc<DirSlot<Inner>>,
+    local: Mutex<Local>,
 }
 
 /// The extraction stop hook: at most one extraction per memory dir at a time, with a trailing
 /// run for the newest context that arrived meanwhile.
 ///
-/// Use one scheduler per memory dir and share it (`Arc`) between the agents writing that dir.
+/// The mutex is per memory dir for the whole process: schedulers created for the same dir share
+/// it (a context queued by one is run by its own extractor as the trailing run).
 /// [`on_stop`](StopHook::on_stop) only takes a short lock and spawns the run on the agent's
 /// tracked background tasks, so it returns in microseconds even while an extraction runs.
 ///
@@ -99,9 +91,9 @@ impl std::fmt::Debug for ExtractionScheduler {
     }
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+fn lock(local: &Mutex<Local>) -> MutexGuard<'_, Local> {
     // A poisoned lock only means a panic elsewhere while holding it; the state stays usable.
-    state
+    local
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -120,29 +112,29 @@ impl ExtractionScheduler {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                slot: slot_for(store.root()),
                 store,
                 extractor,
                 config,
-                state: Mutex::new(State::default()),
-                busy: watch::channel(false).0,
+                local: Mutex::new(Local::default()),
             }),
         }
     }
 
     /// The id of the last message covered for `session_id`.
     pub fn cursor(&self, session_id: &str) -> Option<MessageId> {
-        lock(&self.inner.state).cursors.get(session_id).cloned()
+        lock(&self.inner.local).cursors.get(session_id).cloned()
     }
 
-    /// Whether an extraction (or its trailing run) is in progress.
+    /// Whether an extraction (or its trailing run) is in progress for this memory dir.
     pub fn is_running(&self) -> bool {
-        *self.inner.busy.borrow()
+        *self.inner.slot.busy.borrow()
     }
 
     /// Wait until the running extraction and its trailing run(s) finished, or `timeout`. On a
     /// timeout the report names what was still running and what was still queued.
     pub async fn drain(&self, timeout: Duration) -> DrainReport {
-        let mut rx = self.inner.busy.subscribe();
+        let mut rx = self.inner.slot.busy.subscribe();
         if tokio::time::timeout(timeout, rx.wait_for(|busy| !*busy))
             .await
             .is_ok()
@@ -152,7 +144,7 @@ impl ExtractionScheduler {
                 still_running: Vec::new(),
             };
         }
-        let state = lock(&self.inner.state);
+        let state = self.inner.slot.lock();
         let root = self.inner.store.root().display().to_string();
         let mut still = Vec::new();
         if let Some(r) = &state.running {
@@ -169,7 +161,7 @@ impl ExtractionScheduler {
         if let Some(p) = &state.pending {
             still.push(format!(
                 "queued trailing extraction for {root} (session {}, turn {})",
-                p.session_id, p.turn
+                p.ctx.session_id, p.ctx.turn
             ));
         }
         DrainReport {
@@ -191,13 +183,16 @@ impl StopHook for ExtractionScheduler {
             return;
         }
         {
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.slot.lock();
             if state.running.is_some() {
                 tracing::debug!(
                     turn = ctx.turn,
                     "extraction running; context kept as pending"
                 );
-                state.pending = Some(ctx);
+                state.pending = Some(Pending {
+                    ctx,
+                    owner: self.inner.clone(),
+                });
                 return;
             }
             state.running = Some(RunInfo {
@@ -205,7 +200,7 @@ impl StopHook for ExtractionScheduler {
                 turn: ctx.turn,
                 trailing: false,
             });
-            self.inner.busy.send_replace(true);
+            self.inner.slot.busy.send_replace(true);
         }
         let inner = self.inner.clone();
         let background = ctx.background.clone();
@@ -218,24 +213,25 @@ impl StopHook for ExtractionScheduler {
 
 impl Inner {
     async fn run_chain(self: Arc<Self>, first: HookContext) {
-        let mut ctx = first;
+        let (mut owner, mut ctx) = (self, first);
         let mut trailing = false;
         loop {
-            self.run_once(&ctx, trailing).await;
-            let mut state = lock(&self.state);
+            owner.run_once(&ctx, trailing).await;
+            let slot = owner.slot.clone();
+            let mut state = slot.lock();
             match state.pending.take() {
                 Some(next) => {
                     state.running = Some(RunInfo {
-                        session: next.session_id.clone(),
-                        turn: next.turn,
+                        session: next.ctx.session_id.clone(),
+                        turn: next.ctx.turn,
                         trailing: true,
                     });
-                    ctx = next;
+                    (owner, ctx) = (next.owner, next.ctx);
                     trailing = true;
                 }
                 None => {
                     state.running = None;
-                    self.busy.send_replace(false);
+                    slot.busy.send_replace(false);
                     return;
                 }
             }
@@ -246,7 +242,7 @@ impl Inner {
         let Some(last_id) = ctx.messages.last().map(|m| m.id.clone()) else {
             return;
         };
-        let cursor = lock(&self.state).cursors.get(&ctx.session_id).cloned();
+        let cursor = lock(&self.local).cursors.get(&ctx.session_id).cloned();
         let after = messages_after(&ctx.messages, cursor.as_ref());
         if after.iter().any(|m| self.wrote_memory(m)) {
             self.advance(&ctx.session_id, last_id);
@@ -269,7 +265,7 @@ impl Inner {
             return;
         }
         if !trailing {
-            let mut state = lock(&self.state);
+            let mut state = lock(&self.local);
             state.turns_since_run += 1;
             if state.turns_since_run < self.config.every_n_turns {
                 let (n, every) = (state.turns_since_run, self.config.every_n_turns);
@@ -309,7 +305,7 @@ impl Inner {
     }
 
     fn advance(&self, session: &str, to: MessageId) {
-        lock(&self.state).cursors.insert(session.to_owned(), to);
+        lock(&self.local).cursors.insert(session.to_owned(), to);
     }
 
     fn wrote_memory(&self, m: &Message) -> bool {
