@@ -8,7 +8,7 @@ use crate::index::{
 };
 use crate::paths::ResolvedMemoryDir;
 use crate::safety::{
-    ContainmentGate, DirLock, SecretFilter, TEMP_PREFIX, atomic_write, validate_rel_path,
+    ContainmentGate, DirLock, SecretFilter, atomic_write, remove_temp_files, validate_rel_path,
 };
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
 use crate::store::MemoryStore;
@@ -107,25 +107,7 @@ impl FileMemoryStore {
     /// so taking the lock here guarantees no in-flight write is touched. Runs on [`open`](Self::open).
     pub fn sweep_temp_files(&self) -> Result<usize, MemoryError> {
         let _lock = DirLock::acquire(self.root())?;
-        let mut removed = 0;
-        let mut stack = vec![self.root().to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let Ok(ft) = e.file_type() else { continue };
-                let name = e.file_name();
-                if ft.is_dir() {
-                    stack.push(e.path());
-                } else if ft.is_file() && name.to_string_lossy().starts_with(TEMP_PREFIX) {
-                    std::fs::remove_file(e.path())
-                        .map_err(|err| MemoryError::io("removing a leftover temp file", err))?;
-                    removed += 1;
-                }
-            }
-        }
-        Ok(removed)
+        remove_temp_files(self.root())
     }
 
     /// Open the dir chosen by [`crate::MemoryDirResolver::resolve`].
