@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 mod manifest;
+pub mod recall;
 mod store;
 mod types;
 
