@@ -12,13 +12,13 @@ const FIELDS: usize = 3;
 /// Tuning of [`Bm25Index`]. The defaults were tuned on LoCoMo (see the crate README).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bm25Params {
-    /// Term-frequency saturation. Default 1.2.
+    /// Term-frequency saturation. Default 0.9.
     pub k1: f32,
-    /// Length normalisation (0 = none, 1 = full). Default 0.75.
+    /// Length normalisation (0 = none, 1 = full). Default 0.4.
     pub b: f32,
     /// Weight of the name field. Default 1.0.
     pub name_weight: f32,
-    /// Weight of the description field. Default 2.0.
+    /// Weight of the description field. Default 1.0.
     pub description_weight: f32,
     /// Weight of the body field. Default 1.0.
     pub body_weight: f32,
@@ -26,18 +26,20 @@ pub struct Bm25Params {
     pub bigrams: bool,
     /// Score multiplier of bigram matches. Default 0.5.
     pub bigram_weight: f32,
-    /// Share of the best sibling's score (same directory) added to a memory's score; 0 disables
-    /// the lift. Default 0.0 (flat memory dirs gain nothing from it).
+    /// Share of the best sibling's score (same sub-directory) added to a memory's score; 0
+    /// disables the lift. Memories at the top of the memory dir are never lifted. Default 0.0:
+    /// turn it on for layouts that file related memories together (one folder per session,
+    /// project or topic, with a summary next to the details).
     pub dir_weight: f32,
 }
 
 impl Default for Bm25Params {
     fn default() -> Self {
         Self {
-            k1: 1.2,
-            b: 0.75,
+            k1: 0.9,
+            b: 0.4,
             name_weight: 1.0,
-            description_weight: 2.0,
+            description_weight: 1.0,
             body_weight: 1.0,
             bigrams: true,
             bigram_weight: 0.5,
@@ -244,18 +246,41 @@ impl Bm25Index {
         k: usize,
         keep: impl Fn(&str) -> bool,
     ) -> Vec<(String, f32)> {
-        let n = self.by_path.len();
-        if n == 0 || k == 0 {
+        if self.by_path.is_empty() || k == 0 {
             return Vec::new();
         }
-        let mut qterms: Vec<u32> = self
+        let mut qterms: Vec<(u32, f32)> = self
             .analyzer
             .terms(query)
             .iter()
-            .filter_map(|t| self.term_ids.get(t).copied())
+            .filter_map(|t| self.term_ids.get(t).map(|id| (*id, 1.0)))
             .collect();
-        qterms.sort_unstable();
-        qterms.dedup();
+        qterms.sort_unstable_by_key(|q| q.0);
+        qterms.dedup_by_key(|q| q.0);
+        let (scores, touched) = self.score(&qterms);
+        let ranked = if self.params.dir_weight > 0.0 {
+            self.lift(&scores, &touched)
+        } else {
+            touched.iter().map(|d| (*d, scores[*d as usize])).collect()
+        };
+        self.top_k(ranked, k, keep)
+    }
+
+    fn idf(&self, tid: u32) -> f32 {
+        let n = self.by_path.len() as f32;
+        let df = self.postings[tid as usize].len() as f32;
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        if self.is_bigram[tid as usize] {
+            idf * self.params.bigram_weight
+        } else {
+            idf
+        }
+    }
+
+    /// BM25F scores of every memory sharing a term with `qterms` (dense by doc slot), and the
+    /// slots touched.
+    fn score(&self, qterms: &[(u32, f32)]) -> (Vec<f32>, Vec<u32>) {
+        let n = self.by_path.len().max(1);
         let avg: [f32; FIELDS] =
             std::array::from_fn(|f| (self.len_sum[f] as f32 / n as f32).max(1.0));
         let w = [
@@ -266,16 +291,12 @@ impl Bm25Index {
         let (k1, b) = (self.params.k1, self.params.b);
         let mut scores = vec![0f32; self.docs.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for tid in qterms {
+        for &(tid, qw) in qterms {
             let list = &self.postings[tid as usize];
             if list.is_empty() {
                 continue;
             }
-            let df = list.len() as f32;
-            let mut idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
-            if self.is_bigram[tid as usize] {
-                idf *= self.params.bigram_weight;
-            }
+            let idf = qw * self.idf(tid);
             for p in list {
                 let Some(doc) = self.doc(p.doc) else { continue };
                 let mut tf = 0f32;
@@ -292,12 +313,7 @@ impl Bm25Index {
                 *slot += idf * tf * (k1 + 1.0) / (k1 + tf);
             }
         }
-        let ranked = if self.params.dir_weight > 0.0 {
-            self.lift(&scores, &touched)
-        } else {
-            touched.iter().map(|d| (*d, scores[*d as usize])).collect()
-        };
-        self.top_k(ranked, k, keep)
+        (scores, touched)
     }
 
     /// Add `dir_weight` × the best other score of the same directory to every memory of a
@@ -315,7 +331,18 @@ impl Bm25Index {
             }
         }
         let mut out = Vec::new();
+        let root = self.dir_ids.get("").copied();
         for (dir, (top, top_doc, second)) in best {
+            if Some(dir) == root {
+                out.extend(
+                    self.dir_members
+                        .get(dir as usize)
+                        .into_iter()
+                        .flatten()
+                        .map(|m| (*m, scores[*m as usize])),
+                );
+                continue;
+            }
             for m in self.dir_members.get(dir as usize).into_iter().flatten() {
                 let sibling = if *m == top_doc { second } else { top };
                 out.push((*m, scores[*m as usize] + self.params.dir_weight * sibling));

@@ -2,7 +2,7 @@
 
 use super::reads::{ReadTools, read_in_full};
 use super::selector::{SelectionContext, Selector};
-use super::surface::{Clock, SystemClock, age_days, render_memory};
+use super::surface::{Clock, SystemClock, age_days, render_surfaced};
 use crate::store::MemoryStore;
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
@@ -291,7 +291,7 @@ impl Job {
                 .find(|h| &h.rel_path == rel)
                 .map_or(file.header.mtime, |h| h.mtime);
             let shown = self.store.root().join(rel);
-            let text = render_memory(
+            let text = render_surfaced(
                 &shown.to_string_lossy(),
                 &file.raw,
                 age_days(now, mtime),

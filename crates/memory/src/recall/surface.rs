@@ -144,7 +144,7 @@ pub fn truncation_note(cut: Cut, max_lines: usize, max_bytes: usize, path: &str)
 }
 
 /// One memory rendered for surfacing: header, (possibly cut) content, note.
-pub fn render_memory(
+pub fn render_surfaced(
     path: &str,
     content: &str,
     days: u64,
