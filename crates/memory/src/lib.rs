@@ -6,13 +6,46 @@
 //! consolidation, and project-instruction loading.
 #![warn(missing_docs)]
 
+mod env;
+mod file_store;
+mod frontmatter;
+mod index;
 mod manifest;
 pub mod recall;
+mod paths;
+mod project;
+mod prompt;
+mod safety;
+mod scan;
 mod store;
+mod tools;
 mod types;
+
+pub use env::{EnvVars, is_truthy, parse_bool_env};
+pub use file_store::{FileMemoryStore, StoreConfig};
+pub use frontmatter::{Frontmatter, ParsedMemory, append_to_existing, parse_memory, render_memory};
+pub use index::{
+    INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
+    remove_entry, upsert_entry,
+};
+pub use paths::{
+    ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir, SETTINGS_KEY,
+    validate_memory_dir,
+};
+pub use project::{canonical_project_root, find_git_root, project_dir, project_slug};
+pub use prompt::{MemorySection, render_template};
+pub use safety::{
+    ContainmentGate, DirLock, LOCK_FILE, SecretFilter, SecretPattern, TEMP_PREFIX, atomic_write,
+    normalize_lexically, topic_to_rel_path, validate_rel_path, validate_topic,
+};
+pub use scan::{ScanConfig, scan_dir};
 
 pub use manifest::{format_manifest, manifest_line};
 pub use store::MemoryStore;
+pub use tools::{
+    INDEX_TOPIC, LIST_TOPIC, MEMORY_READ, MEMORY_WRITE, MemoryReadTool, MemoryWriteTool,
+    memory_tools,
+};
 pub use types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryType,
     WriteMode, WriteReport,

@@ -1,0 +1,352 @@
+//! [`FileMemoryStore`]: the embedded default [`MemoryStore`], a directory of Markdown files with
+//! a `MEMORY.md` index, in Claude Code's format (SPEC sections 2-5 and 12).
+
+use crate::frontmatter::{append_to_existing, parse_memory, render_memory};
+use crate::index::{
+    INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
+    remove_entry, upsert_entry,
+};
+use crate::paths::ResolvedMemoryDir;
+use crate::safety::{ContainmentGate, DirLock, SecretFilter, atomic_write, validate_rel_path};
+use crate::scan::{ScanConfig, scan_dir};
+use crate::store::MemoryStore;
+use crate::types::{
+    IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
+    WriteReport,
+};
+use async_trait::async_trait;
+use memloop_core::WriteScopeGate;
+use std::path::{Path, PathBuf};
+
+/// Limits of a [`FileMemoryStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Index caps (200 lines / 25,000 bytes / 150-char entry lines).
+    pub index: IndexCaps,
+    /// Scan limits (30 lines per file).
+    pub scan: ScanConfig,
+    /// Largest memory file [`MemoryStore::read`] accepts (1 MiB).
+    pub max_read_bytes: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            index: IndexCaps::default(),
+            scan: ScanConfig::default(),
+            max_read_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// The file-backed memory store. Cheap to clone; share it as `Arc<dyn MemoryStore>`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+/// let dir = tempfile::tempdir()?;
+/// let store = FileMemoryStore::open(dir.path())?;
+/// let doc = MemoryDoc { name: "Testing".into(), description: "integration tests hit a real db".into(),
+///     memory_type: Some(MemoryType::Feedback), body: "Never mock the database.\n".into() };
+/// store.write("feedback_testing.md", &doc, WriteMode::Overwrite).await?;
+/// assert_eq!(store.index_entries().await?[0].file, "feedback_testing.md");
+/// assert_eq!(store.scan().await?[0].memory_type, Some(MemoryType::Feedback));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct FileMemoryStore {
+    gate: ContainmentGate,
+    config: StoreConfig,
+}
+
+fn join_err(e: tokio::task::JoinError) -> MemoryError {
+    MemoryError::io("memory task failed", std::io::Error::other(e.to_string()))
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, MemoryError> + Send + 'static,
+) -> Result<T, MemoryError> {
+    tokio::task::spawn_blocking(f).await.map_err(join_err)?
+}
+
+impl FileMemoryStore {
+    /// Open (creating it if needed) the memory dir `dir`.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, MemoryError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir)
+            .map_err(|e| MemoryError::io(format!("creating memory dir {}", dir.display()), e))?;
+        Ok(Self {
+            gate: ContainmentGate::new(dir)?,
+            config: StoreConfig::default(),
+        })
+    }
+
+    /// Open the dir chosen by [`crate::MemoryDirResolver::resolve`].
+    pub fn open_resolved(resolved: &ResolvedMemoryDir) -> Result<Self, MemoryError> {
+        Self::open(&resolved.dir)
+    }
+
+    /// Replace the limits (builder style).
+    pub fn with_config(mut self, config: StoreConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The store's containment gate (the single gate every memory write passes).
+    pub fn gate(&self) -> &ContainmentGate {
+        &self.gate
+    }
+
+    /// A permission gate for forked agents: read-only tools, and writes inside this memory dir.
+    pub fn write_scope_gate(&self) -> WriteScopeGate {
+        WriteScopeGate::new(self.gate.as_contains_fn())
+    }
+
+    /// Rename a memory and repoint its index line (title and hook kept), under the lock.
+    pub async fn rename(&self, from: &str, to: &str) -> Result<WriteReport, MemoryError> {
+        let (from, to) = (
+            validate_rel_path(from)?.to_owned(),
+            validate_rel_path(to)?.to_owned(),
+        );
+        let (src, dst) = (
+            self.gate.check(Path::new(&from))?,
+            self.gate.check(Path::new(&to))?,
+        );
+        let this = self.clone();
+        blocking(move || {
+            let _lock = DirLock::acquire(this.root())?;
+            if !src.is_file() {
+                return Err(MemoryError::NotFound(from));
+            }
+            if dst.exists() {
+                return Err(MemoryError::InvalidName {
+                    name: to,
+                    reason: "a memory with that name already exists".into(),
+                });
+            }
+            if let Some(parent) = dst.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| MemoryError::io("creating dir", e))?;
+            }
+            std::fs::rename(&src, &dst)
+                .map_err(|e| MemoryError::io(format!("renaming {from}"), e))?;
+            this.edit_index(|text| {
+                let line = text
+                    .lines()
+                    .filter_map(parse_entry_line)
+                    .find(|e| e.file == from);
+                match line {
+                    Some(e) => upsert_entry(
+                        text,
+                        &from,
+                        &format_entry_line(
+                            &e.title,
+                            &to,
+                            &e.hook,
+                            this.config.index.max_entry_chars,
+                        ),
+                    ),
+                    None => text.to_owned(),
+                }
+            })?;
+            Ok(WriteReport {
+                rel_path: to,
+                path: dst,
+                created: false,
+            })
+        })
+        .await
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.root().join(INDEX_FILE)
+    }
+
+    fn read_index_text(&self) -> Result<String, MemoryError> {
+        match std::fs::read(self.index_path()) {
+            Ok(bytes) => Ok(match String::from_utf8(bytes) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("MEMORY.md is not valid UTF-8; invalid bytes replaced");
+                    String::from_utf8_lossy(e.as_bytes()).into_owned()
+                }
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(MemoryError::io("reading MEMORY.md", e)),
+        }
+    }
+
+    /// Rewrite the index through `f` (caller holds the lock); untouched when `f` changes nothing.
+    fn edit_index(&self, f: impl FnOnce(&str) -> String) -> Result<(), MemoryError> {
+        let old = self.read_index_text()?;
+        let new = f(&old);
+        if new != old {
+            atomic_write(&self.gate.check(Path::new(INDEX_FILE))?, new.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    fn write_blocking(
+        &self,
+        rel: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+    ) -> Result<WriteReport, MemoryError> {
+        let path = self.gate.check(Path::new(rel))?;
+        let _lock = DirLock::acquire(self.root())?;
+        let existing = match std::fs::read(&path) {
+            Ok(b) => Some(String::from_utf8(b).map_err(|_| MemoryError::Unreadable {
+                path: rel.to_owned(),
+                reason: "the existing file is not valid UTF-8; refusing to modify it".into(),
+            })?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(MemoryError::io(format!("reading {rel}"), e)),
+        };
+        let created = existing.is_none();
+        let text = match (&existing, mode) {
+            (Some(old), WriteMode::Append) => append_to_existing(old, doc),
+            _ => render_memory(doc),
+        };
+        if existing.as_deref() != Some(text.as_str()) {
+            atomic_write(&path, text.as_bytes())?;
+        }
+        let fm = parse_memory(&text).frontmatter.unwrap_or_default();
+        let stem = rel
+            .rsplit('/')
+            .next()
+            .unwrap_or(rel)
+            .trim_end_matches(".md");
+        let line = format_entry_line(
+            fm.name.as_deref().unwrap_or(stem),
+            rel,
+            fm.description.as_deref().unwrap_or(""),
+            self.config.index.max_entry_chars,
+        );
+        self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+        tracing::info!(rel, created, bytes = text.len(), "memory written");
+        Ok(WriteReport {
+            rel_path: rel.to_owned(),
+            path,
+            created,
+        })
+    }
+
+    fn read_blocking(&self, rel: &str) -> Result<MemoryFile, MemoryError> {
+        let path = self.gate.check(Path::new(rel))?;
+        let unreadable = |reason: String| MemoryError::Unreadable {
+            path: rel.to_owned(),
+            reason,
+        };
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(MemoryError::NotFound(rel.to_owned()));
+            }
+            Err(e) => return Err(MemoryError::io(format!("reading {rel}"), e)),
+        };
+        if !meta.is_file() {
+            return Err(MemoryError::NotFound(rel.to_owned()));
+        }
+        if meta.len() > self.config.max_read_bytes {
+            return Err(unreadable(format!(
+                "it is {} bytes (limit {})",
+                meta.len(),
+                self.config.max_read_bytes
+            )));
+        }
+        let bytes =
+            std::fs::read(&path).map_err(|e| MemoryError::io(format!("reading {rel}"), e))?;
+        if bytes.contains(&0) {
+            return Err(unreadable("it is binary (contains NUL bytes)".into()));
+        }
+        let raw =
+            String::from_utf8(bytes).map_err(|_| unreadable("it is not valid UTF-8".into()))?;
+        let parsed = parse_memory(&raw);
+        let fm = parsed.frontmatter.clone().unwrap_or_default();
+        let body = parsed.body.to_owned();
+        Ok(MemoryFile {
+            header: MemoryHeader {
+                rel_path: rel.to_owned(),
+                name: fm.name,
+                description: fm.description,
+                memory_type: fm.memory_type,
+                mtime: meta.modified().map_err(|e| MemoryError::io("stat", e))?,
+            },
+            body,
+            raw,
+        })
+    }
+
+    fn delete_blocking(&self, rel: &str) -> Result<(), MemoryError> {
+        let path = self.gate.check(Path::new(rel))?;
+        let _lock = DirLock::acquire(self.root())?;
+        let existed = match std::fs::remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(MemoryError::io(format!("deleting {rel}"), e)),
+        };
+        let mut had_line = false;
+        self.edit_index(|idx| {
+            let (text, removed) = remove_entry(idx, rel);
+            had_line = removed;
+            text
+        })?;
+        if existed || had_line {
+            tracing::info!(rel, "memory deleted");
+            Ok(())
+        } else {
+            Err(MemoryError::NotFound(rel.to_owned()))
+        }
+    }
+}
+
+#[async_trait]
+impl MemoryStore for FileMemoryStore {
+    fn root(&self) -> &Path {
+        self.gate.root()
+    }
+
+    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
+        let (root, cfg) = (self.root().to_path_buf(), self.config.scan);
+        blocking(move || scan_dir(&root, &cfg)).await
+    }
+
+    async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
+        let rel = validate_rel_path(rel_path)?.to_owned();
+        let this = self.clone();
+        blocking(move || this.read_blocking(&rel)).await
+    }
+
+    async fn write(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+    ) -> Result<WriteReport, MemoryError> {
+        let rel = validate_rel_path(rel_path)?.to_owned();
+        for part in [&doc.name, &doc.description, &doc.body] {
+            SecretFilter::check(part)?;
+        }
+        let (this, doc) = (self.clone(), doc.clone());
+        blocking(move || this.write_blocking(&rel, &doc, mode)).await
+    }
+
+    async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
+        let rel = validate_rel_path(rel_path)?.to_owned();
+        let this = self.clone();
+        blocking(move || this.delete_blocking(&rel)).await
+    }
+
+    async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
+        let this = self.clone();
+        blocking(move || Ok(load_capped(&this.read_index_text()?, this.config.index))).await
+    }
+
+    async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
+        let this = self.clone();
+        blocking(move || Ok(parse_entries(&this.read_index_text()?))).await
+    }
+
+    fn check_contained(&self, path: &Path) -> Result<PathBuf, MemoryError> {
+        self.gate.check(path)
+    }
+}

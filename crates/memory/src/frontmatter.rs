@@ -1,0 +1,310 @@
+//! Memory file frontmatter (SPEC section 3): parse, render and edit in place.
+//!
+//! Parsing is tolerant: a UTF-8 BOM and CRLF line ends are accepted; YAML a strict parser rejects
+//! (an unquoted `: ` or a leading backtick in a description) is retried after quoting the values
+//! of simple `key: value` lines; if that fails too the file has no frontmatter and is listed by
+//! its filename.
+//!
+//! **Typing rule.** `type` is an exact lowercase match of `user`, `feedback`, `project` or
+//! `reference`; anything else is "no type". Claude Code agent-memory dirs also write the type
+//! nested as `metadata:` / `  type: X`: when the top-level `type` key is *absent*, memloop reads
+//! `metadata.type` with the same rule. A present but unknown top-level `type` wins (no type), so
+//! a file never gets two answers.
+
+use crate::types::{MemoryDoc, MemoryType};
+use regex::Regex;
+use serde_norway::{Mapping, Value};
+use std::sync::OnceLock;
+
+/// The parsed frontmatter fields memloop uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Frontmatter {
+    /// `name`.
+    pub name: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `type` (or `metadata.type` when `type` is absent), if it is one of the four.
+    pub memory_type: Option<MemoryType>,
+    /// Whether the YAML only parsed after the quoting retry.
+    pub repaired: bool,
+}
+
+/// A memory file split into frontmatter and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedMemory<'a> {
+    /// The frontmatter, when present and parseable.
+    pub frontmatter: Option<Frontmatter>,
+    /// The body: the text after the closing `---` line minus one blank separator line; the whole
+    /// text (without BOM) when there is no usable frontmatter.
+    pub body: &'a str,
+}
+
+/// Split `text` into (YAML, body) when it starts with a `---` fence closed by a later `---` line.
+fn split(text: &str) -> Option<(&str, &str)> {
+    let t = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let first_end = t.find('\n')?;
+    if t[..first_end].trim_end() != "---" {
+        return None;
+    }
+    let yaml_start = first_end + 1;
+    let mut pos = yaml_start;
+    while pos <= t.len() {
+        let end = t[pos..].find('\n').map_or(t.len(), |i| pos + i);
+        if t[pos..end].trim_end() == "---" {
+            let body_start = (end + 1).min(t.len());
+            return Some((&t[yaml_start..pos], &t[body_start..]));
+        }
+        if end == t.len() {
+            break;
+        }
+        pos = end + 1;
+    }
+    None
+}
+
+fn strip_separator(body: &str) -> &str {
+    body.strip_prefix("\r\n")
+        .or_else(|| body.strip_prefix('\n'))
+        .unwrap_or(body)
+}
+
+fn as_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn parse_mapping(yaml: &str) -> Option<Mapping> {
+    match serde_norway::from_str::<Value>(yaml) {
+        Ok(Value::Mapping(m)) => Some(m),
+        Ok(Value::Null) => Some(Mapping::new()),
+        _ => None,
+    }
+}
+
+fn simple_line() -> Option<&'static Regex> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"^([ \t]*)([A-Za-z_][\w-]*):[ \t]+(.*?)[ \t]*$").ok())
+        .as_ref()
+}
+
+/// The quoting retry: every simple `key: value` line whose value is not already quoted or a
+/// block-scalar indicator gets its value double-quoted.
+fn quote_values(yaml: &str) -> String {
+    let Some(re) = simple_line() else {
+        return yaml.to_owned();
+    };
+    yaml.lines()
+        .map(|raw| {
+            let line = raw.trim_end_matches('\r');
+            let Some(c) = re.captures(line) else {
+                return line.to_owned();
+            };
+            let (indent, key, value) = (&c[1], &c[2], &c[3]);
+            let quoted = |q: char| value.len() >= 2 && value.starts_with(q) && value.ends_with(q);
+            if value.is_empty()
+                || quoted('"')
+                || quoted('\'')
+                || matches!(value, "|" | ">" | "|-" | ">-")
+            {
+                return line.to_owned();
+            }
+            format!("{indent}{key}: {}", json_quote(value))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn json_quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{}\"", s.replace(['"', '\\'], "")))
+}
+
+fn fields(m: &Mapping, repaired: bool) -> Frontmatter {
+    let get = |k: &str| m.get(k).and_then(as_text).map(|s| s.trim().to_owned());
+    let memory_type = match m.get("type") {
+        Some(v) => as_text(v).and_then(|s| MemoryType::parse(s.trim())),
+        None => m
+            .get("metadata")
+            .and_then(|md| md.get("type"))
+            .and_then(as_text)
+            .and_then(|s| MemoryType::parse(s.trim())),
+    };
+    Frontmatter {
+        name: get("name").filter(|s| !s.is_empty()),
+        description: get("description").filter(|s| !s.is_empty()),
+        memory_type,
+        repaired,
+    }
+}
+
+/// Parse a memory file (or its first lines, as the scan does).
+///
+/// ```
+/// use memloop_memory::{parse_memory, MemoryType};
+/// let p = parse_memory("---\r\nname: Tests\r\ndescription: use: real db\r\ntype: feedback\r\n---\r\n\r\nBody\r\n");
+/// let fm = p.frontmatter.unwrap();
+/// assert_eq!(fm.description.as_deref(), Some("use: real db"));
+/// assert_eq!(fm.memory_type, Some(MemoryType::Feedback));
+/// assert_eq!(p.body, "Body\r\n");
+/// ```
+pub fn parse_memory(text: &str) -> ParsedMemory<'_> {
+    let no_bom = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some((yaml, body)) = split(text) else {
+        return ParsedMemory {
+            frontmatter: None,
+            body: no_bom,
+        };
+    };
+    let fm = match parse_mapping(yaml) {
+        Some(m) => Some(fields(&m, false)),
+        None => parse_mapping(&quote_values(yaml)).map(|m| fields(&m, true)),
+    };
+    match fm {
+        Some(f) => ParsedMemory {
+            frontmatter: Some(f),
+            body: strip_separator(body),
+        },
+        None => {
+            tracing::debug!("frontmatter is not valid YAML even after quoting; ignoring it");
+            ParsedMemory {
+                frontmatter: None,
+                body: no_bom,
+            }
+        }
+    }
+}
+
+/// A frontmatter value on one line: plain when YAML reads it back unchanged, else double-quoted.
+fn yaml_value(s: &str) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let plain_ok = parse_mapping(&format!("k: {one_line}\n"))
+        .and_then(|m| m.get("k").cloned())
+        .is_some_and(|v| v == Value::String(one_line.clone()));
+    if plain_ok {
+        one_line
+    } else {
+        json_quote(&one_line)
+    }
+}
+
+/// Render a memory file in Claude Code's layout: `---`, `name`, `description`, `type` (when
+/// set), `---`, a blank line, the body (newline-terminated).
+///
+/// ```
+/// use memloop_memory::{render_memory, parse_memory, MemoryDoc, MemoryType};
+/// let doc = MemoryDoc { name: "Tests".into(), description: "real db only".into(),
+///     memory_type: Some(MemoryType::Feedback), body: "Use the real db.\n".into() };
+/// let text = render_memory(&doc);
+/// assert_eq!(text, "---\nname: Tests\ndescription: real db only\ntype: feedback\n---\n\nUse the real db.\n");
+/// assert_eq!(parse_memory(&text).body, doc.body);
+/// ```
+pub fn render_memory(doc: &MemoryDoc) -> String {
+    let mut out = format!(
+        "---\nname: {}\ndescription: {}\n",
+        yaml_value(&doc.name),
+        yaml_value(&doc.description)
+    );
+    if let Some(t) = doc.memory_type {
+        out.push_str(&format!("type: {t}\n"));
+    }
+    out.push_str("---\n\n");
+    out.push_str(&doc.body);
+    if !doc.body.is_empty() && !doc.body.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// Append `doc.body` to an existing file, keeping its frontmatter bytes except for the fields
+/// `doc` changes (non-empty `name`/`description`, `Some` type), which are edited in place
+/// (`metadata:`-nested `type` lines included). Line ends follow the existing file.
+pub fn append_to_existing(existing: &str, doc: &MemoryDoc) -> String {
+    let eol = if existing.contains("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    };
+    let new_body = doc.body.replace("\r\n", "\n").replace('\n', eol);
+    let join = |old: &str| {
+        let mut s = old.to_owned();
+        if !s.is_empty() {
+            if !s.ends_with('\n') {
+                s.push_str(eol);
+            }
+            s.push_str(eol);
+        }
+        s.push_str(&new_body);
+        if !s.ends_with('\n') {
+            s.push_str(eol);
+        }
+        s
+    };
+    let parsed = parse_memory(existing);
+    let (Some(fm), Some((yaml, _))) = (parsed.frontmatter.as_ref(), split(existing)) else {
+        let merged = MemoryDoc {
+            body: join(parsed.body),
+            ..doc.clone()
+        };
+        return render_memory(&merged);
+    };
+    let mut lines: Vec<String> = yaml
+        .lines()
+        .map(|l| l.trim_end_matches('\r').to_owned())
+        .collect();
+    let mut changed = false;
+    if !doc.name.trim().is_empty() && fm.name.as_deref() != Some(doc.name.trim()) {
+        set_field(&mut lines, "name", &yaml_value(&doc.name));
+        changed = true;
+    }
+    if !doc.description.trim().is_empty()
+        && fm.description.as_deref() != Some(doc.description.trim())
+    {
+        set_field(&mut lines, "description", &yaml_value(&doc.description));
+        changed = true;
+    }
+    if let Some(t) = doc.memory_type.filter(|t| fm.memory_type != Some(*t)) {
+        set_field(&mut lines, "type", t.as_str());
+        changed = true;
+    }
+    let bom = if existing.starts_with('\u{feff}') {
+        "\u{feff}"
+    } else {
+        ""
+    };
+    let head = if !changed {
+        // Keep the original bytes (BOM, fences, separator) up to the body.
+        let body_at = existing.len() - parsed.body.len();
+        existing[..body_at].to_owned()
+    } else {
+        format!("{bom}---{eol}{}{eol}---{eol}{eol}", lines.join(eol))
+    };
+    head + &join(parsed.body)
+}
+
+/// Replace a top-level `key:` line (or, for `type`, an indented `type:` line under `metadata:`),
+/// or add the key before the closing fence.
+fn set_field(lines: &mut Vec<String>, key: &str, value: &str) {
+    let prefix = format!("{key}:");
+    if let Some(l) = lines.iter_mut().find(|l| l.starts_with(&prefix)) {
+        *l = format!("{key}: {value}");
+        return;
+    }
+    if key == "type" {
+        let meta = lines.iter().position(|l| l.trim_end() == "metadata:");
+        if let Some(start) = meta {
+            let nested = lines[start + 1..]
+                .iter_mut()
+                .take_while(|l| l.starts_with([' ', '\t']))
+                .find(|l| l.trim_start().starts_with("type:"));
+            if let Some(l) = nested {
+                let indent = &l[..l.len() - l.trim_start().len()];
+                *l = format!("{indent}type: {value}");
+                return;
+            }
+        }
+    }
+    lines.push(format!("{key}: {value}"));
+}

@@ -1,0 +1,212 @@
+//! The index, `MEMORY.md` (SPEC section 4): entry lines, in-place edits that leave every other
+//! line byte-for-byte alone, and the capped load used at session start.
+
+use crate::types::{IndexEntry, LoadedIndex};
+use regex::Regex;
+use std::sync::OnceLock;
+
+/// File name of the index.
+pub const INDEX_FILE: &str = "MEMORY.md";
+
+/// Caps of the index (SPEC section 4 defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexCaps {
+    /// Lines loaded into a session (200).
+    pub max_lines: usize,
+    /// UTF-8 bytes loaded into a session (25,000).
+    pub max_bytes: usize,
+    /// Characters of an entry line memloop writes (150).
+    pub max_entry_chars: usize,
+}
+
+impl Default for IndexCaps {
+    fn default() -> Self {
+        Self {
+            max_lines: 200,
+            max_bytes: 25_000,
+            max_entry_chars: 150,
+        }
+    }
+}
+
+fn entry_re() -> Option<&'static Regex> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"^\s*[-*+]\s+\[([^\]]*)\]\(\s*(?:\./)?([^)\s]+)\s*\)\s*(?:[—–-]+\s*(.*?))?\s*$")
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Parse one index line `- [Title](file.md) — hook`; `None` for prose or anything else. An
+/// em dash, en dash or hyphen separates the hook; a missing hook is empty.
+///
+/// ```
+/// use memloop_memory::parse_entry_line;
+/// let e = parse_entry_line("- [Testing](feedback_testing.md) — real db, no mocks").unwrap();
+/// assert_eq!((e.title.as_str(), e.file.as_str(), e.hook.as_str()),
+///            ("Testing", "feedback_testing.md", "real db, no mocks"));
+/// assert!(parse_entry_line("See [Testing](feedback_testing.md) for details.").is_none());
+/// ```
+pub fn parse_entry_line(line: &str) -> Option<IndexEntry> {
+    let c = entry_re()?.captures(line)?;
+    Some(IndexEntry {
+        title: c[1].trim().to_owned(),
+        file: c[2].to_owned(),
+        hook: c.get(3).map_or("", |m| m.as_str()).to_owned(),
+    })
+}
+
+/// All entry lines of an index, in order.
+pub fn parse_entries(text: &str) -> Vec<IndexEntry> {
+    text.lines().filter_map(parse_entry_line).collect()
+}
+
+/// Format an entry line, capped at `max_chars` characters: the hook is shortened first (with
+/// `…`), then the title. Newlines in title or hook become spaces; `]` in the title becomes `)`.
+///
+/// ```
+/// use memloop_memory::format_entry_line;
+/// assert_eq!(format_entry_line("Tests", "tests.md", "real db", 150), "- [Tests](tests.md) — real db");
+/// assert!(format_entry_line("T", "t.md", &"x".repeat(400), 150).chars().count() <= 150);
+/// ```
+pub fn format_entry_line(title: &str, file: &str, hook: &str, max_chars: usize) -> String {
+    let clean = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut title = clean(title).replace(']', ")");
+    let mut hook = clean(hook);
+    let fixed = format!("- [](({file}) — ").chars().count();
+    let room = max_chars.saturating_sub(fixed);
+    let tchars = title.chars().count();
+    if tchars > room / 2 && tchars + hook.chars().count() > room {
+        title = shorten(&title, (room / 2).max(1));
+    }
+    let hook_room = room.saturating_sub(title.chars().count());
+    if hook.chars().count() > hook_room {
+        hook = shorten(&hook, hook_room);
+    }
+    if hook.is_empty() {
+        format!("- [{title}]({file})")
+    } else {
+        format!("- [{title}]({file}) — {hook}")
+    }
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out = out.trim_end().to_owned();
+    out.push('…');
+    out
+}
+
+fn same_file(a: &str, b: &str) -> bool {
+    a.strip_prefix("./").unwrap_or(a) == b.strip_prefix("./").unwrap_or(b)
+}
+
+/// Add or replace the entry line for `file`. The first entry line linking to `file` is replaced
+/// (later duplicates are removed); otherwise the line is appended. Every other line keeps its
+/// bytes, and the file's line ending style (LF or CRLF) is used for the new line.
+pub fn upsert_entry(text: &str, file: &str, line: &str) -> String {
+    let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+    let mut out = String::with_capacity(text.len() + line.len() + 2);
+    let mut placed = false;
+    for raw in text.split_inclusive('\n') {
+        let is_target = parse_entry_line(raw).is_some_and(|e| same_file(&e.file, file));
+        if !is_target {
+            out.push_str(raw);
+        } else if !placed {
+            out.push_str(line);
+            let ending = &raw[raw.trim_end_matches(['\r', '\n']).len()..];
+            out.push_str(ending);
+            placed = true;
+        }
+    }
+    if !placed {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push_str(eol);
+        }
+        out.push_str(line);
+        out.push_str(eol);
+    }
+    out
+}
+
+/// Remove every entry line linking to `file`; returns the new text and whether a line went.
+pub fn remove_entry(text: &str, file: &str) -> (String, bool) {
+    let mut removed = false;
+    let out = text
+        .split_inclusive('\n')
+        .filter(|raw| {
+            let hit = parse_entry_line(raw).is_some_and(|e| same_file(&e.file, file));
+            removed |= hit;
+            !hit
+        })
+        .collect();
+    (out, removed)
+}
+
+/// Apply the session-load caps (SPEC section 4): trim; keep the first `max_lines` lines; then if
+/// over `max_bytes` UTF-8 bytes cut at the last newline at or before that byte (a hard cut on a
+/// char boundary if none); append a blank line and a warning naming the cap(s) that fired. The
+/// byte cap is reported as fired only when it actually cut.
+///
+/// ```
+/// use memloop_memory::{load_capped, IndexCaps};
+/// let text = (0..250).map(|i| format!("- [m{i}](m{i}.md)")).collect::<Vec<_>>().join("\n");
+/// let loaded = load_capped(&text, IndexCaps::default());
+/// assert!(loaded.truncated_by_lines && !loaded.truncated_by_bytes);
+/// assert!(loaded.content.ends_with("only part of it was loaded. Keep index lines short and move details into topic files."));
+/// ```
+pub fn load_capped(text: &str, caps: IndexCaps) -> LoadedIndex {
+    let trimmed = text.trim();
+    let original_lines = if trimmed.is_empty() {
+        0
+    } else {
+        trimmed.split('\n').count()
+    };
+    let original_bytes = trimmed.len();
+    let mut content: &str = trimmed;
+    let by_lines = original_lines > caps.max_lines;
+    if by_lines {
+        let end = trimmed
+            .match_indices('\n')
+            .nth(caps.max_lines.saturating_sub(1))
+            .map_or(trimmed.len(), |(i, _)| i);
+        let end = if caps.max_lines == 0 { 0 } else { end };
+        content = &trimmed[..end];
+    }
+    let by_bytes = content.len() > caps.max_bytes;
+    if by_bytes {
+        let window = memloop_core::truncate_utf8(content, caps.max_bytes + 1);
+        content = match window.rfind('\n') {
+            Some(i) if i > 0 => &content[..i],
+            _ => memloop_core::truncate_utf8(content, caps.max_bytes),
+        };
+    }
+    let mut out = content.to_owned();
+    if by_lines || by_bytes {
+        let lines = format!("{original_lines} lines (limit {})", caps.max_lines);
+        let bytes = format!("{original_bytes} bytes (limit {})", caps.max_bytes);
+        let reason = match (by_lines, by_bytes) {
+            (true, true) => format!("{lines} and {bytes}"),
+            (true, false) => lines,
+            _ => bytes,
+        };
+        tracing::warn!(%reason, "MEMORY.md truncated on load");
+        out.push_str(&format!(
+            "\n\n> WARNING: {INDEX_FILE} is {reason}, so only part of it was loaded. Keep index lines short and move details into topic files."
+        ));
+    }
+    LoadedIndex {
+        content: out,
+        truncated_by_lines: by_lines,
+        truncated_by_bytes: by_bytes,
+        original_lines,
+        original_bytes,
+    }
+}

@@ -1,0 +1,113 @@
+//! The memory section of the system prompt: guidance (from `templates/memory_prompt.md`) plus
+//! the session's capped view of `MEMORY.md`.
+
+use crate::store::MemoryStore;
+use async_trait::async_trait;
+use memloop_core::SystemSection;
+use std::sync::Arc;
+
+const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
+
+/// Single-pass `{{name}}` substitution: each placeholder is replaced once from `vars`; text that
+/// a value brings in is never substituted again; unknown placeholders stay as they are.
+///
+/// ```
+/// use memloop_memory::render_template;
+/// let out = render_template("dir={{a}} idx={{b}} {{c}}", &[("a", "{{b}}"), ("b", "x")]);
+/// assert_eq!(out, "dir={{b}} idx=x {{c}}");
+/// ```
+pub fn render_template(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let value = after.find("}}").and_then(|end| {
+            let key = after[..end].trim();
+            vars.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v, end))
+        });
+        match value {
+            Some((v, end)) => {
+                out.push_str(v);
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The memory section of the system prompt. Computed once per session (the agent caches
+/// sections) from the store's capped index; `None` when memory is disabled.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use memloop_core::SystemSection;
+/// use memloop_memory::{FileMemoryStore, MemorySection};
+/// use std::sync::Arc;
+/// let dir = tempfile::tempdir()?;
+/// let section = MemorySection::new(Arc::new(FileMemoryStore::open(dir.path())?));
+/// let text = section.compute().await.unwrap();
+/// assert!(text.contains("MEMORY.md is empty"));
+/// # Ok(()) }
+/// ```
+pub struct MemorySection {
+    store: Arc<dyn MemoryStore>,
+    enabled: bool,
+}
+
+impl MemorySection {
+    /// Section name.
+    pub const NAME: &'static str = "memory";
+
+    /// A section over `store`.
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
+        Self {
+            store,
+            enabled: true,
+        }
+    }
+
+    /// Turn the section off (e.g. when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy): it renders
+    /// nothing and no index is loaded.
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// Render the guidance around a given index text.
+    pub fn render(memory_dir: &str, index: &str) -> String {
+        let index = if index.trim().is_empty() {
+            "MEMORY.md is empty: no memories have been saved yet."
+        } else {
+            index
+        };
+        render_template(TEMPLATE, &[("memory_dir", memory_dir), ("index", index)])
+    }
+}
+
+#[async_trait]
+impl SystemSection for MemorySection {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    async fn compute(&self) -> Option<String> {
+        if !self.enabled {
+            return None;
+        }
+        let dir = self.store.root().display().to_string();
+        let index = match self.store.load_index().await {
+            Ok(ix) => ix.content,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not load MEMORY.md for the system prompt");
+                format!("(MEMORY.md could not be read: {e})")
+            }
+        };
+        Some(Self::render(&dir, &index))
+    }
+}

@@ -1,0 +1,49 @@
+//! Atomic file replacement: temp file in the same dir, fsync, rename, fsync the dir.
+
+use crate::types::MemoryError;
+use std::io::Write;
+use std::path::Path;
+
+/// Prefix of temp files (hidden: scans skip them).
+pub const TEMP_PREFIX: &str = ".memloop-tmp-";
+
+/// Write `bytes` to `path` atomically: readers see the old content or the new one, never a torn
+/// file, even if the process is killed mid-write. An existing file's permissions are kept. The
+/// temp file is removed on every error path.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), MemoryError> {
+    let dir = path.parent().ok_or_else(|| {
+        MemoryError::io(
+            format!("{} has no parent dir", path.display()),
+            std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        )
+    })?;
+    let ctx = |what: &str| format!("{what} {}", path.display());
+    std::fs::create_dir_all(dir).map_err(|e| MemoryError::io(ctx("creating the dir of"), e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(|e| MemoryError::io(ctx("creating a temp file for"), e))?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        // Best effort: a failure only means the new file keeps the temp file's 0600 mode.
+        let _ = tmp.as_file().set_permissions(meta.permissions());
+    }
+    tmp.write_all(bytes)
+        .map_err(|e| MemoryError::io(ctx("writing"), e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| MemoryError::io(ctx("syncing"), e))?;
+    tmp.persist(path)
+        .map_err(|e| MemoryError::io(ctx("renaming into place"), e.error))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+#[cfg(unix)]
+fn sync_dir(dir: &Path) {
+    if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::debug!(dir = %dir.display(), error = %e, "directory fsync failed");
+    }
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) {}

@@ -1,0 +1,126 @@
+//! The one write-containment gate: every tool and store write goes through it.
+
+use crate::types::MemoryError;
+use std::path::{Component, Path, PathBuf};
+
+/// Lexical normalisation: drops `.` components and resolves `..` against the components before
+/// it (never above the root of an absolute path). No filesystem access.
+///
+/// ```
+/// use memloop_memory::normalize_lexically;
+/// use std::path::Path;
+/// assert_eq!(normalize_lexically(Path::new("/a/./b/../c/")), Path::new("/a/c"));
+/// assert_eq!(normalize_lexically(Path::new("/../x")), Path::new("/x"));
+/// ```
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let at_root = matches!(
+                    out.components().next_back(),
+                    None | Some(Component::RootDir) | Some(Component::Prefix(_))
+                );
+                if at_root && path.is_absolute() {
+                    continue;
+                }
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Decides whether a path is inside the memory dir: the target is normalised, the deepest
+/// existing ancestor is resolved through symlinks (as is the target itself when it exists), and
+/// the result must start with the canonical memory dir plus a separator. The dir itself, `..`
+/// escapes, absolute paths elsewhere and symlinks pointing outside are refused.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use memloop_memory::ContainmentGate;
+/// let dir = tempfile::tempdir()?;
+/// let gate = ContainmentGate::new(dir.path())?;
+/// assert!(gate.check("notes.md".as_ref()).is_ok());
+/// assert!(gate.check("../escape.md".as_ref()).is_err());
+/// assert!(gate.check("/etc/passwd".as_ref()).is_err());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainmentGate {
+    root: PathBuf,
+}
+
+impl ContainmentGate {
+    /// A gate for `root`, which must exist; it is canonicalised once here.
+    pub fn new(root: &Path) -> Result<Self, MemoryError> {
+        let root = std::fs::canonicalize(root)
+            .map_err(|e| MemoryError::io(format!("resolving memory dir {}", root.display()), e))?;
+        Ok(Self { root })
+    }
+
+    /// The canonical memory dir.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `Ok(resolved)` when `path` (absolute, or relative to the root) is strictly inside the
+    /// memory dir after normalisation and symlink resolution.
+    pub fn check(&self, path: &Path) -> Result<PathBuf, MemoryError> {
+        let outside = |p: &Path| MemoryError::OutsideMemoryDir {
+            path: p.to_path_buf(),
+            root: self.root.clone(),
+        };
+        if path.as_os_str().as_encoded_bytes().contains(&0) {
+            return Err(outside(path));
+        }
+        let joined = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.root.join(path)
+        };
+        let normal = normalize_lexically(&joined);
+        let resolved = resolve_existing_prefix(&normal).ok_or_else(|| outside(path))?;
+        if resolved != self.root && resolved.starts_with(&self.root) {
+            Ok(resolved)
+        } else {
+            tracing::warn!(target = %path.display(), root = %self.root.display(), "write refused: outside the memory dir");
+            Err(outside(path))
+        }
+    }
+
+    /// The gate as a closure for `memloop_core::WriteScopeGate::new`.
+    pub fn as_contains_fn(&self) -> impl Fn(&Path) -> Result<(), String> + Send + Sync + 'static {
+        let gate = self.clone();
+        move |p: &Path| gate.check(p).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+/// Canonicalise the deepest existing ancestor of `path` (which is absolute and normalised) and
+/// append the rest. `None` when a component is a dangling symlink (it could point anywhere).
+fn resolve_existing_prefix(path: &Path) -> Option<PathBuf> {
+    let mut existing = path.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        match std::fs::symlink_metadata(&existing) {
+            Ok(_) => break,
+            Err(_) => {
+                let name = existing.file_name()?.to_os_string();
+                rest.push(name);
+                if !existing.pop() {
+                    return None;
+                }
+            }
+        }
+    }
+    // A dangling symlink makes canonicalize fail: refuse rather than guess.
+    let mut resolved = std::fs::canonicalize(&existing).ok()?;
+    for name in rest.into_iter().rev() {
+        resolved.push(name);
+    }
+    Some(resolved)
+}

@@ -1,0 +1,163 @@
+//! Scanning a memory dir (SPEC section 5): every `*.md` except `MEMORY.md`, recursively, reading
+//! only the first lines of each file for its frontmatter, newest first.
+
+use crate::frontmatter::parse_memory;
+use crate::index::INDEX_FILE;
+use crate::types::{MemoryError, MemoryHeader};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// Scan limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanConfig {
+    /// Lines read per file for the frontmatter (30).
+    pub max_lines: usize,
+    /// Bytes read per file at most, whatever the line count (64 KiB): a file with one huge line
+    /// is never read whole.
+    pub max_bytes: u64,
+    /// Worker threads reading headers (default: available parallelism, at most 8).
+    pub threads: usize,
+}
+
+impl Default for ScanConfig {
+    fn default() -> Self {
+        Self {
+            max_lines: 30,
+            max_bytes: 64 * 1024,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+        }
+    }
+}
+
+/// Scan `root`: headers of all memory files, newest first (ties by path). Hidden entries
+/// (leading `.`: temp files, the lock, `.git`) and symlinks are not followed; unreadable, binary
+/// (NUL byte) or non-UTF-8 files are skipped with a `tracing` warning. A missing root is empty.
+/// Blocking: call from `spawn_blocking` in async code.
+pub fn scan_dir(root: &Path, cfg: &ScanConfig) -> Result<Vec<MemoryHeader>, MemoryError> {
+    let files = walk(root)?;
+    let threads = cfg.threads.clamp(1, 64);
+    let mut headers: Vec<MemoryHeader> = if threads == 1 || files.len() < 64 {
+        files.iter().filter_map(|f| read_header(f, cfg)).collect()
+    } else {
+        let chunk = files.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = files
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || {
+                        part.iter()
+                            .filter_map(|f| read_header(f, cfg))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        })
+    };
+    headers.sort_by(|a, b| {
+        b.mtime
+            .cmp(&a.mtime)
+            .then_with(|| a.rel_path.cmp(&b.rel_path))
+    });
+    Ok(headers)
+}
+
+/// A memory file found by the walk: absolute path and `/`-separated relative path.
+struct Found {
+    abs: PathBuf,
+    rel: String,
+}
+
+fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if prefix.is_empty() && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(out);
+            }
+            Err(e) if prefix.is_empty() => {
+                return Err(MemoryError::io(
+                    format!("reading memory dir {}", dir.display()),
+                    e,
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "skipping unreadable directory");
+                continue;
+            }
+        };
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                tracing::warn!(path = %entry.path().display(), "skipping non-UTF-8 file name");
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            let Ok(ft) = entry.file_type() else { continue };
+            let rel = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            if ft.is_dir() {
+                stack.push((entry.path(), rel));
+            } else if ft.is_file() && name.ends_with(".md") && name != INDEX_FILE {
+                out.push(Found {
+                    abs: entry.path(),
+                    rel,
+                });
+            } else if ft.is_symlink() {
+                tracing::debug!(path = %entry.path().display(), "not following symlink");
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn read_header(f: &Found, cfg: &ScanConfig) -> Option<MemoryHeader> {
+    let skip = |why: &dyn std::fmt::Display| {
+        tracing::warn!(path = %f.abs.display(), reason = %why, "skipping memory file");
+        None
+    };
+    let file = match File::open(&f.abs) {
+        Ok(file) => file,
+        Err(e) => return skip(&e),
+    };
+    let mtime = match file.metadata().and_then(|m| m.modified()) {
+        Ok(t) => t,
+        Err(e) => return skip(&e),
+    };
+    let mut reader = BufReader::with_capacity(8 * 1024, file.take(cfg.max_bytes));
+    let mut buf = Vec::with_capacity(2048);
+    for _ in 0..cfg.max_lines {
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return skip(&e),
+        }
+    }
+    if buf.contains(&0) {
+        return skip(&"binary content (NUL byte)");
+    }
+    let text = match std::str::from_utf8(&buf) {
+        Ok(t) => t,
+        // Cut mid-character by the byte cap: keep the valid prefix.
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&buf[..e.valid_up_to()]).ok()?,
+        Err(_) => return skip(&"not valid UTF-8"),
+    };
+    let fm = parse_memory(text).frontmatter.unwrap_or_default();
+    Some(MemoryHeader {
+        rel_path: f.rel.clone(),
+        name: fm.name,
+        description: fm.description,
+        memory_type: fm.memory_type,
+        mtime,
+    })
+}

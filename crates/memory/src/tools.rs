@@ -1,0 +1,224 @@
+//! The agent's memory tools: `memory_read` and `memory_write`. They take topic names, never
+//! paths, and go through the store (validation, containment gate, secret filter, atomic locked
+//! write + index line).
+
+use crate::manifest::format_manifest;
+use crate::safety::topic_to_rel_path;
+use crate::store::MemoryStore;
+use crate::types::{MemoryDoc, MemoryType, WriteMode};
+use async_trait::async_trait;
+use memloop_core::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Name of the read tool.
+pub const MEMORY_READ: &str = "memory_read";
+/// Name of the write tool.
+pub const MEMORY_WRITE: &str = "memory_write";
+/// Topic that reads the index.
+pub const INDEX_TOPIC: &str = "MEMORY";
+/// Topic that lists all memories (the manifest).
+pub const LIST_TOPIC: &str = "_list";
+
+/// Both memory tools over one store.
+pub fn memory_tools(store: Arc<dyn MemoryStore>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(MemoryReadTool::new(store.clone())),
+        Arc::new(MemoryWriteTool::new(store)),
+    ]
+}
+
+/// `memory_read {topic}`: a memory's full text, `MEMORY` for the index, `_list` for the list of
+/// all memories with their descriptions.
+#[derive(Clone)]
+pub struct MemoryReadTool {
+    store: Arc<dyn MemoryStore>,
+}
+
+impl MemoryReadTool {
+    /// A read tool over `store`.
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
+        Self { store }
+    }
+}
+
+#[derive(Deserialize)]
+struct ReadInput {
+    topic: String,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(input: &Value, tool: &str) -> Result<T, String> {
+    serde_json::from_value(input.clone()).map_err(|e| format!("{tool}: invalid input: {e}"))
+}
+
+#[async_trait]
+impl Tool for MemoryReadTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: MEMORY_READ.into(),
+            description: "Read your persistent memory. topic = a memory's name (e.g. \
+                `feedback_testing`), `MEMORY` for the index, or `_list` for every memory with its \
+                type, date and description."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"topic": {"type": "string", "description": "memory name, `MEMORY` or `_list`"}},
+                "required": ["topic"]
+            }),
+            effect: ToolEffect::ReadOnly,
+        }
+    }
+
+    async fn call(&self, input: Value, _ctx: &ToolContext) -> ToolOutput {
+        let input: ReadInput = match parse(&input, MEMORY_READ) {
+            Ok(i) => i,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let result = match input.topic.as_str() {
+            INDEX_TOPIC => self.store.load_index().await.map(|ix| {
+                if ix.content.is_empty() {
+                    "MEMORY.md is empty: no memories saved yet.".to_owned()
+                } else {
+                    ix.content
+                }
+            }),
+            LIST_TOPIC => self.store.scan().await.map(|h| {
+                if h.is_empty() {
+                    "No memories saved yet.".to_owned()
+                } else {
+                    format_manifest(&h)
+                }
+            }),
+            topic => match topic_to_rel_path(topic) {
+                Ok(rel) => self.store.read(&rel).await.map(|f| f.raw),
+                Err(e) => Err(e),
+            },
+        };
+        match result {
+            Ok(text) => ToolOutput::ok(text),
+            Err(e) => ToolOutput::error(format!("{MEMORY_READ} failed: {e}")),
+        }
+    }
+}
+
+/// `memory_write {topic, content, mode, name?, description?, type?}`: save a memory file and its
+/// index line in one atomic, locked operation.
+#[derive(Clone)]
+pub struct MemoryWriteTool {
+    store: Arc<dyn MemoryStore>,
+}
+
+impl MemoryWriteTool {
+    /// A write tool over `store`.
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
+        Self { store }
+    }
+}
+
+#[derive(Deserialize)]
+struct WriteInput {
+    topic: String,
+    content: String,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default, rename = "type")]
+    memory_type: Option<String>,
+}
+
+impl WriteInput {
+    fn mode(&self) -> Result<WriteMode, String> {
+        match self.mode.as_deref().map(str::trim) {
+            None | Some("") | Some("overwrite") => Ok(WriteMode::Overwrite),
+            Some("append") => Ok(WriteMode::Append),
+            Some(other) => Err(format!(
+                "unknown mode `{other}` (use `append` or `overwrite`)"
+            )),
+        }
+    }
+
+    fn doc(&self, mode: WriteMode) -> Result<MemoryDoc, String> {
+        let memory_type = match self.memory_type.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(t) => Some(t.parse::<MemoryType>()?),
+        };
+        let opt = |v: &Option<String>| v.as_deref().map(str::trim).unwrap_or("").to_owned();
+        let mut name = opt(&self.name);
+        // A new or replaced file needs a name; appends keep the existing one unless given.
+        if name.is_empty() && mode == WriteMode::Overwrite {
+            name = self.topic.trim_end_matches(".md").to_owned();
+        }
+        Ok(MemoryDoc {
+            name,
+            description: opt(&self.description),
+            memory_type,
+            body: self.content.clone(),
+        })
+    }
+}
+
+#[async_trait]
+impl Tool for MemoryWriteTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: MEMORY_WRITE.into(),
+            description: "Save a memory as a topic file and keep its one-line entry in MEMORY.md \
+                up to date. mode `overwrite` (default) replaces the topic, `append` adds to it. Give \
+                a short name, a specific one-line description, and a type."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "topic": {"type": "string", "description": "file name without path, e.g. `feedback_testing`"},
+                    "content": {"type": "string", "description": "the memory body"},
+                    "mode": {"type": "string", "enum": ["append", "overwrite"]},
+                    "name": {"type": "string"},
+                    "description": {"type": "string", "description": "one specific line: what recall matches on"},
+                    "type": {"type": "string", "enum": ["user", "feedback", "project", "reference"]}
+                },
+                "required": ["topic", "content"]
+            }),
+            effect: ToolEffect::WritesFiles,
+        }
+    }
+
+    fn write_targets(&self, input: &Value, _ctx: &ToolContext) -> Result<Vec<PathBuf>, String> {
+        let input: WriteInput = parse(input, MEMORY_WRITE)?;
+        let rel = topic_to_rel_path(&input.topic).map_err(|e| e.to_string())?;
+        let path = self
+            .store
+            .check_contained(rel.as_ref())
+            .map_err(|e| e.to_string())?;
+        Ok(vec![path])
+    }
+
+    async fn call(&self, input: Value, _ctx: &ToolContext) -> ToolOutput {
+        let fail = |e: String| ToolOutput::error(format!("{MEMORY_WRITE} failed: {e}"));
+        let input: WriteInput = match parse(&input, MEMORY_WRITE) {
+            Ok(i) => i,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let prepared = input.mode().and_then(|mode| Ok((mode, input.doc(mode)?)));
+        let (mode, doc) = match prepared {
+            Ok(p) => p,
+            Err(e) => return fail(e),
+        };
+        let rel = match topic_to_rel_path(&input.topic) {
+            Ok(r) => r,
+            Err(e) => return fail(e.to_string()),
+        };
+        match self.store.write(&rel, &doc, mode).await {
+            Ok(report) => {
+                let verb = if report.created { "Created" } else { "Updated" };
+                ToolOutput::ok(format!("{verb} memory `{rel}` and its line in MEMORY.md."))
+                    .with_file_written(report.path)
+            }
+            Err(e) => fail(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! SPEC section 5: scanning, including hostile files and the real Claude Code dirs.
+
+use memloop_memory::{MemoryType, ScanConfig, format_manifest, scan_dir};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tempfile::TempDir;
+
+fn put(dir: &Path, rel: &str, bytes: &[u8], mtime_secs: u64) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let mut f = File::create(&p).unwrap();
+    f.write_all(bytes).unwrap();
+    f.set_modified(UNIX_EPOCH + Duration::from_secs(mtime_secs)).unwrap();
+}
+
+fn mem(name: &str, t: &str) -> Vec<u8> {
+    format!("---\nname: {name}\ndescription: about {name}\ntype: {t}\n---\n\nbody\n").into_bytes()
+}
+
+#[test]
+fn recursive_newest_first_skipping_index_hidden_and_non_md() {
+    let d = TempDir::new().unwrap();
+    put(d.path(), "old.md", &mem("old", "user"), 1_000);
+    put(d.path(), "sub/deeper/new.md", &mem("new", "feedback"), 3_000);
+    put(d.path(), "mid.md", &mem("mid", "nope"), 2_000);
+    put(d.path(), "MEMORY.md", b"- [old](old.md)\n", 9_000);
+    put(d.path(), "sub/MEMORY.md", b"nested index\n", 9_000);
+    put(d.path(), ".hidden.md", &mem("h", "user"), 9_000);
+    put(d.path(), ".git/x.md", &mem("g", "user"), 9_000);
+    put(d.path(), "notes.txt", b"not markdown", 9_000);
+    put(d.path(), ".gitkeep", b"", 9_000);
+    let h = scan_dir(d.path(), &ScanConfig::default()).unwrap();
+    let paths: Vec<_> = h.iter().map(|h| h.rel_path.as_str()).collect();
+    assert_eq!(paths, ["sub/deeper/new.md", "mid.md", "old.md"]);
+    assert_eq!(h[0].memory_type, Some(MemoryType::Feedback));
+    assert_eq!(h[1].memory_type, None, "unknown type kept as no type");
+    assert_eq!(
+        format_manifest(&h),
+        "- [feedback] sub/deeper/new.md (1970-01-01T00:50:00Z): about new\n- mid.md (1970-01-01T00:33:20Z): about mid\n- [user] old.md (1970-01-01T00:16:40Z): about old"
+    );
+}
+
+#[test]
+fn missing_dir_is_empty() {
+    let d = TempDir::new().unwrap();
+    assert!(scan_dir(&d.path().join("nope"), &ScanConfig::default()).unwrap().is_empty());
+}
+
+#[test]
+fn hostile_files_are_skipped_or_bounded() {
+    let d = TempDir::new().unwrap();
+    // 10 MB with frontmatter then one giant line: listed from its first bytes.
+    let mut big = mem("big", "project");
+    big.extend(std::iter::repeat_n(b'z', 10 * 1024 * 1024));
+    put(d.path(), "big.md", &big, 10);
+    // 10 MB single line without newline and no frontmatter: listed by filename.
+    put(d.path(), "oneline.md", &vec![b'q'; 10 * 1024 * 1024], 9);
+    // Binary and invalid UTF-8: skipped.
+    put(d.path(), "binary.md", b"---\nname: b\x00\x01\x02\n---\n", 8);
+    put(d.path(), "latin1.md", b"---\nname: caf\xe9\n---\n", 7);
+    // Frontmatter longer than the 30-line window: listed by filename without fields.
+    let mut long = String::from("---\nname: long\n");
+    (0..40).for_each(|i| long.push_str(&format!("k{i}: v\n")));
+    long.push_str("type: user\n---\nbody\n");
+    put(d.path(), "long.md", long.as_bytes(), 6);
+    // Frontmatter of exactly 30 lines (fences included) is parsed.
+    let mut edge = String::from("---\nname: edge\n");
+    (0..27).for_each(|i| edge.push_str(&format!("k{i}: v\n")));
+    edge.push_str("---\nbody\n");
+    put(d.path(), "edge.md", edge.as_bytes(), 5);
+    // Unreadable (permission) file: skipped (root ignores modes, so only assert when it bites).
+    put(d.path(), "locked.md", &mem("locked", "user"), 4);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.path().join("locked.md"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    let locked_readable = File::open(d.path().join("locked.md")).is_ok();
+
+    let h = scan_dir(d.path(), &ScanConfig::default()).unwrap();
+    let get = |p: &str| h.iter().find(|h| h.rel_path == p);
+    assert_eq!(get("big.md").unwrap().memory_type, Some(MemoryType::Project));
+    assert_eq!(get("oneline.md").unwrap().name, None);
+    assert!(get("binary.md").is_none());
+    assert!(get("latin1.md").is_none());
+    let long = get("long.md").unwrap();
+    assert_eq!((long.name.as_deref(), long.memory_type), (None, None));
+    assert_eq!(get("edge.md").unwrap().name.as_deref(), Some("edge"));
+    assert_eq!(get("locked.md").is_some(), locked_readable);
+}
+
+#[test]
+fn symlinks_are_not_followed() {
+    let d = TempDir::new().unwrap();
+    let outside = TempDir::new().unwrap();
+    put(outside.path(), "secret.md", &mem("secret", "user"), 1);
+    put(d.path(), "real.md", &mem("real", "user"), 1);
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(outside.path(), d.path().join("linked-dir")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.md"), d.path().join("link.md")).unwrap();
+        std::os::unix::fs::symlink(d.path(), d.path().join("loop")).unwrap();
+    }
+    let h = scan_dir(d.path(), &ScanConfig::default()).unwrap();
+    assert_eq!(h.iter().map(|h| h.rel_path.as_str()).collect::<Vec<_>>(), ["real.md"]);
+}
+
+#[test]
+fn parallel_and_serial_scans_agree() {
+    let d = TempDir::new().unwrap();
+    for i in 0..300u64 {
+        put(d.path(), &format!("d{}/m{i}.md", i % 7), &mem(&format!("m{i}"), "user"), 1_000 + i);
+    }
+    let par = scan_dir(d.path(), &ScanConfig { threads: 4, ..ScanConfig::default() }).unwrap();
+    let ser = scan_dir(d.path(), &ScanConfig { threads: 1, ..ScanConfig::default() }).unwrap();
+    assert_eq!(par, ser);
+    assert_eq!(par.len(), 300);
+    assert!(par.windows(2).all(|w| w[0].mtime >= w[1].mtime));
+    assert!(par[0].mtime > SystemTime::UNIX_EPOCH);
+}
+
+fn realmem() -> Option<PathBuf> {
+    // `../shared/data` next to the workspace root; MEMLOOP_SHARED_DATA overrides (worktrees).
+    let data = std::env::var_os("MEMLOOP_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+    let p = data.join("realmem");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!("SKIP: {} is absent; real Claude Code memory dirs not tested", p.display());
+        None
+    }
+}
+
+/// Every memory dir (a directory holding a MEMORY.md or memory files) under realmem.
+fn memory_dirs(root: &Path, out: &mut Vec<PathBuf>) {
+    let mut has_md = false;
+    for e in std::fs::read_dir(root).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.ends_with(".git") {
+            memory_dirs(&p, out);
+        } else if p.extension().is_some_and(|x| x == "md") {
+            has_md = true;
+        }
+    }
+    if has_md {
+        out.push(root.to_path_buf());
+    }
+}
+
+/// The type a reader of the first 30 lines would give: a flat or nested `type:` line.
+fn expected_type(text: &str) -> Option<MemoryType> {
+    text.lines().take(30).find_map(|l| l.trim().strip_prefix("type:")).and_then(|t| MemoryType::parse(t.trim()))
+}
+
+#[test]
+fn real_claude_code_dirs_list_every_memory() {
+    let Some(root) = realmem() else { return };
+    let mut dirs = Vec::new();
+    memory_dirs(&root, &mut dirs);
+    let (mut total, mut typed, mut nested, mut repaired_desc) = (0, 0, 0, 0);
+    for dir in dirs {
+        let h = scan_dir(&dir, &ScanConfig::default()).unwrap();
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".md") && n != "MEMORY.md" && !n.starts_with('.'))
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = h.iter().map(|h| h.rel_path.clone()).collect();
+        listed.sort();
+        assert_eq!(listed, on_disk, "{}", dir.display());
+        for hd in &h {
+            let text = std::fs::read_to_string(dir.join(&hd.rel_path)).unwrap();
+            total += 1;
+            assert_eq!(hd.memory_type, expected_type(&text), "{}", hd.rel_path);
+            assert!(hd.description.is_some(), "{} lost its description", hd.rel_path);
+            typed += usize::from(hd.memory_type.is_some());
+            nested += usize::from(text.contains("\nmetadata:"));
+            let strict = serde_norway::from_str::<serde_norway::Value>(text.split("---").nth(1).unwrap_or("")).is_err();
+            repaired_desc += usize::from(strict);
+        }
+    }
+    eprintln!("realmem: {total} memories, {typed} typed, {nested} nested-metadata, {repaired_desc} needed the quoting retry");
+    assert!(total > 100 && nested > 50 && repaired_desc > 0, "{total} {nested} {repaired_desc}");
+}
