@@ -13,13 +13,13 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::{Context, Result, bail};
-use memloop_memory::recall::{Bm25Index, Bm25Params, IndexText, KeywordSelector, SelectionContext, Selector};
-use memloop_memory::{MemoryHeader, MemoryType};
+use memloop_memory::recall::{Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector};
+use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const CATEGORIES: [(u64, &str); 5] = [
     (1, "multi-hop"),
@@ -45,8 +45,9 @@ struct Question {
 }
 
 struct Conversation {
-    id: String,
     observations: Vec<Unit>,
+    /// The same observations with the text of their source turns appended.
+    quoted: Vec<Unit>,
     summaries: Vec<Unit>,
     questions: Vec<Question>,
 }
@@ -68,7 +69,6 @@ fn ids_in(re: &Regex, v: &Value) -> Vec<String> {
 }
 
 fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> {
-    let id = sample["sample_id"].as_str().unwrap_or("?").to_owned();
     let conv = sample["conversation"].as_object().context("no conversation")?;
     let mut turns_of: BTreeMap<u64, HashSet<String>> = BTreeMap::new();
     let mut dates: HashMap<u64, String> = HashMap::new();
@@ -90,6 +90,7 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
     }
     let all_turns: HashSet<&String> = turns_of.values().flatten().collect();
     let mut observations = Vec::new();
+    let mut quoted = Vec::new();
     if let Some(obs) = sample["observation"].as_object() {
         for (key, per_speaker) in obs {
             let Some(num) = session_number(key) else { continue };
@@ -98,20 +99,19 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
                 for (i, fact) in facts.as_array().into_iter().flatten().enumerate() {
                     let text = fact[0].as_str().unwrap_or("").to_owned();
                     let ids: HashSet<String> = ids_in(re, &fact[1]).into_iter().collect();
-                    let quotes: Vec<String> = ids.iter().filter_map(|i| turn_text.get(i)).map(|t| format!("> {t}")).collect();
-                    let body = match std::env::var("OBS_BODY").as_deref() {
-                        Ok("quote") => format!("{text}\n\n{}", quotes.join("\n")),
-                        Ok("both") => format!("{text}\n\nSaid by {speaker} on {date}.\n{}", quotes.join("\n")),
-                        Ok("plain") => text.clone(),
-                        _ => format!("{text}\n\nSaid by {speaker} on {date}."),
-                    };
-                    observations.push(Unit {
+                    let mut sorted: Vec<&String> = ids.iter().collect();
+                    sorted.sort();
+                    let quotes: Vec<String> = sorted.iter().filter_map(|i| turn_text.get(*i)).map(|t| format!("> {t}")).collect();
+                    let body = format!("{text}\n\nSaid by {speaker} on {date}.");
+                    let unit = |body: String| Unit {
                         rel: format!("session-{num:02}/{}-{i:03}.md", speaker.to_lowercase()),
                         name: format!("{speaker}, session {num}"),
                         description: text.clone(),
                         body,
-                        ids,
-                    });
+                        ids: ids.clone(),
+                    };
+                    quoted.push(unit(format!("{body}\n{}", quotes.join("\n"))));
+                    observations.push(unit(body));
                 }
             }
         }
@@ -146,7 +146,7 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
             evidence,
         });
     }
-    Ok(Conversation { id, observations, summaries, questions })
+    Ok(Conversation { observations, quoted, summaries, questions })
 }
 
 fn session_number(key: &str) -> Option<u64> {
@@ -194,54 +194,86 @@ impl Tally {
     }
 }
 
-fn header(u: &Unit, i: usize) -> MemoryHeader {
-    MemoryHeader {
-        rel_path: u.rel.clone(),
-        name: Some(u.name.clone()),
-        description: Some(u.description.clone()),
-        memory_type: Some(MemoryType::Project),
-        mtime: UNIX_EPOCH + Duration::from_secs(1_700_000_000 + i as u64),
+/// One conversation written into a real memory dir (tempdir) through [`FileMemoryStore`]:
+/// `session-NN/<speaker>-NNN.md` observations and `session-NN/summary.md` summaries.
+struct Dir {
+    _tmp: tempfile::TempDir,
+    store: Arc<dyn MemoryStore>,
+    headers: Vec<MemoryHeader>,
+    units: HashMap<String, HashSet<String>>,
+}
+
+async fn write_dir(observations: &[Unit], summaries: &[Unit]) -> Result<Dir> {
+    let tmp = tempfile::tempdir()?;
+    let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(tmp.path().join("memory"))?);
+    let mut units = HashMap::new();
+    for u in observations.iter().chain(summaries) {
+        let doc = MemoryDoc {
+            name: u.name.clone(),
+            description: u.description.clone(),
+            memory_type: Some(MemoryType::User),
+            body: u.body.clone(),
+        };
+        store.write(&u.rel, &doc, WriteMode::Overwrite).await?;
+        units.insert(u.rel.clone(), u.ids.clone());
+    }
+    let headers = store.scan().await?;
+    Ok(Dir { _tmp: tmp, store, headers, units })
+}
+
+/// Which memories a run indexes and which it may return.
+#[derive(Clone, Copy)]
+enum Level {
+    Observation,
+    ObservationLifted,
+    Summary,
+    SummaryLifted,
+    Combined,
+}
+
+impl Level {
+    fn indexes(self, path: &str) -> bool {
+        match self {
+            Self::Observation => is_observation(path),
+            Self::Summary => is_summary(path),
+            _ => true,
+        }
+    }
+
+    fn returns(self, path: &str) -> bool {
+        match self {
+            Self::Observation | Self::ObservationLifted => is_observation(path),
+            Self::Summary | Self::SummaryLifted => is_summary(path),
+            Self::Combined => true,
+        }
     }
 }
 
-/// Evaluate one selector kind over one level of one conversation.
-async fn evaluate(kind: &str, params: Bm25Params, units: &[&Unit], keep: fn(&str) -> bool, conv: &Conversation, tally: &mut Tally) -> Result<()> {
-    let mut headers: Vec<MemoryHeader> = units.iter().enumerate().map(|(i, u)| header(u, i)).collect();
-    headers.reverse();
-    let by_path: HashMap<&str, &Unit> = units.iter().map(|u| (u.rel.as_str(), *u)).collect();
-    let ctx = SelectionContext::with_limit(10);
-    let started = Instant::now();
-    let mut index = Bm25Index::new(params);
-    if kind != "keyword" {
-        for (u, h) in units.iter().zip(headers.iter().rev()) {
-            index.upsert(&u.rel, h.mtime, IndexText { name: &u.name, description: &u.description, body: &u.body });
-        }
-    }
-    tally.build += started.elapsed();
-    tally.memories += units.iter().filter(|u| keep(&u.rel)).count();
-    let keyword: Arc<dyn Selector> = Arc::new(KeywordSelector::default());
+/// Evaluate one selector over one level of one conversation.
+async fn evaluate(kind: &str, params: Bm25Params, level: Level, dir: &Dir, conv: &Conversation, tally: &mut Tally) -> Result<()> {
+    let headers: Vec<MemoryHeader> = dir.headers.iter().filter(|h| level.indexes(&h.rel_path)).cloned().collect();
+    let hidden: HashSet<String> = headers.iter().filter(|h| !level.returns(&h.rel_path)).map(|h| h.rel_path.clone()).collect();
+    tally.memories += headers.len() - hidden.len();
+    let ctx = SelectionContext { already_surfaced: hidden, ..SelectionContext::with_limit(10) };
+    let selector: Arc<dyn Selector> = if kind == "keyword" {
+        Arc::new(KeywordSelector::default())
+    } else {
+        let bm25 = Bm25Selector::with_params(dir.store.clone(), params);
+        let started = Instant::now();
+        bm25.sync(&headers).await;
+        tally.build += started.elapsed();
+        Arc::new(bm25)
+    };
     for q in &conv.questions {
         let t = Instant::now();
-        let chosen: Vec<String> = if kind == "keyword" {
-            keyword.select_checked(&q.text, &headers, &ctx).await?
-        } else {
-            index.search(&q.text, 10, keep).into_iter().map(|(p, _)| p).collect()
-        };
+        let chosen = selector.select_checked(&q.text, &headers, &ctx).await?;
         tally.latencies.push(t.elapsed());
         let covered = |k: usize| -> HashSet<&String> {
-            chosen.iter().take(k).filter_map(|p| by_path.get(p.as_str())).flat_map(|u| u.ids.iter()).collect()
+            chosen.iter().take(k).filter_map(|p| dir.units.get(p)).flatten().collect()
         };
         tally.add(q, &covered(5), &covered(10));
-        if std::env::var("DEBUG_MISS").is_ok() && kind == "bm25" && q.evidence.iter().all(|e| !covered(5).contains(e)) {
-            let ev: Vec<&&Unit> = units.iter().filter(|u| u.ids.iter().any(|i| q.evidence.contains(i))).collect();
-            eprintln!("MISS [{}] {}\n  want: {:?}\n  got: {:?}", q.category, q.text, ev.iter().map(|u| &u.description).collect::<Vec<_>>(), chosen.iter().take(3).filter_map(|p| by_path.get(p.as_str())).map(|u| &u.description).collect::<Vec<_>>());
-        }
     }
     Ok(())
-}
-
-fn any(_: &str) -> bool {
-    true
 }
 
 fn is_summary(p: &str) -> bool {
@@ -298,17 +330,27 @@ async fn main() -> Result<()> {
         .map(|s| parse(s, &re, &mut stats))
         .collect::<Result<Vec<_>>>()?;
     let flat = Bm25Params { dir_weight: 0.0, ..params };
-    let lifted = Bm25Params { dir_weight: if params.dir_weight > 0.0 { params.dir_weight } else { 0.3 }, ..params };
-    let runs: Vec<(&str, &str, Bm25Params)> = vec![
-        ("keyword", "observation", flat),
-        ("bm25", "observation", flat),
-        ("bm25+lift", "observation", lifted),
-        ("keyword", "summary", flat),
-        ("bm25", "summary", flat),
-        ("bm25+lift", "summary", lifted),
-        ("bm25", "combined", flat),
-        ("bm25+lift", "combined", lifted),
+    let lifted = Bm25Params { dir_weight: if params.dir_weight > 0.0 { params.dir_weight } else { 0.5 }, ..params };
+    let runs: Vec<(&str, &str, bool, Level, Bm25Params)> = vec![
+        ("keyword", "observation", false, Level::Observation, flat),
+        ("bm25", "observation", false, Level::Observation, flat),
+        ("bm25 + summary lift", "observation", false, Level::ObservationLifted, lifted),
+        ("keyword", "observation + source turn", true, Level::Observation, flat),
+        ("bm25", "observation + source turn", true, Level::Observation, flat),
+        ("bm25 + summary lift", "observation + source turn", true, Level::ObservationLifted, lifted),
+        ("keyword", "summary", false, Level::Summary, flat),
+        ("bm25", "summary", false, Level::Summary, flat),
+        ("bm25 + observation lift", "summary", false, Level::SummaryLifted, lifted),
+        ("bm25 + lift", "combined (both)", true, Level::Combined, lifted),
     ];
+    let mut dirs = Vec::new();
+    let started = Instant::now();
+    for conv in &convs {
+        let plain = write_dir(&conv.observations, &conv.summaries).await?;
+        let quoted = write_dir(&conv.quoted, &conv.summaries).await?;
+        dirs.push((plain, quoted));
+    }
+    eprintln!("wrote {} memory dirs in {:.1} s", 2 * dirs.len(), started.elapsed().as_secs_f64());
     let questions: usize = convs.iter().map(|c| c.questions.len()).sum();
     println!("LoCoMo: {} conversations, {questions} questions with evidence ({} skipped without evidence, {} evidence ids dropped: no such turn)\n", convs.len(), stats.skipped_no_evidence, stats.dropped_bad_ids);
     print!("| selector | level | memories/conv |");
@@ -317,20 +359,13 @@ async fn main() -> Result<()> {
     }
     println!(" overall R@5 | overall R@10 | p50 | p99 | index build/conv |");
     println!("|{}", "---|".repeat(11));
-    for (kind, level, p) in runs {
+    for (kind, level_name, quoted, level, p) in runs {
         let mut tally = Tally::default();
-        for conv in &convs {
-            let lift = kind.ends_with("lift");
-            let (units, keep): (Vec<&Unit>, fn(&str) -> bool) = match level {
-                "observation" if lift => (conv.observations.iter().chain(&conv.summaries).collect(), is_observation),
-                "observation" => (conv.observations.iter().collect(), any),
-                "summary" if lift => (conv.observations.iter().chain(&conv.summaries).collect(), is_summary),
-                "summary" => (conv.summaries.iter().collect(), any),
-                _ => (conv.observations.iter().chain(&conv.summaries).collect(), any),
-            };
-            evaluate(kind, p, &units, keep, conv, &mut tally).await?;
-            let _ = &conv.id;
+        for (conv, (plain, with_quotes)) in convs.iter().zip(&dirs) {
+            let dir = if quoted { with_quotes } else { plain };
+            evaluate(kind, p, level, dir, conv, &mut tally).await?;
         }
+        let level = level_name;
         print!("| {kind} | {level} | {} |", tally.memories / convs.len().max(1));
         for (cat, _) in CATEGORIES {
             let (r5, r10) = tally.recall(Some(cat));
@@ -344,6 +379,5 @@ async fn main() -> Result<()> {
             tally.build.as_secs_f64() * 1e3 / convs.len().max(1) as f64
         );
     }
-    let _ = SystemTime::now();
     Ok(())
 }
