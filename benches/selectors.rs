@@ -6,33 +6,114 @@
 //! ```
 //!
 //! Memories are real files in a tempdir (frontmatter rendered by the crate, scanned by
-//! `FileMemoryStore`); their text is drawn from a fixed vocabulary by a seeded generator.
+//! `FileMemoryStore`). Their text is drawn by a seeded generator: a third of the words from 75
+//! topic words (so every query matches many memories), the rest Zipf-distributed over 20,000
+//! filler words, roughly like prose.
 
 #![allow(missing_docs, clippy::unwrap_used)] // bench harness code, like a test
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use memloop_memory::recall::{Bm25Selector, KeywordSelector, SelectionContext, Selector};
-use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, render_memory};
+use memloop_memory::{
+    FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, render_memory,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
 const WORDS: &[&str] = &[
-    "deploy", "release", "database", "migration", "schema", "test", "integration", "mock", "api",
-    "endpoint", "latency", "cache", "redis", "queue", "worker", "retry", "timeout", "auth",
-    "token", "session", "login", "billing", "invoice", "payment", "webhook", "stripe", "email",
-    "template", "frontend", "react", "css", "layout", "mobile", "android", "ios", "build",
-    "docker", "kubernetes", "helm", "terraform", "aws", "bucket", "logs", "metrics", "grafana",
-    "alert", "oncall", "incident", "postmortem", "customer", "report", "export", "csv", "pdf",
-    "search", "index", "ranking", "feature", "flag", "experiment", "user", "prefers", "tabs",
-    "spaces", "review", "style", "naming", "rust", "python", "typescript", "lint", "format",
+    "deploy",
+    "release",
+    "database",
+    "migration",
+    "schema",
+    "test",
+    "integration",
+    "mock",
+    "api",
+    "endpoint",
+    "latency",
+    "cache",
+    "redis",
+    "queue",
+    "worker",
+    "retry",
+    "timeout",
+    "auth",
+    "token",
+    "session",
+    "login",
+    "billing",
+    "invoice",
+    "payment",
+    "webhook",
+    "stripe",
+    "email",
+    "template",
+    "frontend",
+    "react",
+    "css",
+    "layout",
+    "mobile",
+    "android",
+    "ios",
+    "build",
+    "docker",
+    "kubernetes",
+    "helm",
+    "terraform",
+    "aws",
+    "bucket",
+    "logs",
+    "metrics",
+    "grafana",
+    "alert",
+    "oncall",
+    "incident",
+    "postmortem",
+    "customer",
+    "report",
+    "export",
+    "csv",
+    "pdf",
+    "search",
+    "index",
+    "ranking",
+    "feature",
+    "flag",
+    "experiment",
+    "user",
+    "prefers",
+    "tabs",
+    "spaces",
+    "review",
+    "style",
+    "naming",
+    "rust",
+    "python",
+    "typescript",
+    "lint",
+    "format",
 ];
 
 struct Rng(u64);
 
 impl Rng {
-    fn word(&mut self) -> &'static str {
-        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        WORDS[(self.0 >> 33) as usize % WORDS.len()]
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+
+    fn word(&mut self) -> String {
+        let r = self.next();
+        if r % 3 == 0 {
+            return WORDS[(r / 3) as usize % WORDS.len()].to_owned();
+        }
+        // Zipf-like rank: u^3 skews towards the frequent filler words.
+        let u = (self.next() % 1_000_000) as f64 / 1_000_000.0;
+        format!("w{}", (u * u * u * 20_000.0) as u64)
     }
 
     fn text(&mut self, n: usize) -> String {
@@ -65,11 +146,18 @@ fn fixture(n: usize) -> Fixture {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let headers = rt.block_on(store.scan()).unwrap();
     assert_eq!(headers.len(), n);
-    Fixture { _tmp: tmp, store, headers }
+    Fixture {
+        _tmp: tmp,
+        store,
+        headers,
+    }
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let query = "why does the stripe webhook retry time out after a deploy?";
     let ctx = SelectionContext::default();
     let mut select = c.benchmark_group("select");
@@ -82,7 +170,8 @@ fn bench(c: &mut Criterion) {
         let bm25: Arc<dyn Selector> = Arc::new(bm25);
         for (name, sel) in [("keyword", &keyword), ("bm25", &bm25)] {
             select.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
-                b.to_async(&rt).iter(|| sel.select_checked(query, &f.headers, &ctx))
+                b.to_async(&rt)
+                    .iter(|| sel.select_checked(query, &f.headers, &ctx))
             });
         }
         fixtures.push(f);

@@ -13,8 +13,12 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::{Context, Result, bail};
-use memloop_memory::recall::{Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector};
-use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::recall::{
+    Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector,
+};
+use memloop_memory::{
+    FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode,
+};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -64,17 +68,27 @@ fn ids_in(re: &Regex, v: &Value) -> Vec<String> {
         other => other.to_string(),
     };
     re.captures_iter(&text)
-        .filter_map(|c| Some(format!("D{}:{}", c[1].parse::<u32>().ok()?, c[2].parse::<u32>().ok()?)))
+        .filter_map(|c| {
+            Some(format!(
+                "D{}:{}",
+                c[1].parse::<u32>().ok()?,
+                c[2].parse::<u32>().ok()?
+            ))
+        })
         .collect()
 }
 
 fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> {
-    let conv = sample["conversation"].as_object().context("no conversation")?;
+    let conv = sample["conversation"]
+        .as_object()
+        .context("no conversation")?;
     let mut turns_of: BTreeMap<u64, HashSet<String>> = BTreeMap::new();
     let mut dates: HashMap<u64, String> = HashMap::new();
     let mut turn_text: HashMap<String, String> = HashMap::new();
     for (key, value) in conv {
-        let Some(n) = key.strip_prefix("session_") else { continue };
+        let Some(n) = key.strip_prefix("session_") else {
+            continue;
+        };
         if let Some(num) = n.strip_suffix("_date_time").and_then(|n| n.parse().ok()) {
             dates.insert(num, value.as_str().unwrap_or("").to_owned());
         } else if let (Ok(num), Some(turns)) = (n.parse::<u64>(), value.as_array()) {
@@ -82,7 +96,10 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
                 if let Some(id) = t["dia_id"].as_str() {
                     turns_of.entry(num).or_default().insert(id.to_owned());
                     let text = t["text"].as_str().unwrap_or("");
-                    let caption = t["blip_caption"].as_str().map(|c| format!(" [shares a photo: {c}]")).unwrap_or_default();
+                    let caption = t["blip_caption"]
+                        .as_str()
+                        .map(|c| format!(" [shares a photo: {c}]"))
+                        .unwrap_or_default();
                     turn_text.insert(id.to_owned(), format!("{text}{caption}"));
                 }
             }
@@ -93,7 +110,9 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
     let mut quoted = Vec::new();
     if let Some(obs) = sample["observation"].as_object() {
         for (key, per_speaker) in obs {
-            let Some(num) = session_number(key) else { continue };
+            let Some(num) = session_number(key) else {
+                continue;
+            };
             let date = dates.get(&num).cloned().unwrap_or_default();
             for (speaker, facts) in per_speaker.as_object().into_iter().flatten() {
                 for (i, fact) in facts.as_array().into_iter().flatten().enumerate() {
@@ -101,7 +120,11 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
                     let ids: HashSet<String> = ids_in(re, &fact[1]).into_iter().collect();
                     let mut sorted: Vec<&String> = ids.iter().collect();
                     sorted.sort();
-                    let quotes: Vec<String> = sorted.iter().filter_map(|i| turn_text.get(*i)).map(|t| format!("> {t}")).collect();
+                    let quotes: Vec<String> = sorted
+                        .iter()
+                        .filter_map(|i| turn_text.get(*i))
+                        .map(|t| format!("> {t}"))
+                        .collect();
                     let body = format!("{text}\n\nSaid by {speaker} on {date}.");
                     let unit = |body: String| Unit {
                         rel: format!("session-{num:02}/{}-{i:03}.md", speaker.to_lowercase()),
@@ -119,7 +142,9 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
     let mut summaries = Vec::new();
     if let Some(sums) = sample["session_summary"].as_object() {
         for (key, text) in sums {
-            let Some(num) = session_number(key) else { continue };
+            let Some(num) = session_number(key) else {
+                continue;
+            };
             let text = text.as_str().unwrap_or("");
             let first = text.split(". ").next().unwrap_or(text);
             summaries.push(Unit {
@@ -134,7 +159,11 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
     let mut questions = Vec::new();
     for qa in sample["qa"].as_array().into_iter().flatten() {
         let raw = ids_in(re, &qa["evidence"]);
-        let evidence: HashSet<String> = raw.iter().filter(|e| all_turns.contains(e)).cloned().collect();
+        let evidence: HashSet<String> = raw
+            .iter()
+            .filter(|e| all_turns.contains(e))
+            .cloned()
+            .collect();
         stats.dropped_bad_ids += raw.iter().filter(|e| !all_turns.contains(e)).count();
         if evidence.is_empty() {
             stats.skipped_no_evidence += 1;
@@ -146,11 +175,20 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
             evidence,
         });
     }
-    Ok(Conversation { observations, quoted, summaries, questions })
+    Ok(Conversation {
+        observations,
+        quoted,
+        summaries,
+        questions,
+    })
 }
 
 fn session_number(key: &str) -> Option<u64> {
-    key.strip_prefix("session_")?.split('_').next()?.parse().ok()
+    key.strip_prefix("session_")?
+        .split('_')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Recall sums per category for k = 5 and 10.
@@ -218,7 +256,12 @@ async fn write_dir(observations: &[Unit], summaries: &[Unit]) -> Result<Dir> {
         units.insert(u.rel.clone(), u.ids.clone());
     }
     let headers = store.scan().await?;
-    Ok(Dir { _tmp: tmp, store, headers, units })
+    Ok(Dir {
+        _tmp: tmp,
+        store,
+        headers,
+        units,
+    })
 }
 
 /// Which memories a run indexes and which it may return.
@@ -250,11 +293,30 @@ impl Level {
 }
 
 /// Evaluate one selector over one level of one conversation.
-async fn evaluate(kind: &str, params: Bm25Params, level: Level, dir: &Dir, conv: &Conversation, tally: &mut Tally) -> Result<()> {
-    let headers: Vec<MemoryHeader> = dir.headers.iter().filter(|h| level.indexes(&h.rel_path)).cloned().collect();
-    let hidden: HashSet<String> = headers.iter().filter(|h| !level.returns(&h.rel_path)).map(|h| h.rel_path.clone()).collect();
+async fn evaluate(
+    kind: &str,
+    params: Bm25Params,
+    level: Level,
+    dir: &Dir,
+    conv: &Conversation,
+    tally: &mut Tally,
+) -> Result<()> {
+    let headers: Vec<MemoryHeader> = dir
+        .headers
+        .iter()
+        .filter(|h| level.indexes(&h.rel_path))
+        .cloned()
+        .collect();
+    let hidden: HashSet<String> = headers
+        .iter()
+        .filter(|h| !level.returns(&h.rel_path))
+        .map(|h| h.rel_path.clone())
+        .collect();
     tally.memories += headers.len() - hidden.len();
-    let ctx = SelectionContext { already_surfaced: hidden, ..SelectionContext::with_limit(10) };
+    let ctx = SelectionContext {
+        already_surfaced: hidden,
+        ..SelectionContext::with_limit(10)
+    };
     let selector: Arc<dyn Selector> = if kind == "keyword" {
         Arc::new(KeywordSelector::default())
     } else {
@@ -269,9 +331,108 @@ async fn evaluate(kind: &str, params: Bm25Params, level: Level, dir: &Dir, conv:
         let chosen = selector.select_checked(&q.text, &headers, &ctx).await?;
         tally.latencies.push(t.elapsed());
         let covered = |k: usize| -> HashSet<&String> {
-            chosen.iter().take(k).filter_map(|p| dir.units.get(p)).flatten().collect()
+            chosen
+                .iter()
+                .take(k)
+                .filter_map(|p| dir.units.get(p))
+                .flatten()
+                .collect()
         };
         tally.add(q, &covered(5), &covered(10));
+    }
+    Ok(())
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if entry.file_name() != "MEMORY.md" {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// All conversations' memories (observations with source turns, and summaries) in ONE memory
+/// dir, one sub-dir per conversation: selection latency at a realistic size, and recall when
+/// every other conversation competes.
+async fn pooled(convs: &[Conversation], dirs: &[(Dir, Dir)], params: Bm25Params) -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path().join("memory");
+    let mut units: HashMap<String, (usize, HashSet<String>)> = HashMap::new();
+    for (i, (_, quoted)) in dirs.iter().enumerate() {
+        copy_tree(quoted.store.root(), &root.join(format!("conv-{i:02}")))?;
+        for (rel, ids) in &quoted.units {
+            units.insert(format!("conv-{i:02}/{rel}"), (i, ids.clone()));
+        }
+    }
+    let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(&root)?);
+    let headers = store.scan().await?;
+    let all_obs: Vec<MemoryHeader> = headers
+        .iter()
+        .filter(|h| is_observation(&h.rel_path))
+        .cloned()
+        .collect();
+    for (name, headers, p) in [
+        ("bm25", &all_obs, params),
+        (
+            "bm25 + summary lift",
+            &headers,
+            Bm25Params {
+                dir_weight: 0.5,
+                ..params
+            },
+        ),
+    ] {
+        let bm25 = Bm25Selector::with_params(store.clone(), p);
+        let started = Instant::now();
+        bm25.sync(headers).await;
+        let build = started.elapsed();
+        let hidden: HashSet<String> = headers
+            .iter()
+            .filter(|h| is_summary(&h.rel_path))
+            .map(|h| h.rel_path.clone())
+            .collect();
+        let ctx = SelectionContext {
+            already_surfaced: hidden,
+            ..SelectionContext::with_limit(10)
+        };
+        let selector: Arc<dyn Selector> = Arc::new(bm25);
+        let mut tally = Tally {
+            build,
+            memories: all_obs.len(),
+            ..Tally::default()
+        };
+        for (i, conv) in convs.iter().enumerate() {
+            for q in &conv.questions {
+                let t = Instant::now();
+                let chosen = selector.select_checked(&q.text, headers, &ctx).await?;
+                tally.latencies.push(t.elapsed());
+                let covered = |k: usize| -> HashSet<&String> {
+                    chosen
+                        .iter()
+                        .take(k)
+                        .filter_map(|p| units.get(p))
+                        .filter(|(c, _)| *c == i)
+                        .flat_map(|(_, ids)| ids)
+                        .collect()
+                };
+                tally.add(q, &covered(5), &covered(10));
+            }
+        }
+        let (r5, r10) = tally.recall(None);
+        println!(
+            "| {name} | all 10 conversations in one dir ({} observations, {} memories indexed) | R@5 {r5:.1} | R@10 {r10:.1} | p50 {:.0} µs | p99 {:.0} µs | index build {:.0} ms |",
+            tally.memories,
+            headers.len(),
+            tally.percentile(0.5).as_secs_f64() * 1e6,
+            tally.percentile(0.99).as_secs_f64() * 1e6,
+            tally.build.as_secs_f64() * 1e3
+        );
     }
     Ok(())
 }
@@ -287,7 +448,9 @@ fn is_observation(p: &str) -> bool {
 fn parse_params(spec: &str) -> Result<Bm25Params> {
     let mut p = Bm25Params::default();
     for kv in spec.split(',').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').context("--bm25 expects key=value pairs")?;
+        let (k, v) = kv
+            .split_once('=')
+            .context("--bm25 expects key=value pairs")?;
         let v: f32 = v.parse().with_context(|| format!("bad number in {kv}"))?;
         match k {
             "k1" => p.k1 = v,
@@ -329,19 +492,65 @@ async fn main() -> Result<()> {
         .iter()
         .map(|s| parse(s, &re, &mut stats))
         .collect::<Result<Vec<_>>>()?;
-    let flat = Bm25Params { dir_weight: 0.0, ..params };
-    let lifted = Bm25Params { dir_weight: if params.dir_weight > 0.0 { params.dir_weight } else { 0.5 }, ..params };
+    let flat = Bm25Params {
+        dir_weight: 0.0,
+        ..params
+    };
+    let lifted = Bm25Params {
+        dir_weight: if params.dir_weight > 0.0 {
+            params.dir_weight
+        } else {
+            0.5
+        },
+        ..params
+    };
     let runs: Vec<(&str, &str, bool, Level, Bm25Params)> = vec![
         ("keyword", "observation", false, Level::Observation, flat),
         ("bm25", "observation", false, Level::Observation, flat),
-        ("bm25 + summary lift", "observation", false, Level::ObservationLifted, lifted),
-        ("keyword", "observation + source turn", true, Level::Observation, flat),
-        ("bm25", "observation + source turn", true, Level::Observation, flat),
-        ("bm25 + summary lift", "observation + source turn", true, Level::ObservationLifted, lifted),
+        (
+            "bm25 + summary lift",
+            "observation",
+            false,
+            Level::ObservationLifted,
+            lifted,
+        ),
+        (
+            "keyword",
+            "observation + source turn",
+            true,
+            Level::Observation,
+            flat,
+        ),
+        (
+            "bm25",
+            "observation + source turn",
+            true,
+            Level::Observation,
+            flat,
+        ),
+        (
+            "bm25 + summary lift",
+            "observation + source turn",
+            true,
+            Level::ObservationLifted,
+            lifted,
+        ),
         ("keyword", "summary", false, Level::Summary, flat),
         ("bm25", "summary", false, Level::Summary, flat),
-        ("bm25 + observation lift", "summary", false, Level::SummaryLifted, lifted),
-        ("bm25 + lift", "combined (both)", true, Level::Combined, lifted),
+        (
+            "bm25 + observation lift",
+            "summary",
+            false,
+            Level::SummaryLifted,
+            lifted,
+        ),
+        (
+            "bm25 + lift",
+            "combined (both)",
+            true,
+            Level::Combined,
+            lifted,
+        ),
     ];
     let mut dirs = Vec::new();
     let started = Instant::now();
@@ -350,15 +559,24 @@ async fn main() -> Result<()> {
         let quoted = write_dir(&conv.quoted, &conv.summaries).await?;
         dirs.push((plain, quoted));
     }
-    eprintln!("wrote {} memory dirs in {:.1} s", 2 * dirs.len(), started.elapsed().as_secs_f64());
+    eprintln!(
+        "wrote {} memory dirs in {:.1} s",
+        2 * dirs.len(),
+        started.elapsed().as_secs_f64()
+    );
     let questions: usize = convs.iter().map(|c| c.questions.len()).sum();
-    println!("LoCoMo: {} conversations, {questions} questions with evidence ({} skipped without evidence, {} evidence ids dropped: no such turn)\n", convs.len(), stats.skipped_no_evidence, stats.dropped_bad_ids);
+    println!(
+        "LoCoMo: {} conversations, {questions} questions with evidence ({} skipped without evidence, {} evidence ids dropped: no such turn)\n",
+        convs.len(),
+        stats.skipped_no_evidence,
+        stats.dropped_bad_ids
+    );
     print!("| selector | level | memories/conv |");
     for (_, name) in CATEGORIES {
         print!(" {name} R@5/R@10 |");
     }
     println!(" overall R@5 | overall R@10 | p50 | p99 | index build/conv |");
-    println!("|{}", "---|".repeat(11));
+    println!("|{}", "---|".repeat(13));
     for (kind, level_name, quoted, level, p) in runs {
         let mut tally = Tally::default();
         for (conv, (plain, with_quotes)) in convs.iter().zip(&dirs) {
@@ -366,7 +584,10 @@ async fn main() -> Result<()> {
             evaluate(kind, p, level, dir, conv, &mut tally).await?;
         }
         let level = level_name;
-        print!("| {kind} | {level} | {} |", tally.memories / convs.len().max(1));
+        print!(
+            "| {kind} | {level} | {} |",
+            tally.memories / convs.len().max(1)
+        );
         for (cat, _) in CATEGORIES {
             let (r5, r10) = tally.recall(Some(cat));
             print!(" {r5:.1} / {r10:.1} |");
@@ -379,5 +600,7 @@ async fn main() -> Result<()> {
             tally.build.as_secs_f64() * 1e3 / convs.len().max(1) as f64
         );
     }
+    println!("\nScale check (observation + source turn level):\n");
+    pooled(&convs, &dirs, flat).await?;
     Ok(())
 }

@@ -5,7 +5,9 @@ use pretty_assertions::assert_eq;
 
 #[test]
 fn flat_frontmatter() {
-    let p = parse_memory("---\nname: Testing\ndescription: real db only\ntype: feedback\n---\n\nBody line\n");
+    let p = parse_memory(
+        "---\nname: Testing\ndescription: real db only\ntype: feedback\n---\n\nBody line\n",
+    );
     let fm = p.frontmatter.unwrap();
     assert_eq!(fm.name.as_deref(), Some("Testing"));
     assert_eq!(fm.description.as_deref(), Some("real db only"));
@@ -17,15 +19,29 @@ fn flat_frontmatter() {
 #[test]
 fn every_type_and_unknown_types() {
     for t in MemoryType::ALL {
-        let fm = parse_memory(&format!("---\ntype: {t}\n---\n")).frontmatter.unwrap();
+        let fm = parse_memory(&format!("---\ntype: {t}\n---\n"))
+            .frontmatter
+            .unwrap();
         assert_eq!(fm.memory_type, Some(t));
     }
-    for t in ["Feedback", "USER", "notes", "1", "[user]", "", "feedback extra"] {
+    for t in [
+        "Feedback",
+        "USER",
+        "notes",
+        "1",
+        "[user]",
+        "",
+        "feedback extra",
+    ] {
         let text = format!("---\nname: n\ntype: {t}\n---\nb");
         let p = parse_memory(&text);
         let fm = p.frontmatter.unwrap();
         assert_eq!(fm.memory_type, None, "{t}");
-        assert_eq!(fm.name.as_deref(), Some("n"), "file is kept, only the type is dropped");
+        assert_eq!(
+            fm.name.as_deref(),
+            Some("n"),
+            "file is kept, only the type is dropped"
+        );
     }
 }
 
@@ -34,7 +50,10 @@ fn bom_and_crlf() {
     let text = "\u{feff}---\r\nname: N\r\ndescription: D\r\ntype: project\r\n---\r\n\r\nline1\r\nline2\r\n";
     let p = parse_memory(text);
     let fm = p.frontmatter.unwrap();
-    assert_eq!((fm.name.as_deref(), fm.description.as_deref()), (Some("N"), Some("D")));
+    assert_eq!(
+        (fm.name.as_deref(), fm.description.as_deref()),
+        (Some("N"), Some("D"))
+    );
     assert_eq!(fm.memory_type, Some(MemoryType::Project));
     assert_eq!(p.body, "line1\r\nline2\r\n");
 }
@@ -43,7 +62,10 @@ fn bom_and_crlf() {
 fn nested_metadata_type_is_used_when_top_level_is_absent() {
     // The realmem style, including the trailing space after `metadata:`.
     let text = "---\nname: x\ndescription: d\nmetadata: \n  node_type: memory\n  type: reference\n---\n\nb\n";
-    assert_eq!(parse_memory(text).frontmatter.unwrap().memory_type, Some(MemoryType::Reference));
+    assert_eq!(
+        parse_memory(text).frontmatter.unwrap().memory_type,
+        Some(MemoryType::Reference)
+    );
     // A present top-level type wins, even when unknown.
     let text = "---\ntype: weird\nmetadata:\n  type: user\n---\n";
     assert_eq!(parse_memory(text).frontmatter.unwrap().memory_type, None);
@@ -54,12 +76,18 @@ fn malformed_yaml_is_repaired_by_quoting() {
     let text = "---\nname: deploy notes\ndescription: staging: use the blue cluster, not green\ntype: project\n---\nbody\n";
     let fm = parse_memory(text).frontmatter.unwrap();
     assert!(fm.repaired);
-    assert_eq!(fm.description.as_deref(), Some("staging: use the blue cluster, not green"));
+    assert_eq!(
+        fm.description.as_deref(),
+        Some("staging: use the blue cluster, not green")
+    );
     assert_eq!(fm.memory_type, Some(MemoryType::Project));
 
     let text = "---\nname: gofmt\ndescription: `gofmt -l .` is a hard gate\nmetadata:\n  type: feedback\n---\n";
     let fm = parse_memory(text).frontmatter.unwrap();
-    assert_eq!(fm.description.as_deref(), Some("`gofmt -l .` is a hard gate"));
+    assert_eq!(
+        fm.description.as_deref(),
+        Some("`gofmt -l .` is a hard gate")
+    );
     assert_eq!(fm.memory_type, Some(MemoryType::Feedback));
 }
 
@@ -74,8 +102,15 @@ fn hopeless_yaml_means_no_frontmatter() {
 #[test]
 fn missing_or_unclosed_frontmatter() {
     assert_eq!(parse_memory("just text\n").frontmatter, None);
-    assert_eq!(parse_memory("---\nname: x\nno closing fence\n").frontmatter, None);
-    assert_eq!(parse_memory("\n---\nname: x\n---\n").frontmatter, None, "must start on line 1");
+    assert_eq!(
+        parse_memory("---\nname: x\nno closing fence\n").frontmatter,
+        None
+    );
+    assert_eq!(
+        parse_memory("\n---\nname: x\n---\n").frontmatter,
+        None,
+        "must start on line 1"
+    );
     assert_eq!(parse_memory("").frontmatter, None);
     let p = parse_memory("---\n---\nbody");
     assert_eq!(p.frontmatter.unwrap().name, None);
@@ -91,7 +126,10 @@ fn render_quotes_only_when_needed_and_round_trips() {
         body: "text".into(),
     };
     let text = render_memory(&doc);
-    assert_eq!(text, "---\nname: \"true\"\ndescription: \"a: b # not a comment\"\n---\n\ntext\n");
+    assert_eq!(
+        text,
+        "---\nname: \"true\"\ndescription: \"a: b # not a comment\"\n---\n\ntext\n"
+    );
     let fm = parse_memory(&text).frontmatter.unwrap();
     assert_eq!(fm.name.as_deref(), Some("true"));
     assert_eq!(fm.description.as_deref(), Some("a: b # not a comment"));
@@ -121,16 +159,37 @@ fn claude_code_layout_round_trips_byte_for_byte() {
 #[test]
 fn append_keeps_foreign_frontmatter_and_line_endings() {
     let old = "---\r\nname: x\r\ndescription: d\r\nmetadata: \r\n  node_type: memory\r\n  type: project\r\n---\r\n\r\nfirst\r\n";
-    let add = MemoryDoc { body: "second\n".into(), ..Default::default() };
+    let add = MemoryDoc {
+        body: "second\n".into(),
+        ..Default::default()
+    };
     let out = append_to_existing(old, &add);
     assert_eq!(out, format!("{old}\r\nsecond\r\n"));
 
-    let change = MemoryDoc { description: "new desc".into(), memory_type: Some(MemoryType::Feedback), body: "third".into(), ..Default::default() };
+    let change = MemoryDoc {
+        description: "new desc".into(),
+        memory_type: Some(MemoryType::Feedback),
+        body: "third".into(),
+        ..Default::default()
+    };
     let out = append_to_existing(old, &change);
-    assert_eq!(out, "---\r\nname: x\r\ndescription: new desc\r\nmetadata: \r\n  node_type: memory\r\n  type: feedback\r\n---\r\n\r\nfirst\r\n\r\nthird\r\n");
+    assert_eq!(
+        out,
+        "---\r\nname: x\r\ndescription: new desc\r\nmetadata: \r\n  node_type: memory\r\n  type: feedback\r\n---\r\n\r\nfirst\r\n\r\nthird\r\n"
+    );
     let fm = parse_memory(&out).frontmatter.unwrap();
     assert_eq!(fm.memory_type, Some(MemoryType::Feedback));
 
-    let out = append_to_existing("plain text", &MemoryDoc { name: "n".into(), body: "more".into(), ..Default::default() });
-    assert_eq!(out, "---\nname: n\ndescription: \"\"\n---\n\nplain text\n\nmore\n");
+    let out = append_to_existing(
+        "plain text",
+        &MemoryDoc {
+            name: "n".into(),
+            body: "more".into(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        out,
+        "---\nname: n\ndescription: \"\"\n---\n\nplain text\n\nmore\n"
+    );
 }

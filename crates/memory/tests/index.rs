@@ -1,12 +1,18 @@
 //! SPEC section 4: index entry lines, edits that keep other lines, and the capped load.
 
-use memloop_memory::{IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line, remove_entry, upsert_entry};
+use memloop_memory::{
+    IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line, remove_entry,
+    upsert_entry,
+};
 use pretty_assertions::assert_eq;
 
 #[test]
 fn entry_line_forms() {
     let e = parse_entry_line("- [A title](dir/a.md) – en dash hook").unwrap();
-    assert_eq!((e.title.as_str(), e.file.as_str(), e.hook.as_str()), ("A title", "dir/a.md", "en dash hook"));
+    assert_eq!(
+        (e.title.as_str(), e.file.as_str(), e.hook.as_str()),
+        ("A title", "dir/a.md", "en dash hook")
+    );
     let e = parse_entry_line("* [B](./b.md)").unwrap();
     assert_eq!((e.file.as_str(), e.hook.as_str()), ("b.md", ""));
     assert!(parse_entry_line("# Memory index").is_none());
@@ -20,7 +26,10 @@ fn written_lines_stay_under_the_cap() {
     assert!(line.contains("(file.md)"));
     let line = format_entry_line("Title", "f.md", "ünïcödé ".repeat(40).as_str(), 150);
     assert!(line.chars().count() <= 150 && line.ends_with('…'));
-    assert_eq!(format_entry_line("Multi\nline", "f.md", "  spaced   hook ", 150), "- [Multi line](f.md) — spaced hook");
+    assert_eq!(
+        format_entry_line("Multi\nline", "f.md", "  spaced   hook ", 150),
+        "- [Multi line](f.md) — spaced hook"
+    );
 }
 
 #[test]
@@ -32,15 +41,27 @@ fn upsert_and_remove_keep_unrelated_lines_byte_exact() {
     assert!(out.ends_with("- [B](b.md) — keep me  \n- [C](c.md) — added\n"));
     let (out, removed) = remove_entry(&out, "a.md");
     assert!(removed);
-    assert_eq!(out, "# Index\n\nSome prose mentioning [a](a.md) in passing, with a very long explanation.\n- [B](b.md) — keep me  \n- [C](c.md) — added\n");
+    assert_eq!(
+        out,
+        "# Index\n\nSome prose mentioning [a](a.md) in passing, with a very long explanation.\n- [B](b.md) — keep me  \n- [C](c.md) — added\n"
+    );
     let (same, removed) = remove_entry(&out, "zzz.md");
     assert!(!removed);
     assert_eq!(same, out);
     // CRLF files get CRLF lines; a missing final newline is added before appending.
-    assert_eq!(upsert_entry("- [A](a.md)\r\n", "b.md", "- [B](b.md)"), "- [A](a.md)\r\n- [B](b.md)\r\n");
-    assert_eq!(upsert_entry("- [A](a.md)", "b.md", "- [B](b.md)"), "- [A](a.md)\n- [B](b.md)\n");
+    assert_eq!(
+        upsert_entry("- [A](a.md)\r\n", "b.md", "- [B](b.md)"),
+        "- [A](a.md)\r\n- [B](b.md)\r\n"
+    );
+    assert_eq!(
+        upsert_entry("- [A](a.md)", "b.md", "- [B](b.md)"),
+        "- [A](a.md)\n- [B](b.md)\n"
+    );
     // Duplicate lines for one file collapse into the replacement.
-    assert_eq!(upsert_entry("- [A](a.md)\nx\n- [A2](a.md)\n", "a.md", "- [A](a.md) — h"), "- [A](a.md) — h\nx\n");
+    assert_eq!(
+        upsert_entry("- [A](a.md)\nx\n- [A2](a.md)\n", "a.md", "- [A](a.md) — h"),
+        "- [A](a.md) — h\nx\n"
+    );
     assert_eq!(parse_entries("- [A](a.md)\ntext\n- [B](b.md) — h").len(), 2);
 }
 
@@ -75,11 +96,19 @@ fn byte_cap_cuts_at_last_newline_at_or_before_the_cap() {
     let l = load_capped(&text, IndexCaps::default());
     assert!(l.truncated_by_bytes && !l.truncated_by_lines);
     let kept = vec![line; 83].join("\n"); // 83*300-1 = 24,899 bytes
-    assert_eq!(l.content, format!("{kept}\n\n> WARNING: MEMORY.md is 29999 bytes (limit 25000), so only part of it was loaded. Keep index lines short and move details into topic files."));
+    assert_eq!(
+        l.content,
+        format!(
+            "{kept}\n\n> WARNING: MEMORY.md is 29999 bytes (limit 25000), so only part of it was loaded. Keep index lines short and move details into topic files."
+        )
+    );
     // A newline exactly at byte 25,000 is "at or before": content is the first 25,000 bytes.
     let text = format!("{}\n{}", "a".repeat(25_000), "b".repeat(10));
     let l = load_capped(&text, IndexCaps::default());
-    assert!(l.content.starts_with(&"a".repeat(25_000)) && l.content[25_000..].starts_with("\n\n> WARNING"));
+    assert!(
+        l.content.starts_with(&"a".repeat(25_000))
+            && l.content[25_000..].starts_with("\n\n> WARNING")
+    );
 }
 
 #[test]
@@ -94,7 +123,10 @@ fn byte_cap_hard_cut_on_char_boundary_and_both_caps() {
     let text = vec!["y".repeat(199); 300].join("\n");
     let l = load_capped(&text, IndexCaps::default());
     assert!(l.truncated_by_lines && l.truncated_by_bytes);
-    assert!(l.content.contains("is 300 lines (limit 200) and 59999 bytes (limit 25000), so only part"));
+    assert!(
+        l.content
+            .contains("is 300 lines (limit 200) and 59999 bytes (limit 25000), so only part")
+    );
     let body = l.content.split("\n\n> WARNING").next().unwrap();
     assert_eq!(body.len(), 125 * 200 - 1);
 }

@@ -21,7 +21,11 @@ fn world() -> World {
     let project = root.join("proj");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(&project).unwrap();
-    World { _tmp: tmp, home, project }
+    World {
+        _tmp: tmp,
+        home,
+        project,
+    }
 }
 
 impl World {
@@ -44,7 +48,10 @@ fn default_is_base_projects_slug_memory() {
     let r = w.resolver().resolve().unwrap();
     assert_eq!(r.rule, ResolutionRule::Default);
     let slug = project_slug(w.project.to_str().unwrap());
-    assert_eq!(r.dir, w.home.join(".memloop/projects").join(&slug).join("memory"));
+    assert_eq!(
+        r.dir,
+        w.home.join(".memloop/projects").join(&slug).join("memory")
+    );
     assert!(r.reason.contains("default"), "{}", r.reason);
 }
 
@@ -53,19 +60,32 @@ fn memloop_home_changes_the_base() {
     let w = world();
     let base = w.home.join("cfg");
     let env = w.env().with("MEMLOOP_HOME", base.to_str().unwrap());
-    let r = MemoryDirResolver::new(&w.project).env(env).resolve().unwrap();
+    let r = MemoryDirResolver::new(&w.project)
+        .env(env)
+        .resolve()
+        .unwrap();
     assert!(r.dir.starts_with(base.join("projects")));
 }
 
 #[test]
 fn claude_code_flavor_uses_claude_base_and_config_dir() {
     let w = world();
-    let r = MemoryDirResolver::claude_code(&w.project).env(w.env()).resolve().unwrap();
+    let r = MemoryDirResolver::claude_code(&w.project)
+        .env(w.env())
+        .resolve()
+        .unwrap();
     let slug = project_slug(w.project.to_str().unwrap());
-    assert_eq!(r.dir, w.home.join(".claude/projects").join(slug).join("memory"));
+    assert_eq!(
+        r.dir,
+        w.home.join(".claude/projects").join(slug).join("memory")
+    );
     let cfg = w.home.join("alt-claude");
     let env = w.env().with("CLAUDE_CONFIG_DIR", cfg.to_str().unwrap());
-    let r = MemoryDirResolver::new(&w.project).flavor(ConfigFlavor::ClaudeCode).env(env).resolve().unwrap();
+    let r = MemoryDirResolver::new(&w.project)
+        .flavor(ConfigFlavor::ClaudeCode)
+        .env(env)
+        .resolve()
+        .unwrap();
     assert!(r.dir.starts_with(&cfg));
 }
 
@@ -73,34 +93,66 @@ fn claude_code_flavor_uses_claude_base_and_config_dir() {
 fn chain_order_override_env_local_user() {
     let w = world();
     std::fs::create_dir_all(w.home.join(".memloop")).unwrap();
-    std::fs::write(w.home.join(".memloop/settings.json"), r#"{"memory_dir": "~/user-mem"}"#).unwrap();
+    std::fs::write(
+        w.home.join(".memloop/settings.json"),
+        r#"{"memory_dir": "~/user-mem"}"#,
+    )
+    .unwrap();
     let r = w.resolver().resolve().unwrap();
-    assert_eq!((r.rule, r.dir.clone()), (ResolutionRule::UserSettings, w.home.join("user-mem")));
+    assert_eq!(
+        (r.rule, r.dir.clone()),
+        (ResolutionRule::UserSettings, w.home.join("user-mem"))
+    );
     assert!(r.reason.contains("user settings"));
 
-    w.write(".memloop/settings.local.json", r#"{"memory_dir": "~/local-mem"}"#);
+    w.write(
+        ".memloop/settings.local.json",
+        r#"{"memory_dir": "~/local-mem"}"#,
+    );
     let r = w.resolver().resolve().unwrap();
-    assert_eq!((r.rule, r.dir.clone()), (ResolutionRule::LocalSettings, w.home.join("local-mem")));
+    assert_eq!(
+        (r.rule, r.dir.clone()),
+        (ResolutionRule::LocalSettings, w.home.join("local-mem"))
+    );
 
     let env = w.env().with("MEMLOOP_MEMORY_DIR", "/srv/env-mem/");
-    let r = MemoryDirResolver::new(&w.project).env(env.clone()).resolve().unwrap();
-    assert_eq!((r.rule, r.dir.clone()), (ResolutionRule::EnvVar, PathBuf::from("/srv/env-mem/")));
+    let r = MemoryDirResolver::new(&w.project)
+        .env(env.clone())
+        .resolve()
+        .unwrap();
+    assert_eq!(
+        (r.rule, r.dir.clone()),
+        (ResolutionRule::EnvVar, PathBuf::from("/srv/env-mem/"))
+    );
 
-    let r = MemoryDirResolver::new(&w.project).env(env).override_dir("/srv/api").resolve().unwrap();
-    assert_eq!((r.rule, r.dir), (ResolutionRule::Override, PathBuf::from("/srv/api")));
+    let r = MemoryDirResolver::new(&w.project)
+        .env(env)
+        .override_dir("/srv/api")
+        .resolve()
+        .unwrap();
+    assert_eq!(
+        (r.rule, r.dir),
+        (ResolutionRule::Override, PathBuf::from("/srv/api"))
+    );
 }
 
 #[test]
 fn project_settings_cannot_redirect_the_memory_dir() {
     let w = world();
     let ssh = w.home.join(".ssh");
-    w.write(".memloop/settings.json", &format!(r#"{{"memory_dir": "{}"}}"#, ssh.display()));
+    w.write(
+        ".memloop/settings.json",
+        &format!(r#"{{"memory_dir": "{}"}}"#, ssh.display()),
+    );
     let r = w.resolver().resolve().unwrap();
     assert_eq!(r.rule, ResolutionRule::Default);
     assert!(!r.dir.starts_with(&ssh));
     // Same for Claude Code's committed settings.
     w.write(".claude/settings.json", r#"{"memory_dir": "/etc"}"#);
-    let r = MemoryDirResolver::claude_code(&w.project).env(w.env()).resolve().unwrap();
+    let r = MemoryDirResolver::claude_code(&w.project)
+        .env(w.env())
+        .resolve()
+        .unwrap();
     assert_eq!(r.rule, ResolutionRule::Default);
 }
 
@@ -108,16 +160,25 @@ fn project_settings_cannot_redirect_the_memory_dir() {
 fn env_dir_is_verbatim_no_tilde_expansion() {
     let w = world();
     let env = w.env().with("MEMLOOP_MEMORY_DIR", "~/mem");
-    let err = MemoryDirResolver::new(&w.project).env(env).resolve().unwrap_err();
+    let err = MemoryDirResolver::new(&w.project)
+        .env(env)
+        .resolve()
+        .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("absolute") && msg.contains("no `~` expansion"), "{msg}");
+    assert!(
+        msg.contains("absolute") && msg.contains("no `~` expansion"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn broken_settings_json_is_ignored() {
     let w = world();
     w.write(".memloop/settings.local.json", "{not json");
-    assert_eq!(w.resolver().resolve().unwrap().rule, ResolutionRule::Default);
+    assert_eq!(
+        w.resolver().resolve().unwrap().rule,
+        ResolutionRule::Default
+    );
 }
 
 #[test]
@@ -125,7 +186,9 @@ fn invalid_settings_path_is_a_clear_error() {
     let w = world();
     w.write(".memloop/settings.local.json", r#"{"memory_dir": "~/.."}"#);
     match w.resolver().resolve() {
-        Err(MemoryError::InvalidMemoryDir { reason, .. }) => assert!(reason.contains("home"), "{reason}"),
+        Err(MemoryError::InvalidMemoryDir { reason, .. }) => {
+            assert!(reason.contains("home"), "{reason}")
+        }
         other => panic!("expected InvalidMemoryDir, got {other:?}"),
     }
 }
@@ -152,19 +215,33 @@ fn validation_rules() {
         ("~/../..", "home"),
     ];
     for (raw, why) in bad {
-        let err = validate_memory_dir(raw, Some(home)).unwrap_err().to_string();
-        assert!(err.to_lowercase().contains(&why.to_lowercase()), "{raw:?}: {err}");
+        let err = validate_memory_dir(raw, Some(home))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.to_lowercase().contains(&why.to_lowercase()),
+            "{raw:?}: {err}"
+        );
         assert!(!err.contains('\0'));
     }
-    assert_eq!(validate_memory_dir("~/notes/../mem", Some(home)).unwrap(), Path::new("/home/ann/mem"));
-    assert_eq!(validate_memory_dir("/abc", None).unwrap(), Path::new("/abc"));
+    assert_eq!(
+        validate_memory_dir("~/notes/../mem", Some(home)).unwrap(),
+        Path::new("/home/ann/mem")
+    );
+    assert_eq!(
+        validate_memory_dir("/abc", None).unwrap(),
+        Path::new("/abc")
+    );
     // Without expansion a `~` path is relative.
     assert!(validate_memory_dir("~/x", None).is_err());
 }
 
 #[test]
 fn slug_rule_utf16_and_long_paths() {
-    assert_eq!(project_slug("/Users/ann/code/my-app"), "-Users-ann-code-my-app");
+    assert_eq!(
+        project_slug("/Users/ann/code/my-app"),
+        "-Users-ann-code-my-app"
+    );
     assert_eq!(project_slug("/x/ü"), "-x--");
     assert_eq!(project_slug("/x/🦀"), "-x---");
     assert_eq!(project_slug("/x/日本"), "-x---");
@@ -174,18 +251,33 @@ fn slug_rule_utf16_and_long_paths() {
     assert!(s.starts_with(&format!("-{}", "a".repeat(199))));
     assert_eq!(s, project_slug(&long), "stable");
     let other = format!("/{}b", "a".repeat(300));
-    assert_ne!(s, project_slug(&other), "hash distinguishes paths sharing a prefix");
+    assert_ne!(
+        s,
+        project_slug(&other),
+        "hash distinguishes paths sharing a prefix"
+    );
     assert_eq!(project_slug(&"/".repeat(200)).len(), 200);
 }
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
-        .args(["-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "user.name=t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -201,18 +293,29 @@ fn git_root_and_linked_worktrees_share_one_memory_dir() {
     git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
 
     assert_eq!(canonical_project_root(&repo.join("src/deep")), repo);
-    assert_eq!(canonical_project_root(&wt), repo, "worktree maps to the main repo");
+    assert_eq!(
+        canonical_project_root(&wt),
+        repo,
+        "worktree maps to the main repo"
+    );
     let base = w.home.join(".memloop");
     assert_eq!(project_dir(&base, &wt), project_dir(&base, &repo));
     let a = MemoryDirResolver::new(&wt).env(w.env()).resolve().unwrap();
-    let b = MemoryDirResolver::new(repo.join("src")).env(w.env()).resolve().unwrap();
+    let b = MemoryDirResolver::new(repo.join("src"))
+        .env(w.env())
+        .resolve()
+        .unwrap();
     assert_eq!(a.dir, b.dir);
 
     // A forged worktree whose back-pointer does not match keeps its own root.
     let forged = w.project.join("forged");
     std::fs::create_dir_all(&forged).unwrap();
     let gitdir = repo.join(".git/worktrees/wt-feature");
-    std::fs::write(forged.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+    std::fs::write(
+        forged.join(".git"),
+        format!("gitdir: {}\n", gitdir.display()),
+    )
+    .unwrap();
     assert_eq!(canonical_project_root(&forged), forged);
 
     // Not in git: the dir itself.
@@ -235,7 +338,10 @@ fn bare_repo_worktree_maps_to_common_dir() {
     git(&seed, &["commit", "-qm", "c"]);
     git(&seed, &["push", "-q", bare.to_str().unwrap(), "HEAD:main"]);
     let wt = w.project.join("bare-wt");
-    git(&bare, &["worktree", "add", "-q", wt.to_str().unwrap(), "main"]);
+    git(
+        &bare,
+        &["worktree", "add", "-q", wt.to_str().unwrap(), "main"],
+    );
     assert_eq!(canonical_project_root(&wt), bare);
 }
 

@@ -1,6 +1,9 @@
 //! SPEC sections 2 and 12: containment gate, names, secrets, atomic writes.
 
-use memloop_memory::{ContainmentGate, MemoryError, SecretFilter, TEMP_PREFIX, atomic_write, topic_to_rel_path, validate_rel_path, validate_topic};
+use memloop_memory::{
+    ContainmentGate, MemoryError, SecretFilter, TEMP_PREFIX, atomic_write, topic_to_rel_path,
+    validate_rel_path, validate_topic,
+};
 use std::path::Path;
 use tempfile::TempDir;
 
@@ -17,12 +20,24 @@ fn containment_accepts_inside_and_refuses_escapes() {
     let (d, g) = gate();
     let root = g.root().to_path_buf();
     assert_eq!(g.check(Path::new("a.md")).unwrap(), root.join("a.md"));
-    assert_eq!(g.check(Path::new("new/dir/a.md")).unwrap(), root.join("new/dir/a.md"));
+    assert_eq!(
+        g.check(Path::new("new/dir/a.md")).unwrap(),
+        root.join("new/dir/a.md")
+    );
     assert_eq!(g.check(&root.join("x/../b.md")).unwrap(), root.join("b.md"));
     for bad in ["../a.md", "x/../../a.md", "/etc/passwd", "", ".", "a\0b.md"] {
-        assert!(matches!(g.check(Path::new(bad)), Err(MemoryError::OutsideMemoryDir { .. })), "{bad:?}");
+        assert!(
+            matches!(
+                g.check(Path::new(bad)),
+                Err(MemoryError::OutsideMemoryDir { .. })
+            ),
+            "{bad:?}"
+        );
     }
-    assert!(g.check(&root).is_err(), "the dir itself is not a file inside it");
+    assert!(
+        g.check(&root).is_err(),
+        "the dir itself is not a file inside it"
+    );
     // A sibling sharing the prefix is outside: root + separator.
     let sibling = d.path().join("mem-evil/a.md");
     assert!(g.check(&sibling).is_err());
@@ -46,7 +61,10 @@ fn symlinks_escaping_the_dir_are_refused() {
     assert!(g.check(Path::new("escape/new/deeper.md")).is_err());
     assert!(g.check(Path::new("dangling.md")).is_err());
     assert!(g.check(Path::new("file-link.md")).is_err());
-    assert_eq!(g.check(Path::new("inner-link/ok.md")).unwrap(), root.join("inner/ok.md"));
+    assert_eq!(
+        g.check(Path::new("inner-link/ok.md")).unwrap(),
+        root.join("inner/ok.md")
+    );
     // The gate as a closure for WriteScopeGate.
     let f = g.as_contains_fn();
     assert!(f(&root.join("ok.md")).is_ok());
@@ -69,7 +87,19 @@ fn memory_dir_reached_through_a_symlink_still_works() {
 
 #[test]
 fn topic_and_path_validation() {
-    for bad in ["", " ", "..", "a..b", "../x", "a/b", "a\\b", "nul\0", ".env", "\n", &"x".repeat(201)] {
+    for bad in [
+        "",
+        " ",
+        "..",
+        "a..b",
+        "../x",
+        "a/b",
+        "a\\b",
+        "nul\0",
+        ".env",
+        "\n",
+        &"x".repeat(201),
+    ] {
         assert!(validate_topic(bad).is_err(), "{bad:?}");
     }
     assert_eq!(topic_to_rel_path("user_role").unwrap(), "user_role.md");
@@ -77,7 +107,17 @@ fn topic_and_path_validation() {
     assert!(topic_to_rel_path("MEMORY").is_err());
     assert!(topic_to_rel_path("memory.md").is_err());
     assert!(validate_rel_path("feedback/testing.md").is_ok());
-    for bad in ["/abs.md", "a//b.md", "../a.md", "a/../b.md", ".x/a.md", "a.txt", "MEMORY.md", "sub/MEMORY.md", "a\\b.md"] {
+    for bad in [
+        "/abs.md",
+        "a//b.md",
+        "../a.md",
+        "a/../b.md",
+        ".x/a.md",
+        "a.txt",
+        "MEMORY.md",
+        "sub/MEMORY.md",
+        "a\\b.md",
+    ] {
         assert!(validate_rel_path(bad).is_err(), "{bad:?}");
     }
     let msg = validate_topic("a\0b").unwrap_err().to_string();
@@ -90,24 +130,44 @@ fn secrets_are_refused_naming_the_pattern_only() {
         ("password = hunter22", "credential assignment"),
         ("DB_PASSWORD=Sup3rS3cret!", "credential assignment"),
         ("api_key: 9f8e7d6c5b4a39281706", "credential assignment"),
-        ("\"token\": \"abcdefghijklmnopqrstu\"", "credential assignment"),
+        (
+            "\"token\": \"abcdefghijklmnopqrstu\"",
+            "credential assignment",
+        ),
         ("secret: Zr4nd0m", "credential assignment"),
-        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n", "private key"),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n",
+            "private key",
+        ),
         ("-----BEGIN RSA PRIVATE KEY-----", "private key"),
         ("key AKIAIOSFODNN7EXAMPLE in use", "AWS"),
         ("ghp_0123456789abcdefghijABCDEFGHIJ012345", "GitHub"),
         ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "GitHub"),
-        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "JSON Web Token"),
+        (
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "JSON Web Token",
+        ),
         ("xoxb-123456789012-abcdefghij", "Slack"),
         ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "sk-"),
-        ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345", "bearer"),
+        (
+            "Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345",
+            "bearer",
+        ),
     ];
     for (text, pattern) in cases {
         match SecretFilter::check(text) {
             Err(MemoryError::SensitiveData { pattern: p }) => {
                 assert!(p.contains(pattern), "{text}: {p}");
                 let msg = SecretFilter::check(text).unwrap_err().to_string();
-                for secret in ["hunter22", "Sup3rS3cret", "9f8e7d6c5b4a", "AKIAIOSFODNN7", "ghp_0123", "eyJhbGci", "abcdefghijklmnopqrstuvwxyz"] {
+                for secret in [
+                    "hunter22",
+                    "Sup3rS3cret",
+                    "9f8e7d6c5b4a",
+                    "AKIAIOSFODNN7",
+                    "ghp_0123",
+                    "eyJhbGci",
+                    "abcdefghijklmnopqrstuvwxyz",
+                ] {
                     assert!(!msg.contains(secret), "message leaks the secret: {msg}");
                 }
             }
@@ -131,7 +191,11 @@ fn descriptive_text_passes() {
         "type: feedback",
     ];
     for text in fine {
-        assert!(SecretFilter::check(text).is_ok(), "{text}: {:?}", SecretFilter::find(text));
+        assert!(
+            SecretFilter::check(text).is_ok(),
+            "{text}: {:?}",
+            SecretFilter::find(text)
+        );
     }
 }
 
@@ -147,7 +211,11 @@ fn atomic_write_replaces_and_leaves_no_temp_files() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         atomic_write(&p, b"three").unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o644, "mode kept");
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644,
+            "mode kept"
+        );
     }
     // Error path: the target is a directory, so the rename fails; the temp file is cleaned up.
     let dir_target = d.path().join("sub/isdir.md");

@@ -12,7 +12,8 @@ fn put(dir: &Path, rel: &str, bytes: &[u8], mtime_secs: u64) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     let mut f = File::create(&p).unwrap();
     f.write_all(bytes).unwrap();
-    f.set_modified(UNIX_EPOCH + Duration::from_secs(mtime_secs)).unwrap();
+    f.set_modified(UNIX_EPOCH + Duration::from_secs(mtime_secs))
+        .unwrap();
 }
 
 fn mem(name: &str, t: &str) -> Vec<u8> {
@@ -23,7 +24,12 @@ fn mem(name: &str, t: &str) -> Vec<u8> {
 fn recursive_newest_first_skipping_index_hidden_and_non_md() {
     let d = TempDir::new().unwrap();
     put(d.path(), "old.md", &mem("old", "user"), 1_000);
-    put(d.path(), "sub/deeper/new.md", &mem("new", "feedback"), 3_000);
+    put(
+        d.path(),
+        "sub/deeper/new.md",
+        &mem("new", "feedback"),
+        3_000,
+    );
     put(d.path(), "mid.md", &mem("mid", "nope"), 2_000);
     put(d.path(), "MEMORY.md", b"- [old](old.md)\n", 9_000);
     put(d.path(), "sub/MEMORY.md", b"nested index\n", 9_000);
@@ -45,7 +51,11 @@ fn recursive_newest_first_skipping_index_hidden_and_non_md() {
 #[test]
 fn missing_dir_is_empty() {
     let d = TempDir::new().unwrap();
-    assert!(scan_dir(&d.path().join("nope"), &ScanConfig::default()).unwrap().is_empty());
+    assert!(
+        scan_dir(&d.path().join("nope"), &ScanConfig::default())
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -75,13 +85,20 @@ fn hostile_files_are_skipped_or_bounded() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d.path().join("locked.md"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        std::fs::set_permissions(
+            d.path().join("locked.md"),
+            std::fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
     }
     let locked_readable = File::open(d.path().join("locked.md")).is_ok();
 
     let h = scan_dir(d.path(), &ScanConfig::default()).unwrap();
     let get = |p: &str| h.iter().find(|h| h.rel_path == p);
-    assert_eq!(get("big.md").unwrap().memory_type, Some(MemoryType::Project));
+    assert_eq!(
+        get("big.md").unwrap().memory_type,
+        Some(MemoryType::Project)
+    );
     assert_eq!(get("oneline.md").unwrap().name, None);
     assert!(get("binary.md").is_none());
     assert!(get("latin1.md").is_none());
@@ -100,21 +117,44 @@ fn symlinks_are_not_followed() {
     #[cfg(unix)]
     {
         std::os::unix::fs::symlink(outside.path(), d.path().join("linked-dir")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret.md"), d.path().join("link.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.md"), d.path().join("link.md"))
+            .unwrap();
         std::os::unix::fs::symlink(d.path(), d.path().join("loop")).unwrap();
     }
     let h = scan_dir(d.path(), &ScanConfig::default()).unwrap();
-    assert_eq!(h.iter().map(|h| h.rel_path.as_str()).collect::<Vec<_>>(), ["real.md"]);
+    assert_eq!(
+        h.iter().map(|h| h.rel_path.as_str()).collect::<Vec<_>>(),
+        ["real.md"]
+    );
 }
 
 #[test]
 fn parallel_and_serial_scans_agree() {
     let d = TempDir::new().unwrap();
     for i in 0..300u64 {
-        put(d.path(), &format!("d{}/m{i}.md", i % 7), &mem(&format!("m{i}"), "user"), 1_000 + i);
+        put(
+            d.path(),
+            &format!("d{}/m{i}.md", i % 7),
+            &mem(&format!("m{i}"), "user"),
+            1_000 + i,
+        );
     }
-    let par = scan_dir(d.path(), &ScanConfig { threads: 4, ..ScanConfig::default() }).unwrap();
-    let ser = scan_dir(d.path(), &ScanConfig { threads: 1, ..ScanConfig::default() }).unwrap();
+    let par = scan_dir(
+        d.path(),
+        &ScanConfig {
+            threads: 4,
+            ..ScanConfig::default()
+        },
+    )
+    .unwrap();
+    let ser = scan_dir(
+        d.path(),
+        &ScanConfig {
+            threads: 1,
+            ..ScanConfig::default()
+        },
+    )
+    .unwrap();
     assert_eq!(par, ser);
     assert_eq!(par.len(), 300);
     assert!(par.windows(2).all(|w| w[0].mtime >= w[1].mtime));
@@ -130,7 +170,10 @@ fn realmem() -> Option<PathBuf> {
     if p.is_dir() {
         Some(p)
     } else {
-        eprintln!("SKIP: {} is absent; real Claude Code memory dirs not tested", p.display());
+        eprintln!(
+            "SKIP: {} is absent; real Claude Code memory dirs not tested",
+            p.display()
+        );
         None
     }
 }
@@ -153,7 +196,10 @@ fn memory_dirs(root: &Path, out: &mut Vec<PathBuf>) {
 
 /// The type a reader of the first 30 lines would give: a flat or nested `type:` line.
 fn expected_type(text: &str) -> Option<MemoryType> {
-    text.lines().take(30).find_map(|l| l.trim().strip_prefix("type:")).and_then(|t| MemoryType::parse(t.trim()))
+    text.lines()
+        .take(30)
+        .find_map(|l| l.trim().strip_prefix("type:"))
+        .and_then(|t| MemoryType::parse(t.trim()))
 }
 
 #[test]
@@ -178,13 +224,25 @@ fn real_claude_code_dirs_list_every_memory() {
             let text = std::fs::read_to_string(dir.join(&hd.rel_path)).unwrap();
             total += 1;
             assert_eq!(hd.memory_type, expected_type(&text), "{}", hd.rel_path);
-            assert!(hd.description.is_some(), "{} lost its description", hd.rel_path);
+            assert!(
+                hd.description.is_some(),
+                "{} lost its description",
+                hd.rel_path
+            );
             typed += usize::from(hd.memory_type.is_some());
             nested += usize::from(text.contains("\nmetadata:"));
-            let strict = serde_norway::from_str::<serde_norway::Value>(text.split("---").nth(1).unwrap_or("")).is_err();
+            let strict = serde_norway::from_str::<serde_norway::Value>(
+                text.split("---").nth(1).unwrap_or(""),
+            )
+            .is_err();
             repaired_desc += usize::from(strict);
         }
     }
-    eprintln!("realmem: {total} memories, {typed} typed, {nested} nested-metadata, {repaired_desc} needed the quoting retry");
-    assert!(total > 100 && nested > 50 && repaired_desc > 0, "{total} {nested} {repaired_desc}");
+    eprintln!(
+        "realmem: {total} memories, {typed} typed, {nested} nested-metadata, {repaired_desc} needed the quoting retry"
+    );
+    assert!(
+        total > 100 && nested > 50 && repaired_desc > 0,
+        "{total} {nested} {repaired_desc}"
+    );
 }

@@ -15,7 +15,12 @@ use std::sync::Arc;
 use tempfile::TempDir;
 
 fn doc(name: &str, desc: &str, t: Option<MemoryType>, body: &str) -> MemoryDoc {
-    MemoryDoc { name: name.into(), description: desc.into(), memory_type: t, body: body.into() }
+    MemoryDoc {
+        name: name.into(),
+        description: desc.into(),
+        memory_type: t,
+        body: body.into(),
+    }
 }
 
 fn store() -> (TempDir, FileMemoryStore) {
@@ -25,25 +30,64 @@ fn store() -> (TempDir, FileMemoryStore) {
 }
 
 fn ctx() -> ToolContext {
-    ToolContext { session_id: "s1".into(), cwd: std::env::temp_dir(), agent: AgentKind::Main, cancel: CancellationToken::new() }
+    ToolContext {
+        session_id: "s1".into(),
+        cwd: std::env::temp_dir(),
+        agent: AgentKind::Main,
+        cancel: CancellationToken::new(),
+    }
 }
 
 #[tokio::test]
 async fn write_read_update_delete_keep_index_in_step() {
     let (_d, s) = store();
-    std::fs::write(s.root().join("MEMORY.md"), "# My memory\n\nFree prose stays.\n").unwrap();
-    let r = s.write("user_role.md", &doc("Role", "data scientist, new to Rust", Some(MemoryType::User), "Works on ML."), WriteMode::Overwrite).await.unwrap();
+    std::fs::write(
+        s.root().join("MEMORY.md"),
+        "# My memory\n\nFree prose stays.\n",
+    )
+    .unwrap();
+    let r = s
+        .write(
+            "user_role.md",
+            &doc(
+                "Role",
+                "data scientist, new to Rust",
+                Some(MemoryType::User),
+                "Works on ML.",
+            ),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
     assert!(r.created);
     assert_eq!(r.path, s.root().join("user_role.md"));
     let f = s.read("user_role.md").await.unwrap();
-    assert_eq!(f.raw, "---\nname: Role\ndescription: data scientist, new to Rust\ntype: user\n---\n\nWorks on ML.\n");
+    assert_eq!(
+        f.raw,
+        "---\nname: Role\ndescription: data scientist, new to Rust\ntype: user\n---\n\nWorks on ML.\n"
+    );
     assert_eq!(f.body, "Works on ML.\n");
     assert_eq!(f.header.memory_type, Some(MemoryType::User));
     let idx = std::fs::read_to_string(s.root().join("MEMORY.md")).unwrap();
-    assert_eq!(idx, "# My memory\n\nFree prose stays.\n- [Role](user_role.md) — data scientist, new to Rust\n");
+    assert_eq!(
+        idx,
+        "# My memory\n\nFree prose stays.\n- [Role](user_role.md) — data scientist, new to Rust\n"
+    );
 
     // Append: body grows, index hook follows a new description.
-    let r = s.write("user_role.md", &doc("", "data scientist, learning Rust", None, "Prefers examples."), WriteMode::Append).await.unwrap();
+    let r = s
+        .write(
+            "user_role.md",
+            &doc(
+                "",
+                "data scientist, learning Rust",
+                None,
+                "Prefers examples.",
+            ),
+            WriteMode::Append,
+        )
+        .await
+        .unwrap();
     assert!(!r.created);
     let f = s.read("user_role.md").await.unwrap();
     assert_eq!(f.body, "Works on ML.\n\nPrefers examples.\n");
@@ -53,39 +97,105 @@ async fn write_read_update_delete_keep_index_in_step() {
     assert_eq!(entries[0].hook, "data scientist, learning Rust");
 
     // Nested path + rename.
-    s.write("project/freeze.md", &doc("Freeze", "merge freeze from 2026-03-05", Some(MemoryType::Project), "b"), WriteMode::Overwrite).await.unwrap();
-    s.rename("project/freeze.md", "project/release_freeze.md").await.unwrap();
-    let files: Vec<_> = s.index_entries().await.unwrap().into_iter().map(|e| e.file).collect();
+    s.write(
+        "project/freeze.md",
+        &doc(
+            "Freeze",
+            "merge freeze from 2026-03-05",
+            Some(MemoryType::Project),
+            "b",
+        ),
+        WriteMode::Overwrite,
+    )
+    .await
+    .unwrap();
+    s.rename("project/freeze.md", "project/release_freeze.md")
+        .await
+        .unwrap();
+    let files: Vec<_> = s
+        .index_entries()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.file)
+        .collect();
     assert_eq!(files, ["user_role.md", "project/release_freeze.md"]);
-    assert!(matches!(s.read("project/freeze.md").await, Err(MemoryError::NotFound(_))));
+    assert!(matches!(
+        s.read("project/freeze.md").await,
+        Err(MemoryError::NotFound(_))
+    ));
 
     // Delete removes the line and the file; prose untouched.
     s.delete("user_role.md").await.unwrap();
-    assert!(matches!(s.delete("user_role.md").await, Err(MemoryError::NotFound(_))));
+    assert!(matches!(
+        s.delete("user_role.md").await,
+        Err(MemoryError::NotFound(_))
+    ));
     let idx = std::fs::read_to_string(s.root().join("MEMORY.md")).unwrap();
-    assert_eq!(idx, "# My memory\n\nFree prose stays.\n- [Freeze](project/release_freeze.md) — merge freeze from 2026-03-05\n");
-    let scanned: Vec<_> = s.scan().await.unwrap().into_iter().map(|h| h.rel_path).collect();
+    assert_eq!(
+        idx,
+        "# My memory\n\nFree prose stays.\n- [Freeze](project/release_freeze.md) — merge freeze from 2026-03-05\n"
+    );
+    let scanned: Vec<_> = s
+        .scan()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.rel_path)
+        .collect();
     assert_eq!(scanned, ["project/release_freeze.md"]);
 }
 
 #[tokio::test]
 async fn refused_writes_change_nothing() {
     let (_d, s) = store();
-    let err = s.write("creds.md", &doc("Creds", "db access", None, "password = hunter22"), WriteMode::Overwrite).await.unwrap_err();
-    assert!(err.to_string().contains("credential assignment") && !err.to_string().contains("hunter22"));
-    for bad in ["../x.md", "/tmp/x.md", "a\0.md", ".hidden.md", "MEMORY.md", "x.txt"] {
-        assert!(s.write(bad, &doc("n", "d", None, "b"), WriteMode::Overwrite).await.is_err(), "{bad:?}");
+    let err = s
+        .write(
+            "creds.md",
+            &doc("Creds", "db access", None, "password = hunter22"),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("credential assignment") && !err.to_string().contains("hunter22")
+    );
+    for bad in [
+        "../x.md",
+        "/tmp/x.md",
+        "a\0.md",
+        ".hidden.md",
+        "MEMORY.md",
+        "x.txt",
+    ] {
+        assert!(
+            s.write(bad, &doc("n", "d", None, "b"), WriteMode::Overwrite)
+                .await
+                .is_err(),
+            "{bad:?}"
+        );
     }
     #[cfg(unix)]
     {
         let outside = TempDir::new().unwrap();
         std::os::unix::fs::symlink(outside.path(), s.root().join("out")).unwrap();
-        let err = s.write("out/x.md", &doc("n", "d", None, "b"), WriteMode::Overwrite).await.unwrap_err();
-        assert!(matches!(err, MemoryError::OutsideMemoryDir { .. }), "{err:?}");
+        let err = s
+            .write("out/x.md", &doc("n", "d", None, "b"), WriteMode::Overwrite)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, MemoryError::OutsideMemoryDir { .. }),
+            "{err:?}"
+        );
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
         std::fs::remove_file(s.root().join("out")).unwrap();
     }
-    let left: Vec<_> = std::fs::read_dir(s.root()).unwrap().flatten().map(|e| e.file_name()).filter(|n| n != ".memloop.lock").collect();
+    let left: Vec<_> = std::fs::read_dir(s.root())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != ".memloop.lock")
+        .collect();
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -95,25 +205,45 @@ async fn hostile_reads() {
     std::fs::write(s.root().join("bin.md"), b"\x00\x01binary").unwrap();
     std::fs::write(s.root().join("latin.md"), b"caf\xe9").unwrap();
     std::fs::write(s.root().join("huge.md"), vec![b'a'; 2 * 1024 * 1024]).unwrap();
-    for (p, why) in [("bin.md", "binary"), ("latin.md", "UTF-8"), ("huge.md", "limit")] {
+    for (p, why) in [
+        ("bin.md", "binary"),
+        ("latin.md", "UTF-8"),
+        ("huge.md", "limit"),
+    ] {
         let e = s.read(p).await.unwrap_err();
-        assert!(matches!(e, MemoryError::Unreadable { .. }) && e.to_string().contains(why), "{p}: {e}");
+        assert!(
+            matches!(e, MemoryError::Unreadable { .. }) && e.to_string().contains(why),
+            "{p}: {e}"
+        );
     }
     // Appending to a non-UTF-8 file is refused instead of corrupting it.
-    assert!(s.write("latin.md", &doc("", "", None, "more"), WriteMode::Append).await.is_err());
-    assert_eq!(std::fs::read(s.root().join("latin.md")).unwrap(), b"caf\xe9");
+    assert!(
+        s.write("latin.md", &doc("", "", None, "more"), WriteMode::Append)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        std::fs::read(s.root().join("latin.md")).unwrap(),
+        b"caf\xe9"
+    );
 }
 
 #[tokio::test]
 async fn load_index_applies_caps() {
     let (_d, s) = store();
     assert_eq!(s.load_index().await.unwrap().content, "");
-    let text: String = (0..300).map(|i| format!("- [m{i}](m{i}.md) — hook {i}\n")).collect();
+    let text: String = (0..300)
+        .map(|i| format!("- [m{i}](m{i}.md) — hook {i}\n"))
+        .collect();
     std::fs::write(s.root().join("MEMORY.md"), &text).unwrap();
     let l = s.load_index().await.unwrap();
     assert!(l.truncated_by_lines);
     assert_eq!(l.original_lines, 300);
-    assert_eq!(s.index_entries().await.unwrap().len(), 300, "entries are uncapped");
+    assert_eq!(
+        s.index_entries().await.unwrap().len(),
+        300,
+        "entries are uncapped"
+    );
 }
 
 #[tokio::test]
@@ -129,21 +259,57 @@ async fn tools_round_trip_through_the_store() {
     let out = write.call(input.clone(), &ctx()).await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(out.files_written, targets);
-    let out = write.call(json!({"topic": "feedback_testing", "content": "Also for CI.", "mode": "append"}), &ctx()).await;
-    assert!(!out.is_error && out.content.starts_with("Updated"), "{}", out.content);
+    let out = write
+        .call(
+            json!({"topic": "feedback_testing", "content": "Also for CI.", "mode": "append"}),
+            &ctx(),
+        )
+        .await;
+    assert!(
+        !out.is_error && out.content.starts_with("Updated"),
+        "{}",
+        out.content
+    );
 
-    let out = read.call(json!({"topic": "feedback_testing"}), &ctx()).await;
-    assert!(out.content.contains("type: feedback") && out.content.ends_with("Also for CI.\n"), "{}", out.content);
+    let out = read
+        .call(json!({"topic": "feedback_testing"}), &ctx())
+        .await;
+    assert!(
+        out.content.contains("type: feedback") && out.content.ends_with("Also for CI.\n"),
+        "{}",
+        out.content
+    );
     let out = read.call(json!({"topic": "MEMORY"}), &ctx()).await;
-    assert_eq!(out.content, "- [Real db in tests](feedback_testing.md) — integration tests must hit a real database");
+    assert_eq!(
+        out.content,
+        "- [Real db in tests](feedback_testing.md) — integration tests must hit a real database"
+    );
     let out = read.call(json!({"topic": "_list"}), &ctx()).await;
-    assert!(out.content.starts_with("- [feedback] feedback_testing.md (") && out.content.ends_with("): integration tests must hit a real database"));
+    assert!(
+        out.content
+            .starts_with("- [feedback] feedback_testing.md (")
+            && out
+                .content
+                .ends_with("): integration tests must hit a real database")
+    );
 
     // The store's gate as a WriteScopeGate allows the tool's targets.
     let gate = s.write_scope_gate();
-    let req = |input: serde_json::Value| ToolCallRequest { name: write.spec().name, effect: write.spec().effect, write_targets: write.write_targets(&input, &ctx()), input };
-    assert_eq!(gate.check(&req(input), &ctx()).await, PermissionDecision::Allow);
-    assert!(matches!(gate.check(&req(json!({"topic": "../evil", "content": "x"})), &ctx()).await, PermissionDecision::Deny(_)));
+    let req = |input: serde_json::Value| ToolCallRequest {
+        name: write.spec().name,
+        effect: write.spec().effect,
+        write_targets: write.write_targets(&input, &ctx()),
+        input,
+    };
+    assert_eq!(
+        gate.check(&req(input), &ctx()).await,
+        PermissionDecision::Allow
+    );
+    assert!(matches!(
+        gate.check(&req(json!({"topic": "../evil", "content": "x"})), &ctx())
+            .await,
+        PermissionDecision::Deny(_)
+    ));
 }
 
 #[tokio::test]
@@ -153,36 +319,82 @@ async fn tool_errors_are_readable() {
     let (read, write) = (&tools[0], &tools[1]);
     let cases = [
         (json!({"topic": "../../etc/passwd", "content": "x"}), "`..`"),
-        (json!({"topic": "/abs/path", "content": "x"}), "path separator"),
+        (
+            json!({"topic": "/abs/path", "content": "x"}),
+            "path separator",
+        ),
         (json!({"topic": "a\u{0}b", "content": "x"}), "NUL"),
-        (json!({"topic": ".bashrc", "content": "x"}), "starts with `.`"),
+        (
+            json!({"topic": ".bashrc", "content": "x"}),
+            "starts with `.`",
+        ),
         (json!({"topic": "MEMORY", "content": "x"}), "index"),
-        (json!({"topic": "t", "content": "x", "mode": "replace"}), "unknown mode"),
-        (json!({"topic": "t", "content": "x", "type": "note"}), "unknown memory type"),
-        (json!({"topic": "t", "content": "api_key = AbC123xyz987"}), "secret"),
+        (
+            json!({"topic": "t", "content": "x", "mode": "replace"}),
+            "unknown mode",
+        ),
+        (
+            json!({"topic": "t", "content": "x", "type": "note"}),
+            "unknown memory type",
+        ),
+        (
+            json!({"topic": "t", "content": "api_key = AbC123xyz987"}),
+            "secret",
+        ),
         (json!({"content": "x"}), "missing field `topic`"),
     ];
     for (i, (input, needle)) in cases.into_iter().enumerate() {
         // Bad topics are caught before the call too, so a gate denies them.
-        assert_eq!(write.write_targets(&input, &ctx()).is_err(), i < 5 || i == 8, "{input}");
+        assert_eq!(
+            write.write_targets(&input, &ctx()).is_err(),
+            i < 5 || i == 8,
+            "{input}"
+        );
         let out = write.call(input.clone(), &ctx()).await;
-        assert!(out.is_error && out.content.contains(needle), "{input}: {}", out.content);
+        assert!(
+            out.is_error && out.content.contains(needle),
+            "{input}: {}",
+            out.content
+        );
         assert!(out.files_written.is_empty());
     }
     let out = read.call(json!({"topic": "nothing_here"}), &ctx()).await;
-    assert!(out.is_error && out.content.contains("no memory named"), "{}", out.content);
-    assert_eq!(read.call(json!({"topic": "_list"}), &ctx()).await.content, "No memories saved yet.");
+    assert!(
+        out.is_error && out.content.contains("no memory named"),
+        "{}",
+        out.content
+    );
+    assert_eq!(
+        read.call(json!({"topic": "_list"}), &ctx()).await.content,
+        "No memories saved yet."
+    );
 }
 
 #[tokio::test]
 async fn memory_section_renders_guidance_and_capped_index() {
     let (_d, s) = store();
     let s = Arc::new(s);
-    s.write("user_role.md", &doc("Role", "backend dev", Some(MemoryType::User), "b"), WriteMode::Overwrite).await.unwrap();
+    s.write(
+        "user_role.md",
+        &doc("Role", "backend dev", Some(MemoryType::User), "b"),
+        WriteMode::Overwrite,
+    )
+    .await
+    .unwrap();
     let text = MemorySection::new(s.clone()).compute().await.unwrap();
     assert!(text.contains(&s.root().display().to_string()));
     assert!(text.ends_with("- [Role](user_role.md) — backend dev\n"));
-    for must in ["**user**", "**feedback**", "**project**", "**reference**", "What does not belong", "memory_write", "behave as if the index below were empty", "confirm it still exists", "**Why:**"] {
+    for must in [
+        "**user**",
+        "**feedback**",
+        "**project**",
+        "**reference**",
+        "What does not belong",
+        "memory_write",
+        "behave as if the index below were empty",
+        "confirm it still exists",
+        "**Why:**",
+    ] {
         assert!(text.contains(must), "prompt lacks {must}");
     }
     assert!(!text.contains("{{"), "all placeholders substituted");

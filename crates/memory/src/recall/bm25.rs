@@ -59,10 +59,13 @@ pub struct IndexText<'a> {
     pub body: &'a str,
 }
 
+/// One memory's occurrences of one term. The field lengths are copied here so scoring never
+/// leaves the postings list.
 #[derive(Debug, Clone, Copy)]
 struct Posting {
     doc: u32,
     tf: [u16; FIELDS],
+    lens: [u32; FIELDS],
 }
 
 #[derive(Debug)]
@@ -176,7 +179,7 @@ impl Bm25Index {
         });
         let mut terms = Vec::with_capacity(tfs.len());
         for (tid, tf) in tfs {
-            self.postings[tid as usize].push(Posting { doc: id, tf });
+            self.postings[tid as usize].push(Posting { doc: id, tf, lens });
             terms.push(tid);
         }
         for (sum, len) in self.len_sum.iter_mut().zip(lens) {
@@ -240,12 +243,7 @@ impl Bm25Index {
 
     /// The best `k` memories for `query` among those `keep` accepts, best first, with scores.
     /// Memories with no matching term (and no lift) are not returned.
-    pub fn search(
-        &self,
-        query: &str,
-        k: usize,
-        keep: impl Fn(&str) -> bool,
-    ) -> Vec<(String, f32)> {
+    pub fn search(&self, query: &str, k: usize, keep: impl Fn(&str) -> bool) -> Vec<(String, f32)> {
         if self.by_path.is_empty() || k == 0 {
             return Vec::new();
         }
@@ -298,11 +296,10 @@ impl Bm25Index {
             }
             let idf = qw * self.idf(tid);
             for p in list {
-                let Some(doc) = self.doc(p.doc) else { continue };
                 let mut tf = 0f32;
                 for f in 0..FIELDS {
                     if p.tf[f] > 0 {
-                        let norm = 1.0 - b + b * doc.lens[f] as f32 / avg[f];
+                        let norm = 1.0 - b + b * p.lens[f] as f32 / avg[f];
                         tf += w[f] * f32::from(p.tf[f]) / norm;
                     }
                 }
@@ -351,20 +348,31 @@ impl Bm25Index {
         out
     }
 
-    fn top_k(&self, mut ranked: Vec<(u32, f32)>, k: usize, keep: impl Fn(&str) -> bool) -> Vec<(String, f32)> {
-        ranked.retain(|(_, s)| *s > 0.0);
-        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(self.newer(b.0, a.0)));
+    fn top_k(
+        &self,
+        ranked: Vec<(u32, f32)>,
+        k: usize,
+        keep: impl Fn(&str) -> bool,
+    ) -> Vec<(String, f32)> {
+        let mut ranked: Vec<(&Doc, f32)> = ranked
+            .into_iter()
+            .filter(|(_, s)| *s > 0.0)
+            .filter_map(|(d, s)| self.doc(d).map(|doc| (doc, s)))
+            .filter(|(doc, _)| keep(&doc.path))
+            .collect();
+        let order = |a: &(&Doc, f32), b: &(&Doc, f32)| {
+            b.1.total_cmp(&a.1)
+                .then(b.0.mtime.cmp(&a.0.mtime))
+                .then(a.0.path.cmp(&b.0.path))
+        };
+        if ranked.len() > k {
+            ranked.select_nth_unstable_by(k, order);
+            ranked.truncate(k);
+        }
+        ranked.sort_unstable_by(order);
         ranked
             .into_iter()
-            .filter_map(|(d, s)| self.doc(d).map(|doc| (doc.path.as_str(), s)))
-            .filter(|(p, _)| keep(p))
-            .take(k)
-            .map(|(p, s)| (p.to_owned(), s))
+            .map(|(doc, s)| (doc.path.clone(), s))
             .collect()
-    }
-
-    fn newer(&self, a: u32, b: u32) -> std::cmp::Ordering {
-        let m = |d| self.doc(d).map(|d| d.mtime);
-        m(a).cmp(&m(b))
     }
 }

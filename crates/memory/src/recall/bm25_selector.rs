@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::SystemTime;
 use tokio::sync::Mutex;
 
 /// How many memory files are read at once while (re)indexing.
@@ -33,7 +34,39 @@ pub struct SyncReport {
 /// mtime, only new or changed files are read through the store, and vanished ones are removed.
 pub struct Bm25Selector {
     store: Arc<dyn MemoryStore>,
-    index: Mutex<Bm25Index>,
+    index: Mutex<Synced>,
+}
+
+/// The index and the (path, mtime) list it was last synced with: an unchanged scan is detected
+/// by comparing lists, without hashing a single path.
+#[derive(Debug, Default)]
+struct Synced {
+    index: Bm25Index,
+    seen: Vec<(String, SystemTime)>,
+}
+
+impl Synced {
+    async fn sync(&mut self, store: &dyn MemoryStore, headers: &[MemoryHeader]) -> SyncReport {
+        let unchanged = self.seen.len() == headers.len()
+            && self
+                .seen
+                .iter()
+                .zip(headers)
+                .all(|((p, m), h)| *m == h.mtime && *p == h.rel_path);
+        if unchanged {
+            return SyncReport::default();
+        }
+        let report = sync_index(&mut self.index, store, headers).await;
+        self.seen = if report.failed == 0 {
+            headers
+                .iter()
+                .map(|h| (h.rel_path.clone(), h.mtime))
+                .collect()
+        } else {
+            Vec::new() // retry the unreadable ones next time
+        };
+        report
+    }
 }
 
 impl std::fmt::Debug for Bm25Selector {
@@ -54,20 +87,23 @@ impl Bm25Selector {
     pub fn with_params(store: Arc<dyn MemoryStore>, params: Bm25Params) -> Self {
         Self {
             store,
-            index: Mutex::new(Bm25Index::new(params)),
+            index: Mutex::new(Synced {
+                index: Bm25Index::new(params),
+                seen: Vec::new(),
+            }),
         }
     }
 
     /// Bring the index in line with `headers` (the store's scan): re-read changed files, drop
     /// removed ones.
     pub async fn sync(&self, headers: &[MemoryHeader]) -> SyncReport {
-        let mut index = self.index.lock().await;
-        sync_index(&mut index, self.store.as_ref(), headers).await
+        let mut synced = self.index.lock().await;
+        synced.sync(self.store.as_ref(), headers).await
     }
 
     /// Number of indexed memories.
     pub async fn indexed(&self) -> usize {
-        self.index.lock().await.len()
+        self.index.lock().await.index.len()
     }
 }
 
@@ -77,6 +113,16 @@ async fn sync_index(
     headers: &[MemoryHeader],
 ) -> SyncReport {
     let mut report = SyncReport::default();
+    let stale: Vec<MemoryHeader> = headers
+        .iter()
+        .filter(|h| index.mtime(&h.rel_path) != Some(h.mtime))
+        .cloned()
+        .collect();
+    // Every header indexed at its mtime and as many headers as indexed docs: nothing was
+    // deleted either, so the common case costs one map lookup per memory.
+    if stale.is_empty() && headers.len() == index.len() {
+        return report;
+    }
     let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
     let gone: Vec<String> = index
         .paths()
@@ -87,11 +133,6 @@ async fn sync_index(
         index.remove(&p);
         report.removed += 1;
     }
-    let stale: Vec<MemoryHeader> = headers
-        .iter()
-        .filter(|h| index.mtime(&h.rel_path) != Some(h.mtime))
-        .cloned()
-        .collect();
     if stale.is_empty() {
         return report;
     }
@@ -136,9 +177,10 @@ impl Selector for Bm25Selector {
         headers: &[MemoryHeader],
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError> {
-        let mut index = self.index.lock().await;
-        sync_index(&mut index, self.store.as_ref(), headers).await;
-        Ok(index
+        let mut synced = self.index.lock().await;
+        synced.sync(self.store.as_ref(), headers).await;
+        Ok(synced
+            .index
             .search(query, ctx.limit, |p| !ctx.already_surfaced.contains(p))
             .into_iter()
             .map(|(p, _)| p)

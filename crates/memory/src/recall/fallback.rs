@@ -34,7 +34,11 @@ impl std::fmt::Debug for FallbackSelector {
 
 impl FallbackSelector {
     /// `primary` first, `secondary` when it fails or takes longer than `timeout`.
-    pub fn new(primary: Arc<dyn Selector>, secondary: Arc<dyn Selector>, timeout: Duration) -> Self {
+    pub fn new(
+        primary: Arc<dyn Selector>,
+        secondary: Arc<dyn Selector>,
+        timeout: Duration,
+    ) -> Self {
         Self {
             primary,
             secondary,

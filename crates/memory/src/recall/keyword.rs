@@ -1,11 +1,14 @@
 //! [`KeywordSelector`]: matches query words against each memory's name and description. No
-//! model, no index, no body reads: a linear pass over the headers.
+//! model, no body reads: a linear pass over the headers (their analysed words are memoised by
+//! path and mtime).
 
 use super::selector::{SelectionContext, Selector, SelectorError};
 use super::text::Analyzer;
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 /// Weights of [`KeywordSelector`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,6 +49,15 @@ impl Default for KeywordConfig {
 pub struct KeywordSelector {
     config: KeywordConfig,
     analyzer: Analyzer,
+    cache: Mutex<HashMap<String, Analyzed>>,
+}
+
+/// The analysed name and description of one memory at one mtime.
+#[derive(Debug)]
+struct Analyzed {
+    mtime: SystemTime,
+    name: Vec<String>,
+    description: Vec<String>,
 }
 
 impl Default for KeywordSelector {
@@ -60,7 +72,47 @@ impl KeywordSelector {
         Self {
             config,
             analyzer: Analyzer::new(false),
+            cache: Mutex::default(),
         }
+    }
+
+    /// The query terms found in each header's name and description.
+    fn matches(
+        &self,
+        headers: &[&MemoryHeader],
+        query: &HashSet<String>,
+    ) -> Vec<(HashSet<String>, HashSet<String>)> {
+        let mut guard = self.cache.lock().ok();
+        let mut fresh = HashMap::new();
+        let cache = guard.as_deref_mut().unwrap_or(&mut fresh);
+        if cache.len() > 2 * headers.len() + 64 {
+            let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
+            cache.retain(|p, _| live.contains(p.as_str()));
+        }
+        let pick = |terms: &[String]| -> HashSet<String> {
+            terms
+                .iter()
+                .filter(|t| query.contains(*t))
+                .cloned()
+                .collect()
+        };
+        headers
+            .iter()
+            .map(|h| {
+                if cache.get(&h.rel_path).is_none_or(|e| e.mtime != h.mtime) {
+                    let analyzed = Analyzed {
+                        mtime: h.mtime,
+                        name: self.analyzer.terms(display_name(h)),
+                        description: self.analyzer.terms(h.description.as_deref().unwrap_or("")),
+                    };
+                    cache.insert(h.rel_path.clone(), analyzed);
+                }
+                cache
+                    .get(&h.rel_path)
+                    .map(|e| (pick(&e.name), pick(&e.description)))
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 }
 
@@ -91,17 +143,7 @@ impl Selector for KeywordSelector {
             .iter()
             .filter(|h| !ctx.already_surfaced.contains(&h.rel_path))
             .collect();
-        let docs: Vec<(HashSet<String>, HashSet<String>)> = headers
-            .iter()
-            .map(|h| {
-                let name = self.analyzer.terms(display_name(h));
-                let desc = self.analyzer.terms(h.description.as_deref().unwrap_or(""));
-                (
-                    name.into_iter().filter(|t| query.contains(t)).collect(),
-                    desc.into_iter().filter(|t| query.contains(t)).collect(),
-                )
-            })
-            .collect();
+        let docs = self.matches(&headers, &query);
         let mut df: HashMap<&str, usize> = HashMap::new();
         for (name, desc) in &docs {
             for t in name.union(desc) {

@@ -30,7 +30,7 @@ pub use llm::{
 pub use reads::{ReadTools, read_in_full};
 pub use selector::{SelectionContext, Selector, SelectorError};
 pub use surface::{
-    Clock, Cut, ManualClock, SystemClock, age_days, cut_whole_lines, memory_header, render_surfaced,
-    truncation_note,
+    Clock, Cut, ManualClock, SystemClock, age_days, cut_whole_lines, memory_header,
+    render_surfaced, truncation_note,
 };
 pub use text::{Analyzer, is_stop_word, words};

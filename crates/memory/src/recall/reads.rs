@@ -53,7 +53,10 @@ pub fn read_in_full(
                 continue;
             }
             let candidate = if name == tools.memory_read {
-                input.get("topic").and_then(|t| t.as_str()).map(str::to_owned)
+                input
+                    .get("topic")
+                    .and_then(|t| t.as_str())
+                    .map(str::to_owned)
             } else if tools.file_read.iter().any(|t| t == name) {
                 whole_file_path(input, root)
             } else {

@@ -125,18 +125,25 @@ impl dyn Selector {
 /// most `ctx.limit`.
 fn enforce(chosen: Vec<String>, headers: &[MemoryHeader], ctx: &SelectionContext) -> Vec<String> {
     let limit = ctx.limit;
-    let known: HashSet<&str> = headers
-        .iter()
-        .map(|h| h.rel_path.as_str())
-        .filter(|p| !ctx.already_surfaced.contains(*p))
-        .collect();
+    // A linear probe per chosen path: a selector returns a handful, while hashing every header
+    // path would cost more than the selection itself on large dirs.
+    // (A selector returning a flood of names gets the hashed check instead.)
+    let hashed: Option<HashSet<&str>> =
+        (chosen.len() > 64).then(|| headers.iter().map(|h| h.rel_path.as_str()).collect());
+    let known = |p: &str| {
+        !ctx.already_surfaced.contains(p)
+            && match &hashed {
+                Some(set) => set.contains(p),
+                None => headers.iter().any(|h| h.rel_path == p),
+            }
+    };
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for path in chosen {
         if out.len() >= limit {
             break;
         }
-        if !known.contains(path.as_str()) {
+        if !known(&path) {
             tracing::debug!(%path, "selector returned an unknown path; dropped");
             continue;
         }

@@ -111,10 +111,9 @@ pub struct Cut {
 /// ```
 pub fn cut_whole_lines(content: &str, max_lines: usize, max_bytes: usize) -> (&str, Option<Cut>) {
     let mut end = 0;
-    let mut lines = 0;
     let mut by_lines = false;
     let mut by_bytes = false;
-    for line in content.split_inclusive('\n') {
+    for (lines, line) in content.split_inclusive('\n').enumerate() {
         if lines == max_lines {
             by_lines = true;
             break;
@@ -127,7 +126,6 @@ pub fn cut_whole_lines(content: &str, max_lines: usize, max_bytes: usize) -> (&s
             break;
         }
         end += line.len();
-        lines += 1;
     }
     let cut = (by_lines || by_bytes).then_some(Cut { by_lines, by_bytes });
     (&content[..end], cut)

@@ -26,7 +26,11 @@ pub async fn put(store: &Arc<dyn MemoryStore>, rel: &str, description: &str, bod
 }
 
 /// A hook context over `messages`.
-pub fn hook_ctx(messages: Vec<Message>, events: &VecSink, cancel: CancellationToken) -> HookContext {
+pub fn hook_ctx(
+    messages: Vec<Message>,
+    events: &VecSink,
+    cancel: CancellationToken,
+) -> HookContext {
     HookContext {
         session_id: "test-session".into(),
         turn: 1,
