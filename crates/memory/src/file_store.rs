@@ -7,8 +7,10 @@ use crate::index::{
     remove_entry, upsert_entry,
 };
 use crate::paths::ResolvedMemoryDir;
-use crate::safety::{ContainmentGate, DirLock, SecretFilter, atomic_write, validate_rel_path};
-use crate::scan::{ScanConfig, scan_dir};
+use crate::safety::{
+    ContainmentGate, DirLock, SecretFilter, atomic_write, remove_temp_files, validate_rel_path,
+};
+use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
 use crate::store::MemoryStore;
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
@@ -17,6 +19,7 @@ use crate::types::{
 use async_trait::async_trait;
 use memloop_core::WriteScopeGate;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Limits of a [`FileMemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +42,14 @@ impl Default for StoreConfig {
     }
 }
 
-/// The file-backed memory store. Cheap to clone; share it as `Arc<dyn MemoryStore>`.
+/// Writes: `Overwrite` renders a fresh file (`---`, name, description, type, `---`, blank line,
+/// body); `Append` keeps the existing file's bytes, edits only the frontmatter fields the doc
+/// changes, and appends the body. Either way the `MEMORY.md` line (`- [name](file) — description`,
+/// at most 150 characters) is added or updated under the same cross-process lock, and nothing is
+/// rewritten when the bytes would not change.
+///
+/// The file-backed memory store. Cheap to clone (clones share one header cache, so rescans only
+/// `stat` unchanged files); share it as `Arc<dyn MemoryStore>`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -57,6 +67,7 @@ impl Default for StoreConfig {
 pub struct FileMemoryStore {
     gate: ContainmentGate,
     config: StoreConfig,
+    headers: Arc<HeaderCache>,
 }
 
 fn join_err(e: tokio::task::JoinError) -> MemoryError {
@@ -75,10 +86,28 @@ impl FileMemoryStore {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|e| MemoryError::io(format!("creating memory dir {}", dir.display()), e))?;
-        Ok(Self {
+        let store = Self {
             gate: ContainmentGate::new(dir)?,
             config: StoreConfig::default(),
-        })
+            headers: Arc::new(HeaderCache::default()),
+        };
+        match store.sweep_temp_files() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                removed = n,
+                "removed temp files left by an interrupted write"
+            ),
+            Err(e) => tracing::warn!(error = %e, "could not sweep leftover temp files"),
+        }
+        Ok(store)
+    }
+
+    /// Remove temp files (`.memloop-tmp-*`) left behind by a writer that was killed mid-write;
+    /// returns how many went. Every store write holds the dir lock while its temp file exists,
+    /// so taking the lock here guarantees no in-flight write is touched. Runs on [`open`](Self::open).
+    pub fn sweep_temp_files(&self) -> Result<usize, MemoryError> {
+        let _lock = DirLock::acquire(self.root())?;
+        remove_temp_files(self.root())
     }
 
     /// Open the dir chosen by [`crate::MemoryDirResolver::resolve`].
@@ -191,6 +220,7 @@ impl FileMemoryStore {
         doc: &MemoryDoc,
         mode: WriteMode,
     ) -> Result<WriteReport, MemoryError> {
+        let _span = tracing::debug_span!("memory_write", rel, ?mode).entered();
         let path = self.gate.check(Path::new(rel))?;
         let _lock = DirLock::acquire(self.root())?;
         let existing = match std::fs::read(&path) {
@@ -202,19 +232,24 @@ impl FileMemoryStore {
             Err(e) => return Err(MemoryError::io(format!("reading {rel}"), e)),
         };
         let created = existing.is_none();
+        let stem = rel
+            .rsplit('/')
+            .next()
+            .unwrap_or(rel)
+            .trim_end_matches(".md");
         let text = match (&existing, mode) {
             (Some(old), WriteMode::Append) => append_to_existing(old, doc),
+            // A new or replaced file always gets a name: the file stem when none is given.
+            _ if doc.name.trim().is_empty() => render_memory(&MemoryDoc {
+                name: stem.to_owned(),
+                ..doc.clone()
+            }),
             _ => render_memory(doc),
         };
         if existing.as_deref() != Some(text.as_str()) {
             atomic_write(&path, text.as_bytes())?;
         }
         let fm = parse_memory(&text).frontmatter.unwrap_or_default();
-        let stem = rel
-            .rsplit('/')
-            .next()
-            .unwrap_or(rel)
-            .trim_end_matches(".md");
         let line = format_entry_line(
             fm.name.as_deref().unwrap_or(stem),
             rel,
@@ -231,6 +266,7 @@ impl FileMemoryStore {
     }
 
     fn read_blocking(&self, rel: &str) -> Result<MemoryFile, MemoryError> {
+        let _span = tracing::debug_span!("memory_read", rel).entered();
         let path = self.gate.check(Path::new(rel))?;
         let unreadable = |reason: String| MemoryError::Unreadable {
             path: rel.to_owned(),
@@ -277,6 +313,7 @@ impl FileMemoryStore {
     }
 
     fn delete_blocking(&self, rel: &str) -> Result<(), MemoryError> {
+        let _span = tracing::debug_span!("memory_delete", rel).entered();
         let path = self.gate.check(Path::new(rel))?;
         let _lock = DirLock::acquire(self.root())?;
         let existed = match std::fs::remove_file(&path) {
@@ -306,8 +343,8 @@ impl MemoryStore for FileMemoryStore {
     }
 
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
-        let (root, cfg) = (self.root().to_path_buf(), self.config.scan);
-        blocking(move || scan_dir(&root, &cfg)).await
+        let this = self.clone();
+        blocking(move || scan_dir_cached(this.root(), &this.config.scan, &this.headers)).await
     }
 
     async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {

@@ -63,7 +63,8 @@ pub fn parse_entries(text: &str) -> Vec<IndexEntry> {
 }
 
 /// Format an entry line, capped at `max_chars` characters: the hook is shortened first (with
-/// `…`), then the title. Newlines in title or hook become spaces; `]` in the title becomes `)`.
+/// `…`), then the title. Newlines in title or hook become spaces; brackets in the title become
+/// parentheses so the link stays parseable.
 ///
 /// ```
 /// use memloop_memory::format_entry_line;
@@ -72,9 +73,9 @@ pub fn parse_entries(text: &str) -> Vec<IndexEntry> {
 /// ```
 pub fn format_entry_line(title: &str, file: &str, hook: &str, max_chars: usize) -> String {
     let clean = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut title = clean(title).replace(']', ")");
+    let mut title = clean(title).replace('[', "(").replace(']', ")");
     let mut hook = clean(hook);
-    let fixed = format!("- [](({file}) — ").chars().count();
+    let fixed = format!("- []({file}) — ").chars().count();
     let room = max_chars.saturating_sub(fixed);
     let tchars = title.chars().count();
     if tchars > room / 2 && tchars + hook.chars().count() > room {

@@ -29,8 +29,8 @@ pub use index::{
     remove_entry, upsert_entry,
 };
 pub use paths::{
-    ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir, SETTINGS_KEY,
-    validate_memory_dir,
+    CLAUDE_SETTINGS_KEY, ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir,
+    SETTINGS_KEY, validate_memory_dir,
 };
 pub use project::{canonical_project_root, find_git_root, project_dir, project_slug};
 pub use prompt::{MemorySection, render_template};
@@ -38,7 +38,7 @@ pub use safety::{
     ContainmentGate, DirLock, LOCK_FILE, SecretFilter, SecretPattern, TEMP_PREFIX, atomic_write,
     normalize_lexically, topic_to_rel_path, validate_rel_path, validate_topic,
 };
-pub use scan::{ScanConfig, scan_dir};
+pub use scan::{HeaderCache, ScanConfig, scan_dir, scan_dir_cached};
 
 pub use manifest::{format_manifest, manifest_line};
 pub use store::MemoryStore;

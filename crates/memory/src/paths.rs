@@ -8,8 +8,10 @@ use crate::types::MemoryError;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Settings key naming the memory dir.
+/// Settings key naming the memory dir in memloop's settings files.
 pub const SETTINGS_KEY: &str = "memory_dir";
+/// The same key in Claude Code's settings files.
+pub const CLAUDE_SETTINGS_KEY: &str = "autoMemoryDirectory";
 
 /// Which config home layout to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,6 +31,15 @@ impl ConfigFlavor {
             Self::ClaudeCode => CLAUDE_CONFIG_DIR,
         }
     }
+    /// The settings key naming the memory dir (`memory_dir`, or Claude Code's
+    /// `autoMemoryDirectory`).
+    pub fn settings_key(self) -> &'static str {
+        match self {
+            Self::Memloop => SETTINGS_KEY,
+            Self::ClaudeCode => CLAUDE_SETTINGS_KEY,
+        }
+    }
+
     /// The per-user and per-project config dir name (`.memloop` or `.claude`).
     pub fn dir_name(self) -> &'static str {
         match self {
@@ -171,7 +182,7 @@ impl MemoryDirResolver {
             );
         }
         if let Some(raw) = self.env.get(MEMORY_DIR) {
-            validate_memory_dir(raw, None).map_err(|e| hint_env(e))?;
+            validate_memory_dir(raw, None).map_err(hint_env)?;
             return done(
                 PathBuf::from(raw),
                 ResolutionRule::EnvVar,
@@ -180,23 +191,24 @@ impl MemoryDirResolver {
         }
         let home = self.env.home_dir();
         let app = self.project.join(self.flavor.dir_name());
-        warn_project_settings(&app.join("settings.json"));
+        let key = self.flavor.settings_key();
+        warn_project_settings(&app.join("settings.json"), key);
         let local = app.join("settings.local.json");
-        if let Some(raw) = settings_memory_dir(&local) {
+        if let Some(raw) = settings_memory_dir(&local, key) {
             let dir = validate_memory_dir(&raw, home.as_deref())?;
             return done(
                 dir,
                 ResolutionRule::LocalSettings,
-                format!("{SETTINGS_KEY} in local settings {}", local.display()),
+                format!("{key} in local settings {}", local.display()),
             );
         }
         let user = self.base_dir()?.join("settings.json");
-        if let Some(raw) = settings_memory_dir(&user) {
+        if let Some(raw) = settings_memory_dir(&user, key) {
             let dir = validate_memory_dir(&raw, home.as_deref())?;
             return done(
                 dir,
                 ResolutionRule::UserSettings,
-                format!("{SETTINGS_KEY} in user settings {}", user.display()),
+                format!("{key} in user settings {}", user.display()),
             );
         }
         let root = canonical_project_root(&self.project);
@@ -222,11 +234,11 @@ fn hint_env(e: MemoryError) -> MemoryError {
     }
 }
 
-/// `memory_dir` from a JSON settings file; missing file or key → `None`, broken JSON → warning.
-fn settings_memory_dir(path: &Path) -> Option<String> {
+/// `key` from a JSON settings file; missing file or key → `None`, broken JSON → warning.
+fn settings_memory_dir(path: &Path, key: &str) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
     match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(v) => v.get(SETTINGS_KEY)?.as_str().map(str::to_owned),
+        Ok(v) => v.get(key)?.as_str().map(str::to_owned),
         Err(e) => {
             tracing::warn!(settings = %path.display(), error = %e, "ignoring unreadable settings file");
             None
@@ -234,11 +246,11 @@ fn settings_memory_dir(path: &Path) -> Option<String> {
     }
 }
 
-fn warn_project_settings(path: &Path) {
-    if settings_memory_dir(path).is_some() {
+fn warn_project_settings(path: &Path, key: &str) {
+    if settings_memory_dir(path, key).is_some() {
         tracing::warn!(
             settings = %path.display(),
-            "ignoring {SETTINGS_KEY} in project settings: a repository may not choose where memories are written"
+            "ignoring {key} in project settings: a repository may not choose where memories are written"
         );
     }
 }

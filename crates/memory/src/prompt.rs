@@ -1,6 +1,7 @@
 //! The memory section of the system prompt: guidance (from `templates/memory_prompt.md`) plus
 //! the session's capped view of `MEMORY.md`.
 
+use crate::env::EnvVars;
 use crate::store::MemoryStore;
 use async_trait::async_trait;
 use memloop_core::SystemSection;
@@ -70,6 +71,11 @@ impl MemorySection {
             store,
             enabled: true,
         }
+    }
+
+    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
+        Self::new(store).enabled(!env.auto_memory_disabled())
     }
 
     /// Turn the section off (e.g. when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy): it renders

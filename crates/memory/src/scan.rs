@@ -4,9 +4,12 @@
 use crate::frontmatter::parse_memory;
 use crate::index::INDEX_FILE;
 use crate::types::{MemoryError, MemoryHeader};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 /// Scan limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,22 +38,57 @@ impl Default for ScanConfig {
 /// (NUL byte) or non-UTF-8 files are skipped with a `tracing` warning. A missing root is empty.
 /// Blocking: call from `spawn_blocking` in async code.
 pub fn scan_dir(root: &Path, cfg: &ScanConfig) -> Result<Vec<MemoryHeader>, MemoryError> {
+    scan_dir_cached(root, cfg, &HeaderCache::default())
+}
+
+/// Headers remembered by file size and mtime (as seen by the `fstat` of the read that produced
+/// them), so a rescan only `stat`s unchanged files instead of opening and parsing them.
+#[derive(Debug, Default)]
+pub struct HeaderCache {
+    entries: Mutex<HashMap<PathBuf, Cached>>,
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    len: u64,
+    header: MemoryHeader,
+}
+
+impl HeaderCache {
+    /// Number of cached headers.
+    pub fn len(&self) -> usize {
+        self.entries.lock().map_or(0, |m| m.len())
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`scan_dir`] with a [`HeaderCache`]: unchanged files (same size and mtime) are not re-read.
+/// The cache is replaced by this scan's results, so deleted files drop out of it.
+pub fn scan_dir_cached(
+    root: &Path,
+    cfg: &ScanConfig,
+    cache: &HeaderCache,
+) -> Result<Vec<MemoryHeader>, MemoryError> {
     let files = walk(root)?;
+    let old = cache
+        .entries
+        .lock()
+        .map(|mut m| std::mem::take(&mut *m))
+        .unwrap_or_default();
     let threads = cfg.threads.clamp(1, 64);
-    let mut headers: Vec<MemoryHeader> = if threads == 1 || files.len() < 64 {
-        files.iter().filter_map(|f| read_header(f, cfg)).collect()
+    let one = |f: &Found| header_for(f, cfg, &old);
+    let found: Vec<(PathBuf, Cached)> = if threads == 1 || files.len() < 64 {
+        files.iter().filter_map(one).collect()
     } else {
         let chunk = files.len().div_ceil(threads);
         std::thread::scope(|s| {
             let handles: Vec<_> = files
                 .chunks(chunk)
-                .map(|part| {
-                    s.spawn(move || {
-                        part.iter()
-                            .filter_map(|f| read_header(f, cfg))
-                            .collect::<Vec<_>>()
-                    })
-                })
+                .map(|part| s.spawn(move || part.iter().filter_map(one).collect::<Vec<_>>()))
                 .collect();
             handles
                 .into_iter()
@@ -58,12 +96,32 @@ pub fn scan_dir(root: &Path, cfg: &ScanConfig) -> Result<Vec<MemoryHeader>, Memo
                 .collect()
         })
     };
+    let mut headers: Vec<MemoryHeader> = found.iter().map(|(_, c)| c.header.clone()).collect();
+    if let Ok(mut m) = cache.entries.lock() {
+        *m = found.into_iter().collect();
+    }
     headers.sort_by(|a, b| {
         b.mtime
             .cmp(&a.mtime)
             .then_with(|| a.rel_path.cmp(&b.rel_path))
     });
     Ok(headers)
+}
+
+fn header_for(
+    f: &Found,
+    cfg: &ScanConfig,
+    old: &HashMap<PathBuf, Cached>,
+) -> Option<(PathBuf, Cached)> {
+    if let Some(c) = old.get(&f.abs) {
+        let same = std::fs::metadata(&f.abs)
+            .ok()
+            .is_some_and(|m| m.len() == c.len && m.modified().ok() == Some(c.header.mtime));
+        if same {
+            return Some((f.abs.clone(), c.clone()));
+        }
+    }
+    read_header(f, cfg).map(|(header, len)| (f.abs.clone(), Cached { len, header }))
 }
 
 /// A memory file found by the walk: absolute path and `/`-separated relative path.
@@ -121,7 +179,7 @@ fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
     Ok(out)
 }
 
-fn read_header(f: &Found, cfg: &ScanConfig) -> Option<MemoryHeader> {
+fn read_header(f: &Found, cfg: &ScanConfig) -> Option<(MemoryHeader, u64)> {
     let skip = |why: &dyn std::fmt::Display| {
         tracing::warn!(path = %f.abs.display(), reason = %why, "skipping memory file");
         None
@@ -130,10 +188,11 @@ fn read_header(f: &Found, cfg: &ScanConfig) -> Option<MemoryHeader> {
         Ok(file) => file,
         Err(e) => return skip(&e),
     };
-    let mtime = match file.metadata().and_then(|m| m.modified()) {
-        Ok(t) => t,
-        Err(e) => return skip(&e),
-    };
+    let (mtime, len): (SystemTime, u64) =
+        match file.metadata().and_then(|m| Ok((m.modified()?, m.len()))) {
+            Ok(t) => t,
+            Err(e) => return skip(&e),
+        };
     let mut reader = BufReader::with_capacity(8 * 1024, file.take(cfg.max_bytes));
     let mut buf = Vec::with_capacity(2048);
     for _ in 0..cfg.max_lines {
@@ -153,11 +212,12 @@ fn read_header(f: &Found, cfg: &ScanConfig) -> Option<MemoryHeader> {
         Err(_) => return skip(&"not valid UTF-8"),
     };
     let fm = parse_memory(text).frontmatter.unwrap_or_default();
-    Some(MemoryHeader {
+    let header = MemoryHeader {
         rel_path: f.rel.clone(),
         name: fm.name,
         description: fm.description,
         memory_type: fm.memory_type,
         mtime,
-    })
+    };
+    Some((header, len))
 }

@@ -1,4 +1,10 @@
 //! SPEC section 3: frontmatter parsing and writing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::print_stdout
+)] // test helpers
 
 use memloop_memory::{MemoryDoc, MemoryType, append_to_existing, parse_memory, render_memory};
 use pretty_assertions::assert_eq;

@@ -1,4 +1,10 @@
 //! SPEC section 4: index entry lines, edits that keep other lines, and the capped load.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::print_stdout
+)] // test helpers
 
 use memloop_memory::{
     IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line, remove_entry,

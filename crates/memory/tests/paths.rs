@@ -1,4 +1,10 @@
 //! SPEC section 2: resolution chain, validation, slug rule, canonical git root, env switches.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::print_stdout
+)] // test helpers
 
 use memloop_memory::{
     ConfigFlavor, EnvVars, MemoryDirResolver, MemoryError, ResolutionRule, canonical_project_root,
@@ -148,7 +154,14 @@ fn project_settings_cannot_redirect_the_memory_dir() {
     assert_eq!(r.rule, ResolutionRule::Default);
     assert!(!r.dir.starts_with(&ssh));
     // Same for Claude Code's committed settings.
+<<<<<<< HEAD
     w.write(".claude/settings.json", r#"{"memory_dir": "/etc"}"#);
+=======
+    w.write(
+        ".claude/settings.json",
+        r#"{"autoMemoryDirectory": "/etc"}"#,
+    );
+>>>>>>> store
     let r = MemoryDirResolver::claude_code(&w.project)
         .env(w.env())
         .resolve()
@@ -358,4 +371,39 @@ fn bool_switches() {
     assert!(EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]).auto_memory_disabled());
     assert!(!EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "off")]).auto_memory_disabled());
     assert!(!EnvVars::default().auto_memory_disabled());
+}
+
+#[test]
+fn claude_code_flavor_reads_auto_memory_directory_from_user_and_local_settings() {
+    let w = world();
+    std::fs::create_dir_all(w.home.join(".claude")).unwrap();
+    std::fs::write(
+        w.home.join(".claude/settings.json"),
+        r#"{"autoMemoryDirectory": "~/cc-mem", "memory_dir": "/ignored"}"#,
+    )
+    .unwrap();
+    let r = MemoryDirResolver::claude_code(&w.project)
+        .env(w.env())
+        .resolve()
+        .unwrap();
+    assert_eq!(
+        (r.rule, r.dir),
+        (ResolutionRule::UserSettings, w.home.join("cc-mem"))
+    );
+    w.write(
+        ".claude/settings.local.json",
+        r#"{"autoMemoryDirectory": "/srv/cc-local"}"#,
+    );
+    let r = MemoryDirResolver::claude_code(&w.project)
+        .env(w.env())
+        .resolve()
+        .unwrap();
+    assert_eq!(
+        (r.rule, r.dir.clone()),
+        (
+            ResolutionRule::LocalSettings,
+            PathBuf::from("/srv/cc-local")
+        )
+    );
+    assert!(r.reason.contains("autoMemoryDirectory"));
 }

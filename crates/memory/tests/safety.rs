@@ -1,4 +1,10 @@
 //! SPEC sections 2 and 12: containment gate, names, secrets, atomic writes.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::print_stdout
+)] // test helpers
 
 use memloop_memory::{
     ContainmentGate, MemoryError, SecretFilter, TEMP_PREFIX, atomic_write, topic_to_rel_path,

@@ -1,4 +1,10 @@
 //! SPEC section 5: scanning, including hostile files and the real Claude Code dirs.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::print_stdout
+)] // test helpers
 
 use memloop_memory::{MemoryType, ScanConfig, format_manifest, scan_dir};
 use std::fs::File;
@@ -245,4 +251,40 @@ fn real_claude_code_dirs_list_every_memory() {
         total > 100 && nested > 50 && repaired_desc > 0,
         "{total} {nested} {repaired_desc}"
     );
+<<<<<<< HEAD
+=======
+}
+
+#[test]
+fn cached_rescans_see_changes_and_deletions() {
+    use memloop_memory::{HeaderCache, scan_dir_cached};
+    let d = TempDir::new().unwrap();
+    for i in 0..100u64 {
+        put(
+            d.path(),
+            &format!("m{i}.md"),
+            &mem(&format!("m{i}"), "user"),
+            1_000 + i,
+        );
+    }
+    let cache = HeaderCache::default();
+    let cfg = ScanConfig::default();
+    let first = scan_dir_cached(d.path(), &cfg, &cache).unwrap();
+    assert_eq!(first, scan_dir(d.path(), &cfg).unwrap());
+    assert_eq!(cache.len(), 100);
+    // Same size, new mtime: re-read. New content with the same mtime but another size: re-read.
+    put(d.path(), "m5.md", &mem("m5", "feedback"), 5_000);
+    put(d.path(), "m6.md", &mem("m6-renamed", "user"), 1_006);
+    std::fs::remove_file(d.path().join("m7.md")).unwrap();
+    let second = scan_dir_cached(d.path(), &cfg, &cache).unwrap();
+    assert_eq!(second, scan_dir(d.path(), &cfg).unwrap());
+    assert_eq!(second[0].rel_path, "m5.md");
+    assert_eq!(second[0].memory_type, Some(MemoryType::Feedback));
+    assert!(
+        second
+            .iter()
+            .any(|h| h.name.as_deref() == Some("m6-renamed"))
+    );
+    assert_eq!((second.len(), cache.len()), (99, 99));
+>>>>>>> store
 }

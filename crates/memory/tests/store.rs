@@ -1,8 +1,14 @@
 //! FileMemoryStore (write + index line, read, delete, rename), the memory tools and the prompt
 //! section, over real tempdirs.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::print_stdout
+)] // test helpers
 
 use memloop_core::{
-    AgentKind, CancellationToken, PermissionDecision, PermissionGate, SystemSection, Tool,
+    AgentKind, CancellationToken, PermissionDecision, PermissionGate, SystemSection,
     ToolCallRequest, ToolContext,
 };
 use memloop_memory::{
@@ -398,5 +404,29 @@ async fn memory_section_renders_guidance_and_capped_index() {
         assert!(text.contains(must), "prompt lacks {must}");
     }
     assert!(!text.contains("{{"), "all placeholders substituted");
-    assert_eq!(MemorySection::new(s).enabled(false).compute().await, None);
+    assert_eq!(
+        MemorySection::new(s.clone()).enabled(false).compute().await,
+        None
+    );
+    let off = memloop_memory::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "TRUE")]);
+    assert_eq!(
+        MemorySection::from_env(s.clone(), &off).compute().await,
+        None
+    );
+    let on = memloop_memory::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
+    assert!(MemorySection::from_env(s, &on).compute().await.is_some());
+}
+
+#[tokio::test]
+async fn unnamed_new_memories_are_named_after_their_file() {
+    let (_d, s) = store();
+    s.write("topic_a.md", &doc("", "", None, "first"), WriteMode::Append)
+        .await
+        .unwrap();
+    let f = s.read("topic_a.md").await.unwrap();
+    assert_eq!(
+        f.raw,
+        "---\nname: topic_a\ndescription: \"\"\n---\n\nfirst\n"
+    );
+    assert_eq!(s.index_entries().await.unwrap()[0].title, "topic_a");
 }

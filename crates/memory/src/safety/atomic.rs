@@ -47,3 +47,27 @@ fn sync_dir(dir: &Path) {
 
 #[cfg(not(unix))]
 fn sync_dir(_dir: &Path) {}
+
+/// Remove every temp file ([`TEMP_PREFIX`]) under `root` (recursively, symlinks not followed);
+/// returns how many went. Only call it while holding the dir lock: writers keep their temp
+/// files under that lock, so what is found then was left by a killed writer.
+pub fn remove_temp_files(root: &Path) -> Result<usize, MemoryError> {
+    let mut removed = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file() && e.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+                std::fs::remove_file(e.path())
+                    .map_err(|err| MemoryError::io("removing a leftover temp file", err))?;
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
+}

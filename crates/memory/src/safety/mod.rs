@@ -7,7 +7,7 @@ mod lock;
 mod names;
 mod secrets;
 
-pub use atomic::{TEMP_PREFIX, atomic_write};
+pub use atomic::{TEMP_PREFIX, atomic_write, remove_temp_files};
 pub use containment::{ContainmentGate, normalize_lexically};
 pub use lock::{DirLock, LOCK_FILE};
 pub use names::{topic_to_rel_path, validate_rel_path, validate_topic};
