@@ -154,14 +154,10 @@ fn project_settings_cannot_redirect_the_memory_dir() {
     assert_eq!(r.rule, ResolutionRule::Default);
     assert!(!r.dir.starts_with(&ssh));
     // Same for Claude Code's committed settings.
-<<<<<<< HEAD
-    w.write(".claude/settings.json", r#"{"memory_dir": "/etc"}"#);
-=======
     w.write(
         ".claude/settings.json",
         r#"{"autoMemoryDirectory": "/etc"}"#,
     );
->>>>>>> store
     let r = MemoryDirResolver::claude_code(&w.project)
         .env(w.env())
         .resolve()
