@@ -251,8 +251,6 @@ fn real_claude_code_dirs_list_every_memory() {
         total > 100 && nested > 50 && repaired_desc > 0,
         "{total} {nested} {repaired_desc}"
     );
-<<<<<<< HEAD
-=======
 }
 
 #[test]
@@ -286,5 +284,4 @@ fn cached_rescans_see_changes_and_deletions() {
             .any(|h| h.name.as_deref() == Some("m6-renamed"))
     );
     assert_eq!((second.len(), cache.len()), (99, 99));
->>>>>>> store
 }
