@@ -227,8 +227,10 @@ async fn llm_selector_sends_the_side_query_and_reads_well_formed_json() {
         SELECTOR_PURPOSE,
         ScriptStep::text(r#"{"selected_memories": ["testing.md", "cargo-gotcha.md"]}"#),
     );
-    let mut ctx = SelectionContext::default();
-    ctx.recent_tools = vec!["cargo".into(), "grep".into()];
+    let ctx = SelectionContext {
+        recent_tools: vec!["cargo".into(), "grep".into()],
+        ..SelectionContext::default()
+    };
     let got = llm(&model)
         .select_checked("how do I run the tests?", &three(), &ctx)
         .await

@@ -1,5 +1,5 @@
 //! Helpers shared by the recall integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)] // test helpers
 
 use memloop_core::testing::ScriptedModel;
 use memloop_core::{AgentKind, BackgroundTasks, CancellationToken, HookContext, Message, VecSink};
