@@ -17,6 +17,7 @@ mod manifest;
 mod paths;
 mod project;
 mod prompt;
+pub mod recall;
 mod safety;
 mod scan;
 mod scopes;
