@@ -140,11 +140,16 @@ impl ModelResponse {
             .join("\n")
     }
 
-    /// Turn the response into a conversation message (usage and response id attached).
+    /// Turn the response into a conversation message (response id attached, and the usage when
+    /// the provider reported any: an all-zero usage means "not reported" and is dropped, so token
+    /// counting falls back to the estimate).
     pub fn into_message(self) -> Message {
-        Message::new(crate::message::Role::Assistant, self.content)
-            .with_usage(self.usage)
-            .with_response_id(self.id)
+        let mut m =
+            Message::new(crate::message::Role::Assistant, self.content).with_response_id(self.id);
+        if self.usage.context_tokens() > 0 {
+            m.usage = Some(self.usage);
+        }
+        m
     }
 }
 

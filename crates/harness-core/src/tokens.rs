@@ -131,7 +131,8 @@ pub fn estimate_messages(counter: &dyn TokenCounter, messages: &[Message]) -> u6
 }
 
 /// The conversation count rule (SPEC section 9) without a cache: usage of the newest assistant
-/// response that has one, plus an estimate of every message after it.
+/// response that has one, plus an estimate of every message after it. An all-zero usage counts
+/// as no usage (no provider reports an empty context).
 pub fn count_conversation_uncached(counter: &dyn TokenCounter, messages: &[Message]) -> u64 {
     match newest_usage(messages) {
         Some((idx, used)) => used + estimate_messages(counter, &messages[idx + 1..]),
@@ -142,7 +143,7 @@ pub fn count_conversation_uncached(counter: &dyn TokenCounter, messages: &[Messa
 fn newest_usage(messages: &[Message]) -> Option<(usize, u64)> {
     messages.iter().enumerate().rev().find_map(|(i, m)| {
         m.usage
-            .filter(|_| m.role == Role::Assistant)
+            .filter(|u| m.role == Role::Assistant && u.context_tokens() > 0)
             .map(|u| (i, u.context_tokens()))
     })
 }
@@ -227,7 +228,9 @@ impl ConversationTokens {
         }
         for (i, m) in messages.iter().enumerate().skip(self.ids.len()) {
             if let (Role::Assistant, Some(u)) = (m.role, m.usage) {
-                self.newest_usage = Some((i, u.context_tokens()));
+                if u.context_tokens() > 0 {
+                    self.newest_usage = Some((i, u.context_tokens()));
+                }
             }
             let t = self.message_tokens(m);
             let last = self.prefix.last().copied().unwrap_or(0);
@@ -305,6 +308,23 @@ mod tests {
         let expected = 1000 + 10 + 5 + 100 + 2 + 1;
         assert_eq!(cached.count(&conv), expected);
         assert_eq!(count_conversation_uncached(&CharEstimator, &conv), expected);
+    }
+
+    #[test]
+    fn all_zero_usage_counts_as_no_usage() {
+        let conv = vec![
+            Message::user("a".repeat(400)),
+            Message::assistant("ok").with_usage(Usage::default()),
+            Message::user("b".repeat(40)),
+        ];
+        let expected = 100 + 1 + 10;
+        assert_eq!(count_conversation_uncached(&CharEstimator, &conv), expected);
+        assert_eq!(
+            ConversationTokens::new(Arc::new(CharEstimator)).count(&conv),
+            expected
+        );
+        let m = crate::model::ModelResponse::text("x").into_message();
+        assert_eq!(m.usage, None);
     }
 
     #[test]
