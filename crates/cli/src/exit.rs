@@ -79,6 +79,22 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
     Exit::Runtime
 }
 
+/// Whether the error is a closed stdout (e.g. `memloop memory list | head -1`): not worth a
+/// message.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                cause
+                    .downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            })
+            == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ pub mod memory;
 
 pub use args::Cli;
 pub use context::{Context, Io};
-pub use exit::{Exit, Failure, exit_for};
+pub use exit::{Exit, Failure, exit_for, is_broken_pipe};
 
 use args::Command;
 

@@ -1,7 +1,7 @@
 //! The `memloop` binary: parse, run, map the outcome to an exit code.
 
 use clap::Parser;
-use memloop_cli::{Cli, Context, Exit, Io, exit_for};
+use memloop_cli::{Cli, Context, Exit, Io, exit_for, is_broken_pipe};
 use memloop_memory::EnvVars;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -35,6 +35,7 @@ fn main() -> ExitCode {
     let _ = out.flush();
     match outcome {
         Ok(()) => ExitCode::from(Exit::Ok.code()),
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(Exit::Ok.code()),
         Err(e) => {
             let exit = exit_for(&e);
             let _ = writeln!(err, "memloop: error: {e:#}");

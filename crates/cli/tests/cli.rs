@@ -474,6 +474,32 @@ fn edit_refuses_secrets_and_broken_frontmatter_but_keeps_the_edit() {
         "no frontmatter here\n"
     );
 
+    // The memory changed on disk while the editor was open: refused, both versions kept.
+    let racing = s.editor(
+        "race.sh",
+        &format!(
+            "echo 'my line' >> \"$1\"; echo 'agent line' >> '{}'\n",
+            s.mem.join("deadline.md").display()
+        ),
+    );
+    let o = s.run_with(
+        &["memory", "edit", "deadline", "--memory-dir", &mem],
+        &[("EDITOR", &racing)],
+        "",
+    );
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).contains("changed on disk"));
+    assert!(
+        std::fs::read_to_string(kept_path(&stderr(&o)))
+            .unwrap()
+            .ends_with("my line\n")
+    );
+    assert!(
+        std::fs::read_to_string(s.mem.join("deadline.md"))
+            .unwrap()
+            .ends_with("agent line\n")
+    );
+
     // A failing editor leaves the memory alone and keeps what it saved.
     let failing = s.editor("fail.sh", "echo partial >> \"$1\"; exit 3\n");
     let o = s.run_with(

@@ -4,8 +4,11 @@
 //! memory file itself, so a half-saved or refused edit cannot corrupt the memory dir. The result
 //! must have parseable frontmatter and must not look like it holds a credential; it is then
 //! written with [`MemoryStore::write`] (which re-renders the file in the canonical layout and
-//! updates its `MEMORY.md` line under the store lock). When anything refuses the edit, the temp
-//! copy is kept as a recovery file and its path is printed: an edit is never lost.
+//! updates its `MEMORY.md` line under the store lock). If the memory changed on disk while the
+//! editor was open, the edit is refused rather than clobbering that change (the check runs just
+//! before the write; a writer landing in between those two steps still wins the race). When
+//! anything refuses the edit, the temp copy is kept as a recovery file and its path is printed:
+//! an edit is never lost.
 
 use super::file_topic;
 use crate::context::{Context, Io, write_json};
@@ -105,11 +108,12 @@ pub async fn edit(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
         .next()
         .unwrap_or(&rel)
         .trim_end_matches(".md");
-    let original = match store.read(&rel).await {
-        Ok(file) => file.raw,
-        Err(MemoryError::NotFound(_)) => template(stem),
+    let existing = match store.read(&rel).await {
+        Ok(file) => Some(file.raw),
+        Err(MemoryError::NotFound(_)) => None,
         Err(e) => return Err(e.into()),
     };
+    let original = existing.clone().unwrap_or_else(|| template(stem));
     let prefix: String = stem
         .chars()
         .map(|c| {
@@ -164,6 +168,19 @@ pub async fn edit(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
             return Err(refused(&reason, &kept));
         }
     };
+    // Someone else (an agent, another editor) changed the memory meanwhile: do not clobber it.
+    let current = match store.read(&rel).await {
+        Ok(file) => Some(file.raw),
+        Err(MemoryError::NotFound(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    if current.as_deref() != existing.as_deref() {
+        let kept = keep(tmp)?;
+        return Err(refused(
+            &format!("{rel} changed on disk while you were editing it"),
+            &kept,
+        ));
+    }
     let report = match store.write(&rel, &doc, WriteMode::Overwrite).await {
         Ok(report) => report,
         Err(e) => {
