@@ -39,6 +39,7 @@ pub mod providers;
 pub mod testing;
 mod tokens;
 mod tool;
+pub mod tools;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, RepairFn, TurnOutcome, TurnStop};
 pub use background::{BackgroundTasks, DrainReport};

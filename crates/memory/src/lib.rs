@@ -6,7 +6,9 @@
 //! consolidation, and project-instruction loading.
 #![warn(missing_docs)]
 
+pub mod dream;
 mod env;
+pub mod extract;
 mod file_store;
 mod frontmatter;
 mod index;
@@ -15,6 +17,7 @@ mod manifest;
 mod paths;
 mod project;
 mod prompt;
+pub mod recall;
 mod safety;
 mod scan;
 mod scopes;

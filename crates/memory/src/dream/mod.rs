@@ -1,0 +1,288 @@
+//! Dream (consolidation, SPEC section 10): an occasional background forked agent that merges,
+//! dedups and prunes the memory dir, behind gates checked cheapest first.
+//!
+//! - [`DreamHook`]: the [`StopHook`] that checks the gates and runs the [`Consolidator`].
+//! - [`ConsolidationLock`]: the PID lock file whose mtime is the last consolidation.
+//! - [`SessionSource`] / [`ProjectDirSessions`]: what "sessions touched" means.
+//! - [`DailyLogTool`]: daily-log mode (`logs/YYYY/MM/YYYY-MM-DD.md`).
+
+mod consolidator;
+mod daily_log;
+mod lock;
+mod sessions;
+
+pub use consolidator::{Consolidator, DREAM_PURPOSE};
+pub use daily_log::{DailyLogTool, MEMORY_LOG_APPEND, daily_log_path};
+pub use lock::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt, LockGuard, pid_alive};
+pub use sessions::{ProjectDirSessions, SessionSource};
+
+use crate::extract::relative_to_memory_dir;
+use crate::store::MemoryStore;
+use async_trait::async_trait;
+use memloop_core::{AgentEvent, HookContext, StopHook};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+/// Settings of the dream (SPEC section 10 defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DreamConfig {
+    /// Run at all.
+    pub enabled: bool,
+    /// Minimum time since the last consolidation (24 h).
+    pub min_interval: Duration,
+    /// At most one session scan per this interval (10 min).
+    pub scan_interval: Duration,
+    /// Sessions touched since the last consolidation, excluding the current one (5).
+    pub min_sessions: usize,
+    /// A lock younger than this held by a live PID blocks (1 h).
+    pub stale_lock_after: Duration,
+}
+
+impl DreamConfig {
+    /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    pub fn from_env(env: &crate::EnvVars) -> Self {
+        Self {
+            enabled: !env.auto_memory_disabled(),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for DreamConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_interval: Duration::from_secs(24 * 3_600),
+            scan_interval: Duration::from_secs(600),
+            min_sessions: 5,
+            stale_lock_after: Duration::from_secs(3_600),
+        }
+    }
+}
+
+/// The gate that stopped a dream (reported as `DreamSkipped { gate }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DreamGate {
+    /// Dreaming is switched off.
+    Disabled,
+    /// A dream of this hook is already running.
+    Running,
+    /// Less than `min_interval` since the last consolidation.
+    Time,
+    /// A session scan happened less than `scan_interval` ago.
+    ScanThrottle,
+    /// Fewer than `min_sessions` sessions touched since the last consolidation.
+    Sessions,
+    /// Another process holds the lock (or won the race for it).
+    Lock,
+}
+
+impl DreamGate {
+    /// The name used in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Disabled => "disabled",
+            Self::Running => "running",
+            Self::Time => "time",
+            Self::ScanThrottle => "scan_throttle",
+            Self::Sessions => "sessions",
+            Self::Lock => "lock",
+        }
+    }
+}
+
+struct Inner {
+    store: Arc<dyn MemoryStore>,
+    config: DreamConfig,
+    sessions: Arc<dyn SessionSource>,
+    consolidator: Consolidator,
+    lock: ConsolidationLock,
+    last_scan: Mutex<Option<Instant>>,
+    running: AtomicBool,
+}
+
+/// The dream stop hook: on the main agent's turn end it checks the gates in SPEC order
+/// (enabled, time, scan throttle, sessions, lock) in a tracked background task and, when all
+/// pass, runs the [`Consolidator`]; success leaves the lock's mtime at now, failure rolls it back.
+/// `on_stop` itself only flips a flag and spawns.
+#[derive(Clone)]
+pub struct DreamHook {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for DreamHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DreamHook")
+            .field("root", &self.inner.store.root())
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Clears the running flag even if the dream task panics or is aborted.
+struct RunningFlag(Arc<Inner>);
+
+impl Drop for RunningFlag {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::SeqCst);
+    }
+}
+
+impl DreamHook {
+    /// A hook with the default config, counting sessions in the memory dir's parent
+    /// ([`ProjectDirSessions::for_memory_dir`]) and the default [`Consolidator`].
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
+        let sessions = Arc::new(ProjectDirSessions::for_memory_dir(store.root()));
+        let consolidator = Consolidator::new(store.clone());
+        Self::with_parts(store, DreamConfig::default(), sessions, consolidator)
+    }
+
+    /// Full control: config, session source and consolidator.
+    pub fn with_parts(
+        store: Arc<dyn MemoryStore>,
+        config: DreamConfig,
+        sessions: Arc<dyn SessionSource>,
+        consolidator: Consolidator,
+    ) -> Self {
+        let lock = ConsolidationLock::new(store.root()).stale_after(config.stale_lock_after);
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                sessions,
+                consolidator,
+                lock,
+                last_scan: Mutex::new(None),
+                running: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Check the gates after `enabled` for `session_id`, in order; all pass → the held lock.
+    pub async fn check_gates(&self, session_id: &str) -> Result<LockGuard, DreamGate> {
+        self.inner.check_gates(session_id).await
+    }
+}
+
+impl Inner {
+    async fn check_gates(&self, session_id: &str) -> Result<LockGuard, DreamGate> {
+        let last = self.lock.last_consolidation().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot stat the consolidation lock");
+            None
+        });
+        if let Some(t) = last {
+            let since = SystemTime::now()
+                .duration_since(t)
+                .unwrap_or(Duration::ZERO);
+            if since < self.config.min_interval {
+                return Err(DreamGate::Time);
+            }
+        }
+        {
+            let mut scan = self
+                .last_scan
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if scan.is_some_and(|at| at.elapsed() < self.config.scan_interval) {
+                return Err(DreamGate::ScanThrottle);
+            }
+            *scan = Some(Instant::now());
+        }
+        let (sessions, current) = (self.sessions.clone(), session_id.to_owned());
+        let since = last.unwrap_or(SystemTime::UNIX_EPOCH);
+        let touched =
+            tokio::task::spawn_blocking(move || sessions.touched_since(since, &current)).await;
+        match touched {
+            Ok(Ok(ids)) if ids.len() >= self.config.min_sessions => {}
+            Ok(Ok(ids)) => {
+                tracing::debug!(touched = ids.len(), "dream: not enough sessions");
+                return Err(DreamGate::Sessions);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "dream: cannot count sessions");
+                return Err(DreamGate::Sessions);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "dream: session scan task failed");
+                return Err(DreamGate::Sessions);
+            }
+        }
+        let lock = self.lock.clone();
+        match tokio::task::spawn_blocking(move || lock.acquire()).await {
+            Ok(Ok(LockAttempt::Acquired(guard))) => Ok(guard),
+            Ok(Ok(other)) => {
+                tracing::info!(?other, "dream: lock not acquired");
+                Err(DreamGate::Lock)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "dream: cannot take the lock");
+                Err(DreamGate::Lock)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "dream: lock task failed");
+                Err(DreamGate::Lock)
+            }
+        }
+    }
+
+    async fn run(&self, ctx: HookContext) {
+        let guard = match self.check_gates(&ctx.session_id).await {
+            Ok(g) => g,
+            Err(gate) => {
+                ctx.emit(AgentEvent::DreamSkipped {
+                    gate: gate.as_str().into(),
+                });
+                return;
+            }
+        };
+        match self.consolidator.run(&ctx).await {
+            Ok(paths) => {
+                if let Err(e) = guard.commit() {
+                    tracing::warn!(error = %e, "dream: cannot touch the lock");
+                }
+                ctx.emit(AgentEvent::DreamFinished {
+                    paths: relative_to_memory_dir(self.store.as_ref(), &paths),
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "dream failed; lock rolled back");
+                if let Err(e) = guard.rollback() {
+                    tracing::warn!(error = %e, "dream: cannot roll the lock back");
+                }
+                ctx.emit(AgentEvent::Warning {
+                    message: format!("memory consolidation failed: {e}"),
+                });
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl StopHook for DreamHook {
+    async fn on_stop(&self, ctx: HookContext) {
+        if !ctx.is_main() {
+            return;
+        }
+        if !self.inner.config.enabled {
+            ctx.emit(AgentEvent::DreamSkipped {
+                gate: DreamGate::Disabled.as_str().into(),
+            });
+            return;
+        }
+        if self.inner.running.swap(true, Ordering::SeqCst) {
+            ctx.emit(AgentEvent::DreamSkipped {
+                gate: DreamGate::Running.as_str().into(),
+            });
+            return;
+        }
+        let flag = RunningFlag(self.inner.clone());
+        let inner = self.inner.clone();
+        let background = ctx.background.clone();
+        background.spawn("memory-dream", async move {
+            let _flag = flag;
+            inner.run(ctx).await;
+        });
+    }
+}

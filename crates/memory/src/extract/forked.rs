@@ -1,0 +1,144 @@
+//! The default [`Extractor`]: a forked agent with the memory-writer permissions.
+
+use super::permissions::{memory_writer_gate, memory_writer_tools};
+use super::{ExtractError, ExtractionContext, Extractor};
+use crate::dream::DailyLogTool;
+use crate::manifest::format_manifest;
+use crate::prompt::render_template as render;
+use crate::store::MemoryStore;
+use crate::tools::memory_tools;
+use async_trait::async_trait;
+use memloop_core::{ForkedAgentBuilder, Tool};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The `purpose` of the extractor's model requests (hosts' scripted models match on it).
+pub const EXTRACTOR_PURPOSE: &str = "extractor";
+
+const TEMPLATE: &str = include_str!("../../templates/extract.md");
+const DAILY_LOG: &str = include_str!("../../templates/daily_log.md");
+
+/// Settings of the [`ForkedExtractor`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtractorConfig {
+    /// Model calls allowed (SPEC: 5).
+    pub max_turns: u32,
+    /// The prompt tells the extractor to look at most at this many of the newest messages.
+    pub recent_messages: usize,
+    /// Newest memory headers listed in the manifest.
+    pub manifest_limit: usize,
+    /// `max_tokens` per request.
+    pub max_tokens: u32,
+    /// Daily-log mode: the prompt asks for log lines instead of topic files, and the
+    /// `memory_log_append` tool is added.
+    pub daily_log: bool,
+}
+
+impl Default for ExtractorConfig {
+    fn default() -> Self {
+        Self {
+            max_turns: 5,
+            recent_messages: 40,
+            manifest_limit: 200,
+            max_tokens: 4_096,
+            daily_log: false,
+        }
+    }
+}
+
+/// A forked agent that shares the conversation prefix (prompt-cache friendly), gets the manifest
+/// of existing memories, and may write only inside the memory dir (see
+/// [`memory_writer_gate`]). Its working directory is the memory dir.
+pub struct ForkedExtractor {
+    store: Arc<dyn MemoryStore>,
+    config: ExtractorConfig,
+    memory_tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ForkedExtractor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForkedExtractor")
+            .field("root", &self.store.root())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ForkedExtractor {
+    /// An extractor writing into `store` with the default config: the generic read-only and file
+    /// tools plus the store's `memory_read` / `memory_write`.
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
+        Self {
+            memory_tools: memory_tools(store.clone()),
+            store,
+            config: ExtractorConfig::default(),
+        }
+    }
+
+    /// Replace the config (builder style).
+    pub fn config(mut self, config: ExtractorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Give the extractor one more tool (builder style), e.g. the store's memory write tool.
+    /// Its writes still go through the gate.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.memory_tools.push(tool);
+        self
+    }
+
+    /// The prompt for a run over `new_messages` messages.
+    pub async fn prompt(&self, new_messages: usize) -> Result<String, ExtractError> {
+        let mut headers = self.store.scan().await?;
+        headers.truncate(self.config.manifest_limit);
+        let manifest = if headers.is_empty() {
+            "(none yet)".to_owned()
+        } else {
+            format_manifest(&headers)
+        };
+        let shown = new_messages.min(self.config.recent_messages).to_string();
+        let root = self.store.root().display().to_string();
+        let turns = self.config.max_turns.to_string();
+        let daily = if self.config.daily_log { DAILY_LOG } else { "" };
+        Ok(render(
+            TEMPLATE,
+            &[
+                ("memory_dir", &root),
+                ("new_messages", &shown),
+                ("manifest", &manifest),
+                ("max_turns", &turns),
+                ("daily_log", daily),
+            ],
+        ))
+    }
+}
+
+#[async_trait]
+impl Extractor for ForkedExtractor {
+    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
+        let prompt = self.prompt(ctx.new_messages.len()).await?;
+        let mut base = ctx.hook.fork_base();
+        base.cwd = self.store.root().to_path_buf();
+        let mut tools = self.memory_tools.clone();
+        if self.config.daily_log {
+            tools.push(Arc::new(DailyLogTool::new(self.store.clone())));
+        }
+        let outcome = ForkedAgentBuilder::new(base, EXTRACTOR_PURPOSE)
+            .tools(memory_writer_tools(&tools))
+            .gate(memory_writer_gate(&self.store))
+            .max_turns(self.config.max_turns)
+            .max_tokens(self.config.max_tokens)
+            .build()
+            .run(prompt)
+            .await?;
+        tracing::info!(
+            turns = outcome.turns,
+            tool_calls = outcome.tool_calls,
+            denied = outcome.denied_calls,
+            written = outcome.files_written.len(),
+            "extractor finished"
+        );
+        Ok(outcome.files_written)
+    }
+}

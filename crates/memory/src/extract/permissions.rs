@@ -1,0 +1,41 @@
+//! The tools and the permission gate of the background memory writers (extractor, consolidator):
+//! read-only tools freely, read-only shell, writes only inside the memory dir.
+
+use crate::store::MemoryStore;
+use memloop_core::tools::{EditFile, Glob, Grep, ReadFile, Shell, WriteFile};
+use memloop_core::{PermissionGate, Tool, ToolRegistry, WriteScopeGate};
+use std::sync::Arc;
+
+/// The gate of a background memory writer: read-only tools are allowed, shell commands only when
+/// the shell tool classifies them as read-only, and file writes only when every target passes
+/// the store's containment gate ([`MemoryStore::check_contained`]). Everything else is denied
+/// with a reason the model can read.
+pub fn memory_writer_gate(store: &Arc<dyn MemoryStore>) -> Arc<dyn PermissionGate> {
+    let store = store.clone();
+    Arc::new(
+        WriteScopeGate::new(move |p| {
+            store
+                .check_contained(p)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .allow_read_only_shell(true),
+    )
+}
+
+/// The tool set of a background memory writer: `read_file`, `glob`, `grep`, `shell` (read-only
+/// commands only, enforced by [`memory_writer_gate`]), `write_file`, `edit_file`, plus `extra`
+/// (the memory tools).
+pub fn memory_writer_tools(extra: &[Arc<dyn Tool>]) -> ToolRegistry {
+    let mut tools = ToolRegistry::new()
+        .with(Arc::new(ReadFile::default()))
+        .with(Arc::new(Glob::default()))
+        .with(Arc::new(Grep::default()))
+        .with(Arc::new(Shell::default()))
+        .with(Arc::new(WriteFile))
+        .with(Arc::new(EditFile));
+    for t in extra {
+        tools.register(t.clone());
+    }
+    tools
+}

@@ -1,0 +1,325 @@
+//! [`ExtractionScheduler`]: when to run the [`Extractor`] (SPEC section 7).
+
+use super::slot::{DirSlot, Pending, RunInfo, slot_for};
+use super::{ExtractError, ExtractionContext, Extractor, relative_to_memory_dir};
+use crate::store::MemoryStore;
+use async_trait::async_trait;
+use futures::FutureExt;
+use memloop_core::{
+    AgentEvent, DrainReport, HookContext, Message, MessageId, MessageKind, StopHook,
+};
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Settings of the [`ExtractionScheduler`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Run at all (off: the hook does nothing).
+    pub enabled: bool,
+    /// Run only every N eligible turns (SPEC default 1). Trailing runs ignore it.
+    pub every_n_turns: u32,
+    /// Default timeout of [`ExtractionScheduler::drain_default`] (SPEC: 60 s).
+    pub drain_timeout: Duration,
+}
+
+impl SchedulerConfig {
+    /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    ///
+    /// ```
+    /// use memloop_memory::EnvVars;
+    /// use memloop_memory::extract::SchedulerConfig;
+    /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
+    /// assert!(!SchedulerConfig::from_env(&env).enabled);
+    /// ```
+    pub fn from_env(env: &crate::EnvVars) -> Self {
+        Self {
+            enabled: !env.auto_memory_disabled(),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            every_n_turns: 1,
+            drain_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What one scheduler keeps for itself (the dir-wide running/pending state is in the slot).
+#[derive(Default)]
+struct Local {
+    cursors: HashMap<String, MessageId>,
+    turns_since_run: u32,
+}
+
+struct Inner {
+    store: Arc<dyn MemoryStore>,
+    extractor: Arc<dyn Extractor>,
+    config: SchedulerConfig,
+    slot: Arc<DirSlot<Inner>>,
+    local: Mutex<Local>,
+}
+
+/// The extraction stop hook: at most one extraction per memory dir at a time, with a trailing
+/// run for the newest context that arrived meanwhile.
+///
+/// The mutex is per memory dir for the whole process: schedulers created for the same dir share
+/// it (a context queued by one is run by its own extractor as the trailing run).
+/// [`on_stop`](StopHook::on_stop) only takes a short lock and spawns the run on the agent's
+/// tracked background tasks, so it returns in microseconds even while an extraction runs.
+///
+/// Rules (SPEC section 7): main agent only; cursor per session = id of the last message covered;
+/// skip and advance the cursor when the main agent itself wrote inside the memory dir since the
+/// cursor; run every N eligible turns; a call during a run replaces the pending context (newest
+/// wins) and exactly one trailing run follows; the cursor advances only after a successful run.
+pub struct ExtractionScheduler {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ExtractionScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtractionScheduler")
+            .field("root", &self.inner.store.root())
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(local: &Mutex<Local>) -> MutexGuard<'_, Local> {
+    // A poisoned lock only means a panic elsewhere while holding it; the state stays usable.
+    local
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl ExtractionScheduler {
+    /// A scheduler for `store`'s memory dir running `extractor`.
+    pub fn new(store: Arc<dyn MemoryStore>, extractor: Arc<dyn Extractor>) -> Self {
+        Self::with_config(store, extractor, SchedulerConfig::default())
+    }
+
+    /// With explicit settings.
+    pub fn with_config(
+        store: Arc<dyn MemoryStore>,
+        extractor: Arc<dyn Extractor>,
+        config: SchedulerConfig,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                slot: slot_for(store.root()),
+                store,
+                extractor,
+                config,
+                local: Mutex::new(Local::default()),
+            }),
+        }
+    }
+
+    /// The id of the last message covered for `session_id`.
+    pub fn cursor(&self, session_id: &str) -> Option<MessageId> {
+        lock(&self.inner.local).cursors.get(session_id).cloned()
+    }
+
+    /// Whether an extraction (or its trailing run) is in progress for this memory dir.
+    pub fn is_running(&self) -> bool {
+        *self.inner.slot.busy.borrow()
+    }
+
+    /// Wait until the running extraction and its trailing run(s) finished, or `timeout`. On a
+    /// timeout the report names what was still running and what was still queued.
+    pub async fn drain(&self, timeout: Duration) -> DrainReport {
+        let mut rx = self.inner.slot.busy.subscribe();
+        if tokio::time::timeout(timeout, rx.wait_for(|busy| !*busy))
+            .await
+            .is_ok()
+        {
+            return DrainReport {
+                completed: true,
+                still_running: Vec::new(),
+            };
+        }
+        let state = self.inner.slot.lock();
+        let root = self.inner.store.root().display().to_string();
+        let mut still = Vec::new();
+        if let Some(r) = &state.running {
+            let kind = if r.trailing {
+                "trailing extraction"
+            } else {
+                "extraction"
+            };
+            still.push(format!(
+                "{kind} for {root} (session {}, turn {})",
+                r.session, r.turn
+            ));
+        }
+        if let Some(p) = &state.pending {
+            still.push(format!(
+                "queued trailing extraction for {root} (session {}, turn {})",
+                p.ctx.session_id, p.ctx.turn
+            ));
+        }
+        DrainReport {
+            completed: still.is_empty(),
+            still_running: still,
+        }
+    }
+
+    /// [`drain`](Self::drain) with the configured timeout (default 60 s).
+    pub async fn drain_default(&self) -> DrainReport {
+        self.drain(self.inner.config.drain_timeout).await
+    }
+}
+
+#[async_trait]
+impl StopHook for ExtractionScheduler {
+    async fn on_stop(&self, ctx: HookContext) {
+        if !ctx.is_main() || !self.inner.config.enabled {
+            return;
+        }
+        {
+            let mut state = self.inner.slot.lock();
+            if state.running.is_some() {
+                tracing::debug!(
+                    turn = ctx.turn,
+                    "extraction running; context kept as pending"
+                );
+                state.pending = Some(Pending {
+                    ctx,
+                    owner: self.inner.clone(),
+                });
+                return;
+            }
+            state.running = Some(RunInfo {
+                session: ctx.session_id.clone(),
+                turn: ctx.turn,
+                trailing: false,
+            });
+            self.inner.slot.busy.send_replace(true);
+        }
+        let inner = self.inner.clone();
+        let background = ctx.background.clone();
+        background.spawn(
+            "memory-extraction",
+            async move { inner.run_chain(ctx).await },
+        );
+    }
+}
+
+impl Inner {
+    async fn run_chain(self: Arc<Self>, first: HookContext) {
+        let (mut owner, mut ctx) = (self, first);
+        let mut trailing = false;
+        loop {
+            owner.run_once(&ctx, trailing).await;
+            let slot = owner.slot.clone();
+            let mut state = slot.lock();
+            match state.pending.take() {
+                Some(next) => {
+                    state.running = Some(RunInfo {
+                        session: next.ctx.session_id.clone(),
+                        turn: next.ctx.turn,
+                        trailing: true,
+                    });
+                    (owner, ctx) = (next.owner, next.ctx);
+                    trailing = true;
+                }
+                None => {
+                    state.running = None;
+                    slot.busy.send_replace(false);
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn run_once(&self, ctx: &HookContext, trailing: bool) {
+        let Some(last_id) = ctx.messages.last().map(|m| m.id.clone()) else {
+            return;
+        };
+        let cursor = lock(&self.local).cursors.get(&ctx.session_id).cloned();
+        let after = messages_after(&ctx.messages, cursor.as_ref());
+        if after.iter().any(|m| self.wrote_memory(m)) {
+            self.advance(&ctx.session_id, last_id);
+            ctx.emit(AgentEvent::ExtractionSkipped {
+                reason: "the main agent already wrote to the memory directory since the last \
+                         extraction"
+                    .into(),
+            });
+            return;
+        }
+        let new_messages: Vec<Message> = after
+            .iter()
+            .filter(|m| m.meta.kind == MessageKind::Normal)
+            .cloned()
+            .collect();
+        if new_messages.is_empty() {
+            ctx.emit(AgentEvent::ExtractionSkipped {
+                reason: "no new messages since the last extraction".into(),
+            });
+            return;
+        }
+        if !trailing {
+            let mut state = lock(&self.local);
+            state.turns_since_run += 1;
+            if state.turns_since_run < self.config.every_n_turns {
+                let (n, every) = (state.turns_since_run, self.config.every_n_turns);
+                drop(state);
+                ctx.emit(AgentEvent::ExtractionSkipped {
+                    reason: format!("throttled: eligible turn {n} of {every}"),
+                });
+                return;
+            }
+            state.turns_since_run = 0;
+        }
+        let ectx = ExtractionContext {
+            hook: ctx.clone(),
+            new_messages,
+            trailing,
+        };
+        let result = AssertUnwindSafe(self.extractor.extract(&ectx))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(ExtractError::Failed("the extractor panicked".into())));
+        match result {
+            Ok(paths) => {
+                self.advance(&ctx.session_id, last_id);
+                let saved = relative_to_memory_dir(self.store.as_ref(), &paths);
+                tracing::info!(saved = ?saved, trailing, "extraction finished");
+                if !saved.is_empty() {
+                    ctx.emit(AgentEvent::MemoriesSaved { paths: saved });
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, trailing, "extraction failed; cursor kept");
+                ctx.emit(AgentEvent::ExtractionFailed {
+                    error: e.to_string(),
+                });
+            }
+        }
+    }
+
+    fn advance(&self, session: &str, to: MessageId) {
+        lock(&self.local).cursors.insert(session.to_owned(), to);
+    }
+
+    fn wrote_memory(&self, m: &Message) -> bool {
+        m.meta
+            .files_written
+            .iter()
+            .any(|f| self.store.check_contained(f).is_ok())
+    }
+}
+
+/// Messages after the cursor; all of them when there is no cursor or it is gone (compaction).
+fn messages_after<'a>(messages: &'a [Message], cursor: Option<&MessageId>) -> &'a [Message] {
+    match cursor.and_then(|c| messages.iter().position(|m| &m.id == c)) {
+        Some(i) => &messages[i + 1..],
+        None => messages,
+    }
+}

@@ -1,0 +1,378 @@
+//! [`Bm25Index`]: an incrementally maintained BM25F inverted index over memory name,
+//! description and body, with an optional directory lift (a memory's score is raised by the best
+//! score of another memory in the same directory, so that e.g. a session summary lifts the notes
+//! filed next to it).
+
+use super::text::Analyzer;
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+const FIELDS: usize = 3;
+
+/// Tuning of [`Bm25Index`]. The defaults were tuned on LoCoMo (see the crate README).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Params {
+    /// Term-frequency saturation. Default 0.9.
+    pub k1: f32,
+    /// Length normalisation (0 = none, 1 = full). Default 0.4.
+    pub b: f32,
+    /// Weight of the name field. Default 1.0.
+    pub name_weight: f32,
+    /// Weight of the description field. Default 1.0.
+    pub description_weight: f32,
+    /// Weight of the body field. Default 1.0.
+    pub body_weight: f32,
+    /// Index adjacent word pairs too. Default true.
+    pub bigrams: bool,
+    /// Score multiplier of bigram matches. Default 0.5.
+    pub bigram_weight: f32,
+    /// Share of the best sibling's score (same sub-directory) added to a memory's score; 0
+    /// disables the lift. Memories at the top of the memory dir are never lifted. Default 0.0:
+    /// turn it on for layouts that file related memories together (one folder per session,
+    /// project or topic, with a summary next to the details).
+    pub dir_weight: f32,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Self {
+            k1: 0.9,
+            b: 0.4,
+            name_weight: 1.0,
+            description_weight: 1.0,
+            body_weight: 1.0,
+            bigrams: true,
+            bigram_weight: 0.5,
+            dir_weight: 0.0,
+        }
+    }
+}
+
+/// The text of one memory as indexed.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexText<'a> {
+    /// Name (or file stem).
+    pub name: &'a str,
+    /// Description.
+    pub description: &'a str,
+    /// Body.
+    pub body: &'a str,
+}
+
+/// One memory's occurrences of one term. The field lengths are copied here so scoring never
+/// leaves the postings list.
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    tf: [u16; FIELDS],
+    lens: [u32; FIELDS],
+}
+
+#[derive(Debug)]
+struct Doc {
+    path: String,
+    mtime: SystemTime,
+    dir: u32,
+    lens: [u32; FIELDS],
+    terms: Vec<u32>,
+}
+
+/// An inverted index of memories keyed by relative path. Updates touch only the changed
+/// document; search scores every memory that shares a term with the query.
+#[derive(Debug)]
+pub struct Bm25Index {
+    analyzer: Analyzer,
+    params: Bm25Params,
+    term_ids: HashMap<String, u32>,
+    is_bigram: Vec<bool>,
+    postings: Vec<Vec<Posting>>,
+    docs: Vec<Option<Doc>>,
+    free: Vec<u32>,
+    by_path: HashMap<String, u32>,
+    dir_ids: HashMap<String, u32>,
+    dir_members: Vec<Vec<u32>>,
+    len_sum: [u64; FIELDS],
+}
+
+impl Default for Bm25Index {
+    fn default() -> Self {
+        Self::new(Bm25Params::default())
+    }
+}
+
+impl Bm25Index {
+    /// An empty index.
+    pub fn new(params: Bm25Params) -> Self {
+        Self {
+            analyzer: Analyzer::new(params.bigrams),
+            params,
+            term_ids: HashMap::new(),
+            is_bigram: Vec::new(),
+            postings: Vec::new(),
+            docs: Vec::new(),
+            free: Vec::new(),
+            by_path: HashMap::new(),
+            dir_ids: HashMap::new(),
+            dir_members: Vec::new(),
+            len_sum: [0; FIELDS],
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Bm25Params {
+        &self.params
+    }
+
+    /// Number of indexed memories.
+    pub fn len(&self) -> usize {
+        self.by_path.len()
+    }
+
+    /// Whether nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.by_path.is_empty()
+    }
+
+    /// The mtime recorded for `path`, if indexed.
+    pub fn mtime(&self, path: &str) -> Option<SystemTime> {
+        let id = *self.by_path.get(path)?;
+        self.doc(id).map(|d| d.mtime)
+    }
+
+    /// Every indexed path (any order).
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.by_path.keys().map(String::as_str)
+    }
+
+    fn doc(&self, id: u32) -> Option<&Doc> {
+        self.docs.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// Add or replace the memory at `path`.
+    ///
+    /// ```
+    /// use memloop_memory::recall::{Bm25Index, IndexText};
+    /// let mut idx = Bm25Index::default();
+    /// let t = IndexText { name: "Deploys", description: "how we ship releases", body: "tag then push" };
+    /// idx.upsert("deploy.md", std::time::SystemTime::UNIX_EPOCH, t);
+    /// assert_eq!(idx.search("shipping a release", 5, |_| true)[0].0, "deploy.md");
+    /// ```
+    pub fn upsert(&mut self, path: &str, mtime: SystemTime, text: IndexText<'_>) {
+        self.remove(path);
+        let fields = [text.name, text.description, text.body];
+        let mut tfs: HashMap<u32, [u16; FIELDS]> = HashMap::new();
+        let mut lens = [0u32; FIELDS];
+        for (f, field) in fields.iter().enumerate() {
+            let uni = self.analyzer.unigrams(field);
+            lens[f] = u32::try_from(uni.len()).unwrap_or(u32::MAX);
+            for term in self.analyzer.terms(field) {
+                let bigram = term.contains('_');
+                let tid = self.term_id(term, bigram);
+                let e = tfs.entry(tid).or_insert([0; FIELDS]);
+                e[f] = e[f].saturating_add(1);
+            }
+        }
+        let dir = self.dir_id(path);
+        let id = self.free.pop().unwrap_or_else(|| {
+            self.docs.push(None);
+            u32::try_from(self.docs.len() - 1).unwrap_or(u32::MAX)
+        });
+        let mut terms = Vec::with_capacity(tfs.len());
+        for (tid, tf) in tfs {
+            self.postings[tid as usize].push(Posting { doc: id, tf, lens });
+            terms.push(tid);
+        }
+        for (sum, len) in self.len_sum.iter_mut().zip(lens) {
+            *sum += u64::from(len);
+        }
+        self.dir_members[dir as usize].push(id);
+        self.docs[id as usize] = Some(Doc {
+            path: path.to_owned(),
+            mtime,
+            dir,
+            lens,
+            terms,
+        });
+        self.by_path.insert(path.to_owned(), id);
+    }
+
+    /// Remove the memory at `path`; returns whether it was indexed.
+    pub fn remove(&mut self, path: &str) -> bool {
+        let Some(id) = self.by_path.remove(path) else {
+            return false;
+        };
+        let Some(doc) = self.docs.get_mut(id as usize).and_then(Option::take) else {
+            return false;
+        };
+        for tid in &doc.terms {
+            if let Some(list) = self.postings.get_mut(*tid as usize) {
+                list.retain(|p| p.doc != id);
+            }
+        }
+        for (sum, len) in self.len_sum.iter_mut().zip(doc.lens) {
+            *sum = sum.saturating_sub(u64::from(len));
+        }
+        if let Some(members) = self.dir_members.get_mut(doc.dir as usize) {
+            members.retain(|m| *m != id);
+        }
+        self.free.push(id);
+        true
+    }
+
+    fn term_id(&mut self, term: String, bigram: bool) -> u32 {
+        if let Some(id) = self.term_ids.get(&term) {
+            return *id;
+        }
+        let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
+        self.postings.push(Vec::new());
+        self.is_bigram.push(bigram);
+        self.term_ids.insert(term, id);
+        id
+    }
+
+    fn dir_id(&mut self, path: &str) -> u32 {
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+        if let Some(id) = self.dir_ids.get(dir) {
+            return *id;
+        }
+        let id = u32::try_from(self.dir_members.len()).unwrap_or(u32::MAX);
+        self.dir_members.push(Vec::new());
+        self.dir_ids.insert(dir.to_owned(), id);
+        id
+    }
+
+    /// The best `k` memories for `query` among those `keep` accepts, best first, with scores.
+    /// Memories with no matching term (and no lift) are not returned.
+    pub fn search(&self, query: &str, k: usize, keep: impl Fn(&str) -> bool) -> Vec<(String, f32)> {
+        if self.by_path.is_empty() || k == 0 {
+            return Vec::new();
+        }
+        let mut qterms: Vec<(u32, f32)> = self
+            .analyzer
+            .terms(query)
+            .iter()
+            .filter_map(|t| self.term_ids.get(t).map(|id| (*id, 1.0)))
+            .collect();
+        qterms.sort_unstable_by_key(|q| q.0);
+        qterms.dedup_by_key(|q| q.0);
+        let (scores, touched) = self.score(&qterms);
+        let ranked = if self.params.dir_weight > 0.0 {
+            self.lift(&scores, &touched)
+        } else {
+            touched.iter().map(|d| (*d, scores[*d as usize])).collect()
+        };
+        self.top_k(ranked, k, keep)
+    }
+
+    fn idf(&self, tid: u32) -> f32 {
+        let n = self.by_path.len() as f32;
+        let df = self.postings[tid as usize].len() as f32;
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        if self.is_bigram[tid as usize] {
+            idf * self.params.bigram_weight
+        } else {
+            idf
+        }
+    }
+
+    /// BM25F scores of every memory sharing a term with `qterms` (dense by doc slot), and the
+    /// slots touched.
+    fn score(&self, qterms: &[(u32, f32)]) -> (Vec<f32>, Vec<u32>) {
+        let n = self.by_path.len().max(1);
+        let avg: [f32; FIELDS] =
+            std::array::from_fn(|f| (self.len_sum[f] as f32 / n as f32).max(1.0));
+        let w = [
+            self.params.name_weight,
+            self.params.description_weight,
+            self.params.body_weight,
+        ];
+        let (k1, b) = (self.params.k1, self.params.b);
+        let mut scores = vec![0f32; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for &(tid, qw) in qterms {
+            let list = &self.postings[tid as usize];
+            if list.is_empty() {
+                continue;
+            }
+            let idf = qw * self.idf(tid);
+            for p in list {
+                let mut tf = 0f32;
+                for f in 0..FIELDS {
+                    if p.tf[f] > 0 {
+                        let norm = 1.0 - b + b * p.lens[f] as f32 / avg[f];
+                        tf += w[f] * f32::from(p.tf[f]) / norm;
+                    }
+                }
+                let slot = &mut scores[p.doc as usize];
+                if *slot == 0.0 {
+                    touched.push(p.doc);
+                }
+                *slot += idf * tf * (k1 + 1.0) / (k1 + tf);
+            }
+        }
+        (scores, touched)
+    }
+
+    /// Add `dir_weight` × the best other score of the same directory to every memory of a
+    /// directory that has a match.
+    fn lift(&self, scores: &[f32], touched: &[u32]) -> Vec<(u32, f32)> {
+        let mut best: HashMap<u32, (f32, u32, f32)> = HashMap::new();
+        for d in touched {
+            let Some(doc) = self.doc(*d) else { continue };
+            let s = scores[*d as usize];
+            let e = best.entry(doc.dir).or_insert((0.0, u32::MAX, 0.0));
+            if s > e.0 {
+                *e = (s, *d, e.0);
+            } else if s > e.2 {
+                e.2 = s;
+            }
+        }
+        let mut out = Vec::new();
+        let root = self.dir_ids.get("").copied();
+        for (dir, (top, top_doc, second)) in best {
+            if Some(dir) == root {
+                out.extend(
+                    self.dir_members
+                        .get(dir as usize)
+                        .into_iter()
+                        .flatten()
+                        .map(|m| (*m, scores[*m as usize])),
+                );
+                continue;
+            }
+            for m in self.dir_members.get(dir as usize).into_iter().flatten() {
+                let sibling = if *m == top_doc { second } else { top };
+                out.push((*m, scores[*m as usize] + self.params.dir_weight * sibling));
+            }
+        }
+        out
+    }
+
+    fn top_k(
+        &self,
+        ranked: Vec<(u32, f32)>,
+        k: usize,
+        keep: impl Fn(&str) -> bool,
+    ) -> Vec<(String, f32)> {
+        let mut ranked: Vec<(&Doc, f32)> = ranked
+            .into_iter()
+            .filter(|(_, s)| *s > 0.0)
+            .filter_map(|(d, s)| self.doc(d).map(|doc| (doc, s)))
+            .filter(|(doc, _)| keep(&doc.path))
+            .collect();
+        let order = |a: &(&Doc, f32), b: &(&Doc, f32)| {
+            b.1.total_cmp(&a.1)
+                .then(b.0.mtime.cmp(&a.0.mtime))
+                .then(a.0.path.cmp(&b.0.path))
+        };
+        if ranked.len() > k {
+            ranked.select_nth_unstable_by(k, order);
+            ranked.truncate(k);
+        }
+        ranked.sort_unstable_by(order);
+        ranked
+            .into_iter()
+            .map(|(doc, s)| (doc.path.clone(), s))
+            .collect()
+    }
+}

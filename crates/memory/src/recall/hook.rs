@@ -1,0 +1,342 @@
+//! [`RecallHook`]: the recall pipeline of SPEC section 6 as a turn-start hook.
+
+use super::reads::{ReadTools, read_in_full};
+use super::selector::{SelectionContext, Selector};
+use super::surface::{Clock, SystemClock, age_days, render_surfaced};
+use crate::store::MemoryStore;
+use crate::types::MemoryHeader;
+use async_trait::async_trait;
+use memloop_core::{
+    AgentEvent, Attachment, CompactionListener, ContentBlock, HookContext, Message,
+    PendingAttachment, TurnStartHook,
+};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// The attachment kind recall produces.
+pub const RECALL_ATTACHMENT_KIND: &str = "relevant_memories";
+
+/// Every number of the recall pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecallConfig {
+    /// Run recall at all. Default true.
+    pub enabled: bool,
+    /// Files surfaced per turn (the selector's limit). Default 5.
+    pub max_files: usize,
+    /// Lines per surfaced file. Default 200.
+    pub max_lines: usize,
+    /// Bytes per surfaced file. Default 4,096.
+    pub max_bytes: usize,
+    /// Bytes surfaced per session (until compaction). Default 60 KiB.
+    pub session_budget_bytes: usize,
+    /// Skip a message that is a single word (`ok`, `thanks`). Default true.
+    pub skip_single_word: bool,
+    /// Tools whose successful whole-file reads mean "already read".
+    pub read_tools: ReadTools,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_files: 5,
+            max_lines: 200,
+            max_bytes: 4_096,
+            session_budget_bytes: 60 * 1024,
+            skip_single_word: true,
+            read_tools: ReadTools::default(),
+        }
+    }
+}
+
+/// A surfacing not yet seen in the conversation: it is rolled back at the next turn if the agent
+/// dropped it (the turn ended before the prefetch settled).
+#[derive(Debug)]
+struct Provisional {
+    paths: Vec<String>,
+    bytes: usize,
+    rendered: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    surfaced: HashSet<String>,
+    spent: usize,
+    exhausted: bool,
+    provisional: Vec<Provisional>,
+}
+
+impl State {
+    /// Confirm surfacings that made it into the conversation; roll back the others.
+    fn reconcile(&mut self, messages: &[Message]) {
+        for p in std::mem::take(&mut self.provisional) {
+            let landed = messages.iter().any(|m| {
+                m.content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::Text { text } if *text == p.rendered))
+            });
+            if !landed {
+                tracing::debug!(paths = ?p.paths, "recall attachment was dropped; rolled back");
+                for path in &p.paths {
+                    self.surfaced.remove(path);
+                }
+                self.spent = self.spent.saturating_sub(p.bytes);
+                self.exhausted = false;
+            }
+        }
+    }
+}
+
+/// Recall as a [`TurnStartHook`] (register it also as a [`CompactionListener`] so the surfaced
+/// set and budget reset after compaction).
+///
+/// Per user turn it returns at once with a [`PendingAttachment`]; in the background it scans the
+/// store, asks the selector (errors count as "nothing selected"), reads and renders the chosen
+/// files, and yields a `relevant_memories` attachment. It emits [`AgentEvent::MemoriesSurfaced`]
+/// or [`AgentEvent::RecallSkipped`].
+pub struct RecallHook {
+    store: Arc<dyn MemoryStore>,
+    selector: Arc<dyn Selector>,
+    config: RecallConfig,
+    clock: Arc<dyn Clock>,
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for RecallHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecallHook")
+            .field("root", &self.store.root())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecallHook {
+    /// Recall over `store` with `selector` and the default config.
+    pub fn new(store: Arc<dyn MemoryStore>, selector: Arc<dyn Selector>) -> Self {
+        Self {
+            store,
+            selector,
+            config: RecallConfig::default(),
+            clock: Arc::new(SystemClock),
+            state: Arc::default(),
+        }
+    }
+
+    /// Replace the config (builder style).
+    pub fn with_config(mut self, config: RecallConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Replace the clock (builder style; tests use [`super::ManualClock`]).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Paths surfaced this session (since the last compaction).
+    pub fn surfaced(&self) -> HashSet<String> {
+        self.lock(|s| s.surfaced.clone())
+    }
+
+    /// Bytes surfaced this session (since the last compaction).
+    pub fn spent_bytes(&self) -> usize {
+        self.lock(|s| s.spent)
+    }
+
+    /// Forget what was surfaced and refill the budget (what compaction does).
+    pub fn reset(&self) {
+        self.lock(|s| *s = State::default());
+    }
+
+    fn lock<T: Default>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        self.state.lock().map(|mut s| f(&mut s)).unwrap_or_default()
+    }
+
+    fn skip_reason(&self, user_text: &str) -> Option<&'static str> {
+        let words = user_text.split_whitespace().count();
+        if words == 0 {
+            return Some("empty message");
+        }
+        if self.config.skip_single_word && words == 1 {
+            return Some("single-word message");
+        }
+        if self.lock(|s| s.exhausted || s.spent >= self.config.session_budget_bytes) {
+            return Some("session recall budget spent");
+        }
+        None
+    }
+}
+
+#[async_trait]
+impl TurnStartHook for RecallHook {
+    async fn on_turn_start(&self, ctx: &HookContext, user_text: &str) -> Option<PendingAttachment> {
+        if !self.config.enabled {
+            return None;
+        }
+        self.lock(|s| s.reconcile(&ctx.messages));
+        if let Some(reason) = self.skip_reason(user_text) {
+            ctx.emit(AgentEvent::RecallSkipped {
+                reason: reason.into(),
+            });
+            return None;
+        }
+        let cancel = ctx.cancel.child_token();
+        let job = Job {
+            store: self.store.clone(),
+            selector: self.selector.clone(),
+            config: self.config.clone(),
+            clock: self.clock.clone(),
+            state: self.state.clone(),
+            query: user_text.to_owned(),
+            ctx: ctx.clone(),
+            cancel: cancel.clone(),
+        };
+        let watch = cancel.clone();
+        Some(PendingAttachment::spawn(cancel, async move {
+            tokio::select! {
+                biased;
+                _ = watch.cancelled() => None,
+                a = job.run() => a,
+            }
+        }))
+    }
+}
+
+#[async_trait]
+impl CompactionListener for RecallHook {
+    async fn on_compacted(&self, _ctx: &HookContext) {
+        self.reset();
+    }
+}
+
+/// One turn's background recall.
+struct Job {
+    store: Arc<dyn MemoryStore>,
+    selector: Arc<dyn Selector>,
+    config: RecallConfig,
+    clock: Arc<dyn Clock>,
+    state: Arc<Mutex<State>>,
+    query: String,
+    ctx: HookContext,
+    cancel: memloop_core::CancellationToken,
+}
+
+impl Job {
+    fn skipped(&self, reason: impl Into<String>) -> Option<Attachment> {
+        self.ctx.emit(AgentEvent::RecallSkipped {
+            reason: reason.into(),
+        });
+        None
+    }
+
+    async fn run(self) -> Option<Attachment> {
+        let headers = match self.store.scan().await {
+            Ok(h) => h,
+            Err(e) => return self.skipped(format!("memory scan failed: {e}")),
+        };
+        if headers.is_empty() {
+            return self.skipped("no memories");
+        }
+        let known: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
+        let mut exclude = read_in_full(
+            &self.ctx.messages,
+            self.store.root(),
+            &self.config.read_tools,
+            &known,
+        );
+        exclude.extend(
+            self.state
+                .lock()
+                .map(|s| s.surfaced.clone())
+                .unwrap_or_default(),
+        );
+        let sel_ctx = SelectionContext {
+            recent_tools: self.ctx.recent_tools.clone(),
+            already_surfaced: exclude,
+            limit: self.config.max_files,
+            cancel: self.cancel.clone(),
+        };
+        let chosen = match self
+            .selector
+            .select_checked(&self.query, &headers, &sel_ctx)
+            .await
+        {
+            Ok(c) if c.is_empty() => return self.skipped("no relevant memories"),
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "memory selector failed; nothing surfaced");
+                return self.skipped(format!("selector failed: {e}"));
+            }
+        };
+        let blocks = self.render(&chosen, &headers).await;
+        self.commit(blocks)
+    }
+
+    /// Read and render the chosen files (unreadable ones are skipped).
+    async fn render(&self, chosen: &[String], headers: &[MemoryHeader]) -> Vec<(String, String)> {
+        let now = self.clock.now();
+        let mut out = Vec::new();
+        for rel in chosen {
+            let file = match self.store.read(rel).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(path = %rel, error = %e, "cannot read selected memory");
+                    continue;
+                }
+            };
+            let mtime = headers
+                .iter()
+                .find(|h| &h.rel_path == rel)
+                .map_or(file.header.mtime, |h| h.mtime);
+            let shown = self.store.root().join(rel);
+            let text = render_surfaced(
+                &shown.to_string_lossy(),
+                &file.raw,
+                age_days(now, mtime),
+                self.config.max_lines,
+                self.config.max_bytes,
+            );
+            out.push((rel.clone(), text));
+        }
+        out
+    }
+
+    /// Apply the session budget, record the surfacing, and build the attachment.
+    fn commit(&self, blocks: Vec<(String, String)>) -> Option<Attachment> {
+        let budget = self.config.session_budget_bytes;
+        let mut state = self.state.lock().ok()?;
+        let mut paths = Vec::new();
+        let mut texts = Vec::new();
+        let mut bytes = 0;
+        for (rel, text) in blocks {
+            if state.spent + bytes + text.len() > budget {
+                state.exhausted = true;
+                break;
+            }
+            bytes += text.len();
+            paths.push(rel);
+            texts.push(text);
+        }
+        if paths.is_empty() {
+            drop(state);
+            return self.skipped("session recall budget spent");
+        }
+        let att = Attachment {
+            kind: RECALL_ATTACHMENT_KIND.into(),
+            text: texts.join("\n\n"),
+        };
+        state.spent += bytes;
+        state.surfaced.extend(paths.iter().cloned());
+        state.provisional.push(Provisional {
+            paths: paths.clone(),
+            bytes,
+            rendered: att.render(),
+        });
+        drop(state);
+        tracing::info!(?paths, bytes, "memories surfaced");
+        self.ctx.emit(AgentEvent::MemoriesSurfaced { paths, bytes });
+        Some(att)
+    }
+}

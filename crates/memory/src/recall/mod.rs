@@ -1,0 +1,36 @@
+//! Recall: choosing the memories relevant to a user's message and surfacing them (SPEC sections 6
+//! and 13).
+//!
+//! - [`Selector`] is the pluggable choice (`Arc<dyn Selector>`); [`LlmSelector`],
+//!   [`KeywordSelector`], [`Bm25Selector`] and [`FallbackSelector`] are provided. Every caller goes
+//!   through `select_checked`, the one place that enforces the contract.
+//! - [`RecallHook`] runs the pipeline once per user turn in the background and yields a
+//!   `relevant_memories` system-reminder attachment.
+
+mod bm25;
+mod bm25_selector;
+mod fallback;
+mod hook;
+mod keyword;
+mod llm;
+mod reads;
+mod selector;
+mod surface;
+mod text;
+
+pub use bm25::{Bm25Index, Bm25Params, IndexText};
+pub use bm25_selector::{Bm25Selector, SyncReport};
+pub use fallback::FallbackSelector;
+pub use hook::{RECALL_ATTACHMENT_KIND, RecallConfig, RecallHook};
+pub use keyword::{KeywordConfig, KeywordSelector};
+pub use llm::{
+    LlmSelector, LlmSelectorConfig, SELECTOR_PROMPT, SELECTOR_PURPOSE, parse_selection,
+    selection_schema,
+};
+pub use reads::{ReadTools, read_in_full};
+pub use selector::{SelectionContext, Selector, SelectorError};
+pub use surface::{
+    Clock, Cut, ManualClock, SystemClock, age_days, cut_whole_lines, memory_header,
+    render_surfaced, truncation_note,
+};
+pub use text::{Analyzer, is_stop_word, words};

@@ -1,0 +1,155 @@
+//! The [`Selector`] trait (SPEC sections 6 and 13) and the one place that enforces its contract.
+
+use crate::types::{MemoryError, MemoryHeader};
+use async_trait::async_trait;
+use memloop_core::{CancellationToken, ModelError};
+use std::collections::HashSet;
+
+/// What a selector knows about the turn besides the query.
+#[derive(Debug, Clone)]
+pub struct SelectionContext {
+    /// Tools that succeeded at least once and never failed since the previous user turn.
+    pub recent_tools: Vec<String>,
+    /// Relative paths already surfaced this session (never selected again).
+    pub already_surfaced: HashSet<String>,
+    /// At most this many paths are returned. Default 5.
+    pub limit: usize,
+    /// Fires when the turn is cancelled; selectors doing slow work should watch it.
+    pub cancel: CancellationToken,
+}
+
+impl Default for SelectionContext {
+    fn default() -> Self {
+        Self {
+            recent_tools: Vec::new(),
+            already_surfaced: HashSet::new(),
+            limit: 5,
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+impl SelectionContext {
+    /// A context with the given limit and nothing else.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            limit,
+            ..Self::default()
+        }
+    }
+}
+
+/// Why a selector could not choose. Recall treats every error as "nothing selected";
+/// [`crate::recall::FallbackSelector`] uses it to try its secondary selector.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SelectorError {
+    /// The side-query model failed.
+    #[error("selector model call failed: {0}")]
+    Model(#[from] ModelError),
+    /// The model answered, but no `{"selected_memories": [...]}` object could be found in it.
+    #[error("selector response had no selected_memories list: {0}")]
+    InvalidResponse(String),
+    /// The selector took longer than its timeout.
+    #[error("selector timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    /// The turn was cancelled.
+    #[error("selection cancelled")]
+    Cancelled,
+    /// Reading memories failed.
+    #[error("selector could not read memories: {0}")]
+    Store(#[from] MemoryError),
+    /// Anything else a custom selector wants to report.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Chooses the memories relevant to a query. Object-safe: share it as `Arc<dyn Selector>`.
+///
+/// Implementations return relative paths, best first. `headers` holds every memory (so index
+/// based selectors can stay in sync); a selector should skip `ctx.already_surfaced` so that it
+/// does not waste its `limit` slots. Implementations need not enforce the contract (limit, known
+/// paths, no duplicates, nothing already surfaced): callers go through
+/// [`select_checked`](trait.Selector.html#method.select_checked), which does, in one place.
+///
+/// ```
+/// use memloop_memory::recall::{SelectionContext, Selector, SelectorError};
+/// use memloop_memory::MemoryHeader;
+///
+/// /// Picks the newest memories, whatever the query.
+/// struct Newest;
+///
+/// #[async_trait::async_trait]
+/// impl Selector for Newest {
+///     async fn select(&self, _q: &str, headers: &[MemoryHeader], ctx: &SelectionContext)
+///         -> Result<Vec<String>, SelectorError> {
+///         Ok(headers.iter().take(ctx.limit).map(|h| h.rel_path.clone()).collect())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Selector: Send + Sync {
+    /// Choose memories for `query` among `headers` (newest first).
+    async fn select(
+        &self,
+        query: &str,
+        headers: &[MemoryHeader],
+        ctx: &SelectionContext,
+    ) -> Result<Vec<String>, SelectorError>;
+}
+
+impl dyn Selector {
+    /// Run the selector and enforce the contract: only paths present in `headers`, none already
+    /// surfaced, no duplicates, at most `ctx.limit`, in the selector's order.
+    pub async fn select_checked(
+        &self,
+        query: &str,
+        headers: &[MemoryHeader],
+        ctx: &SelectionContext,
+    ) -> Result<Vec<String>, SelectorError> {
+        if ctx.limit == 0 {
+            return Ok(Vec::new());
+        }
+        if headers
+            .iter()
+            .all(|h| ctx.already_surfaced.contains(&h.rel_path))
+        {
+            return Ok(Vec::new());
+        }
+        let chosen = self.select(query, headers, ctx).await?;
+        Ok(enforce(chosen, headers, ctx))
+    }
+}
+
+/// Keep the chosen paths that are in `headers` and not yet surfaced, first occurrence only, at
+/// most `ctx.limit`.
+fn enforce(chosen: Vec<String>, headers: &[MemoryHeader], ctx: &SelectionContext) -> Vec<String> {
+    let limit = ctx.limit;
+    // A linear probe per chosen path: a selector returns a handful, while hashing every header
+    // path would cost more than the selection itself on large dirs.
+    // (A selector returning a flood of names gets the hashed check instead.)
+    let hashed: Option<HashSet<&str>> =
+        (chosen.len() > 64).then(|| headers.iter().map(|h| h.rel_path.as_str()).collect());
+    let known = |p: &str| {
+        !ctx.already_surfaced.contains(p)
+            && match &hashed {
+                Some(set) => set.contains(p),
+                None => headers.iter().any(|h| h.rel_path == p),
+            }
+    };
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for path in chosen {
+        if out.len() >= limit {
+            break;
+        }
+        if !known(&path) {
+            tracing::debug!(%path, "selector returned an unknown path; dropped");
+            continue;
+        }
+        if seen.insert(path.clone()) {
+            out.push(path);
+        }
+    }
+    out
+}

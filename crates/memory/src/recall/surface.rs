@@ -1,0 +1,161 @@
+//! Turning one memory file into surfaced text: the per-file caps with the truncation note, and
+//! the age header (SPEC section 6).
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+const DAY: u64 = 24 * 60 * 60;
+
+/// Where "now" comes from, so tests can cross day boundaries.
+pub trait Clock: Send + Sync {
+    /// The current time.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// A clock that only moves when told to.
+#[derive(Debug)]
+pub struct ManualClock(Mutex<SystemTime>);
+
+impl ManualClock {
+    /// A clock showing `now`.
+    pub fn new(now: SystemTime) -> Self {
+        Self(Mutex::new(now))
+    }
+
+    /// Set the time.
+    pub fn set(&self, now: SystemTime) {
+        if let Ok(mut t) = self.0.lock() {
+            *t = now;
+        }
+    }
+
+    /// Move the time forward.
+    pub fn advance(&self, by: Duration) {
+        if let Ok(mut t) = self.0.lock() {
+            *t += by;
+        }
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> SystemTime {
+        self.0.lock().map(|t| *t).unwrap_or(SystemTime::UNIX_EPOCH)
+    }
+}
+
+/// Whole days between `mtime` and `now` (24-hour periods, rounded down); 0 when `mtime` is in
+/// the future.
+///
+/// ```
+/// use memloop_memory::recall::age_days;
+/// use std::time::{Duration, UNIX_EPOCH};
+/// let t = UNIX_EPOCH + Duration::from_secs(1_000_000);
+/// assert_eq!(age_days(t + Duration::from_secs(86_399), t), 0);
+/// assert_eq!(age_days(t + Duration::from_secs(86_400), t), 1);
+/// assert_eq!(age_days(t, t + Duration::from_secs(5)), 0);
+/// ```
+pub fn age_days(now: SystemTime, mtime: SystemTime) -> u64 {
+    now.duration_since(mtime).map_or(0, |d| d.as_secs() / DAY)
+}
+
+/// The header put before a surfaced memory: `Memory (saved today): <path>:` or `(saved
+/// yesterday)` up to one day old; older memories get a staleness note, a blank line and
+/// `Memory: <path>:`.
+///
+/// ```
+/// use memloop_memory::recall::memory_header;
+/// assert_eq!(memory_header("/m/a.md", 0), "Memory (saved today): /m/a.md:");
+/// assert!(memory_header("/m/a.md", 3).starts_with("This memory is 3 days old"));
+/// assert!(memory_header("/m/a.md", 3).ends_with("\n\nMemory: /m/a.md:"));
+/// ```
+pub fn memory_header(path: &str, days: u64) -> String {
+    match days {
+        0 => format!("Memory (saved today): {path}:"),
+        1 => format!("Memory (saved yesterday): {path}:"),
+        n => format!(
+            "This memory is {n} days old. It records what was true when it was saved; claims \
+             about code (files, functions, flags) may be outdated, so verify them before relying \
+             on them.\n\nMemory: {path}:"
+        ),
+    }
+}
+
+/// Which per-file cap cut a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// More than the line cap.
+    pub by_lines: bool,
+    /// More than the byte cap (after the line cap).
+    pub by_bytes: bool,
+}
+
+/// The longest prefix of `content` made of whole lines with at most `max_lines` lines and at most
+/// `max_bytes` bytes (a line's `\n` counts). When not even the first line fits, it is cut on a
+/// char boundary. Returns the prefix and which cap fired, if any.
+///
+/// ```
+/// use memloop_memory::recall::cut_whole_lines;
+/// let (kept, cut) = cut_whole_lines("ab\ncd\nef\n", 10, 6);
+/// assert_eq!(kept, "ab\ncd\n");
+/// assert!(cut.unwrap().by_bytes);
+/// ```
+pub fn cut_whole_lines(content: &str, max_lines: usize, max_bytes: usize) -> (&str, Option<Cut>) {
+    let mut end = 0;
+    let mut by_lines = false;
+    let mut by_bytes = false;
+    for (lines, line) in content.split_inclusive('\n').enumerate() {
+        if lines == max_lines {
+            by_lines = true;
+            break;
+        }
+        if end + line.len() > max_bytes {
+            by_bytes = true;
+            if lines == 0 {
+                end = memloop_core::truncate_utf8(content, max_bytes).len();
+            }
+            break;
+        }
+        end += line.len();
+    }
+    let cut = (by_lines || by_bytes).then_some(Cut { by_lines, by_bytes });
+    (&content[..end], cut)
+}
+
+/// The note appended to a cut memory: why, and where the rest is.
+pub fn truncation_note(cut: Cut, max_lines: usize, max_bytes: usize, path: &str) -> String {
+    let why = match (cut.by_lines, cut.by_bytes) {
+        (true, true) => format!("more than {max_lines} lines and {max_bytes} bytes"),
+        (true, false) => format!("more than {max_lines} lines"),
+        _ => format!("more than {max_bytes} bytes"),
+    };
+    format!("[This memory was cut because it is {why}. Read the full file at {path} for the rest.]")
+}
+
+/// One memory rendered for surfacing: header, (possibly cut) content, note.
+pub fn render_surfaced(
+    path: &str,
+    content: &str,
+    days: u64,
+    max_lines: usize,
+    max_bytes: usize,
+) -> String {
+    let (kept, cut) = cut_whole_lines(content, max_lines, max_bytes);
+    let mut out = memory_header(path, days);
+    out.push('\n');
+    out.push_str(kept.trim_end_matches('\n'));
+    if let Some(cut) = cut {
+        out.push('\n');
+        out.push_str(&truncation_note(cut, max_lines, max_bytes, path));
+    }
+    out
+}

@@ -1,0 +1,67 @@
+//! Test helpers shared by the extraction and dream tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use memloop_core::testing::ScriptedModel;
+use memloop_core::{AgentKind, BackgroundTasks, HookContext, Message, VecSink};
+use std::sync::Arc;
+
+/// A stop-hook context for the main agent of session `s1`.
+pub fn hook(
+    turn: u64,
+    messages: Vec<Message>,
+    events: &VecSink,
+    bg: &BackgroundTasks,
+) -> HookContext {
+    hook_with_model(turn, messages, events, bg, Arc::new(ScriptedModel::new()))
+}
+
+/// Same, with a given model.
+pub fn hook_with_model(
+    turn: u64,
+    messages: Vec<Message>,
+    events: &VecSink,
+    bg: &BackgroundTasks,
+    model: Arc<ScriptedModel>,
+) -> HookContext {
+    HookContext {
+        session_id: "s1".into(),
+        turn,
+        agent: AgentKind::Main,
+        cwd: std::env::temp_dir(),
+        model,
+        system: Arc::new(vec!["You are a helpful agent.".into()]),
+        messages: Arc::new(messages),
+        context_tokens: 0,
+        recent_tools: Vec::new(),
+        events: Arc::new(events.clone()),
+        background: bg.clone(),
+        cancel: Default::default(),
+    }
+}
+
+/// A conversation of `turns` user/assistant pairs with ids `u1`, `a1`, `u2`, ...
+pub fn conversation(turns: usize) -> Vec<Message> {
+    (1..=turns)
+        .flat_map(|i| {
+            [
+                Message::user(format!("question {i}")).with_id(format!("u{i}").as_str()),
+                Message::assistant(format!("answer {i}")).with_id(format!("a{i}").as_str()),
+            ]
+        })
+        .collect()
+}
+
+/// Run `extractor` once over a one-turn conversation with `model`; returns the written paths and
+/// the events the fork emitted.
+pub async fn run_extractor(
+    extractor: &dyn memloop_memory::extract::Extractor,
+    model: Arc<ScriptedModel>,
+) -> (Vec<std::path::PathBuf>, VecSink) {
+    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
+    let ctx = memloop_memory::extract::ExtractionContext {
+        hook: hook_with_model(1, conversation(1), &events, &bg, model),
+        new_messages: conversation(1),
+        trailing: false,
+    };
+    (extractor.extract(&ctx).await.unwrap(), events)
+}

@@ -1,0 +1,235 @@
+//! The default forked extractor against a real FileMemoryStore in a tempdir, driven by a
+//! ScriptedModel: hostile writes are denied, real memories are saved, events are reported.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod extract_common;
+use extract_common as common;
+
+use common::run_extractor;
+use memloop_core::testing::{ScriptStep, ScriptedModel};
+use memloop_core::{Agent, AgentConfig, AgentEvent, ContentBlock, VecSink};
+use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
+use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn every_escape_attempt_is_denied_and_nothing_is_written_outside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mem, outside) = (tmp.path().join("mem"), tmp.path().join("outside"));
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("victim.md"), "original").unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(&mem).unwrap());
+    std::os::unix::fs::symlink(&outside, mem.join("link")).unwrap();
+
+    let model = Arc::new(ScriptedModel::new());
+    let abs_outside = outside.join("y.md").display().to_string();
+    model.push_for(
+        EXTRACTOR_PURPOSE,
+        ScriptStep::tools(vec![
+            (
+                "write_file".into(),
+                json!({"path": "../x.md", "content": "a"}),
+            ),
+            (
+                "write_file".into(),
+                json!({"path": abs_outside, "content": "b"}),
+            ),
+            (
+                "write_file".into(),
+                json!({"path": "link/escape.md", "content": "c"}),
+            ),
+            (
+                "edit_file".into(),
+                json!({"path": "link/victim.md", "old_string": "original", "new_string": "pwned"}),
+            ),
+            ("shell".into(), json!({"command": "echo pwned > z.md"})),
+            ("shell".into(), json!({"command": "touch inside.md"})),
+            (
+                "memory_write".into(),
+                json!({"topic": "../x", "content": "d"}),
+            ),
+        ]),
+    );
+    model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("nothing to save"));
+
+    let (written, events) =
+        run_extractor(&ForkedExtractor::new(store.clone()), model.clone()).await;
+    assert!(written.is_empty());
+
+    let denied: Vec<String> = events
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolDenied { name, .. } => Some(name),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            "write_file",
+            "write_file",
+            "write_file",
+            "edit_file",
+            "shell",
+            "shell",
+            "memory_write"
+        ]
+    );
+    // The model reads why: every result in the second request is an error saying so.
+    let second = &model.requests_for(EXTRACTOR_PURPOSE)[1];
+    let results = second.messages.last().unwrap();
+    let mut texts = Vec::new();
+    for b in &results.content {
+        if let ContentBlock::ToolResult {
+            content, is_error, ..
+        } = b
+        {
+            assert!(is_error);
+            texts.push(content.text());
+        }
+    }
+    assert_eq!(texts.len(), 7);
+    assert!(
+        texts[0].contains("may only write inside the memory directory"),
+        "{}",
+        texts[0]
+    );
+    assert!(texts[4].contains("read-only"), "{}", texts[4]);
+
+    assert_eq!(listing(tmp.path()), ["mem", "outside"]);
+    assert_eq!(listing(&outside), ["victim.md"]);
+    assert_eq!(
+        std::fs::read_to_string(outside.join("victim.md")).unwrap(),
+        "original"
+    );
+    let mem_files: Vec<String> = listing(&mem)
+        .into_iter()
+        .filter(|f| f != memloop_memory::LOCK_FILE)
+        .collect();
+    assert_eq!(
+        mem_files,
+        ["link"],
+        "only the symlink (and the store's lock file)"
+    );
+}
+
+#[tokio::test]
+async fn read_only_tools_run_and_contained_writes_land() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(tmp.path()).unwrap());
+    let model = Arc::new(ScriptedModel::new());
+    model.push_for(
+        EXTRACTOR_PURPOSE,
+        ScriptStep::tools(vec![
+            ("shell".into(), json!({"command": "ls"})),
+            ("glob".into(), json!({"pattern": "**/*.md"})),
+        ]),
+    );
+    model.push_for(
+        EXTRACTOR_PURPOSE,
+        ScriptStep::tool(
+            "write_file",
+            json!({"path": "project/deadline.md", "content": "---\nname: Deadline\ndescription: release freeze on 2026-12-01\ntype: project\n---\nFreeze.\n"}),
+        ),
+    );
+    model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("saved"));
+    let (written, events) =
+        run_extractor(&ForkedExtractor::new(store.clone()), model.clone()).await;
+    let canonical = std::fs::canonicalize(tmp.path()).unwrap();
+    assert_eq!(written, vec![canonical.join("project/deadline.md")]);
+    assert!(
+        events
+            .events()
+            .iter()
+            .all(|e| !matches!(e, AgentEvent::ToolDenied { .. }))
+    );
+    let headers = store.scan().await.unwrap();
+    assert_eq!(headers[0].memory_type, Some(MemoryType::Project));
+}
+
+/// The wiring a host uses (also the README snippet): the scheduler as a stop hook, a scripted
+/// extractor that saves a preference, the event, and the index the next session sees.
+#[tokio::test]
+async fn agent_stop_hook_saves_a_memory_and_reports_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(tmp.path()).unwrap());
+    let old = MemoryDoc {
+        name: "Role".into(),
+        description: "the user is a backend engineer".into(),
+        memory_type: Some(MemoryType::User),
+        body: "Backend engineer.\n".into(),
+    };
+    store
+        .write("user_role.md", &old, WriteMode::Overwrite)
+        .await
+        .unwrap();
+
+    let model = ScriptedModel::new()
+        .then(ScriptStep::text("Got it: tabs, not spaces."))
+        .on_purpose(EXTRACTOR_PURPOSE, |req| {
+            // First extractor call: save the preference; second: done.
+            let wrote = req
+                .messages
+                .last()
+                .is_some_and(|m| m.tool_result_ids().next().is_some());
+            Some(if wrote {
+                ScriptStep::text("saved")
+            } else {
+                ScriptStep::tool(
+                    "memory_write",
+                    json!({"topic": "feedback_indentation", "type": "feedback",
+                           "name": "Indentation",
+                           "description": "the user wants tabs, never spaces",
+                           "content": "Use tabs.\n**Why:** team style.\n**How to apply:** every file."}),
+                )
+            })
+        });
+    let model = Arc::new(model);
+    let events = VecSink::default();
+    let scheduler = Arc::new(ExtractionScheduler::new(
+        store.clone(),
+        Arc::new(ForkedExtractor::new(store.clone())),
+    ));
+    let config = AgentConfig {
+        session_id: "demo".into(),
+        ..AgentConfig::default()
+    };
+    let mut agent = Agent::builder(model.clone())
+        .config(config)
+        .events(Arc::new(events.clone()))
+        .stop_hook(scheduler.clone())
+        .build();
+    agent.run_turn("I prefer tabs over spaces").await.unwrap();
+    assert!(agent.drain(Duration::from_secs(60)).await.completed);
+
+    assert!(events.events().contains(&AgentEvent::MemoriesSaved {
+        paths: vec!["feedback_indentation.md".into()]
+    }));
+    let prompt = model.requests_for(EXTRACTOR_PURPOSE)[0]
+        .messages
+        .last()
+        .unwrap()
+        .text();
+    assert!(
+        prompt.contains("user_role.md"),
+        "manifest of existing memories in the prompt"
+    );
+    assert!(prompt.contains("last 2 messages"), "{prompt}");
+    let index = store.load_index().await.unwrap().content;
+    assert!(index.contains("(feedback_indentation.md)"), "{index}");
+    let last = agent.messages().last().unwrap().id.clone();
+    assert_eq!(scheduler.cursor("demo"), Some(last));
+}

@@ -1,0 +1,48 @@
+//! Helpers shared by the recall integration tests.
+#![allow(dead_code, clippy::unwrap_used)] // test helpers
+
+use memloop_core::testing::ScriptedModel;
+use memloop_core::{AgentKind, BackgroundTasks, CancellationToken, HookContext, Message, VecSink};
+use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use std::sync::Arc;
+use tempfile::TempDir;
+
+/// A real memory dir in a tempdir.
+pub fn store() -> (TempDir, Arc<dyn MemoryStore>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = FileMemoryStore::open(tmp.path().join("memory")).unwrap();
+    (tmp, Arc::new(store))
+}
+
+/// Write one memory through the store.
+pub async fn put(store: &Arc<dyn MemoryStore>, rel: &str, description: &str, body: &str) {
+    let doc = MemoryDoc {
+        name: rel.trim_end_matches(".md").replace('/', " "),
+        description: description.into(),
+        memory_type: Some(MemoryType::Project),
+        body: body.into(),
+    };
+    store.write(rel, &doc, WriteMode::Overwrite).await.unwrap();
+}
+
+/// A hook context over `messages`.
+pub fn hook_ctx(
+    messages: Vec<Message>,
+    events: &VecSink,
+    cancel: CancellationToken,
+) -> HookContext {
+    HookContext {
+        session_id: "test-session".into(),
+        turn: 1,
+        agent: AgentKind::Main,
+        cwd: std::env::temp_dir(),
+        model: Arc::new(ScriptedModel::new()),
+        system: Arc::new(Vec::new()),
+        messages: Arc::new(messages),
+        context_tokens: 0,
+        recent_tools: Vec::new(),
+        events: Arc::new(events.clone()),
+        background: BackgroundTasks::new(),
+        cancel,
+    }
+}

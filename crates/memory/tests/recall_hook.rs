@@ -1,0 +1,399 @@
+//! The recall pipeline (SPEC section 6) on a real memory dir: caps, headers, budget, dedup,
+//! compaction reset, cancellation, skips.
+
+mod recall_common;
+
+use memloop_core::{
+    AgentEvent, CancellationToken, CompactionListener, ContentBlock, Message, Role, TurnStartHook,
+    VecSink,
+};
+use memloop_memory::MemoryHeader;
+use memloop_memory::recall::{
+    KeywordSelector, ManualClock, RecallConfig, RecallHook, SelectionContext, Selector,
+    SelectorError, cut_whole_lines, render_surfaced,
+};
+use recall_common::{hook_ctx, put, store};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+fn keyword() -> Arc<dyn Selector> {
+    Arc::new(KeywordSelector::default())
+}
+
+/// Run one turn of `hook` and wait for its attachment text.
+async fn turn(
+    hook: &RecallHook,
+    messages: Vec<Message>,
+    text: &str,
+    events: &VecSink,
+) -> Option<String> {
+    let ctx = hook_ctx(messages, events, CancellationToken::new());
+    let pending = hook.on_turn_start(&ctx, text).await?;
+    pending.wait().await.map(|a| a.render())
+}
+
+/// The conversation after a turn whose attachment landed (as the agent builds it).
+fn landed(rendered: &str) -> Vec<Message> {
+    vec![Message::new(
+        Role::User,
+        vec![
+            ContentBlock::text("earlier question"),
+            ContentBlock::text(rendered),
+        ],
+    )]
+}
+
+#[test]
+fn cuts_are_byte_exact_at_whole_lines() {
+    let lines: String = (0..250).map(|i| format!("line {i}\n")).collect();
+    let (kept, cut) = cut_whole_lines(&lines, 200, 4_096);
+    assert_eq!(kept.lines().count(), 200);
+    assert!(kept.ends_with("line 199\n"));
+    assert!(cut.unwrap().by_lines && !cut.unwrap().by_bytes);
+
+    let hundred = format!("{}\n", "x".repeat(99));
+    let big = hundred.repeat(41); // 4,100 bytes
+    let (kept, cut) = cut_whole_lines(&big, 200, 4_096);
+    assert_eq!(kept.len(), 4_000);
+    assert!(cut.unwrap().by_bytes);
+
+    let exact = format!("{}{}", hundred.repeat(40), "y".repeat(96)); // exactly 4,096 bytes
+    assert_eq!(cut_whole_lines(&exact, 200, 4_096), (exact.as_str(), None));
+
+    let wide = "é".repeat(3_000); // one 6,000-byte line: hard cut on a char boundary
+    let (kept, cut) = cut_whole_lines(&wide, 200, 4_096);
+    assert_eq!(kept.len(), 4_096);
+    assert!(cut.unwrap().by_bytes);
+    let shifted = format!("a{wide}");
+    let (kept, _) = cut_whole_lines(&shifted, 200, 4_096);
+    assert_eq!(kept.len(), 4_095);
+
+    let shown = render_surfaced("/m/big.md", &big, 0, 200, 4_096);
+    assert!(
+        shown.ends_with("more than 4096 bytes. Read the full file at /m/big.md for the rest.]")
+    );
+}
+
+#[tokio::test]
+async fn surfaces_a_cut_memory_with_header_and_note() {
+    let (_tmp, store) = store();
+    let body: String = (0..300).map(|i| format!("release step {i}\n")).collect();
+    put(&store, "release.md", "how releases are shipped", &body).await;
+    let events = VecSink::default();
+    let hook = RecallHook::new(store.clone(), keyword());
+    let text = turn(&hook, vec![], "how do we ship a release?", &events)
+        .await
+        .unwrap();
+    let path = store.root().join("release.md").display().to_string();
+    assert!(text.starts_with(&format!(
+        "<system-reminder>\nMemory (saved today): {path}:\n---\n"
+    )));
+    assert!(text.contains(&format!("Read the full file at {path} for the rest.]")));
+    let raw = store.read("release.md").await.unwrap().raw;
+    let (kept, cut) = cut_whole_lines(&raw, 200, 4_096);
+    assert!(cut.is_some() && text.contains(kept.trim_end()));
+    let surfaced = events.events().into_iter().find_map(|e| match e {
+        AgentEvent::MemoriesSurfaced { paths, bytes } => Some((paths, bytes)),
+        _ => None,
+    });
+    let (paths, bytes) = surfaced.unwrap();
+    assert_eq!(paths, vec!["release.md"]);
+    assert_eq!(bytes, hook.spent_bytes());
+}
+
+#[tokio::test]
+async fn header_age_crosses_day_boundaries() {
+    let (_tmp, store) = store();
+    put(
+        &store,
+        "note.md",
+        "database migration plan",
+        "run migrations first",
+    )
+    .await;
+    let mtime = store.scan().await.unwrap()[0].mtime;
+    let path = store.root().join("note.md").display().to_string();
+    let hour = Duration::from_secs(3_600);
+    let cases = [
+        (mtime - hour, "Memory (saved today)".to_string()), // clock behind the file: never negative
+        (
+            mtime + 23 * hour + Duration::from_secs(3_599),
+            "Memory (saved today)".into(),
+        ),
+        (mtime + 24 * hour, "Memory (saved yesterday)".into()),
+        (mtime + 47 * hour, "Memory (saved yesterday)".into()),
+        (mtime + 48 * hour, "This memory is 2 days old.".into()),
+        (
+            mtime + 24 * 400 * hour,
+            "This memory is 400 days old.".into(),
+        ),
+    ];
+    for (now, expected) in cases {
+        let clock = Arc::new(ManualClock::new(now));
+        let hook = RecallHook::new(store.clone(), keyword()).with_clock(clock);
+        let text = turn(
+            &hook,
+            vec![],
+            "the database migration plan",
+            &VecSink::default(),
+        )
+        .await
+        .unwrap();
+        let body = text.strip_prefix("<system-reminder>\n").unwrap();
+        assert!(body.starts_with(&expected), "{expected}: {body}");
+        if expected.starts_with("This memory") {
+            assert!(body.contains(&format!(
+                "verify them before relying on them.\n\nMemory: {path}:\n"
+            )));
+        }
+    }
+}
+
+#[tokio::test]
+async fn session_budget_runs_out_then_recall_stops() {
+    let (_tmp, store) = store();
+    put(
+        &store,
+        "alpha.md",
+        "alpha deployment notes",
+        &"a".repeat(1_000),
+    )
+    .await;
+    put(
+        &store,
+        "beta.md",
+        "beta deployment notes",
+        &"b".repeat(1_000),
+    )
+    .await;
+    let config = RecallConfig {
+        session_budget_bytes: 1_500,
+        ..RecallConfig::default()
+    };
+    let hook = RecallHook::new(store.clone(), keyword()).with_config(config);
+    let events = VecSink::default();
+    let first = turn(&hook, vec![], "alpha deployment", &events)
+        .await
+        .unwrap();
+    assert!(first.contains("alpha.md") && !first.contains("beta.md"));
+    let spent = hook.spent_bytes();
+    assert!(spent > 1_000 && spent <= 1_500);
+    // beta does not fit in what is left: nothing surfaced, budget marked spent.
+    assert!(
+        turn(&hook, landed(&first), "beta deployment", &events)
+            .await
+            .is_none()
+    );
+    assert_eq!(hook.spent_bytes(), spent);
+    // Later turns skip at once.
+    events.take();
+    assert!(
+        turn(&hook, landed(&first), "beta deployment", &events)
+            .await
+            .is_none()
+    );
+    assert_eq!(
+        events.events(),
+        vec![AgentEvent::RecallSkipped {
+            reason: "session recall budget spent".into()
+        }]
+    );
+}
+
+#[tokio::test]
+async fn dedup_against_surfaced_and_read_files_and_reset_after_compaction() {
+    let (_tmp, store) = store();
+    put(
+        &store,
+        "deploy.md",
+        "deployment checklist",
+        "tag, build, push",
+    )
+    .await;
+    put(
+        &store,
+        "rollback.md",
+        "deployment rollback steps",
+        "revert the tag",
+    )
+    .await;
+    let hook = RecallHook::new(store.clone(), keyword());
+    let events = VecSink::default();
+    let first = turn(&hook, vec![], "deployment checklist please", &events)
+        .await
+        .unwrap();
+    assert!(first.contains("deploy.md") && first.contains("rollback.md"));
+    // Same question again: everything is already surfaced.
+    assert!(
+        turn(
+            &hook,
+            landed(&first),
+            "deployment checklist please",
+            &events
+        )
+        .await
+        .is_none()
+    );
+
+    // After compaction the attachments are gone: surfaced set and budget reset.
+    let ctx = hook_ctx(vec![], &events, CancellationToken::new());
+    hook.on_compacted(&ctx).await;
+    assert!(hook.surfaced().is_empty() && hook.spent_bytes() == 0);
+
+    // The model read deploy.md in full with memory_read, and rollback.md only partly with Read.
+    let abs = store.root().join("rollback.md").display().to_string();
+    let messages = vec![
+        Message::new(
+            Role::Assistant,
+            vec![
+                ContentBlock::tool_use("t1", "memory_read", serde_json::json!({"topic": "deploy"})),
+                ContentBlock::tool_use(
+                    "t2",
+                    "Read",
+                    serde_json::json!({"file_path": abs, "offset": 10}),
+                ),
+            ],
+        ),
+        Message::new(
+            Role::User,
+            vec![
+                ContentBlock::tool_result("t1", "…", false),
+                ContentBlock::tool_result("t2", "…", false),
+            ],
+        ),
+    ];
+    let third = turn(&hook, messages, "deployment checklist please", &events)
+        .await
+        .unwrap();
+    assert!(
+        !third.contains("deploy.md:") && third.contains("rollback.md:"),
+        "{third}"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_attachment_is_rolled_back() {
+    let (_tmp, store) = store();
+    put(
+        &store,
+        "deploy.md",
+        "deployment checklist",
+        "tag, build, push",
+    )
+    .await;
+    let hook = RecallHook::new(store.clone(), keyword());
+    let events = VecSink::default();
+    assert!(
+        turn(&hook, vec![], "deployment checklist", &events)
+            .await
+            .is_some()
+    );
+    // The turn ended before the agent attached it: the next turn's conversation lacks it.
+    let again = turn(
+        &hook,
+        vec![Message::user("deployment checklist")],
+        "deployment checklist",
+        &events,
+    )
+    .await;
+    assert!(again.unwrap().contains("deploy.md"));
+}
+
+#[tokio::test]
+async fn single_word_and_empty_messages_are_skipped() {
+    let (_tmp, store) = store();
+    put(&store, "thanks.md", "thanks", "x").await;
+    let hook = RecallHook::new(store, keyword());
+    let events = VecSink::default();
+    let ctx = hook_ctx(vec![], &events, CancellationToken::new());
+    assert!(hook.on_turn_start(&ctx, "  thanks\n").await.is_none());
+    assert!(hook.on_turn_start(&ctx, "   ").await.is_none());
+    assert_eq!(
+        events.events(),
+        vec![
+            AgentEvent::RecallSkipped {
+                reason: "single-word message".into()
+            },
+            AgentEvent::RecallSkipped {
+                reason: "empty message".into()
+            },
+        ]
+    );
+}
+
+/// A selector that never finishes on its own (a test double for a hung model); it signals when
+/// it starts and when its work is dropped.
+struct Stuck {
+    started: Arc<Notify>,
+    dropped: Arc<Notify>,
+}
+
+struct SignalOnDrop(Arc<Notify>);
+
+impl Drop for SignalOnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
+#[async_trait::async_trait]
+impl Selector for Stuck {
+    async fn select(
+        &self,
+        _q: &str,
+        _h: &[MemoryHeader],
+        _c: &SelectionContext,
+    ) -> Result<Vec<String>, SelectorError> {
+        let _guard = SignalOnDrop(self.dropped.clone());
+        self.started.notify_one();
+        std::future::pending::<()>().await;
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test]
+async fn never_blocks_the_turn_and_is_cancelled_with_it() {
+    let (_tmp, store) = store();
+    put(&store, "a.md", "anything goes here", "x").await;
+    let (started, dropped) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let stuck = Stuck {
+        started: started.clone(),
+        dropped: dropped.clone(),
+    };
+    let hook = RecallHook::new(store, Arc::new(stuck));
+    let events = VecSink::default();
+
+    // User cancellation: the prefetch yields nothing and the selector's work is dropped.
+    let turn_cancel = CancellationToken::new();
+    let ctx = hook_ctx(vec![], &events, turn_cancel.clone());
+    let pending = hook
+        .on_turn_start(&ctx, "anything goes here")
+        .await
+        .unwrap();
+    assert!(
+        !pending.is_ready(),
+        "on_turn_start returned while the selector still runs"
+    );
+    started.notified().await;
+    turn_cancel.cancel();
+    assert!(pending.wait().await.is_none());
+    dropped.notified().await;
+
+    // The turn ended first: dropping the pending attachment stops the work.
+    let ctx = hook_ctx(vec![], &events, CancellationToken::new());
+    let pending = hook
+        .on_turn_start(&ctx, "anything goes here")
+        .await
+        .unwrap();
+    started.notified().await;
+    drop(pending);
+    dropped.notified().await;
+    assert!(hook.surfaced().is_empty());
+    assert!(
+        !events
+            .events()
+            .iter()
+            .any(|e| matches!(e, AgentEvent::MemoriesSurfaced { .. }))
+    );
+}
