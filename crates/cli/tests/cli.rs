@@ -520,27 +520,24 @@ fn edit_refuses_secrets_and_broken_frontmatter_but_keeps_the_edit() {
 }
 
 #[test]
-fn search_ranks_name_over_description_over_body() {
+fn search_ranks_with_bm25_over_name_description_and_body() {
     let s = Sandbox::new();
     s.seed();
     s.write_memory(
         "db_notes.md",
         "Database notes",
-        "connection pool sizes",
+        "connection pool sizes for the database",
         "reference",
-        "The database runs on Postgres 16.",
+        "The database runs on Postgres 16. Database backups run nightly.",
     );
     let v = json(&s.mem_run(&["memory", "search", "database", "--json"]));
-    // name match (db_notes) > description match (testing) ; deadline/grafana don't match.
+    // Both mention the database; db_notes does in name, description and body. The others don't.
     assert_eq!(paths(&v), ["db_notes.md", "testing.md"]);
-    assert!(v[0]["score"].as_f64().unwrap() > v[1]["score"].as_f64().unwrap());
-    assert_eq!(
-        v[1]["snippet"],
-        "Never mock the database in integration tests."
-    );
+    assert_eq!(v[0]["rank"], 1);
+    assert_eq!(v[1]["type"], "feedback");
 
-    // Matching every term beats matching one strongly.
-    let v = json(&s.mem_run(&["memory", "search", "release", "Thursday", "--json"]));
+    // Stemmed, case-insensitive, multi-word.
+    let v = json(&s.mem_run(&["memory", "search", "Releases", "THURSDAY", "--json"]));
     assert_eq!(paths(&v)[0], "deadline.md");
 
     let v = json(&s.mem_run(&["memory", "search", "database", "--limit", "1", "--json"]));
@@ -548,7 +545,10 @@ fn search_ranks_name_over_description_over_body() {
 
     let o = s.mem_run(&["memory", "search", "latency"]);
     assert_eq!(code(&o), 0);
-    assert!(stdout(&o).contains("[reference] team/grafana.md: grafana board for API latency"));
+    assert_eq!(
+        stdout(&o),
+        " 1. [reference] team/grafana.md: grafana board for API latency\n"
+    );
     let o = s.mem_run(&["memory", "search", "kubernetes"]);
     assert_eq!(code(&o), 0);
     assert!(stdout(&o).contains("no memory"));
