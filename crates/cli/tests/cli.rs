@@ -203,6 +203,37 @@ fn path_reports_override_env_and_default_rules() {
     assert!(text.contains("rule:   default (default location for the project"));
     assert!(text.contains("exists: no"));
 
+    // User settings, then local (untracked) project settings, which win over user settings.
+    let user_dir = s.root.join("user-mem").to_string_lossy().into_owned();
+    write(
+        &s.memloop_home().join("settings.json"),
+        &format!("{{\"memory_dir\": \"{user_dir}\"}}"),
+    );
+    let v = json(&s.run(&["memory", "path", "--json"]));
+    assert_eq!(v["rule"], "user-settings");
+    assert_eq!(v["dir"], user_dir.as_str());
+    let local_dir = s.root.join("local-mem").to_string_lossy().into_owned();
+    write(
+        &s.project.join(".memloop/settings.local.json"),
+        &format!("{{\"memory_dir\": \"{local_dir}\"}}"),
+    );
+    let v = json(&s.run(&["memory", "path", "--json"]));
+    assert_eq!(v["rule"], "local-settings");
+    assert_eq!(v["dir"], local_dir.as_str());
+    // The environment still beats settings, and the override beats everything.
+    let v = json(&s.run_with(
+        &["memory", "path", "--json"],
+        &[("MEMLOOP_MEMORY_DIR", &env_dir)],
+        "",
+    ));
+    assert_eq!(v["rule"], "env");
+    let v = json(&s.run_with(
+        &["memory", "path", "--json", "--memory-dir", &mem],
+        &[("MEMLOOP_MEMORY_DIR", &env_dir)],
+        "",
+    ));
+    assert_eq!(v["rule"], "override");
+
     // --claude: Claude Code's base dir.
     let claude = s.root.join("claude-home").to_string_lossy().into_owned();
     let v = json(&s.run_with(
@@ -250,6 +281,10 @@ fn list_prints_the_manifest_and_json_with_type_filter() {
     assert_eq!(grafana["type"], "reference");
     assert_eq!(grafana["name"], "Latency dashboard");
     assert!(grafana["mtime"].as_str().unwrap().ends_with('Z'));
+
+    // A relative --memory-dir is taken from the current directory (the project here).
+    let v = json(&s.run(&["memory", "list", "--json", "--memory-dir", "../mem"]));
+    assert_eq!(v.as_array().unwrap().len(), 3);
 
     let v = json(&s.mem_run(&["memory", "list", "--json", "--type", "project"]));
     assert_eq!(paths(&v), ["deadline.md"]);
