@@ -15,7 +15,8 @@ use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
 use memloop_memory::{
-    EnvVars, MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode, parse_memory,
+    EnvVars, FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode,
+    WriteReport, parse_memory,
 };
 use serde_json::json;
 use std::io::Write;
@@ -139,53 +140,19 @@ pub async fn edit(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
             kept.display()
         )));
     }
-    let edited = match std::fs::read(tmp.path()).map(String::from_utf8) {
-        Ok(Ok(text)) => text,
-        Ok(Err(_)) => {
-            let kept = keep(tmp)?;
-            return Err(refused("the edited file is not valid UTF-8", &kept));
-        }
-        Err(e) => return Err(anyhow::Error::new(e).context("reading back the edited file")),
-    };
-    if edited == original {
+    let edited = std::fs::read(tmp.path()).context("reading back the edited file")?;
+    if edited == original.as_bytes() {
         writeln!(io.err, "no changes; {rel} left as it was")?;
         if ctx.json {
             write_json(io.out, &json!({ "path": rel, "changed": false }))?;
         }
         return Ok(());
     }
-    let checked = validate(&edited, stem).and_then(|doc| match SecretFilter::find(&edited) {
-        Some(pattern) => Err(MemoryError::SensitiveData {
-            pattern: pattern.to_owned(),
-        }
-        .to_string()),
-        None => Ok(doc),
-    });
-    let doc = match checked {
-        Ok(doc) => doc,
-        Err(reason) => {
-            let kept = keep(tmp)?;
-            return Err(refused(&reason, &kept));
-        }
-    };
-    // Someone else (an agent, another editor) changed the memory meanwhile: do not clobber it.
-    let current = match store.read(&rel).await {
-        Ok(file) => Some(file.raw),
-        Err(MemoryError::NotFound(_)) => None,
-        Err(e) => return Err(e.into()),
-    };
-    if current.as_deref() != existing.as_deref() {
-        let kept = keep(tmp)?;
-        return Err(refused(
-            &format!("{rel} changed on disk while you were editing it"),
-            &kept,
-        ));
-    }
-    let report = match store.write(&rel, &doc, WriteMode::Overwrite).await {
-        Ok(report) => report,
+    let (doc, report) = match save(&store, &rel, stem, existing.as_deref(), edited).await {
+        Ok(saved) => saved,
         Err(e) => {
             let kept = keep(tmp)?;
-            return Err(anyhow::Error::new(e).context(format!(
+            return Err(e.context(format!(
                 "your edit was not saved; it is kept in {}",
                 kept.display()
             )));
@@ -208,13 +175,35 @@ pub async fn edit(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
     Ok(())
 }
 
-fn refused(reason: &str, kept: &Path) -> anyhow::Error {
-    Failure::new(
-        Exit::Refused,
-        format!(
-            "edit refused: {reason}; your edit was not saved and is kept in {}",
-            kept.display()
-        ),
-    )
-    .into()
+fn refused(reason: impl Into<String>) -> anyhow::Error {
+    Failure::new(Exit::Refused, reason).into()
+}
+
+/// Validate the edited bytes and write them through the store, unless the memory changed on
+/// disk since it was read (`existing`).
+async fn save(
+    store: &FileMemoryStore,
+    rel: &str,
+    stem: &str,
+    existing: Option<&str>,
+    edited: Vec<u8>,
+) -> anyhow::Result<(MemoryDoc, WriteReport)> {
+    let text =
+        String::from_utf8(edited).map_err(|_| refused("the edited file is not valid UTF-8"))?;
+    let doc = validate(&text, stem).map_err(refused)?;
+    // Secrets anywhere, also in frontmatter keys the canonical layout would drop.
+    SecretFilter::check(&text)?;
+    // Someone else (an agent, another editor) changed the memory meanwhile: do not clobber it.
+    let current = match store.read(rel).await {
+        Ok(file) => Some(file.raw),
+        Err(MemoryError::NotFound(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    if current.as_deref() != existing {
+        return Err(refused(format!(
+            "{rel} changed on disk while you were editing it"
+        )));
+    }
+    let report = store.write(rel, &doc, WriteMode::Overwrite).await?;
+    Ok((doc, report))
 }
