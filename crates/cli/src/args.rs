@@ -1,0 +1,99 @@
+//! The command line grammar (clap derive).
+
+use memloop_memory::MemoryType;
+use std::path::PathBuf;
+
+/// The exit-code table shown at the end of `memloop --help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success
+  1  runtime or I/O error
+  2  usage error (unknown command, bad flag or argument)
+  3  not found (no such memory topic, no memory directory, no project directory)
+  4  refused (secret filter, path containment, name or frontmatter validation)
+  5  aborted (`memory clear` not confirmed)";
+
+/// `memloop`: inspect and edit a project's memory dir and its instruction files.
+#[derive(Debug, clap::Parser)]
+#[command(name = "memloop", version, about, after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    /// The project directory (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Use this memory directory instead of resolving one (relative paths are taken from the
+    /// current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub memory_dir: Option<PathBuf>,
+    /// Use Claude Code's layout: `CLAUDE_CONFIG_DIR` or `~/.claude`, `autoMemoryDirectory`.
+    #[arg(long, global = true)]
+    pub claude: bool,
+    /// Machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Inspect and edit the project's memories.
+    #[command(subcommand, after_help = EXIT_CODES_HELP)]
+    Memory(MemoryCommand),
+    /// Which CLAUDE.md / AGENTS.md files load for the project, their sizes, and what was skipped.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Instructions(InstructionsArgs),
+}
+
+/// `memloop memory ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum MemoryCommand {
+    /// Where the memory dir is, which rule chose it and why, and whether it exists.
+    Path,
+    /// List memories (newest first): type, path, modification time, description.
+    List {
+        /// Only memories of this type (user, feedback, project, reference).
+        #[arg(long = "type", value_name = "TYPE")]
+        memory_type: Option<MemoryType>,
+    },
+    /// Print a memory (`MEMORY` prints the index).
+    Show {
+        /// Topic name (`testing_prefs`), file name (`testing_prefs.md`) or relative path
+        /// (`feedback/testing.md`).
+        topic: String,
+    },
+    /// Open a memory in `$VISUAL` / `$EDITOR`, validate it and save it through the store.
+    Edit {
+        /// Topic name, file name or relative path; a new topic starts from a template.
+        topic: String,
+    },
+    /// Remove a memory and its index line.
+    Rm {
+        /// Topic name, file name or relative path.
+        topic: String,
+    },
+    /// Remove every memory and the index (asks for `yes` on stdin).
+    Clear {
+        /// Do not ask for confirmation.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Ranked search over memory names, descriptions and bodies.
+    Search {
+        /// Words to look for.
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Show at most this many results.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: u32,
+    },
+}
+
+/// `memloop instructions`.
+#[derive(Debug, clap::Args)]
+pub struct InstructionsArgs {
+    /// Load the AGENTS.md family instead of CLAUDE.md.
+    #[arg(long)]
+    pub agents: bool,
+}

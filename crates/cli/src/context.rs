@@ -1,0 +1,116 @@
+//! What every command needs: the project, the memory dir resolver, output mode and the streams.
+
+use crate::args::Cli;
+use crate::exit::{Exit, Failure};
+use anyhow::Context as _;
+use memloop_memory::{EnvVars, FileMemoryStore, MemoryDirResolver, ResolvedMemoryDir};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+/// The standard streams, injectable so commands never touch the process's directly.
+pub struct Io<'a> {
+    /// Results (human text or JSON).
+    pub out: &'a mut dyn Write,
+    /// Prompts, notes and errors.
+    pub err: &'a mut dyn Write,
+    /// Answers to prompts.
+    pub input: &'a mut dyn BufRead,
+    /// Whether `input` is an interactive terminal.
+    pub interactive: bool,
+}
+
+/// The global options, resolved against the current directory and environment.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The project directory (absolute).
+    pub project: PathBuf,
+    /// `--memory-dir` (absolute).
+    pub memory_dir: Option<PathBuf>,
+    /// `--claude`.
+    pub claude: bool,
+    /// `--json`.
+    pub json: bool,
+    /// The environment the resolver reads.
+    pub env: EnvVars,
+    /// The current directory relative paths are taken from.
+    pub cwd: PathBuf,
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+impl Context {
+    /// Resolve the global flags of `cli` against `cwd` and `env`.
+    pub fn new(cli: &Cli, cwd: PathBuf, env: EnvVars) -> Self {
+        Self {
+            project: cli
+                .project
+                .as_deref()
+                .map_or_else(|| cwd.clone(), |p| absolute(&cwd, p)),
+            memory_dir: cli.memory_dir.as_deref().map(|p| absolute(&cwd, p)),
+            claude: cli.claude,
+            json: cli.json,
+            env,
+            cwd,
+        }
+    }
+
+    /// The resolver for this project and flags.
+    pub fn resolver(&self) -> MemoryDirResolver {
+        let base = if self.claude {
+            MemoryDirResolver::claude_code(&self.project)
+        } else {
+            MemoryDirResolver::new(&self.project)
+        };
+        let base = base.env(self.env.clone());
+        match &self.memory_dir {
+            Some(dir) => base.override_dir(dir),
+            None => base,
+        }
+    }
+
+    /// Where the memory dir is and why.
+    pub fn resolve(&self) -> anyhow::Result<ResolvedMemoryDir> {
+        self.resolver()
+            .resolve()
+            .context("cannot resolve the memory directory")
+    }
+
+    /// Open the memory dir, which must already exist (exit 3 when it does not).
+    pub fn open_existing(&self) -> anyhow::Result<(ResolvedMemoryDir, FileMemoryStore)> {
+        let resolved = self.resolve()?;
+        if !resolved.dir.is_dir() {
+            return Err(Failure::new(
+                Exit::NotFound,
+                format!(
+                    "no memory directory at {} (chosen by rule `{}`: {})",
+                    resolved.dir.display(),
+                    resolved.rule,
+                    resolved.reason
+                ),
+            )
+            .into());
+        }
+        let store = FileMemoryStore::open_resolved(&resolved)?;
+        Ok((resolved, store))
+    }
+
+    /// Open the memory dir, creating it when needed.
+    pub fn open_or_create(&self) -> anyhow::Result<(ResolvedMemoryDir, FileMemoryStore)> {
+        let resolved = self.resolve()?;
+        let store = FileMemoryStore::open_resolved(&resolved)?;
+        Ok((resolved, store))
+    }
+}
+
+/// Write `value` as pretty JSON plus a newline.
+pub fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).context("writing JSON")?;
+    writeln!(out)?;
+    Ok(())
+}

@@ -1,0 +1,26 @@
+//! # memloop-cli
+//!
+//! The `memloop` command line: inspect and edit a project's memory dir (`memory path|list|show|
+//! edit|rm|clear|search`) and see which instruction files load (`instructions`). Every command
+//! prints human text, or JSON with `--json`, and exits with a code from [`Exit`].
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod context;
+pub mod exit;
+pub mod instructions;
+pub mod memory;
+
+pub use args::Cli;
+pub use context::{Context, Io};
+pub use exit::{Exit, Failure, exit_for, is_broken_pipe};
+
+use args::Command;
+
+/// Run one parsed command line. Errors carry their exit code (see [`exit_for`]).
+pub async fn run(cli: &Cli, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::Memory(cmd) => memory::run(cmd, ctx, io).await,
+        Command::Instructions(args) => instructions::run(args, ctx, io).await,
+    }
+}

@@ -1,0 +1,47 @@
+//! The `memloop` binary: parse, run, map the outcome to an exit code.
+
+use clap::Parser;
+use memloop_cli::{Cli, Context, Exit, Io, exit_for, is_broken_pipe};
+use memloop_memory::EnvVars;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MEMLOOP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .init();
+    let (stdout, stderr, stdin) = (std::io::stdout(), std::io::stderr(), std::io::stdin());
+    let interactive = stdin.is_terminal();
+    let (mut out, mut err, mut input) = (stdout.lock(), stderr.lock(), stdin.lock());
+    let outcome = std::env::current_dir()
+        .map_err(anyhow::Error::from)
+        .and_then(|cwd| {
+            let ctx = Context::new(&cli, cwd, EnvVars::from_process());
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let mut io = Io {
+                out: &mut out,
+                err: &mut err,
+                input: &mut input,
+                interactive,
+            };
+            runtime.block_on(memloop_cli::run(&cli, &ctx, &mut io))
+        });
+    let _ = out.flush();
+    match outcome {
+        Ok(()) => ExitCode::from(Exit::Ok.code()),
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(Exit::Ok.code()),
+        Err(e) => {
+            let exit = exit_for(&e);
+            let _ = writeln!(err, "memloop: error: {e:#}");
+            ExitCode::from(exit.code())
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! `memory rm` and `memory clear`: deleting memories through the store.
+
+use super::file_topic;
+use crate::context::{Context, Io, write_json};
+use crate::exit::{Exit, Failure};
+use memloop_memory::{DirLock, INDEX_FILE, MemoryStore};
+use serde_json::json;
+use std::collections::BTreeSet;
+
+/// Remove one memory and its index line.
+pub async fn rm(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result<()> {
+    let rel = file_topic(topic, "removed")?;
+    let (_, store) = ctx.open_existing()?;
+    store.delete(&rel).await?;
+    if ctx.json {
+        return write_json(io.out, &json!({ "removed": rel }));
+    }
+    writeln!(io.out, "removed {rel}")?;
+    Ok(())
+}
+
+/// Ask for `yes` on the input stream. Empty input (EOF, e.g. not a terminal and nothing piped)
+/// refuses with a hint about `--yes`; any other answer aborts.
+fn confirm(io: &mut Io<'_>, question: &str) -> anyhow::Result<()> {
+    write!(io.err, "{question} Type `yes` to continue: ")?;
+    io.err.flush()?;
+    let mut answer = String::new();
+    let read = io.input.read_line(&mut answer)?;
+    if read == 0 {
+        writeln!(io.err)?;
+        let how = if io.interactive {
+            "no answer"
+        } else {
+            "stdin is not interactive and gave no answer"
+        };
+        return Err(Failure::new(
+            Exit::Aborted,
+            format!(
+                "not confirmed ({how}); nothing was deleted. Pass --yes to clear without asking"
+            ),
+        )
+        .into());
+    }
+    if answer.trim() != "yes" {
+        return Err(Failure::new(Exit::Aborted, "not confirmed; nothing was deleted").into());
+    }
+    Ok(())
+}
+
+/// Remove every memory, then the index.
+pub async fn clear(ctx: &Context, io: &mut Io<'_>, yes: bool) -> anyhow::Result<()> {
+    let (resolved, store) = ctx.open_existing()?;
+    let mut files: BTreeSet<String> = store
+        .scan()
+        .await?
+        .into_iter()
+        .map(|h| h.rel_path)
+        .collect();
+    files.extend(store.index_entries().await?.into_iter().map(|e| e.file));
+    let index = resolved.dir.join(INDEX_FILE);
+    if !yes {
+        confirm(
+            io,
+            &format!(
+                "This deletes {} memories{} in {}.",
+                files.len(),
+                if index.exists() { " and MEMORY.md" } else { "" },
+                resolved.dir.display()
+            ),
+        )?;
+    }
+    let mut removed = Vec::new();
+    for rel in &files {
+        // Index lines pointing at files that never existed are dropped by the same call.
+        match store.delete(rel).await {
+            Ok(()) => removed.push(rel.clone()),
+            Err(memloop_memory::MemoryError::NotFound(_)) => {}
+            Err(memloop_memory::MemoryError::InvalidName { name, reason }) => {
+                writeln!(io.err, "skipped index entry `{name}`: {reason}")?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    {
+        let _lock = DirLock::acquire(&resolved.dir)?;
+        match std::fs::remove_file(&index) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(anyhow::Error::new(e).context("removing MEMORY.md")),
+        }
+    }
+    if ctx.json {
+        return write_json(io.out, &json!({ "dir": resolved.dir, "removed": removed }));
+    }
+    writeln!(
+        io.out,
+        "cleared {}: removed {} memories and the index",
+        resolved.dir.display(),
+        removed.len()
+    )?;
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! `memory search`: ranked search with the recall layer's [`Bm25Selector`] (BM25F over name,
+//! description and body of every memory, stemmed, through the store), called via
+//! `select_checked` like recall does, so the CLI ranks exactly as an agent's recall would.
+
+use super::header_json;
+use crate::context::{Context, Io, write_json};
+use memloop_memory::recall::{Bm25Selector, SelectionContext, Selector};
+use memloop_memory::{MemoryHeader, MemoryStore};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The memories best matching `query`, best first, at most `limit`.
+pub async fn ranked(
+    store: Arc<dyn MemoryStore>,
+    query: &str,
+    limit: usize,
+) -> anyhow::Result<Vec<MemoryHeader>> {
+    let headers = store.scan().await?;
+    let selector: Arc<dyn Selector> = Arc::new(Bm25Selector::new(store));
+    let paths = selector
+        .select_checked(query, &headers, &SelectionContext::with_limit(limit))
+        .await?;
+    Ok(paths
+        .iter()
+        .filter_map(|p| headers.iter().find(|h| &h.rel_path == p).cloned())
+        .collect())
+}
+
+/// Search the memory dir and print the ranked hits.
+pub async fn search(
+    ctx: &Context,
+    io: &mut Io<'_>,
+    query: &str,
+    limit: usize,
+) -> anyhow::Result<()> {
+    let (resolved, store) = ctx.open_existing()?;
+    let hits = ranked(Arc::new(store), query, limit).await?;
+    if ctx.json {
+        let rows: Vec<Value> = hits
+            .iter()
+            .zip(1..)
+            .map(|(h, rank)| {
+                let mut v = header_json(h);
+                if let Value::Object(map) = &mut v {
+                    map.insert("rank".into(), json!(rank));
+                }
+                v
+            })
+            .collect();
+        return write_json(io.out, &rows);
+    }
+    if hits.is_empty() {
+        writeln!(
+            io.out,
+            "no memory in {} matches `{query}`",
+            resolved.dir.display()
+        )?;
+    }
+    for (h, rank) in hits.iter().zip(1..) {
+        let kind = h.memory_type.map(|t| format!("[{t}] ")).unwrap_or_default();
+        let desc = h.description.as_deref().unwrap_or("");
+        writeln!(io.out, "{rank:>2}. {kind}{}: {desc}", h.rel_path)?;
+    }
+    Ok(())
+}

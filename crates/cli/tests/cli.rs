@@ -1,0 +1,670 @@
+//! End-to-end tests: spawn the built `memloop` binary on tempdir projects and memory dirs, with
+//! an explicit environment (HOME, MEMLOOP_HOME, TMPDIR in the tempdir; nothing inherited but PATH).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use tempfile::TempDir;
+
+struct Sandbox {
+    _tmp: TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    project: PathBuf,
+    mem: PathBuf,
+    tmpdir: PathBuf,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        let tmp = TempDir::new().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let (home, project, mem, tmpdir) = (
+            root.join("home"),
+            root.join("proj"),
+            root.join("mem"),
+            root.join("tmp"),
+        );
+        for d in [&home, &project, &tmpdir] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self {
+            _tmp: tmp,
+            root,
+            home,
+            project,
+            mem,
+            tmpdir,
+        }
+    }
+
+    fn memloop_home(&self) -> PathBuf {
+        self.home.join("base")
+    }
+
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memloop"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("MEMLOOP_HOME", self.memloop_home())
+            .env("TMPDIR", &self.tmpdir)
+            .current_dir(&self.project)
+            .args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Run with `stdin` piped (closed right after writing `input`).
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)], input: &str) -> Output {
+        let mut child = self
+            .command(args, env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, &[], "")
+    }
+
+    /// Run against the sandbox memory dir (`--memory-dir`).
+    fn mem_run(&self, args: &[&str]) -> Output {
+        let mem = self.mem.to_string_lossy().into_owned();
+        let mut all = vec!["--memory-dir", mem.as_str()];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
+
+    fn write_memory(&self, rel: &str, name: &str, desc: &str, ty: &str, body: &str) {
+        let path = self.mem.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            format!("---\nname: {name}\ndescription: {desc}\ntype: {ty}\n---\n\n{body}\n"),
+        )
+        .unwrap();
+        let index = self.mem.join("MEMORY.md");
+        let mut text = std::fs::read_to_string(&index).unwrap_or_default();
+        text.push_str(&format!("- [{name}]({rel}) — {desc}\n"));
+        std::fs::write(index, text).unwrap();
+    }
+
+    fn seed(&self) {
+        self.write_memory(
+            "testing.md",
+            "Testing",
+            "integration tests hit a real database",
+            "feedback",
+            "Never mock the database in integration tests.",
+        );
+        self.write_memory(
+            "deadline.md",
+            "Release freeze",
+            "mobile release freeze starts on Thursday",
+            "project",
+            "Merges after Thursday wait for the next cycle.",
+        );
+        self.write_memory(
+            "team/grafana.md",
+            "Latency dashboard",
+            "grafana board for API latency",
+            "reference",
+            "https://grafana.example.invalid/d/api-latency",
+        );
+    }
+
+    /// A shell script usable as `$EDITOR`.
+    fn editor(&self, name: &str, script: &str) -> String {
+        let path = self.root.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{script}")).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        path.to_string_lossy().into_owned()
+    }
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    assert_eq!(code(o), 0, "stderr: {}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn paths(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn path_reports_override_env_and_default_rules() {
+    let s = Sandbox::new();
+    let mem = s.mem.to_string_lossy().into_owned();
+    let env_dir = s.root.join("from-env").to_string_lossy().into_owned();
+
+    let v = json(&s.run(&["memory", "path", "--json", "--memory-dir", &mem]));
+    assert_eq!(v["rule"], "override");
+    assert_eq!(v["dir"], mem.as_str());
+    assert_eq!(v["exists"], false);
+
+    let o = s.run_with(
+        &["--json", "memory", "path"],
+        &[("MEMLOOP_MEMORY_DIR", &env_dir)],
+        "",
+    );
+    let v = json(&o);
+    assert_eq!(v["rule"], "env");
+    assert_eq!(v["dir"], env_dir.as_str());
+    assert!(v["reason"].as_str().unwrap().contains("MEMLOOP_MEMORY_DIR"));
+
+    let v = json(&s.run(&["memory", "path", "--json"]));
+    assert_eq!(v["rule"], "default");
+    let dir = PathBuf::from(v["dir"].as_str().unwrap());
+    assert!(
+        dir.starts_with(s.memloop_home().join("projects")),
+        "{dir:?}"
+    );
+    assert!(dir.ends_with("memory"));
+    assert_eq!(v["layout"], "memloop");
+
+    let human = s.run(&["memory", "path"]);
+    assert_eq!(code(&human), 0);
+    let text = stdout(&human);
+    assert!(text.starts_with(&format!("{}\n", dir.display())), "{text}");
+    assert!(text.contains("rule:   default (default location for the project"));
+    assert!(text.contains("exists: no"));
+
+    // User settings, then local (untracked) project settings, which win over user settings.
+    let user_dir = s.root.join("user-mem").to_string_lossy().into_owned();
+    write(
+        &s.memloop_home().join("settings.json"),
+        &format!("{{\"memory_dir\": \"{user_dir}\"}}"),
+    );
+    let v = json(&s.run(&["memory", "path", "--json"]));
+    assert_eq!(v["rule"], "user-settings");
+    assert_eq!(v["dir"], user_dir.as_str());
+    let local_dir = s.root.join("local-mem").to_string_lossy().into_owned();
+    write(
+        &s.project.join(".memloop/settings.local.json"),
+        &format!("{{\"memory_dir\": \"{local_dir}\"}}"),
+    );
+    let v = json(&s.run(&["memory", "path", "--json"]));
+    assert_eq!(v["rule"], "local-settings");
+    assert_eq!(v["dir"], local_dir.as_str());
+    // The environment still beats settings, and the override beats everything.
+    let v = json(&s.run_with(
+        &["memory", "path", "--json"],
+        &[("MEMLOOP_MEMORY_DIR", &env_dir)],
+        "",
+    ));
+    assert_eq!(v["rule"], "env");
+    let v = json(&s.run_with(
+        &["memory", "path", "--json", "--memory-dir", &mem],
+        &[("MEMLOOP_MEMORY_DIR", &env_dir)],
+        "",
+    ));
+    assert_eq!(v["rule"], "override");
+
+    // --claude: Claude Code's base dir.
+    let claude = s.root.join("claude-home").to_string_lossy().into_owned();
+    let v = json(&s.run_with(
+        &["memory", "path", "--json", "--claude"],
+        &[("CLAUDE_CONFIG_DIR", &claude)],
+        "",
+    ));
+    assert!(v["dir"].as_str().unwrap().starts_with(&claude));
+    assert_eq!(v["layout"], "claude-code");
+
+    // A relative MEMLOOP_MEMORY_DIR is refused by validation.
+    let o = s.run_with(
+        &["memory", "path"],
+        &[("MEMLOOP_MEMORY_DIR", "rel/mem")],
+        "",
+    );
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).contains("absolute"));
+}
+
+#[test]
+fn list_prints_the_manifest_and_json_with_type_filter() {
+    let s = Sandbox::new();
+    s.seed();
+    let o = s.mem_run(&["memory", "list"]);
+    assert_eq!(code(&o), 0);
+    let text = stdout(&o);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("- [feedback] testing.md (")
+                && l.ends_with("): integration tests hit a real database"))
+    );
+
+    let v = json(&s.mem_run(&["memory", "list", "--json"]));
+    let mut all = paths(&v);
+    all.sort();
+    assert_eq!(all, ["deadline.md", "team/grafana.md", "testing.md"]);
+    let grafana = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == "team/grafana.md")
+        .unwrap();
+    assert_eq!(grafana["type"], "reference");
+    assert_eq!(grafana["name"], "Latency dashboard");
+    assert!(grafana["mtime"].as_str().unwrap().ends_with('Z'));
+
+    // A relative --memory-dir is taken from the current directory (the project here).
+    let v = json(&s.run(&["memory", "list", "--json", "--memory-dir", "../mem"]));
+    assert_eq!(v.as_array().unwrap().len(), 3);
+
+    let v = json(&s.mem_run(&["memory", "list", "--json", "--type", "project"]));
+    assert_eq!(paths(&v), ["deadline.md"]);
+    let o = s.mem_run(&["memory", "list", "--type", "bogus"]);
+    assert_eq!(code(&o), 2);
+}
+
+#[test]
+fn show_prints_memories_and_the_index_with_meaningful_exit_codes() {
+    let s = Sandbox::new();
+    s.seed();
+    let o = s.mem_run(&["memory", "show", "testing"]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(
+        stdout(&o),
+        std::fs::read_to_string(s.mem.join("testing.md")).unwrap()
+    );
+    let v = json(&s.mem_run(&["memory", "show", "team/grafana", "--json"]));
+    assert_eq!(v["path"], "team/grafana.md");
+    assert_eq!(v["body"], "https://grafana.example.invalid/d/api-latency\n");
+
+    let o = s.mem_run(&["memory", "show", "MEMORY"]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(stdout(&o).lines().count(), 3);
+    let v = json(&s.mem_run(&["memory", "show", "MEMORY.md", "--json"]));
+    assert_eq!(v["entries"][0]["file"], "testing.md");
+
+    let missing = s.mem_run(&["memory", "show", "nope"]);
+    assert_eq!(code(&missing), 3);
+    assert!(stderr(&missing).contains("no memory named `nope.md`"));
+    for hostile in ["../x", "..", ".hidden", "a/../../etc/passwd"] {
+        let o = s.mem_run(&["memory", "show", hostile]);
+        assert_eq!(code(&o), 4, "{hostile}: {}", stderr(&o));
+        assert!(stderr(&o).contains("invalid memory name"), "{}", stderr(&o));
+    }
+    let o = s.mem_run(&["memory", "rm", "../x"]);
+    assert_eq!(code(&o), 4);
+
+    // No memory dir at all: not found, and nothing is created.
+    let o = s.run(&["memory", "list"]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("no memory directory"));
+    assert!(!s.memloop_home().exists());
+}
+
+#[test]
+fn rm_removes_the_file_and_its_index_line() {
+    let s = Sandbox::new();
+    s.seed();
+    let o = s.mem_run(&["memory", "rm", "deadline"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), "removed deadline.md\n");
+    assert!(!s.mem.join("deadline.md").exists());
+    let index = std::fs::read_to_string(s.mem.join("MEMORY.md")).unwrap();
+    assert!(!index.contains("deadline.md"));
+    assert!(index.contains("testing.md"));
+    let o = s.mem_run(&["memory", "rm", "deadline"]);
+    assert_eq!(code(&o), 3);
+    let o = s.mem_run(&["memory", "rm", "MEMORY"]);
+    assert_eq!(code(&o), 4);
+    assert!(s.mem.join("MEMORY.md").exists());
+}
+
+#[test]
+fn clear_needs_confirmation() {
+    let s = Sandbox::new();
+    s.seed();
+    let mem = s.mem.to_string_lossy().into_owned();
+    let args = ["memory", "clear", "--memory-dir", mem.as_str()];
+
+    let o = s.run_with(&args, &[], "no\n");
+    assert_eq!(code(&o), 5);
+    assert!(stderr(&o).contains("This deletes 3 memories and MEMORY.md"));
+    assert!(stderr(&o).contains("not confirmed"));
+    assert!(s.mem.join("testing.md").exists());
+
+    // Nothing on stdin (non-interactive, no answer): refused with a hint.
+    let o = s.run_with(&args, &[], "");
+    assert_eq!(code(&o), 5);
+    assert!(stderr(&o).contains("--yes"), "{}", stderr(&o));
+    assert!(s.mem.join("MEMORY.md").exists());
+
+    let o = s.run_with(&args, &[], "yes\n");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("removed 3 memories"));
+    assert!(!s.mem.join("testing.md").exists());
+    assert!(!s.mem.join("team/grafana.md").exists());
+    assert!(!s.mem.join("MEMORY.md").exists());
+
+    s.seed();
+    let mut with_yes = args.to_vec();
+    with_yes.extend(["--yes", "--json"]);
+    let v = json(&s.run_with(&with_yes, &[], ""));
+    assert_eq!(v["removed"].as_array().unwrap().len(), 3);
+    let v = json(&s.mem_run(&["memory", "list", "--json"]));
+    assert!(v.as_array().unwrap().is_empty());
+}
+
+#[test]
+fn edit_saves_through_the_store_and_updates_the_index() {
+    let s = Sandbox::new();
+    s.seed();
+    let editor = s.editor(
+        "rewrite.sh",
+        "cat > \"$1\" <<'EOF'\n---\nname: Testing\ndescription: tests use the staging database\ntype: feedback\n---\n\nUse staging, never mocks.\nEOF\n",
+    );
+    let mem = s.mem.to_string_lossy().into_owned();
+    let o = s.run_with(
+        &["memory", "edit", "testing", "--memory-dir", &mem],
+        &[("EDITOR", &editor)],
+        "",
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), "saved testing.md\n");
+    let text = std::fs::read_to_string(s.mem.join("testing.md")).unwrap();
+    assert!(text.contains("Use staging, never mocks."));
+    let index = std::fs::read_to_string(s.mem.join("MEMORY.md")).unwrap();
+    assert!(
+        index.contains("- [Testing](testing.md) — tests use the staging database"),
+        "{index}"
+    );
+    assert!(!index.contains("real database"));
+    // The temp copy is gone after a successful save.
+    assert_eq!(std::fs::read_dir(&s.tmpdir).unwrap().count(), 0);
+
+    // VISUAL wins over EDITOR; an editor that changes nothing writes nothing.
+    let noop = s.editor("noop.sh", "exit 0\n");
+    let before = std::fs::metadata(s.mem.join("testing.md"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let o = s.run_with(
+        &["memory", "edit", "testing", "--memory-dir", &mem],
+        &[("EDITOR", &editor), ("VISUAL", &noop)],
+        "",
+    );
+    assert_eq!(code(&o), 0);
+    assert!(stderr(&o).contains("no changes"));
+    let after = std::fs::metadata(s.mem.join("testing.md"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(before, after);
+
+    // A new topic is created from the edited template.
+    let create = s.editor(
+        "create.sh",
+        "sed -i.bak 's/^description: .*/description: on-call rotation lives in the wiki/' \"$1\" && rm -f \"$1.bak\"\n",
+    );
+    let o = s.run_with(
+        &["memory", "edit", "oncall", "--memory-dir", &mem, "--json"],
+        &[("EDITOR", &create)],
+        "",
+    );
+    let v = json(&o);
+    assert_eq!(v["created"], true);
+    let index = std::fs::read_to_string(s.mem.join("MEMORY.md")).unwrap();
+    assert!(
+        index.contains("(oncall.md) — on-call rotation lives in the wiki"),
+        "{index}"
+    );
+
+    // Neither VISUAL nor EDITOR: a clear runtime error.
+    let o = s.run_with(
+        &["memory", "edit", "testing", "--memory-dir", &mem],
+        &[],
+        "",
+    );
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("$EDITOR"));
+}
+
+fn kept_path(stderr: &str) -> PathBuf {
+    let at = stderr.find("kept in ").unwrap() + "kept in ".len();
+    let rest = &stderr[at..];
+    let end = rest.find([':', '\n']).unwrap_or(rest.len());
+    PathBuf::from(rest[..end].trim())
+}
+
+#[test]
+fn edit_refuses_secrets_and_broken_frontmatter_but_keeps_the_edit() {
+    let s = Sandbox::new();
+    s.seed();
+    let mem = s.mem.to_string_lossy().into_owned();
+    let original = std::fs::read_to_string(s.mem.join("testing.md")).unwrap();
+    let secret = s.editor(
+        "secret.sh",
+        "printf 'The deploy key is AKIAQWERTYUIOPASDFGH now\\n' >> \"$1\"\n",
+    );
+    let o = s.run_with(
+        &["memory", "edit", "testing", "--memory-dir", &mem],
+        &[("EDITOR", &secret)],
+        "",
+    );
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("secret"), "{err}");
+    assert!(
+        !err.contains("AKIAQWERTYUIOPASDFGH"),
+        "never echo the secret"
+    );
+    let kept = kept_path(&err);
+    assert!(kept.starts_with(&s.tmpdir), "{kept:?}");
+    let recovered = std::fs::read_to_string(&kept).unwrap();
+    assert!(recovered.starts_with(&original));
+    assert!(recovered.contains("The deploy key is"));
+    assert_eq!(
+        std::fs::read_to_string(s.mem.join("testing.md")).unwrap(),
+        original
+    );
+
+    let broken = s.editor("broken.sh", "printf 'no frontmatter here\\n' > \"$1\"\n");
+    let o = s.run_with(
+        &["memory", "edit", "deadline", "--memory-dir", &mem],
+        &[("EDITOR", &broken)],
+        "",
+    );
+    assert_eq!(code(&o), 4);
+    assert!(stderr(&o).contains("no frontmatter"));
+    assert_eq!(
+        std::fs::read_to_string(kept_path(&stderr(&o))).unwrap(),
+        "no frontmatter here\n"
+    );
+
+    // The memory changed on disk while the editor was open: refused, both versions kept.
+    let racing = s.editor(
+        "race.sh",
+        &format!(
+            "echo 'my line' >> \"$1\"; echo 'agent line' >> '{}'\n",
+            s.mem.join("deadline.md").display()
+        ),
+    );
+    let o = s.run_with(
+        &["memory", "edit", "deadline", "--memory-dir", &mem],
+        &[("EDITOR", &racing)],
+        "",
+    );
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).contains("changed on disk"));
+    assert!(
+        std::fs::read_to_string(kept_path(&stderr(&o)))
+            .unwrap()
+            .ends_with("my line\n")
+    );
+    assert!(
+        std::fs::read_to_string(s.mem.join("deadline.md"))
+            .unwrap()
+            .ends_with("agent line\n")
+    );
+
+    // A failing editor leaves the memory alone and keeps what it saved.
+    let failing = s.editor("fail.sh", "echo partial >> \"$1\"; exit 3\n");
+    let o = s.run_with(
+        &["memory", "edit", "testing", "--memory-dir", &mem],
+        &[("EDITOR", &failing)],
+        "",
+    );
+    assert_eq!(code(&o), 1);
+    assert!(
+        std::fs::read_to_string(kept_path(&stderr(&o)))
+            .unwrap()
+            .ends_with("partial\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.mem.join("testing.md")).unwrap(),
+        original
+    );
+}
+
+#[test]
+fn search_ranks_with_bm25_over_name_description_and_body() {
+    let s = Sandbox::new();
+    s.seed();
+    s.write_memory(
+        "db_notes.md",
+        "Database notes",
+        "connection pool sizes for the database",
+        "reference",
+        "The database runs on Postgres 16. Database backups run nightly.",
+    );
+    let v = json(&s.mem_run(&["memory", "search", "database", "--json"]));
+    // Both mention the database; db_notes does in name, description and body. The others don't.
+    assert_eq!(paths(&v), ["db_notes.md", "testing.md"]);
+    assert_eq!(v[0]["rank"], 1);
+    assert_eq!(v[1]["type"], "feedback");
+
+    // Stemmed, case-insensitive, multi-word.
+    let v = json(&s.mem_run(&["memory", "search", "Releases", "THURSDAY", "--json"]));
+    assert_eq!(paths(&v)[0], "deadline.md");
+
+    let v = json(&s.mem_run(&["memory", "search", "database", "--limit", "1", "--json"]));
+    assert_eq!(paths(&v), ["db_notes.md"]);
+
+    let o = s.mem_run(&["memory", "search", "latency"]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(
+        stdout(&o),
+        " 1. [reference] team/grafana.md: grafana board for API latency\n"
+    );
+    let o = s.mem_run(&["memory", "search", "kubernetes"]);
+    assert_eq!(code(&o), 0);
+    assert!(stdout(&o).contains("no memory"));
+    assert_eq!(
+        code(&s.mem_run(&["memory", "search", "x", "--limit", "0"])),
+        2
+    );
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn instructions_reports_loaded_and_skipped_files() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.project.join(".git")).unwrap();
+    write(
+        &s.project.join("CLAUDE.md"),
+        "Use tabs. See @docs/style.md and @missing.md\n",
+    );
+    write(&s.project.join("docs/style.md"), "Short lines.\n");
+    write(&s.project.join("AGENTS.md"), "Agents file.\n");
+    write(&s.home.join(".claude/CLAUDE.md"), "User prefs.\n");
+    s.seed();
+    let mem = s.mem.to_string_lossy().into_owned();
+
+    let o = s.run(&["instructions", "--memory-dir", &mem]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("[user]"), "{text}");
+    assert!(text.contains(&format!("{} (", s.project.join("CLAUDE.md").display())));
+    assert!(text.contains("missing.md (skipped: missing)"), "{text}");
+    assert!(text.contains("[memory index]"), "{text}");
+    assert!(text.contains("4 loaded, 1 skipped"), "{text}");
+
+    let v = json(&s.run(&["instructions", "--json", "--memory-dir", &mem]));
+    assert_eq!(v["project_root"], s.project.to_string_lossy().as_ref());
+    let entries = v["entries"].as_array().unwrap();
+    let style = entries
+        .iter()
+        .find(|e| e["path"].as_str().unwrap().ends_with("docs/style.md"))
+        .unwrap();
+    assert_eq!(style["status"], "loaded");
+    assert_eq!(style["depth"], 1);
+    assert_eq!(style["bytes"], 13);
+    let missing = entries
+        .iter()
+        .find(|e| e["path"].as_str().unwrap().ends_with("missing.md"))
+        .unwrap();
+    assert_eq!(missing["status"], "skipped");
+    assert_eq!(missing["reason"], "missing");
+    assert!(v["total_tokens"].as_u64().unwrap() > 0);
+
+    let v = json(&s.run(&["instructions", "--agents", "--json"]));
+    let loaded: Vec<&str> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["status"] == "loaded")
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        loaded,
+        [s.project.join("AGENTS.md").to_string_lossy().as_ref()]
+    );
+
+    let o = s.run(&["instructions", "--project", "does/not/exist"]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+}
+
+#[test]
+fn help_documents_exit_codes_and_usage_errors_exit_2() {
+    let s = Sandbox::new();
+    let o = s.run(&["--help"]);
+    assert_eq!(code(&o), 0);
+    let help = stdout(&o);
+    for line in ["3  not found", "4  refused", "5  aborted"] {
+        assert!(help.contains(line), "{help}");
+    }
+    assert_eq!(code(&s.run(&["memory", "frobnicate"])), 2);
+    assert_eq!(code(&s.run(&["memory", "show"])), 2);
+}
