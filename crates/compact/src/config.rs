@@ -1,30 +1,7 @@
 //! Compaction settings, the threshold arithmetic of SPEC section 9 and the env switches.
 
-use std::collections::HashMap;
+use memloop_memory::{EnvVars, is_truthy};
 use std::time::Duration;
-
-/// Where environment switches come from. Inject a map in tests instead of mutating the process
-/// environment.
-pub trait EnvSource: Send + Sync {
-    /// The value of `key`, if set.
-    fn var(&self, key: &str) -> Option<String>;
-}
-
-/// The process environment.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ProcessEnv;
-
-impl EnvSource for ProcessEnv {
-    fn var(&self, key: &str) -> Option<String> {
-        std::env::var(key).ok()
-    }
-}
-
-impl EnvSource for HashMap<String, String> {
-    fn var(&self, key: &str) -> Option<String> {
-        self.get(key).cloned()
-    }
-}
 
 /// `MEMLOOP_DISABLE_COMPACT`: turns all compaction off.
 pub const ENV_DISABLE_COMPACT: &str = "MEMLOOP_DISABLE_COMPACT";
@@ -33,14 +10,6 @@ pub const ENV_DISABLE_AUTO_COMPACT: &str = "MEMLOOP_DISABLE_AUTO_COMPACT";
 /// `MEMLOOP_AUTOCOMPACT_PCT`: auto-compact at this percentage of the effective window (only
 /// lowers the threshold).
 pub const ENV_AUTOCOMPACT_PCT: &str = "MEMLOOP_AUTOCOMPACT_PCT";
-
-/// Truthy env values: 1/true/yes/on (case-insensitive).
-pub fn is_truthy(value: &str) -> bool {
-    matches!(
-        value.trim().to_ascii_lowercase().as_str(),
-        "1" | "true" | "yes" | "on"
-    )
-}
 
 /// Bounds of session-memory compaction (SPEC section 9).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -185,19 +154,17 @@ impl CompactConfig {
         }
     }
 
-    /// Apply the env switches (SPEC section 15). A malformed percentage is ignored with a
-    /// warning.
-    pub fn with_env(mut self, env: &dyn EnvSource) -> Self {
-        if env.var(ENV_DISABLE_COMPACT).is_some_and(|v| is_truthy(&v)) {
+    /// Apply the env switches (SPEC section 15), read from an injected environment
+    /// ([`EnvVars::from_process`] in production, a map in tests). A malformed percentage is
+    /// ignored with a warning.
+    pub fn with_env(mut self, env: &EnvVars) -> Self {
+        if is_truthy(env.get(ENV_DISABLE_COMPACT)) {
             self.disabled = true;
         }
-        if env
-            .var(ENV_DISABLE_AUTO_COMPACT)
-            .is_some_and(|v| is_truthy(&v))
-        {
+        if is_truthy(env.get(ENV_DISABLE_AUTO_COMPACT)) {
             self.auto_disabled = true;
         }
-        if let Some(v) = env.var(ENV_AUTOCOMPACT_PCT) {
+        if let Some(v) = env.get(ENV_AUTOCOMPACT_PCT) {
             match v.trim().parse::<f64>() {
                 Ok(p) if p > 0.0 && p <= 100.0 => self.autocompact_pct = Some(p),
                 _ => {

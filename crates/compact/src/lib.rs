@@ -10,7 +10,8 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use memloop_compact::{CompactConfig, Compactor, ProcessEnv, repair_fn};
+//! use memloop_compact::{CompactConfig, Compactor, repair_fn};
+//! use memloop_memory::EnvVars;
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, AgentConfig};
 //! use memloop_memory::session_memory::{FileSessionMemory, SessionMemoryConfig, SessionMemoryHook};
@@ -23,7 +24,7 @@
 //!     FileSessionMemory::new(SessionMemoryConfig::new(&project_dir), &config.session_id).unwrap(),
 //! );
 //! let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
-//! let compactor = Compactor::new(CompactConfig::for_model(200_000, 8_192).with_env(&ProcessEnv))
+//! let compactor = Compactor::new(CompactConfig::for_model(200_000, 8_192).with_env(&EnvVars::from_process()))
 //!     .with_session_memory(notes);
 //! let model = ScriptedModel::new().then(ScriptStep::text("Hello!"));
 //! let mut agent = Agent::builder(Arc::new(model))
@@ -52,8 +53,7 @@ pub use breaker::CircuitBreaker;
 pub use compactor::{Compactor, STRATEGY_SESSION_MEMORY, STRATEGY_SUMMARY};
 pub use config::{
     CompactConfig, ContextLevel, ENV_AUTOCOMPACT_PCT, ENV_DISABLE_AUTO_COMPACT,
-    ENV_DISABLE_COMPACT, EnvSource, ProcessEnv, SessionMemoryCompactConfig, SummaryCompactConfig,
-    Thresholds, is_truthy,
+    ENV_DISABLE_COMPACT, SessionMemoryCompactConfig, SummaryCompactConfig, Thresholds,
 };
 pub use keep::{KeepBounds, KeepPlan, adjust_for_invariants, compaction_floor, plan_keep};
 pub use notes::{

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop_compact::{CompactConfig, ContextLevel, Thresholds};
-use std::collections::HashMap;
+use memloop_memory::EnvVars;
 
 #[test]
 fn threshold_table() {
@@ -63,12 +63,7 @@ fn levels() {
 
 #[test]
 fn env_switches_come_from_an_injected_source() {
-    let env = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
+    let env = |pairs: &[(&str, &str)]| EnvVars::from_pairs(pairs.iter().copied());
     let c = CompactConfig::default().with_env(&env(&[]));
     assert!(!c.disabled && !c.auto_disabled && c.autocompact_pct.is_none());
     let c = CompactConfig::default().with_env(&env(&[("MEMLOOP_DISABLE_COMPACT", "TRUE")]));
