@@ -17,18 +17,13 @@ mod demo_script;
 mod print;
 
 use anyhow::{Context, Result, bail};
-use memloop::compact::{CompactConfig, Compactor, SessionMemoryCompactConfig};
+use memloop::MemorySetup;
+use memloop::compact::{CompactConfig, SessionMemoryCompactConfig};
 use memloop::core::tools::ReadFile;
-use memloop::core::{Agent, AgentBuilder, AgentConfig, Model};
-use memloop::memory::dream::DreamHook;
-use memloop::memory::extract::{ExtractionScheduler, ForkedExtractor};
-use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector, RecallHook, Selector};
-use memloop::memory::session_memory::{
-    FileSessionMemory, SessionMemoryConfig, SessionMemoryHook, UpdateThresholds,
-};
-use memloop::memory::{
-    EnvVars, FileMemoryStore, MemoryDirResolver, MemorySection, MemoryStore, memory_tools,
-};
+use memloop::core::{Agent, AgentConfig, Model, StaticSection};
+use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
+use memloop::memory::session_memory::UpdateThresholds;
+use memloop::memory::{EnvVars, MemoryDirResolver, MemoryStore};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,79 +68,48 @@ fn real_model(_provider: &str, _model: Option<&str>) -> Result<Arc<dyn Model>> {
     bail!("this build has no HTTP providers: run with `--features providers`")
 }
 
-/// Everything one session of the demo shares with the others.
-struct Project {
-    store: Arc<dyn MemoryStore>,
-    project_dir: PathBuf,
-    base: PathBuf,
-    cwd: PathBuf,
+/// A new agent for one session, with memory wired in by [`MemorySetup`].
+fn new_agent(
+    memory: &MemorySetup,
+    model: Arc<dyn Model>,
+    session: &str,
+    cwd: &std::path::Path,
+) -> Result<Agent> {
+    let builder = Agent::builder(model)
+        .config(AgentConfig {
+            session_id: session.into(),
+            cwd: cwd.to_path_buf(),
+            ..AgentConfig::default()
+        })
+        .events(Arc::new(print::event))
+        .section(Arc::new(StaticSection::new(
+            "persona",
+            "You are a concise coding agent working in the memloop repository.",
+        )))
+        .tool(Arc::new(ReadFile::default()));
+    Ok(memory.attach(builder)?.build())
 }
 
-impl Project {
-    /// An agent with memory wired in: tools, the memory section, recall, extraction, dream.
-    fn agent(
-        &self,
-        model: Arc<dyn Model>,
-        selector: Arc<dyn Selector>,
-        session: &str,
-    ) -> AgentBuilder {
-        let mut builder = Agent::builder(model)
-            .config(AgentConfig {
-                session_id: session.into(),
-                cwd: self.cwd.clone(),
-                ..AgentConfig::default()
-            })
-            .events(Arc::new(print::event))
-            .section(Arc::new(memloop::core::StaticSection::new(
-                "persona",
-                "You are a concise coding agent working in the memloop repository.",
-            )))
-            .section(Arc::new(MemorySection::new(self.store.clone())))
-            .tool(Arc::new(ReadFile::default()))
-            .turn_start_hook(Arc::new(RecallHook::new(self.store.clone(), selector)))
-            .stop_hook(Arc::new(ExtractionScheduler::new(
-                self.store.clone(),
-                Arc::new(ForkedExtractor::new(self.store.clone())),
-            )))
-            .stop_hook(Arc::new(DreamHook::new(self.store.clone())));
-        for tool in memory_tools(self.store.clone()) {
-            builder = builder.tool(tool);
-        }
-        builder
+/// Session notes + compaction. With the scripted model the window is tiny, so the session crosses
+/// it in a few turns.
+fn with_compaction(memory: MemorySetup, small: bool) -> MemorySetup {
+    let mut notes = memory.default_notes_config();
+    let mut compact = CompactConfig::for_model(if small { 30_000 } else { 200_000 }, 2_000);
+    if small {
+        notes.thresholds = UpdateThresholds {
+            init_tokens: 1_500,
+            min_tokens_between_updates: 800,
+            tool_calls_between_updates: 2,
+        };
+        compact.warning_buffer = 3_000;
+        compact.session_memory = SessionMemoryCompactConfig {
+            min_tokens: 800,
+            min_text_messages: 2,
+            max_tokens: 2_500,
+            ..Default::default()
+        };
     }
-
-    /// Session notes + compaction for a context window of `window` tokens.
-    fn with_compaction(
-        &self,
-        builder: AgentBuilder,
-        session: &str,
-        window: u64,
-        small: bool,
-    ) -> Result<AgentBuilder> {
-        let mut sm = SessionMemoryConfig::new(&self.project_dir).with_config_home(&self.base);
-        let mut cc = CompactConfig::for_model(window, 2_000);
-        if small {
-            // A tiny window so the scripted session crosses it in a few turns.
-            sm.thresholds = UpdateThresholds {
-                init_tokens: 1_500,
-                min_tokens_between_updates: 800,
-                tool_calls_between_updates: 2,
-            };
-            cc.warning_buffer = 3_000;
-            cc.session_memory = SessionMemoryCompactConfig {
-                min_tokens: 800,
-                min_text_messages: 2,
-                max_tokens: 2_500,
-                ..Default::default()
-            };
-        }
-        let notes = Arc::new(FileSessionMemory::new(sm, session)?);
-        let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
-        Ok(builder
-            .post_sampling_hook(hook.clone())
-            .compaction_listener(hook)
-            .compactor(Arc::new(Compactor::new(cc).with_session_memory(notes))))
-    }
+    memory.compaction(compact, notes)
 }
 
 async fn turn(agent: &mut Agent, text: &str) -> Result<()> {
@@ -181,64 +145,58 @@ async fn main() -> Result<()> {
     }
 
     let env = EnvVars::from_process().with("MEMLOOP_HOME", base.display().to_string());
-    let resolver = MemoryDirResolver::new(&cwd).env(env);
-    let resolved = resolver.resolve()?;
+    let mut memory = MemorySetup::with_resolver(MemoryDirResolver::new(&cwd), env)?;
+    let resolved = memory.memory_dir().clone();
     println!(
         "\nmemory dir: {}\n  chosen by: {}",
         resolved.dir.display(),
         resolved.reason
     );
-    let project = Project {
-        store: Arc::new(FileMemoryStore::open_resolved(&resolved)?),
-        project_dir: resolver.project_dir()?,
-        base: base.clone(),
-        cwd,
-    };
-    let selector_for = |model: &Arc<dyn Model>| -> Arc<dyn Selector> {
-        let bm25: Arc<dyn Selector> = Arc::new(Bm25Selector::new(project.store.clone()));
-        match &real {
-            // With a real model: the LLM picks, BM25 takes over on error or timeout.
-            Some(_) => Arc::new(FallbackSelector::new(
-                Arc::new(LlmSelector::new(model.clone())),
-                bm25,
-                Duration::from_secs(10),
-            )),
-            None => bm25,
-        }
+    if let Some(model) = &real {
+        // With a real model: the LLM picks memories, BM25 takes over on error or timeout.
+        let bm25 = Arc::new(Bm25Selector::new(memory.store().clone()));
+        let llm = Arc::new(LlmSelector::new(model.clone()));
+        memory = memory.selector(Arc::new(FallbackSelector::new(
+            llm,
+            bm25,
+            Duration::from_secs(10),
+        )));
+    }
+    let scripted = |script: fn() -> memloop::core::testing::ScriptedModel| -> Arc<dyn Model> {
+        real.clone().unwrap_or_else(|| Arc::new(script()))
     };
 
     // ── Session 1: the agent saves one memory itself; the extractor saves another. ──
     print::banner("session 1: teach the agent about the project");
-    let model: Arc<dyn Model> = real
-        .clone()
-        .unwrap_or_else(|| Arc::new(demo_script::session_one()));
-    let mut agent = project
-        .agent(model.clone(), selector_for(&model), "session-1")
-        .build();
+    let mut agent = new_agent(
+        &memory,
+        scripted(demo_script::session_one),
+        "session-1",
+        &cwd,
+    )?;
     turn(&mut agent, demo_script::S1_DEADLINE).await?;
     turn(&mut agent, demo_script::S1_PREFERENCE).await?;
-    print_index(&project.store).await?;
+    print_index(memory.store()).await?;
 
     // ── Session 2: a new session recalls what session 1 saved. ──
     print::banner("session 2: a new session recalls it");
-    let model: Arc<dyn Model> = real
-        .clone()
-        .unwrap_or_else(|| Arc::new(demo_script::session_two()));
-    let mut agent = project
-        .agent(model.clone(), selector_for(&model), "session-2")
-        .build();
+    let mut agent = new_agent(
+        &memory,
+        scripted(demo_script::session_two),
+        "session-2",
+        &cwd,
+    )?;
     turn(&mut agent, demo_script::S2_QUESTION).await?;
 
     // ── Session 3: a long session crosses a small window; the notes become the summary. ──
     print::banner("session 3: a long session is compacted with its session notes");
-    let (model, window, small): (Arc<dyn Model>, u64, bool) = match &real {
-        Some(m) => (m.clone(), 200_000, false),
-        None => (Arc::new(demo_script::session_three()), 30_000, true),
-    };
-    let builder = project.agent(model.clone(), selector_for(&model), "session-3");
-    let mut agent = project
-        .with_compaction(builder, "session-3", window, small)?
-        .build();
+    let memory = with_compaction(memory, real.is_none());
+    let mut agent = new_agent(
+        &memory,
+        scripted(demo_script::session_three),
+        "session-3",
+        &cwd,
+    )?;
     for file in demo_script::S3_FILES {
         turn(
             &mut agent,

@@ -10,9 +10,12 @@
 //! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker.
 #![warn(missing_docs)]
 
+mod setup;
+
 pub use memloop_compact as compact;
 pub use memloop_core as core;
 pub use memloop_memory as memory;
 
 pub use memloop_core::{Agent, AgentBuilder, AgentEvent, Message, Model, Tool};
 pub use memloop_memory::MemoryStore;
+pub use setup::{MemorySetup, SetupError};

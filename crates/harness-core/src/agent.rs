@@ -124,6 +124,11 @@ impl AgentBuilder {
         }
     }
 
+    /// The session id the agent will have (from the config).
+    pub fn session_id(&self) -> &str {
+        &self.config.session_id
+    }
+
     /// Replace the config.
     pub fn config(mut self, config: AgentConfig) -> Self {
         self.config = config;

@@ -1,0 +1,73 @@
+//! `MemorySetup` wires memory into an agent and honours `MEMLOOP_DISABLE_AUTO_MEMORY`.
+
+use memloop::MemorySetup;
+use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::core::{Agent, AgentEvent, VecSink};
+use memloop::memory::{EnvVars, MemoryDirResolver};
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn run(
+    env: EnvVars,
+    project: &std::path::Path,
+) -> (ScriptedModel, Vec<AgentEvent>, MemorySetup) {
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project), env).unwrap();
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing to save")));
+    let events = VecSink::default();
+    let builder = Agent::builder(Arc::new(model.clone())).events(Arc::new(events.clone()));
+    let mut agent = memory.attach(builder).unwrap().build();
+    agent
+        .run_turn("we release on the first Monday of each month")
+        .await
+        .unwrap();
+    assert!(agent.drain(Duration::from_secs(30)).await.completed);
+    (model, events.events(), memory)
+}
+
+#[tokio::test]
+async fn memory_is_wired_in_by_default() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let (model, events, memory) = run(env, project.path()).await;
+    assert!(memory.enabled());
+    assert!(memory.memory_dir().dir.starts_with(home.path()));
+    let main = &model.requests_for("main")[0];
+    let tools: Vec<&str> = main.tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(
+        tools.contains(&"memory_read") && tools.contains(&"memory_write"),
+        "{tools:?}"
+    );
+    assert!(main.system.iter().any(|s| s.contains("MEMORY.md")));
+    // The stop hook ran the extractor in the background.
+    assert_eq!(model.requests_for("extractor").len(), 1);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::RecallSkipped { .. }))
+    );
+}
+
+#[tokio::test]
+async fn the_kill_switch_turns_every_memory_feature_off() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([
+        ("MEMLOOP_HOME", home.path().to_str().unwrap()),
+        ("MEMLOOP_DISABLE_AUTO_MEMORY", "True"),
+    ]);
+    let (model, events, memory) = run(env, project.path()).await;
+    assert!(!memory.enabled());
+    let main = &model.requests_for("main")[0];
+    assert!(main.tools.is_empty());
+    assert!(main.system.iter().all(|s| !s.contains("MEMORY.md")));
+    assert!(model.requests_for("extractor").is_empty());
+    assert!(!events.iter().any(|e| matches!(
+        e,
+        AgentEvent::RecallSkipped { .. }
+            | AgentEvent::MemoriesSurfaced { .. }
+            | AgentEvent::ExtractionSkipped { .. }
+    )));
+}
