@@ -193,7 +193,7 @@ impl MemorySetup {
             let notes = Arc::new(FileSessionMemory::new(notes.clone(), &session)?);
             let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
             let compactor =
-                Compactor::new(compact.clone().with_env(&self.env)).with_session_memory(notes);
+                Compactor::new((*compact).with_env(&self.env)).with_session_memory(notes);
             builder = builder
                 .post_sampling_hook(hook.clone())
                 .compaction_listener(hook)
