@@ -1,4 +1,5 @@
 //! `MemorySetup` wires memory into an agent and honours `MEMLOOP_DISABLE_AUTO_MEMORY`.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop::MemorySetup;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
