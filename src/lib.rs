@@ -9,6 +9,7 @@
 //!   notes, consolidation, project instructions;
 //! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker.
 #![warn(missing_docs)]
+#![doc = include_str!("../README.md")]
 
 mod setup;
 
