@@ -376,3 +376,88 @@ impl Bm25Index {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text<'a>(description: &'a str, body: &'a str) -> IndexText<'a> {
+        IndexText {
+            name: "",
+            description,
+            body,
+        }
+    }
+
+    #[test]
+    fn remove_and_replace_leave_no_trace() {
+        let mut idx = Bm25Index::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert("a.md", t0, text("kafka consumer lag", "alerts fire at 10k"));
+        idx.upsert("b.md", t0, text("postgres vacuum", "run weekly"));
+        assert_eq!(idx.search("kafka lag", 5, |_| true)[0].0, "a.md");
+        idx.upsert("a.md", t0, text("redis eviction", "allkeys-lru"));
+        assert!(idx.search("kafka lag", 5, |_| true).is_empty());
+        assert_eq!(idx.search("redis", 5, |_| true)[0].0, "a.md");
+        assert!(idx.remove("a.md"));
+        assert!(!idx.remove("a.md"));
+        assert!(idx.search("redis", 5, |_| true).is_empty());
+        assert_eq!(idx.len(), 1);
+        // The freed slot is reused.
+        idx.upsert("c.md", t0, text("redis again", ""));
+        assert_eq!(idx.search("redis", 5, |_| true)[0].0, "c.md");
+    }
+
+    #[test]
+    fn field_weights_rank_and_keep_filters() {
+        let mut idx = Bm25Index::new(Bm25Params {
+            description_weight: 2.0,
+            ..Bm25Params::default()
+        });
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert("body.md", t0, text("misc", "no deploy on friday"));
+        idx.upsert("desc.md", t0, text("no deploy on friday", "misc"));
+        let got = idx.search("deploy friday", 5, |_| true);
+        assert_eq!(got[0].0, "desc.md");
+        let got = idx.search("deploy friday", 5, |p| p != "desc.md");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, "body.md");
+    }
+
+    #[test]
+    fn directory_lift_raises_siblings_but_never_at_the_root() {
+        let params = Bm25Params {
+            dir_weight: 0.5,
+            ..Bm25Params::default()
+        };
+        let mut idx = Bm25Index::new(params);
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert(
+            "s1/summary.md",
+            t0,
+            text("trip to lisbon", "we planned the lisbon trip"),
+        );
+        idx.upsert(
+            "s1/detail.md",
+            t0,
+            text("flights booked", "tap air, window seats"),
+        );
+        idx.upsert("s2/detail.md", t0, text("dentist appointment", "tuesday"));
+        idx.upsert("root-a.md", t0, text("lisbon restaurants", ""));
+        idx.upsert("root-b.md", t0, text("unrelated", "nothing"));
+        let got: Vec<String> = idx
+            .search("lisbon trip", 10, |_| true)
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
+        assert!(
+            got.contains(&"s1/detail.md".to_owned()),
+            "lifted by its summary: {got:?}"
+        );
+        assert!(!got.contains(&"s2/detail.md".to_owned()));
+        assert!(
+            !got.contains(&"root-b.md".to_owned()),
+            "the root dir never lifts"
+        );
+    }
+}
