@@ -88,6 +88,9 @@ pub struct Bm25Index {
     postings: Vec<Vec<Posting>>,
     docs: Vec<Option<Doc>>,
     free: Vec<u32>,
+    alive: Vec<bool>,
+    df: Vec<u32>,
+    tombstones: Vec<u32>,
     by_path: HashMap<String, u32>,
     dir_ids: HashMap<String, u32>,
     dir_members: Vec<Vec<u32>>,
@@ -111,6 +114,9 @@ impl Bm25Index {
             postings: Vec::new(),
             docs: Vec::new(),
             free: Vec::new(),
+            alive: Vec::new(),
+            df: Vec::new(),
+            tombstones: Vec::new(),
             by_path: HashMap::new(),
             dir_ids: HashMap::new(),
             dir_members: Vec::new(),
@@ -175,11 +181,14 @@ impl Bm25Index {
         let dir = self.dir_id(path);
         let id = self.free.pop().unwrap_or_else(|| {
             self.docs.push(None);
+            self.alive.push(false);
             u32::try_from(self.docs.len() - 1).unwrap_or(u32::MAX)
         });
+        self.alive[id as usize] = true;
         let mut terms = Vec::with_capacity(tfs.len());
         for (tid, tf) in tfs {
             self.postings[tid as usize].push(Posting { doc: id, tf, lens });
+            self.df[tid as usize] += 1;
             terms.push(tid);
         }
         for (sum, len) in self.len_sum.iter_mut().zip(lens) {
@@ -197,6 +206,11 @@ impl Bm25Index {
     }
 
     /// Remove the memory at `path`; returns whether it was indexed.
+    ///
+    /// Removal is lazy: the memory's postings become tombstones that scoring skips (document
+    /// frequencies are exact at once), and they are swept in one pass once they make up a
+    /// quarter of the index, so one update costs O(its own terms), not O(postings of common
+    /// terms).
     pub fn remove(&mut self, path: &str) -> bool {
         let Some(id) = self.by_path.remove(path) else {
             return false;
@@ -204,9 +218,10 @@ impl Bm25Index {
         let Some(doc) = self.docs.get_mut(id as usize).and_then(Option::take) else {
             return false;
         };
+        self.alive[id as usize] = false;
         for tid in &doc.terms {
-            if let Some(list) = self.postings.get_mut(*tid as usize) {
-                list.retain(|p| p.doc != id);
+            if let Some(df) = self.df.get_mut(*tid as usize) {
+                *df = df.saturating_sub(1);
             }
         }
         for (sum, len) in self.len_sum.iter_mut().zip(doc.lens) {
@@ -215,8 +230,20 @@ impl Bm25Index {
         if let Some(members) = self.dir_members.get_mut(doc.dir as usize) {
             members.retain(|m| *m != id);
         }
-        self.free.push(id);
+        self.tombstones.push(id);
+        if self.tombstones.len() > 64 && self.tombstones.len() * 4 > self.by_path.len() {
+            self.sweep();
+        }
         true
+    }
+
+    /// Drop the postings of removed memories and make their slots reusable.
+    fn sweep(&mut self) {
+        let alive = &self.alive;
+        for list in &mut self.postings {
+            list.retain(|p| alive[p.doc as usize]);
+        }
+        self.free.append(&mut self.tombstones);
     }
 
     fn term_id(&mut self, term: String, bigram: bool) -> u32 {
@@ -225,6 +252,7 @@ impl Bm25Index {
         }
         let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
         self.postings.push(Vec::new());
+        self.df.push(0);
         self.is_bigram.push(bigram);
         self.term_ids.insert(term, id);
         id
@@ -266,7 +294,7 @@ impl Bm25Index {
 
     fn idf(&self, tid: u32) -> f32 {
         let n = self.by_path.len() as f32;
-        let df = self.postings[tid as usize].len() as f32;
+        let df = self.df[tid as usize] as f32;
         let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
         if self.is_bigram[tid as usize] {
             idf * self.params.bigram_weight
@@ -291,11 +319,14 @@ impl Bm25Index {
         let mut touched: Vec<u32> = Vec::new();
         for &(tid, qw) in qterms {
             let list = &self.postings[tid as usize];
-            if list.is_empty() {
+            if self.df[tid as usize] == 0 {
                 continue;
             }
             let idf = qw * self.idf(tid);
             for p in list {
+                if !self.alive[p.doc as usize] {
+                    continue;
+                }
                 let mut tf = 0f32;
                 for f in 0..FIELDS {
                     if p.tf[f] > 0 {
@@ -374,5 +405,104 @@ impl Bm25Index {
             .into_iter()
             .map(|(doc, s)| (doc.path.clone(), s))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text<'a>(description: &'a str, body: &'a str) -> IndexText<'a> {
+        IndexText {
+            name: "",
+            description,
+            body,
+        }
+    }
+
+    #[test]
+    fn remove_and_replace_leave_no_trace() {
+        let mut idx = Bm25Index::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert("a.md", t0, text("kafka consumer lag", "alerts fire at 10k"));
+        idx.upsert("b.md", t0, text("postgres vacuum", "run weekly"));
+        assert_eq!(idx.search("kafka lag", 5, |_| true)[0].0, "a.md");
+        idx.upsert("a.md", t0, text("redis eviction", "allkeys-lru"));
+        assert!(idx.search("kafka lag", 5, |_| true).is_empty());
+        assert_eq!(idx.search("redis", 5, |_| true)[0].0, "a.md");
+        assert!(idx.remove("a.md"));
+        assert!(!idx.remove("a.md"));
+        assert!(idx.search("redis", 5, |_| true).is_empty());
+        assert_eq!(idx.len(), 1);
+        idx.upsert("c.md", t0, text("redis again", ""));
+        assert_eq!(idx.search("redis", 5, |_| true)[0].0, "c.md");
+        // Enough churn to sweep the tombstones: results stay exact and slots are reused.
+        for round in 0..3 {
+            for i in 0..100 {
+                idx.upsert(
+                    &format!("n{i}.md"),
+                    t0,
+                    text(&format!("note {round}"), "churn"),
+                );
+            }
+        }
+        assert_eq!(idx.len(), 102);
+        assert!(idx.docs.len() < 250, "slots are reused after a sweep");
+        let hits = idx.search("churn", 200, |_| true);
+        assert_eq!(hits.len(), 100);
+        assert_eq!(idx.search("redis", 5, |_| true)[0].0, "c.md");
+    }
+
+    #[test]
+    fn field_weights_rank_and_keep_filters() {
+        let mut idx = Bm25Index::new(Bm25Params {
+            description_weight: 2.0,
+            ..Bm25Params::default()
+        });
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert("body.md", t0, text("misc", "no deploy on friday"));
+        idx.upsert("desc.md", t0, text("no deploy on friday", "misc"));
+        let got = idx.search("deploy friday", 5, |_| true);
+        assert_eq!(got[0].0, "desc.md");
+        let got = idx.search("deploy friday", 5, |p| p != "desc.md");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, "body.md");
+    }
+
+    #[test]
+    fn directory_lift_raises_siblings_but_never_at_the_root() {
+        let params = Bm25Params {
+            dir_weight: 0.5,
+            ..Bm25Params::default()
+        };
+        let mut idx = Bm25Index::new(params);
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert(
+            "s1/summary.md",
+            t0,
+            text("trip to lisbon", "we planned the lisbon trip"),
+        );
+        idx.upsert(
+            "s1/detail.md",
+            t0,
+            text("flights booked", "tap air, window seats"),
+        );
+        idx.upsert("s2/detail.md", t0, text("dentist appointment", "tuesday"));
+        idx.upsert("root-a.md", t0, text("lisbon restaurants", ""));
+        idx.upsert("root-b.md", t0, text("unrelated", "nothing"));
+        let got: Vec<String> = idx
+            .search("lisbon trip", 10, |_| true)
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
+        assert!(
+            got.contains(&"s1/detail.md".to_owned()),
+            "lifted by its summary: {got:?}"
+        );
+        assert!(!got.contains(&"s2/detail.md".to_owned()));
+        assert!(
+            !got.contains(&"root-b.md".to_owned()),
+            "the root dir never lifts"
+        );
     }
 }

@@ -118,20 +118,27 @@ async fn sync_index(
         .filter(|h| index.mtime(&h.rel_path) != Some(h.mtime))
         .cloned()
         .collect();
-    // Every header indexed at its mtime and as many headers as indexed docs: nothing was
-    // deleted either, so the common case costs one map lookup per memory.
-    if stale.is_empty() && headers.len() == index.len() {
-        return report;
-    }
-    let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
-    let gone: Vec<String> = index
-        .paths()
-        .filter(|p| !live.contains(p))
-        .map(str::to_owned)
-        .collect();
-    for p in gone {
-        index.remove(&p);
-        report.removed += 1;
+    // Headers are unique paths; when every indexed memory is still listed (count check), nothing
+    // was deleted and the common case costs one map lookup per memory.
+    let new = stale
+        .iter()
+        .filter(|h| index.mtime(&h.rel_path).is_none())
+        .count();
+    if headers.len() - new == index.len() {
+        if stale.is_empty() {
+            return report;
+        }
+    } else {
+        let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
+        let gone: Vec<String> = index
+            .paths()
+            .filter(|p| !live.contains(p))
+            .map(str::to_owned)
+            .collect();
+        for p in gone {
+            index.remove(&p);
+            report.removed += 1;
+        }
     }
     if stale.is_empty() {
         return report;

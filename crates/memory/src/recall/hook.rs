@@ -49,6 +49,24 @@ impl Default for RecallConfig {
     }
 }
 
+impl RecallConfig {
+    /// The defaults, with recall off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    ///
+    /// ```
+    /// use memloop_memory::EnvVars;
+    /// use memloop_memory::recall::RecallConfig;
+    /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
+    /// assert!(!RecallConfig::from_env(&env).enabled);
+    /// assert!(RecallConfig::from_env(&EnvVars::from_pairs::<&str, &str>([])).enabled);
+    /// ```
+    pub fn from_env(env: &crate::EnvVars) -> Self {
+        Self {
+            enabled: !env.auto_memory_disabled(),
+            ..Self::default()
+        }
+    }
+}
+
 /// A surfacing not yet seen in the conversation: it is rolled back at the next turn if the agent
 /// dropped it (the turn ended before the prefetch settled).
 #[derive(Debug)]

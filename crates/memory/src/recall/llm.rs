@@ -193,3 +193,27 @@ impl Selector for LlmSelector {
         Ok(resolve_names(names, headers))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bare_fenced_and_embedded_json() {
+        let want = Some(vec!["a.md".to_owned(), "b.md".to_owned()]);
+        assert_eq!(
+            parse_selection(r#"{"selected_memories":["a.md","b.md"]}"#),
+            want
+        );
+        assert_eq!(
+            parse_selection("```\n{\"selected_memories\": [\"a.md\", \"b.md\"]}\n```"),
+            want
+        );
+        assert_eq!(
+            parse_selection(r#"{"x": 1} then {"selected_memories": ["a.md", 3, "b.md"]}"#),
+            want
+        );
+        assert_eq!(parse_selection(r#"{"selected_memories": "a.md"}"#), None);
+        assert_eq!(parse_selection("{ unbalanced"), None);
+    }
+}
