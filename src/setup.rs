@@ -12,8 +12,9 @@ use memloop_memory::session_memory::{
     FileSessionMemory, SessionMemoryConfig, SessionMemoryError, SessionMemoryHook,
 };
 use memloop_memory::{
-    EnvVars, FileMemoryStore, MemoryDirResolver, MemoryError, MemorySection, MemoryStore,
-    ResolvedMemoryDir, memory_tools,
+    EnvVars, FileMemoryStore, InstructionConfig, InstructionLoader, InstructionsSection,
+    LoadOptions, MemoryDirResolver, MemoryError, MemorySection, MemoryStore, ResolvedMemoryDir,
+    memory_tools,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,6 +55,8 @@ pub struct MemorySetup {
     extraction: bool,
     dream: bool,
     compaction: Option<(CompactConfig, SessionMemoryConfig)>,
+    instructions: Option<InstructionConfig>,
+    working_dir: PathBuf,
 }
 
 impl std::fmt::Debug for MemorySetup {
@@ -74,6 +77,7 @@ impl MemorySetup {
     /// Memory resolved by `resolver` (e.g. [`MemoryDirResolver::claude_code`], or one with an
     /// override dir), reading switches from `env`.
     pub fn with_resolver(resolver: MemoryDirResolver, env: EnvVars) -> Result<Self, SetupError> {
+        let working_dir = resolver.project().to_path_buf();
         let resolver = resolver.env(env.clone());
         let resolved = resolver.resolve()?;
         let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open_resolved(&resolved)?);
@@ -88,6 +92,8 @@ impl MemorySetup {
             extraction: true,
             dream: true,
             compaction: None,
+            instructions: None,
+            working_dir,
         })
     }
 
@@ -142,6 +148,13 @@ impl MemorySetup {
         self
     }
 
+    /// Load project instructions (CLAUDE.md / AGENTS.md family, with `@includes`) from the
+    /// project dir into a cached system-prompt section placed before the memory section.
+    pub fn instructions(mut self, config: InstructionConfig) -> Self {
+        self.instructions = Some(config);
+        self
+    }
+
     /// Default session-notes settings for this project (`<project_dir>`, custom templates from
     /// `<base>/session-memory/config/`).
     pub fn default_notes_config(&self) -> SessionMemoryConfig {
@@ -151,6 +164,13 @@ impl MemorySetup {
     /// Wire memory into `builder`. With memory disabled by the environment, only compaction (if
     /// configured) is added: no tools, no index, no recall, no extraction, no dream.
     pub fn attach(&self, mut builder: AgentBuilder) -> Result<AgentBuilder, SetupError> {
+        if let Some(config) = &self.instructions {
+            builder = builder.section(Arc::new(InstructionsSection::live(
+                InstructionLoader::new(config.clone()),
+                self.working_dir.clone(),
+                LoadOptions::default(),
+            )));
+        }
         if self.enabled() {
             for tool in memory_tools(self.store.clone()) {
                 builder = builder.tool(tool);

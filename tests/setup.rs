@@ -44,10 +44,12 @@ async fn memory_is_wired_in_by_default() {
     assert!(main.system.iter().any(|s| s.contains("MEMORY.md")));
     // The stop hook ran the extractor in the background.
     assert_eq!(model.requests_for("extractor").len(), 1);
+    // Whether recall settled before this one-call turn ended is a race by design (it never
+    // blocks the turn), so only the absence of failures is asserted here.
     assert!(
-        events
+        !events
             .iter()
-            .any(|e| matches!(e, AgentEvent::RecallSkipped { .. }))
+            .any(|e| matches!(e, AgentEvent::ExtractionFailed { .. }))
     );
 }
 
@@ -71,4 +73,45 @@ async fn the_kill_switch_turns_every_memory_feature_off() {
             | AgentEvent::MemoriesSurfaced { .. }
             | AgentEvent::ExtractionSkipped { .. }
     )));
+}
+
+#[tokio::test]
+async fn project_instructions_load_into_the_system_prompt_before_memory() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        project.path().join("CLAUDE.md"),
+        "Use tabs.\n\n@docs/style.md\n",
+    )
+    .unwrap();
+    std::fs::create_dir(project.path().join("docs")).unwrap();
+    std::fs::write(
+        project.path().join("docs/style.md"),
+        "Wrap at 100 columns.\n",
+    )
+    .unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env)
+        .unwrap()
+        .instructions(
+            memloop::memory::InstructionConfig::claude()
+                .with_project_root(project.path())
+                .with_managed_root(None)
+                .with_user_base(None),
+        );
+    let model = ScriptedModel::new().on_purpose("main", |_| Some(ScriptStep::text("ok")));
+    let builder = Agent::builder(Arc::new(model.clone()));
+    let mut agent = memory.attach(builder).unwrap().build();
+    agent.run_turn("hello there").await.unwrap();
+    let system = &model.requests_for("main")[0].system;
+    let instructions = system
+        .iter()
+        .position(|s| s.contains("Use tabs."))
+        .expect("instructions loaded");
+    assert!(
+        system[instructions].contains("Wrap at 100 columns."),
+        "the @include was followed"
+    );
+    let memory_section = system.iter().position(|s| s.contains("MEMORY.md")).unwrap();
+    assert!(instructions < memory_section);
 }

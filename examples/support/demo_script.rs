@@ -100,7 +100,13 @@ pub fn session_two() -> ScriptedModel {
     quiet_extractor(ScriptedModel::new().on_purpose("main", |req| {
         let step = if after_tool_result(req) {
             let seen = conversation_text(req);
-            let mut answer = String::from("Plan for the refund handler test:");
+            let indexed = req
+                .system
+                .iter()
+                .flat_map(|s| s.lines())
+                .filter(|l| l.starts_with("- [") && l.contains("]("))
+                .count();
+            let mut answer = format!("(My system prompt lists {indexed} memories from MEMORY.md.) Plan for the refund handler test:");
             if seen.contains("real Postgres") {
                 answer.push_str(
                     " it runs against a real Postgres (your rule: never mock the database)",

@@ -105,6 +105,11 @@ pub struct MemoryDirResolver {
 }
 
 impl MemoryDirResolver {
+    /// The project dir this resolver was made for.
+    pub fn project(&self) -> &Path {
+        &self.project
+    }
+
     /// A resolver for the project at `project`, memloop layout, process environment.
     pub fn new(project: impl Into<PathBuf>) -> Self {
         Self {
