@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
-use memloop::core::testing::ScriptedModel;
-use memloop::core::{AgentKind, BackgroundTasks, HookContext, Message, NullSink, StopHook};
+use memloop::core::testing::{ScriptedModel, hook_context};
+use memloop::core::{BackgroundTasks, HookContext, Message, StopHook};
 use memloop::memory::dream::{Consolidator, DreamConfig, DreamHook, SessionSource};
 use memloop::memory::extract::{ExtractError, ExtractionContext, ExtractionScheduler, Extractor};
 use memloop::memory::{FileMemoryStore, MemoryError, MemoryStore};
@@ -41,16 +41,11 @@ fn ctx(turn: u64, bg: &BackgroundTasks, messages: Arc<Vec<Message>>) -> HookCont
     HookContext {
         session_id: "bench".into(),
         turn,
-        agent: AgentKind::Main,
         cwd: std::env::temp_dir(),
-        model: Arc::new(ScriptedModel::new()),
         system: Arc::new(vec!["system".into()]),
         messages,
-        context_tokens: 0,
-        recent_tools: Vec::new(),
-        events: Arc::new(NullSink),
         background: bg.clone(),
-        cancel: Default::default(),
+        ..hook_context(Arc::new(ScriptedModel::new()), Vec::new())
     }
 }
 

@@ -1,7 +1,8 @@
 //! Turning the session notes into the compaction summary message.
 
 use memloop_core::truncate_utf8;
-use memloop_memory::session_memory::{sections, substitute};
+use memloop_memory::render_template;
+use memloop_memory::session_memory::sections;
 use std::path::Path;
 
 /// Wrapper of the notes in the summary message (variables `notes`, `truncationNote`).
@@ -56,14 +57,14 @@ pub fn truncate_sections(notes: &str, max_chars: usize) -> (String, bool) {
 pub fn summary_text(notes: &str, path: &Path, max_section_chars: usize) -> String {
     let (body, cut) = truncate_sections(notes, max_section_chars);
     let note = if cut {
-        substitute(
+        render_template(
             TRUNCATION_NOTE,
             &[("notesPath", &path.display().to_string())],
         )
     } else {
         String::new()
     };
-    substitute(
+    render_template(
         SUMMARY_TEMPLATE,
         &[
             ("notes", body.trim_end()),

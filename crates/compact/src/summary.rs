@@ -6,7 +6,7 @@ use crate::rounds::drop_oldest_rounds;
 use memloop_core::{
     AgentError, ForkedAgentBuilder, HookContext, Message, MessageKind, ModelError, TokenCounter,
 };
-use memloop_memory::session_memory::substitute;
+use memloop_memory::render_template;
 use std::sync::Arc;
 
 /// The instruction sent to the summarizer.
@@ -78,7 +78,7 @@ pub async fn summary_compaction(
     }
     let boundary = Message::user("Conversation compacted: earlier messages replaced by a summary.")
         .with_kind(MessageKind::CompactBoundary);
-    let text = substitute(SUMMARY_MESSAGE, &[("summary", summary.trim())]);
+    let text = render_template(SUMMARY_MESSAGE, &[("summary", summary.trim())]);
     let summary = Message::user(text.trim_end()).with_kind(MessageKind::CompactSummary);
     Ok(vec![boundary, summary])
 }

@@ -235,3 +235,37 @@ impl Model for ScriptedModel {
         }
     }
 }
+
+/// A [`HookContext`](crate::HookContext) for calling hooks directly in tests, with defaults:
+/// session `"s1"`, turn 1, the main agent, cwd `"."`, an empty system prompt, 0 context tokens,
+/// no recent tools, a [`NullSink`](crate::NullSink), fresh [`BackgroundTasks`](crate::BackgroundTasks)
+/// and a fresh [`CancellationToken`]. Override fields with struct update syntax.
+///
+/// ```
+/// use memloop_core::testing::{ScriptedModel, hook_context};
+/// use memloop_core::{HookContext, Message, VecSink};
+/// use std::sync::Arc;
+/// let sink = VecSink::default();
+/// let ctx = HookContext {
+///     turn: 3,
+///     events: Arc::new(sink.clone()),
+///     ..hook_context(Arc::new(ScriptedModel::new()), vec![Message::user("hi")])
+/// };
+/// assert_eq!((ctx.session_id.as_str(), ctx.turn, ctx.messages.len()), ("s1", 3, 1));
+/// ```
+pub fn hook_context(model: Arc<dyn Model>, messages: Vec<crate::Message>) -> crate::HookContext {
+    crate::HookContext {
+        session_id: "s1".into(),
+        turn: 1,
+        agent: crate::AgentKind::Main,
+        cwd: ".".into(),
+        model,
+        system: Arc::new(Vec::new()),
+        messages: Arc::new(messages),
+        context_tokens: 0,
+        recent_tools: Vec::new(),
+        events: Arc::new(crate::NullSink),
+        background: crate::BackgroundTasks::new(),
+        cancel: CancellationToken::new(),
+    }
+}

@@ -39,27 +39,58 @@ pub struct ParsedMemory<'a> {
     pub body: &'a str,
 }
 
-/// Split `text` into (YAML, body) when it starts with a `---` fence closed by a later `---` line.
-fn split(text: &str) -> Option<(&str, &str)> {
+/// Which lines close a leading frontmatter block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// Only a `---` line (memory files).
+    Dashes,
+    /// A `---` or a YAML document-end `...` line (instruction files).
+    DashesOrDots,
+}
+
+/// A text split into its frontmatter (without the fences) and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Split<'a> {
+    /// The frontmatter text, when the text starts with a closed `---` block.
+    pub frontmatter: Option<&'a str>,
+    /// Everything after the closing fence line; the whole text (without BOM) when there is no
+    /// frontmatter.
+    pub body: &'a str,
+}
+
+/// Split off a leading `---` frontmatter block closed by a later fence line (see [`Closing`]).
+/// A UTF-8 BOM is skipped and fence lines may end in `\r\n`; a block whose opening fence is
+/// never closed is no frontmatter.
+pub(crate) fn split_frontmatter(text: &str, closing: Closing) -> Split<'_> {
     let t = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let first_end = t.find('\n')?;
+    let no_fm = Split {
+        frontmatter: None,
+        body: t,
+    };
+    let Some(first_end) = t.find('\n') else {
+        return no_fm;
+    };
     if t[..first_end].trim_end() != "---" {
-        return None;
+        return no_fm;
     }
     let yaml_start = first_end + 1;
     let mut pos = yaml_start;
     while pos <= t.len() {
         let end = t[pos..].find('\n').map_or(t.len(), |i| pos + i);
-        if t[pos..end].trim_end() == "---" {
+        let line = t[pos..end].trim_end();
+        if line == "---" || (closing == Closing::DashesOrDots && line == "...") {
             let body_start = (end + 1).min(t.len());
-            return Some((&t[yaml_start..pos], &t[body_start..]));
+            return Split {
+                frontmatter: Some(&t[yaml_start..pos]),
+                body: &t[body_start..],
+            };
         }
         if end == t.len() {
             break;
         }
         pos = end + 1;
     }
-    None
+    no_fm
 }
 
 fn strip_separator(body: &str) -> &str {
@@ -152,7 +183,11 @@ fn fields(m: &Mapping, repaired: bool) -> Frontmatter {
 /// ```
 pub fn parse_memory(text: &str) -> ParsedMemory<'_> {
     let no_bom = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let Some((yaml, body)) = split(text) else {
+    let Split {
+        frontmatter: Some(yaml),
+        body,
+    } = split_frontmatter(text, Closing::Dashes)
+    else {
         return ParsedMemory {
             frontmatter: None,
             body: no_bom,
@@ -243,7 +278,10 @@ pub fn append_to_existing(existing: &str, doc: &MemoryDoc) -> String {
         s
     };
     let parsed = parse_memory(existing);
-    let (Some(fm), Some((yaml, _))) = (parsed.frontmatter.as_ref(), split(existing)) else {
+    let (Some(fm), Some(yaml)) = (
+        parsed.frontmatter.as_ref(),
+        split_frontmatter(existing, Closing::Dashes).frontmatter,
+    ) else {
         let merged = MemoryDoc {
             body: join(parsed.body),
             ..doc.clone()
@@ -307,4 +345,38 @@ fn set_field(lines: &mut Vec<String>, key: &str, value: &str) {
         }
     }
     lines.push(format!("{key}: {value}"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Closing, split_frontmatter};
+
+    #[test]
+    fn frontmatter_is_split_only_when_closed() {
+        let s = split_frontmatter("---\npaths: a\n---\nbody\n", Closing::DashesOrDots);
+        assert_eq!(s.frontmatter, Some("paths: a\n"));
+        assert_eq!(s.body, "body\n");
+        let s = split_frontmatter("---\nnever closed\n", Closing::DashesOrDots);
+        assert_eq!(s.frontmatter, None);
+        assert_eq!(s.body, "---\nnever closed\n");
+        let s = split_frontmatter("# title\n---\n", Closing::Dashes);
+        assert_eq!(s.frontmatter, None);
+    }
+
+    #[test]
+    fn bom_crlf_and_closing_lines() {
+        let s = split_frontmatter("\u{feff}---\r\na: 1\r\n---\r\nbody", Closing::Dashes);
+        assert_eq!(s.frontmatter, Some("a: 1\r\n"));
+        assert_eq!(s.body, "body");
+        let s = split_frontmatter("\u{feff}plain", Closing::Dashes);
+        assert_eq!((s.frontmatter, s.body), (None, "plain"));
+        let dots = "---\na: 1\n...\nbody\n";
+        assert_eq!(split_frontmatter(dots, Closing::Dashes).frontmatter, None);
+        assert_eq!(
+            split_frontmatter(dots, Closing::DashesOrDots).frontmatter,
+            Some("a: 1\n")
+        );
+        let s = split_frontmatter("---\na: 1\n---", Closing::Dashes);
+        assert_eq!((s.frontmatter, s.body), (Some("a: 1\n"), ""));
+    }
 }

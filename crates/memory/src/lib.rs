@@ -22,6 +22,7 @@ mod safety;
 mod scan;
 mod scopes;
 mod store;
+mod template;
 mod tools;
 mod types;
 
@@ -42,7 +43,7 @@ pub use paths::{
     SETTINGS_KEY, validate_memory_dir,
 };
 pub use project::{canonical_project_root, find_git_root, project_dir, project_slug};
-pub use prompt::{MemorySection, render_template};
+pub use prompt::MemorySection;
 pub use safety::{
     ContainmentGate, DirLock, LOCK_FILE, SecretFilter, SecretPattern, TEMP_PREFIX, atomic_write,
     normalize_lexically, topic_to_rel_path, validate_rel_path, validate_topic,
@@ -54,6 +55,7 @@ pub use scopes::{
     AgentMemoryDir, AgentMemoryScope, AgentMemoryScopes, ScopeError, sanitize_agent_type,
 };
 pub use store::MemoryStore;
+pub use template::render_template;
 pub use tools::{
     INDEX_TOPIC, LIST_TOPIC, MEMORY_READ, MEMORY_WRITE, MemoryReadTool, MemoryWriteTool,
     memory_tools,

@@ -3,44 +3,12 @@
 
 use crate::env::EnvVars;
 use crate::store::MemoryStore;
+use crate::template::render_template;
 use async_trait::async_trait;
 use memloop_core::SystemSection;
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
-
-/// Single-pass `{{name}}` substitution: each placeholder is replaced once from `vars`; text that
-/// a value brings in is never substituted again; unknown placeholders stay as they are.
-///
-/// ```
-/// use memloop_memory::render_template;
-/// let out = render_template("dir={{a}} idx={{b}} {{c}}", &[("a", "{{b}}"), ("b", "x")]);
-/// assert_eq!(out, "dir={{b}} idx=x {{c}}");
-/// ```
-pub fn render_template(template: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let value = after.find("}}").and_then(|end| {
-            let key = after[..end].trim();
-            vars.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v, end))
-        });
-        match value {
-            Some((v, end)) => {
-                out.push_str(v);
-                rest = &after[end + 2..];
-            }
-            None => {
-                out.push_str("{{");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
 
 /// The memory section of the system prompt. Computed once per session (the agent caches
 /// sections) from the store's capped index; `None` when memory is disabled.

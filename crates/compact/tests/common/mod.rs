@@ -1,10 +1,8 @@
 //! Shared test helpers.
 #![allow(dead_code)]
 
-use memloop_core::{
-    AgentKind, BackgroundTasks, CancellationToken, ContentBlock, HookContext, Message, Model, Role,
-    VecSink,
-};
+use memloop_core::testing::hook_context;
+use memloop_core::{ContentBlock, HookContext, Message, Model, Role, VecSink};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -16,18 +14,11 @@ pub fn ctx(
 ) -> (HookContext, VecSink) {
     let sink = VecSink::default();
     let ctx = HookContext {
-        session_id: "s1".into(),
         turn,
-        agent: AgentKind::Main,
-        cwd: ".".into(),
-        model,
         system: Arc::new(vec!["system".into()]),
-        messages: Arc::new(messages),
         context_tokens: tokens,
-        recent_tools: Vec::new(),
         events: Arc::new(sink.clone()),
-        background: BackgroundTasks::new(),
-        cancel: CancellationToken::new(),
+        ..hook_context(model, messages)
     };
     (ctx, sink)
 }

@@ -125,8 +125,13 @@ impl AnthropicModel {
             HeaderValue::from_str(&config.api_version)
                 .map_err(|_| ProviderError::InvalidConfig("bad anthropic-version".into()))?,
         );
-        let url = format!("{}/v1/messages", config.base_url.trim_end_matches('/'));
-        let http = HttpTransport::new(url, headers, config.retry.clone(), config.timeout)?;
+        let http = HttpTransport::new(
+            &config.base_url,
+            "/v1/messages",
+            headers,
+            config.retry.clone(),
+            config.timeout,
+        )?;
         Ok(Self { config, http })
     }
 

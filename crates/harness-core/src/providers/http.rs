@@ -44,9 +44,11 @@ pub(crate) struct HttpTransport {
 }
 
 impl HttpTransport {
+    /// A transport posting to `base_url` (a trailing `/` ignored) joined with `path`;
     /// `headers` get `content-type: application/json` added.
     pub(crate) fn new(
-        url: String,
+        base_url: &str,
+        path: &str,
         mut headers: HeaderMap,
         retry: RetryPolicy,
         timeout: Option<Duration>,
@@ -58,7 +60,7 @@ impl HttpTransport {
             .map_err(|e| ProviderError::Client(e.to_string()))?;
         Ok(Self {
             client,
-            url,
+            url: format!("{}{path}", base_url.trim_end_matches('/')),
             headers,
             retry,
             timeout,

@@ -127,8 +127,13 @@ impl OpenAiCompatModel {
                 secret_header("API key", &format!("Bearer {key}"))?,
             );
         }
-        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        let http = HttpTransport::new(url, headers, config.retry.clone(), config.timeout)?;
+        let http = HttpTransport::new(
+            &config.base_url,
+            "/chat/completions",
+            headers,
+            config.retry.clone(),
+            config.timeout,
+        )?;
         Ok(Self { config, http })
     }
 

@@ -17,14 +17,16 @@
 //! ```
 
 mod edit;
+mod glob;
 mod read;
 mod search;
 mod shell;
 mod walk;
 
 pub use edit::{EditFile, WriteFile};
+pub use glob::{GlobError, glob_to_regex};
 pub use read::ReadFile;
-pub use search::{Glob, Grep, glob_to_regex};
+pub use search::{Glob, Grep};
 pub use shell::{Shell, classify_command};
 
 use crate::tool::ToolContext;

@@ -1,5 +1,6 @@
 //! `glob` (find files by pattern) and `grep` (search file contents with a regex).
 
+use super::glob::glob_to_regex;
 use super::walk::files_under;
 use super::{resolve_path, str_field, usize_field};
 use crate::engine::truncate_utf8;
@@ -13,63 +14,6 @@ use std::path::{Path, PathBuf};
 const MAX_VISITED: usize = 50_000;
 /// Files larger than this are not searched by `grep`.
 const MAX_GREP_FILE: u64 = 10 * 1024 * 1024;
-
-/// Translate a glob (`*`, `?`, `**`, `{a,b}`, `[abc]`) into an anchored regex over `/`-separated
-/// relative paths. `*` and `?` never cross `/`; `**/` matches zero or more directories.
-///
-/// ```
-/// use memloop_core::tools::glob_to_regex;
-/// let re = glob_to_regex("**/*.{md,txt}").unwrap();
-/// assert!(re.is_match("a.md") && re.is_match("x/y/b.txt") && !re.is_match("c.rs"));
-/// ```
-pub fn glob_to_regex(glob: &str) -> Result<Regex, regex::Error> {
-    let mut re = String::from("^");
-    let chars: Vec<char> = glob.chars().collect();
-    let mut i = 0;
-    let mut in_braces = false;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '*' if chars.get(i + 1) == Some(&'*') => {
-                if chars.get(i + 2) == Some(&'/') {
-                    re.push_str("(?:.*/)?");
-                    i += 2;
-                } else {
-                    re.push_str(".*");
-                    i += 1;
-                }
-            }
-            '*' => re.push_str("[^/]*"),
-            '?' => re.push_str("[^/]"),
-            '{' => {
-                in_braces = true;
-                re.push_str("(?:");
-            }
-            '}' if in_braces => {
-                in_braces = false;
-                re.push(')');
-            }
-            ',' if in_braces => re.push('|'),
-            '[' => match chars[i..].iter().position(|&c| c == ']') {
-                Some(end) if end > 1 => {
-                    let class: String = chars[i + 1..i + end].iter().collect();
-                    let class = class
-                        .strip_prefix('!')
-                        .map_or(class.clone(), |c| format!("^{c}"));
-                    re.push('[');
-                    re.push_str(&class.replace('\\', "\\\\"));
-                    re.push(']');
-                    i += end;
-                }
-                _ => re.push_str("\\["),
-            },
-            c => re.push_str(&regex::escape(&c.to_string())),
-        }
-        i += 1;
-    }
-    re.push('$');
-    Regex::new(&re)
-}
 
 fn rel(root: &Path, p: &Path) -> String {
     p.strip_prefix(root)

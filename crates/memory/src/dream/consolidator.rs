@@ -4,8 +4,8 @@
 use crate::extract::{ExtractError, memory_writer_gate, memory_writer_tools};
 use crate::index::IndexCaps;
 use crate::manifest::format_manifest;
-use crate::prompt::render_template;
 use crate::store::MemoryStore;
+use crate::template::render_template;
 use crate::tools::memory_tools;
 use async_trait::async_trait;
 use memloop_core::{

@@ -1,51 +1,8 @@
-//! Markdown analysis for instruction files: frontmatter, block HTML comments, and the `@path`
+//! Markdown analysis for instruction bodies: block HTML comments, and the `@path`
 //! references that sit in Markdown text (never in code blocks, code spans or HTML).
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use std::ops::Range;
-
-/// A file split into its YAML frontmatter (without the `---` fences) and its body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Split<'a> {
-    /// The frontmatter text, when the file starts with a closed `---` block.
-    pub frontmatter: Option<&'a str>,
-    /// Everything after the frontmatter.
-    pub body: &'a str,
-}
-
-/// Split off a leading `---` frontmatter block (closed by a `---` or `...` line). A file whose
-/// opening fence is never closed has no frontmatter.
-pub fn split_frontmatter(text: &str) -> Split<'_> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let no_fm = Split {
-        frontmatter: None,
-        body: text,
-    };
-    let first_end = match text.find('\n') {
-        Some(i) => i,
-        None => return no_fm,
-    };
-    if text[..first_end].trim_end() != "---" {
-        return no_fm;
-    }
-    let mut pos = first_end + 1;
-    while pos <= text.len() {
-        let line_end = text[pos..].find('\n').map_or(text.len(), |i| pos + i);
-        let line = text[pos..line_end].trim_end();
-        if line == "---" || line == "..." {
-            let body_start = (line_end + 1).min(text.len());
-            return Split {
-                frontmatter: Some(&text[first_end + 1..pos]),
-                body: &text[body_start..],
-            };
-        }
-        if line_end == text.len() {
-            break;
-        }
-        pos = line_end + 1;
-    }
-    no_fm
-}
 
 /// Byte ranges of a Markdown body that are not Markdown text (code blocks, code spans, HTML),
 /// and the block HTML comments to remove from the rendered content.
@@ -213,23 +170,13 @@ fn plausible_start(target: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frontmatter::{Closing, split_frontmatter};
 
     fn targets(body: &str) -> Vec<String> {
         find_references(body, &analyze(body))
             .into_iter()
             .map(|r| r.target)
             .collect()
-    }
-
-    #[test]
-    fn frontmatter_is_split_only_when_closed() {
-        let s = split_frontmatter("---\npaths: a\n---\nbody\n");
-        assert_eq!(s.frontmatter, Some("paths: a\n"));
-        assert_eq!(s.body, "body\n");
-        let s = split_frontmatter("---\nnever closed\n");
-        assert_eq!(s.frontmatter, None);
-        let s = split_frontmatter("# title\n---\n");
-        assert_eq!(s.frontmatter, None);
     }
 
     #[test]
@@ -250,7 +197,7 @@ mod tests {
         fn never_panics_and_offsets_stay_valid(
             text in "(---\n|<!--|-->|```|`|@|\\ |\n|    |[a-z./~#]|é|日|\u{1F600}){0,60}"
         ) {
-            let split = split_frontmatter(&text);
+            let split = split_frontmatter(&text, Closing::DashesOrDots);
             let analysis = analyze(split.body);
             let stripped = strip_comments(split.body, &analysis);
             proptest::prop_assert!(stripped.len() <= split.body.len());

@@ -2,9 +2,10 @@
 
 use super::config::InstructionConfig;
 use super::loader::{InstructionFile, Instructions, MemoryIndexText};
-use super::markdown::{Reference, analyze, find_references, split_frontmatter, strip_comments};
+use super::markdown::{Reference, analyze, find_references, strip_comments};
 use super::report::{FileStatus, InstructionKind, ReportEntry, SkipReason};
 use super::rules;
+use crate::frontmatter::{Closing, split_frontmatter};
 use memloop_core::TokenCounter;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -150,7 +151,7 @@ impl<'a> Walk<'a> {
         let Ok(text) = String::from_utf8(bytes) else {
             return self.skip(path, origin, SkipReason::InvalidUtf8, size, 0);
         };
-        let split = split_frontmatter(&text);
+        let split = split_frontmatter(&text, Closing::DashesOrDots);
         if let Some(base) = origin.rule_base {
             let patterns = rules::rule_paths(split.frontmatter);
             if !patterns.is_empty()

@@ -5,11 +5,12 @@ use super::edit_tool::{NotesEditTool, only_this_file};
 use super::fs::{create_if_absent, create_private_dir};
 use super::queue::FifoQueue;
 use super::template::{
-    CONDENSE_REMINDER, DEFAULT_TEMPLATE, DEFAULT_UPDATE_PROMPT, oversized_sections, substitute,
+    CONDENSE_REMINDER, DEFAULT_TEMPLATE, DEFAULT_UPDATE_PROMPT, oversized_sections,
 };
 use super::{
     CompactionNotes, SessionMemory, SessionMemoryError, UpdateFuture, UpdateReport, UpdateTrigger,
 };
+use crate::template::render_template;
 use async_trait::async_trait;
 use memloop_core::{AgentEvent, HookContext, Message, MessageId, Role, WriteScopeGate};
 use std::path::{Path, PathBuf};
@@ -137,7 +138,7 @@ impl Inner {
     async fn update_prompt(&self, notes: &str) -> String {
         let prompt = self.custom("prompt.md", DEFAULT_UPDATE_PROMPT).await;
         let path = self.path.display().to_string();
-        let mut out = substitute(&prompt, &[("currentNotes", notes), ("notesPath", &path)]);
+        let mut out = render_template(&prompt, &[("currentNotes", notes), ("notesPath", &path)]);
         let caps = self.config.caps;
         let (over, total) =
             oversized_sections(self.config.counter.as_ref(), notes, caps.max_section_tokens);
@@ -151,7 +152,7 @@ impl Inner {
             } else {
                 list
             };
-            out.push_str(&substitute(
+            out.push_str(&render_template(
                 CONDENSE_REMINDER,
                 &[
                     ("totalTokens", &total.to_string()),

@@ -20,7 +20,7 @@ pub use file::FileSessionMemory;
 pub use hook::SessionMemoryHook;
 pub use template::{
     CONDENSE_REMINDER, DEFAULT_TEMPLATE, DEFAULT_UPDATE_PROMPT, OversizedSection, Section, frame,
-    is_section_header, oversized_sections, sections, substitute,
+    is_section_header, oversized_sections, sections,
 };
 
 use async_trait::async_trait;

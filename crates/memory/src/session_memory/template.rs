@@ -1,4 +1,4 @@
-//! The notes template, `{{name}}` substitution and section parsing.
+//! The notes template and section parsing.
 
 use memloop_core::TokenCounter;
 
@@ -8,42 +8,6 @@ pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/session_memory_
 pub const DEFAULT_UPDATE_PROMPT: &str = include_str!("../../templates/session_memory_update.md");
 /// The reminder appended when the notes are over their caps.
 pub const CONDENSE_REMINDER: &str = include_str!("../../templates/session_memory_condense.md");
-
-/// Replace every `{{name}}` whose name is in `vars`, in ONE pass: inserted values are never
-/// scanned again, unknown names are left as they are.
-///
-/// ```
-/// use memloop_memory::session_memory::substitute;
-/// let out = substitute("{{a}} and {{b}} and {{zzz}}", &[("a", "{{b}}"), ("b", "B")]);
-/// assert_eq!(out, "{{b}} and B and {{zzz}}");
-/// ```
-pub fn substitute(template: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find("{{") {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 2..];
-        let Some(close) = after.find("}}") else {
-            out.push_str(&rest[open..]);
-            return out;
-        };
-        let name = &after[..close];
-        match vars.iter().find(|(k, _)| *k == name) {
-            Some((_, value)) => {
-                out.push_str(value);
-                rest = &after[close + 2..];
-            }
-            None => {
-                // Leave `{{` as is and rescan from the next character, so `{{{{a}}` still finds
-                // `{{a}}`.
-                out.push_str("{{");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
 
 /// Whether a line is a section header (Markdown H1).
 pub fn is_section_header(line: &str) -> bool {
@@ -166,21 +130,6 @@ mod tests {
             ]
         );
         assert!(f.iter().all(|(_, i)| i.is_some()));
-    }
-
-    #[test]
-    fn substitution_is_single_pass_and_literal() {
-        let vars = [
-            ("currentNotes", "has {{notesPath}} and $1 \\n"),
-            ("notesPath", "/x"),
-        ];
-        assert_eq!(
-            substitute("{{notesPath}}|{{currentNotes}}|{{other}}|{{", &vars),
-            "/x|has {{notesPath}} and $1 \\n|{{other}}|{{"
-        );
-        assert_eq!(substitute("{{{{notesPath}}}}", &vars), "{{/x}}");
-        assert_eq!(substitute("no vars", &vars), "no vars");
-        assert_eq!(substitute("{{notesPath", &vars), "{{notesPath");
     }
 
     #[test]

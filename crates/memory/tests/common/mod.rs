@@ -1,11 +1,8 @@
 //! Shared helpers of the session-memory tests.
 #![allow(dead_code)]
 
-use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_core::{
-    AgentKind, BackgroundTasks, CancellationToken, HookContext, Message, Model, ModelRequest,
-    VecSink,
-};
+use memloop_core::testing::{ScriptStep, ScriptedModel, hook_context};
+use memloop_core::{HookContext, Message, Model, ModelRequest, VecSink};
 use memloop_memory::session_memory::{EDIT_TOOL_NAME, FileSessionMemory, SessionMemoryConfig};
 use serde_json::json;
 use std::sync::Arc;
@@ -20,18 +17,10 @@ pub fn ctx_with(
 ) -> (HookContext, VecSink) {
     let sink = VecSink::default();
     let ctx = HookContext {
-        session_id: "s1".into(),
-        turn: 1,
-        agent: AgentKind::Main,
-        cwd: ".".into(),
-        model,
         system: Arc::new(vec!["system".into()]),
-        messages: Arc::new(messages),
         context_tokens: tokens,
-        recent_tools: Vec::new(),
         events: Arc::new(sink.clone()),
-        background: BackgroundTasks::new(),
-        cancel: CancellationToken::new(),
+        ..hook_context(model, messages)
     };
     (ctx, sink)
 }

@@ -1,8 +1,8 @@
 //! Test helpers shared by the extraction and dream tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use memloop_core::testing::ScriptedModel;
-use memloop_core::{AgentKind, BackgroundTasks, HookContext, Message, VecSink};
+use memloop_core::testing::{ScriptedModel, hook_context};
+use memloop_core::{BackgroundTasks, HookContext, Message, VecSink};
 use std::sync::Arc;
 
 /// A stop-hook context for the main agent of session `s1`.
@@ -24,18 +24,12 @@ pub fn hook_with_model(
     model: Arc<ScriptedModel>,
 ) -> HookContext {
     HookContext {
-        session_id: "s1".into(),
         turn,
-        agent: AgentKind::Main,
         cwd: std::env::temp_dir(),
-        model,
         system: Arc::new(vec!["You are a helpful agent.".into()]),
-        messages: Arc::new(messages),
-        context_tokens: 0,
-        recent_tools: Vec::new(),
         events: Arc::new(events.clone()),
         background: bg.clone(),
-        cancel: Default::default(),
+        ..hook_context(model, messages)
     }
 }
 
