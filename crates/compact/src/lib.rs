@@ -4,7 +4,7 @@
 //! implements `memloop_core::ContextCompactor`: when the conversation reaches the auto-compact
 //! threshold it first tries **session-memory compaction** (the session notes become the summary,
 //! the most recent 10K-40K tokens are kept verbatim) and falls back to an **LLM summary**. It
-//! also offers opt-in [`repair`] passes for broken conversations.
+//! also offers opt-in [`repair`](mod@repair) passes for broken conversations.
 //!
 //! Wiring session memory and compaction into an agent:
 //!

@@ -2,7 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)] // test helpers
 
 use memloop_core::testing::ScriptedModel;
-use memloop_core::{AgentKind, BackgroundTasks, CancellationToken, HookContext, Message, VecSink};
+use memloop_core::{CancellationToken, HookContext, Message, VecSink};
 use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use std::sync::Arc;
 use tempfile::TempDir;
@@ -33,16 +33,9 @@ pub fn hook_ctx(
 ) -> HookContext {
     HookContext {
         session_id: "test-session".into(),
-        turn: 1,
-        agent: AgentKind::Main,
         cwd: std::env::temp_dir(),
-        model: Arc::new(ScriptedModel::new()),
-        system: Arc::new(Vec::new()),
-        messages: Arc::new(messages),
-        context_tokens: 0,
-        recent_tools: Vec::new(),
         events: Arc::new(events.clone()),
-        background: BackgroundTasks::new(),
         cancel,
+        ..memloop_core::testing::hook_context(Arc::new(ScriptedModel::new()), messages)
     }
 }
