@@ -24,6 +24,7 @@
 
 mod agent;
 mod background;
+mod builder;
 mod compaction;
 mod engine;
 mod error;
@@ -41,8 +42,9 @@ mod tokens;
 mod tool;
 pub mod tools;
 
-pub use agent::{Agent, AgentBuilder, AgentConfig, RepairFn, TurnOutcome, TurnStop};
+pub use agent::Agent;
 pub use background::{BackgroundTasks, DrainReport};
+pub use builder::{AgentBuilder, AgentConfig, RepairFn, TurnOutcome, TurnStop};
 pub use compaction::{CompactionError, CompactionOutcome, CompactionTrigger, ContextCompactor};
 pub use engine::truncate_utf8;
 pub use error::AgentError;
