@@ -184,8 +184,11 @@ impl MemorySetup {
                     .selector
                     .clone()
                     .unwrap_or_else(|| Arc::new(Bm25Selector::new(self.store.clone())));
+                // Also a compaction listener: the surfaced set and budget reset after compaction.
+                let recall = Arc::new(RecallHook::new(self.store.clone(), selector));
                 builder = builder
-                    .turn_start_hook(Arc::new(RecallHook::new(self.store.clone(), selector)));
+                    .turn_start_hook(recall.clone())
+                    .compaction_listener(recall);
             }
             if self.extraction {
                 let extractor = Arc::new(ForkedExtractor::new(self.store.clone()));
@@ -212,8 +215,9 @@ impl MemorySetup {
             let session = builder.session_id().to_owned();
             let notes = Arc::new(FileSessionMemory::new(notes.clone(), &session)?);
             let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
-            let compactor =
-                Compactor::new((*compact).with_env(&self.env)).with_session_memory(notes);
+            let compactor = Compactor::new((*compact).with_env(&self.env))
+                .with_session_memory(notes)
+                .with_token_counter(builder.counter());
             builder = builder
                 .post_sampling_hook(hook.clone())
                 .compaction_listener(hook)

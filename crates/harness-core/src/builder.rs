@@ -184,6 +184,11 @@ impl AgentBuilder {
         self
     }
 
+    /// The token estimator the agent will use (compactors should measure with the same one).
+    pub fn counter(&self) -> Arc<dyn TokenCounter> {
+        self.counter.clone()
+    }
+
     /// Set the token estimator.
     pub fn token_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
         self.counter = counter;
