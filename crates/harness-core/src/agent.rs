@@ -48,7 +48,8 @@ pub struct Agent {
     pub(crate) events: Arc<dyn EventSink>,
     pub(crate) repair: Option<RepairFn>,
     pub(crate) background: BackgroundTasks,
-    pub(crate) messages: Vec<Message>,
+    /// Shared so hook snapshots are cheap; mutated copy-on-write.
+    pub(crate) messages: Arc<Vec<Message>>,
     pub(crate) tokens: ConversationTokens,
     pub(crate) turn: u64,
     pub(crate) recent_tools: Vec<String>,
@@ -99,7 +100,7 @@ impl Agent {
 
     /// Forget the conversation and the cached system sections (`/clear`).
     pub async fn clear(&mut self) {
-        self.messages.clear();
+        self.messages = Arc::new(Vec::new());
         self.tokens.reset();
         self.system.invalidate().await;
         self.recent_tools.clear();
@@ -130,7 +131,7 @@ impl Agent {
             cwd: self.config.cwd.clone(),
             model: self.model.clone(),
             system: self.last_system.clone(),
-            messages: Arc::new(self.messages.clone()),
+            messages: self.messages.clone(),
             context_tokens,
             recent_tools: self.recent_tools.clone(),
             events: self.events.clone(),
@@ -157,7 +158,7 @@ impl Agent {
     ) -> Result<TurnOutcome, AgentError> {
         self.events
             .emit(AgentEvent::TurnStarted { turn: self.turn });
-        self.messages.push(Message::user(user_text));
+        Arc::make_mut(&mut self.messages).push(Message::user(user_text));
         if self.last_system.is_empty() {
             self.last_system = Arc::new(self.system.render().await);
         }
@@ -226,7 +227,7 @@ impl Agent {
                     .emit(AgentEvent::AssistantText { text: text.clone() });
             }
             let wants_tools = assistant.has_tool_use();
-            self.messages.push(assistant);
+            Arc::make_mut(&mut self.messages).push(assistant);
             if !self.hooks.post_sampling.is_empty() {
                 let ctx = self.hook_context(cancel.clone());
                 for hook in self.hooks.post_sampling.clone() {
@@ -243,7 +244,7 @@ impl Agent {
             let engine = self.engine(cancel.clone());
             let last = self.messages.len() - 1;
             let (results, outcomes) = engine.run_tools(&self.messages[last]).await;
-            self.messages.push(results);
+            Arc::make_mut(&mut self.messages).push(results);
             record_outcomes(&mut tool_log, outcomes);
             if cancel.is_cancelled() {
                 break Err(AgentError::Cancelled);
@@ -293,7 +294,8 @@ impl Agent {
             Err(err) => match &self.repair {
                 Some(repair) => {
                     tracing::warn!(%err, "conversation invalid; applying the repair pass");
-                    self.messages = repair(std::mem::take(&mut self.messages));
+                    let messages = Arc::unwrap_or_clone(std::mem::take(&mut self.messages));
+                    self.messages = Arc::new(repair(messages));
                     self.tokens.reset();
                     check_invariants(&self.messages).map_err(AgentError::InvalidConversation)
                 }
@@ -316,11 +318,14 @@ impl Agent {
                     kind: att.kind.clone(),
                     bytes: att.text.len(),
                 });
-                match self.messages.last_mut() {
+                let messages = Arc::make_mut(&mut self.messages);
+                match messages.last_mut() {
                     Some(last) if last.role == Role::User => {
-                        last.content.push(ContentBlock::text(rendered))
+                        last.content.push(ContentBlock::text(rendered));
+                        // The message changed in place: its cached estimate is stale.
+                        self.tokens.invalidate_from(messages.len() - 1);
                     }
-                    _ => self.messages.push(Message::user(rendered)),
+                    _ => messages.push(Message::user(rendered)),
                 }
             }
         }
@@ -360,7 +365,7 @@ impl Agent {
 
     async fn apply_compaction(&mut self, outcome: CompactionOutcome, cancel: &CancellationToken) {
         tracing::info!(strategy = %outcome.strategy, before = outcome.tokens_before, after = outcome.tokens_after, "compacted");
-        self.messages = outcome.messages;
+        self.messages = Arc::new(outcome.messages);
         self.tokens.reset();
         self.system.invalidate().await;
         self.last_system = Arc::new(self.system.render().await);

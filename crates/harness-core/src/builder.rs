@@ -227,7 +227,7 @@ impl AgentBuilder {
             events: self.events,
             repair: self.repair,
             background: self.background,
-            messages: self.messages,
+            messages: Arc::new(self.messages),
             turn: 0,
             recent_tools: Vec::new(),
             last_system: Arc::new(Vec::new()),

@@ -167,8 +167,9 @@ pub struct ConversationTokens {
     prefix: Vec<u64>,
     /// Ids of the last seen conversation, to detect rewrites cheaply.
     ids: Vec<MessageId>,
-    /// Index and context size of the newest assistant message with usage, among `ids`.
-    newest_usage: Option<(usize, u64)>,
+    /// Index and context size of every assistant message with usage among `ids`, in order (the
+    /// last is the newest; a stack so [`invalidate_from`](Self::invalidate_from) can pop).
+    usages: Vec<(usize, u64)>,
 }
 
 impl std::fmt::Debug for ConversationTokens {
@@ -187,7 +188,7 @@ impl ConversationTokens {
             per_message: HashMap::new(),
             prefix: vec![0],
             ids: Vec::new(),
-            newest_usage: None,
+            usages: Vec::new(),
         }
     }
 
@@ -202,7 +203,20 @@ impl ConversationTokens {
         self.per_message.clear();
         self.prefix = vec![0];
         self.ids.clear();
-        self.newest_usage = None;
+        self.usages.clear();
+    }
+
+    /// Forget what is cached from message `index` on (call when a message was changed in place,
+    /// e.g. an attachment appended to it). Earlier messages stay cached.
+    pub fn invalidate_from(&mut self, index: usize) {
+        for id in self.ids.iter().skip(index) {
+            self.per_message.remove(id);
+        }
+        self.ids.truncate(index);
+        self.prefix.truncate(index + 1);
+        while self.usages.last().is_some_and(|(i, _)| *i >= index) {
+            self.usages.pop();
+        }
     }
 
     /// Estimated tokens of one message, cached by id.
@@ -224,12 +238,12 @@ impl ConversationTokens {
         if !still_prefix {
             self.prefix = vec![0];
             self.ids.clear();
-            self.newest_usage = None;
+            self.usages.clear();
         }
         for (i, m) in messages.iter().enumerate().skip(self.ids.len()) {
             if let (Role::Assistant, Some(u)) = (m.role, m.usage) {
                 if u.context_tokens() > 0 {
-                    self.newest_usage = Some((i, u.context_tokens()));
+                    self.usages.push((i, u.context_tokens()));
                 }
             }
             let t = self.message_tokens(m);
@@ -250,7 +264,7 @@ impl ConversationTokens {
     /// grows.
     pub fn count(&mut self, messages: &[Message]) -> u64 {
         self.sync(messages);
-        match self.newest_usage {
+        match self.usages.last().copied() {
             Some((idx, used)) => used + self.estimate_from(messages, idx + 1),
             None => self.estimate_from(messages, 0),
         }
@@ -325,6 +339,30 @@ mod tests {
         );
         let m = crate::model::ModelResponse::text("x").into_message();
         assert_eq!(m.usage, None);
+    }
+
+    #[test]
+    fn a_message_changed_in_place_is_recounted_after_invalidation() {
+        let mut cached = ConversationTokens::new(Arc::new(CharEstimator));
+        let mut conv = vec![
+            Message::user("a".repeat(40)),
+            Message::assistant("x").with_usage(Usage {
+                input_tokens: 500,
+                ..Default::default()
+            }),
+            Message::user("b".repeat(40)),
+        ];
+        assert_eq!(cached.count(&conv), 500 + 10);
+        conv[2].content.push(ContentBlock::text("c".repeat(400)));
+        cached.invalidate_from(2);
+        assert_eq!(cached.count(&conv), 500 + 110);
+        // Invalidating past a usage record falls back to the previous one (or none).
+        conv[1].usage = None;
+        cached.invalidate_from(1);
+        assert_eq!(
+            cached.count(&conv),
+            count_conversation_uncached(&CharEstimator, &conv)
+        );
     }
 
     #[test]
