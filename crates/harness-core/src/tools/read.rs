@@ -4,7 +4,7 @@ use super::{target, usize_field};
 use crate::engine::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// Reads a text file: `offset` (0-based first line) and `limit` (lines, default 2,000), with the
@@ -83,13 +83,20 @@ fn read_lines(
     let mut buf = Vec::new();
     let mut line_no = 0usize;
     let mut shown = 0usize;
+    // Never hold more than one capped line in memory, however long the file's lines are.
+    let line_cap = max_bytes as u64 + 1;
     loop {
         buf.clear();
-        let n = reader
+        let n = (&mut reader)
+            .take(line_cap)
             .read_until(b'\n', &mut buf)
             .map_err(|e| e.to_string())?;
         if n == 0 {
             break;
+        }
+        if n as u64 == line_cap && buf.last() != Some(&b'\n') {
+            // The rest of an over-long line is skipped unread into memory.
+            reader.skip_until(b'\n').map_err(|e| e.to_string())?;
         }
         if buf.contains(&0) {
             return Err("binary file (contains NUL bytes)".into());
@@ -133,6 +140,20 @@ fn read_lines(
 mod tests {
     use super::*;
     use crate::tools::test_ctx;
+
+    #[test]
+    fn a_huge_single_line_is_capped_and_the_next_line_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("min.js");
+        let mut body = "x".repeat(5_000_000);
+        body.push_str("\nsecond line\n");
+        std::fs::write(&path, body).unwrap();
+        let out = read_lines(&path, 0, 10, 1_000).unwrap();
+        assert!(out.len() < 1_200, "{}", out.len());
+        assert!(out.contains("[output truncated at 1000 bytes; continue with offset 0]"));
+        let next = read_lines(&path, 1, 10, 1_000).unwrap();
+        assert_eq!(next, "     2\tsecond line\n");
+    }
     use serde_json::json;
 
     #[tokio::test]
