@@ -463,6 +463,7 @@ fn parse_params(spec: &str) -> Result<Bm25Params> {
                 p.bigram_weight = v;
             }
             "dir" => p.dir_weight = v,
+            "coord" => p.coordination = v,
 
             other => bail!("unknown --bm25 key `{other}`"),
         }

@@ -24,13 +24,18 @@ pub struct Bm25Params {
     pub body_weight: f32,
     /// Index adjacent word pairs too. Default true.
     pub bigrams: bool,
-    /// Score multiplier of bigram matches. Default 0.5.
+    /// Score multiplier of bigram matches. Default 0.3.
     pub bigram_weight: f32,
     /// Share of the best sibling's score (same sub-directory) added to a memory's score; 0
     /// disables the lift. Memories at the top of the memory dir are never lifted. Default 0.0:
     /// turn it on for layouts that file related memories together (one folder per session,
     /// project or topic, with a summary next to the details).
     pub dir_weight: f32,
+    /// Coordination exponent: a memory's score is multiplied by the share of the query's
+    /// (IDF-weighted) words it contains, raised to this power, so that a memory matching most of
+    /// the query beats one that matches a single rare word many times; 0 disables it.
+    /// Default 0.4.
+    pub coordination: f32,
 }
 
 impl Default for Bm25Params {
@@ -42,8 +47,9 @@ impl Default for Bm25Params {
             description_weight: 1.0,
             body_weight: 1.0,
             bigrams: true,
-            bigram_weight: 0.5,
+            bigram_weight: 0.3,
             dir_weight: 0.0,
+            coordination: 0.4,
         }
     }
 }
@@ -316,6 +322,10 @@ impl Bm25Index {
         ];
         let (k1, b) = (self.params.k1, self.params.b);
         let mut scores = vec![0f32; self.docs.len()];
+        let coord = self.params.coordination > 0.0;
+        // IDF mass of the query's unigrams each memory matched, and of all of them.
+        let mut matched = vec![0f32; if coord { self.docs.len() } else { 0 }];
+        let mut total = 0f32;
         let mut touched: Vec<u32> = Vec::new();
         for &(tid, qw) in qterms {
             let list = &self.postings[tid as usize];
@@ -323,6 +333,10 @@ impl Bm25Index {
                 continue;
             }
             let idf = qw * self.idf(tid);
+            let uni = !self.is_bigram[tid as usize];
+            if uni {
+                total += idf;
+            }
             for p in list {
                 if !self.alive[p.doc as usize] {
                     continue;
@@ -339,6 +353,15 @@ impl Bm25Index {
                     touched.push(p.doc);
                 }
                 *slot += idf * tf * (k1 + 1.0) / (k1 + tf);
+                if coord && uni {
+                    matched[p.doc as usize] += idf;
+                }
+            }
+        }
+        if coord && total > 0.0 {
+            for d in &touched {
+                let share = matched[*d as usize] / total;
+                scores[*d as usize] *= share.powf(self.params.coordination);
             }
         }
         (scores, touched)
@@ -467,6 +490,34 @@ mod tests {
         let got = idx.search("deploy friday", 5, |p| p != "desc.md");
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, "body.md");
+    }
+
+    #[test]
+    fn coordination_prefers_memories_matching_more_of_the_query() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let fill = |idx: &mut Bm25Index| {
+            idx.upsert("one.md", t0, text("kafka kafka kafka kafka", "kafka kafka"));
+            idx.upsert("both.md", t0, text("kafka consumer", "notes"));
+            idx.upsert("other.md", t0, text("consumer survey", "retail"));
+        };
+        let mut off = Bm25Index::new(Bm25Params {
+            coordination: 0.0,
+            ..Bm25Params::default()
+        });
+        fill(&mut off);
+        let mut on = Bm25Index::default();
+        fill(&mut on);
+        let score = |idx: &Bm25Index, path: &str| {
+            idx.search("kafka consumer", 5, |_| true)
+                .into_iter()
+                .find(|r| r.0 == path)
+                .map(|r| r.1)
+                .unwrap()
+        };
+        // Full coverage keeps its score; partial coverage is scaled down.
+        assert_eq!(score(&on, "both.md"), score(&off, "both.md"));
+        assert!(score(&on, "one.md") < score(&off, "one.md"));
+        assert!(score(&on, "other.md") < score(&off, "other.md"));
     }
 
     #[test]
