@@ -211,8 +211,33 @@ impl StopHook for ExtractionScheduler {
     }
 }
 
+/// Frees the memory dir's slot if the run chain ends abnormally (a panic outside the extractor's
+/// `catch_unwind`, e.g. in an event sink, or an aborted task): without it the dir would stay
+/// busy for the whole process. Disarmed on the normal exit, which clears the slot itself.
+struct ChainGuard {
+    slot: Arc<DirSlot<Inner>>,
+    armed: bool,
+}
+
+impl Drop for ChainGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::warn!("extraction chain ended abnormally; releasing the memory dir");
+        let mut state = self.slot.lock();
+        state.running = None;
+        state.pending = None;
+        self.slot.busy.send_replace(false);
+    }
+}
+
 impl Inner {
     async fn run_chain(self: Arc<Self>, first: HookContext) {
+        let mut guard = ChainGuard {
+            slot: self.slot.clone(),
+            armed: true,
+        };
         let (mut owner, mut ctx) = (self, first);
         let mut trailing = false;
         loop {
@@ -232,6 +257,7 @@ impl Inner {
                 None => {
                     state.running = None;
                     slot.busy.send_replace(false);
+                    guard.armed = false;
                     return;
                 }
             }
