@@ -133,6 +133,14 @@ impl ExtractionScheduler {
 
     /// Wait until the running extraction and its trailing run(s) finished, or `timeout`. On a
     /// timeout the report names what was still running and what was still queued.
+    ///
+    /// This only sees runs that [`on_stop`](StopHook::on_stop) has already started: the agent
+    /// fires its stop hooks as tracked background tasks, so right after `Agent::run_turn`
+    /// returns this hook may not have been called yet and `drain` can return at once with
+    /// nothing done. At shutdown hosts should call `Agent::drain` (or `Agent::drain_default`),
+    /// which waits for the stop-hook tasks themselves and for the extraction they spawn on the
+    /// same tracked tasks; use this method for the scheduler's own state (e.g. in tests or
+    /// when driving the hook directly).
     pub async fn drain(&self, timeout: Duration) -> DrainReport {
         let mut rx = self.inner.slot.busy.subscribe();
         if tokio::time::timeout(timeout, rx.wait_for(|busy| !*busy))
