@@ -48,6 +48,7 @@ pub trait MemoryStore: Send + Sync {
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError>;
 
     /// The single write-containment gate: `Ok(resolved)` when `path` (absolute, or relative to the
-    /// root) is inside the memory dir after normalisation and symlink resolution.
+    /// root) is inside the memory dir after normalisation and symlink resolution. A question,
+    /// not a refusal: implementations log nothing here (callers that refuse a write log it).
     fn check_contained(&self, path: &Path) -> Result<PathBuf, MemoryError>;
 }
