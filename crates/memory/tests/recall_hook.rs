@@ -397,3 +397,58 @@ async fn never_blocks_the_turn_and_is_cancelled_with_it() {
             .any(|e| matches!(e, AgentEvent::MemoriesSurfaced { .. }))
     );
 }
+
+/// Waits for `release` before delegating to the keyword selector.
+struct Gated {
+    started: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+#[async_trait::async_trait]
+impl Selector for Gated {
+    async fn select(
+        &self,
+        q: &str,
+        h: &[MemoryHeader],
+        c: &SelectionContext,
+    ) -> Result<Vec<String>, SelectorError> {
+        self.started.notify_one();
+        self.release.notified().await;
+        KeywordSelector::default().select(q, h, c).await
+    }
+}
+
+#[tokio::test]
+async fn a_job_that_finishes_after_compaction_attaches_nothing() {
+    let (_tmp, store) = store();
+    put(&store, "deploy.md", "how we deploy the service", "x").await;
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let gated = Gated {
+        started: started.clone(),
+        release: release.clone(),
+    };
+    let hook = RecallHook::new(store, Arc::new(gated));
+    let events = VecSink::default();
+
+    let ctx = hook_ctx(vec![], &events, CancellationToken::new());
+    let pending = hook
+        .on_turn_start(&ctx, "how do we deploy the service")
+        .await
+        .unwrap();
+    started.notified().await;
+    hook.on_compacted(&ctx).await; // compaction while the job runs
+    release.notify_one();
+    assert!(pending.wait().await.is_none(), "nothing attached");
+    assert!(hook.surfaced().is_empty());
+    assert_eq!(hook.spent_bytes(), 0);
+    assert!(events.events().contains(&AgentEvent::RecallSkipped {
+        reason: "the conversation was compacted while recall ran".into()
+    }));
+
+    // A job started after the compaction commits as usual.
+    release.notify_one();
+    let shown = turn(&hook, vec![], "how do we deploy the service", &events).await;
+    assert!(shown.unwrap().contains("deploy.md"));
+    assert!(hook.surfaced().contains("deploy.md"));
+    assert!(hook.spent_bytes() > 0);
+}
