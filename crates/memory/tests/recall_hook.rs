@@ -452,3 +452,68 @@ async fn a_job_that_finishes_after_compaction_attaches_nothing() {
     assert!(hook.surfaced().contains("deploy.md"));
     assert!(hook.spent_bytes() > 0);
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn reads_count_through_relative_paths_symlinked_roots_and_topics() {
+    use memloop_memory::recall::{ReadTools, read_in_full};
+    use memloop_memory::{FileMemoryStore, MemoryStore};
+    use std::collections::HashSet;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("real/memory")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("real"), tmp.path().join("link")).unwrap();
+    // The store is opened through the symlink; the model reads through the real path.
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(FileMemoryStore::open(tmp.path().join("link/memory")).unwrap());
+    let names = ["a", "b", "c", "d", "e", "f"];
+    for n in names {
+        put(&store, &format!("{n}.md"), &format!("about {n}"), "x").await;
+    }
+    let uses = vec![
+        ContentBlock::tool_use(
+            "1",
+            "read_file",
+            serde_json::json!({"path": "real/memory/a.md"}),
+        ),
+        ContentBlock::tool_use(
+            "2",
+            "Read",
+            serde_json::json!({"file_path": tmp.path().join("link/memory/./b.md")}),
+        ),
+        ContentBlock::tool_use("3", "memory_read", serde_json::json!({"topic": "c.md"})),
+        ContentBlock::tool_use(
+            "4",
+            "read_file",
+            serde_json::json!({"path": "real/memory/d.md", "limit": 5}),
+        ),
+        ContentBlock::tool_use(
+            "5",
+            "read_file",
+            serde_json::json!({"path": "real/memory/e.md"}),
+        ),
+        ContentBlock::tool_use(
+            "6",
+            "read_file",
+            serde_json::json!({"path": "real/memory/../f.md"}),
+        ),
+    ];
+    let results = (1..=6)
+        .map(|i| ContentBlock::tool_result(i.to_string(), "…", i == 5))
+        .collect();
+    let messages = vec![
+        Message::new(Role::Assistant, uses),
+        Message::new(Role::User, results),
+    ];
+    let known: HashSet<String> = names.iter().map(|n| format!("{n}.md")).collect();
+    let known: HashSet<&str> = known.iter().map(String::as_str).collect();
+    let read = read_in_full(
+        &messages,
+        store.as_ref(),
+        tmp.path(),
+        &ReadTools::default(),
+        &known,
+    );
+    let mut read: Vec<String> = read.into_iter().collect();
+    read.sort();
+    assert_eq!(read, vec!["a.md", "b.md", "c.md"]);
+}

@@ -272,7 +272,8 @@ impl Job {
         let known: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
         let mut exclude = read_in_full(
             &self.ctx.messages,
-            self.store.root(),
+            self.store.as_ref(),
+            &self.ctx.cwd,
             &self.config.read_tools,
             &known,
         );
