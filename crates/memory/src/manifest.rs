@@ -54,3 +54,36 @@ pub fn format_manifest(headers: &[MemoryHeader]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The manifest of the first `cap` of `headers` (callers pass them newest first), or
+/// `empty_text` when there are none.
+///
+/// ```
+/// use memloop_memory::{MemoryHeader, format_manifest_capped};
+/// use std::time::UNIX_EPOCH;
+/// let h = |p: &str| MemoryHeader {
+///     rel_path: p.into(),
+///     name: None,
+///     description: None,
+///     memory_type: None,
+///     mtime: UNIX_EPOCH,
+/// };
+/// let headers = [h("new.md"), h("old.md")];
+/// assert_eq!(
+///     format_manifest_capped(&headers, 1, "(none)"),
+///     "- new.md (1970-01-01T00:00:00Z)"
+/// );
+/// assert_eq!(format_manifest_capped(&[], 5, "(none)"), "(none)");
+/// ```
+pub fn format_manifest_capped<'a>(
+    headers: impl IntoIterator<Item = &'a MemoryHeader>,
+    cap: usize,
+    empty_text: &str,
+) -> String {
+    let lines: Vec<String> = headers.into_iter().take(cap).map(manifest_line).collect();
+    if lines.is_empty() {
+        empty_text.to_owned()
+    } else {
+        lines.join("\n")
+    }
+}
