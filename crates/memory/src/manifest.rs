@@ -2,6 +2,21 @@
 
 use crate::types::MemoryHeader;
 use chrono::{DateTime, SecondsFormat, Utc};
+use std::time::SystemTime;
+
+/// A modification time as the manifest shows it: RFC 3339, UTC, seconds precision.
+///
+/// ```
+/// use memloop_memory::format_mtime;
+/// use std::time::{Duration, UNIX_EPOCH};
+/// assert_eq!(
+///     format_mtime(UNIX_EPOCH + Duration::from_secs(1_775_736_000)),
+///     "2026-04-09T12:00:00Z"
+/// );
+/// ```
+pub fn format_mtime(t: SystemTime) -> String {
+    DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Secs, true)
+}
 
 /// One manifest line (SPEC section 5):
 /// `- [type] relative/path.md (2026-04-09T12:00:00Z): description`, without `[type] ` when there
@@ -23,7 +38,6 @@ use chrono::{DateTime, SecondsFormat, Utc};
 /// );
 /// ```
 pub fn manifest_line(h: &MemoryHeader) -> String {
-    let ts: DateTime<Utc> = h.mtime.into();
     let mut line = String::from("- ");
     if let Some(t) = h.memory_type {
         line.push('[');
@@ -32,7 +46,7 @@ pub fn manifest_line(h: &MemoryHeader) -> String {
     }
     line.push_str(&h.rel_path);
     line.push_str(" (");
-    line.push_str(&ts.to_rfc3339_opts(SecondsFormat::Secs, true));
+    line.push_str(&format_mtime(h.mtime));
     line.push(')');
     if let Some(d) = h
         .description
