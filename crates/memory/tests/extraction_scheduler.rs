@@ -54,6 +54,13 @@ impl TestExtractor {
         };
         (Arc::new(e), rx)
     }
+    /// Not gated; every successful run reports `written`.
+    fn writing(written: Vec<PathBuf>) -> (Arc<Self>, mpsc::UnboundedReceiver<u64>) {
+        let (ex, rx) = Self::new(false);
+        let mut ex = Arc::into_inner(ex).unwrap();
+        ex.written = written;
+        (Arc::new(ex), rx)
+    }
     fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
     }
@@ -322,23 +329,13 @@ async fn throttle_counts_eligible_turns_and_trailing_runs_ignore_it() {
 #[tokio::test(start_paused = true)]
 async fn reports_saved_files_relative_without_the_index_and_ignores_forks_and_disabled() {
     let dir = tempfile::tempdir().unwrap();
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let ex = Arc::new(TestExtractor {
-        calls: Mutex::new(Vec::new()),
-        started: tx,
-        release: None,
-        delay: None,
-        failures_left: AtomicUsize::new(0),
-        written: vec![
-            dir.path().join("a.md"),
-            dir.path().join("MEMORY.md"),
-            dir.path().join("sub/b.md"),
-            dir.path().join("a.md"),
-            PathBuf::from("/etc/passwd"),
-        ],
-        active: AtomicUsize::new(0),
-        max_active: AtomicUsize::new(0),
-    });
+    let (ex, _rx) = TestExtractor::writing(vec![
+        dir.path().join("a.md"),
+        dir.path().join("MEMORY.md"),
+        dir.path().join("sub/b.md"),
+        dir.path().join("a.md"),
+        PathBuf::from("/etc/passwd"),
+    ]);
     let sched = ExtractionScheduler::new(store(&dir), ex.clone());
     let (events, bg) = (VecSink::default(), BackgroundTasks::new());
     let mut forked = hook(1, conversation(1), &events, &bg);
@@ -429,17 +426,7 @@ impl memloop_core::EventSink for PanickingSink {
 #[tokio::test(start_paused = true)]
 async fn a_panic_outside_the_extractor_frees_the_dir_for_the_next_run() {
     let dir = tempfile::tempdir().unwrap();
-    let (tx, mut started) = mpsc::unbounded_channel();
-    let ex = Arc::new(TestExtractor {
-        calls: Mutex::new(Vec::new()),
-        started: tx,
-        release: None,
-        delay: None,
-        failures_left: AtomicUsize::new(0),
-        written: vec![dir.path().join("a.md")],
-        active: AtomicUsize::new(0),
-        max_active: AtomicUsize::new(0),
-    });
+    let (ex, mut started) = TestExtractor::writing(vec![dir.path().join("a.md")]);
     let sched = ExtractionScheduler::new(store(&dir), ex.clone());
     let (events, bg) = (VecSink::default(), BackgroundTasks::new());
 
