@@ -138,8 +138,8 @@ impl FileMemoryStore {
             validate_rel_path(to)?.to_owned(),
         );
         let (src, dst) = (
-            self.gate.check(Path::new(&from))?,
-            self.gate.check(Path::new(&to))?,
+            self.gate.check_write(Path::new(&from))?,
+            self.gate.check_write(Path::new(&to))?,
         );
         let this = self.clone();
         blocking(move || {
@@ -209,7 +209,10 @@ impl FileMemoryStore {
         let old = self.read_index_text()?;
         let new = f(&old);
         if new != old {
-            atomic_write(&self.gate.check(Path::new(INDEX_FILE))?, new.as_bytes())?;
+            atomic_write(
+                &self.gate.check_write(Path::new(INDEX_FILE))?,
+                new.as_bytes(),
+            )?;
         }
         Ok(())
     }
@@ -221,7 +224,7 @@ impl FileMemoryStore {
         mode: WriteMode,
     ) -> Result<WriteReport, MemoryError> {
         let _span = tracing::debug_span!("memory_write", rel, ?mode).entered();
-        let path = self.gate.check(Path::new(rel))?;
+        let path = self.gate.check_write(Path::new(rel))?;
         let _lock = DirLock::acquire(self.root())?;
         let existing = match std::fs::read(&path) {
             Ok(b) => Some(String::from_utf8(b).map_err(|_| MemoryError::Unreadable {
@@ -314,7 +317,7 @@ impl FileMemoryStore {
 
     fn delete_blocking(&self, rel: &str) -> Result<(), MemoryError> {
         let _span = tracing::debug_span!("memory_delete", rel).entered();
-        let path = self.gate.check(Path::new(rel))?;
+        let path = self.gate.check_write(Path::new(rel))?;
         let _lock = DirLock::acquire(self.root())?;
         let existed = match std::fs::remove_file(&path) {
             Ok(()) => true,

@@ -50,7 +50,7 @@ pub use safety::{
 };
 pub use scan::{HeaderCache, ScanConfig, scan_dir, scan_dir_cached};
 
-pub use manifest::{format_manifest, manifest_line};
+pub use manifest::{format_manifest, format_manifest_capped, format_mtime, manifest_line};
 pub use scopes::{
     AgentMemoryDir, AgentMemoryScope, AgentMemoryScopes, ScopeError, sanitize_agent_type,
 };

@@ -2,6 +2,21 @@
 
 use crate::types::MemoryHeader;
 use chrono::{DateTime, SecondsFormat, Utc};
+use std::time::SystemTime;
+
+/// A modification time as the manifest shows it: RFC 3339, UTC, seconds precision.
+///
+/// ```
+/// use memloop_memory::format_mtime;
+/// use std::time::{Duration, UNIX_EPOCH};
+/// assert_eq!(
+///     format_mtime(UNIX_EPOCH + Duration::from_secs(1_775_736_000)),
+///     "2026-04-09T12:00:00Z"
+/// );
+/// ```
+pub fn format_mtime(t: SystemTime) -> String {
+    DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Secs, true)
+}
 
 /// One manifest line (SPEC section 5):
 /// `- [type] relative/path.md (2026-04-09T12:00:00Z): description`, without `[type] ` when there
@@ -23,7 +38,6 @@ use chrono::{DateTime, SecondsFormat, Utc};
 /// );
 /// ```
 pub fn manifest_line(h: &MemoryHeader) -> String {
-    let ts: DateTime<Utc> = h.mtime.into();
     let mut line = String::from("- ");
     if let Some(t) = h.memory_type {
         line.push('[');
@@ -32,7 +46,7 @@ pub fn manifest_line(h: &MemoryHeader) -> String {
     }
     line.push_str(&h.rel_path);
     line.push_str(" (");
-    line.push_str(&ts.to_rfc3339_opts(SecondsFormat::Secs, true));
+    line.push_str(&format_mtime(h.mtime));
     line.push(')');
     if let Some(d) = h
         .description
@@ -53,4 +67,37 @@ pub fn format_manifest(headers: &[MemoryHeader]) -> String {
         .map(manifest_line)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The manifest of the first `cap` of `headers` (callers pass them newest first), or
+/// `empty_text` when there are none.
+///
+/// ```
+/// use memloop_memory::{MemoryHeader, format_manifest_capped};
+/// use std::time::UNIX_EPOCH;
+/// let h = |p: &str| MemoryHeader {
+///     rel_path: p.into(),
+///     name: None,
+///     description: None,
+///     memory_type: None,
+///     mtime: UNIX_EPOCH,
+/// };
+/// let headers = [h("new.md"), h("old.md")];
+/// assert_eq!(
+///     format_manifest_capped(&headers, 1, "(none)"),
+///     "- new.md (1970-01-01T00:00:00Z)"
+/// );
+/// assert_eq!(format_manifest_capped(&[], 5, "(none)"), "(none)");
+/// ```
+pub fn format_manifest_capped<'a>(
+    headers: impl IntoIterator<Item = &'a MemoryHeader>,
+    cap: usize,
+    empty_text: &str,
+) -> String {
+    let lines: Vec<String> = headers.into_iter().take(cap).map(manifest_line).collect();
+    if lines.is_empty() {
+        empty_text.to_owned()
+    } else {
+        lines.join("\n")
+    }
 }

@@ -42,27 +42,43 @@ pub fn scan_dir(root: &Path, cfg: &ScanConfig) -> Result<Vec<MemoryHeader>, Memo
 }
 
 /// Headers remembered by file size and mtime (as seen by the `fstat` of the read that produced
-/// them), so a rescan only `stat`s unchanged files instead of opening and parsing them.
+/// them), so a rescan only `stat`s unchanged files instead of opening and parsing them. Files
+/// that were skipped (binary, non-UTF-8, unreadable) are remembered too, so while they stay
+/// unchanged a rescan neither reopens them nor logs the warning again.
 #[derive(Debug, Default)]
 pub struct HeaderCache {
     entries: Mutex<HashMap<PathBuf, Cached>>,
 }
 
+/// One file's scan result at a given size and mtime; `header: None` means "skipped".
 #[derive(Debug, Clone)]
 struct Cached {
     len: u64,
-    header: MemoryHeader,
+    mtime: SystemTime,
+    header: Option<MemoryHeader>,
 }
 
 impl HeaderCache {
     /// Number of cached headers.
     pub fn len(&self) -> usize {
-        self.entries.lock().map_or(0, |m| m.len())
+        self.count(|c| c.header.is_some())
     }
 
-    /// Whether nothing is cached.
+    /// Whether no header is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Number of remembered skipped files (binary, non-UTF-8 or unreadable at their current
+    /// size and mtime).
+    pub fn skipped(&self) -> usize {
+        self.count(|c| c.header.is_none())
+    }
+
+    fn count(&self, f: impl Fn(&Cached) -> bool) -> usize {
+        self.entries
+            .lock()
+            .map_or(0, |m| m.values().filter(|c| f(c)).count())
     }
 }
 
@@ -96,7 +112,8 @@ pub fn scan_dir_cached(
                 .collect()
         })
     };
-    let mut headers: Vec<MemoryHeader> = found.iter().map(|(_, c)| c.header.clone()).collect();
+    let mut headers: Vec<MemoryHeader> =
+        found.iter().filter_map(|(_, c)| c.header.clone()).collect();
     if let Ok(mut m) = cache.entries.lock() {
         *m = found.into_iter().collect();
     }
@@ -116,12 +133,12 @@ fn header_for(
     if let Some(c) = old.get(&f.abs) {
         let same = std::fs::metadata(&f.abs)
             .ok()
-            .is_some_and(|m| m.len() == c.len && m.modified().ok() == Some(c.header.mtime));
+            .is_some_and(|m| m.len() == c.len && m.modified().ok() == Some(c.mtime));
         if same {
             return Some((f.abs.clone(), c.clone()));
         }
     }
-    read_header(f, cfg).map(|(header, len)| (f.abs.clone(), Cached { len, header }))
+    read_header(f, cfg).map(|c| (f.abs.clone(), c))
 }
 
 /// A memory file found by the walk: absolute path and `/`-separated relative path.
@@ -179,37 +196,49 @@ fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
     Ok(out)
 }
 
-fn read_header(f: &Found, cfg: &ScanConfig) -> Option<(MemoryHeader, u64)> {
-    let skip = |why: &dyn std::fmt::Display| {
+/// Size and mtime of `meta`.
+fn stamp(meta: std::io::Result<std::fs::Metadata>) -> std::io::Result<(SystemTime, u64)> {
+    meta.and_then(|m| Ok((m.modified()?, m.len())))
+}
+
+/// The header of one file, or a negative entry when it is skipped (warned once; `None` only when
+/// even its size and mtime are unknown, so it is retried next time).
+fn read_header(f: &Found, cfg: &ScanConfig) -> Option<Cached> {
+    let skip = |why: &dyn std::fmt::Display, known: Option<(SystemTime, u64)>| {
         tracing::warn!(path = %f.abs.display(), reason = %why, "skipping memory file");
-        None
+        let (mtime, len) = known.or_else(|| stamp(std::fs::metadata(&f.abs)).ok())?;
+        Some(Cached {
+            len,
+            mtime,
+            header: None,
+        })
     };
     let file = match File::open(&f.abs) {
         Ok(file) => file,
-        Err(e) => return skip(&e),
+        Err(e) => return skip(&e, None),
     };
-    let (mtime, len): (SystemTime, u64) =
-        match file.metadata().and_then(|m| Ok((m.modified()?, m.len()))) {
-            Ok(t) => t,
-            Err(e) => return skip(&e),
-        };
+    let (mtime, len) = match stamp(file.metadata()) {
+        Ok(t) => t,
+        Err(e) => return skip(&e, None),
+    };
+    let known = Some((mtime, len));
     let mut reader = BufReader::with_capacity(8 * 1024, file.take(cfg.max_bytes));
     let mut buf = Vec::with_capacity(2048);
     for _ in 0..cfg.max_lines {
         match reader.read_until(b'\n', &mut buf) {
             Ok(0) => break,
             Ok(_) => {}
-            Err(e) => return skip(&e),
+            Err(e) => return skip(&e, known),
         }
     }
     if buf.contains(&0) {
-        return skip(&"binary content (NUL byte)");
+        return skip(&"binary content (NUL byte)", known);
     }
     let text = match std::str::from_utf8(&buf) {
         Ok(t) => t,
         // Cut mid-character by the byte cap: keep the valid prefix.
         Err(e) if e.error_len().is_none() => std::str::from_utf8(&buf[..e.valid_up_to()]).ok()?,
-        Err(_) => return skip(&"not valid UTF-8"),
+        Err(_) => return skip(&"not valid UTF-8", known),
     };
     let fm = parse_memory(text).frontmatter.unwrap_or_default();
     let header = MemoryHeader {
@@ -219,5 +248,9 @@ fn read_header(f: &Found, cfg: &ScanConfig) -> Option<(MemoryHeader, u64)> {
         memory_type: fm.memory_type,
         mtime,
     };
-    Some((header, len))
+    Some(Cached {
+        len,
+        mtime,
+        header: Some(header),
+    })
 }

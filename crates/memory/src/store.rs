@@ -48,6 +48,36 @@ pub trait MemoryStore: Send + Sync {
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError>;
 
     /// The single write-containment gate: `Ok(resolved)` when `path` (absolute, or relative to the
-    /// root) is inside the memory dir after normalisation and symlink resolution.
+    /// root) is inside the memory dir after normalisation and symlink resolution. A question,
+    /// not a refusal: implementations log nothing here (callers that refuse a write log it).
     fn check_contained(&self, path: &Path) -> Result<PathBuf, MemoryError>;
+}
+
+/// Where a store's memory dir lives on disk, for mapping paths back to store-relative ones.
+#[derive(Debug, Clone)]
+pub(crate) struct RootPaths {
+    root: PathBuf,
+    canonical: PathBuf,
+}
+
+impl RootPaths {
+    /// The root of `store`, as given and canonicalised once.
+    pub(crate) fn of(store: &dyn MemoryStore) -> Self {
+        let root = store.root().to_path_buf();
+        let canonical = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
+        Self { root, canonical }
+    }
+
+    /// `path` (absolute) relative to the memory dir, `/`-separated, when the store's containment
+    /// gate accepts it (symlinks resolved, so a path through a symlinked root maps too).
+    pub(crate) fn relative(&self, store: &dyn MemoryStore, path: &Path) -> Option<String> {
+        let resolved = store.check_contained(path).ok()?;
+        let strip = |p: &Path, r: &Path| {
+            let s = p.strip_prefix(r).ok()?.to_string_lossy().replace('\\', "/");
+            (!s.is_empty()).then_some(s)
+        };
+        strip(&resolved, &self.canonical)
+            .or_else(|| strip(path, &self.root))
+            .or_else(|| strip(&resolved, &self.root))
+    }
 }

@@ -54,6 +54,13 @@ impl TestExtractor {
         };
         (Arc::new(e), rx)
     }
+    /// Not gated; every successful run reports `written`.
+    fn writing(written: Vec<PathBuf>) -> (Arc<Self>, mpsc::UnboundedReceiver<u64>) {
+        let (ex, rx) = Self::new(false);
+        let mut ex = Arc::into_inner(ex).unwrap();
+        ex.written = written;
+        (Arc::new(ex), rx)
+    }
     fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
     }
@@ -322,23 +329,13 @@ async fn throttle_counts_eligible_turns_and_trailing_runs_ignore_it() {
 #[tokio::test(start_paused = true)]
 async fn reports_saved_files_relative_without_the_index_and_ignores_forks_and_disabled() {
     let dir = tempfile::tempdir().unwrap();
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let ex = Arc::new(TestExtractor {
-        calls: Mutex::new(Vec::new()),
-        started: tx,
-        release: None,
-        delay: None,
-        failures_left: AtomicUsize::new(0),
-        written: vec![
-            dir.path().join("a.md"),
-            dir.path().join("MEMORY.md"),
-            dir.path().join("sub/b.md"),
-            dir.path().join("a.md"),
-            PathBuf::from("/etc/passwd"),
-        ],
-        active: AtomicUsize::new(0),
-        max_active: AtomicUsize::new(0),
-    });
+    let (ex, _rx) = TestExtractor::writing(vec![
+        dir.path().join("a.md"),
+        dir.path().join("MEMORY.md"),
+        dir.path().join("sub/b.md"),
+        dir.path().join("a.md"),
+        PathBuf::from("/etc/passwd"),
+    ]);
     let sched = ExtractionScheduler::new(store(&dir), ex.clone());
     let (events, bg) = (VecSink::default(), BackgroundTasks::new());
     let mut forked = hook(1, conversation(1), &events, &bg);
@@ -413,4 +410,42 @@ async fn two_schedulers_on_one_dir_share_the_mutex() {
     assert!(second.calls()[0].trailing);
     assert_eq!(b.cursor("s2").unwrap().as_str(), "a2");
     assert_eq!(a.cursor("s1").unwrap().as_str(), "a1");
+}
+
+/// Panics on `MemoriesSaved`: a panic in the chain outside the extractor's catch_unwind.
+struct PanickingSink;
+
+impl memloop_core::EventSink for PanickingSink {
+    fn emit(&self, event: AgentEvent) {
+        if matches!(event, AgentEvent::MemoriesSaved { .. }) {
+            panic!("event sink failed");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_outside_the_extractor_frees_the_dir_for_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ex, mut started) = TestExtractor::writing(vec![dir.path().join("a.md")]);
+    let sched = ExtractionScheduler::new(store(&dir), ex.clone());
+    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
+
+    let mut panicking = hook(1, conversation(1), &events, &bg);
+    panicking.events = Arc::new(PanickingSink);
+    sched.on_stop(panicking).await;
+    assert_eq!(started.recv().await, Some(1));
+    let report = sched.drain(Duration::from_secs(5)).await;
+    assert!(report.completed, "the dir stayed busy: {report}");
+    assert!(!sched.is_running());
+
+    sched.on_stop(hook(2, conversation(2), &events, &bg)).await;
+    assert_eq!(started.recv().await, Some(2), "a new run starts");
+    assert!(sched.drain(Duration::from_secs(5)).await.completed);
+    assert_eq!(ex.calls().len(), 2);
+    assert_eq!(
+        events.events(),
+        vec![AgentEvent::MemoriesSaved {
+            paths: vec!["a.md".into()]
+        }]
+    );
 }

@@ -397,3 +397,123 @@ async fn never_blocks_the_turn_and_is_cancelled_with_it() {
             .any(|e| matches!(e, AgentEvent::MemoriesSurfaced { .. }))
     );
 }
+
+/// Waits for `release` before delegating to the keyword selector.
+struct Gated {
+    started: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+#[async_trait::async_trait]
+impl Selector for Gated {
+    async fn select(
+        &self,
+        q: &str,
+        h: &[MemoryHeader],
+        c: &SelectionContext,
+    ) -> Result<Vec<String>, SelectorError> {
+        self.started.notify_one();
+        self.release.notified().await;
+        KeywordSelector::default().select(q, h, c).await
+    }
+}
+
+#[tokio::test]
+async fn a_job_that_finishes_after_compaction_attaches_nothing() {
+    let (_tmp, store) = store();
+    put(&store, "deploy.md", "how we deploy the service", "x").await;
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let gated = Gated {
+        started: started.clone(),
+        release: release.clone(),
+    };
+    let hook = RecallHook::new(store, Arc::new(gated));
+    let events = VecSink::default();
+
+    let ctx = hook_ctx(vec![], &events, CancellationToken::new());
+    let pending = hook
+        .on_turn_start(&ctx, "how do we deploy the service")
+        .await
+        .unwrap();
+    started.notified().await;
+    hook.on_compacted(&ctx).await; // compaction while the job runs
+    release.notify_one();
+    assert!(pending.wait().await.is_none(), "nothing attached");
+    assert!(hook.surfaced().is_empty());
+    assert_eq!(hook.spent_bytes(), 0);
+    assert!(events.events().contains(&AgentEvent::RecallSkipped {
+        reason: "the conversation was compacted while recall ran".into()
+    }));
+
+    // A job started after the compaction commits as usual.
+    release.notify_one();
+    let shown = turn(&hook, vec![], "how do we deploy the service", &events).await;
+    assert!(shown.unwrap().contains("deploy.md"));
+    assert!(hook.surfaced().contains("deploy.md"));
+    assert!(hook.spent_bytes() > 0);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn reads_count_through_relative_paths_symlinked_roots_and_topics() {
+    use memloop_memory::recall::{ReadTools, read_in_full};
+    use memloop_memory::{FileMemoryStore, MemoryStore};
+    use std::collections::HashSet;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("real/memory")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("real"), tmp.path().join("link")).unwrap();
+    // The store is opened through the symlink; the model reads through the real path.
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(FileMemoryStore::open(tmp.path().join("link/memory")).unwrap());
+    let names = ["a", "b", "c", "d", "e", "f"];
+    for n in names {
+        put(&store, &format!("{n}.md"), &format!("about {n}"), "x").await;
+    }
+    let uses = vec![
+        ContentBlock::tool_use(
+            "1",
+            "read_file",
+            serde_json::json!({"path": "real/memory/a.md"}),
+        ),
+        ContentBlock::tool_use(
+            "2",
+            "Read",
+            serde_json::json!({"file_path": tmp.path().join("link/memory/./b.md")}),
+        ),
+        ContentBlock::tool_use("3", "memory_read", serde_json::json!({"topic": "c.md"})),
+        ContentBlock::tool_use(
+            "4",
+            "read_file",
+            serde_json::json!({"path": "real/memory/d.md", "limit": 5}),
+        ),
+        ContentBlock::tool_use(
+            "5",
+            "read_file",
+            serde_json::json!({"path": "real/memory/e.md"}),
+        ),
+        ContentBlock::tool_use(
+            "6",
+            "read_file",
+            serde_json::json!({"path": "real/memory/../f.md"}),
+        ),
+    ];
+    let results = (1..=6)
+        .map(|i| ContentBlock::tool_result(i.to_string(), "…", i == 5))
+        .collect();
+    let messages = vec![
+        Message::new(Role::Assistant, uses),
+        Message::new(Role::User, results),
+    ];
+    let known: HashSet<String> = names.iter().map(|n| format!("{n}.md")).collect();
+    let known: HashSet<&str> = known.iter().map(String::as_str).collect();
+    let read = read_in_full(
+        &messages,
+        store.as_ref(),
+        tmp.path(),
+        &ReadTools::default(),
+        &known,
+    );
+    let mut read: Vec<String> = read.into_iter().collect();
+    read.sort();
+    assert_eq!(read, vec!["a.md", "b.md", "c.md"]);
+}

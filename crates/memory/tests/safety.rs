@@ -13,6 +13,8 @@ use memloop_memory::{
 use std::path::Path;
 use tempfile::TempDir;
 
+mod warn_log;
+
 fn gate() -> (TempDir, ContainmentGate) {
     let d = TempDir::new().unwrap();
     let mem = d.path().join("mem");
@@ -233,4 +235,33 @@ fn atomic_write_replaces_and_leaves_no_temp_files() {
         .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn asking_whether_a_path_is_contained_logs_nothing_refusing_a_write_warns() {
+    let (_d, g) = gate();
+    let store = memloop_memory::FileMemoryStore::open(g.root()).unwrap();
+    let outside = Path::new("/somewhere/else/src/main.rs");
+    let warnings = warn_log::Warnings::default();
+    warnings.capture(|| {
+        assert!(!g.contains(outside));
+        assert!(g.contains(Path::new("notes.md")));
+        assert!(g.check(outside).is_err());
+        assert!(memloop_memory::MemoryStore::check_contained(&store, outside).is_err());
+    });
+    assert_eq!(
+        warnings.messages(),
+        Vec::<String>::new(),
+        "questions are quiet"
+    );
+
+    warnings.capture(|| {
+        assert!(g.check_write(outside).is_err());
+        assert!((g.as_contains_fn())(outside).is_err());
+        assert!((g.as_contains_fn())(Path::new("notes.md")).is_ok());
+    });
+    assert_eq!(
+        warnings.messages(),
+        vec!["write refused: outside the memory dir".to_owned(); 2]
+    );
 }

@@ -285,3 +285,39 @@ fn cached_rescans_see_changes_and_deletions() {
     );
     assert_eq!((second.len(), cache.len()), (99, 99));
 }
+
+mod warn_log;
+
+#[test]
+fn skipped_files_are_remembered_until_they_change() {
+    use memloop_memory::{HeaderCache, scan_dir_cached};
+    let d = TempDir::new().unwrap();
+    put(d.path(), "good.md", &mem("good", "user"), 1_000);
+    put(d.path(), "binary.md", b"---\nname: x\0\n", 1_001);
+    put(d.path(), "latin1.md", b"caf\xe9 au lait\n", 1_002);
+    let (cache, cfg) = (
+        HeaderCache::default(),
+        ScanConfig {
+            threads: 1,
+            ..ScanConfig::default()
+        },
+    );
+    let warnings = warn_log::Warnings::default();
+    let first = warnings.capture(|| scan_dir_cached(d.path(), &cfg, &cache).unwrap());
+    assert_eq!(first.len(), 1);
+    assert_eq!(warnings.messages().len(), 2, "one warning per skipped file");
+    assert_eq!((cache.len(), cache.skipped()), (1, 2));
+
+    let second = warnings.capture(|| scan_dir_cached(d.path(), &cfg, &cache).unwrap());
+    assert_eq!(second, first);
+    assert_eq!(warnings.messages().len(), 2, "unchanged skips are silent");
+    assert_eq!((cache.len(), cache.skipped()), (1, 2));
+
+    // Fixed: read again and listed; deleted: dropped from the cache.
+    put(d.path(), "binary.md", &mem("fixed", "project"), 1_003);
+    std::fs::remove_file(d.path().join("latin1.md")).unwrap();
+    let third = warnings.capture(|| scan_dir_cached(d.path(), &cfg, &cache).unwrap());
+    assert_eq!(third[0].name.as_deref(), Some("fixed"));
+    assert_eq!(warnings.messages().len(), 2);
+    assert_eq!((cache.len(), cache.skipped()), (2, 0));
+}

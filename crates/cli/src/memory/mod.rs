@@ -8,8 +8,9 @@ mod show;
 
 use crate::args::MemoryCommand;
 use crate::context::{Context, Io};
-use chrono::{DateTime, SecondsFormat, Utc};
-use memloop_memory::{MemoryError, MemoryHeader, topic_to_rel_path, validate_rel_path};
+use memloop_memory::{
+    MemoryError, MemoryHeader, format_mtime, topic_to_rel_path, validate_rel_path,
+};
 use serde_json::{Value, json};
 
 /// Run a `memory` subcommand.
@@ -78,11 +79,6 @@ fn file_topic(topic: &str, what: &str) -> Result<String, MemoryError> {
     }
 }
 
-/// RFC 3339 UTC, seconds precision (the manifest's format).
-fn rfc3339(t: std::time::SystemTime) -> String {
-    DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
 /// A header as JSON: `path`, `name`, `description`, `type`, `mtime`.
 fn header_json(h: &MemoryHeader) -> Value {
     json!({
@@ -90,6 +86,6 @@ fn header_json(h: &MemoryHeader) -> Value {
         "name": h.name,
         "description": h.description,
         "type": h.memory_type.map(|t| t.as_str()),
-        "mtime": rfc3339(h.mtime),
+        "mtime": format_mtime(h.mtime),
     })
 }

@@ -3,7 +3,7 @@
 
 use crate::extract::{ExtractError, memory_writer_gate, memory_writer_tools};
 use crate::index::IndexCaps;
-use crate::manifest::format_manifest;
+use crate::manifest::format_manifest_capped;
 use crate::store::MemoryStore;
 use crate::template::render_template;
 use crate::tools::memory_tools;
@@ -61,13 +61,8 @@ impl Consolidator {
 
     /// The prompt for one consolidation.
     pub async fn prompt(&self) -> Result<String, ExtractError> {
-        let mut headers = self.store.scan().await?;
-        headers.truncate(self.manifest_limit);
-        let manifest = if headers.is_empty() {
-            "(none)".to_owned()
-        } else {
-            format_manifest(&headers)
-        };
+        let headers = self.store.scan().await?;
+        let manifest = format_manifest_capped(&headers, self.manifest_limit, "(none)");
         let index = self.store.load_index().await?.content;
         let index = if index.trim().is_empty() {
             "(empty)".to_owned()

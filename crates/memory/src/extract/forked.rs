@@ -3,7 +3,7 @@
 use super::permissions::{memory_writer_gate, memory_writer_tools};
 use super::{ExtractError, ExtractionContext, Extractor};
 use crate::dream::DailyLogTool;
-use crate::manifest::format_manifest;
+use crate::manifest::format_manifest_capped;
 use crate::store::MemoryStore;
 use crate::template::render_template as render;
 use crate::tools::memory_tools;
@@ -90,13 +90,8 @@ impl ForkedExtractor {
 
     /// The prompt for a run over `new_messages` messages.
     pub async fn prompt(&self, new_messages: usize) -> Result<String, ExtractError> {
-        let mut headers = self.store.scan().await?;
-        headers.truncate(self.config.manifest_limit);
-        let manifest = if headers.is_empty() {
-            "(none yet)".to_owned()
-        } else {
-            format_manifest(&headers)
-        };
+        let headers = self.store.scan().await?;
+        let manifest = format_manifest_capped(&headers, self.config.manifest_limit, "(none yet)");
         let shown = new_messages.min(self.config.recent_messages).to_string();
         let root = self.store.root().display().to_string();
         let turns = self.config.max_turns.to_string();

@@ -73,7 +73,7 @@ use crate::store::MemoryStore;
 use crate::types::MemoryError;
 use async_trait::async_trait;
 use memloop_core::{AgentError, HookContext, Message};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What an [`Extractor`] gets for one run.
 #[derive(Debug, Clone)]
@@ -134,21 +134,10 @@ pub trait Extractor: Send + Sync {
 /// `MEMORY.md` and without anything outside the dir (what `MemoriesSaved` / `DreamFinished`
 /// report).
 pub(crate) fn relative_to_memory_dir(store: &dyn MemoryStore, paths: &[PathBuf]) -> Vec<String> {
-    let root = store.root();
-    let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-    let strip = |p: &Path, r: &Path| {
-        let s = p.strip_prefix(r).ok()?.to_string_lossy().replace('\\', "/");
-        (!s.is_empty()).then_some(s)
-    };
+    let root = crate::store::RootPaths::of(store);
     let mut out: Vec<String> = Vec::new();
     for p in paths {
-        let Ok(resolved) = store.check_contained(p) else {
-            continue;
-        };
-        let rel = strip(&resolved, &canonical_root)
-            .or_else(|| strip(p, root))
-            .or_else(|| strip(&resolved, root));
-        if let Some(rel) = rel {
+        if let Some(rel) = root.relative(store, p) {
             if rel != "MEMORY.md" && !out.contains(&rel) {
                 out.push(rel);
             }

@@ -14,10 +14,10 @@ pub fn memory_writer_gate(store: &Arc<dyn MemoryStore>) -> Arc<dyn PermissionGat
     let store = store.clone();
     Arc::new(
         WriteScopeGate::new(move |p| {
-            store
-                .check_contained(p)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            store.check_contained(p).map(|_| ()).map_err(|e| {
+                crate::safety::warn_refused(&e);
+                e.to_string()
+            })
         })
         .allow_read_only_shell(true),
     )

@@ -133,6 +133,14 @@ impl ExtractionScheduler {
 
     /// Wait until the running extraction and its trailing run(s) finished, or `timeout`. On a
     /// timeout the report names what was still running and what was still queued.
+    ///
+    /// This only sees runs that [`on_stop`](StopHook::on_stop) has already started: the agent
+    /// fires its stop hooks as tracked background tasks, so right after `Agent::run_turn`
+    /// returns this hook may not have been called yet and `drain` can return at once with
+    /// nothing done. At shutdown hosts should call `Agent::drain` (or `Agent::drain_default`),
+    /// which waits for the stop-hook tasks themselves and for the extraction they spawn on the
+    /// same tracked tasks; use this method for the scheduler's own state (e.g. in tests or
+    /// when driving the hook directly).
     pub async fn drain(&self, timeout: Duration) -> DrainReport {
         let mut rx = self.inner.slot.busy.subscribe();
         if tokio::time::timeout(timeout, rx.wait_for(|busy| !*busy))
@@ -211,8 +219,33 @@ impl StopHook for ExtractionScheduler {
     }
 }
 
+/// Frees the memory dir's slot if the run chain ends abnormally (a panic outside the extractor's
+/// `catch_unwind`, e.g. in an event sink, or an aborted task): without it the dir would stay
+/// busy for the whole process. Disarmed on the normal exit, which clears the slot itself.
+struct ChainGuard {
+    slot: Arc<DirSlot<Inner>>,
+    armed: bool,
+}
+
+impl Drop for ChainGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::warn!("extraction chain ended abnormally; releasing the memory dir");
+        let mut state = self.slot.lock();
+        state.running = None;
+        state.pending = None;
+        self.slot.busy.send_replace(false);
+    }
+}
+
 impl Inner {
     async fn run_chain(self: Arc<Self>, first: HookContext) {
+        let mut guard = ChainGuard {
+            slot: self.slot.clone(),
+            armed: true,
+        };
         let (mut owner, mut ctx) = (self, first);
         let mut trailing = false;
         loop {
@@ -232,6 +265,7 @@ impl Inner {
                 None => {
                     state.running = None;
                     slot.busy.send_replace(false);
+                    guard.armed = false;
                     return;
                 }
             }

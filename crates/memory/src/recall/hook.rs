@@ -82,6 +82,8 @@ struct State {
     spent: usize,
     exhausted: bool,
     provisional: Vec<Provisional>,
+    /// Bumped by every reset (compaction): a job started before it must not commit.
+    generation: u64,
 }
 
 impl State {
@@ -163,9 +165,15 @@ impl RecallHook {
         self.lock(|s| s.spent)
     }
 
-    /// Forget what was surfaced and refill the budget (what compaction does).
+    /// Forget what was surfaced and refill the budget (what compaction does). A recall job
+    /// still running from before the reset attaches nothing.
     pub fn reset(&self) {
-        self.lock(|s| *s = State::default());
+        self.lock(|s| {
+            *s = State {
+                generation: s.generation.wrapping_add(1),
+                ..State::default()
+            }
+        });
     }
 
     fn lock<T: Default>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -201,6 +209,7 @@ impl TurnStartHook for RecallHook {
             return None;
         }
         let cancel = ctx.cancel.child_token();
+        let generation = self.lock(|s| s.generation);
         let job = Job {
             store: self.store.clone(),
             selector: self.selector.clone(),
@@ -210,6 +219,7 @@ impl TurnStartHook for RecallHook {
             query: user_text.to_owned(),
             ctx: ctx.clone(),
             cancel: cancel.clone(),
+            generation,
         };
         let watch = cancel.clone();
         Some(PendingAttachment::spawn(cancel, async move {
@@ -239,6 +249,8 @@ struct Job {
     query: String,
     ctx: HookContext,
     cancel: memloop_core::CancellationToken,
+    /// The state's generation when the job started.
+    generation: u64,
 }
 
 impl Job {
@@ -260,7 +272,8 @@ impl Job {
         let known: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
         let mut exclude = read_in_full(
             &self.ctx.messages,
-            self.store.root(),
+            self.store.as_ref(),
+            &self.ctx.cwd,
             &self.config.read_tools,
             &known,
         );
@@ -325,6 +338,11 @@ impl Job {
     fn commit(&self, blocks: Vec<(String, String)>) -> Option<Attachment> {
         let budget = self.config.session_budget_bytes;
         let mut state = self.state.lock().ok()?;
+        if state.generation != self.generation {
+            drop(state);
+            tracing::debug!("recall finished after compaction; its result is dropped");
+            return self.skipped("the conversation was compacted while recall ran");
+        }
         let mut paths = Vec::new();
         let mut texts = Vec::new();
         let mut bytes = 0;

@@ -1,7 +1,7 @@
 //! [`LlmSelector`]: the side query of SPEC section 6 through any [`Model`].
 
 use super::selector::{SelectionContext, Selector, SelectorError};
-use crate::manifest::format_manifest;
+use crate::manifest::format_manifest_capped;
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
 use memloop_core::{JsonSchema, Message, Model, ModelError, ModelRequest};
@@ -78,15 +78,12 @@ impl LlmSelector {
         headers: &[MemoryHeader],
         ctx: &SelectionContext,
     ) -> ModelRequest {
-        let shown: Vec<MemoryHeader> = headers
+        let shown = headers
             .iter()
-            .filter(|h| !ctx.already_surfaced.contains(&h.rel_path))
-            .take(self.config.manifest_cap)
-            .cloned()
-            .collect();
+            .filter(|h| !ctx.already_surfaced.contains(&h.rel_path));
         let mut user = format!(
             "Request: {query}\n\nAvailable memories:\n{}",
-            format_manifest(&shown)
+            format_manifest_capped(shown, self.config.manifest_cap, "(none)")
         );
         if !ctx.recent_tools.is_empty() {
             user.push_str("\n\nRecently used tools: ");

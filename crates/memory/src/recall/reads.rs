@@ -2,9 +2,12 @@
 //! them again): successful `memory_read` calls, and whole-file reads of paths inside the memory
 //! dir by the host's file-read tools.
 
+use crate::safety::topic_to_rel_path;
+use crate::store::{MemoryStore, RootPaths};
+use memloop_core::tools::resolve_path;
 use memloop_core::{ContentBlock, Message};
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Tool names recall inspects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,10 +29,14 @@ impl Default for ReadTools {
 }
 
 /// Relative paths (as the store names them) that successful tool calls in `messages` read in
-/// full. `known` is the set of memory paths; topics are matched with or without `.md`.
+/// full. `known` is the set of memory paths. `memory_read` topics map through
+/// [`topic_to_rel_path`]; file-read paths are resolved against `cwd` (as the file tools do) and
+/// mapped through the store's containment gate, so relative paths and paths through a
+/// symlinked memory dir count too.
 pub fn read_in_full(
     messages: &[Message],
-    root: &Path,
+    store: &dyn MemoryStore,
+    cwd: &Path,
     tools: &ReadTools,
     known: &HashSet<&str>,
 ) -> HashSet<String> {
@@ -46,6 +53,7 @@ pub fn read_in_full(
             }
         }
     }
+    let root = RootPaths::of(store);
     let mut out = HashSet::new();
     for m in messages {
         for (id, name, input) in m.tool_uses() {
@@ -56,13 +64,13 @@ pub fn read_in_full(
                 input
                     .get("topic")
                     .and_then(|t| t.as_str())
-                    .map(str::to_owned)
+                    .and_then(|t| topic_to_rel_path(t).ok())
             } else if tools.file_read.iter().any(|t| t == name) {
-                whole_file_path(input, root)
+                whole_file_path(input, cwd).and_then(|abs| root.relative(store, &abs))
             } else {
                 None
             };
-            if let Some(rel) = candidate.and_then(|c| match_known(&c, known)) {
+            if let Some(rel) = candidate.filter(|c| known.contains(c.as_str())) {
                 out.insert(rel);
             }
         }
@@ -70,7 +78,8 @@ pub fn read_in_full(
     out
 }
 
-fn whole_file_path(input: &serde_json::Value, root: &Path) -> Option<String> {
+/// The absolute path of a whole-file read (`None` for a partial read with `offset`/`limit`).
+fn whole_file_path(input: &serde_json::Value, cwd: &Path) -> Option<PathBuf> {
     if input.get("offset").is_some() || input.get("limit").is_some() {
         return None;
     }
@@ -78,15 +87,5 @@ fn whole_file_path(input: &serde_json::Value, root: &Path) -> Option<String> {
         .get("file_path")
         .or_else(|| input.get("path"))
         .and_then(|p| p.as_str())?;
-    let rel = Path::new(path).strip_prefix(root).ok()?;
-    Some(rel.to_string_lossy().replace('\\', "/"))
-}
-
-fn match_known(candidate: &str, known: &HashSet<&str>) -> Option<String> {
-    let c = candidate.trim().trim_start_matches("./");
-    let with_md = format!("{c}.md");
-    [c, with_md.as_str()]
-        .into_iter()
-        .find(|p| known.contains(p))
-        .map(str::to_owned)
+    Some(resolve_path(cwd, path))
 }

@@ -69,7 +69,8 @@ impl ContainmentGate {
     }
 
     /// `Ok(resolved)` when `path` (absolute, or relative to the root) is strictly inside the
-    /// memory dir after normalisation and symlink resolution.
+    /// memory dir after normalisation and symlink resolution. Quiet: it logs nothing, so it
+    /// also serves as a plain question; refusal paths use [`check_write`](Self::check_write).
     pub fn check(&self, path: &Path) -> Result<PathBuf, MemoryError> {
         let outside = |p: &Path| MemoryError::OutsideMemoryDir {
             path: p.to_path_buf(),
@@ -88,16 +89,41 @@ impl ContainmentGate {
         if resolved != self.root && resolved.starts_with(&self.root) {
             Ok(resolved)
         } else {
-            tracing::warn!(target = %path.display(), root = %self.root.display(), "write refused: outside the memory dir");
             Err(outside(path))
         }
     }
 
-    /// The gate as a closure for `memloop_core::WriteScopeGate::new`.
+    /// Whether `path` is inside the memory dir ([`check`](Self::check) as a yes/no question,
+    /// logging nothing).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use memloop_memory::ContainmentGate;
+    /// let dir = tempfile::tempdir()?;
+    /// let gate = ContainmentGate::new(dir.path())?;
+    /// assert!(gate.contains("notes.md".as_ref()));
+    /// assert!(!gate.contains("/etc/passwd".as_ref()));
+    /// # Ok(()) }
+    /// ```
+    pub fn contains(&self, path: &Path) -> bool {
+        self.check(path).is_ok()
+    }
+
+    /// [`check`](Self::check) for a write about to happen: a refusal is logged as a warning.
+    pub fn check_write(&self, path: &Path) -> Result<PathBuf, MemoryError> {
+        self.check(path).inspect_err(warn_refused)
+    }
+
+    /// The gate as a closure for `memloop_core::WriteScopeGate::new` (refusals are logged).
     pub fn as_contains_fn(&self) -> impl Fn(&Path) -> Result<(), String> + Send + Sync + 'static {
         let gate = self.clone();
-        move |p: &Path| gate.check(p).map(|_| ()).map_err(|e| e.to_string())
+        move |p: &Path| gate.check_write(p).map(|_| ()).map_err(|e| e.to_string())
     }
+}
+
+/// Log a refused write (the one place the refusal warning is written).
+pub(crate) fn warn_refused(error: &MemoryError) {
+    tracing::warn!(%error, "write refused: outside the memory dir");
 }
 
 /// Canonicalise the deepest existing ancestor of `path` (which is absolute and normalised) and

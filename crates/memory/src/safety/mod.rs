@@ -8,6 +8,7 @@ mod names;
 mod secrets;
 
 pub use atomic::{TEMP_PREFIX, atomic_write, remove_temp_files};
+pub(crate) use containment::warn_refused;
 pub use containment::{ContainmentGate, normalize_lexically};
 pub use lock::{DirLock, LOCK_FILE};
 pub use names::{topic_to_rel_path, validate_rel_path, validate_topic};
