@@ -132,6 +132,24 @@ impl Compactor {
 
 #[async_trait]
 impl ContextCompactor for Compactor {
+    /// Refuses requests at or over the blocking limit (effective window − 3,000 by default),
+    /// unless compaction is disabled altogether (`MEMLOOP_DISABLE_COMPACT`): by then automatic
+    /// compaction is off, has failed, or could not bring the context down.
+    fn admit(&self, context_tokens: u64) -> Result<(), String> {
+        if self.config.disabled {
+            return Ok(());
+        }
+        let t = self.thresholds();
+        if t.level(context_tokens) == ContextLevel::Blocking {
+            return Err(format!(
+                "the context is at {context_tokens} tokens, at or over the blocking limit of {}; \
+                 compact it (Agent::compact_now) or start a new session",
+                t.blocking
+            ));
+        }
+        Ok(())
+    }
+
     async fn maybe_compact(
         &self,
         ctx: &HookContext,

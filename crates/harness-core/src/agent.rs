@@ -190,6 +190,9 @@ impl Agent {
             }
             self.attach_settled(&mut pending).await;
             self.maybe_compact(CompactionTrigger::Auto, &cancel).await;
+            if let Err(e) = self.admit() {
+                break Err(e);
+            }
             if let Err(e) = self.validate() {
                 break Err(e);
             }
@@ -329,6 +332,20 @@ impl Agent {
                 }
             }
         }
+    }
+
+    fn admit(&mut self) -> Result<(), AgentError> {
+        let Some(compactor) = &self.compactor else {
+            return Ok(());
+        };
+        let tokens = self.tokens.count(&self.messages);
+        compactor.admit(tokens).map_err(|reason| {
+            tracing::warn!(%reason, "request blocked");
+            self.events.emit(AgentEvent::Warning {
+                message: reason.clone(),
+            });
+            AgentError::ContextBlocked(reason)
+        })
     }
 
     async fn maybe_compact(&mut self, trigger: CompactionTrigger, cancel: &CancellationToken) {

@@ -48,4 +48,13 @@ pub trait ContextCompactor: Send + Sync {
         ctx: &HookContext,
         trigger: CompactionTrigger,
     ) -> Result<Option<CompactionOutcome>, CompactionError>;
+
+    /// Whether a request with a context of `context_tokens` may be sent at all. Called after
+    /// [`maybe_compact`](Self::maybe_compact), before every model request; `Err(reason)` stops
+    /// the turn with [`crate::AgentError::ContextBlocked`] instead of sending a request that
+    /// cannot fit. The default admits everything.
+    fn admit(&self, context_tokens: u64) -> Result<(), String> {
+        let _ = context_tokens;
+        Ok(())
+    }
 }

@@ -17,6 +17,10 @@ pub enum AgentError {
     /// A requested compaction failed.
     #[error(transparent)]
     Compaction(#[from] CompactionError),
+    /// The context is over the compactor's blocking limit and compaction did not bring it
+    /// down; the request was not sent. Compact (`Agent::compact_now`) or start a new session.
+    #[error("context too large to send: {0}")]
+    ContextBlocked(String),
     /// The turn was cancelled.
     #[error("cancelled")]
     Cancelled,
