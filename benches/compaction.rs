@@ -10,8 +10,8 @@ use memloop::compact::{
     KeepBounds, SessionMemoryCompactConfig, plan_keep, plan_session_memory_compaction,
 };
 use memloop::core::{
-    CharEstimator, ContentBlock, ConversationTokens, Message, Role, count_conversation_uncached,
-    estimate_message,
+    message::{ContentBlock, Message, Role},
+    tokens::{CharEstimator, ConversationTokens, count_conversation_uncached, estimate_message},
 };
 use memloop::memory::session_memory::{CompactionNotes, DEFAULT_TEMPLATE};
 use serde_json::json;

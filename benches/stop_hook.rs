@@ -7,8 +7,9 @@
 
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
+use memloop::core::Hook;
 use memloop::core::testing::{ScriptedModel, hook_context};
-use memloop::core::{BackgroundTasks, HookContext, Message, StopHook};
+use memloop::core::{BackgroundTasks, HookContext, message::Message};
 use memloop::memory::dream::{Consolidator, DreamConfig, DreamHook, SessionSource};
 use memloop::memory::extract::{ExtractError, ExtractionContext, ExtractionScheduler, Extractor};
 use memloop::memory::{FileMemoryStore, MemoryError, MemoryStore};

@@ -4,8 +4,11 @@
 
 use criterion::{BatchSize, Criterion, black_box, criterion_group, criterion_main};
 use memloop::core::{
-    CharEstimator, ContentBlock, ConversationTokens, Encoding, Message, Role, TiktokenCounter,
-    TokenCounter, count_conversation_uncached,
+    message::{ContentBlock, Message, Role},
+    tokens::{
+        CharEstimator, ConversationTokens, Encoding, TiktokenCounter, TokenCounter,
+        count_conversation_uncached,
+    },
 };
 use std::sync::Arc;
 

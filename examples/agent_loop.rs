@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use memloop::MemorySetup;
 use memloop::compact::{CompactConfig, SessionMemoryCompactConfig};
 use memloop::core::tools::ReadFile;
-use memloop::core::{Agent, AgentConfig, Model, StaticSection};
+use memloop::core::{Agent, AgentConfig, model::Model, prompt::StaticSection};
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::session_memory::UpdateThresholds;
 use memloop::memory::{EnvVars, MemoryDirResolver, MemoryStore};

@@ -7,7 +7,7 @@
 
 use memloop::MemoryStore;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
-use memloop::core::{Agent, AgentEvent, ToolRegistry};
+use memloop::core::{Agent, events::AgentEvent, tool::ToolRegistry};
 use memloop::memory::recall::{RecallHook, SelectionContext, Selector, SelectorError};
 use memloop::memory::{
     FileMemoryStore, MemoryDoc, MemoryHeader, MemoryType, WriteMode, memory_tools,
@@ -106,8 +106,7 @@ async fn main() -> anyhow::Result<()> {
                 .into_iter()
                 .fold(ToolRegistry::new(), ToolRegistry::with),
         )
-        .turn_start_hook(recall.clone())
-        .compaction_listener(recall)
+        .hook(recall)
         .events(Arc::new(events))
         .build();
     let out = agent

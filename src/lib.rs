@@ -17,6 +17,8 @@ pub use memloop_compact as compact;
 pub use memloop_core as core;
 pub use memloop_memory as memory;
 
-pub use memloop_core::{Agent, AgentBuilder, AgentEvent, Message, Model, Tool};
+pub use memloop_core::{
+    Agent, AgentBuilder, events::AgentEvent, message::Message, model::Model, tool::Tool,
+};
 pub use memloop_memory::MemoryStore;
 pub use setup::{MemorySetup, SetupError};

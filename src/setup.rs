@@ -33,7 +33,7 @@ pub enum SetupError {
 /// Memory for one project, ready to attach to agents.
 ///
 /// ```no_run
-/// # async fn demo(model: std::sync::Arc<dyn memloop::core::Model>) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo(model: std::sync::Arc<dyn memloop::core::model::Model>) -> Result<(), Box<dyn std::error::Error>> {
 /// use memloop::{MemorySetup, core::Agent};
 ///
 /// let memory = MemorySetup::for_project(std::env::current_dir()?)?;
@@ -184,11 +184,8 @@ impl MemorySetup {
                     .selector
                     .clone()
                     .unwrap_or_else(|| Arc::new(Bm25Selector::new(self.store.clone())));
-                // Also a compaction listener: the surfaced set and budget reset after compaction.
                 let recall = Arc::new(RecallHook::new(self.store.clone(), selector));
-                builder = builder
-                    .turn_start_hook(recall.clone())
-                    .compaction_listener(recall);
+                builder = builder.hook(recall);
             }
             if self.extraction {
                 let extractor = Arc::new(ForkedExtractor::new(self.store.clone()));
@@ -197,7 +194,7 @@ impl MemorySetup {
                     extractor,
                     SchedulerConfig::from_env(&self.env),
                 );
-                builder = builder.stop_hook(Arc::new(scheduler));
+                builder = builder.hook(Arc::new(scheduler));
             }
             if self.dream {
                 let dream = DreamHook::with_parts(
@@ -206,7 +203,7 @@ impl MemorySetup {
                     Arc::new(ProjectDirSessions::for_memory_dir(self.store.root())),
                     Consolidator::new(self.store.clone()),
                 );
-                builder = builder.stop_hook(Arc::new(dream));
+                builder = builder.hook(Arc::new(dream));
             }
         } else {
             tracing::info!("memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY");
@@ -219,8 +216,7 @@ impl MemorySetup {
                 .with_session_memory(notes)
                 .with_token_counter(builder.counter());
             builder = builder
-                .post_sampling_hook(hook.clone())
-                .compaction_listener(hook)
+                .hook(hook) // notes updates after sampling (background, FIFO); baselines reset after compaction
                 .compactor(Arc::new(compactor));
         }
         Ok(builder)

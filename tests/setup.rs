@@ -3,7 +3,10 @@
 
 use memloop::MemorySetup;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
-use memloop::core::{Agent, AgentEvent, VecSink};
+use memloop::core::{
+    Agent,
+    events::{AgentEvent, VecSink},
+};
 use memloop::memory::{EnvVars, MemoryDirResolver};
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! output shows what the real memory machinery did (e.g. whether a recalled memory reached the
 //! model). This is a script, not intelligence, and the demo says so.
 
-use memloop::core::ModelRequest;
+use memloop::core::model::ModelRequest;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::memory::extract::EXTRACTOR_PURPOSE;
 use memloop::memory::session_memory::EDIT_TOOL_NAME;

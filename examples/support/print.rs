@@ -1,6 +1,6 @@
 //! Readable printing of agent events for the demo.
 
-use memloop::core::AgentEvent;
+use memloop::core::events::AgentEvent;
 
 /// Print a section banner.
 pub fn banner(title: &str) {
@@ -9,7 +9,7 @@ pub fn banner(title: &str) {
 
 fn short(text: &str, max: usize) -> String {
     let one_line = text.replace('\n', " ⏎ ");
-    let cut = memloop::core::truncate_utf8(&one_line, max);
+    let cut = memloop::core::text::truncate_utf8(&one_line, max);
     if cut.len() < one_line.len() {
         format!("{cut}…")
     } else {

@@ -6,8 +6,11 @@ use crate::session_memory::session_memory_compaction;
 use crate::summary::summary_compaction;
 use async_trait::async_trait;
 use memloop_core::{
-    AgentEvent, CharEstimator, CompactionError, CompactionOutcome, CompactionTrigger,
-    ContextCompactor, HookContext, TokenCounter, check_invariants, estimate_messages,
+    HookContext,
+    compaction::{CompactionError, CompactionOutcome, CompactionTrigger, ContextCompactor},
+    events::AgentEvent,
+    invariants::check_invariants,
+    tokens::{CharEstimator, TokenCounter, estimate_messages},
 };
 use memloop_memory::session_memory::SessionMemory;
 use std::sync::{Arc, Mutex};
@@ -116,10 +119,8 @@ impl Compactor {
                 tracing::info!(%reason, "session-memory compaction declined; summarizing instead");
             }
         }
-        let messages = summary_compaction(ctx, &self.config.summary, self.counter.as_ref())
-            .await
-            .map_err(|e| CompactionError(e.to_string()))?;
-        check_invariants(&messages).map_err(|e| CompactionError(e.to_string()))?;
+        let messages = summary_compaction(ctx, &self.config.summary, self.counter.as_ref()).await?;
+        check_invariants(&messages).map_err(CompactionError::InvalidResult)?;
         Ok(CompactionOutcome {
             tokens_after: estimate_messages(self.counter.as_ref(), &messages),
             messages,
@@ -215,7 +216,7 @@ impl ContextCompactor for Compactor {
                     .map(|mut b| b.failure(ctx.turn, self.config.max_consecutive_failures))
                     .unwrap_or(1);
                 ctx.emit(AgentEvent::CompactionFailed {
-                    error: e.0.clone(),
+                    error: e.to_string(),
                     consecutive_failures: n,
                 });
                 Err(e)

@@ -1,6 +1,6 @@
 //! Which recent messages survive a session-memory compaction (SPEC section 9, steps 1-4).
 
-use memloop_core::{Message, MessageKind, Role};
+use memloop_core::message::{Message, MessageKind, Role};
 use std::collections::HashSet;
 
 /// The bounds of the keep-index walk.
@@ -144,7 +144,10 @@ pub(crate) fn same_response(a: &Message, b: &Message) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memloop_core::{CharEstimator, ContentBlock, estimate_message};
+    use memloop_core::{
+        message::ContentBlock,
+        tokens::{CharEstimator, estimate_message},
+    };
 
     const BOUNDS: KeepBounds = KeepBounds {
         min_tokens: 100,

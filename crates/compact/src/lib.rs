@@ -1,7 +1,7 @@
 //! # memloop-compact
 //!
 //! Keeps a long conversation inside the context window (SPEC section 9). The [`Compactor`]
-//! implements `memloop_core::ContextCompactor`: when the conversation reaches the auto-compact
+//! implements `memloop_core::compaction::ContextCompactor`: when the conversation reaches the auto-compact
 //! threshold it first tries **session-memory compaction** (the session notes become the summary,
 //! the most recent 10K-40K tokens are kept verbatim) and falls back to an **LLM summary**. It
 //! also offers opt-in [`repair`](mod@repair) passes for broken conversations.
@@ -29,8 +29,7 @@
 //! let model = ScriptedModel::new().then(ScriptStep::text("Hello!"));
 //! let mut agent = Agent::builder(Arc::new(model))
 //!     .config(config)
-//!     .post_sampling_hook(hook.clone()) // schedules notes updates (background, FIFO)
-//!     .compaction_listener(hook) // resets the update baselines after compaction
+//!     .hook(hook) // notes updates after sampling (background, FIFO); baselines reset after compaction
 //!     .compactor(Arc::new(compactor))
 //!     .repair(repair_fn()) // optional: repair a broken conversation instead of failing
 //!     .build();
@@ -65,4 +64,4 @@ pub use session_memory::{
     DeclineReason, SessionMemoryCompaction, plan_session_memory_compaction,
     session_memory_compaction, wait_for_update,
 };
-pub use summary::{SUMMARY_MESSAGE, SUMMARY_PROMPT, SummaryError, summary_compaction};
+pub use summary::{SUMMARY_MESSAGE, SUMMARY_PROMPT, summary_compaction};

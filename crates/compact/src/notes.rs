@@ -1,6 +1,6 @@
 //! Turning the session notes into the compaction summary message.
 
-use memloop_core::truncate_utf8;
+use memloop_core::text::truncate_utf8;
 use memloop_memory::render_template;
 use memloop_memory::session_memory::sections;
 use std::path::Path;

@@ -2,12 +2,15 @@
 //! `fn(Vec<Message>) -> (Vec<Message>, Vec<Issue>)` fixing one kind of damage; [`repair`] runs
 //! them in a safe order and [`repair_fn`] packages that for `AgentBuilder::repair`.
 //!
-//! Passes follow the provider view of `memloop_core::provider_view`: compaction boundary markers
+//! Passes follow the provider view of `memloop_core::invariants::provider_view`: compaction boundary markers
 //! are ignored, consecutive user records form one user message, consecutive assistant records
 //! with one response id form one response.
 
 use crate::keep::same_response;
-use memloop_core::{ContentBlock, Message, RepairFn, Role};
+use memloop_core::{
+    invariants::RepairFn,
+    message::{ContentBlock, Message, Role},
+};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -66,7 +69,7 @@ pub const PASSES: [Pass; 6] = [
 ///
 /// ```
 /// use memloop_compact::repair;
-/// use memloop_core::{check_invariants, ContentBlock, Message, Role};
+/// use memloop_core::{invariants::check_invariants, message::{ContentBlock, Message, Role}};
 /// let broken = vec![
 ///     Message::user("go"),
 ///     Message::new(Role::Assistant, vec![ContentBlock::tool_use("t1", "run", serde_json::json!({}))]),

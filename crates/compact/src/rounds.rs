@@ -2,7 +2,10 @@
 //! that follow it. Dropping whole rounds from the front keeps tool pairs intact.
 
 use crate::keep::same_response;
-use memloop_core::{Message, Role, TokenCounter, estimate_message};
+use memloop_core::{
+    message::{Message, Role},
+    tokens::{TokenCounter, estimate_message},
+};
 use std::ops::Range;
 
 /// The rounds of `messages`, in order. Leading user messages form the first round.
@@ -73,7 +76,9 @@ pub fn drop_oldest_rounds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memloop_core::{CharEstimator, ContentBlock, check_invariants};
+    use memloop_core::{
+        invariants::check_invariants, message::ContentBlock, tokens::CharEstimator,
+    };
     use serde_json::json;
 
     fn conv(rounds: usize) -> Vec<Message> {

@@ -5,7 +5,9 @@ use crate::config::SessionMemoryCompactConfig;
 use crate::keep::{KeepBounds, KeepPlan, plan_keep};
 use crate::notes::summary_text;
 use memloop_core::{
-    Message, MessageKind, TokenCounter, check_invariants, estimate_message, estimate_messages,
+    invariants::check_invariants,
+    message::{Message, MessageKind},
+    tokens::{TokenCounter, estimate_message, estimate_messages},
 };
 use memloop_memory::session_memory::{CompactionNotes, SessionMemory};
 use std::sync::Arc;

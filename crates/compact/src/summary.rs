@@ -3,8 +3,13 @@
 
 use crate::config::SummaryCompactConfig;
 use crate::rounds::drop_oldest_rounds;
+use memloop_core::compaction::CompactionError;
 use memloop_core::{
-    AgentError, ForkedAgentBuilder, HookContext, Message, MessageKind, ModelError, TokenCounter,
+    AgentError, HookContext,
+    fork::ForkedAgentBuilder,
+    message::{Message, MessageKind},
+    model::ModelError,
+    tokens::TokenCounter,
 };
 use memloop_memory::render_template;
 use std::sync::Arc;
@@ -14,32 +19,12 @@ pub const SUMMARY_PROMPT: &str = include_str!("../templates/summary_prompt.md");
 /// Wrapper of the summary in the new conversation (variable `summary`).
 pub const SUMMARY_MESSAGE: &str = include_str!("../templates/summary_message.md");
 
-/// Why the LLM summary failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SummaryError {
-    /// The model call failed.
-    #[error("summary request failed: {0}")]
-    Model(#[from] AgentError),
-    /// Still too long after every retry (or nothing left to drop).
-    #[error(
-        "the conversation is too long to summarize even after dropping {dropped_attempts} times"
-    )]
-    TooLong {
-        /// Retries made.
-        dropped_attempts: u32,
-    },
-    /// The model answered with no text.
-    #[error("the summarizer returned an empty summary")]
-    Empty,
-}
-
 /// Summarize `ctx.messages` and return the new conversation: boundary marker + summary message.
 pub async fn summary_compaction(
     ctx: &HookContext,
     cfg: &SummaryCompactConfig,
     counter: &dyn TokenCounter,
-) -> Result<Vec<Message>, SummaryError> {
+) -> Result<Vec<Message>, CompactionError> {
     let mut messages: Vec<Message> = ctx.messages.as_ref().clone();
     let mut retries = 0;
     let summary = loop {
@@ -55,13 +40,13 @@ pub async fn summary_compaction(
             Ok(out) => break out.final_text,
             Err(AgentError::Model(ModelError::ContextTooLong { excess_tokens, .. })) => {
                 if retries >= cfg.max_retries {
-                    return Err(SummaryError::TooLong {
+                    return Err(CompactionError::TooLong {
                         dropped_attempts: retries,
                     });
                 }
                 retries += 1;
                 messages = drop_oldest_rounds(&messages, excess_tokens, cfg.drop_fraction, counter)
-                    .ok_or(SummaryError::TooLong {
+                    .ok_or(CompactionError::TooLong {
                         dropped_attempts: retries,
                     })?;
                 tracing::info!(
@@ -70,11 +55,12 @@ pub async fn summary_compaction(
                     "summary prompt too long; dropped the oldest rounds"
                 );
             }
-            Err(e) => return Err(SummaryError::Model(e)),
+            Err(AgentError::Cancelled) => return Err(CompactionError::Cancelled),
+            Err(e) => return Err(CompactionError::Summarizer(Box::new(e))),
         }
     };
     if summary.trim().is_empty() {
-        return Err(SummaryError::Empty);
+        return Err(CompactionError::EmptySummary);
     }
     let boundary = Message::user("Conversation compacted: earlier messages replaced by a summary.")
         .with_kind(MessageKind::CompactBoundary);

@@ -2,7 +2,11 @@
 
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_core::{Agent, AgentError, AgentEvent, ContextCompactor, VecSink};
+use memloop_core::{
+    Agent, AgentError,
+    compaction::ContextCompactor,
+    events::{AgentEvent, VecSink},
+};
 use std::sync::Arc;
 
 #[test]

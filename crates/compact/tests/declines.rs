@@ -8,7 +8,9 @@ use memloop_compact::{
     DeclineReason, SECTION_TRUNCATED, SessionMemoryCompactConfig, session_memory_compaction,
 };
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_core::{CharEstimator, MessageKind, Model, check_invariants};
+use memloop_core::{
+    invariants::check_invariants, message::MessageKind, model::Model, tokens::CharEstimator,
+};
 use memloop_memory::session_memory::{
     EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig, UpdateTrigger,
 };

@@ -5,9 +5,13 @@
 use memloop_compact::{CompactConfig, Compactor, SessionMemoryCompactConfig};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
-    Agent, AgentConfig, AgentEvent, CharEstimator, MessageKind, ModelRequest, Role, Tool,
-    ToolContext, ToolEffect, ToolOutput, ToolSpec, Usage, VecSink, check_invariants,
-    estimate_messages,
+    Agent, AgentConfig,
+    events::{AgentEvent, VecSink},
+    invariants::check_invariants,
+    message::{MessageKind, Role, Usage},
+    model::ModelRequest,
+    tokens::{CharEstimator, estimate_messages},
+    tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
 use memloop_memory::session_memory::{
     EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig, SessionMemoryHook,
@@ -127,8 +131,7 @@ async fn the_agent_compacts_mid_session_with_its_notes_and_carries_on() {
             ..Default::default()
         })
         .tool(Arc::new(ReadFile(work.clone())))
-        .post_sampling_hook(hook.clone())
-        .compaction_listener(hook)
+        .hook(hook) // notes updates after sampling (background, FIFO); baselines reset after compaction
         .compactor(compactor)
         .events(Arc::new(events.clone()))
         .build();

@@ -9,7 +9,9 @@
 
 use memloop_compact::{SessionMemoryCompactConfig, plan_session_memory_compaction};
 use memloop_core::{
-    CharEstimator, ContentBlock, Message, MessageKind, Role, check_invariants, estimate_message,
+    invariants::check_invariants,
+    message::{ContentBlock, Message, MessageKind, Role},
+    tokens::{CharEstimator, estimate_message},
 };
 use memloop_memory::session_memory::CompactionNotes;
 use proptest::prelude::*;

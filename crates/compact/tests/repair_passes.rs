@@ -5,7 +5,10 @@ use memloop_compact::repair::{
     Issue, add_missing_tool_results, drop_empty_messages, drop_orphan_tool_results,
     ensure_user_first, merge_consecutive_assistant, repair, repair_fn,
 };
-use memloop_core::{ContentBlock, Message, MessageKind, Role, Violation, check_invariants};
+use memloop_core::{
+    invariants::{Violation, check_invariants},
+    message::{ContentBlock, Message, MessageKind, Role},
+};
 use serde_json::json;
 
 fn call(id: &str) -> ContentBlock {

@@ -4,13 +4,15 @@
 mod common;
 
 use common::{conversation, ctx};
-use memloop_compact::{
-    CompactConfig, Compactor, SummaryCompactConfig, SummaryError, summary_compaction,
-};
+use memloop_compact::{CompactConfig, Compactor, SummaryCompactConfig, summary_compaction};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
-    AgentEvent, CharEstimator, CompactionTrigger, ContextCompactor, MessageKind, ModelError,
-    check_invariants,
+    compaction::{CompactionTrigger, ContextCompactor},
+    events::AgentEvent,
+    invariants::check_invariants,
+    message::MessageKind,
+    model::ModelError,
+    tokens::CharEstimator,
 };
 use std::sync::Arc;
 
@@ -78,7 +80,7 @@ async fn gives_up_after_three_retries() {
         .unwrap_err();
     assert_eq!(
         err,
-        SummaryError::TooLong {
+        memloop_core::compaction::CompactionError::TooLong {
             dropped_attempts: 3
         }
     );
@@ -104,7 +106,7 @@ async fn breaker_opens_after_three_failures_until_the_next_turn_or_a_success() {
         );
         assert!(
             sink.events().contains(&AgentEvent::CompactionFailed {
-                error: "summary request failed: provider overloaded: busy".into(),
+                error: "the summary request failed: provider overloaded: busy".into(),
                 consecutive_failures: n,
             }),
             "{:?}",

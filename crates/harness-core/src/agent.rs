@@ -1,4 +1,4 @@
-//! The [`Agent`]: the main loop of DESIGN.md.
+//! The [`Agent`] and its main loop, and what a turn returns ([`TurnOutcome`]).
 //!
 //! One user turn: turn-start hooks start background work (recall) → loop { consume settled
 //! attachments → maybe compact → check invariants → call the model → post-sampling hooks → run
@@ -6,13 +6,14 @@
 //! in the background.
 
 use crate::background::{BackgroundTasks, DrainReport};
-use crate::builder::{AgentBuilder, AgentConfig, RepairFn, TurnOutcome, TurnStop};
 use crate::compaction::{CompactionOutcome, CompactionTrigger, ContextCompactor};
-use crate::engine::{Engine, ToolOutcome};
+use crate::config::AgentConfig;
+use crate::context::HookContext;
 use crate::error::AgentError;
 use crate::events::{AgentEvent, EventSink};
-use crate::hooks::{HookContext, Hooks, PendingAttachment};
-use crate::invariants::{check_invariants, provider_view};
+use crate::hooks::{Hook, PendingAttachment};
+use crate::invariants::{RepairFn, check_invariants, provider_view};
+use crate::loop_step::{LoopStep, ToolOutcome};
 use crate::message::{ContentBlock, Message, Role};
 use crate::model::{Model, ModelError};
 use crate::prompt::SystemPrompt;
@@ -22,6 +23,26 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnStop {
+    /// The model answered without tool calls.
+    Completed,
+    /// The iteration guard stopped the loop.
+    MaxIterations,
+}
+
+/// The result of [`Agent::run_turn`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// Text of the final assistant response.
+    pub text: String,
+    /// Model calls made.
+    pub iterations: u32,
+    /// How it ended.
+    pub stop: TurnStop,
+}
 
 /// The main agent. See the module docs for the loop.
 ///
@@ -43,7 +64,7 @@ pub struct Agent {
     pub(crate) tools: ToolRegistry,
     pub(crate) gate: Arc<dyn PermissionGate>,
     pub(crate) system: SystemPrompt,
-    pub(crate) hooks: Hooks,
+    pub(crate) hooks: Vec<Arc<dyn Hook>>,
     pub(crate) compactor: Option<Arc<dyn ContextCompactor>>,
     pub(crate) events: Arc<dyn EventSink>,
     pub(crate) repair: Option<RepairFn>,
@@ -68,11 +89,6 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// Shortcut for [`AgentBuilder::new`].
-    pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
-        AgentBuilder::new(model)
-    }
-
     /// The conversation so far.
     pub fn messages(&self) -> &[Message] {
         &self.messages
@@ -88,7 +104,8 @@ impl Agent {
         &self.background
     }
 
-    /// Conversation size in tokens (SPEC section 9 rule, cached).
+    /// Conversation size in tokens (the newest response's reported usage plus an estimate of the
+    /// messages after it; cached).
     pub fn context_tokens(&mut self) -> u64 {
         self.tokens.count(&self.messages)
     }
@@ -165,7 +182,7 @@ impl Agent {
 
         let ctx = self.hook_context(cancel.clone());
         let mut pending: Vec<PendingAttachment> = Vec::new();
-        for hook in self.hooks.turn_start.clone() {
+        for hook in self.hooks.clone() {
             if let Some(p) = hook.on_turn_start(&ctx, user_text).await {
                 pending.push(p);
             }
@@ -200,8 +217,8 @@ impl Agent {
             let system = self.system.render().await;
             self.last_system = Arc::new(system.clone());
             let context_tokens = self.tokens.count(&self.messages);
-            let engine = self.engine(cancel.clone());
-            let response = engine
+            let step = self.step(cancel.clone());
+            let response = step
                 .call_model(
                     system,
                     provider_view(&self.messages),
@@ -231,9 +248,9 @@ impl Agent {
             }
             let wants_tools = assistant.has_tool_use();
             Arc::make_mut(&mut self.messages).push(assistant);
-            if !self.hooks.post_sampling.is_empty() {
+            if !self.hooks.is_empty() {
                 let ctx = self.hook_context(cancel.clone());
-                for hook in self.hooks.post_sampling.clone() {
+                for hook in self.hooks.clone() {
                     hook.after_sampling(&ctx, &response).await;
                 }
             }
@@ -244,9 +261,9 @@ impl Agent {
                     stop: TurnStop::Completed,
                 });
             }
-            let engine = self.engine(cancel.clone());
+            let step = self.step(cancel.clone());
             let last = self.messages.len() - 1;
-            let (results, outcomes) = engine.run_tools(&self.messages[last]).await;
+            let (results, outcomes) = step.run_tools(&self.messages[last]).await;
             Arc::make_mut(&mut self.messages).push(results);
             record_outcomes(&mut tool_log, outcomes);
             if cancel.is_cancelled() {
@@ -271,8 +288,8 @@ impl Agent {
         result
     }
 
-    fn engine(&self, cancel: CancellationToken) -> Engine<'_> {
-        Engine {
+    fn step(&self, cancel: CancellationToken) -> LoopStep<'_> {
+        LoopStep {
             model: &self.model,
             tools: &self.tools,
             gate: &self.gate,
@@ -393,17 +410,17 @@ impl Agent {
             messages_kept: outcome.messages_kept,
         });
         let ctx = self.hook_context(cancel.clone());
-        for l in self.hooks.compaction.clone() {
-            l.on_compacted(&ctx).await;
+        for hook in self.hooks.clone() {
+            hook.on_compacted(&ctx).await;
         }
     }
 
     fn fire_stop_hooks(&mut self) {
-        if self.hooks.stop.is_empty() {
+        if self.hooks.is_empty() {
             return;
         }
         let ctx = self.hook_context(self.session_cancel.clone());
-        for (i, hook) in self.hooks.stop.iter().enumerate() {
+        for (i, hook) in self.hooks.iter().enumerate() {
             let hook = hook.clone();
             let ctx = ctx.clone();
             self.background.spawn(

@@ -1,71 +1,25 @@
-//! [`AgentBuilder`] and the agent's settings ([`AgentConfig`]) and turn results.
+//! [`AgentBuilder`]: how an [`Agent`] is put together.
 
 use crate::agent::Agent;
 use crate::background::BackgroundTasks;
 use crate::compaction::ContextCompactor;
+use crate::config::AgentConfig;
 use crate::events::{EventSink, NullSink};
-use crate::hooks::{CompactionListener, Hooks, PostSamplingHook, StopHook, TurnStartHook};
+use crate::hooks::Hook;
+use crate::invariants::RepairFn;
 use crate::message::Message;
 use crate::model::Model;
 use crate::prompt::{SystemPrompt, SystemSection};
 use crate::tokens::{CharEstimator, ConversationTokens, TokenCounter};
 use crate::tool::{AllowAll, PermissionGate, Tool, ToolRegistry};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// A conversation repair pass the host may opt into (see `memloop-compact`'s repair passes).
-pub type RepairFn = Arc<dyn Fn(Vec<Message>) -> Vec<Message> + Send + Sync>;
-
-/// Agent settings.
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// Session id (random by default).
-    pub session_id: String,
-    /// Working directory handed to tools.
-    pub cwd: PathBuf,
-    /// Model calls allowed in one user turn before the guard stops it. Default 25.
-    pub max_iterations: u32,
-    /// `max_tokens` of main-agent requests. Default 8,192.
-    pub max_tokens: u32,
-    /// Check conversation invariants before every request. Default true.
-    pub validate_invariants: bool,
-    /// Default timeout of [`Agent::drain`]. Default 60 s.
-    pub drain_timeout: Duration,
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        Self {
-            session_id: uuid::Uuid::new_v4().to_string(),
-            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-            max_iterations: 25,
-            max_tokens: 8_192,
-            validate_invariants: true,
-            drain_timeout: Duration::from_secs(60),
-        }
+impl Agent {
+    /// Shortcut for [`AgentBuilder::new`].
+    pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
+        AgentBuilder::new(model)
     }
-}
-
-/// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnStop {
-    /// The model answered without tool calls.
-    Completed,
-    /// The iteration guard stopped the loop.
-    MaxIterations,
-}
-
-/// The result of [`Agent::run_turn`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
-    /// Text of the final assistant response.
-    pub text: String,
-    /// Model calls made.
-    pub iterations: u32,
-    /// How it ended.
-    pub stop: TurnStop,
 }
 
 /// Builds an [`Agent`].
@@ -75,7 +29,7 @@ pub struct AgentBuilder {
     tools: ToolRegistry,
     gate: Arc<dyn PermissionGate>,
     system: SystemPrompt,
-    hooks: Hooks,
+    hooks: Vec<Arc<dyn Hook>>,
     compactor: Option<Arc<dyn ContextCompactor>>,
     events: Arc<dyn EventSink>,
     counter: Arc<dyn TokenCounter>,
@@ -103,7 +57,7 @@ impl AgentBuilder {
             tools: ToolRegistry::new(),
             gate: Arc::new(AllowAll),
             system: SystemPrompt::new(),
-            hooks: Hooks::default(),
+            hooks: Vec::new(),
             compactor: None,
             events: Arc::new(NullSink),
             counter: Arc::new(CharEstimator),
@@ -148,27 +102,10 @@ impl AgentBuilder {
         self
     }
 
-    /// Add a turn-start hook.
-    pub fn turn_start_hook(mut self, hook: Arc<dyn TurnStartHook>) -> Self {
-        self.hooks.turn_start.push(hook);
-        self
-    }
-
-    /// Add a post-sampling hook.
-    pub fn post_sampling_hook(mut self, hook: Arc<dyn PostSamplingHook>) -> Self {
-        self.hooks.post_sampling.push(hook);
-        self
-    }
-
-    /// Add a stop hook.
-    pub fn stop_hook(mut self, hook: Arc<dyn StopHook>) -> Self {
-        self.hooks.stop.push(hook);
-        self
-    }
-
-    /// Add a compaction listener.
-    pub fn compaction_listener(mut self, listener: Arc<dyn CompactionListener>) -> Self {
-        self.hooks.compaction.push(listener);
+    /// Register a [`Hook`] (recall, session notes, extraction, consolidation, or your own).
+    /// Hooks run in registration order at each hook point.
+    pub fn hook(mut self, hook: Arc<dyn Hook>) -> Self {
+        self.hooks.push(hook);
         self
     }
 

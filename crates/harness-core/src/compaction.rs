@@ -1,6 +1,7 @@
 //! The interface between the agent loop and a compactor (implemented in `memloop-compact`).
 
-use crate::hooks::HookContext;
+use crate::context::HookContext;
+pub use crate::error::CompactionError;
 use crate::message::Message;
 use async_trait::async_trait;
 
@@ -30,16 +31,11 @@ pub struct CompactionOutcome {
     pub messages_kept: usize,
 }
 
-/// A compaction attempt failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("compaction failed: {0}")]
-pub struct CompactionError(pub String);
-
 /// Decides whether to compact and does it.
 ///
 /// `ctx.messages` and `ctx.context_tokens` describe the conversation; returning `Ok(None)` means
 /// "nothing to do". The agent replaces its conversation with the outcome, invalidates cached
-/// system sections and notifies its [`crate::CompactionListener`]s.
+/// system sections and calls every [`Hook::on_compacted`](crate::Hook::on_compacted).
 #[async_trait]
 pub trait ContextCompactor: Send + Sync {
     /// Consider compacting.

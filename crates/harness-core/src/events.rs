@@ -170,7 +170,7 @@ impl EventSink for NullSink {
 /// Keeps every event in memory; handy in tests.
 ///
 /// ```
-/// use memloop_core::{AgentEvent, EventSink, VecSink};
+/// use memloop_core::events::{AgentEvent, EventSink, VecSink};
 /// let sink = VecSink::default();
 /// sink.emit(AgentEvent::TurnStarted { turn: 1 });
 /// assert_eq!(sink.events().len(), 1);

@@ -3,10 +3,11 @@
 //! Used by the memory extractor, the session-memory updater, the consolidator and summary
 //! compaction. Their transcript is not kept in the parent.
 
-use crate::engine::Engine;
+use crate::context::HookContext;
 use crate::error::AgentError;
 use crate::events::EventSink;
 use crate::invariants::provider_view;
+use crate::loop_step::LoopStep;
 use crate::message::{ContentBlock, Message, Role};
 use crate::model::{Model, ModelError};
 use crate::tool::{AgentKind, AllowAll, PermissionGate, Tool, ToolContext, ToolRegistry};
@@ -43,6 +44,27 @@ impl std::fmt::Debug for ForkBase {
     }
 }
 
+/// Forks start from a hook's snapshot of the parent.
+impl HookContext {
+    /// What a forked agent started from this point shares with the parent.
+    pub fn fork_base(&self) -> ForkBase {
+        ForkBase {
+            model: self.model.clone(),
+            system: self.system.clone(),
+            messages: self.messages.clone(),
+            session_id: self.session_id.clone(),
+            cwd: self.cwd.clone(),
+            events: self.events.clone(),
+            cancel: self.cancel.clone(),
+        }
+    }
+
+    /// Start building a forked agent for `purpose` from this point.
+    pub fn fork(&self, purpose: impl Into<String>) -> ForkedAgentBuilder {
+        ForkedAgentBuilder::new(self.fork_base(), purpose)
+    }
+}
+
 /// Builds a [`ForkedAgent`].
 #[derive(Debug)]
 pub struct ForkedAgentBuilder {
@@ -53,12 +75,6 @@ pub struct ForkedAgentBuilder {
     max_turns: u32,
     max_tokens: u32,
     share_prefix: bool,
-}
-
-impl std::fmt::Debug for dyn PermissionGate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PermissionGate")
-    }
 }
 
 impl ForkedAgentBuilder {
@@ -141,7 +157,7 @@ pub struct ForkOutcome {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use memloop_core::testing::{ScriptStep, ScriptedModel};
-/// use memloop_core::{ForkBase, ForkedAgentBuilder, Message, NullSink};
+/// use memloop_core::{fork::{ForkBase, ForkedAgentBuilder}, message::Message, events::NullSink};
 /// use std::sync::Arc;
 ///
 /// let model = ScriptedModel::new().then(ScriptStep::text("noted"));
@@ -165,7 +181,7 @@ pub struct ForkedAgent {
 
 /// The parent prefix a fork may send: provider view, without a trailing assistant message whose
 /// tool calls are still unanswered.
-pub fn fork_prefix(messages: &[Message]) -> Vec<Message> {
+pub(crate) fn fork_prefix(messages: &[Message]) -> Vec<Message> {
     let mut view = provider_view(messages);
     if view
         .last()
@@ -195,7 +211,7 @@ async fn run_fork(b: ForkedAgentBuilder, prompt: String) -> Result<ForkOutcome, 
         Some(last) if last.role == Role::User => last.content.push(ContentBlock::text(prompt)),
         _ => messages.push(Message::user(prompt)),
     }
-    let engine = Engine {
+    let step = LoopStep {
         model: &b.base.model,
         tools: &b.tools,
         gate: &b.gate,
@@ -218,7 +234,7 @@ async fn run_fork(b: ForkedAgentBuilder, prompt: String) -> Result<ForkOutcome, 
             return Ok(out);
         }
         out.turns += 1;
-        let response = engine
+        let response = step
             .call_model(b.base.system.to_vec(), messages.clone(), out.turns, 0)
             .await
             .map_err(|e| match e {
@@ -230,7 +246,7 @@ async fn run_fork(b: ForkedAgentBuilder, prompt: String) -> Result<ForkOutcome, 
         if !assistant.has_tool_use() {
             return Ok(out);
         }
-        let (results, outcomes) = engine.run_tools(&assistant).await;
+        let (results, outcomes) = step.run_tools(&assistant).await;
         out.tool_calls += outcomes.len() as u32;
         out.denied_calls += outcomes.iter().filter(|o| o.denied).count() as u32;
         for f in &results.meta.files_written {

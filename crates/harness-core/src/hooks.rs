@@ -1,89 +1,12 @@
-//! Hook points of the agent loop: turn start (with background attachments), post-sampling, stop,
-//! and compaction listeners.
+//! The agent loop's extension point: one [`Hook`] trait whose methods (turn start, after
+//! sampling, stop, compacted) all default to no-ops, plus the attachments a turn-start hook can
+//! inject next to the user's message.
 
-use crate::background::BackgroundTasks;
-use crate::events::{AgentEvent, EventSink};
-use crate::fork::{ForkBase, ForkedAgentBuilder};
-use crate::message::Message;
-use crate::model::{Model, ModelResponse};
-use crate::tool::AgentKind;
+use crate::context::HookContext;
+use crate::model::ModelResponse;
 use async_trait::async_trait;
-use std::path::PathBuf;
-use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-/// What every hook sees: a snapshot of the agent at the hook point.
-#[derive(Clone)]
-pub struct HookContext {
-    /// Session id.
-    pub session_id: String,
-    /// Current user turn (1-based).
-    pub turn: u64,
-    /// Main or forked agent.
-    pub agent: AgentKind,
-    /// Working directory.
-    pub cwd: PathBuf,
-    /// The model the agent uses.
-    pub model: Arc<dyn Model>,
-    /// The rendered system prompt (what forked agents share).
-    pub system: Arc<Vec<String>>,
-    /// The conversation at the hook point.
-    pub messages: Arc<Vec<Message>>,
-    /// Conversation size in tokens (SPEC section 9 rule).
-    pub context_tokens: u64,
-    /// Tools that succeeded at least once and never failed during the previous user turn.
-    pub recent_tools: Vec<String>,
-    /// Where to report.
-    pub events: Arc<dyn EventSink>,
-    /// Tracked background tasks (spawn here so `drain` waits for them).
-    pub background: BackgroundTasks,
-    /// Fires when the turn (turn-start and post-sampling hooks) or the session (stop hooks,
-    /// compaction listeners) is cancelled.
-    pub cancel: CancellationToken,
-}
-
-impl std::fmt::Debug for HookContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HookContext")
-            .field("session_id", &self.session_id)
-            .field("turn", &self.turn)
-            .field("agent", &self.agent)
-            .field("messages", &self.messages.len())
-            .field("context_tokens", &self.context_tokens)
-            .finish_non_exhaustive()
-    }
-}
-
-impl HookContext {
-    /// Emit an event.
-    pub fn emit(&self, event: AgentEvent) {
-        self.events.emit(event);
-    }
-
-    /// Whether this is the main agent.
-    pub fn is_main(&self) -> bool {
-        self.agent == AgentKind::Main
-    }
-
-    /// What a forked agent started from this point shares with the parent.
-    pub fn fork_base(&self) -> ForkBase {
-        ForkBase {
-            model: self.model.clone(),
-            system: self.system.clone(),
-            messages: self.messages.clone(),
-            session_id: self.session_id.clone(),
-            cwd: self.cwd.clone(),
-            events: self.events.clone(),
-            cancel: self.cancel.clone(),
-        }
-    }
-
-    /// Start building a forked agent for `purpose` from this point.
-    pub fn fork(&self, purpose: impl Into<String>) -> ForkedAgentBuilder {
-        ForkedAgentBuilder::new(self.fork_base(), purpose)
-    }
-}
 
 /// Text injected next to the user's message as a `<system-reminder>` block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,57 +66,58 @@ impl Drop for PendingAttachment {
     }
 }
 
-/// Runs when a user message arrives, before the first model call.
+/// Something that plugs into the agent loop. Implement only the methods you need; the others
+/// are no-ops. Register it once with [`AgentBuilder::hook`](crate::AgentBuilder::hook).
+///
+/// | method | when | may block the turn? |
+/// |---|---|---|
+/// | [`on_turn_start`](Self::on_turn_start) | a user message arrived, before the first model call | no: return a [`PendingAttachment`] for slow work |
+/// | [`after_sampling`](Self::after_sampling) | after every main-agent model response | no: spawn slow work on `ctx.background` |
+/// | [`on_stop`](Self::on_stop) | the turn ended with an answer (no tool calls) | never: it runs as a tracked background task |
+/// | [`on_compacted`](Self::on_compacted) | the conversation was replaced by a compacted one | briefly |
+///
+/// ```
+/// use memloop_core::{Hook, HookContext};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+///
+/// /// Counts finished turns.
+/// #[derive(Default)]
+/// struct TurnCounter(AtomicU64);
+///
+/// #[async_trait::async_trait]
+/// impl Hook for TurnCounter {
+///     async fn on_stop(&self, _ctx: HookContext) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+/// # let _: Arc<dyn Hook> = Arc::new(TurnCounter::default());
+/// ```
 #[async_trait]
-pub trait TurnStartHook: Send + Sync {
-    /// Start per-turn work. Return a pending attachment to have its result injected when it
-    /// settles; never block here on slow work.
-    async fn on_turn_start(&self, ctx: &HookContext, user_text: &str) -> Option<PendingAttachment>;
-}
+pub trait Hook: Send + Sync {
+    /// A user message arrived. Start per-turn work and return a pending attachment to have its
+    /// result injected next to the message when it settles; never block here on slow work.
+    async fn on_turn_start(&self, ctx: &HookContext, user_text: &str) -> Option<PendingAttachment> {
+        let _ = (ctx, user_text);
+        None
+    }
 
-/// Runs after every model response of the main agent. Must return quickly: spawn slow work on
-/// `ctx.background`.
-#[async_trait]
-pub trait PostSamplingHook: Send + Sync {
-    /// Inspect the response.
-    async fn after_sampling(&self, ctx: &HookContext, response: &ModelResponse);
-}
+    /// The main agent got a model response. Must return quickly: spawn slow work on
+    /// `ctx.background`.
+    async fn after_sampling(&self, ctx: &HookContext, response: &ModelResponse) {
+        let _ = (ctx, response);
+    }
 
-/// Runs, fire-and-forget, when a main-agent turn ends with a response that has no tool calls.
-/// The agent tracks the task so `drain` can wait for it; the next turn never waits for it.
-#[async_trait]
-pub trait StopHook: Send + Sync {
-    /// Handle the end of a turn.
-    async fn on_stop(&self, ctx: HookContext);
-}
+    /// A main-agent turn ended with a response that has no tool calls. Runs fire-and-forget as
+    /// a tracked background task (so [`Agent::drain`](crate::Agent::drain) can wait for it);
+    /// the next turn never waits for it.
+    async fn on_stop(&self, ctx: HookContext) {
+        let _ = ctx;
+    }
 
-/// Told when the conversation was compacted (attachments are gone; baselines reset).
-#[async_trait]
-pub trait CompactionListener: Send + Sync {
-    /// The conversation in `ctx.messages` is the compacted one.
-    async fn on_compacted(&self, ctx: &HookContext);
-}
-
-/// All hooks of an agent.
-#[derive(Clone, Default)]
-pub struct Hooks {
-    /// Turn-start hooks.
-    pub turn_start: Vec<Arc<dyn TurnStartHook>>,
-    /// Post-sampling hooks.
-    pub post_sampling: Vec<Arc<dyn PostSamplingHook>>,
-    /// Stop hooks.
-    pub stop: Vec<Arc<dyn StopHook>>,
-    /// Compaction listeners.
-    pub compaction: Vec<Arc<dyn CompactionListener>>,
-}
-
-impl std::fmt::Debug for Hooks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hooks")
-            .field("turn_start", &self.turn_start.len())
-            .field("post_sampling", &self.post_sampling.len())
-            .field("stop", &self.stop.len())
-            .field("compaction", &self.compaction.len())
-            .finish()
+    /// The conversation in `ctx.messages` is a freshly compacted one (attachments are gone;
+    /// reset per-conversation baselines here).
+    async fn on_compacted(&self, ctx: &HookContext) {
+        let _ = ctx;
     }
 }

@@ -11,6 +11,10 @@
 
 use crate::message::{ContentBlock, Message, MessageKind, Role};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// A conversation repair pass the host may opt into (see `memloop-compact`'s repair passes).
+pub type RepairFn = Arc<dyn Fn(Vec<Message>) -> Vec<Message> + Send + Sync>;
 
 /// One broken invariant. Indices refer to the provider view.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,7 +116,7 @@ pub fn provider_view(messages: &[Message]) -> Vec<Message> {
 /// Check the invariants; `Ok` when the conversation can be sent as is.
 ///
 /// ```
-/// use memloop_core::{check_invariants, ContentBlock, Message, Role, Violation};
+/// use memloop_core::{invariants::{Violation, check_invariants}, message::{ContentBlock, Message, Role}};
 /// let ok = vec![
 ///     Message::user("read a.txt"),
 ///     Message::new(Role::Assistant, vec![ContentBlock::tool_use("t1", "read", serde_json::json!({}))]),

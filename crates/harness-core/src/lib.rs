@@ -1,14 +1,33 @@
 //! # memloop-core
 //!
-//! The harness of memloop: Anthropic-shaped [`Message`]s, the [`Model`] and [`Tool`] traits, the
-//! permission gate, the [`Agent`] loop with its hooks, [`ForkedAgent`]s, cached system-prompt
-//! sections, token counting and the conversation invariant checker. Memory (`memloop-memory`)
-//! and compaction (`memloop-compact`) plug into the hook points defined here.
+//! The harness of memloop: the [`Agent`] loop and the pieces it is made of. Memory
+//! (`memloop-memory`) and compaction (`memloop-compact`) plug into it through one [`Hook`] trait
+//! and the [`ContextCompactor`](compaction::ContextCompactor) trait.
+//!
+//! The crate root holds the agent itself; everything else lives in a module named for what it is:
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`message`] | Anthropic-shaped [`Message`](message::Message)s, content blocks, usage |
+//! | [`model`] | the [`Model`](model::Model) trait, requests, responses, [`ModelError`](model::ModelError) |
+//! | [`tool`] | the [`Tool`](tool::Tool) trait, the registry, permission gates |
+//! | [`tools`] | ready-made tools: read, grep, glob, write, edit, shell |
+//! | [`hooks`] | the [`Hook`] trait and turn-start attachments |
+//! | [`events`] | typed [`AgentEvent`](events::AgentEvent)s and sinks for hosts |
+//! | [`fork`] | forked sub-agents that share the parent's prompt prefix |
+//! | [`compaction`] | the compactor interface the loop calls before each request |
+//! | [`prompt`] | cached system-prompt sections |
+//! | [`tokens`] | token counters and the conversation size rule |
+//! | [`invariants`] | the API invariant checker run before every request |
+//! | [`text`] | small text helpers |
+//! | [`testing`] | [`ScriptedModel`](testing::ScriptedModel), a deterministic model for tests and demos |
+//! | `providers` | Anthropic and OpenAI-compatible HTTP models (feature `providers`) |
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
-//! use memloop_core::{Agent, VecSink};
+//! use memloop_core::Agent;
+//! use memloop_core::events::VecSink;
 //! use std::sync::Arc;
 //!
 //! // A scripted model: deterministic, offline, and honest about it.
@@ -25,50 +44,33 @@
 mod agent;
 mod background;
 mod builder;
-mod compaction;
-mod engine;
+pub mod compaction;
+mod config;
+mod context;
 mod error;
-mod events;
-mod fork;
-mod hooks;
-mod invariants;
-mod message;
-mod model;
-mod prompt;
+pub mod events;
+pub mod fork;
+pub mod hooks;
+pub mod invariants;
+mod loop_step;
+pub mod message;
+pub mod model;
+pub mod prompt;
 #[cfg(feature = "providers")]
 pub mod providers;
 pub mod testing;
-mod tokens;
-mod tool;
+pub mod text;
+pub mod tokens;
+pub mod tool;
 pub mod tools;
 
-pub use agent::Agent;
+pub use agent::{Agent, TurnOutcome, TurnStop};
 pub use background::{BackgroundTasks, DrainReport};
-pub use builder::{AgentBuilder, AgentConfig, RepairFn, TurnOutcome, TurnStop};
-pub use compaction::{CompactionError, CompactionOutcome, CompactionTrigger, ContextCompactor};
-pub use engine::truncate_utf8;
+pub use builder::AgentBuilder;
+pub use config::AgentConfig;
+pub use context::HookContext;
 pub use error::AgentError;
-pub use events::{AgentEvent, ChannelSink, EventSink, FanoutSink, NullSink, VecSink};
-pub use fork::{ForkBase, ForkOutcome, ForkedAgent, ForkedAgentBuilder, fork_prefix};
-pub use hooks::{
-    Attachment, CompactionListener, HookContext, Hooks, PendingAttachment, PostSamplingHook,
-    StopHook, TurnStartHook,
-};
-pub use invariants::{InvariantError, Violation, check_invariants, provider_view};
-pub use message::{
-    ContentBlock, MediaSource, Message, MessageId, MessageKind, MessageMeta, Role,
-    ToolResultContent, Usage,
-};
-pub use model::{JsonSchema, Model, ModelError, ModelRequest, ModelResponse, StopReason};
-pub use prompt::{StaticSection, SystemPrompt, SystemSection};
-pub use tokens::{
-    CharEstimator, ConversationTokens, Encoding, MEDIA_BLOCK_TOKENS, TiktokenCounter, TokenCounter,
-    TokenizerError, count_conversation_uncached, estimate_message, estimate_messages,
-};
-pub use tool::{
-    AgentKind, AllowAll, ContainsFn, PermissionDecision, PermissionGate, Tool, ToolCallRequest,
-    ToolContext, ToolEffect, ToolOutput, ToolRegistry, ToolSpec, WriteScopeGate,
-};
+pub use hooks::Hook;
 
 /// Re-exported so hosts and tools can use the same cancellation token type.
 pub use tokio_util::sync::CancellationToken;

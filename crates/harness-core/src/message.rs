@@ -13,7 +13,7 @@ use std::path::PathBuf;
 /// A unique, stable identifier of one message.
 ///
 /// ```
-/// use memloop_core::MessageId;
+/// use memloop_core::message::MessageId;
 /// let a = MessageId::new();
 /// let b = MessageId::new();
 /// assert_ne!(a, b);
@@ -89,7 +89,7 @@ impl Usage {
     /// (SPEC section 9).
     ///
     /// ```
-    /// use memloop_core::Usage;
+    /// use memloop_core::message::Usage;
     /// let u = Usage { input_tokens: 10, output_tokens: 5, cache_creation_input_tokens: 100, cache_read_input_tokens: 1000 };
     /// assert_eq!(u.context_tokens(), 1115);
     /// ```
@@ -279,7 +279,7 @@ fn is_normal(kind: &MessageKind) -> bool {
 /// One record of the conversation.
 ///
 /// ```
-/// use memloop_core::{Message, Role};
+/// use memloop_core::message::{Message, Role};
 /// let m = Message::user("hello");
 /// assert_eq!(m.role, Role::User);
 /// assert_eq!(m.text(), "hello");

@@ -41,7 +41,7 @@ impl ModelRequest {
     /// A request with the given purpose and messages, no system prompt, no tools, 4,096 max tokens.
     ///
     /// ```
-    /// use memloop_core::{Message, ModelRequest};
+    /// use memloop_core::{message::Message, model::ModelRequest};
     /// let req = ModelRequest::new("main", vec![Message::user("hi")]);
     /// assert_eq!(req.max_tokens, 4096);
     /// ```
@@ -217,7 +217,7 @@ impl ModelError {
 /// Implementations must honour `cancel` (return [`ModelError::Cancelled`] promptly once it fires).
 ///
 /// ```
-/// use memloop_core::{Model, ModelError, ModelRequest, ModelResponse};
+/// use memloop_core::model::{Model, ModelError, ModelRequest, ModelResponse};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// struct Echo;

@@ -11,7 +11,7 @@ use tokio::sync::Mutex;
 /// One named part of the system prompt.
 ///
 /// ```
-/// use memloop_core::SystemSection;
+/// use memloop_core::prompt::SystemSection;
 ///
 /// struct Persona;
 ///

@@ -71,7 +71,7 @@ type Responder = Box<dyn Fn(&ModelRequest) -> Option<ScriptStep> + Send + Sync>;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use memloop_core::testing::{ScriptStep, ScriptedModel};
-/// use memloop_core::{Message, Model, ModelRequest};
+/// use memloop_core::{message::Message, model::{Model, ModelRequest}};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// let model = ScriptedModel::new()
@@ -238,12 +238,12 @@ impl Model for ScriptedModel {
 
 /// A [`HookContext`](crate::HookContext) for calling hooks directly in tests, with defaults:
 /// session `"s1"`, turn 1, the main agent, cwd `"."`, an empty system prompt, 0 context tokens,
-/// no recent tools, a [`NullSink`](crate::NullSink), fresh [`BackgroundTasks`](crate::BackgroundTasks)
+/// no recent tools, a [`NullSink`](crate::events::NullSink), fresh [`BackgroundTasks`](crate::BackgroundTasks)
 /// and a fresh [`CancellationToken`]. Override fields with struct update syntax.
 ///
 /// ```
 /// use memloop_core::testing::{ScriptedModel, hook_context};
-/// use memloop_core::{HookContext, Message, VecSink};
+/// use memloop_core::{HookContext, message::Message, events::VecSink};
 /// use std::sync::Arc;
 /// let sink = VecSink::default();
 /// let ctx = HookContext {
@@ -253,18 +253,21 @@ impl Model for ScriptedModel {
 /// };
 /// assert_eq!((ctx.session_id.as_str(), ctx.turn, ctx.messages.len()), ("s1", 3, 1));
 /// ```
-pub fn hook_context(model: Arc<dyn Model>, messages: Vec<crate::Message>) -> crate::HookContext {
+pub fn hook_context(
+    model: Arc<dyn Model>,
+    messages: Vec<crate::message::Message>,
+) -> crate::HookContext {
     crate::HookContext {
         session_id: "s1".into(),
         turn: 1,
-        agent: crate::AgentKind::Main,
+        agent: crate::tool::AgentKind::Main,
         cwd: ".".into(),
         model,
         system: Arc::new(Vec::new()),
         messages: Arc::new(messages),
         context_tokens: 0,
         recent_tools: Vec::new(),
-        events: Arc::new(crate::NullSink),
+        events: Arc::new(crate::events::NullSink),
         background: crate::BackgroundTasks::new(),
         cancel: CancellationToken::new(),
     }

@@ -23,7 +23,7 @@ pub trait TokenCounter: Send + Sync {
 /// The cheap estimator: one token per four bytes, rounded up.
 ///
 /// ```
-/// use memloop_core::{CharEstimator, TokenCounter};
+/// use memloop_core::tokens::{CharEstimator, TokenCounter};
 /// assert_eq!(CharEstimator.count("abcdefgh"), 2);
 /// assert_eq!(CharEstimator.count("abc"), 1);
 /// ```
@@ -66,7 +66,7 @@ impl TiktokenCounter {
     /// Load (or reuse) the given encoding.
     ///
     /// ```
-    /// use memloop_core::{Encoding, TiktokenCounter, TokenCounter};
+    /// use memloop_core::tokens::{Encoding, TiktokenCounter, TokenCounter};
     /// let t = TiktokenCounter::new(Encoding::Cl100kBase).unwrap();
     /// assert_eq!(t.count("hello world"), 2);
     /// ```
@@ -151,7 +151,7 @@ fn newest_usage(messages: &[Message]) -> Option<(usize, u64)> {
 /// Incremental conversation token counter (SPEC section 9, BETTER: O(new messages) per check).
 ///
 /// ```
-/// use memloop_core::{CharEstimator, ConversationTokens, Message, Usage};
+/// use memloop_core::{tokens::{CharEstimator, ConversationTokens}, message::{Message, Usage}};
 /// let mut counter = ConversationTokens::new(std::sync::Arc::new(CharEstimator));
 /// let mut conv = vec![Message::user("12345678")];
 /// assert_eq!(counter.count(&conv), 2); // estimate only

@@ -95,7 +95,7 @@ impl ToolOutput {
 /// A tool. Object-safe: registries hold `Arc<dyn Tool>`.
 ///
 /// ```
-/// use memloop_core::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+/// use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 ///
 /// struct Clock;
 ///
@@ -214,7 +214,7 @@ pub enum PermissionDecision {
 /// Decides, before every tool call, whether it may run.
 ///
 /// ```
-/// use memloop_core::{PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect};
+/// use memloop_core::tool::{PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect};
 ///
 /// struct ReadOnly;
 ///
@@ -326,5 +326,11 @@ impl PermissionGate for WriteScopeGate {
                 call.name
             )),
         }
+    }
+}
+
+impl std::fmt::Debug for dyn PermissionGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PermissionGate")
     }
 }

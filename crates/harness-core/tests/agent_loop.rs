@@ -2,12 +2,19 @@
 //! iteration guard, stop hooks and drain, attachments, cancellation and forks.
 
 use async_trait::async_trait;
+use memloop_core::Hook;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
-    Agent, AgentConfig, AgentEvent, Attachment, ContentBlock, ForkedAgentBuilder, HookContext,
-    PendingAttachment, PermissionDecision, PermissionGate, Role, StopHook, Tool, ToolCallRequest,
-    ToolContext, ToolEffect, ToolOutput, ToolSpec, TurnStartHook, TurnStop, VecSink,
-    check_invariants,
+    Agent, AgentConfig, HookContext, TurnStop,
+    events::{AgentEvent, VecSink},
+    fork::ForkedAgentBuilder,
+    hooks::{Attachment, PendingAttachment},
+    invariants::check_invariants,
+    message::{ContentBlock, Role},
+    tool::{
+        PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext, ToolEffect,
+        ToolOutput, ToolSpec,
+    },
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -207,8 +214,8 @@ struct SlowStop {
     started: Arc<Notify>,
 }
 
-#[async_trait]
-impl StopHook for SlowStop {
+#[async_trait::async_trait]
+impl Hook for SlowStop {
     async fn on_stop(&self, _ctx: HookContext) {
         self.started.notify_one();
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -224,7 +231,7 @@ async fn slow_stop_hook_never_delays_the_next_turn_and_drain_waits_for_it() {
         .then(ScriptStep::text("one"))
         .then(ScriptStep::text("two"));
     let mut agent = Agent::builder(Arc::new(model))
-        .stop_hook(Arc::new(SlowStop {
+        .hook(Arc::new(SlowStop {
             finished: finished.clone(),
             started: started.clone(),
         }))
@@ -255,7 +262,8 @@ async fn slow_stop_hook_never_delays_the_next_turn_and_drain_waits_for_it() {
 async fn stop_hooks_do_not_fire_when_the_guard_stops_the_turn() {
     struct Count(Arc<AtomicU32>);
     #[async_trait]
-    impl StopHook for Count {
+    #[async_trait::async_trait]
+    impl Hook for Count {
         async fn on_stop(&self, _ctx: HookContext) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
@@ -269,7 +277,7 @@ async fn stop_hooks_do_not_fire_when_the_guard_stops_the_turn() {
             ..AgentConfig::default()
         })
         .tool(Arc::new(Upper(AtomicU32::new(0))))
-        .stop_hook(Arc::new(Count(fired.clone())))
+        .hook(Arc::new(Count(fired.clone())))
         .build();
     agent.run_turn("go").await.unwrap();
     assert!(agent.drain(Duration::from_secs(1)).await.completed);
@@ -281,8 +289,8 @@ struct GatedRecall {
     release: Arc<Notify>,
 }
 
-#[async_trait]
-impl TurnStartHook for GatedRecall {
+#[async_trait::async_trait]
+impl Hook for GatedRecall {
     async fn on_turn_start(&self, ctx: &HookContext, user_text: &str) -> Option<PendingAttachment> {
         let release = self.release.clone();
         let text = format!("memories about: {user_text}");
@@ -326,7 +334,7 @@ async fn attachment_lands_at_the_first_check_after_it_settles() {
         .then(ScriptStep::text("done"));
     let mut agent = Agent::builder(Arc::new(model.clone()))
         .tool(Arc::new(Release(release_in_tool)))
-        .turn_start_hook(Arc::new(GatedRecall { release }))
+        .hook(Arc::new(GatedRecall { release }))
         .build();
     agent.run_turn("deploy").await.unwrap();
     let reqs = model.requests();
@@ -350,7 +358,8 @@ async fn unsettled_attachment_is_dropped_and_cancelled_when_the_turn_ends() {
     let cancelled = Arc::new(Notify::new());
     struct Watch(Arc<Notify>, Arc<Notify>);
     #[async_trait]
-    impl TurnStartHook for Watch {
+    #[async_trait::async_trait]
+    impl Hook for Watch {
         async fn on_turn_start(&self, ctx: &HookContext, _t: &str) -> Option<PendingAttachment> {
             let token = ctx.cancel.child_token();
             let (release, cancelled) = (self.0.clone(), self.1.clone());
@@ -367,7 +376,7 @@ async fn unsettled_attachment_is_dropped_and_cancelled_when_the_turn_ends() {
     }
     let model = ScriptedModel::new().then(ScriptStep::text("quick answer"));
     let mut agent = Agent::builder(Arc::new(model.clone()))
-        .turn_start_hook(Arc::new(Watch(release, cancelled.clone())))
+        .hook(Arc::new(Watch(release, cancelled.clone())))
         .build();
     agent.run_turn("hello there").await.unwrap();
     cancelled.notified().await; // the prefetch was cancelled when the turn ended
@@ -398,7 +407,8 @@ async fn cancelling_a_turn_stops_the_model_call() {
 async fn recent_tools_are_those_that_never_failed_last_turn() {
     struct See(Arc<std::sync::Mutex<Vec<Vec<String>>>>);
     #[async_trait]
-    impl TurnStartHook for See {
+    #[async_trait::async_trait]
+    impl Hook for See {
         async fn on_turn_start(&self, ctx: &HookContext, _t: &str) -> Option<PendingAttachment> {
             self.0.lock().unwrap().push(ctx.recent_tools.clone());
             None
@@ -419,7 +429,7 @@ async fn recent_tools_are_those_that_never_failed_last_turn() {
         .tool(Arc::new(Upper(AtomicU32::new(0))))
         .tool(Arc::new(Delete))
         .gate(Arc::new(DenyDelete))
-        .turn_start_hook(Arc::new(See(seen.clone())))
+        .hook(Arc::new(See(seen.clone())))
         .build();
     agent.run_turn("one").await.unwrap();
     agent.run_turn("two").await.unwrap();
@@ -467,22 +477,23 @@ async fn fork_shares_the_prefix_and_reports_files_written() {
     let captured = Arc::new(std::sync::Mutex::new(None));
     struct Capture(Arc<std::sync::Mutex<Option<HookContext>>>);
     #[async_trait]
-    impl StopHook for Capture {
+    #[async_trait::async_trait]
+    impl Hook for Capture {
         async fn on_stop(&self, ctx: HookContext) {
             *self.0.lock().unwrap() = Some(ctx);
         }
     }
     let mut agent = Agent::builder(Arc::new(model.clone()))
-        .section(Arc::new(memloop_core::StaticSection::new(
+        .section(Arc::new(memloop_core::prompt::StaticSection::new(
             "persona",
             "You are terse.",
         )))
-        .stop_hook(Arc::new(Capture(captured.clone())))
+        .hook(Arc::new(Capture(captured.clone())))
         .build();
     agent.run_turn("hi").await.unwrap();
     assert!(agent.drain(Duration::from_secs(5)).await.completed);
     let ctx = captured.lock().unwrap().clone().unwrap();
-    let gate = memloop_core::WriteScopeGate::new(|p| {
+    let gate = memloop_core::tool::WriteScopeGate::new(|p| {
         if p.starts_with("/mem/") {
             Ok(())
         } else {
@@ -517,13 +528,13 @@ async fn fork_shares_the_prefix_and_reports_files_written() {
 async fn fork_stops_at_max_turns() {
     let model =
         ScriptedModel::new().rule(|_| Some(ScriptStep::tool("upper", json!({"text": "x"}))));
-    let base = memloop_core::ForkBase {
+    let base = memloop_core::fork::ForkBase {
         model: Arc::new(model),
         system: Arc::new(vec![]),
         messages: Arc::new(vec![]),
         session_id: "s".into(),
         cwd: ".".into(),
-        events: Arc::new(memloop_core::NullSink),
+        events: Arc::new(memloop_core::events::NullSink),
         cancel: Default::default(),
     };
     let out = ForkedAgentBuilder::new(base, "extractor")
@@ -539,13 +550,13 @@ async fn fork_stops_at_max_turns() {
 
 #[tokio::test]
 async fn model_errors_surface_as_typed_errors() {
-    let model = ScriptedModel::new().then(ScriptStep::Fail(memloop_core::ModelError::Auth(
+    let model = ScriptedModel::new().then(ScriptStep::Fail(memloop_core::model::ModelError::Auth(
         "bad key".into(),
     )));
     let mut agent = Agent::builder(Arc::new(model)).build();
     let err = agent.run_turn("hi").await.unwrap_err();
     assert_eq!(
         err,
-        memloop_core::AgentError::Model(memloop_core::ModelError::Auth("bad key".into()))
+        memloop_core::AgentError::Model(memloop_core::model::ModelError::Auth("bad key".into()))
     );
 }

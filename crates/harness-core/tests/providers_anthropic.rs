@@ -7,8 +7,9 @@ mod support;
 
 use memloop_core::providers::{AnthropicConfig, AnthropicModel};
 use memloop_core::{
-    ContentBlock, JsonSchema, MediaSource, Message, ModelError, ModelRequest, Role, StopReason,
-    ToolEffect, ToolSpec, Usage,
+    message::{ContentBlock, MediaSource, Message, Role, Usage},
+    model::{JsonSchema, ModelError, ModelRequest, StopReason},
+    tool::{ToolEffect, ToolSpec},
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -365,7 +366,7 @@ async fn the_agent_loop_runs_a_tool_turn_over_http() {
 struct Weather;
 
 #[async_trait::async_trait]
-impl memloop_core::Tool for Weather {
+impl memloop_core::tool::Tool for Weather {
     fn spec(&self) -> ToolSpec {
         weather_tool()
     }
@@ -373,8 +374,8 @@ impl memloop_core::Tool for Weather {
     async fn call(
         &self,
         input: serde_json::Value,
-        _ctx: &memloop_core::ToolContext,
-    ) -> memloop_core::ToolOutput {
-        memloop_core::ToolOutput::ok(format!("15C, fog in {}", input["location"]))
+        _ctx: &memloop_core::tool::ToolContext,
+    ) -> memloop_core::tool::ToolOutput {
+        memloop_core::tool::ToolOutput::ok(format!("15C, fog in {}", input["location"]))
     }
 }

@@ -7,7 +7,10 @@
 mod support;
 
 use memloop_core::providers::{AnthropicConfig, AnthropicModel};
-use memloop_core::{CancellationToken, Model, ModelError, StopReason};
+use memloop_core::{
+    CancellationToken,
+    model::{Model, ModelError, StopReason},
+};
 use pretty_assertions::assert_eq;
 use std::time::{Duration, Instant};
 use support::*;

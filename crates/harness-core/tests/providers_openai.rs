@@ -8,8 +8,9 @@ mod support;
 
 use memloop_core::providers::{OpenAiCompatModel, OpenAiConfig};
 use memloop_core::{
-    ContentBlock, JsonSchema, MediaSource, Message, ModelRequest, Role, StopReason, ToolEffect,
-    ToolResultContent, ToolSpec, Usage,
+    message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage},
+    model::{JsonSchema, ModelRequest, StopReason},
+    tool::{ToolEffect, ToolSpec},
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;

@@ -8,7 +8,10 @@
 mod support;
 
 use memloop_core::providers::OpenAiCompatModel;
-use memloop_core::{CancellationToken, Model, ModelError};
+use memloop_core::{
+    CancellationToken,
+    model::{Model, ModelError},
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::time::{Duration, Instant};

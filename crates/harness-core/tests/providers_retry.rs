@@ -8,7 +8,7 @@ use memloop_core::providers::retry::{
     AttemptError, RetryPolicy, parse_retry_after, run_with_retry,
 };
 use memloop_core::providers::{ProviderError, from_env_with};
-use memloop_core::{CancellationToken, ModelError};
+use memloop_core::{CancellationToken, model::ModelError};
 use reqwest::header::{HeaderMap, HeaderValue};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

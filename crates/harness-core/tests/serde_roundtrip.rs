@@ -1,6 +1,6 @@
 //! Every content block and message shape survives a JSON round trip unchanged.
 
-use memloop_core::{
+use memloop_core::message::{
     ContentBlock, MediaSource, Message, MessageKind, Role, ToolResultContent, Usage,
 };
 use pretty_assertions::assert_eq;

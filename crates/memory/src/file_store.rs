@@ -17,7 +17,7 @@ use crate::types::{
     WriteReport,
 };
 use async_trait::async_trait;
-use memloop_core::WriteScopeGate;
+use memloop_core::tool::WriteScopeGate;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -183,10 +183,10 @@ pub fn load_capped(text: &str, caps: IndexCaps) -> LoadedIndex {
     }
     let by_bytes = content.len() > caps.max_bytes;
     if by_bytes {
-        let window = memloop_core::truncate_utf8(content, caps.max_bytes + 1);
+        let window = memloop_core::text::truncate_utf8(content, caps.max_bytes + 1);
         content = match window.rfind('\n') {
             Some(i) if i > 0 => &content[..i],
-            _ => memloop_core::truncate_utf8(content, caps.max_bytes),
+            _ => memloop_core::text::truncate_utf8(content, caps.max_bytes),
         };
     }
     let mut out = content.to_owned();

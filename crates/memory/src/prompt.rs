@@ -5,7 +5,7 @@ use crate::env::EnvVars;
 use crate::store::MemoryStore;
 use crate::template::render_template;
 use async_trait::async_trait;
-use memloop_core::SystemSection;
+use memloop_core::prompt::SystemSection;
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
@@ -15,7 +15,7 @@ const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use memloop_core::SystemSection;
+/// use memloop_core::prompt::SystemSection;
 /// use memloop_memory::{FileMemoryStore, MemorySection};
 /// use std::sync::Arc;
 /// let dir = tempfile::tempdir()?;

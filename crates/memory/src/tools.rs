@@ -7,7 +7,7 @@ use crate::safety::topic_to_rel_path;
 use crate::store::MemoryStore;
 use crate::types::{MemoryDoc, MemoryType, WriteMode};
 use async_trait::async_trait;
-use memloop_core::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;

@@ -4,10 +4,14 @@
 
 mod extract_common;
 use extract_common as common;
+use memloop_core::Hook;
 
 use common::{conversation, hook_with_model, run_extractor};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_core::{AgentEvent, BackgroundTasks, StopHook, VecSink};
+use memloop_core::{
+    BackgroundTasks,
+    events::{AgentEvent, VecSink},
+};
 use memloop_memory::dream::{
     CONSOLIDATE_LOCK, Consolidator, DREAM_PURPOSE, DailyLogTool, DreamConfig, DreamGate, DreamHook,
     ProjectDirSessions, SessionSource, daily_log_path,
@@ -348,7 +352,7 @@ async fn the_hook_ignores_forks_and_reports_disabled() {
         Arc::new(ScriptedModel::new()),
     );
     off.on_stop(ctx.clone()).await;
-    ctx.agent = memloop_core::AgentKind::Forked("extractor".into());
+    ctx.agent = memloop_core::tool::AgentKind::Forked("extractor".into());
     off.on_stop(ctx).await;
     assert_eq!(
         events.events(),

@@ -5,10 +5,16 @@
 
 mod extract_common;
 use extract_common as common;
+use memloop_core::Hook;
 
 use async_trait::async_trait;
 use common::{conversation, hook};
-use memloop_core::{AgentEvent, AgentKind, BackgroundTasks, Message, Role, StopHook, VecSink};
+use memloop_core::{
+    BackgroundTasks,
+    events::{AgentEvent, VecSink},
+    message::{Message, Role},
+    tool::AgentKind,
+};
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
@@ -379,7 +385,7 @@ async fn a_vanished_cursor_covers_all_normal_messages() {
     let mut compacted = vec![
         Message::user("summary of earlier work")
             .with_id("sum")
-            .with_kind(memloop_core::MessageKind::CompactSummary),
+            .with_kind(memloop_core::message::MessageKind::CompactSummary),
     ];
     compacted.extend(conversation(3).into_iter().skip(4));
     sched.on_stop(hook(2, compacted, &events, &bg)).await;
@@ -415,7 +421,7 @@ async fn two_schedulers_on_one_dir_share_the_mutex() {
 /// Panics on `MemoriesSaved`: a panic in the chain outside the extractor's catch_unwind.
 struct PanickingSink;
 
-impl memloop_core::EventSink for PanickingSink {
+impl memloop_core::events::EventSink for PanickingSink {
     fn emit(&self, event: AgentEvent) {
         if matches!(event, AgentEvent::MemoriesSaved { .. }) {
             panic!("event sink failed");

@@ -7,7 +7,11 @@ use extract_common as common;
 
 use common::run_extractor;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_core::{Agent, AgentConfig, AgentEvent, ContentBlock, VecSink};
+use memloop_core::{
+    Agent, AgentConfig,
+    events::{AgentEvent, VecSink},
+    message::ContentBlock,
+};
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
 use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use pretty_assertions::assert_eq;
@@ -210,7 +214,7 @@ async fn agent_stop_hook_saves_a_memory_and_reports_it() {
     let mut agent = Agent::builder(model.clone())
         .config(config)
         .events(Arc::new(events.clone()))
-        .stop_hook(scheduler.clone())
+        .hook(scheduler.clone())
         .build();
     agent.run_turn("I prefer tabs over spaces").await.unwrap();
     assert!(agent.drain(Duration::from_secs(60)).await.completed);

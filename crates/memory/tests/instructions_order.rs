@@ -5,7 +5,7 @@
 #[path = "instructions_support/mod.rs"]
 mod support;
 
-use memloop_core::{SystemPrompt, SystemSection};
+use memloop_core::prompt::{SystemPrompt, SystemSection};
 use memloop_memory::{
     InstructionConfig, InstructionKind, InstructionLoader, InstructionsSection, LoadOptions,
     MemoryIndexText, SkipReason,

@@ -5,8 +5,10 @@ mod recall_common;
 
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
-    Agent, AgentEvent, ContentBlock, EventSink, FanoutSink, Role, Tool, ToolContext, ToolEffect,
-    ToolOutput, ToolSpec, VecSink,
+    Agent,
+    events::{AgentEvent, EventSink, FanoutSink, VecSink},
+    message::{ContentBlock, Role},
+    tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
 use memloop_memory::recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
 use recall_common::{put, store};
@@ -71,8 +73,7 @@ async fn surfaced_memories_reach_the_model_as_a_system_reminder() {
     ));
     let mut agent = Agent::builder(Arc::new(model.clone()))
         .tool(Arc::new(WaitForRecall(settled)))
-        .turn_start_hook(recall.clone())
-        .compaction_listener(recall.clone())
+        .hook(recall.clone())
         .events(Arc::new(FanoutSink(sinks)))
         .build();
 

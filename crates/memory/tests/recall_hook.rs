@@ -3,9 +3,11 @@
 
 mod recall_common;
 
+use memloop_core::Hook;
 use memloop_core::{
-    AgentEvent, CancellationToken, CompactionListener, ContentBlock, Message, Role, TurnStartHook,
-    VecSink,
+    CancellationToken,
+    events::{AgentEvent, VecSink},
+    message::{ContentBlock, Message, Role},
 };
 use memloop_memory::MemoryHeader;
 use memloop_memory::recall::{

@@ -3,8 +3,8 @@
 
 mod recall_common;
 
+use memloop_core::model::{ModelError, ModelResponse};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_core::{ModelError, ModelResponse};
 use memloop_memory::MemoryHeader;
 use memloop_memory::recall::{
     Bm25Selector, FallbackSelector, KeywordSelector, LlmSelector, SELECTOR_PURPOSE,

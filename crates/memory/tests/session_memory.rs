@@ -4,9 +4,12 @@
 mod common;
 
 use common::{WORKLOG_LINE, append_worklog, ctx_with, memory};
+use memloop_core::Hook;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
-    AgentEvent, CompactionListener, ContentBlock, Message, MessageKind, Model, Role,
+    events::AgentEvent,
+    message::{ContentBlock, Message, MessageKind, Role},
+    model::Model,
 };
 use memloop_memory::session_memory::{
     DEFAULT_TEMPLATE, EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig,

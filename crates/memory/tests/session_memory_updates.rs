@@ -4,8 +4,13 @@
 mod common;
 
 use common::{append_worklog, ctx_with, memory, updater};
+use memloop_core::Hook;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_core::{AgentEvent, Message, Model, ModelResponse, PostSamplingHook};
+use memloop_core::{
+    events::AgentEvent,
+    message::Message,
+    model::{Model, ModelResponse},
+};
 use memloop_memory::session_memory::{SessionMemory, SessionMemoryHook, UpdateTrigger};
 use std::sync::Arc;
 use std::time::Duration;

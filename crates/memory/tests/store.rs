@@ -8,8 +8,9 @@
 )] // test helpers
 
 use memloop_core::{
-    AgentKind, CancellationToken, PermissionDecision, PermissionGate, SystemSection,
-    ToolCallRequest, ToolContext,
+    CancellationToken,
+    prompt::SystemSection,
+    tool::{AgentKind, PermissionDecision, PermissionGate, ToolCallRequest, ToolContext},
 };
 use memloop_memory::{
     FileMemoryStore, MEMORY_READ, MemoryDoc, MemoryError, MemorySection, MemoryStore, MemoryType,

@@ -2,7 +2,12 @@
 #![allow(dead_code)]
 
 use memloop_core::testing::hook_context;
-use memloop_core::{ContentBlock, HookContext, Message, Model, Role, VecSink};
+use memloop_core::{
+    HookContext,
+    events::VecSink,
+    message::{ContentBlock, Message, Role},
+    model::Model,
+};
 use serde_json::json;
 use std::sync::Arc;
 

@@ -13,10 +13,10 @@
 //! objects) and unwrapped again. Extended thinking is not sent with such a request (the API does
 //! not allow it with a forced tool).
 
-use super::anthropic_wire::{build_body, parse_response};
+use super::anthropic_wire::{BodyOptions, build_body, parse_response};
 use super::http::HttpTransport;
 use super::retry::RetryPolicy;
-use super::{EnvLookup, ProviderError, non_empty, secret_header};
+use super::settings::{EnvLookup, ProviderError, non_empty, secret_header};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -157,7 +157,12 @@ impl Model for AnthropicModel {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelResponse, ModelError> {
-        let (body, schema_tool) = build_body(&self.config, &request);
+        let options = BodyOptions {
+            model: &self.config.model,
+            prompt_caching: self.config.prompt_caching,
+            thinking_budget_tokens: self.config.thinking_budget_tokens,
+        };
+        let (body, schema_tool) = build_body(options, &request);
         let model = &self.config.model;
         self.http
             .call("anthropic", model, &request.purpose, &body, &cancel, |b| {

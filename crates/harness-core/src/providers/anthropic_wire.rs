@@ -1,7 +1,7 @@
 //! Anthropic Messages API wire format: request bodies and response parsing.
 
-use super::anthropic::AnthropicConfig;
 use super::http::{classify, parse_body};
+use super::naming::tool_name;
 use crate::invariants::provider_view;
 use crate::message::{ContentBlock, Message, Role, ToolResultContent, Usage};
 use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason};
@@ -17,26 +17,6 @@ pub(crate) struct SchemaTool {
     pub(crate) name: String,
     /// The schema root was not an object and sits under `value`.
     pub(crate) wrapped: bool,
-}
-
-/// A tool name the API accepts (`^[a-zA-Z0-9_-]{1,64}$`).
-pub(crate) fn tool_name(raw: &str) -> String {
-    let name: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if name.is_empty() {
-        "structured_output".to_owned()
-    } else {
-        name
-    }
 }
 
 fn block_json(block: &ContentBlock) -> Option<Value> {
@@ -87,9 +67,17 @@ fn message_json(m: &Message) -> Value {
     json!({"role": role, "content": content})
 }
 
+/// The provider settings a request body depends on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyOptions<'a> {
+    pub(crate) model: &'a str,
+    pub(crate) prompt_caching: bool,
+    pub(crate) thinking_budget_tokens: Option<u32>,
+}
+
 /// The request body, and the schema tool when structured output is asked for.
 pub(crate) fn build_body(
-    config: &AnthropicConfig,
+    config: BodyOptions<'_>,
     req: &ModelRequest,
 ) -> (Value, Option<SchemaTool>) {
     let mut body = json!({

@@ -1,10 +1,10 @@
 //! The HTTP plumbing both providers share: POST a JSON body with retries, and map HTTP failures
 //! onto [`ModelError`].
 
-use super::ProviderError;
 use super::retry::{AttemptError, RetryPolicy, parse_retry_after, run_with_retry};
-use crate::engine::truncate_utf8;
+use super::settings::ProviderError;
 use crate::model::{ModelError, ModelResponse};
+use crate::text::truncate_utf8;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use std::time::{Duration, SystemTime};

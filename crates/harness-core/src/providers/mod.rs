@@ -5,7 +5,7 @@
 //!   such as llama.cpp, vLLM and Ollama.
 //!
 //! Both retry 429, 5xx, overload and transport errors with backoff ([`retry`]), bound each request
-//! with a timeout, honour cancellation, and map failures onto typed [`crate::ModelError`]s:
+//! with a timeout, honour cancellation, and map failures onto typed [`ModelError`](crate::model::ModelError)s:
 //! 401/403 → `Auth`, a prompt that does not fit → `ContextTooLong` (with the excess when the
 //! provider states it), 429 → `RateLimited`, 503/529 → `Overloaded`, an unparsable body →
 //! `InvalidResponse` with a short excerpt.
@@ -21,50 +21,19 @@
 pub mod anthropic;
 mod anthropic_wire;
 mod http;
+mod naming;
 pub mod openai;
 mod openai_wire;
 pub mod retry;
+mod settings;
 
 pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use openai::{OpenAiCompatModel, OpenAiConfig};
 pub use retry::RetryPolicy;
+pub use settings::{EnvLookup, ProviderError, process_env};
 
 use crate::model::Model;
 use std::sync::Arc;
-
-/// Errors building a provider.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProviderError {
-    /// A required environment variable (an API key) is not set.
-    #[error("{provider}: the environment variable {var} is not set ({hint})")]
-    MissingEnv {
-        /// Provider name.
-        provider: &'static str,
-        /// The variable.
-        var: &'static str,
-        /// What to do about it.
-        hint: &'static str,
-    },
-    /// The provider name is not one we know.
-    #[error("unknown provider {0:?}: expected \"anthropic\" or \"openai\"")]
-    UnknownProvider(String),
-    /// A setting is unusable (an empty base URL or model name, a key with invalid characters...).
-    #[error("invalid provider configuration: {0}")]
-    InvalidConfig(String),
-    /// The HTTP client could not be built.
-    #[error("cannot build the HTTP client: {0}")]
-    Client(String),
-}
-
-/// Looks up an environment variable. Tests pass a closure over a map; [`process_env`] reads the
-/// real environment.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The process environment, as an [`EnvLookup`]. Empty values count as unset.
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
 
 /// A model for `provider` (`anthropic` or `openai`, case-insensitive) configured from the
 /// process environment; `model` overrides `ANTHROPIC_MODEL` / `OPENAI_MODEL`.
@@ -106,23 +75,4 @@ pub fn from_env_with(
         }
         other => Err(ProviderError::UnknownProvider(other.to_owned())),
     }
-}
-
-/// Reject an empty setting with a clear error.
-fn non_empty(what: &str, value: &str) -> Result<(), ProviderError> {
-    if value.trim().is_empty() {
-        return Err(ProviderError::InvalidConfig(format!("{what} is empty")));
-    }
-    Ok(())
-}
-
-/// A header value from a secret, without echoing the secret in the error.
-fn secret_header(name: &str, value: &str) -> Result<reqwest::header::HeaderValue, ProviderError> {
-    let mut v = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
-        ProviderError::InvalidConfig(format!(
-            "the {name} contains characters not allowed in a header"
-        ))
-    })?;
-    v.set_sensitive(true);
-    Ok(v)
 }

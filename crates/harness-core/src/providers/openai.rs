@@ -13,9 +13,9 @@
 //! input, the cached tokens are cache reads, `completion_tokens` the output.
 
 use super::http::HttpTransport;
-use super::openai_wire::{build_body, parse_response};
+use super::openai_wire::{BodyOptions, build_body, parse_response};
 use super::retry::RetryPolicy;
-use super::{EnvLookup, ProviderError, non_empty, secret_header};
+use super::settings::{EnvLookup, ProviderError, non_empty, secret_header};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
 use async_trait::async_trait;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
@@ -159,7 +159,12 @@ impl Model for OpenAiCompatModel {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelResponse, ModelError> {
-        let body = build_body(&self.config, &request);
+        let options = BodyOptions {
+            model: &self.config.model,
+            use_max_completion_tokens: self.config.use_max_completion_tokens,
+            strict_schema: self.config.strict_schema,
+        };
+        let body = build_body(options, &request);
         let model = &self.config.model;
         self.http
             .call(

@@ -1,8 +1,7 @@
 //! OpenAI chat completions wire format: request bodies and response parsing.
 
-use super::anthropic_wire::tool_name;
 use super::http::{classify, excerpt, parse_body};
-use super::openai::OpenAiConfig;
+use super::naming::tool_name;
 use crate::invariants::provider_view;
 use crate::message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage};
 use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason};
@@ -102,8 +101,16 @@ fn push_message(out: &mut Vec<Value>, m: &Message) {
     }
 }
 
+/// The provider settings a request body depends on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyOptions<'a> {
+    pub(crate) model: &'a str,
+    pub(crate) use_max_completion_tokens: bool,
+    pub(crate) strict_schema: bool,
+}
+
 /// The request body.
-pub(crate) fn build_body(config: &OpenAiConfig, req: &ModelRequest) -> Value {
+pub(crate) fn build_body(config: BodyOptions<'_>, req: &ModelRequest) -> Value {
     let mut messages = Vec::new();
     let system: Vec<&str> = req
         .system

@@ -140,7 +140,7 @@ fn jitter_unit() -> f64 {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use memloop_core::providers::retry::{RetryPolicy, run_with_retry};
-/// use memloop_core::{CancellationToken, ModelError};
+/// use memloop_core::{CancellationToken, model::ModelError};
 /// use std::time::Duration;
 /// let policy = RetryPolicy { initial_backoff: Duration::from_millis(1), ..RetryPolicy::default() };
 /// let out = run_with_retry(&policy, None, &CancellationToken::new(), |n| async move {

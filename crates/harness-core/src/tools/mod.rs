@@ -1,13 +1,13 @@
 //! Generic built-in tools: [`ReadFile`], [`Glob`], [`Grep`] (read-only), [`WriteFile`] and
-//! [`EditFile`] (they name their targets through [`Tool::write_targets`](crate::Tool::write_targets)
-//! so a [`WriteScopeGate`](crate::WriteScopeGate) can check them before the call) and [`Shell`]
+//! [`EditFile`] (they name their targets through [`Tool::write_targets`](crate::tool::Tool::write_targets)
+//! so a [`WriteScopeGate`](crate::tool::WriteScopeGate) can check them before the call) and [`Shell`]
 //! (which classifies each command as read-only or not).
 //!
-//! Relative paths are resolved against [`ToolContext::cwd`](crate::ToolContext::cwd).
+//! Relative paths are resolved against [`ToolContext::cwd`](crate::tool::ToolContext::cwd).
 //!
 //! ```
 //! use memloop_core::tools::{Glob, Grep, ReadFile};
-//! use memloop_core::ToolRegistry;
+//! use memloop_core::tool::ToolRegistry;
 //! use std::sync::Arc;
 //! let read_only = ToolRegistry::new()
 //!     .with(Arc::new(ReadFile::default()))

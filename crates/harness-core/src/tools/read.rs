@@ -1,7 +1,7 @@
 //! `read_file`: a bounded, line-numbered read.
 
 use super::{target, usize_field};
-use crate::engine::truncate_utf8;
+use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
 use std::io::{BufRead, BufReader, Read};

@@ -3,7 +3,7 @@
 use super::glob::glob_to_regex;
 use super::walk::files_under;
 use super::{resolve_path, str_field, usize_field};
-use crate::engine::truncate_utf8;
+use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
 use regex::{Regex, RegexBuilder};

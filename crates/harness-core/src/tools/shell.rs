@@ -1,9 +1,9 @@
 //! `shell`: runs `sh -c` with a timeout and an output cap, and classifies each command as
-//! read-only or not so that a [`WriteScopeGate`](crate::WriteScopeGate) with
+//! read-only or not so that a [`WriteScopeGate`](crate::tool::WriteScopeGate) with
 //! `allow_read_only_shell` lets only read-only commands through.
 
 use super::str_field;
-use crate::engine::truncate_utf8;
+use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
 use std::path::PathBuf;

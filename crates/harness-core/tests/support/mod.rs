@@ -4,7 +4,11 @@
 use memloop_core::providers::{
     AnthropicConfig, AnthropicModel, OpenAiCompatModel, OpenAiConfig, RetryPolicy,
 };
-use memloop_core::{CancellationToken, Message, Model, ModelError, ModelRequest, ModelResponse};
+use memloop_core::{
+    CancellationToken,
+    message::Message,
+    model::{Model, ModelError, ModelRequest, ModelResponse},
+};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -9,7 +9,9 @@ use crate::template::render_template;
 use crate::tools::memory_tools;
 use async_trait::async_trait;
 use memloop_core::{
-    ForkedAgentBuilder, HookContext, Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec,
+    HookContext,
+    fork::ForkedAgentBuilder,
+    tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
 use std::path::PathBuf;
 use std::sync::Arc;

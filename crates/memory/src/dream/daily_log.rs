@@ -5,7 +5,7 @@ use crate::store::MemoryStore;
 use crate::types::{MemoryDoc, MemoryType, WriteMode};
 use async_trait::async_trait;
 use chrono::{Datelike, Local, NaiveDate};
-use memloop_core::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Dream (consolidation, SPEC section 10): an occasional background forked agent that merges,
 //! dedups and prunes the memory dir, behind gates checked cheapest first.
 //!
-//! - [`DreamHook`]: the [`StopHook`] that checks the gates and runs the [`Consolidator`].
+//! - [`DreamHook`]: the [`Hook`] (on stop) that checks the gates and runs the [`Consolidator`].
 //! - [`ConsolidationLock`]: the PID lock file whose mtime is the last consolidation.
 //! - [`SessionSource`] / [`ProjectDirSessions`]: what "sessions touched" means.
 //! - [`DailyLogTool`]: daily-log mode (`logs/YYYY/MM/YYYY-MM-DD.md`).
@@ -18,8 +18,8 @@ pub use sessions::{ProjectDirSessions, SessionSource};
 
 use crate::extract::relative_to_memory_dir;
 use crate::store::MemoryStore;
-use async_trait::async_trait;
-use memloop_core::{AgentEvent, HookContext, StopHook};
+use memloop_core::Hook;
+use memloop_core::{HookContext, events::AgentEvent};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -259,8 +259,8 @@ impl Inner {
     }
 }
 
-#[async_trait]
-impl StopHook for DreamHook {
+#[async_trait::async_trait]
+impl Hook for DreamHook {
     async fn on_stop(&self, ctx: HookContext) {
         if !ctx.is_main() {
             return;

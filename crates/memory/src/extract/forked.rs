@@ -8,7 +8,7 @@ use crate::store::MemoryStore;
 use crate::template::render_template as render;
 use crate::tools::memory_tools;
 use async_trait::async_trait;
-use memloop_core::{ForkedAgentBuilder, Tool};
+use memloop_core::{fork::ForkedAgentBuilder, tool::Tool};
 use std::path::PathBuf;
 use std::sync::Arc;
 

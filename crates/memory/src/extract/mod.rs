@@ -3,7 +3,7 @@
 //!
 //! - [`Extractor`]: the pluggable step (extraction context → written paths);
 //!   [`ForkedExtractor`] is the default.
-//! - [`ExtractionScheduler`]: the [`StopHook`](memloop_core::StopHook) that decides when to run
+//! - [`ExtractionScheduler`]: the [`Hook`](memloop_core::Hook) that decides when to run
 //!   it (main agent only, cursor, skip-and-advance, throttle, one run per memory dir with a
 //!   trailing run, drain).
 //! - [`memory_writer_tools`] / [`memory_writer_gate`]: the permissions shared by the extractor
@@ -15,7 +15,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
-//! use memloop_core::{Agent, AgentEvent, VecSink};
+//! use memloop_core::{Agent, events::{AgentEvent, VecSink}};
 //! use memloop_memory::dream::DreamHook;
 //! use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
 //! use memloop_memory::{FileMemoryStore, MemoryStore};
@@ -47,8 +47,8 @@
 //! let events = VecSink::default();
 //! let mut agent = Agent::builder(Arc::new(model))
 //!     .events(Arc::new(events.clone()))
-//!     .stop_hook(extraction.clone())
-//!     .stop_hook(dream)
+//!     .hook(extraction.clone())
+//!     .hook(dream)
 //!     .build();
 //!
 //! agent.run_turn("I prefer tabs over spaces").await?;
@@ -72,7 +72,7 @@ pub use scheduler::{ExtractionScheduler, SchedulerConfig};
 use crate::store::MemoryStore;
 use crate::types::MemoryError;
 use async_trait::async_trait;
-use memloop_core::{AgentError, HookContext, Message};
+use memloop_core::{AgentError, HookContext, message::Message};
 use std::path::PathBuf;
 
 /// What an [`Extractor`] gets for one run.
@@ -87,7 +87,7 @@ pub struct ExtractionContext {
 }
 
 /// Why an extraction failed. The scheduler reports it as
-/// [`AgentEvent::ExtractionFailed`](memloop_core::AgentEvent::ExtractionFailed) and keeps the
+/// [`AgentEvent::ExtractionFailed`](memloop_core::events::AgentEvent::ExtractionFailed) and keeps the
 /// cursor where it was.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -2,8 +2,8 @@
 //! read-only tools freely, read-only shell, writes only inside the memory dir.
 
 use crate::store::MemoryStore;
+use memloop_core::tool::{PermissionGate, Tool, ToolRegistry, WriteScopeGate};
 use memloop_core::tools::{EditFile, Glob, Grep, ReadFile, Shell, WriteFile};
-use memloop_core::{PermissionGate, Tool, ToolRegistry, WriteScopeGate};
 use std::sync::Arc;
 
 /// The gate of a background memory writer: read-only tools are allowed, shell commands only when

@@ -3,10 +3,12 @@
 use super::slot::{DirSlot, Pending, RunInfo, slot_for};
 use super::{ExtractError, ExtractionContext, Extractor, relative_to_memory_dir};
 use crate::store::MemoryStore;
-use async_trait::async_trait;
 use futures::FutureExt;
+use memloop_core::Hook;
 use memloop_core::{
-    AgentEvent, DrainReport, HookContext, Message, MessageId, MessageKind, StopHook,
+    DrainReport, HookContext,
+    events::AgentEvent,
+    message::{Message, MessageId, MessageKind},
 };
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -71,7 +73,7 @@ struct Inner {
 ///
 /// The mutex is per memory dir for the whole process: schedulers created for the same dir share
 /// it (a context queued by one is run by its own extractor as the trailing run).
-/// [`on_stop`](StopHook::on_stop) only takes a short lock and spawns the run on the agent's
+/// [`on_stop`](memloop_core::Hook::on_stop) only takes a short lock and spawns the run on the agent's
 /// tracked background tasks, so it returns in microseconds even while an extraction runs.
 ///
 /// Rules (SPEC section 7): main agent only; cursor per session = id of the last message covered;
@@ -134,7 +136,7 @@ impl ExtractionScheduler {
     /// Wait until the running extraction and its trailing run(s) finished, or `timeout`. On a
     /// timeout the report names what was still running and what was still queued.
     ///
-    /// This only sees runs that [`on_stop`](StopHook::on_stop) has already started: the agent
+    /// This only sees runs that [`on_stop`](memloop_core::Hook::on_stop) has already started: the agent
     /// fires its stop hooks as tracked background tasks, so right after `Agent::run_turn`
     /// returns this hook may not have been called yet and `drain` can return at once with
     /// nothing done. At shutdown hosts should call `Agent::drain` (or `Agent::drain_default`),
@@ -184,8 +186,8 @@ impl ExtractionScheduler {
     }
 }
 
-#[async_trait]
-impl StopHook for ExtractionScheduler {
+#[async_trait::async_trait]
+impl Hook for ExtractionScheduler {
     async fn on_stop(&self, ctx: HookContext) {
         if !ctx.is_main() || !self.inner.config.enabled {
             return;

@@ -3,7 +3,7 @@
 use super::config::InstructionConfig;
 use super::report::{InstructionKind, LoadReport};
 use super::walk::Walk;
-use memloop_core::{CharEstimator, TokenCounter};
+use memloop_core::tokens::{CharEstimator, TokenCounter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -110,7 +110,7 @@ pub struct ReportEntry {
     /// Size of the content as loaded (frontmatter and block comments removed), in bytes; for a
     /// skipped file that could be read, its size as read; else 0.
     pub bytes: u64,
-    /// Tokens of that content (the loader's [`TokenCounter`](memloop_core::TokenCounter)).
+    /// Tokens of that content (the loader's [`TokenCounter`](memloop_core::tokens::TokenCounter)).
     pub tokens: u64,
     /// A warning, e.g. that the file is over the configured size.
     pub warning: Option<String>,

@@ -2,7 +2,7 @@
 
 use super::loader::{InstructionLoader, Instructions, LoadOptions};
 use async_trait::async_trait;
-use memloop_core::SystemSection;
+use memloop_core::prompt::SystemSection;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -43,7 +43,7 @@ enum Source {
 /// The project instructions as a [`SystemSection`] named `instructions`.
 ///
 /// Either fixed (from an [`Instructions`] already loaded) or live (loads on every compute; the
-/// [`SystemPrompt`](memloop_core::SystemPrompt) caches the text until it is invalidated, so
+/// [`SystemPrompt`](memloop_core::prompt::SystemPrompt) caches the text until it is invalidated, so
 /// files are re-read only after a clear or a compaction).
 pub struct InstructionsSection {
     source: Source,

@@ -6,7 +6,7 @@ use super::markdown::{Reference, analyze, find_references, strip_comments};
 use super::report::{FileStatus, InstructionKind, ReportEntry, SkipReason};
 use super::rules;
 use crate::frontmatter::{Closing, split_frontmatter};
-use memloop_core::TokenCounter;
+use memloop_core::tokens::TokenCounter;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 

@@ -5,10 +5,12 @@ use super::selector::{SelectionContext, Selector};
 use super::surface::{Clock, SystemClock, age_days, render_surfaced};
 use crate::store::MemoryStore;
 use crate::types::MemoryHeader;
-use async_trait::async_trait;
+use memloop_core::Hook;
 use memloop_core::{
-    AgentEvent, Attachment, CompactionListener, ContentBlock, HookContext, Message,
-    PendingAttachment, TurnStartHook,
+    HookContext,
+    events::AgentEvent,
+    hooks::{Attachment, PendingAttachment},
+    message::{ContentBlock, Message},
 };
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -107,8 +109,8 @@ impl State {
     }
 }
 
-/// Recall as a [`TurnStartHook`] (register it also as a [`CompactionListener`] so the surfaced
-/// set and budget reset after compaction).
+/// Recall as a [`Hook`](memloop_core::Hook): it starts at turn start, and on compaction the
+/// surfaced set and the byte budget reset.
 ///
 /// Per user turn it returns at once with a [`PendingAttachment`]; in the background it scans the
 /// store, asks the selector (errors count as "nothing selected"), reads and renders the chosen
@@ -195,8 +197,8 @@ impl RecallHook {
     }
 }
 
-#[async_trait]
-impl TurnStartHook for RecallHook {
+#[async_trait::async_trait]
+impl Hook for RecallHook {
     async fn on_turn_start(&self, ctx: &HookContext, user_text: &str) -> Option<PendingAttachment> {
         if !self.config.enabled {
             return None;
@@ -230,10 +232,6 @@ impl TurnStartHook for RecallHook {
             }
         }))
     }
-}
-
-#[async_trait]
-impl CompactionListener for RecallHook {
     async fn on_compacted(&self, _ctx: &HookContext) {
         self.reset();
     }

@@ -4,7 +4,10 @@ use super::selector::{SelectionContext, Selector, SelectorError};
 use crate::manifest::format_manifest_capped;
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
-use memloop_core::{JsonSchema, Message, Model, ModelError, ModelRequest};
+use memloop_core::{
+    message::Message,
+    model::{JsonSchema, Model, ModelError, ModelRequest},
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -185,7 +188,7 @@ impl Selector for LlmSelector {
         };
         let text = response.text_content();
         let names = parse_selection(&text).ok_or_else(|| {
-            SelectorError::InvalidResponse(memloop_core::truncate_utf8(&text, 200).to_owned())
+            SelectorError::InvalidResponse(memloop_core::text::truncate_utf8(&text, 200).to_owned())
         })?;
         Ok(resolve_names(names, headers))
     }

@@ -4,8 +4,8 @@
 
 use crate::safety::topic_to_rel_path;
 use crate::store::{MemoryStore, RootPaths};
+use memloop_core::message::{ContentBlock, Message};
 use memloop_core::tools::resolve_path;
-use memloop_core::{ContentBlock, Message};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 

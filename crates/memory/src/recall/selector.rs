@@ -2,7 +2,7 @@
 
 use crate::types::{MemoryError, MemoryHeader};
 use async_trait::async_trait;
-use memloop_core::{CancellationToken, ModelError};
+use memloop_core::{CancellationToken, model::ModelError};
 use std::collections::HashSet;
 
 /// What a selector knows about the turn besides the query.

@@ -1,6 +1,9 @@
 //! Session-memory settings and the update-threshold rule (SPEC section 8).
 
-use memloop_core::{CharEstimator, MessageId, TokenCounter};
+use memloop_core::{
+    message::MessageId,
+    tokens::{CharEstimator, TokenCounter},
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@ use super::SessionMemoryError;
 use super::fs::write_private;
 use super::template::frame;
 use async_trait::async_trait;
-use memloop_core::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,12 @@ use super::{
 };
 use crate::template::render_template;
 use async_trait::async_trait;
-use memloop_core::{AgentEvent, HookContext, Message, MessageId, Role, WriteScopeGate};
+use memloop_core::{
+    HookContext,
+    events::AgentEvent,
+    message::{Message, MessageId, Role},
+    tool::WriteScopeGate,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 

@@ -1,10 +1,8 @@
 //! The hook that drives session memory from the agent loop.
 
 use super::SessionMemory;
-use async_trait::async_trait;
-use memloop_core::{
-    AgentEvent, CompactionListener, HookContext, MessageKind, ModelResponse, PostSamplingHook,
-};
+use memloop_core::Hook;
+use memloop_core::{HookContext, events::AgentEvent, message::MessageKind, model::ModelResponse};
 use std::sync::Arc;
 
 /// Post-sampling hook: after each main-agent response, checks the thresholds and, when due,
@@ -38,8 +36,8 @@ impl SessionMemoryHook {
     }
 }
 
-#[async_trait]
-impl PostSamplingHook for SessionMemoryHook {
+#[async_trait::async_trait]
+impl Hook for SessionMemoryHook {
     async fn after_sampling(&self, ctx: &HookContext, _response: &ModelResponse) {
         if !self.memory.should_update(ctx) {
             return;
@@ -55,10 +53,6 @@ impl PostSamplingHook for SessionMemoryHook {
             }
         });
     }
-}
-
-#[async_trait]
-impl CompactionListener for SessionMemoryHook {
     async fn on_compacted(&self, ctx: &HookContext) {
         let summary = ctx
             .messages

@@ -24,7 +24,7 @@ pub use template::{
 };
 
 use async_trait::async_trait;
-use memloop_core::{HookContext, MessageId};
+use memloop_core::{HookContext, message::MessageId};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;

@@ -1,6 +1,6 @@
 //! The notes template and section parsing.
 
-use memloop_core::TokenCounter;
+use memloop_core::tokens::TokenCounter;
 
 /// The default ten-section notes template (SPEC section 8).
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/session_memory_template.md");
@@ -108,7 +108,7 @@ pub fn oversized_sections(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memloop_core::CharEstimator;
+    use memloop_core::tokens::CharEstimator;
 
     #[test]
     fn default_template_has_the_ten_sections_each_with_an_instruction() {

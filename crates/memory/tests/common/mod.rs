@@ -2,7 +2,12 @@
 #![allow(dead_code)]
 
 use memloop_core::testing::{ScriptStep, ScriptedModel, hook_context};
-use memloop_core::{HookContext, Message, Model, ModelRequest, VecSink};
+use memloop_core::{
+    HookContext,
+    events::VecSink,
+    message::Message,
+    model::{Model, ModelRequest},
+};
 use memloop_memory::session_memory::{EDIT_TOOL_NAME, FileSessionMemory, SessionMemoryConfig};
 use serde_json::json;
 use std::sync::Arc;

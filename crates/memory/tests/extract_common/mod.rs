@@ -2,7 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use memloop_core::testing::{ScriptedModel, hook_context};
-use memloop_core::{BackgroundTasks, HookContext, Message, VecSink};
+use memloop_core::{BackgroundTasks, HookContext, events::VecSink, message::Message};
 use std::sync::Arc;
 
 /// A stop-hook context for the main agent of session `s1`.

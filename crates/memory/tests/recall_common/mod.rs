@@ -2,7 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)] // test helpers
 
 use memloop_core::testing::ScriptedModel;
-use memloop_core::{CancellationToken, HookContext, Message, VecSink};
+use memloop_core::{CancellationToken, HookContext, events::VecSink, message::Message};
 use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use std::sync::Arc;
 use tempfile::TempDir;

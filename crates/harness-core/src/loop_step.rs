@@ -1,8 +1,10 @@
-//! The pieces of the model → tools loop shared by [`crate::Agent`] and [`crate::ForkedAgent`].
+//! One step of the model → tools loop, shared by [`crate::Agent`] and [`crate::fork::ForkedAgent`]:
+//! send a request (with its events), then run the response's tool calls through the gate.
 
 use crate::events::{AgentEvent, EventSink};
 use crate::message::{ContentBlock, Message, Role};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::text::truncate_utf8;
 use crate::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolOutput, ToolRegistry,
 };
@@ -16,7 +18,7 @@ pub(crate) struct ToolOutcome {
     pub denied: bool,
 }
 
-pub(crate) struct Engine<'a> {
+pub(crate) struct LoopStep<'a> {
     pub model: &'a Arc<dyn Model>,
     pub tools: &'a ToolRegistry,
     pub gate: &'a Arc<dyn PermissionGate>,
@@ -28,7 +30,7 @@ pub(crate) struct Engine<'a> {
 
 const EVENT_OUTPUT_BYTES: usize = 500;
 
-impl Engine<'_> {
+impl LoopStep<'_> {
     pub async fn call_model(
         &self,
         system: Vec<String>,
@@ -133,16 +135,4 @@ impl Engine<'_> {
         });
         (output, false)
     }
-}
-
-/// The longest prefix of `s` that is at most `max` bytes and ends on a char boundary.
-pub fn truncate_utf8(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while end > 0 && !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }

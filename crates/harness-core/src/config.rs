@@ -1,0 +1,34 @@
+//! [`AgentConfig`]: the agent's settings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Agent settings.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Session id (random by default).
+    pub session_id: String,
+    /// Working directory handed to tools.
+    pub cwd: PathBuf,
+    /// Model calls allowed in one user turn before the guard stops it. Default 25.
+    pub max_iterations: u32,
+    /// `max_tokens` of main-agent requests. Default 8,192.
+    pub max_tokens: u32,
+    /// Check conversation invariants before every request. Default true.
+    pub validate_invariants: bool,
+    /// Default timeout of [`Agent::drain`](crate::Agent::drain). Default 60 s.
+    pub drain_timeout: Duration,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            session_id: uuid::Uuid::new_v4().to_string(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            max_iterations: 25,
+            max_tokens: 8_192,
+            validate_invariants: true,
+            drain_timeout: Duration::from_secs(60),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! What both providers share when they are built: environment lookup, setting validation, and
+//! the error a bad setting gives.
+
+/// Errors building a provider.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// A required environment variable (an API key) is not set.
+    #[error("{provider}: the environment variable {var} is not set ({hint})")]
+    MissingEnv {
+        /// Provider name.
+        provider: &'static str,
+        /// The variable.
+        var: &'static str,
+        /// What to do about it.
+        hint: &'static str,
+    },
+    /// The provider name is not one we know.
+    #[error("unknown provider {0:?}: expected \"anthropic\" or \"openai\"")]
+    UnknownProvider(String),
+    /// A setting is unusable (an empty base URL or model name, a key with invalid characters...).
+    #[error("invalid provider configuration: {0}")]
+    InvalidConfig(String),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// Looks up an environment variable. Tests pass a closure over a map; [`process_env`] reads the
+/// real environment.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment, as an [`EnvLookup`]. Empty values count as unset.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Reject an empty setting with a clear error.
+pub(crate) fn non_empty(what: &str, value: &str) -> Result<(), ProviderError> {
+    if value.trim().is_empty() {
+        return Err(ProviderError::InvalidConfig(format!("{what} is empty")));
+    }
+    Ok(())
+}
+
+/// A header value from a secret, without echoing the secret in the error.
+pub(crate) fn secret_header(
+    name: &str,
+    value: &str,
+) -> Result<reqwest::header::HeaderValue, ProviderError> {
+    let mut v = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+        ProviderError::InvalidConfig(format!(
+            "the {name} contains characters not allowed in a header"
+        ))
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
