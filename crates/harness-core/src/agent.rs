@@ -1,4 +1,4 @@
-//! The [`Agent`]: the main loop of DESIGN.md.
+//! The [`Agent`]: the main loop that runs one user turn.
 //!
 //! One user turn: turn-start hooks start background work (recall) → loop { consume settled
 //! attachments → maybe compact → check invariants → call the model → post-sampling hooks → run
@@ -88,7 +88,8 @@ impl Agent {
         &self.background
     }
 
-    /// Conversation size in tokens (SPEC section 9 rule, cached).
+    /// Conversation size in tokens: the newest response's reported usage plus an estimate of the
+    /// messages after it (per-message estimates are cached).
     pub fn context_tokens(&mut self) -> u64 {
         self.tokens.count(&self.messages)
     }

@@ -30,7 +30,8 @@ pub struct HookContext {
     pub system: Arc<Vec<String>>,
     /// The conversation at the hook point.
     pub messages: Arc<Vec<Message>>,
-    /// Conversation size in tokens (SPEC section 9 rule).
+    /// Conversation size in tokens: the newest response's reported usage plus an estimate of the
+    /// messages after it.
     pub context_tokens: u64,
     /// Tools that succeeded at least once and never failed during the previous user turn.
     pub recent_tools: Vec<String>,
