@@ -1,5 +1,6 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
-//! Scan + manifest over memory dirs of 200, 2,000 and 20,000 files (SPEC section 5).
+//! Scan + manifest over memory dirs of 200, 2,000 and 20,000 files (every `*.md` except
+//! `MEMORY.md`, frontmatter read from each file's first lines, newest first).
 //!
 //! `cargo bench --bench scan -- --warm-up-time 1 --measurement-time 3`
 

@@ -1,7 +1,8 @@
 //! [`MemorySetup`]: the common case in one call. Resolves the project's memory dir, opens the file
 //! store and wires memory into an [`AgentBuilder`] (tools, the memory section of the system
 //! prompt, recall, extraction, consolidation, session notes and compaction), honouring the
-//! environment switches of SPEC section 15.
+//! environment switches (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
+//! `MEMLOOP_DISABLE_COMPACT`, `MEMLOOP_DISABLE_AUTO_COMPACT`, `MEMLOOP_AUTOCOMPACT_PCT`).
 
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;

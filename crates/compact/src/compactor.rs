@@ -20,8 +20,9 @@ pub const STRATEGY_SESSION_MEMORY: &str = "session_memory";
 /// Strategy name of LLM summary compaction.
 pub const STRATEGY_SUMMARY: &str = "summary";
 
-/// Compacts the conversation when it nears the context window (SPEC section 9): session-memory
-/// compaction first, the LLM summary when that declines.
+/// Compacts the conversation once it reaches the auto-compact threshold (by default 13,000
+/// tokens below the effective window): session-memory compaction first, the LLM summary when
+/// that declines.
 ///
 /// ```
 /// use memloop_compact::{CompactConfig, Compactor};

@@ -1,4 +1,8 @@
-//! Compaction settings, the threshold arithmetic of SPEC section 9 and the env switches.
+//! Compaction settings, the threshold arithmetic and the env switches.
+//!
+//! Effective window = context window − min(max output tokens, 20,000); auto-compact 13,000 below
+//! it (lowered further, never raised, by a percentage override); warning 20,000 below the
+//! auto-compact threshold; blocking 3,000 below the effective window.
 
 use memloop_memory::{EnvVars, is_truthy};
 use std::time::Duration;
@@ -11,7 +15,8 @@ pub const ENV_DISABLE_AUTO_COMPACT: &str = "MEMLOOP_DISABLE_AUTO_COMPACT";
 /// lowers the threshold).
 pub const ENV_AUTOCOMPACT_PCT: &str = "MEMLOOP_AUTOCOMPACT_PCT";
 
-/// Bounds of session-memory compaction (SPEC section 9).
+/// Bounds of session-memory compaction: how much recent conversation is kept verbatim, how the
+/// notes are cut, and how long to wait for an in-flight notes update.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SessionMemoryCompactConfig {
     /// Use the session notes at all. Default true.
@@ -69,7 +74,7 @@ impl Default for SummaryCompactConfig {
     }
 }
 
-/// Every number of SPEC section 9.
+/// Every compaction setting: window, thresholds, switches, circuit breaker and both strategies.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CompactConfig {
     /// The model's context window. Default 200,000.
@@ -154,7 +159,8 @@ impl CompactConfig {
         }
     }
 
-    /// Apply the env switches (SPEC section 15), read from an injected environment
+    /// Apply the env switches `MEMLOOP_DISABLE_COMPACT`, `MEMLOOP_DISABLE_AUTO_COMPACT` and
+    /// `MEMLOOP_AUTOCOMPACT_PCT`, read from an injected environment
     /// ([`EnvVars::from_process`] in production, a map in tests). A malformed percentage is
     /// ignored with a warning.
     pub fn with_env(mut self, env: &EnvVars) -> Self {

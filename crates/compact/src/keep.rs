@@ -1,4 +1,7 @@
-//! Which recent messages survive a session-memory compaction (SPEC section 9, steps 1-4).
+//! Which recent messages survive a session-memory compaction: start right after the last
+//! summarized message, walk back (never past the previous compaction) until the token and
+//! text-message minimums are met or the token maximum is reached, then move the start back so
+//! tool pairs and split assistant records stay whole.
 
 use memloop_core::message::{Message, MessageKind, Role};
 use std::collections::HashSet;

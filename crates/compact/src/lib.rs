@@ -1,6 +1,6 @@
 //! # memloop-compact
 //!
-//! Keeps a long conversation inside the context window (SPEC section 9). The [`Compactor`]
+//! Keeps a long conversation inside the context window. The [`Compactor`]
 //! implements `memloop_core::compaction::ContextCompactor`: when the conversation reaches the auto-compact
 //! threshold it first tries **session-memory compaction** (the session notes become the summary,
 //! the most recent 10K-40K tokens are kept verbatim) and falls back to an **LLM summary**. It

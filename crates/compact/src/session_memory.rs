@@ -1,4 +1,4 @@
-//! Strategy 1: session-memory compaction (SPEC section 9). The session notes become the summary
+//! Strategy 1: session-memory compaction, tried first. The session notes become the summary
 //! and the most recent messages are kept verbatim.
 
 use crate::config::SessionMemoryCompactConfig;

@@ -1,4 +1,4 @@
-//! Strategy 2: LLM summary compaction (SPEC section 9): one forked call with no tools, retried
+//! Strategy 2: LLM summary compaction, the fallback: one forked call with no tools, retried
 //! with the oldest API rounds dropped when the prompt itself is too long.
 
 use crate::config::SummaryCompactConfig;

@@ -1,4 +1,5 @@
-//! The threshold arithmetic and env switches of SPEC section 9 / 15.
+//! The compaction threshold arithmetic (effective window, auto-compact, warning and blocking
+//! levels, percentage override) and the compaction env switches.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop_compact::{CompactConfig, ContextLevel, Thresholds};

@@ -1,4 +1,5 @@
-//! The conversation invariant checker (SPEC section 9, BETTER).
+//! The conversation invariant checker: catches a broken tool pairing or role order before the
+//! provider rejects the request.
 //!
 //! Run before every model request and after every compaction. It validates the *provider view*
 //! of a conversation ([`provider_view`]): compaction boundary markers removed, consecutive user

@@ -86,7 +86,7 @@ pub struct Usage {
 
 impl Usage {
     /// The size of the context after this response: input + cache creation + cache read + output
-    /// (SPEC section 9).
+    /// tokens (the figure the conversation token count starts from).
     ///
     /// ```
     /// use memloop_core::message::Usage;

@@ -1,5 +1,5 @@
 //! Token counting: the [`TokenCounter`] trait, tiktoken and chars/4 estimators, and the
-//! conversation count rule of SPEC section 9 with an incremental cache.
+//! conversation count rule with an incremental cache.
 //!
 //! The conversation's size is the provider usage reported on the newest assistant response plus
 //! an estimate of every message after it (the estimate alone when no usage exists).
@@ -130,7 +130,7 @@ pub fn estimate_messages(counter: &dyn TokenCounter, messages: &[Message]) -> u6
     messages.iter().map(|m| estimate_message(counter, m)).sum()
 }
 
-/// The conversation count rule (SPEC section 9) without a cache: usage of the newest assistant
+/// The conversation count rule without a cache: usage of the newest assistant
 /// response that has one, plus an estimate of every message after it. An all-zero usage counts
 /// as no usage (no provider reports an empty context).
 pub fn count_conversation_uncached(counter: &dyn TokenCounter, messages: &[Message]) -> u64 {
@@ -148,7 +148,8 @@ fn newest_usage(messages: &[Message]) -> Option<(usize, u64)> {
     })
 }
 
-/// Incremental conversation token counter (SPEC section 9, BETTER: O(new messages) per check).
+/// Incremental conversation token counter: per-message estimates are cached, so each check costs
+/// O(new messages), not O(history).
 ///
 /// ```
 /// use memloop_core::{tokens::{CharEstimator, ConversationTokens}, message::{Message, Usage}};
@@ -260,8 +261,9 @@ impl ConversationTokens {
         total - self.prefix.get(from).copied().unwrap_or(total)
     }
 
-    /// The conversation's size per SPEC section 9. O(new messages) while the conversation only
-    /// grows.
+    /// The conversation's size: the newest assistant usage plus an estimate of every message
+    /// after it (the estimate alone when no usage exists). O(new messages) while the conversation
+    /// only grows.
     pub fn count(&mut self, messages: &[Message]) -> u64 {
         self.sync(messages);
         match self.usages.last().copied() {

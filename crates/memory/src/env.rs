@@ -1,4 +1,5 @@
-//! Environment switches (SPEC section 15) and an injectable view of the environment.
+//! Environment switches (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
+//! `CLAUDE_CONFIG_DIR`) and an injectable view of the environment.
 //!
 //! Library code never reads the process environment behind the caller's back: it takes an
 //! [`EnvVars`], which hosts build with [`EnvVars::from_process`] and tests build from a map, so
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 
 /// Turns memory off entirely (no index, recall, extraction or dream) when truthy.
 pub const DISABLE_AUTO_MEMORY: &str = "MEMLOOP_DISABLE_AUTO_MEMORY";
-/// Explicit memory dir, used verbatim (SPEC section 2, rule 1).
+/// Explicit memory dir, used verbatim (no `~` expansion); it wins over settings and the default.
 pub const MEMORY_DIR: &str = "MEMLOOP_MEMORY_DIR";
 /// memloop's config home (default `~/.memloop`).
 pub const MEMLOOP_HOME: &str = "MEMLOOP_HOME";

@@ -1,5 +1,6 @@
 //! [`FileMemoryStore`]: the embedded default [`MemoryStore`], a directory of Markdown files with
-//! a `MEMORY.md` index, in Claude Code's format (SPEC sections 2-5 and 12).
+//! a `MEMORY.md` index, in Claude Code's format: atomic writes confined to the memory dir, index
+//! updates under a cross-process lock, and the sensitive-data filter.
 
 use crate::frontmatter::{append_to_existing, parse_memory, render_memory};
 use crate::index::{

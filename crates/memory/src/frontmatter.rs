@@ -1,4 +1,4 @@
-//! Memory file frontmatter (SPEC section 3): parse, render and edit in place.
+//! Memory file frontmatter (`name`, `description`, `type`): parse, render and edit in place.
 //!
 //! Parsing is tolerant: a UTF-8 BOM and CRLF line ends are accepted; YAML a strict parser rejects
 //! (an unquoted `: ` or a leading backtick in a description) is retried after quoting the values

@@ -1,5 +1,6 @@
-//! The index, `MEMORY.md` (SPEC section 4): entry lines, in-place edits that leave every other
-//! line byte-for-byte alone, and the capped load used at session start.
+//! The index, `MEMORY.md` (one `- [Title](file.md) — hook` line per memory): entry lines, in-place
+//! edits that leave every other line byte-for-byte alone, and the capped load used at session
+//! start.
 
 use crate::types::{IndexEntry, LoadedIndex};
 use regex::Regex;
@@ -8,7 +9,7 @@ use std::sync::OnceLock;
 /// File name of the index.
 pub const INDEX_FILE: &str = "MEMORY.md";
 
-/// Caps of the index (SPEC section 4 defaults).
+/// Caps of the index (defaults in parentheses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexCaps {
     /// Lines loaded into a session (200).
@@ -151,7 +152,7 @@ pub fn remove_entry(text: &str, file: &str) -> (String, bool) {
     (out, removed)
 }
 
-/// Apply the session-load caps (SPEC section 4): trim; keep the first `max_lines` lines; then if
+/// Apply the session-load caps: trim; keep the first `max_lines` lines; then if
 /// over `max_bytes` UTF-8 bytes cut at the last newline at or before that byte (a hard cut on a
 /// char boundary if none); append a blank line and a warning naming the cap(s) that fired. The
 /// byte cap is reported as fired only when it actually cut.

@@ -18,7 +18,7 @@ pub fn format_mtime(t: SystemTime) -> String {
     DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// One manifest line (SPEC section 5):
+/// One manifest line:
 /// `- [type] relative/path.md (2026-04-09T12:00:00Z): description`, without `[type] ` when there
 /// is no type and without `: description` when there is none.
 ///

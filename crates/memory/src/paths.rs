@@ -1,4 +1,5 @@
-//! Where the memory dir is (SPEC section 2): the resolution chain, its reason, and validation of
+//! Where the memory dir is: the resolution chain (explicit dir or `MEMLOOP_MEMORY_DIR`, then
+//! local or user settings, then the per-project default), its reason, and validation of
 //! configured paths.
 
 use crate::env::{CLAUDE_CONFIG_DIR, EnvVars, MEMLOOP_HOME, MEMORY_DIR};
@@ -267,7 +268,7 @@ fn invalid(path: &str, reason: &str) -> MemoryError {
     }
 }
 
-/// Validate a configured memory path (SPEC section 2). With `home`, a leading `~` / `~/` is
+/// Validate a configured memory path. With `home`, a leading `~` / `~/` is
 /// expanded (settings files); without it, the value is taken verbatim. Rejected: empty, NUL,
 /// UNC (`\\` or `//`), drive roots (`C:`), relative, shorter than 3 characters after
 /// normalising, and `~` forms expanding to the home dir itself or above. Returns the

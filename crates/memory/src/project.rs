@@ -1,4 +1,4 @@
-//! Project identity for the default memory dir (SPEC section 2): the slug rule and the canonical
+//! Project identity for the default memory dir: the slug rule and the canonical
 //! git root (linked worktrees share their main repository's root, hence one memory dir).
 
 use crate::safety::normalize_lexically;
@@ -62,7 +62,8 @@ fn real(p: &Path) -> Option<PathBuf> {
 }
 
 /// For a linked worktree root (`.git` is a `gitdir:` file), the main repository's root (or the
-/// common dir itself for a bare repo), after the SPEC checks; `None` when any check fails.
+/// common dir itself for a bare repo), once the gitdir is checked to sit in
+/// `<commondir>/worktrees` and to point back at `<root>/.git`; `None` when any check fails.
 fn main_root_of_worktree(root: &Path) -> Option<PathBuf> {
     let dotgit = root.join(".git");
     if !std::fs::symlink_metadata(&dotgit).ok()?.is_file() {

@@ -1,4 +1,4 @@
-//! Scanning a memory dir (SPEC section 5): every `*.md` except `MEMORY.md`, recursively, reading
+//! Scanning a memory dir: every `*.md` except `MEMORY.md`, recursively, reading
 //! only the first lines of each file for its frontmatter, newest first.
 
 use crate::frontmatter::parse_memory;

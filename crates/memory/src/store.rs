@@ -1,7 +1,8 @@
 //! The [`MemoryStore`] trait: everything the rest of memloop needs from a memory dir.
 //!
-//! The embedded default is `FileMemoryStore` (SPEC sections 2-5 and 12). Other backends implement
-//! the same trait; selectors, recall, extraction and the memory tools only see `Arc<dyn MemoryStore>`.
+//! The embedded default is `FileMemoryStore` (Markdown files plus a `MEMORY.md` index, in Claude
+//! Code's format). Other backends implement the same trait; selectors, recall, extraction and the
+//! memory tools only see `Arc<dyn MemoryStore>`.
 
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,

@@ -2,7 +2,7 @@
 
 /// Replace every `{{name}}` whose name is in `vars`, in ONE pass: values are inserted literally
 /// and never scanned again, unknown names (and an unclosed `{{`) are left as they are. Names match
-/// exactly (no trimming), as in SPEC section 8.
+/// exactly (no trimming).
 ///
 /// ```
 /// use memloop_memory::render_template;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::SystemTime;
 
-/// The closed set of memory types (SPEC section 3). Parsing is an exact lowercase match;
+/// The closed set of memory types. Parsing is an exact lowercase match;
 /// anything else is "no type".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -134,7 +134,7 @@ pub struct IndexEntry {
     pub hook: String,
 }
 
-/// `MEMORY.md` as loaded into a session (SPEC section 4 caps applied).
+/// `MEMORY.md` as loaded into a session (line and byte caps applied).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LoadedIndex {
     /// The text to inject (truncated, with the warning line when a cap fired).
@@ -179,7 +179,8 @@ pub enum MemoryError {
         /// The memory dir.
         root: PathBuf,
     },
-    /// A configured memory path is invalid (SPEC section 2 validation).
+    /// A configured memory path is invalid (empty, relative, under 3 characters, a drive root,
+    /// UNC, NUL, or a `~` form reaching the home dir or above).
     #[error("invalid memory directory `{path}`: {reason}")]
     InvalidMemoryDir {
         /// The configured value.

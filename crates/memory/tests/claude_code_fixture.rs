@@ -1,5 +1,5 @@
-//! A hand-written memory dir in Claude Code's format (tests/fixtures/claude_code, written from
-//! SPEC sections 3-4) is read completely and round-trips byte for byte.
+//! A hand-written memory dir in Claude Code's format (tests/fixtures/claude_code: frontmatter
+//! topic files plus a `MEMORY.md` index) is read completely and round-trips byte for byte.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

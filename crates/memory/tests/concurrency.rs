@@ -1,4 +1,4 @@
-//! SPEC section 12: concurrent writers (tokio tasks and OS processes) into one memory dir lose
+//! Storage guarantees: concurrent writers (tokio tasks and OS processes) into one memory dir lose
 //! no index line and leave no temp file; a writer killed mid-write leaves no torn file.
 //!
 //! Child processes are this test binary itself, run with `--exact <helper>` and an env var that

@@ -1,4 +1,4 @@
-//! SPEC section 3: frontmatter parsing and writing.
+//! Memory file frontmatter: parsing and writing.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

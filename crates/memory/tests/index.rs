@@ -1,4 +1,4 @@
-//! SPEC section 4: index entry lines, edits that keep other lines, and the capped load.
+//! The `MEMORY.md` index: entry lines, edits that keep other lines, and the capped load.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

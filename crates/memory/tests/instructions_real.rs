@@ -100,8 +100,8 @@ fn hoodcat_nested_import_resolves_relative_to_the_importing_file() {
     );
 
     // `@docs/research-...md` inside `.claude/harness.md` resolves to `.claude/docs/...`, which
-    // does not exist: the spec-exact loader reports it missing (the file exists only relative to
-    // the repository root, which is not how imports resolve).
+    // does not exist: the loader reports it missing (the file exists only relative to the
+    // repository root, and imports resolve relative to the including file).
     let nested = entry(
         report,
         "docs/research-claude-agent-skill-best-practices-antipatterns-20260212.md",

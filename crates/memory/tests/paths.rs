@@ -1,4 +1,4 @@
-//! SPEC section 2: resolution chain, validation, slug rule, canonical git root, env switches.
+//! Memory dir location: resolution chain, validation, slug rule, canonical git root, env switches.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

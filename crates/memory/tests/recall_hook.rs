@@ -1,4 +1,4 @@
-//! The recall pipeline (SPEC section 6) on a real memory dir: caps, headers, budget, dedup,
+//! The recall pipeline on a real memory dir: caps, headers, budget, dedup,
 //! compaction reset, cancellation, skips.
 
 mod recall_common;

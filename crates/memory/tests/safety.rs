@@ -1,4 +1,4 @@
-//! SPEC sections 2 and 12: containment gate, names, secrets, atomic writes.
+//! Storage safety: containment gate, names, secrets, atomic writes.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -1,4 +1,4 @@
-//! SPEC section 5: scanning, including hostile files and the real Claude Code dirs.
+//! Scanning a memory dir, including hostile files and the real Claude Code dirs.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -119,7 +119,8 @@ async fn thresholds_decide_updates_and_reset_after_compaction() {
     let (ctx, _) = ctx_with(model.clone(), plain, 15_000);
     assert!(sm.should_update(&ctx));
 
-    // BETTER: after compaction to 3K tokens, growth is measured from 3K, not from 10K.
+    // Baselines reset on compaction: after compaction to 3K tokens, growth is measured from 3K,
+    // not from 10K.
     let summary = Message::user("notes").with_kind(MessageKind::CompactSummary);
     let compacted = vec![
         Message::user("b").with_kind(MessageKind::CompactBoundary),

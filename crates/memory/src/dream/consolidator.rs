@@ -21,7 +21,7 @@ pub const DREAM_PURPOSE: &str = "dream";
 
 const TEMPLATE: &str = include_str!("../../templates/dream.md");
 
-/// Merges, dedups and prunes a memory dir with a forked agent (SPEC section 10). It does not
+/// Merges, dedups and prunes a memory dir with a forked agent. It does not
 /// share the conversation (it works on the memory dir, not on this session), and may write only
 /// inside the memory dir.
 pub struct Consolidator {

@@ -1,4 +1,4 @@
-//! The consolidation lock (SPEC section 10): `<memory dir>/.consolidate-lock`, body = holder's
+//! The consolidation lock: `<memory dir>/.consolidate-lock`, body = holder's
 //! PID, mtime = time of the last consolidation.
 
 use fs4::fs_std::FileExt;

@@ -1,4 +1,4 @@
-//! Dream (consolidation, SPEC section 10): an occasional background forked agent that merges,
+//! Dream (consolidation): an occasional background forked agent that merges,
 //! dedups and prunes the memory dir, behind gates checked cheapest first.
 //!
 //! - [`DreamHook`]: the [`Hook`] (on stop) that checks the gates and runs the [`Consolidator`].
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
-/// Settings of the dream (SPEC section 10 defaults).
+/// Settings of the dream (defaults in parentheses).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DreamConfig {
     /// Run at all.
@@ -103,7 +103,7 @@ struct Inner {
     running: AtomicBool,
 }
 
-/// The dream stop hook: on the main agent's turn end it checks the gates in SPEC order
+/// The dream stop hook: on the main agent's turn end it checks the gates cheapest first
 /// (enabled, time, scan throttle, sessions, lock) in a tracked background task and, when all
 /// pass, runs the [`Consolidator`]; success leaves the lock's mtime at now, failure rolls it back.
 /// `on_stop` itself only flips a flag and spawns.

@@ -21,7 +21,7 @@ const DAILY_LOG: &str = include_str!("../../templates/daily_log.md");
 /// Settings of the [`ForkedExtractor`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtractorConfig {
-    /// Model calls allowed (SPEC: 5).
+    /// Model calls allowed. Default 5.
     pub max_turns: u32,
     /// The prompt tells the extractor to look at most at this many of the newest messages.
     pub recent_messages: usize,

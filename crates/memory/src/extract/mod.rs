@@ -1,4 +1,4 @@
-//! Extraction (SPEC section 7): after a main-agent turn, a background forked agent reads the new
+//! Extraction: after a main-agent turn, a background forked agent reads the new
 //! part of the conversation and saves what is worth remembering.
 //!
 //! - [`Extractor`]: the pluggable step (extraction context → written paths);

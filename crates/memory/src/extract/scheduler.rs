@@ -1,4 +1,5 @@
-//! [`ExtractionScheduler`]: when to run the [`Extractor`] (SPEC section 7).
+//! [`ExtractionScheduler`]: when to run the [`Extractor`]: after a main-agent turn, throttled,
+//! at most one run per memory dir at a time, plus one trailing run.
 
 use super::slot::{DirSlot, Pending, RunInfo, slot_for};
 use super::{ExtractError, ExtractionContext, Extractor, relative_to_memory_dir};
@@ -20,9 +21,9 @@ use std::time::Duration;
 pub struct SchedulerConfig {
     /// Run at all (off: the hook does nothing).
     pub enabled: bool,
-    /// Run only every N eligible turns (SPEC default 1). Trailing runs ignore it.
+    /// Run only every N eligible turns (default 1). Trailing runs ignore it.
     pub every_n_turns: u32,
-    /// Default timeout of [`ExtractionScheduler::drain_default`] (SPEC: 60 s).
+    /// Timeout of [`ExtractionScheduler::drain_default`]. Default 60 s.
     pub drain_timeout: Duration,
 }
 
@@ -76,7 +77,7 @@ struct Inner {
 /// [`on_stop`](memloop_core::Hook::on_stop) only takes a short lock and spawns the run on the agent's
 /// tracked background tasks, so it returns in microseconds even while an extraction runs.
 ///
-/// Rules (SPEC section 7): main agent only; cursor per session = id of the last message covered;
+/// Rules: main agent only; cursor per session = id of the last message covered;
 /// skip and advance the cursor when the main agent itself wrote inside the memory dir since the
 /// cursor; run every N eligible turns; a call during a run replaces the pending context (newest
 /// wins) and exactly one trailing run follows; the cursor advances only after a successful run.

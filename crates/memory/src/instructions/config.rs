@@ -86,7 +86,8 @@ pub const DEFAULT_TEXT_EXTENSIONS: &[&str] = &[
     "bib",
 ];
 
-/// Where the loader looks and what it accepts. Every number of SPEC section 11 is a field here.
+/// Where the loader looks and what it accepts. Every limit of the loader (import depth, size
+/// warning, importable extensions) is a field here.
 ///
 /// ```
 /// use memloop_memory::InstructionConfig;

@@ -72,7 +72,9 @@ pub struct Instructions {
     pub report: LoadReport,
 }
 
-/// Loads project instructions per SPEC section 11.
+/// Loads project instructions: each level's files in load order (later wins), their `@path`
+/// imports (depth-limited, each file at most once), and a report of what was loaded or skipped
+/// and why.
 ///
 /// ```
 /// use memloop_memory::{InstructionConfig, InstructionLoader, LoadOptions};

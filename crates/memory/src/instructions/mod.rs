@@ -1,4 +1,4 @@
-//! Project instructions (SPEC section 11): the CLAUDE.md / AGENTS.md family of files, their
+//! Project instructions: the CLAUDE.md / AGENTS.md family of files, their
 //! `@path` imports, conditional rules, the load report, and the system-prompt section.
 //!
 //! **Load order** (later wins): managed (`/etc/<app>/<file>` and `rules/**/*.md`), user

@@ -42,7 +42,7 @@ impl InstructionKind {
 pub enum SkipReason {
     /// A standard location (`CLAUDE.md` in some directory, ...) that holds no file. Not an error.
     Absent,
-    /// An `@path` import whose target does not exist (ignored, per the spec).
+    /// An `@path` import whose target does not exist (ignored: a missing import is not an error).
     Missing,
     /// The path exists but is not a regular file (a directory, a socket, ...).
     NotAFile,

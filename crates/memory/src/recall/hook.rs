@@ -1,4 +1,6 @@
-//! [`RecallHook`]: the recall pipeline of SPEC section 6 as a turn-start hook.
+//! [`RecallHook`]: the recall pipeline as a turn-start hook: once per user turn, in the
+//! background, select memories relevant to the message and surface them within per-turn and
+//! per-session caps.
 
 use super::reads::{ReadTools, read_in_full};
 use super::selector::{SelectionContext, Selector};

@@ -1,4 +1,5 @@
-//! [`LlmSelector`]: the side query of SPEC section 6 through any [`Model`].
+//! [`LlmSelector`]: one small side query through any [`Model`] that picks, from the manifest,
+//! the memories clearly useful for the user's message.
 
 use super::selector::{SelectionContext, Selector, SelectorError};
 use crate::manifest::format_manifest_capped;

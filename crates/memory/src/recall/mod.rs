@@ -1,5 +1,5 @@
-//! Recall: choosing the memories relevant to a user's message and surfacing them (SPEC sections 6
-//! and 13).
+//! Recall: choosing the memories relevant to a user's message (with a pluggable selector) and
+//! surfacing them.
 //!
 //! - [`Selector`] is the pluggable choice (`Arc<dyn Selector>`); [`LlmSelector`],
 //!   [`KeywordSelector`], [`Bm25Selector`] and [`FallbackSelector`] are provided. Every caller goes

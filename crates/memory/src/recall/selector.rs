@@ -1,4 +1,5 @@
-//! The [`Selector`] trait (SPEC sections 6 and 13) and the one place that enforces its contract.
+//! The [`Selector`] trait (the pluggable choice of memories for a query) and the one place that
+//! enforces its contract.
 
 use crate::types::{MemoryError, MemoryHeader};
 use async_trait::async_trait;

@@ -1,5 +1,5 @@
 //! Turning one memory file into surfaced text: the per-file caps with the truncation note, and
-//! the age header (SPEC section 6).
+//! the age header (`saved today` / `saved yesterday`, else a staleness note).
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};

@@ -1,4 +1,4 @@
-//! Storage safety (SPEC sections 2 and 12): the single write-containment gate, atomic writes,
+//! Storage safety: the single write-containment gate, atomic writes,
 //! the cross-process lock around index updates, name validation and the sensitive-data filter.
 
 mod atomic;

@@ -12,7 +12,7 @@ fn invalid(name: &str, reason: &str) -> MemoryError {
 /// Longest topic name accepted.
 const MAX_TOPIC_CHARS: usize = 200;
 
-/// Validate a topic name from a tool (SPEC section 12): non-empty, at most 200 characters, no
+/// Validate a topic name from a tool: non-empty, at most 200 characters, no
 /// `..`, `/`, `\`, NUL or other control characters, no leading `.`.
 ///
 /// ```

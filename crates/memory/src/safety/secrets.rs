@@ -1,4 +1,4 @@
-//! The sensitive-data filter (SPEC section 12): content that looks like a credential is refused
+//! The sensitive-data filter: content that looks like a credential is refused
 //! with an error naming the pattern, never the secret.
 
 use crate::types::MemoryError;

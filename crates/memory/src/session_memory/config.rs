@@ -1,4 +1,6 @@
-//! Session-memory settings and the update-threshold rule (SPEC section 8).
+//! Session-memory settings and the update-threshold rule: the first update once the conversation
+//! reaches 10,000 tokens, later ones after 5,000 more tokens and either 3 tool calls or an
+//! assistant turn without tool calls (defaults).
 
 use memloop_core::{
     message::MessageId,
@@ -7,7 +9,7 @@ use memloop_core::{
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// When the notes are updated. Every number of SPEC section 8 is a field here.
+/// When the notes are updated. Every number of the rule is a field here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateThresholds {
     /// The first update happens once the conversation reaches this many tokens. Default 10,000.
@@ -33,7 +35,7 @@ impl Default for UpdateThresholds {
 /// What the threshold rule looks at after one model response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateSignal {
-    /// Conversation size now (SPEC section 9 count).
+    /// Conversation size now (newest reported usage plus an estimate of the messages after it).
     pub context_tokens: u64,
     /// Tool calls made since the last update.
     pub tool_calls_since_update: usize,
@@ -41,7 +43,8 @@ pub struct UpdateSignal {
     pub last_turn_without_tools: bool,
 }
 
-/// The bookkeeping the rule compares against. Reset after compaction (BETTER).
+/// The bookkeeping the rule compares against. Reset after compaction, so growth is measured from
+/// the compacted size.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Baselines {
     /// Whether the first update was started.
@@ -85,7 +88,8 @@ impl UpdateThresholds {
     }
 }
 
-/// Size caps of the notes (SPEC section 8).
+/// Size caps of the notes; when over, the update prompt lists the oversized sections (largest
+/// first) and asks to condense them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotesCaps {
     /// About this many tokens per section. Default 2,000.

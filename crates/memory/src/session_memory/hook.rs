@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 /// Post-sampling hook: after each main-agent response, checks the thresholds and, when due,
 /// queues an update on `ctx.background` (it returns at once; updates run FIFO, one at a time).
-/// Compaction listener: resets the baselines to the compacted conversation (SPEC section 8,
-/// BETTER).
+/// Compaction listener: resets the baselines to the compacted conversation, so growth is measured
+/// from its new size (otherwise updates would stall until the context grew past its old size).
 ///
 /// Register the same value as both (see the crate README for the wiring).
 #[derive(Clone)]

@@ -1,4 +1,4 @@
-//! Session memory (SPEC section 8): a per-session notes file with fixed sections, kept up to date
+//! Session memory: a per-session notes file with fixed sections, kept up to date
 //! in the background by a forked agent and used as the summary when the conversation is compacted.
 //!
 //! - [`SessionMemory`]: the trait compaction uses (`Arc<dyn SessionMemory>`).
@@ -98,7 +98,7 @@ pub struct UpdateReport {
 pub type UpdateFuture =
     Pin<Box<dyn Future<Output = Result<UpdateReport, SessionMemoryError>> + Send + 'static>>;
 
-/// Per-session notes (SPEC section 8, 13). Object-safe; compaction holds `Arc<dyn SessionMemory>`.
+/// Per-session notes, pluggable. Object-safe; compaction holds `Arc<dyn SessionMemory>`.
 #[async_trait]
 pub trait SessionMemory: Send + Sync {
     /// Whether session memory is switched on.
@@ -124,7 +124,7 @@ pub trait SessionMemory: Send + Sync {
     }
 
     /// Since when an update is queued or running, if one is (tokio time). Compaction waits for
-    /// it (SPEC section 9).
+    /// it (briefly, and not for an update that started long ago).
     fn update_in_flight_since(&self) -> Option<Instant>;
 
     /// What compaction needs, `None` when no notes file exists.

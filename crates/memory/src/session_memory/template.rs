@@ -2,7 +2,8 @@
 
 use memloop_core::tokens::TokenCounter;
 
-/// The default ten-section notes template (SPEC section 8).
+/// The default notes template: ten H1 sections, each followed by an italic instruction line the
+/// updater must keep.
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/session_memory_template.md");
 /// The default update prompt (variables `currentNotes`, `notesPath`).
 pub const DEFAULT_UPDATE_PROMPT: &str = include_str!("../../templates/session_memory_update.md");
