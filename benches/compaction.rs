@@ -7,7 +7,8 @@
 
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
 use memloop::compact::{
-    KeepBounds, SessionMemoryCompactConfig, plan_keep, plan_session_memory_compaction,
+    SessionMemoryCompactConfig,
+    strategies::{KeepBounds, plan_keep, plan_session_memory_compaction},
 };
 use memloop::core::{
     message::{ContentBlock, Message, Role},

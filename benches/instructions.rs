@@ -3,7 +3,9 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use memloop_memory::{InstructionConfig, InstructionLoader, LoadOptions, render_instructions};
+use memloop_memory::instructions::{
+    InstructionConfig, InstructionLoader, LoadOptions, render_instructions,
+};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 

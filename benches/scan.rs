@@ -5,9 +5,8 @@
 //! `cargo bench --bench scan -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop::memory::{
-    FileMemoryStore, MemoryStore, ScanConfig, format_manifest, parse_memory, scan_dir,
-};
+use memloop::memory::recall::format_manifest;
+use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryStore};
 use std::path::Path;
 use tempfile::TempDir;
 
@@ -43,11 +42,17 @@ fn bench_scan(c: &mut Criterion) {
         if n >= 20_000 {
             group.sample_size(10);
         }
-        // Cold: every file opened, its first 30 lines read and parsed (no cache).
+        // Cold: a freshly opened store (empty header cache), so every file is opened and its
+        // first 30 lines read and parsed.
         group.bench_with_input(BenchmarkId::new("cold", n), &n, |b, _| {
             b.iter(|| {
-                let headers = scan_dir(dir.path(), &ScanConfig::default()).unwrap_or_default();
-                format_manifest(&headers).len()
+                rt.block_on(async {
+                    let Ok(fresh) = FileMemoryStore::open(dir.path()) else {
+                        return 0;
+                    };
+                    let headers = fresh.scan().await.unwrap_or_default();
+                    format_manifest(&headers).len()
+                })
             })
         });
         // Warm: the store's rescan, where unchanged files are only stat'ed.
@@ -66,7 +71,7 @@ fn bench_scan(c: &mut Criterion) {
 fn bench_parse(c: &mut Criterion) {
     let text = "---\nname: memory 1\ndescription: the user prefers approach 1 for module 1 because of latency\ntype: user\n---\n\nBody\n";
     c.bench_function("parse_frontmatter", |b| {
-        b.iter(|| parse_memory(std::hint::black_box(text)).frontmatter)
+        b.iter(|| MemoryDoc::parse(std::hint::black_box(text), "m").ok())
     });
 }
 

@@ -14,9 +14,7 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use memloop_memory::recall::{Bm25Selector, KeywordSelector, SelectionContext, Selector};
-use memloop_memory::{
-    FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, render_memory,
-};
+use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -140,7 +138,7 @@ fn fixture(n: usize) -> Fixture {
             memory_type: Some(MemoryType::ALL[i % 4]),
             body: rng.text(80),
         };
-        std::fs::write(sub.join(format!("m{i:05}.md")), render_memory(&doc)).unwrap();
+        std::fs::write(sub.join(format!("m{i:05}.md")), doc.render()).unwrap();
     }
     let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(&dir).unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -23,7 +23,7 @@ use memloop::core::tools::ReadFile;
 use memloop::core::{Agent, AgentConfig, model::Model, prompt::StaticSection};
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::session_memory::UpdateThresholds;
-use memloop::memory::{EnvVars, MemoryDirResolver, MemoryStore};
+use memloop::memory::{env::EnvVars, paths::MemoryDirResolver, store::MemoryStore};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,7 +10,8 @@ use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{Agent, events::AgentEvent, tool::ToolRegistry};
 use memloop::memory::recall::{RecallHook, SelectionContext, Selector, SelectorError};
 use memloop::memory::{
-    FileMemoryStore, MemoryDoc, MemoryHeader, MemoryType, WriteMode, memory_tools,
+    store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryType, WriteMode},
+    tools::memory_tools,
 };
 use std::sync::Arc;
 use std::time::Duration;

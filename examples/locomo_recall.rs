@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail};
 use memloop_memory::recall::{
     Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector,
 };
-use memloop_memory::{
+use memloop_memory::store::{
     FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode,
 };
 use regex::Regex;

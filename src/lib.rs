@@ -20,5 +20,5 @@ pub use memloop_memory as memory;
 pub use memloop_core::{
     Agent, AgentBuilder, events::AgentEvent, message::Message, model::Model, tool::Tool,
 };
-pub use memloop_memory::MemoryStore;
+pub use memloop_memory::store::MemoryStore;
 pub use setup::{MemorySetup, SetupError};

@@ -6,16 +6,19 @@
 
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
-use memloop_memory::dream::{Consolidator, DreamConfig, DreamHook, ProjectDirSessions};
+use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, ProjectDirSessions};
 use memloop_memory::extract::{ExtractionScheduler, ForkedExtractor, SchedulerConfig};
 use memloop_memory::recall::{Bm25Selector, RecallHook, Selector};
 use memloop_memory::session_memory::{
     FileSessionMemory, SessionMemoryConfig, SessionMemoryError, SessionMemoryHook,
 };
 use memloop_memory::{
-    EnvVars, FileMemoryStore, InstructionConfig, InstructionLoader, InstructionsSection,
-    LoadOptions, MemoryDirResolver, MemoryError, MemorySection, MemoryStore, ResolvedMemoryDir,
-    memory_tools,
+    env::EnvVars,
+    instructions::{InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions},
+    paths::{MemoryDirResolver, ResolvedMemoryDir},
+    prompt::MemorySection,
+    store::{FileMemoryStore, MemoryError, MemoryStore},
+    tools::memory_tools,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use memloop::core::{
     Agent,
     events::{AgentEvent, VecSink},
 };
-use memloop::memory::{EnvVars, MemoryDirResolver};
+use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,7 +97,7 @@ async fn project_instructions_load_into_the_system_prompt_before_memory() {
     let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env)
         .unwrap()
         .instructions(
-            memloop::memory::InstructionConfig::claude()
+            memloop::memory::instructions::InstructionConfig::claude()
                 .with_project_root(project.path())
                 .with_managed_root(None)
                 .with_user_base(None),

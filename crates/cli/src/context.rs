@@ -3,7 +3,11 @@
 use crate::args::Cli;
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
-use memloop_memory::{EnvVars, FileMemoryStore, MemoryDirResolver, ResolvedMemoryDir};
+use memloop_memory::{
+    env::EnvVars,
+    paths::{MemoryDirResolver, ResolvedMemoryDir},
+    store::FileMemoryStore,
+};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 

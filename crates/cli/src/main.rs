@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use memloop_cli::{Cli, Context, Exit, Io, exit_for, is_broken_pipe};
-use memloop_memory::EnvVars;
+use memloop_memory::env::EnvVars;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 

@@ -44,6 +44,7 @@ impl CircuitBreaker {
     }
 
     /// Whether the breaker is open.
+    #[cfg(test)]
     pub fn is_open(&self) -> bool {
         self.open_in_turn.is_some()
     }

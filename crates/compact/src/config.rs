@@ -4,7 +4,7 @@
 //! it (lowered further, never raised, by a percentage override); warning 20,000 below the
 //! auto-compact threshold; blocking 3,000 below the effective window.
 
-use memloop_memory::{EnvVars, is_truthy};
+use memloop_memory::env::{EnvVars, is_truthy};
 use std::time::Duration;
 
 /// `MEMLOOP_DISABLE_COMPACT`: turns all compaction off.

@@ -4,14 +4,15 @@
 //! implements `memloop_core::compaction::ContextCompactor`: when the conversation reaches the auto-compact
 //! threshold it first tries **session-memory compaction** (the session notes become the summary,
 //! the most recent 10K-40K tokens are kept verbatim) and falls back to an **LLM summary**. It
-//! also offers opt-in [`repair`](mod@repair) passes for broken conversations.
+//! also offers opt-in [`repair`](mod@repair) passes for broken conversations, and each
+//! strategy on its own in [`strategies`].
 //!
 //! Wiring session memory and compaction into an agent:
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use memloop_compact::{CompactConfig, Compactor, repair_fn};
-//! use memloop_memory::EnvVars;
+//! use memloop_compact::{CompactConfig, Compactor, repair::repair_fn};
+//! use memloop_memory::env::EnvVars;
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, AgentConfig};
 //! use memloop_memory::session_memory::{FileSessionMemory, SessionMemoryConfig, SessionMemoryHook};
@@ -46,22 +47,10 @@ mod notes;
 pub mod repair;
 mod rounds;
 mod session_memory;
+pub mod strategies;
 mod summary;
 
-pub use breaker::CircuitBreaker;
 pub use compactor::{Compactor, STRATEGY_SESSION_MEMORY, STRATEGY_SUMMARY};
 pub use config::{
-    CompactConfig, ContextLevel, ENV_AUTOCOMPACT_PCT, ENV_DISABLE_AUTO_COMPACT,
-    ENV_DISABLE_COMPACT, SessionMemoryCompactConfig, SummaryCompactConfig, Thresholds,
+    CompactConfig, ContextLevel, SessionMemoryCompactConfig, SummaryCompactConfig, Thresholds,
 };
-pub use keep::{KeepBounds, KeepPlan, adjust_for_invariants, compaction_floor, plan_keep};
-pub use notes::{
-    SECTION_TRUNCATED, SUMMARY_TEMPLATE, TRUNCATION_NOTE, summary_text, truncate_sections,
-};
-pub use repair::{Issue, repair, repair_fn};
-pub use rounds::{DROPPED_PLACEHOLDER, api_rounds, drop_oldest_rounds};
-pub use session_memory::{
-    DeclineReason, SessionMemoryCompaction, plan_session_memory_compaction,
-    session_memory_compaction, wait_for_update,
-};
-pub use summary::{SUMMARY_MESSAGE, SUMMARY_PROMPT, summary_compaction};

@@ -1,7 +1,7 @@
 //! Turning the session notes into the compaction summary message.
 
+use memloop_core::text::render_template;
 use memloop_core::text::truncate_utf8;
-use memloop_memory::render_template;
 use memloop_memory::session_memory::sections;
 use std::path::Path;
 
@@ -14,15 +14,6 @@ pub const SECTION_TRUNCATED: &str = "[... section truncated ...]";
 
 /// Cut each section to about `max_chars` at a line boundary, marking the cut. Returns the text
 /// and whether anything was cut.
-///
-/// ```
-/// use memloop_compact::truncate_sections;
-/// let notes = format!("# A\n_i_\n{}\n# B\n_i_\nshort\n", "line\n".repeat(100));
-/// let (out, cut) = truncate_sections(&notes, 50);
-/// assert!(cut);
-/// assert!(out.contains("[... section truncated ...]"));
-/// assert!(out.contains("# B\n_i_\nshort\n"));
-/// ```
 pub fn truncate_sections(notes: &str, max_chars: usize) -> (String, bool) {
     let mut out = String::with_capacity(notes.len().min(max_chars * 12));
     let mut cut_any = false;
@@ -73,4 +64,18 @@ pub fn summary_text(notes: &str, path: &Path, max_section_chars: usize) -> Strin
     )
     .trim_end()
     .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate_sections;
+
+    #[test]
+    fn long_sections_are_cut_at_a_line_and_marked() {
+        let notes = format!("# A\n_i_\n{}\n# B\n_i_\nshort\n", "line\n".repeat(100));
+        let (out, cut) = truncate_sections(&notes, 50);
+        assert!(cut);
+        assert!(out.contains("[... section truncated ...]"));
+        assert!(out.contains("# B\n_i_\nshort\n"));
+    }
 }

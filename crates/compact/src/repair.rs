@@ -68,7 +68,7 @@ pub const PASSES: [Pass; 6] = [
 /// Run every pass.
 ///
 /// ```
-/// use memloop_compact::repair;
+/// use memloop_compact::repair::repair;
 /// use memloop_core::{invariants::check_invariants, message::{ContentBlock, Message, Role}};
 /// let broken = vec![
 ///     Message::user("go"),

@@ -4,6 +4,7 @@
 use crate::config::SummaryCompactConfig;
 use crate::rounds::drop_oldest_rounds;
 use memloop_core::compaction::CompactionError;
+use memloop_core::text::render_template;
 use memloop_core::{
     AgentError, HookContext,
     fork::ForkedAgentBuilder,
@@ -11,7 +12,6 @@ use memloop_core::{
     model::ModelError,
     tokens::TokenCounter,
 };
-use memloop_memory::render_template;
 use std::sync::Arc;
 
 /// The instruction sent to the summarizer.

@@ -5,7 +5,8 @@ mod common;
 
 use common::{NOTES, conversation};
 use memloop_compact::{
-    DeclineReason, SECTION_TRUNCATED, SessionMemoryCompactConfig, session_memory_compaction,
+    SessionMemoryCompactConfig,
+    strategies::{DeclineReason, SECTION_TRUNCATED, session_memory_compaction},
 };
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{

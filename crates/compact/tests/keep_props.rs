@@ -7,7 +7,7 @@
 //! newest message is always kept, even when it alone is larger than the cap.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
-use memloop_compact::{SessionMemoryCompactConfig, plan_session_memory_compaction};
+use memloop_compact::{SessionMemoryCompactConfig, strategies::plan_session_memory_compaction};
 use memloop_core::{
     invariants::check_invariants,
     message::{ContentBlock, Message, MessageKind, Role},

@@ -4,7 +4,9 @@
 mod common;
 
 use common::{conversation, ctx};
-use memloop_compact::{CompactConfig, Compactor, SummaryCompactConfig, summary_compaction};
+use memloop_compact::{
+    CompactConfig, Compactor, SummaryCompactConfig, strategies::summary_compaction,
+};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     compaction::{CompactionTrigger, ContextCompactor},

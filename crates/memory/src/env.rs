@@ -21,7 +21,7 @@ pub const CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
 /// (case-insensitive, surrounding whitespace ignored), anything else → `None`.
 ///
 /// ```
-/// use memloop_memory::parse_bool_env;
+/// use memloop_memory::env::parse_bool_env;
 /// assert_eq!(parse_bool_env(" YES "), Some(true));
 /// assert_eq!(parse_bool_env("Off"), Some(false));
 /// assert_eq!(parse_bool_env("maybe"), None);
@@ -37,7 +37,7 @@ pub fn parse_bool_env(value: &str) -> Option<bool> {
 /// Whether an optional switch value is truthy (unset, falsy or unrecognised → `false`).
 ///
 /// ```
-/// use memloop_memory::is_truthy;
+/// use memloop_memory::env::is_truthy;
 /// assert!(is_truthy(Some("on")));
 /// assert!(!is_truthy(Some("garbage")));
 /// assert!(!is_truthy(None));
@@ -49,7 +49,7 @@ pub fn is_truthy(value: Option<&str>) -> bool {
 /// A snapshot of environment variables.
 ///
 /// ```
-/// use memloop_memory::EnvVars;
+/// use memloop_memory::env::EnvVars;
 /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "true"), ("HOME", "/home/a")]);
 /// assert!(env.auto_memory_disabled());
 /// assert_eq!(env.home_dir().unwrap(), std::path::PathBuf::from("/home/a"));

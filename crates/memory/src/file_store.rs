@@ -7,12 +7,12 @@ use crate::index::{
     INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
     remove_entry, upsert_entry,
 };
-use crate::paths::ResolvedMemoryDir;
+use crate::memory_store::MemoryStore;
+use crate::resolver::ResolvedMemoryDir;
 use crate::safety::{
     ContainmentGate, DirLock, SecretFilter, atomic_write, remove_temp_files, validate_rel_path,
 };
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
-use crate::store::MemoryStore;
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
     WriteReport,
@@ -54,7 +54,7 @@ impl Default for StoreConfig {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+/// use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 /// let dir = tempfile::tempdir()?;
 /// let store = FileMemoryStore::open(dir.path())?;
 /// let doc = MemoryDoc { name: "Testing".into(), description: "integration tests hit a real db".into(),
@@ -111,7 +111,7 @@ impl FileMemoryStore {
         remove_temp_files(self.root())
     }
 
-    /// Open the dir chosen by [`crate::MemoryDirResolver::resolve`].
+    /// Open the dir chosen by [`crate::resolver::MemoryDirResolver::resolve`].
     pub fn open_resolved(resolved: &ResolvedMemoryDir) -> Result<Self, MemoryError> {
         Self::open(&resolved.dir)
     }
@@ -216,6 +216,44 @@ impl FileMemoryStore {
             )?;
         }
         Ok(())
+    }
+
+    /// Delete every memory file the scan or the index names, then the index, all under one lock
+    /// so no writer slips a memory in between.
+    fn clear_blocking(&self) -> Result<Vec<String>, MemoryError> {
+        let _span = tracing::debug_span!("memory_clear").entered();
+        let mut files: std::collections::BTreeSet<String> =
+            scan_dir_cached(self.root(), &self.config.scan, &self.headers)?
+                .into_iter()
+                .map(|h| h.rel_path)
+                .collect();
+        files.extend(
+            parse_entries(&self.read_index_text()?)
+                .into_iter()
+                .map(|e| e.file),
+        );
+        let _lock = DirLock::acquire(self.root())?;
+        let mut removed = Vec::new();
+        for rel in files {
+            let Ok(valid) = validate_rel_path(&rel) else {
+                tracing::warn!(entry = %rel, "index entry names no valid memory file; dropped with the index");
+                continue;
+            };
+            let Ok(path) = self.gate.check_write(Path::new(valid)) else {
+                continue;
+            };
+            match std::fs::remove_file(&path) {
+                Ok(()) => removed.push(rel),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(MemoryError::io(format!("removing {rel}"), e)),
+            }
+        }
+        match std::fs::remove_file(self.root().join(INDEX_FILE)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(MemoryError::io("removing MEMORY.md", e)),
+        }
+        Ok(removed)
     }
 
     fn write_blocking(
@@ -375,6 +413,11 @@ impl MemoryStore for FileMemoryStore {
         let rel = validate_rel_path(rel_path)?.to_owned();
         let this = self.clone();
         blocking(move || this.delete_blocking(&rel)).await
+    }
+
+    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
+        let this = self.clone();
+        blocking(move || this.clear_blocking()).await
     }
 
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {

@@ -172,15 +172,6 @@ fn fields(m: &Mapping, repaired: bool) -> Frontmatter {
 }
 
 /// Parse a memory file (or its first lines, as the scan does).
-///
-/// ```
-/// use memloop_memory::{parse_memory, MemoryType};
-/// let p = parse_memory("---\r\nname: Tests\r\ndescription: use: real db\r\ntype: feedback\r\n---\r\n\r\nBody\r\n");
-/// let fm = p.frontmatter.unwrap();
-/// assert_eq!(fm.description.as_deref(), Some("use: real db"));
-/// assert_eq!(fm.memory_type, Some(MemoryType::Feedback));
-/// assert_eq!(p.body, "Body\r\n");
-/// ```
 pub fn parse_memory(text: &str) -> ParsedMemory<'_> {
     let no_bom = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Split {
@@ -227,15 +218,6 @@ fn yaml_value(s: &str) -> String {
 
 /// Render a memory file in Claude Code's layout: `---`, `name`, `description`, `type` (when
 /// set), `---`, a blank line, the body (newline-terminated).
-///
-/// ```
-/// use memloop_memory::{render_memory, parse_memory, MemoryDoc, MemoryType};
-/// let doc = MemoryDoc { name: "Tests".into(), description: "real db only".into(),
-///     memory_type: Some(MemoryType::Feedback), body: "Use the real db.\n".into() };
-/// let text = render_memory(&doc);
-/// assert_eq!(text, "---\nname: Tests\ndescription: real db only\ntype: feedback\n---\n\nUse the real db.\n");
-/// assert_eq!(parse_memory(&text).body, doc.body);
-/// ```
 pub fn render_memory(doc: &MemoryDoc) -> String {
     let mut out = format!(
         "---\nname: {}\ndescription: {}\n",
@@ -347,6 +329,45 @@ fn set_field(lines: &mut Vec<String>, key: &str, value: &str) {
     lines.push(format!("{key}: {value}"));
 }
 
+/// Memory files as text: the format [`FileMemoryStore`](crate::file_store::FileMemoryStore) writes.
+impl MemoryDoc {
+    /// Parse a memory file's text (a `---` frontmatter with `name`, `description`, `type`, then
+    /// the body). A missing `name` falls back to `fallback_name` (e.g. the file stem). `Err` says,
+    /// in words a user can act on, why the text is not a memory file.
+    ///
+    /// ```
+    /// use memloop_memory::store::{MemoryDoc, MemoryType};
+    /// let doc = MemoryDoc::parse("---\nname: Deploys\ndescription: when\ntype: project\n---\n\nTuesdays.\n", "x").unwrap();
+    /// assert_eq!(doc.memory_type, Some(MemoryType::Project));
+    /// assert_eq!(doc.body, "Tuesdays.\n");
+    /// assert!(MemoryDoc::parse("no frontmatter", "x").is_err());
+    /// ```
+    pub fn parse(text: &str, fallback_name: &str) -> Result<MemoryDoc, String> {
+        let parsed = parse_memory(text);
+        let Some(fm) = parsed.frontmatter else {
+            return Err(if text.trim_start_matches('\u{feff}').starts_with("---") {
+                "the frontmatter is not valid YAML (or its closing `---` is missing)".into()
+            } else {
+                "the file has no frontmatter (`---`, name, description, type, `---`)".into()
+            });
+        };
+        Ok(MemoryDoc {
+            name: fm
+                .name
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| fallback_name.to_owned()),
+            description: fm.description.unwrap_or_default(),
+            memory_type: fm.memory_type,
+            body: parsed.body.to_owned(),
+        })
+    }
+
+    /// The file text [`FileMemoryStore`](crate::file_store::FileMemoryStore) writes for this memory.
+    pub fn render(&self) -> String {
+        render_memory(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Closing, split_frontmatter};
@@ -378,5 +399,44 @@ mod tests {
         );
         let s = split_frontmatter("---\na: 1\n---", Closing::Dashes);
         assert_eq!((s.frontmatter, s.body), (Some("a: 1\n"), ""));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod cases;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod examples {
+    #[test]
+    fn parse_memory_example() {
+        use crate::frontmatter::parse_memory;
+        use crate::types::MemoryType;
+        let p = parse_memory(
+            "---\r\nname: Tests\r\ndescription: use: real db\r\ntype: feedback\r\n---\r\n\r\nBody\r\n",
+        );
+        let fm = p.frontmatter.unwrap();
+        assert_eq!(fm.description.as_deref(), Some("use: real db"));
+        assert_eq!(fm.memory_type, Some(MemoryType::Feedback));
+        assert_eq!(p.body, "Body\r\n");
+    }
+
+    #[test]
+    fn render_memory_example() {
+        use crate::frontmatter::{parse_memory, render_memory};
+        use crate::types::{MemoryDoc, MemoryType};
+        let doc = MemoryDoc {
+            name: "Tests".into(),
+            description: "real db only".into(),
+            memory_type: Some(MemoryType::Feedback),
+            body: "Use the real db.\n".into(),
+        };
+        let text = render_memory(&doc);
+        assert_eq!(
+            text,
+            "---\nname: Tests\ndescription: real db only\ntype: feedback\n---\n\nUse the real db.\n"
+        );
+        assert_eq!(parse_memory(&text).body, doc.body);
     }
 }

@@ -41,14 +41,6 @@ fn entry_re() -> Option<&'static Regex> {
 
 /// Parse one index line `- [Title](file.md) — hook`; `None` for prose or anything else. An
 /// em dash, en dash or hyphen separates the hook; a missing hook is empty.
-///
-/// ```
-/// use memloop_memory::parse_entry_line;
-/// let e = parse_entry_line("- [Testing](feedback_testing.md) — real db, no mocks").unwrap();
-/// assert_eq!((e.title.as_str(), e.file.as_str(), e.hook.as_str()),
-///            ("Testing", "feedback_testing.md", "real db, no mocks"));
-/// assert!(parse_entry_line("See [Testing](feedback_testing.md) for details.").is_none());
-/// ```
 pub fn parse_entry_line(line: &str) -> Option<IndexEntry> {
     let c = entry_re()?.captures(line)?;
     Some(IndexEntry {
@@ -66,12 +58,6 @@ pub fn parse_entries(text: &str) -> Vec<IndexEntry> {
 /// Format an entry line, capped at `max_chars` characters: the hook is shortened first (with
 /// `…`), then the title. Newlines in title or hook become spaces; brackets in the title become
 /// parentheses so the link stays parseable.
-///
-/// ```
-/// use memloop_memory::format_entry_line;
-/// assert_eq!(format_entry_line("Tests", "tests.md", "real db", 150), "- [Tests](tests.md) — real db");
-/// assert!(format_entry_line("T", "t.md", &"x".repeat(400), 150).chars().count() <= 150);
-/// ```
 pub fn format_entry_line(title: &str, file: &str, hook: &str, max_chars: usize) -> String {
     let clean = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut title = clean(title).replace('[', "(").replace(']', ")");
@@ -156,14 +142,6 @@ pub fn remove_entry(text: &str, file: &str) -> (String, bool) {
 /// over `max_bytes` UTF-8 bytes cut at the last newline at or before that byte (a hard cut on a
 /// char boundary if none); append a blank line and a warning naming the cap(s) that fired. The
 /// byte cap is reported as fired only when it actually cut.
-///
-/// ```
-/// use memloop_memory::{load_capped, IndexCaps};
-/// let text = (0..250).map(|i| format!("- [m{i}](m{i}.md)")).collect::<Vec<_>>().join("\n");
-/// let loaded = load_capped(&text, IndexCaps::default());
-/// assert!(loaded.truncated_by_lines && !loaded.truncated_by_bytes);
-/// assert!(loaded.content.ends_with("only part of it was loaded. Keep index lines short and move details into topic files."));
-/// ```
 pub fn load_capped(text: &str, caps: IndexCaps) -> LoadedIndex {
     let trimmed = text.trim();
     let original_lines = if trimmed.is_empty() {
@@ -210,5 +188,57 @@ pub fn load_capped(text: &str, caps: IndexCaps) -> LoadedIndex {
         truncated_by_bytes: by_bytes,
         original_lines,
         original_bytes,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod props;
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod examples {
+    #[test]
+    fn parse_entry_line_example() {
+        use crate::index::parse_entry_line;
+        let e = parse_entry_line("- [Testing](feedback_testing.md) — real db, no mocks").unwrap();
+        assert_eq!(
+            (e.title.as_str(), e.file.as_str(), e.hook.as_str()),
+            ("Testing", "feedback_testing.md", "real db, no mocks")
+        );
+        assert!(parse_entry_line("See [Testing](feedback_testing.md) for details.").is_none());
+    }
+
+    #[test]
+    fn format_entry_line_example() {
+        use crate::index::format_entry_line;
+        assert_eq!(
+            format_entry_line("Tests", "tests.md", "real db", 150),
+            "- [Tests](tests.md) — real db"
+        );
+        assert!(
+            format_entry_line("T", "t.md", &"x".repeat(400), 150)
+                .chars()
+                .count()
+                <= 150
+        );
+    }
+
+    #[test]
+    fn load_capped_example() {
+        use crate::index::IndexCaps;
+        use crate::index::load_capped;
+        let text = (0..250)
+            .map(|i| format!("- [m{i}](m{i}.md)"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let loaded = load_capped(&text, IndexCaps::default());
+        assert!(loaded.truncated_by_lines && !loaded.truncated_by_bytes);
+        assert!(loaded.content.ends_with(
+            "only part of it was loaded. Keep index lines short and move details into topic files."
+        ));
     }
 }

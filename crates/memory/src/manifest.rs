@@ -5,15 +5,6 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use std::time::SystemTime;
 
 /// A modification time as the manifest shows it: RFC 3339, UTC, seconds precision.
-///
-/// ```
-/// use memloop_memory::format_mtime;
-/// use std::time::{Duration, UNIX_EPOCH};
-/// assert_eq!(
-///     format_mtime(UNIX_EPOCH + Duration::from_secs(1_775_736_000)),
-///     "2026-04-09T12:00:00Z"
-/// );
-/// ```
 pub fn format_mtime(t: SystemTime) -> String {
     DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Secs, true)
 }
@@ -21,22 +12,6 @@ pub fn format_mtime(t: SystemTime) -> String {
 /// One manifest line:
 /// `- [type] relative/path.md (2026-04-09T12:00:00Z): description`, without `[type] ` when there
 /// is no type and without `: description` when there is none.
-///
-/// ```
-/// use memloop_memory::{manifest_line, MemoryHeader, MemoryType};
-/// use std::time::{Duration, UNIX_EPOCH};
-/// let h = MemoryHeader {
-///     rel_path: "feedback/tests.md".into(),
-///     name: Some("Tests".into()),
-///     description: Some("run the integration tests against a real db".into()),
-///     memory_type: Some(MemoryType::Feedback),
-///     mtime: UNIX_EPOCH + Duration::from_secs(1_775_736_000),
-/// };
-/// assert_eq!(
-///     manifest_line(&h),
-///     "- [feedback] feedback/tests.md (2026-04-09T12:00:00Z): run the integration tests against a real db"
-/// );
-/// ```
 pub fn manifest_line(h: &MemoryHeader) -> String {
     let mut line = String::from("- ");
     if let Some(t) = h.memory_type {
@@ -60,7 +35,7 @@ pub fn manifest_line(h: &MemoryHeader) -> String {
     line
 }
 
-/// The manifest of the given headers, one [`manifest_line`] per header, in the given order.
+/// The manifest of the given headers, one line per header, in the given order.
 pub fn format_manifest(headers: &[MemoryHeader]) -> String {
     headers
         .iter()
@@ -71,24 +46,6 @@ pub fn format_manifest(headers: &[MemoryHeader]) -> String {
 
 /// The manifest of the first `cap` of `headers` (callers pass them newest first), or
 /// `empty_text` when there are none.
-///
-/// ```
-/// use memloop_memory::{MemoryHeader, format_manifest_capped};
-/// use std::time::UNIX_EPOCH;
-/// let h = |p: &str| MemoryHeader {
-///     rel_path: p.into(),
-///     name: None,
-///     description: None,
-///     memory_type: None,
-///     mtime: UNIX_EPOCH,
-/// };
-/// let headers = [h("new.md"), h("old.md")];
-/// assert_eq!(
-///     format_manifest_capped(&headers, 1, "(none)"),
-///     "- new.md (1970-01-01T00:00:00Z)"
-/// );
-/// assert_eq!(format_manifest_capped(&[], 5, "(none)"), "(none)");
-/// ```
 pub fn format_manifest_capped<'a>(
     headers: impl IntoIterator<Item = &'a MemoryHeader>,
     cap: usize,
@@ -99,5 +56,65 @@ pub fn format_manifest_capped<'a>(
         empty_text.to_owned()
     } else {
         lines.join("\n")
+    }
+}
+
+impl MemoryHeader {
+    /// The file's modification time as RFC 3339 in UTC, to the second
+    /// (`2026-04-09T12:00:00Z`), as manifests and the CLI show it.
+    pub fn modified_rfc3339(&self) -> String {
+        format_mtime(self.mtime)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod examples {
+    #[test]
+    fn format_mtime_example() {
+        use crate::manifest::format_mtime;
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(
+            format_mtime(UNIX_EPOCH + Duration::from_secs(1_775_736_000)),
+            "2026-04-09T12:00:00Z"
+        );
+    }
+
+    #[test]
+    fn manifest_line_example() {
+        use crate::manifest::manifest_line;
+        use crate::types::{MemoryHeader, MemoryType};
+        use std::time::{Duration, UNIX_EPOCH};
+        let h = MemoryHeader {
+            rel_path: "feedback/tests.md".into(),
+            name: Some("Tests".into()),
+            description: Some("run the integration tests against a real db".into()),
+            memory_type: Some(MemoryType::Feedback),
+            mtime: UNIX_EPOCH + Duration::from_secs(1_775_736_000),
+        };
+        assert_eq!(
+            manifest_line(&h),
+            "- [feedback] feedback/tests.md (2026-04-09T12:00:00Z): run the integration tests against a real db"
+        );
+    }
+
+    #[test]
+    fn format_manifest_capped_example() {
+        use crate::manifest::format_manifest_capped;
+        use crate::types::MemoryHeader;
+        use std::time::UNIX_EPOCH;
+        let h = |p: &str| MemoryHeader {
+            rel_path: p.into(),
+            name: None,
+            description: None,
+            memory_type: None,
+            mtime: UNIX_EPOCH,
+        };
+        let headers = [h("new.md"), h("old.md")];
+        assert_eq!(
+            format_manifest_capped(&headers, 1, "(none)"),
+            "- new.md (1970-01-01T00:00:00Z)"
+        );
+        assert_eq!(format_manifest_capped(&[], 5, "(none)"), "(none)");
     }
 }

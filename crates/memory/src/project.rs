@@ -1,7 +1,7 @@
 //! Project identity for the default memory dir: the slug rule and the canonical
 //! git root (linked worktrees share their main repository's root, hence one memory dir).
 
-use crate::safety::normalize_lexically;
+use memloop_core::tools::normalize_lexically;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,7 @@ pub const MAX_SLUG_LEN: usize = 200;
 /// the full path.
 ///
 /// ```
-/// use memloop_memory::project_slug;
+/// use memloop_memory::paths::project_slug;
 /// assert_eq!(project_slug("/home/ann/my repo"), "-home-ann-my-repo");
 /// assert_eq!(project_slug("/tmp/é😀"), "-tmp----"); // é → -, 😀 (two UTF-16 units) → --
 /// ```
@@ -96,7 +96,7 @@ fn main_root_of_worktree(root: &Path) -> Option<PathBuf> {
 /// # fn main() -> std::io::Result<()> {
 /// let dir = tempfile::tempdir()?;
 /// let root = std::fs::canonicalize(dir.path())?;
-/// assert_eq!(memloop_memory::canonical_project_root(&root), root);
+/// assert_eq!(memloop_memory::paths::canonical_project_root(&root), root);
 /// # Ok(()) }
 /// ```
 pub fn canonical_project_root(start: &Path) -> PathBuf {

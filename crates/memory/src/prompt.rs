@@ -2,10 +2,10 @@
 //! the session's capped view of `MEMORY.md`.
 
 use crate::env::EnvVars;
-use crate::store::MemoryStore;
-use crate::template::render_template;
+use crate::memory_store::MemoryStore;
 use async_trait::async_trait;
 use memloop_core::prompt::SystemSection;
+use memloop_core::text::render_template;
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
@@ -16,7 +16,7 @@ const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use memloop_core::prompt::SystemSection;
-/// use memloop_memory::{FileMemoryStore, MemorySection};
+/// use memloop_memory::{store::FileMemoryStore, prompt::MemorySection};
 /// use std::sync::Arc;
 /// let dir = tempfile::tempdir()?;
 /// let section = MemorySection::new(Arc::new(FileMemoryStore::open(dir.path())?));

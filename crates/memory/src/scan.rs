@@ -37,6 +37,7 @@ impl Default for ScanConfig {
 /// (leading `.`: temp files, the lock, `.git`) and symlinks are not followed; unreadable, binary
 /// (NUL byte) or non-UTF-8 files are skipped with a `tracing` warning. A missing root is empty.
 /// Blocking: call from `spawn_blocking` in async code.
+#[cfg(test)]
 pub fn scan_dir(root: &Path, cfg: &ScanConfig) -> Result<Vec<MemoryHeader>, MemoryError> {
     scan_dir_cached(root, cfg, &HeaderCache::default())
 }
@@ -60,21 +61,19 @@ struct Cached {
 
 impl HeaderCache {
     /// Number of cached headers.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.count(|c| c.header.is_some())
     }
 
-    /// Whether no header is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Number of remembered skipped files (binary, non-UTF-8 or unreadable at their current
     /// size and mtime).
+    #[cfg(test)]
     pub fn skipped(&self) -> usize {
         self.count(|c| c.header.is_none())
     }
 
+    #[cfg(test)]
     fn count(&self, f: impl Fn(&Cached) -> bool) -> usize {
         self.entries
             .lock()
@@ -254,3 +253,7 @@ fn read_header(f: &Found, cfg: &ScanConfig) -> Option<Cached> {
         header: Some(header),
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

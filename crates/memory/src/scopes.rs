@@ -51,7 +51,7 @@ pub struct ScopeError {
 /// Resolves agent memory dirs for one user base and one project.
 ///
 /// ```
-/// use memloop_memory::{AgentMemoryScope, AgentMemoryScopes};
+/// use memloop_memory::paths::{AgentMemoryScope, AgentMemoryScopes};
 /// let scopes = AgentMemoryScopes::new("/home/u/.claude", "/src/app", ".claude");
 /// let dir = scopes.resolve(AgentMemoryScope::Local, "plugin:reviewer").unwrap();
 /// assert_eq!(dir.dir, std::path::Path::new("/src/app/.claude/agent-memory-local/plugin-reviewer"));
@@ -138,7 +138,7 @@ impl AgentMemoryScopes {
 /// NUL, `..`, and a leading `.`.
 ///
 /// ```
-/// use memloop_memory::sanitize_agent_type;
+/// use memloop_memory::paths::sanitize_agent_type;
 /// assert_eq!(sanitize_agent_type("ns:code-reviewer").unwrap(), "ns-code-reviewer");
 /// assert!(sanitize_agent_type("a/b").is_err());
 /// ```

@@ -3,8 +3,8 @@
 //! write + index line).
 
 use crate::manifest::format_manifest;
+use crate::memory_store::MemoryStore;
 use crate::safety::topic_to_rel_path;
-use crate::store::MemoryStore;
 use crate::types::{MemoryDoc, MemoryType, WriteMode};
 use async_trait::async_trait;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};

@@ -38,7 +38,7 @@ impl MemoryType {
     /// Exact lowercase match; `None` for anything else.
     ///
     /// ```
-    /// use memloop_memory::MemoryType;
+    /// use memloop_memory::store::MemoryType;
     /// assert_eq!(MemoryType::parse("feedback"), Some(MemoryType::Feedback));
     /// assert_eq!(MemoryType::parse("Feedback"), None);
     /// ```
@@ -101,7 +101,24 @@ pub struct MemoryDoc {
     pub body: String,
 }
 
-/// How [`crate::MemoryStore::write`] combines with an existing file.
+impl MemoryDoc {
+    /// A memory with all four fields.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        memory_type: impl Into<Option<MemoryType>>,
+        body: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            memory_type: memory_type.into(),
+            body: body.into(),
+        }
+    }
+}
+
+/// How [`crate::store::MemoryStore::write`] combines with an existing file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WriteMode {
@@ -210,6 +227,16 @@ pub enum MemoryError {
     /// The cross-process lock could not be taken.
     #[error("could not lock the memory directory: {0}")]
     Lock(String),
+    /// A non-file backend (a database, a remote service) failed. `backend` names it
+    /// (e.g. `postgres`); the source is the backend's own error.
+    #[error("{backend} memory backend: {source}")]
+    Backend {
+        /// Which backend.
+        backend: &'static str,
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl MemoryError {

@@ -7,9 +7,7 @@
     clippy::print_stdout
 )] // test helpers
 
-use memloop_memory::{
-    FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode, render_memory,
-};
+use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use pretty_assertions::assert_eq;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -90,7 +88,7 @@ async fn canonical_files_render_back_to_the_same_bytes() {
             memory_type: f.header.memory_type,
             body: f.body.clone(),
         };
-        assert_eq!(render_memory(&doc), f.raw, "{rel}");
+        assert_eq!(doc.render(), f.raw, "{rel}");
         // Writing the same memory back changes no byte, of the file or of MEMORY.md.
         s.write(rel, &doc, WriteMode::Overwrite).await.unwrap();
     }

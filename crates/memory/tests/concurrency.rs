@@ -10,10 +10,7 @@
     clippy::print_stdout
 )] // test helpers
 
-use memloop_memory::{
-    FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, TEMP_PREFIX, WriteMode, parse_entries,
-    parse_memory,
-};
+use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -39,6 +36,18 @@ fn child(helper: &str, env: (&str, String)) -> Command {
     c.args(["--exact", helper, "--nocapture", "--test-threads=1"])
         .env(env.0, env.1);
     c
+}
+
+/// Temp files of the store's atomic writes (hidden, so scans skip them).
+const TEMP_PREFIX: &str = ".memloop-tmp-";
+
+/// The files the index lines of `index` point at (`- [Title](file.md) — hook`).
+fn index_files(index: &str) -> Vec<String> {
+    index
+        .lines()
+        .filter(|l| l.starts_with("- ["))
+        .filter_map(|l| Some(l.split_once("](")?.1.split_once(')')?.0.to_owned()))
+        .collect()
 }
 
 fn temp_files(dir: &Path) -> Vec<String> {
@@ -138,7 +147,7 @@ fn tasks_and_processes_writing_at_once_lose_no_index_line() {
 
     let index = std::fs::read_to_string(dir.join("MEMORY.md")).unwrap();
     assert!(index.starts_with("# Index\n\nHand-written prose that must survive.\n"));
-    let mut files: Vec<String> = parse_entries(&index).into_iter().map(|e| e.file).collect();
+    let mut files: Vec<String> = index_files(&index);
     files.sort();
     let mut expected: Vec<String> = (0..TASKS)
         .flat_map(|t| (0..PER_WRITER).map(move |k| format!("task{t}_{k}.md")))
@@ -148,7 +157,7 @@ fn tasks_and_processes_writing_at_once_lose_no_index_line() {
     assert_eq!(files, expected, "every write has exactly one index line");
     for f in &expected {
         let text = std::fs::read_to_string(dir.join(f)).unwrap();
-        assert!(parse_memory(&text).frontmatter.is_some(), "{f} is complete");
+        assert!(MemoryDoc::parse(&text, f).is_ok(), "{f} is complete");
     }
     assert_eq!(temp_files(&dir), Vec::<String>::new());
 }
@@ -216,14 +225,14 @@ fn writer_killed_mid_write_leaves_no_torn_file() {
     );
 
     let text = std::fs::read_to_string(dir.join("big.md")).unwrap();
-    let parsed = parse_memory(&text);
-    assert_eq!(parsed.frontmatter.unwrap().name.as_deref(), Some("big"));
+    let parsed = MemoryDoc::parse(&text, "big.md").unwrap();
+    assert_eq!(parsed.name, "big");
     let body = parsed.body.strip_suffix('\n').unwrap();
     assert_eq!(body.len(), BIG, "the file is one complete version");
     let first = body.as_bytes()[0];
     assert!(body.bytes().all(|b| b == first), "no mix of two versions");
     let index = std::fs::read_to_string(dir.join("MEMORY.md")).unwrap();
-    assert_eq!(parse_entries(&index).len(), 1);
+    assert_eq!(index_files(&index).len(), 1);
 
     // Reopening sweeps what the killed writer left; scans never saw it anyway (hidden).
     let store = FileMemoryStore::open(&dir).unwrap();

@@ -12,12 +12,14 @@ use memloop_core::{
     BackgroundTasks,
     events::{AgentEvent, VecSink},
 };
-use memloop_memory::dream::{
+use memloop_memory::consolidate::{
     CONSOLIDATE_LOCK, Consolidator, DREAM_PURPOSE, DailyLogTool, DreamConfig, DreamGate, DreamHook,
     ProjectDirSessions, SessionSource, daily_log_path,
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
-use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::{
+    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::fs::File;

@@ -18,7 +18,7 @@ use memloop_core::{
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
-use memloop_memory::{FileMemoryStore, MemoryStore};
+use memloop_memory::store::{FileMemoryStore, MemoryStore};
 use pretty_assertions::assert_eq;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

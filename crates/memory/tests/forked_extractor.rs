@@ -13,7 +13,7 @@ use memloop_core::{
     message::ContentBlock,
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
-use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -121,7 +121,7 @@ async fn every_escape_attempt_is_denied_and_nothing_is_written_outside() {
     );
     let mem_files: Vec<String> = listing(&mem)
         .into_iter()
-        .filter(|f| f != memloop_memory::LOCK_FILE)
+        .filter(|f| f != ".memloop.lock")
         .collect();
     assert_eq!(
         mem_files,

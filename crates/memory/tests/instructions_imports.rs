@@ -4,7 +4,9 @@
 #[path = "instructions_support/mod.rs"]
 mod support;
 
-use memloop_memory::{InstructionError, InstructionLoader, Instructions, LoadOptions, SkipReason};
+use memloop_memory::instructions::{
+    InstructionError, InstructionLoader, Instructions, LoadOptions, SkipReason,
+};
 use std::path::Path;
 use support::{entries, entry, isolated, write};
 use tempfile::TempDir;

@@ -6,7 +6,7 @@
 mod support;
 
 use memloop_core::prompt::{SystemPrompt, SystemSection};
-use memloop_memory::{
+use memloop_memory::instructions::{
     InstructionConfig, InstructionKind, InstructionLoader, InstructionsSection, LoadOptions,
     MemoryIndexText, SkipReason,
 };

@@ -4,7 +4,7 @@
 #[path = "instructions_support/mod.rs"]
 mod support;
 
-use memloop_memory::{InstructionKind, InstructionLoader, LoadOptions, SkipReason};
+use memloop_memory::instructions::{InstructionKind, InstructionLoader, LoadOptions, SkipReason};
 use support::{claudemd_repo, entries, entry, isolated};
 
 #[test]

@@ -5,8 +5,10 @@
 mod support;
 
 use memloop_memory::{
-    AgentMemoryScope, AgentMemoryScopes, InstructionConfig, InstructionKind, InstructionLoader,
-    LoadOptions, MemoryIndexText, sanitize_agent_type,
+    instructions::{
+        InstructionConfig, InstructionKind, InstructionLoader, LoadOptions, MemoryIndexText,
+    },
+    paths::{AgentMemoryScope, AgentMemoryScopes, sanitize_agent_type},
 };
 use tempfile::TempDir;
 

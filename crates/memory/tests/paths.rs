@@ -7,8 +7,12 @@
 )] // test helpers
 
 use memloop_memory::{
-    ConfigFlavor, EnvVars, MemoryDirResolver, MemoryError, ResolutionRule, canonical_project_root,
-    is_truthy, parse_bool_env, project_dir, project_slug, validate_memory_dir,
+    env::{EnvVars, is_truthy, parse_bool_env},
+    paths::{
+        ConfigFlavor, MemoryDirResolver, ResolutionRule, canonical_project_root, project_dir,
+        project_slug, validate_memory_dir,
+    },
+    store::MemoryError,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -9,11 +9,11 @@ use memloop_core::{
     events::{AgentEvent, VecSink},
     message::{ContentBlock, Message, Role},
 };
-use memloop_memory::MemoryHeader;
 use memloop_memory::recall::{
     KeywordSelector, ManualClock, RecallConfig, RecallHook, SelectionContext, Selector,
     SelectorError, cut_whole_lines, render_surfaced,
 };
+use memloop_memory::store::MemoryHeader;
 use recall_common::{hook_ctx, put, store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -459,7 +459,7 @@ async fn a_job_that_finishes_after_compaction_attaches_nothing() {
 #[tokio::test]
 async fn reads_count_through_relative_paths_symlinked_roots_and_topics() {
     use memloop_memory::recall::{ReadTools, read_in_full};
-    use memloop_memory::{FileMemoryStore, MemoryStore};
+    use memloop_memory::store::{FileMemoryStore, MemoryStore};
     use std::collections::HashSet;
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tmp.path().join("real/memory")).unwrap();

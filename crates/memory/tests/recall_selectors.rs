@@ -5,11 +5,11 @@ mod recall_common;
 
 use memloop_core::model::{ModelError, ModelResponse};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_memory::MemoryHeader;
 use memloop_memory::recall::{
     Bm25Selector, FallbackSelector, KeywordSelector, LlmSelector, SELECTOR_PURPOSE,
     SelectionContext, Selector, SelectorError,
 };
+use memloop_memory::store::MemoryHeader;
 use recall_common::{put, store};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

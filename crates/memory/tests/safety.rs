@@ -6,9 +6,9 @@
     clippy::print_stdout
 )] // test helpers
 
-use memloop_memory::{
-    ContainmentGate, MemoryError, SecretFilter, TEMP_PREFIX, atomic_write, topic_to_rel_path,
-    validate_rel_path, validate_topic,
+use memloop_memory::store::{
+    ContainmentGate, MemoryError, SecretFilter, topic_to_rel_path, validate_rel_path,
+    validate_topic,
 };
 use std::path::Path;
 use tempfile::TempDir;
@@ -208,46 +208,16 @@ fn descriptive_text_passes() {
 }
 
 #[test]
-fn atomic_write_replaces_and_leaves_no_temp_files() {
-    let d = TempDir::new().unwrap();
-    let p = d.path().join("sub/a.md");
-    atomic_write(&p, b"one").unwrap();
-    atomic_write(&p, b"two").unwrap();
-    assert_eq!(std::fs::read(&p).unwrap(), b"two");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        atomic_write(&p, b"three").unwrap();
-        assert_eq!(
-            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o644,
-            "mode kept"
-        );
-    }
-    // Error path: the target is a directory, so the rename fails; the temp file is cleaned up.
-    let dir_target = d.path().join("sub/isdir.md");
-    std::fs::create_dir_all(dir_target.join("x")).unwrap();
-    assert!(atomic_write(&dir_target, b"x").is_err());
-    let leftovers: Vec<_> = std::fs::read_dir(d.path().join("sub"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
-}
-
-#[test]
 fn asking_whether_a_path_is_contained_logs_nothing_refusing_a_write_warns() {
     let (_d, g) = gate();
-    let store = memloop_memory::FileMemoryStore::open(g.root()).unwrap();
+    let store = memloop_memory::store::FileMemoryStore::open(g.root()).unwrap();
     let outside = Path::new("/somewhere/else/src/main.rs");
     let warnings = warn_log::Warnings::default();
     warnings.capture(|| {
         assert!(!g.contains(outside));
         assert!(g.contains(Path::new("notes.md")));
         assert!(g.check(outside).is_err());
-        assert!(memloop_memory::MemoryStore::check_contained(&store, outside).is_err());
+        assert!(memloop_memory::store::MemoryStore::check_contained(&store, outside).is_err());
     });
     assert_eq!(
         warnings.messages(),

@@ -13,8 +13,9 @@ use memloop_core::{
     tool::{AgentKind, PermissionDecision, PermissionGate, ToolCallRequest, ToolContext},
 };
 use memloop_memory::{
-    FileMemoryStore, MEMORY_READ, MemoryDoc, MemoryError, MemorySection, MemoryStore, MemoryType,
-    WriteMode, memory_tools,
+    prompt::MemorySection,
+    store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode},
+    tools::{MEMORY_READ, memory_tools},
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -409,12 +410,12 @@ async fn memory_section_renders_guidance_and_capped_index() {
         MemorySection::new(s.clone()).enabled(false).compute().await,
         None
     );
-    let off = memloop_memory::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "TRUE")]);
+    let off = memloop_memory::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "TRUE")]);
     assert_eq!(
         MemorySection::from_env(s.clone(), &off).compute().await,
         None
     );
-    let on = memloop_memory::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
+    let on = memloop_memory::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
     assert!(MemorySection::from_env(s, &on).compute().await.is_some());
 }
 

@@ -15,8 +15,10 @@ use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
 use memloop_memory::{
-    EnvVars, FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode,
-    WriteReport, parse_memory,
+    env::EnvVars,
+    store::{
+        FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode, WriteReport,
+    },
 };
 use serde_json::json;
 use std::io::Write;
@@ -71,27 +73,6 @@ async fn run_editor(editor: &str, path: &Path) -> anyhow::Result<()> {
         anyhow::bail!("the editor `{editor}` exited with {status}");
     }
     Ok(())
-}
-
-/// Check the edited text; `Err` is the reason it is refused.
-fn validate(text: &str, stem: &str) -> Result<MemoryDoc, String> {
-    let parsed = parse_memory(text);
-    let Some(fm) = parsed.frontmatter else {
-        return Err(if text.trim_start_matches('\u{feff}').starts_with("---") {
-            "the frontmatter is not valid YAML (or its closing `---` is missing)".into()
-        } else {
-            "the file has no frontmatter (`---`, name, description, type, `---`)".into()
-        });
-    };
-    Ok(MemoryDoc {
-        name: fm
-            .name
-            .filter(|n| !n.trim().is_empty())
-            .unwrap_or_else(|| stem.to_owned()),
-        description: fm.description.unwrap_or_default(),
-        memory_type: fm.memory_type,
-        body: parsed.body.to_owned(),
-    })
 }
 
 /// Edit one memory (a new topic starts from a template and is only created when changed).
@@ -190,7 +171,7 @@ async fn save(
 ) -> anyhow::Result<(MemoryDoc, WriteReport)> {
     let text =
         String::from_utf8(edited).map_err(|_| refused("the edited file is not valid UTF-8"))?;
-    let doc = validate(&text, stem).map_err(refused)?;
+    let doc = MemoryDoc::parse(&text, stem).map_err(refused)?;
     // Secrets anywhere, also in frontmatter keys the canonical layout would drop.
     SecretFilter::check(&text)?;
     // Someone else (an agent, another editor) changed the memory meanwhile: do not clobber it.

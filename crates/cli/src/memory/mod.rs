@@ -8,9 +8,7 @@ mod show;
 
 use crate::args::MemoryCommand;
 use crate::context::{Context, Io};
-use memloop_memory::{
-    MemoryError, MemoryHeader, format_mtime, topic_to_rel_path, validate_rel_path,
-};
+use memloop_memory::store::{MemoryError, MemoryHeader, topic_to_rel_path, validate_rel_path};
 use serde_json::{Value, json};
 
 /// Run a `memory` subcommand.
@@ -86,6 +84,6 @@ fn header_json(h: &MemoryHeader) -> Value {
         "name": h.name,
         "description": h.description,
         "type": h.memory_type.map(|t| t.as_str()),
-        "mtime": format_mtime(h.mtime),
+        "mtime": h.modified_rfc3339(),
     })
 }

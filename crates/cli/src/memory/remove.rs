@@ -3,9 +3,8 @@
 use super::file_topic;
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
-use memloop_memory::{DirLock, INDEX_FILE, MemoryStore};
+use memloop_memory::store::{INDEX_FILE, MemoryStore};
 use serde_json::json;
-use std::collections::BTreeSet;
 
 /// Remove one memory and its index line.
 pub async fn rm(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result<()> {
@@ -50,45 +49,19 @@ fn confirm(io: &mut Io<'_>, question: &str) -> anyhow::Result<()> {
 /// Remove every memory, then the index.
 pub async fn clear(ctx: &Context, io: &mut Io<'_>, yes: bool) -> anyhow::Result<()> {
     let (resolved, store) = ctx.open_existing()?;
-    let mut files: BTreeSet<String> = store
-        .scan()
-        .await?
-        .into_iter()
-        .map(|h| h.rel_path)
-        .collect();
-    files.extend(store.index_entries().await?.into_iter().map(|e| e.file));
-    let index = resolved.dir.join(INDEX_FILE);
     if !yes {
+        let count = store.scan().await?.len();
+        let index = resolved.dir.join(INDEX_FILE).exists();
         confirm(
             io,
             &format!(
-                "This deletes {} memories{} in {}.",
-                files.len(),
-                if index.exists() { " and MEMORY.md" } else { "" },
+                "This deletes {count} memories{} in {}.",
+                if index { " and MEMORY.md" } else { "" },
                 resolved.dir.display()
             ),
         )?;
     }
-    let mut removed = Vec::new();
-    for rel in &files {
-        // Index lines pointing at files that never existed are dropped by the same call.
-        match store.delete(rel).await {
-            Ok(()) => removed.push(rel.clone()),
-            Err(memloop_memory::MemoryError::NotFound(_)) => {}
-            Err(memloop_memory::MemoryError::InvalidName { name, reason }) => {
-                writeln!(io.err, "skipped index entry `{name}`: {reason}")?;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    {
-        let _lock = DirLock::acquire(&resolved.dir)?;
-        match std::fs::remove_file(&index) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(anyhow::Error::new(e).context("removing MEMORY.md")),
-        }
-    }
+    let removed = store.clear().await?;
     if ctx.json {
         return write_json(io.out, &json!({ "dir": resolved.dir, "removed": removed }));
     }

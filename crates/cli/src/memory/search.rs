@@ -5,7 +5,7 @@
 use super::header_json;
 use crate::context::{Context, Io, write_json};
 use memloop_memory::recall::{Bm25Selector, SelectionContext, Selector};
-use memloop_memory::{MemoryHeader, MemoryStore};
+use memloop_memory::store::{MemoryHeader, MemoryStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

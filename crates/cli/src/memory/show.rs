@@ -3,7 +3,10 @@
 use super::{Topic, header_json, parse_topic};
 use crate::context::{Context, Io, write_json};
 use anyhow::Context as _;
-use memloop_memory::{INDEX_FILE, MemoryError, MemoryStore, MemoryType, format_manifest};
+use memloop_memory::{
+    recall::format_manifest,
+    store::{INDEX_FILE, MemoryError, MemoryStore, MemoryType},
+};
 use serde_json::{Value, json};
 
 /// List the manifest, newest first, optionally only one type.

@@ -85,7 +85,7 @@ impl AnthropicConfig {
 
     /// From the process environment (see [`AnthropicConfig::from_env_with`]).
     pub fn from_env() -> Result<Self, ProviderError> {
-        Self::from_env_with(&super::process_env)
+        Self::from_env_with(&super::settings::process_env)
     }
 
     /// From `ANTHROPIC_API_KEY` (required), `ANTHROPIC_BASE_URL` (default

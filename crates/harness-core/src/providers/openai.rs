@@ -86,7 +86,7 @@ impl OpenAiConfig {
 
     /// From the process environment (see [`OpenAiConfig::from_env_with`]).
     pub fn from_env() -> Result<Self, ProviderError> {
-        Self::from_env_with(&super::process_env)
+        Self::from_env_with(&super::settings::process_env)
     }
 
     /// From `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `OPENAI_MODEL`

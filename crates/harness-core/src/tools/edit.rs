@@ -1,7 +1,7 @@
 //! `write_file` and `edit_file`: the generic file writers. Both name their target through
 //! [`Tool::write_targets`] so a gate can refuse the call before anything is touched.
 
-use super::{str_field, target};
+use super::input::{str_field, target};
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
 use std::path::PathBuf;
@@ -150,7 +150,7 @@ impl Tool for EditFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_ctx;
+    use crate::tools::input::test_ctx;
     use serde_json::json;
 
     #[tokio::test]

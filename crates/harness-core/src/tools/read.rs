@@ -1,6 +1,6 @@
 //! `read_file`: a bounded, line-numbered read.
 
-use super::{target, usize_field};
+use super::input::{target, usize_field};
 use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
@@ -139,7 +139,7 @@ fn read_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_ctx;
+    use crate::tools::input::test_ctx;
 
     #[test]
     fn a_huge_single_line_is_capped_and_the_next_line_still_read() {

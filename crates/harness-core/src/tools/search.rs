@@ -1,8 +1,9 @@
 //! `glob` (find files by pattern) and `grep` (search file contents with a regex).
 
 use super::glob::glob_to_regex;
+use super::input::{str_field, usize_field};
+use super::paths::resolve_path;
 use super::walk::files_under;
-use super::{resolve_path, str_field, usize_field};
 use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
@@ -216,7 +217,7 @@ fn grep_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_ctx;
+    use crate::tools::input::test_ctx;
     use serde_json::json;
 
     fn tree() -> tempfile::TempDir {

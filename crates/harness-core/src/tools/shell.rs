@@ -2,7 +2,7 @@
 //! read-only or not so that a [`WriteScopeGate`](crate::tool::WriteScopeGate) with
 //! `allow_read_only_shell` lets only read-only commands through.
 
-use super::str_field;
+use super::input::str_field;
 use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
@@ -274,7 +274,7 @@ impl Tool for Shell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_ctx;
+    use crate::tools::input::test_ctx;
     use serde_json::json;
 
     #[test]

@@ -1,13 +1,13 @@
 //! The default [`Extractor`]: a forked agent with the memory-writer permissions.
 
-use super::permissions::{memory_writer_gate, memory_writer_tools};
-use super::{ExtractError, ExtractionContext, Extractor};
-use crate::dream::DailyLogTool;
+use super::extractor::{ExtractError, ExtractionContext, Extractor};
+use crate::daily_log::DailyLogTool;
 use crate::manifest::format_manifest_capped;
-use crate::store::MemoryStore;
-use crate::template::render_template as render;
+use crate::memory_store::MemoryStore;
 use crate::tools::memory_tools;
+use crate::writer_tools::{memory_writer_gate, memory_writer_tools};
 use async_trait::async_trait;
+use memloop_core::text::render_template as render;
 use memloop_core::{fork::ForkedAgentBuilder, tool::Tool};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,8 +47,8 @@ impl Default for ExtractorConfig {
 }
 
 /// A forked agent that shares the conversation prefix (prompt-cache friendly), gets the manifest
-/// of existing memories, and may write only inside the memory dir (see
-/// [`memory_writer_gate`]). Its working directory is the memory dir.
+/// of existing memories, and may write only inside the memory dir (its permission gate refuses
+/// any other write). Its working directory is the memory dir.
 pub struct ForkedExtractor {
     store: Arc<dyn MemoryStore>,
     config: ExtractorConfig,

@@ -6,8 +6,8 @@
 //! - [`ExtractionScheduler`]: the [`Hook`](memloop_core::Hook) that decides when to run
 //!   it (main agent only, cursor, skip-and-advance, throttle, one run per memory dir with a
 //!   trailing run, drain).
-//! - [`memory_writer_tools`] / [`memory_writer_gate`]: the permissions shared by the extractor
-//!   and the consolidator.
+//! - The extractor and the consolidator share one set of tools and one permission gate:
+//!   read-only tools, read-only shell commands, and writes only inside the memory dir.
 //!
 //! Wiring (offline, with a scripted model that makes the extractor save a preference):
 //!
@@ -16,9 +16,9 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, events::{AgentEvent, VecSink}};
-//! use memloop_memory::dream::DreamHook;
+//! use memloop_memory::consolidate::DreamHook;
 //! use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
-//! use memloop_memory::{FileMemoryStore, MemoryStore};
+//! use memloop_memory::store::{FileMemoryStore, MemoryStore};
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
@@ -60,88 +60,11 @@
 //! # Ok(()) }
 //! ```
 
+mod extractor;
 mod forked;
-mod permissions;
 mod scheduler;
 mod slot;
 
+pub use extractor::{ExtractError, ExtractionContext, Extractor};
 pub use forked::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
-pub use permissions::{memory_writer_gate, memory_writer_tools};
 pub use scheduler::{ExtractionScheduler, SchedulerConfig};
-
-use crate::store::MemoryStore;
-use crate::types::MemoryError;
-use async_trait::async_trait;
-use memloop_core::{AgentError, HookContext, message::Message};
-use std::path::PathBuf;
-
-/// What an [`Extractor`] gets for one run.
-#[derive(Debug, Clone)]
-pub struct ExtractionContext {
-    /// The stop-hook snapshot: conversation, model and system prompt to fork from.
-    pub hook: HookContext,
-    /// User and assistant messages after the cursor, oldest first (never empty).
-    pub new_messages: Vec<Message>,
-    /// Whether this run is the trailing run queued while another one was running.
-    pub trailing: bool,
-}
-
-/// Why an extraction failed. The scheduler reports it as
-/// [`AgentEvent::ExtractionFailed`](memloop_core::events::AgentEvent::ExtractionFailed) and keeps the
-/// cursor where it was.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExtractError {
-    /// The forked agent failed (model error, cancellation, ...).
-    #[error("forked agent failed: {0}")]
-    Agent(#[from] AgentError),
-    /// The memory store failed.
-    #[error(transparent)]
-    Memory(#[from] MemoryError),
-    /// Any other failure of a custom extractor.
-    #[error("extraction failed: {0}")]
-    Failed(String),
-}
-
-/// Turns the new part of a conversation into memory files. Object-safe; share it as
-/// `Arc<dyn Extractor>`.
-///
-/// Contract: return the absolute paths of the files written (any order, duplicates allowed);
-/// `Err` means nothing useful happened and the same messages should be offered again.
-///
-/// ```
-/// use memloop_memory::extract::{ExtractError, ExtractionContext, Extractor};
-/// use std::path::{Path, PathBuf};
-///
-/// /// Saves nothing; handy to switch extraction off in a test without removing the hook.
-/// struct Nothing;
-///
-/// #[async_trait::async_trait]
-/// impl Extractor for Nothing {
-///     async fn extract(&self, _ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
-///         Ok(Vec::new())
-///     }
-/// }
-/// let _shared: std::sync::Arc<dyn Extractor> = std::sync::Arc::new(Nothing);
-/// ```
-#[async_trait]
-pub trait Extractor: Send + Sync {
-    /// Run one extraction.
-    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError>;
-}
-
-/// Written files relative to the store's memory dir, `/`-separated, deduplicated, without
-/// `MEMORY.md` and without anything outside the dir (what `MemoriesSaved` / `DreamFinished`
-/// report).
-pub(crate) fn relative_to_memory_dir(store: &dyn MemoryStore, paths: &[PathBuf]) -> Vec<String> {
-    let root = crate::store::RootPaths::of(store);
-    let mut out: Vec<String> = Vec::new();
-    for p in paths {
-        if let Some(rel) = root.relative(store, p) {
-            if rel != "MEMORY.md" && !out.contains(&rel) {
-                out.push(rel);
-            }
-        }
-    }
-    out
-}

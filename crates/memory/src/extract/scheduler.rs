@@ -1,9 +1,10 @@
 //! [`ExtractionScheduler`]: when to run the [`Extractor`]: after a main-agent turn, throttled,
 //! at most one run per memory dir at a time, plus one trailing run.
 
+use super::extractor::{ExtractError, ExtractionContext, Extractor};
 use super::slot::{DirSlot, Pending, RunInfo, slot_for};
-use super::{ExtractError, ExtractionContext, Extractor, relative_to_memory_dir};
-use crate::store::MemoryStore;
+use crate::memory_store::MemoryStore;
+use crate::writer_tools::relative_to_memory_dir;
 use futures::FutureExt;
 use memloop_core::Hook;
 use memloop_core::{
@@ -31,12 +32,12 @@ impl SchedulerConfig {
     /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
     ///
     /// ```
-    /// use memloop_memory::EnvVars;
+    /// use memloop_memory::env::EnvVars;
     /// use memloop_memory::extract::SchedulerConfig;
     /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
     /// assert!(!SchedulerConfig::from_env(&env).enabled);
     /// ```
-    pub fn from_env(env: &crate::EnvVars) -> Self {
+    pub fn from_env(env: &crate::env::EnvVars) -> Self {
         Self {
             enabled: !env.auto_memory_disabled(),
             ..Self::default()

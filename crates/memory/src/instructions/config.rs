@@ -90,7 +90,7 @@ pub const DEFAULT_TEXT_EXTENSIONS: &[&str] = &[
 /// warning, importable extensions) is a field here.
 ///
 /// ```
-/// use memloop_memory::InstructionConfig;
+/// use memloop_memory::instructions::InstructionConfig;
 /// let claude = InstructionConfig::claude();
 /// assert_eq!(claude.project_file, "CLAUDE.md");
 /// assert_eq!(claude.app_dir, ".claude");

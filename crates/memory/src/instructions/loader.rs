@@ -1,7 +1,8 @@
 //! The instruction loader: which files, in which order (the import walk is in `walk.rs`).
 
 use super::config::InstructionConfig;
-use super::report::{InstructionKind, LoadReport};
+use super::loaded::{Instructions, LoadOptions};
+use super::report::InstructionKind;
 use super::walk::Walk;
 use memloop_core::tokens::{CharEstimator, TokenCounter};
 use std::path::{Path, PathBuf};
@@ -30,54 +31,12 @@ pub enum InstructionError {
     },
 }
 
-/// The memory index text, handed in by the caller (e.g. from `MemoryStore::load_index`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryIndexText {
-    /// Where it comes from (shown in the prompt and the report).
-    pub path: PathBuf,
-    /// The index content.
-    pub content: String,
-}
-
-/// Per-load inputs.
-#[derive(Debug, Clone, Default)]
-pub struct LoadOptions {
-    /// Files the agent touched (absolute, or relative to the working dir), for conditional rules.
-    pub touched_files: Vec<PathBuf>,
-    /// The memory index, loaded last.
-    pub memory_index: Option<MemoryIndexText>,
-}
-
-/// One loaded instruction file.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct InstructionFile {
-    /// Its path.
-    pub path: PathBuf,
-    /// Its kind (imports carry their root's kind).
-    pub kind: InstructionKind,
-    /// Import depth (0 = top level).
-    pub depth: usize,
-    /// The file that imported it.
-    pub imported_from: Option<PathBuf>,
-    /// The content: frontmatter and block HTML comments removed, `@path` lines kept.
-    pub content: String,
-}
-
-/// The result of a load: files in precedence order (later wins) and the report.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Instructions {
-    /// The loaded files, in order; an importing file comes right before what it imports.
-    pub files: Vec<InstructionFile>,
-    /// Everything considered, loaded or skipped.
-    pub report: LoadReport,
-}
-
 /// Loads project instructions: each level's files in load order (later wins), their `@path`
 /// imports (depth-limited, each file at most once), and a report of what was loaded or skipped
 /// and why.
 ///
 /// ```
-/// use memloop_memory::{InstructionConfig, InstructionLoader, LoadOptions};
+/// use memloop_memory::instructions::{InstructionConfig, InstructionLoader, LoadOptions};
 /// let dir = tempfile::tempdir().unwrap();
 /// std::fs::write(dir.path().join("CLAUDE.md"), "Use tabs. See @notes.md\n").unwrap();
 /// std::fs::write(dir.path().join("notes.md"), "Notes.\n").unwrap();

@@ -32,6 +32,7 @@
 
 mod config;
 mod glob;
+mod loaded;
 mod loader;
 mod markdown;
 mod report;
@@ -41,9 +42,7 @@ mod walk;
 
 pub use config::{DEFAULT_TEXT_EXTENSIONS, InstructionConfig};
 pub use glob::Glob;
-pub use loader::{
-    InstructionError, InstructionFile, InstructionLoader, Instructions, LoadOptions,
-    MemoryIndexText,
-};
+pub use loaded::{InstructionFile, Instructions, LoadOptions, MemoryIndexText};
+pub use loader::{InstructionError, InstructionLoader};
 pub use report::{FileStatus, InstructionKind, LoadReport, ReportEntry, SkipReason};
 pub use section::{InstructionsSection, render_instructions};

@@ -2,7 +2,8 @@
 //! the files the agent touched.
 
 use super::glob::Glob;
-use std::path::{Component, Path, PathBuf};
+use memloop_core::tools::normalize_lexically;
+use std::path::{Path, PathBuf};
 
 /// The `paths:` globs of a rule's frontmatter (empty: the rule always loads).
 ///
@@ -71,30 +72,13 @@ pub fn matches_any(globs: &[Glob], base: &Path, touched: &[PathBuf]) -> bool {
 /// Existing files are canonicalised (so symlinked temp dirs compare equal); others are
 /// normalised lexically.
 fn relative_slash_path(base: &Path, file: &Path) -> Option<String> {
-    let file = std::fs::canonicalize(file).unwrap_or_else(|_| normalize(file));
+    let file = std::fs::canonicalize(file).unwrap_or_else(|_| normalize_lexically(file));
     let rel = file.strip_prefix(base).ok()?;
     let parts: Vec<String> = rel
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
     (!parts.is_empty()).then(|| parts.join("/"))
-}
-
-/// Lexical normalisation: drops `.` and folds `..` onto the previous component.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Rendering loaded instructions as a cached system-prompt section.
 
-use super::loader::{InstructionLoader, Instructions, LoadOptions};
+use super::loaded::{Instructions, LoadOptions};
+use super::loader::InstructionLoader;
 use async_trait::async_trait;
 use memloop_core::prompt::SystemSection;
 use std::path::PathBuf;

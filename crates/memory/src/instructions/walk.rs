@@ -1,7 +1,7 @@
 //! One load's walk: visiting a file, its `@path` imports, and recording the outcome.
 
 use super::config::InstructionConfig;
-use super::loader::{InstructionFile, Instructions, MemoryIndexText};
+use super::loaded::{InstructionFile, Instructions, MemoryIndexText};
 use super::markdown::{Reference, analyze, find_references, strip_comments};
 use super::report::{FileStatus, InstructionKind, ReportEntry, SkipReason};
 use super::rules;

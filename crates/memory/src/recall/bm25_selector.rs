@@ -3,7 +3,7 @@
 use super::bm25::{Bm25Index, Bm25Params, IndexText};
 use super::keyword::display_name;
 use super::selector::{SelectionContext, Selector, SelectorError};
-use crate::store::MemoryStore;
+use crate::memory_store::MemoryStore;
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
 use futures::StreamExt;

@@ -5,7 +5,7 @@
 use super::reads::{ReadTools, read_in_full};
 use super::selector::{SelectionContext, Selector};
 use super::surface::{Clock, SystemClock, age_days, render_surfaced};
-use crate::store::MemoryStore;
+use crate::memory_store::MemoryStore;
 use crate::types::MemoryHeader;
 use memloop_core::Hook;
 use memloop_core::{
@@ -57,13 +57,13 @@ impl RecallConfig {
     /// The defaults, with recall off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
     ///
     /// ```
-    /// use memloop_memory::EnvVars;
+    /// use memloop_memory::env::EnvVars;
     /// use memloop_memory::recall::RecallConfig;
     /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
     /// assert!(!RecallConfig::from_env(&env).enabled);
     /// assert!(RecallConfig::from_env(&EnvVars::from_pairs::<&str, &str>([])).enabled);
     /// ```
-    pub fn from_env(env: &crate::EnvVars) -> Self {
+    pub fn from_env(env: &crate::env::EnvVars) -> Self {
         Self {
             enabled: !env.auto_memory_disabled(),
             ..Self::default()

@@ -35,7 +35,7 @@ impl Default for KeywordConfig {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use memloop_memory::recall::{KeywordSelector, SelectionContext, Selector};
-/// use memloop_memory::MemoryHeader;
+/// use memloop_memory::store::MemoryHeader;
 /// use std::sync::Arc;
 /// let h = |p: &str, d: &str| MemoryHeader { rel_path: p.into(), name: None,
 ///     description: Some(d.into()), memory_type: None, mtime: std::time::SystemTime::UNIX_EPOCH };

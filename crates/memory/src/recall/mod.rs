@@ -18,6 +18,7 @@ mod selector;
 mod surface;
 mod text;
 
+pub use crate::manifest::format_manifest;
 pub use bm25::{Bm25Index, Bm25Params, IndexText};
 pub use bm25_selector::{Bm25Selector, SyncReport};
 pub use fallback::FallbackSelector;

@@ -2,8 +2,8 @@
 //! them again): successful `memory_read` calls, and whole-file reads of paths inside the memory
 //! dir by the host's file-read tools.
 
+use crate::memory_store::{MemoryStore, RootPaths};
 use crate::safety::topic_to_rel_path;
-use crate::store::{MemoryStore, RootPaths};
 use memloop_core::message::{ContentBlock, Message};
 use memloop_core::tools::resolve_path;
 use std::collections::{HashMap, HashSet};

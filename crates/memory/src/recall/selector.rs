@@ -75,7 +75,7 @@ pub enum SelectorError {
 ///
 /// ```
 /// use memloop_memory::recall::{SelectionContext, Selector, SelectorError};
-/// use memloop_memory::MemoryHeader;
+/// use memloop_memory::store::MemoryHeader;
 ///
 /// /// Picks the newest memories, whatever the query.
 /// struct Newest;

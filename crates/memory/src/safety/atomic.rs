@@ -71,3 +71,40 @@ pub fn remove_temp_files(root: &Path) -> Result<usize, MemoryError> {
     }
     Ok(removed)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use tempfile::TempDir;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_files() {
+        let d = TempDir::new().unwrap();
+        let p = d.path().join("sub/a.md");
+        atomic_write(&p, b"one").unwrap();
+        atomic_write(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+            atomic_write(&p, b"three").unwrap();
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+                0o644,
+                "mode kept"
+            );
+        }
+        // Error path: the target is a directory, so the rename fails; the temp file is cleaned up.
+        let dir_target = d.path().join("sub/isdir.md");
+        std::fs::create_dir_all(dir_target.join("x")).unwrap();
+        assert!(atomic_write(&dir_target, b"x").is_err());
+        let leftovers: Vec<_> = std::fs::read_dir(d.path().join("sub"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}

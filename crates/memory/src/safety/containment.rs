@@ -1,39 +1,8 @@
 //! The one write-containment gate: every tool and store write goes through it.
 
 use crate::types::MemoryError;
-use std::path::{Component, Path, PathBuf};
-
-/// Lexical normalisation: drops `.` components and resolves `..` against the components before
-/// it (never above the root of an absolute path). No filesystem access.
-///
-/// ```
-/// use memloop_memory::normalize_lexically;
-/// use std::path::Path;
-/// assert_eq!(normalize_lexically(Path::new("/a/./b/../c/")), Path::new("/a/c"));
-/// assert_eq!(normalize_lexically(Path::new("/../x")), Path::new("/x"));
-/// ```
-pub fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                let at_root = matches!(
-                    out.components().next_back(),
-                    None | Some(Component::RootDir) | Some(Component::Prefix(_))
-                );
-                if at_root && path.is_absolute() {
-                    continue;
-                }
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
+use memloop_core::tools::normalize_lexically;
+use std::path::{Path, PathBuf};
 
 /// Decides whether a path is inside the memory dir: the target is normalised, the deepest
 /// existing ancestor is resolved through symlinks (as is the target itself when it exists), and
@@ -42,7 +11,7 @@ pub fn normalize_lexically(path: &Path) -> PathBuf {
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use memloop_memory::ContainmentGate;
+/// use memloop_memory::store::ContainmentGate;
 /// let dir = tempfile::tempdir()?;
 /// let gate = ContainmentGate::new(dir.path())?;
 /// assert!(gate.check("notes.md".as_ref()).is_ok());
@@ -98,7 +67,7 @@ impl ContainmentGate {
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use memloop_memory::ContainmentGate;
+    /// use memloop_memory::store::ContainmentGate;
     /// let dir = tempfile::tempdir()?;
     /// let gate = ContainmentGate::new(dir.path())?;
     /// assert!(gate.contains("notes.md".as_ref()));

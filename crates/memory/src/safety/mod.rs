@@ -7,9 +7,9 @@ mod lock;
 mod names;
 mod secrets;
 
-pub use atomic::{TEMP_PREFIX, atomic_write, remove_temp_files};
+pub use atomic::{atomic_write, remove_temp_files};
+pub use containment::ContainmentGate;
 pub(crate) use containment::warn_refused;
-pub use containment::{ContainmentGate, normalize_lexically};
-pub use lock::{DirLock, LOCK_FILE};
+pub use lock::DirLock;
 pub use names::{topic_to_rel_path, validate_rel_path, validate_topic};
 pub use secrets::{SecretFilter, SecretPattern};

@@ -16,7 +16,7 @@ const MAX_TOPIC_CHARS: usize = 200;
 /// `..`, `/`, `\`, NUL or other control characters, no leading `.`.
 ///
 /// ```
-/// use memloop_memory::validate_topic;
+/// use memloop_memory::store::validate_topic;
 /// assert!(validate_topic("testing_prefs").is_ok());
 /// assert!(validate_topic("../etc/passwd").is_err());
 /// assert!(validate_topic(".hidden").is_err());

@@ -92,7 +92,7 @@ fn value_looks_secret(v: &str) -> bool {
 /// Checks text against the credential patterns.
 ///
 /// ```
-/// use memloop_memory::SecretFilter;
+/// use memloop_memory::store::SecretFilter;
 /// assert!(SecretFilter::check("the user forgot the password reset flow").is_ok());
 /// let err = SecretFilter::check("db password = hunter22").unwrap_err();
 /// assert!(err.to_string().contains("credential assignment"));

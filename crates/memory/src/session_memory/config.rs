@@ -107,7 +107,7 @@ impl Default for NotesCaps {
     }
 }
 
-/// Settings of [`super::FileSessionMemory`].
+/// Settings of [`FileSessionMemory`](super::file::FileSessionMemory).
 #[derive(Clone)]
 pub struct SessionMemoryConfig {
     /// `<base>/projects/<slug>`: the notes live in `<project_dir>/<session-id>/session-memory/`.

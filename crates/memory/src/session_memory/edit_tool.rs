@@ -1,8 +1,8 @@
 //! The updater's only tool: an exact, single-match replace inside the notes file that can never
 //! change a section header or its italic instruction line.
 
-use super::SessionMemoryError;
 use super::fs::write_private;
+use super::notes::SessionMemoryError;
 use super::template::frame;
 use async_trait::async_trait;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};

@@ -3,15 +3,15 @@
 use super::config::{Baselines, SessionMemoryConfig, UpdateSignal};
 use super::edit_tool::{NotesEditTool, only_this_file};
 use super::fs::{create_if_absent, create_private_dir};
+use super::notes::{
+    CompactionNotes, SessionMemory, SessionMemoryError, UpdateFuture, UpdateReport, UpdateTrigger,
+};
 use super::queue::FifoQueue;
 use super::template::{
     CONDENSE_REMINDER, DEFAULT_TEMPLATE, DEFAULT_UPDATE_PROMPT, oversized_sections,
 };
-use super::{
-    CompactionNotes, SessionMemory, SessionMemoryError, UpdateFuture, UpdateReport, UpdateTrigger,
-};
-use crate::template::render_template;
 use async_trait::async_trait;
+use memloop_core::text::render_template;
 use memloop_core::{
     HookContext,
     events::AgentEvent,

@@ -1,6 +1,6 @@
 //! The hook that drives session memory from the agent loop.
 
-use super::SessionMemory;
+use super::notes::SessionMemory;
 use memloop_core::Hook;
 use memloop_core::{HookContext, events::AgentEvent, message::MessageKind, model::ModelResponse};
 use std::sync::Arc;
@@ -42,7 +42,7 @@ impl Hook for SessionMemoryHook {
         if !self.memory.should_update(ctx) {
             return;
         }
-        let update = self.memory.update(ctx, super::UpdateTrigger::Auto);
+        let update = self.memory.update(ctx, super::notes::UpdateTrigger::Auto);
         let events = ctx.events.clone();
         ctx.background.spawn("session-memory-update", async move {
             if let Err(e) = update.await {

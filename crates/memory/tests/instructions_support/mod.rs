@@ -1,7 +1,7 @@
 //! Helpers shared by the `instructions_*` integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::print_stderr)]
 
-use memloop_memory::{InstructionConfig, LoadReport, ReportEntry};
+use memloop_memory::instructions::{InstructionConfig, LoadReport, ReportEntry};
 use std::path::{Path, PathBuf};
 
 /// A config reading only the project at `root`: no managed dir, no user base, no home.

@@ -3,7 +3,7 @@
 
 use memloop_core::testing::ScriptedModel;
 use memloop_core::{CancellationToken, HookContext, events::VecSink, message::Message};
-use memloop_memory::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use std::sync::Arc;
 use tempfile::TempDir;
 

@@ -7,17 +7,16 @@
 //! - [`DailyLogTool`]: daily-log mode (`logs/YYYY/MM/YYYY-MM-DD.md`).
 
 mod consolidator;
-mod daily_log;
 mod lock;
 mod sessions;
 
+pub use crate::daily_log::{DailyLogTool, MEMORY_LOG_APPEND, daily_log_path};
 pub use consolidator::{Consolidator, DREAM_PURPOSE};
-pub use daily_log::{DailyLogTool, MEMORY_LOG_APPEND, daily_log_path};
 pub use lock::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt, LockGuard, pid_alive};
 pub use sessions::{ProjectDirSessions, SessionSource};
 
-use crate::extract::relative_to_memory_dir;
-use crate::store::MemoryStore;
+use crate::memory_store::MemoryStore;
+use crate::writer_tools::relative_to_memory_dir;
 use memloop_core::Hook;
 use memloop_core::{HookContext, events::AgentEvent};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,7 +41,7 @@ pub struct DreamConfig {
 
 impl DreamConfig {
     /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
-    pub fn from_env(env: &crate::EnvVars) -> Self {
+    pub fn from_env(env: &crate::env::EnvVars) -> Self {
         Self {
             enabled: !env.auto_memory_disabled(),
             ..Self::default()

@@ -1,13 +1,14 @@
 //! The forked consolidator: the extractor's permissions, a consolidation prompt, and a
 //! `memory_delete` tool for pruning.
 
-use crate::extract::{ExtractError, memory_writer_gate, memory_writer_tools};
+use crate::extract::ExtractError;
 use crate::index::IndexCaps;
 use crate::manifest::format_manifest_capped;
-use crate::store::MemoryStore;
-use crate::template::render_template;
+use crate::memory_store::MemoryStore;
 use crate::tools::memory_tools;
+use crate::writer_tools::{memory_writer_gate, memory_writer_tools};
 use async_trait::async_trait;
+use memloop_core::text::render_template;
 use memloop_core::{
     HookContext,
     fork::ForkedAgentBuilder,

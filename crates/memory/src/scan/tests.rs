@@ -1,12 +1,8 @@
 //! Scanning a memory dir, including hostile files and the real Claude Code dirs.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stderr,
-    clippy::print_stdout
-)] // test helpers
 
-use memloop_memory::{MemoryType, ScanConfig, format_manifest, scan_dir};
+use super::*;
+use crate::manifest::format_manifest;
+use crate::types::MemoryType;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -255,7 +251,6 @@ fn real_claude_code_dirs_list_every_memory() {
 
 #[test]
 fn cached_rescans_see_changes_and_deletions() {
-    use memloop_memory::{HeaderCache, scan_dir_cached};
     let d = TempDir::new().unwrap();
     for i in 0..100u64 {
         put(
@@ -286,11 +281,11 @@ fn cached_rescans_see_changes_and_deletions() {
     assert_eq!((second.len(), cache.len()), (99, 99));
 }
 
+#[path = "../../tests/warn_log/mod.rs"]
 mod warn_log;
 
 #[test]
 fn skipped_files_are_remembered_until_they_change() {
-    use memloop_memory::{HeaderCache, scan_dir_cached};
     let d = TempDir::new().unwrap();
     put(d.path(), "good.md", &mem("good", "user"), 1_000);
     put(d.path(), "binary.md", b"---\nname: x\0\n", 1_001);

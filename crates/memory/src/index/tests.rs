@@ -1,15 +1,6 @@
 //! The `MEMORY.md` index: entry lines, edits that keep other lines, and the capped load.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stderr,
-    clippy::print_stdout
-)] // test helpers
 
-use memloop_memory::{
-    IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line, remove_entry,
-    upsert_entry,
-};
+use super::*;
 use pretty_assertions::assert_eq;
 
 #[test]

@@ -1,12 +1,7 @@
 //! Memory file frontmatter: parsing and writing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stderr,
-    clippy::print_stdout
-)] // test helpers
 
-use memloop_memory::{MemoryDoc, MemoryType, append_to_existing, parse_memory, render_memory};
+use super::*;
+use crate::types::{MemoryDoc, MemoryType};
 use pretty_assertions::assert_eq;
 
 #[test]

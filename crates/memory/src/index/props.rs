@@ -1,9 +1,6 @@
 //! Property tests of the index edits and the capped load.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
 
-use memloop_memory::{
-    IndexCaps, format_entry_line, load_capped, parse_entries, remove_entry, upsert_entry,
-};
+use super::*;
 use proptest::prelude::*;
 
 fn line() -> impl Strategy<Value = String> {

@@ -1,7 +1,7 @@
 //! Daily-log mode: `memory_log_append` appends a line to `logs/YYYY/MM/YYYY-MM-DD.md` through the
 //! store (atomic, locked, secret-checked, contained).
 
-use crate::store::MemoryStore;
+use crate::memory_store::MemoryStore;
 use crate::types::{MemoryDoc, MemoryType, WriteMode};
 use async_trait::async_trait;
 use chrono::{Datelike, Local, NaiveDate};
@@ -15,7 +15,7 @@ pub const MEMORY_LOG_APPEND: &str = "memory_log_append";
 /// The log file of `date`, relative to the memory dir.
 ///
 /// ```
-/// use memloop_memory::dream::daily_log_path;
+/// use memloop_memory::consolidate::daily_log_path;
 /// let d = chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap();
 /// assert_eq!(daily_log_path(d), "logs/2026/04/2026-04-09.md");
 /// ```
@@ -46,7 +46,7 @@ impl DailyLogTool {
         date: NaiveDate,
         time: &str,
         text: &str,
-    ) -> Result<PathBuf, crate::MemoryError> {
+    ) -> Result<PathBuf, crate::types::MemoryError> {
         let doc = MemoryDoc {
             name: format!("Daily log {date}"),
             description: format!("raw notes of {date}, to be distilled into topic files"),

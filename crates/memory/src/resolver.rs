@@ -1,0 +1,331 @@
+//! Where the memory dir is: the resolution chain (explicit dir or `MEMLOOP_MEMORY_DIR`, then
+//! local or user settings, then the per-project default), its reason, and validation of
+//! configured paths.
+
+use crate::env::{CLAUDE_CONFIG_DIR, EnvVars, MEMLOOP_HOME, MEMORY_DIR};
+use crate::project::{canonical_project_root, project_dir};
+use crate::types::MemoryError;
+use memloop_core::tools::normalize_lexically;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Settings key naming the memory dir in memloop's settings files.
+pub const SETTINGS_KEY: &str = "memory_dir";
+/// The same key in Claude Code's settings files.
+pub const CLAUDE_SETTINGS_KEY: &str = "autoMemoryDirectory";
+
+/// Which config home layout to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConfigFlavor {
+    /// memloop's own: base `MEMLOOP_HOME` else `~/.memloop`, project settings dir `.memloop/`.
+    #[default]
+    Memloop,
+    /// Claude Code's: base `CLAUDE_CONFIG_DIR` else `~/.claude`, settings dir `.claude/`, so
+    /// memloop reads and writes an existing Claude Code memory dir.
+    ClaudeCode,
+}
+
+impl ConfigFlavor {
+    fn base_env(self) -> &'static str {
+        match self {
+            Self::Memloop => MEMLOOP_HOME,
+            Self::ClaudeCode => CLAUDE_CONFIG_DIR,
+        }
+    }
+    /// The settings key naming the memory dir (`memory_dir`, or Claude Code's
+    /// `autoMemoryDirectory`).
+    pub fn settings_key(self) -> &'static str {
+        match self {
+            Self::Memloop => SETTINGS_KEY,
+            Self::ClaudeCode => CLAUDE_SETTINGS_KEY,
+        }
+    }
+
+    /// The per-user and per-project config dir name (`.memloop` or `.claude`).
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            Self::Memloop => ".memloop",
+            Self::ClaudeCode => ".claude",
+        }
+    }
+}
+
+/// The rule of the chain that chose the memory dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolutionRule {
+    /// Explicit override from the embedding application.
+    Override,
+    /// `MEMLOOP_MEMORY_DIR`.
+    EnvVar,
+    /// `memory_dir` in the local (untracked) project settings.
+    LocalSettings,
+    /// `memory_dir` in the user settings.
+    UserSettings,
+    /// `<base>/projects/<slug>/memory/`.
+    Default,
+}
+
+impl fmt::Display for ResolutionRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Override => "override",
+            Self::EnvVar => "env",
+            Self::LocalSettings => "local-settings",
+            Self::UserSettings => "user-settings",
+            Self::Default => "default",
+        })
+    }
+}
+
+/// A resolved memory dir and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedMemoryDir {
+    /// The memory dir (absolute; it may not exist yet).
+    pub dir: PathBuf,
+    /// The rule that chose it.
+    pub rule: ResolutionRule,
+    /// A sentence for humans (the CLI prints it).
+    pub reason: String,
+}
+
+/// Resolves the memory dir for a project.
+///
+/// ```
+/// use memloop_memory::{env::EnvVars, paths::{MemoryDirResolver, ResolutionRule}};
+/// let env = EnvVars::from_pairs([("HOME", "/home/ann"), ("MEMLOOP_MEMORY_DIR", "/data/mem")]);
+/// let r = MemoryDirResolver::new("/work/proj").env(env).resolve().unwrap();
+/// assert_eq!(r.rule, ResolutionRule::EnvVar);
+/// assert_eq!(r.dir, std::path::PathBuf::from("/data/mem"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryDirResolver {
+    project: PathBuf,
+    flavor: ConfigFlavor,
+    override_dir: Option<PathBuf>,
+    env: EnvVars,
+}
+
+impl MemoryDirResolver {
+    /// The project dir this resolver was made for.
+    pub fn project(&self) -> &Path {
+        &self.project
+    }
+
+    /// A resolver for the project at `project`, memloop layout, process environment.
+    pub fn new(project: impl Into<PathBuf>) -> Self {
+        Self {
+            project: project.into(),
+            flavor: ConfigFlavor::Memloop,
+            override_dir: None,
+            env: EnvVars::from_process(),
+        }
+    }
+
+    /// Use Claude Code's layout (`~/.claude` or `CLAUDE_CONFIG_DIR`).
+    pub fn claude_code(project: impl Into<PathBuf>) -> Self {
+        Self::new(project).flavor(ConfigFlavor::ClaudeCode)
+    }
+
+    /// Choose the layout.
+    pub fn flavor(mut self, flavor: ConfigFlavor) -> Self {
+        self.flavor = flavor;
+        self
+    }
+
+    /// Use this environment instead of the process's.
+    pub fn env(mut self, env: EnvVars) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Rule 1: an explicit dir from the embedding application (validated, used verbatim).
+    pub fn override_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.override_dir = Some(dir.into());
+        self
+    }
+
+    /// The config home: `MEMLOOP_HOME` (or `CLAUDE_CONFIG_DIR`), else `~/.memloop` (`~/.claude`).
+    pub fn base_dir(&self) -> Result<PathBuf, MemoryError> {
+        if let Some(b) = self.env.get(self.flavor.base_env()) {
+            return validate_memory_dir(b, None).map_err(|e| match e {
+                MemoryError::InvalidMemoryDir { path, reason } => MemoryError::InvalidMemoryDir {
+                    path,
+                    reason: format!("{} {reason}", self.flavor.base_env()),
+                },
+                other => other,
+            });
+        }
+        let home = self
+            .env
+            .home_dir()
+            .ok_or_else(|| MemoryError::InvalidMemoryDir {
+                path: String::new(),
+                reason: "no home directory (HOME is unset) to put the config home in".into(),
+            })?;
+        Ok(home.join(self.flavor.dir_name()))
+    }
+
+    /// `<base>/projects/<slug>` of this project.
+    pub fn project_dir(&self) -> Result<PathBuf, MemoryError> {
+        Ok(project_dir(&self.base_dir()?, &self.project))
+    }
+
+    /// Run the chain (first match wins): override, `MEMLOOP_MEMORY_DIR`, local settings, user
+    /// settings, default. Project settings (`<project>/.memloop/settings.json`, committed) are
+    /// never consulted for the dir; a `memory_dir` there is ignored with a warning.
+    pub fn resolve(&self) -> Result<ResolvedMemoryDir, MemoryError> {
+        let done = |dir: PathBuf, rule: ResolutionRule, reason: String| {
+            tracing::debug!(dir = %dir.display(), %rule, %reason, "memory dir resolved");
+            Ok(ResolvedMemoryDir { dir, rule, reason })
+        };
+        if let Some(dir) = &self.override_dir {
+            let raw = dir.to_string_lossy();
+            validate_memory_dir(&raw, None)?;
+            return done(
+                dir.clone(),
+                ResolutionRule::Override,
+                "set explicitly by the application".into(),
+            );
+        }
+        if let Some(raw) = self.env.get(MEMORY_DIR) {
+            validate_memory_dir(raw, None).map_err(hint_env)?;
+            return done(
+                PathBuf::from(raw),
+                ResolutionRule::EnvVar,
+                format!("{MEMORY_DIR} is set"),
+            );
+        }
+        let home = self.env.home_dir();
+        let app = self.project.join(self.flavor.dir_name());
+        let key = self.flavor.settings_key();
+        warn_project_settings(&app.join("settings.json"), key);
+        let local = app.join("settings.local.json");
+        if let Some(raw) = settings_memory_dir(&local, key) {
+            let dir = validate_memory_dir(&raw, home.as_deref())?;
+            return done(
+                dir,
+                ResolutionRule::LocalSettings,
+                format!("{key} in local settings {}", local.display()),
+            );
+        }
+        let user = self.base_dir()?.join("settings.json");
+        if let Some(raw) = settings_memory_dir(&user, key) {
+            let dir = validate_memory_dir(&raw, home.as_deref())?;
+            return done(
+                dir,
+                ResolutionRule::UserSettings,
+                format!("{key} in user settings {}", user.display()),
+            );
+        }
+        let root = canonical_project_root(&self.project);
+        let dir = self.project_dir()?.join("memory");
+        done(
+            dir,
+            ResolutionRule::Default,
+            format!(
+                "default location for the project rooted at {}",
+                root.display()
+            ),
+        )
+    }
+}
+
+fn hint_env(e: MemoryError) -> MemoryError {
+    match e {
+        MemoryError::InvalidMemoryDir { path, reason } => MemoryError::InvalidMemoryDir {
+            path,
+            reason: format!("{MEMORY_DIR}: {reason} (it is used verbatim: no `~` expansion)"),
+        },
+        other => other,
+    }
+}
+
+/// `key` from a JSON settings file; missing file or key → `None`, broken JSON → warning.
+fn settings_memory_dir(path: &Path, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => v.get(key)?.as_str().map(str::to_owned),
+        Err(e) => {
+            tracing::warn!(settings = %path.display(), error = %e, "ignoring unreadable settings file");
+            None
+        }
+    }
+}
+
+fn warn_project_settings(path: &Path, key: &str) {
+    if settings_memory_dir(path, key).is_some() {
+        tracing::warn!(
+            settings = %path.display(),
+            "ignoring {key} in project settings: a repository may not choose where memories are written"
+        );
+    }
+}
+
+fn invalid(path: &str, reason: &str) -> MemoryError {
+    MemoryError::InvalidMemoryDir {
+        path: path.replace('\0', "\\0"),
+        reason: reason.to_owned(),
+    }
+}
+
+/// Validate a configured memory path. With `home`, a leading `~` / `~/` is
+/// expanded (settings files); without it, the value is taken verbatim. Rejected: empty, NUL,
+/// UNC (`\\` or `//`), drive roots (`C:`), relative, shorter than 3 characters after
+/// normalising, and `~` forms expanding to the home dir itself or above. Returns the
+/// normalised absolute path.
+///
+/// ```
+/// use memloop_memory::paths::validate_memory_dir;
+/// use std::path::Path;
+/// assert!(validate_memory_dir("/srv/mem", None).is_ok());
+/// assert!(validate_memory_dir("relative/mem", None).is_err());
+/// assert!(validate_memory_dir("~/..", Some(Path::new("/home/ann"))).is_err());
+/// assert_eq!(validate_memory_dir("~/mem", Some(Path::new("/home/ann"))).unwrap(), Path::new("/home/ann/mem"));
+/// ```
+pub fn validate_memory_dir(raw: &str, home: Option<&Path>) -> Result<PathBuf, MemoryError> {
+    if raw.trim().is_empty() {
+        return Err(invalid(raw, "it is empty"));
+    }
+    if raw.contains('\0') {
+        return Err(invalid(raw, "it contains a NUL character"));
+    }
+    if raw.starts_with("\\\\") || raw.starts_with("//") {
+        return Err(invalid(raw, "UNC/network paths are not allowed"));
+    }
+    let b = raw.as_bytes();
+    if b.len() <= 3
+        && b.len() >= 2
+        && b[0].is_ascii_alphabetic()
+        && b[1] == b':'
+        && b[2..].iter().all(|c| *c == b'/' || *c == b'\\')
+    {
+        return Err(invalid(raw, "a drive root is not allowed"));
+    }
+    let path = match (home, raw.strip_prefix('~')) {
+        (Some(home), Some(rest))
+            if rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\') =>
+        {
+            let expanded = normalize_lexically(&home.join(rest.trim_start_matches(['/', '\\'])));
+            let home_n = normalize_lexically(home);
+            if home_n.starts_with(&expanded) {
+                return Err(invalid(
+                    raw,
+                    "it expands to the home directory itself or above it",
+                ));
+            }
+            expanded
+        }
+        _ => PathBuf::from(raw),
+    };
+    if !path.is_absolute() {
+        return Err(invalid(raw, "it must be an absolute path"));
+    }
+    let normal = normalize_lexically(&path);
+    if normal.as_os_str().len() < 3 {
+        return Err(invalid(
+            raw,
+            "it is too short (a root or near-root directory)",
+        ));
+    }
+    Ok(normal)
+}
