@@ -289,7 +289,14 @@ impl ModelError {
             self,
             Self::RateLimited { .. } | Self::Overloaded(_) | Self::Transport(_) | Self::Timeout
         ) || matches!(self, Self::Http { status, .. } if *status >= 500)
-            || matches!(self, Self::Stream { retryable: true, emitted: 0, .. })
+            || matches!(
+                self,
+                Self::Stream {
+                    retryable: true,
+                    emitted: 0,
+                    ..
+                }
+            )
     }
 }
 

@@ -6,9 +6,9 @@ use super::sse::{SseDecoder, SseEvent, stream_error};
 use crate::invariants::provider_view;
 use crate::message::{ContentBlock, Message, Role, ToolResultContent, Usage};
 use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason, StreamEvent, ToolChoice};
-use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// Text sent in place of a message that would otherwise be empty (the API rejects those).
 const EMPTY_PLACEHOLDER: &str = "(empty)";
@@ -432,12 +432,16 @@ impl SseDecoder for StreamDecoder {
                 return Ok(true);
             }
             "error" => {
-                let kind = v.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+                let kind = v
+                    .pointer("/error/type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
                 let message = v
                     .pointer("/error/message")
                     .and_then(Value::as_str)
                     .unwrap_or("(no message)");
-                let retryable = matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error");
+                let retryable =
+                    matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error");
                 return Err(stream_error(format!("{kind}: {message}"), retryable));
             }
             other => tracing::debug!(event = other, "ignoring an unknown stream event"),

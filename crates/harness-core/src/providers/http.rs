@@ -5,11 +5,11 @@ use super::retry::{AttemptError, RetryPolicy, parse_retry_after, run_with_retry}
 use super::settings::ProviderError;
 use super::sse::{SseDecoder, SseParser, stream_error};
 use crate::model::{ModelError, ModelResponse, StreamEvent};
-use futures::stream::BoxStream;
-use std::collections::VecDeque;
 use crate::text::truncate_utf8;
+use futures::stream::BoxStream;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -263,7 +263,12 @@ impl<D: SseDecoder> StreamState<D> {
             return Ok(());
         };
         let deadline = conn.deadline;
-        let read = async { conn.response.chunk().await.map_err(|e| transport(e).error) };
+        let read = async {
+            conn.response
+                .chunk()
+                .await
+                .map_err(|e| stream_error(format!("connection cut: {}", transport(e).error), true))
+        };
         let chunk = async {
             match deadline {
                 Some(d) => tokio::time::timeout_at(d, read)
@@ -281,10 +286,22 @@ impl<D: SseDecoder> StreamState<D> {
         let finished = match chunk? {
             Some(bytes) => {
                 let mut finished = false;
-                for event in conn.parser.push(&bytes).map_err(|m| stream_error(m, false))? {
-                    if conn.decoder.event(&event, &mut out)? {
-                        finished = true;
-                        break;
+                for event in conn
+                    .parser
+                    .push(&bytes)
+                    .map_err(|m| stream_error(m, false))?
+                {
+                    match conn.decoder.event(&event, &mut out) {
+                        Ok(true) => {
+                            finished = true;
+                            break;
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            // Deltas decoded before the failure still reach the caller.
+                            self.pending.extend(out);
+                            return Err(e);
+                        }
                     }
                 }
                 finished
@@ -321,12 +338,14 @@ impl<D: SseDecoder> StreamState<D> {
     /// A read failed: retry if nothing was emitted and the policy allows, else report it.
     async fn fail(&mut self, error: ModelError) {
         self.conn = None;
+        // Deltas decoded but not yet handed over count as output: they will be emitted.
+        let produced = self.emitted + self.pending.len() as u64;
         let error = match error {
             ModelError::Stream {
                 message, retryable, ..
             } => ModelError::Stream {
                 message,
-                emitted: self.emitted,
+                emitted: produced,
                 retryable,
             },
             other => other,
@@ -337,11 +356,10 @@ impl<D: SseDecoder> StreamState<D> {
             e => e.is_retryable(),
         };
         self.failed_attempts += 1;
-        if self.emitted == 0
+        if produced == 0
             && retryable
             && self.failed_attempts < self.transport.retry.max_attempts.max(1)
         {
-            self.pending.clear();
             let wait = self.transport.retry.backoff(self.failed_attempts, 0.5);
             tracing::info!(parent: &self.span, attempt = self.failed_attempts, ?wait, %error, "stream broke off before any event; retrying");
             tokio::select! {
@@ -351,7 +369,7 @@ impl<D: SseDecoder> StreamState<D> {
             }
             return;
         }
-        tracing::warn!(parent: &self.span, %error, emitted = self.emitted, "stream failed");
+        tracing::warn!(parent: &self.span, %error, emitted = produced, "stream failed");
         self.error = Some(error);
     }
 }

@@ -6,9 +6,9 @@ use super::sse::{SseDecoder, SseEvent, stream_error};
 use crate::invariants::provider_view;
 use crate::message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage};
 use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason, StreamEvent, ToolChoice};
-use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 fn data_url(source: &MediaSource) -> String {
     match source {
@@ -412,7 +412,12 @@ impl SseDecoder for StreamDecoder {
         let Some(delta) = choice.get("delta") else {
             return Ok(false);
         };
-        let str_of = |k: &str| delta.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let str_of = |k: &str| {
+            delta
+                .get(k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
         if let Some(t) = str_of("reasoning_content").or_else(|| str_of("reasoning")) {
             self.reasoning.push_str(t);
             let index = self.index(Part::Reasoning);
@@ -493,7 +498,8 @@ impl SseDecoder for StreamDecoder {
         if !calls.is_empty() {
             message["tool_calls"] = Value::Array(calls);
         }
-        let mut body = json!({"choices": [{"message": message, "finish_reason": self.finish_reason}]});
+        let mut body =
+            json!({"choices": [{"message": message, "finish_reason": self.finish_reason}]});
         if let Some(id) = &self.id {
             body["id"] = json!(id);
         }
