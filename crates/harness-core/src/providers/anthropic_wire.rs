@@ -480,4 +480,8 @@ impl SseDecoder for StreamDecoder {
             .map_err(|e| stream_error(format!("cannot rebuild the message: {e}"), false))?;
         parse_response(&bytes, self.schema_tool.as_ref())
     }
+
+    fn whole(&mut self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        parse_response(body, self.schema_tool.as_ref())
+    }
 }

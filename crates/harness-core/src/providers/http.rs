@@ -227,7 +227,8 @@ impl<D: SseDecoder> StreamState<D> {
             }
             if self.conn.is_none() {
                 match self.connect().await {
-                    Ok(c) => self.conn = Some(c),
+                    Ok(Some(c)) => self.conn = Some(c),
+                    Ok(None) => continue,
                     Err(e) => {
                         self.done = true;
                         return Some(Err(e));
@@ -240,13 +241,29 @@ impl<D: SseDecoder> StreamState<D> {
         }
     }
 
-    async fn connect(&mut self) -> Result<Connection<D>, ModelError> {
+    /// Open the stream; `None` when the server answered in one piece (already in `pending`).
+    async fn connect(&mut self) -> Result<Option<Connection<D>>, ModelError> {
         let response = self
             .transport
             .open(&self.body, &self.cancel)
             .instrument(self.span.clone())
             .await?;
-        Ok(Connection {
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if is_json {
+            // The server ignored `"stream": true`: take the whole answer as one replayed stream.
+            let bytes = response.bytes().await.map_err(|e| {
+                stream_error(format!("connection cut: {}", transport(e).error), true)
+            })?;
+            let whole = (self.decoder)().whole(&bytes)?;
+            self.pending.extend(StreamEvent::replay(whole));
+            self.done = true;
+            return Ok(None);
+        }
+        Ok(Some(Connection {
             response,
             parser: SseParser::default(),
             decoder: (self.decoder)(),
@@ -254,7 +271,7 @@ impl<D: SseDecoder> StreamState<D> {
                 .transport
                 .timeout
                 .map(|t| tokio::time::Instant::now() + t),
-        })
+        }))
     }
 
     /// Read one chunk and decode it into `pending`.

@@ -513,4 +513,8 @@ impl SseDecoder for StreamDecoder {
             .map_err(|e| stream_error(format!("cannot rebuild the response: {e}"), false))?;
         parse_response(&bytes)
     }
+
+    fn whole(&mut self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        parse_response(body)
+    }
 }

@@ -20,6 +20,9 @@ pub(crate) trait SseDecoder: Send + 'static {
 
     /// The whole response, from everything received.
     fn finish(&mut self) -> Result<ModelResponse, ModelError>;
+
+    /// Parse a plain JSON body: the answer of a server that ignored `"stream": true`.
+    fn whole(&mut self, body: &[u8]) -> Result<ModelResponse, ModelError>;
 }
 
 /// A stream failure (see [`ModelError::Stream`]); the transport fills in `emitted`.
