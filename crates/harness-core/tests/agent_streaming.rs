@@ -466,3 +466,35 @@ async fn channel_sink_merges_deltas_when_full_and_never_drops_control_events() {
     );
     assert_eq!(rx.dropped_deltas(), 1);
 }
+
+/// A model written before streaming existed: only `complete`.
+struct CompleteOnly;
+
+#[async_trait]
+impl memloop_core::model::Model for CompleteOnly {
+    fn name(&self) -> &str {
+        "complete-only"
+    }
+    async fn complete(
+        &self,
+        _request: memloop_core::model::ModelRequest,
+        _cancel: CancellationToken,
+    ) -> Result<ModelResponse, ModelError> {
+        Ok(ModelResponse::text("whole answer").with_usage(usage(3, 2)))
+    }
+}
+
+#[tokio::test]
+async fn a_complete_only_model_streams_through_the_default_bridge() {
+    let sink = VecSink::default();
+    let mut agent = Agent::builder(Arc::new(CompleteOnly))
+        .events(Arc::new(sink.clone()))
+        .build();
+    let out = agent.run_turn("hi").await.unwrap();
+    assert_eq!(out.text, "whole answer");
+    assert_eq!(out.usage, usage(3, 2));
+    assert!(sink.events().contains(&AgentEvent::TextDelta {
+        index: 0,
+        text: "whole answer".into()
+    }));
+}

@@ -178,7 +178,16 @@ async fn anthropic_tool_input_split_across_many_events() {
     ));
     body.extend(anthropic_end("tool_use", 40));
     let server = SseServer::start(vec![SseReply::ok(pieces(&body, 64))]).await;
-    let (events, err) = drain_stream(&anthropic_at(&server.uri, 1), hi()).await;
+    let mut req = hi();
+    req.tool_choice = Some(ToolChoice::Any);
+    req.stop_sequences = vec!["\n\nHuman:".into()];
+    req.extra
+        .insert("metadata".into(), json!({"user_id": "u-1"}));
+    let (events, err) = drain_stream(&anthropic_at(&server.uri, 1), req).await;
+    let sent = &server.bodies()[0];
+    assert_eq!(sent["tool_choice"], json!({"type": "any"}));
+    assert_eq!(sent["stop_sequences"], json!(["\n\nHuman:"]));
+    assert_eq!(sent["metadata"], json!({"user_id": "u-1"}));
     assert_eq!(err, None);
     assert!(events.contains(&StreamEvent::ToolUseStart {
         index: 1,
