@@ -100,6 +100,9 @@ impl HttpTransport {
     /// server-sent events with `decoder`. Connection and HTTP failures are retried per the policy;
     /// a stream that breaks off (cut connection, malformed event, `error` event) is retried only
     /// when nothing was emitted yet, and otherwise ends the stream with [`ModelError::Stream`].
+    /// The per-request timeout bounds each attempt from the POST to the last event. A server
+    /// that answers with a plain JSON body (it ignored `"stream": true`) is accepted: its
+    /// response is replayed as deltas.
     pub(crate) fn stream<D: SseDecoder>(
         &self,
         provider: &'static str,
