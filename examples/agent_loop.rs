@@ -1,7 +1,7 @@
 //! The memloop demo: three sessions of one project, showing memory across sessions and compaction.
 //!
 //! By default the model is a `ScriptedModel`: its answers are canned (offline, no API key,
-//! deterministic) and the demo says so. Everything else is real: the agent loop, tools, the memory
+//! deterministic) and the demo says so. The assistant's answers are printed as they stream. Everything else is real: the agent loop, tools, the memory
 //! dir on disk, the background extractor, recall, session notes and compaction.
 //!
 //! ```text
@@ -81,7 +81,7 @@ fn new_agent(
             cwd: cwd.to_path_buf(),
             ..AgentConfig::default()
         })
-        .events(Arc::new(print::event))
+        .events(Arc::new(print::Printer::default()))
         .section(Arc::new(StaticSection::new(
             "persona",
             "You are a concise coding agent working in the memloop repository.",
@@ -163,7 +163,9 @@ async fn main() -> Result<()> {
         )));
     }
     let scripted = |script: fn() -> memloop::core::testing::ScriptedModel| -> Arc<dyn Model> {
-        real.clone().unwrap_or_else(|| Arc::new(script()))
+        // Scripted answers stream in small pieces, like a real provider's.
+        real.clone()
+            .unwrap_or_else(|| Arc::new(script().chunked(6)))
     };
 
     // ── Session 1: the agent saves one memory itself; the extractor saves another. ──

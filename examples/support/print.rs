@@ -1,6 +1,51 @@
 //! Readable printing of agent events for the demo.
 
-use memloop::core::events::AgentEvent;
+use memloop::core::events::{AgentEvent, EventAgent, EventEnvelope, EventSink};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The demo's event sink: the main agent's answer is printed as it streams, everything else
+/// one line per event.
+#[derive(Default)]
+pub struct Printer {
+    /// An answer line is open (deltas printed, no newline yet).
+    streaming: AtomicBool,
+}
+
+impl EventSink for Printer {
+    fn emit(&self, event: AgentEvent) {
+        self.end_line();
+        print_event(event);
+    }
+
+    fn emit_envelope(&self, e: EventEnvelope) {
+        let main = e.agent == EventAgent::Main;
+        match e.event {
+            AgentEvent::TextDelta { text, .. } if main => {
+                if !self.streaming.swap(true, Ordering::SeqCst) {
+                    print!("assistant › ");
+                }
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+            }
+            // Already shown as it streamed.
+            AgentEvent::AssistantText { .. } if main => self.end_line(),
+            AgentEvent::TextDelta { .. }
+            | AgentEvent::ThinkingDelta { .. }
+            | AgentEvent::ToolInputDelta { .. }
+            | AgentEvent::ToolUseStarted { .. } => {}
+            other => self.emit(other),
+        }
+    }
+}
+
+impl Printer {
+    fn end_line(&self) {
+        if self.streaming.swap(false, Ordering::SeqCst) {
+            println!();
+        }
+    }
+}
 
 /// Print a section banner.
 pub fn banner(title: &str) {
@@ -17,8 +62,8 @@ fn short(text: &str, max: usize) -> String {
     }
 }
 
-/// Print one event (the demo's event sink).
-pub fn event(event: AgentEvent) {
+/// Print one event.
+fn print_event(event: AgentEvent) {
     match event {
         AgentEvent::AssistantText { text } => println!("assistant › {}", short(&text, 300)),
         AgentEvent::ToolCallStarted { name, input, .. } => {

@@ -104,6 +104,7 @@ impl Compactor {
             self.counter.as_ref(),
             &self.config.session_memory,
             threshold,
+            &ctx.cancel,
         )
         .await
         {
@@ -209,6 +210,11 @@ impl ContextCompactor for Compactor {
                     b.success();
                 }
                 Ok(Some(outcome))
+            }
+            Err(CompactionError::Cancelled) => {
+                // The user stopped the turn: not a failure of compaction.
+                tracing::info!("compaction cancelled");
+                Err(CompactionError::Cancelled)
             }
             Err(e) => {
                 let n = self

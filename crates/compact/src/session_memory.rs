@@ -4,6 +4,7 @@
 use crate::config::SessionMemoryCompactConfig;
 use crate::keep::{KeepBounds, KeepPlan, plan_keep};
 use crate::notes::summary_text;
+use memloop_core::CancellationToken;
 use memloop_core::{
     invariants::check_invariants,
     message::{Message, MessageKind},
@@ -61,10 +62,19 @@ pub struct SessionMemoryCompaction {
 
 /// Wait for an in-flight notes update: poll every `poll_interval` for at most `wait_for_update`,
 /// and not at all for an update that started more than `stale_update` ago. Uses tokio time, so a
-/// paused test clock drives it. Returns whether the wait ended with no update in flight.
-pub async fn wait_for_update(memory: &dyn SessionMemory, cfg: &SessionMemoryCompactConfig) -> bool {
+/// paused test clock drives it. Stops at once when `cancel` fires. Returns whether the wait ended
+/// with no update in flight.
+pub async fn wait_for_update(
+    memory: &dyn SessionMemory,
+    cfg: &SessionMemoryCompactConfig,
+    cancel: &CancellationToken,
+) -> bool {
     let began = Instant::now();
     loop {
+        if cancel.is_cancelled() {
+            tracing::debug!("stopped waiting for the session-notes update: cancelled");
+            return false;
+        }
         let Some(since) = memory.update_in_flight_since() else {
             return true;
         };
@@ -80,7 +90,10 @@ pub async fn wait_for_update(memory: &dyn SessionMemory, cfg: &SessionMemoryComp
             return false;
         }
         let left = cfg.wait_for_update.saturating_sub(began.elapsed());
-        tokio::time::sleep(cfg.poll_interval.min(left)).await;
+        tokio::select! {
+            _ = cancel.cancelled() => {}
+            _ = tokio::time::sleep(cfg.poll_interval.min(left)) => {}
+        }
     }
 }
 
@@ -151,19 +164,20 @@ pub fn plan_session_memory_compaction(
     })
 }
 
-/// Strategy 1 end to end: checks, the wait, the plan.
+/// Strategy 1 end to end: checks, the wait (cut short by `cancel`), the plan.
 pub async fn session_memory_compaction(
     memory: Option<&Arc<dyn SessionMemory>>,
     messages: &[Message],
     counter: &dyn TokenCounter,
     cfg: &SessionMemoryCompactConfig,
     threshold: u64,
+    cancel: &CancellationToken,
 ) -> Result<SessionMemoryCompaction, DeclineReason> {
     let memory = match memory {
         Some(m) if cfg.enabled && m.is_enabled() => m,
         _ => return Err(DeclineReason::Disabled),
     };
-    wait_for_update(memory.as_ref(), cfg).await;
+    wait_for_update(memory.as_ref(), cfg, cancel).await;
     let notes = memory
         .notes_for_compaction()
         .await

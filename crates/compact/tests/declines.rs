@@ -129,8 +129,15 @@ async fn decline_table() {
         ("applies", Some(as_dyn(&ok)), cfg, u64::MAX, Ok(())),
     ];
     for (name, mem, cfg, threshold, expected) in cases {
-        let got =
-            session_memory_compaction(mem.as_ref(), &conv, &CharEstimator, &cfg, threshold).await;
+        let got = session_memory_compaction(
+            mem.as_ref(),
+            &conv,
+            &CharEstimator,
+            &cfg,
+            threshold,
+            &never(),
+        )
+        .await;
         match (&got, &expected) {
             (
                 Err(DeclineReason::StillOverThreshold {
@@ -168,9 +175,16 @@ async fn long_sections_are_cut_at_a_line_with_a_marker_and_a_pointer() {
     let sm = with_notes(&dir, &notes).await;
     let mem: Arc<dyn SessionMemory> = sm.clone();
     let conv = conversation(10, 200);
-    let c = session_memory_compaction(Some(&mem), &conv, &CharEstimator, &small_bounds(), u64::MAX)
-        .await
-        .unwrap();
+    let c = session_memory_compaction(
+        Some(&mem),
+        &conv,
+        &CharEstimator,
+        &small_bounds(),
+        u64::MAX,
+        &never(),
+    )
+    .await
+    .unwrap();
     let text = c.messages[1].text();
     assert!(text.contains(SECTION_TRUNCATED));
     assert!(text.contains(&sm.notes_path().display().to_string()));
@@ -188,6 +202,7 @@ async fn long_sections_are_cut_at_a_line_with_a_marker_and_a_pointer() {
         &CharEstimator,
         &small_bounds(),
         u64::MAX,
+        &never(),
     )
     .await
     .unwrap();
@@ -219,6 +234,15 @@ fn slow_updater(delay: Duration) -> ScriptedModel {
 /// Queue a notes update that takes `update_takes`, let `head_start` pass, then compact.
 /// Returns how long the compaction waited and whether it saw the update's edit.
 async fn compact_during_update(update_takes: Duration, head_start: Duration) -> (Duration, bool) {
+    compact_during_update_cancelled_after(update_takes, head_start, None).await
+}
+
+/// [`compact_during_update`], with the turn cancelled `cancel_after` into the wait.
+async fn compact_during_update_cancelled_after(
+    update_takes: Duration,
+    head_start: Duration,
+    cancel_after: Option<Duration>,
+) -> (Duration, bool) {
     let dir = TempDir::new().unwrap();
     let sm = with_notes(&dir, NOTES).await;
     let conv = conversation(10, 200);
@@ -233,9 +257,24 @@ async fn compact_during_update(update_takes: Duration, head_start: Duration) -> 
     assert!(sm.update_in_flight_since().is_some());
     let mem: Arc<dyn SessionMemory> = sm.clone();
     let began = Instant::now();
-    let c = session_memory_compaction(Some(&mem), &conv, &CharEstimator, &small_bounds(), u64::MAX)
-        .await
-        .unwrap();
+    let cancel = never();
+    if let Some(after) = cancel_after {
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            trigger.cancel();
+        });
+    }
+    let c = session_memory_compaction(
+        Some(&mem),
+        &conv,
+        &CharEstimator,
+        &small_bounds(),
+        u64::MAX,
+        &cancel,
+    )
+    .await
+    .unwrap();
     let waited = began.elapsed();
     task.abort();
     (waited, c.messages[1].text().contains("Parser merged."))
@@ -264,4 +303,21 @@ async fn does_not_wait_for_an_update_started_over_a_minute_ago() {
         compact_during_update(Duration::from_secs(300), Duration::from_secs(61)).await;
     assert_eq!(waited, Duration::ZERO);
     assert!(!merged);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_for_an_update_stops_when_the_turn_is_cancelled() {
+    let (waited, merged) = compact_during_update_cancelled_after(
+        Duration::from_secs(100),
+        Duration::ZERO,
+        Some(Duration::from_secs(2)),
+    )
+    .await;
+    assert_eq!(waited, Duration::from_secs(2), "not the full 15 s");
+    assert!(!merged);
+}
+
+/// A token nobody cancels.
+fn never() -> memloop_core::CancellationToken {
+    memloop_core::CancellationToken::new()
 }

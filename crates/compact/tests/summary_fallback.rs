@@ -241,3 +241,25 @@ async fn falls_back_to_the_llm_summary_when_the_notes_are_still_the_template() {
     assert!(out.messages[1].text().contains("the summary"));
     assert!(check_invariants(&out.messages).is_ok());
 }
+
+#[tokio::test]
+async fn a_cancelled_compaction_is_not_a_failure() {
+    let model = ScriptedModel::new();
+    model.push_for("compact_summary", ScriptStep::Fail(ModelError::Cancelled));
+    let model = Arc::new(model);
+    let compactor = Compactor::new(CompactConfig::for_model(10_000, 1_000));
+    let (c, sink) = ctx(model.clone(), conversation(3, 10), 5_000, 1);
+    assert_eq!(
+        compactor.maybe_compact(&c, CompactionTrigger::Auto).await,
+        Err(memloop_core::compaction::CompactionError::Cancelled)
+    );
+    assert_eq!(compactor.consecutive_failures(), 0);
+    assert!(
+        !sink
+            .events()
+            .iter()
+            .any(|e| matches!(e, AgentEvent::CompactionFailed { .. })),
+        "{:?}",
+        sink.events()
+    );
+}

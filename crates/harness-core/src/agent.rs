@@ -10,12 +10,12 @@ use crate::compaction::{CompactionOutcome, CompactionTrigger, ContextCompactor};
 use crate::config::AgentConfig;
 use crate::context::HookContext;
 use crate::error::AgentError;
-use crate::events::{AgentEvent, EventSink};
+use crate::events::{AgentEvent, EventSink, ScopedSink};
 use crate::hooks::{Hook, PendingAttachment};
 use crate::invariants::{RepairFn, check_invariants, provider_view};
-use crate::loop_step::{LoopStep, ToolOutcome};
-use crate::message::{ContentBlock, Message, Role};
-use crate::model::{Model, ModelError};
+use crate::loop_step::{LoopStep, ToolOutcome, repair_response};
+use crate::message::{ContentBlock, Message, Role, Usage};
+use crate::model::{Model, ModelError, StopReason};
 use crate::prompt::SystemPrompt;
 use crate::tokens::ConversationTokens;
 use crate::tool::{AgentKind, PermissionGate, ToolContext, ToolRegistry};
@@ -42,6 +42,12 @@ pub struct TurnOutcome {
     pub iterations: u32,
     /// How it ended.
     pub stop: TurnStop,
+    /// Why the last response stopped: `MaxTokens` means the answer was cut off by the output
+    /// cap, `Refusal` that the provider refused. `None` when the iteration guard ended the turn
+    /// before a response.
+    pub stop_reason: Option<StopReason>,
+    /// Usage summed over the turn's model calls.
+    pub usage: Usage,
 }
 
 /// The main agent. See the module docs for the loop.
@@ -66,7 +72,13 @@ pub struct Agent {
     pub(crate) system: SystemPrompt,
     pub(crate) hooks: Vec<Arc<dyn Hook>>,
     pub(crate) compactor: Option<Arc<dyn ContextCompactor>>,
+    /// The current turn's sink: the host's, stamped with the agent and turn.
     pub(crate) events: Arc<dyn EventSink>,
+    /// The host's sink.
+    pub(crate) host_events: Arc<dyn EventSink>,
+    /// Where the conversation stood before the last turn's user message, while that turn is
+    /// the last thing that happened and it was cancelled.
+    pub(crate) rollback_point: Option<usize>,
     pub(crate) repair: Option<RepairFn>,
     pub(crate) background: BackgroundTasks,
     /// Shared so hook snapshots are cheap; mutated copy-on-write.
@@ -133,10 +145,27 @@ impl Agent {
         self.drain(self.config.drain_timeout).await
     }
 
-    /// Run one user turn with a fresh cancellation token.
-    pub async fn run_turn(&mut self, user_text: &str) -> Result<TurnOutcome, AgentError> {
+    /// Run one user turn with a fresh cancellation token. `input` is the user's message: a
+    /// `&str`/`String`, or a whole [`Message`] with images and documents (its role is set to
+    /// user).
+    pub async fn run_turn(&mut self, input: impl Into<Message>) -> Result<TurnOutcome, AgentError> {
         let cancel = self.session_cancel.child_token();
-        self.run_turn_with_cancel(user_text, cancel).await
+        self.run_turn_with_cancel(input, cancel).await
+    }
+
+    /// After a cancelled turn, remove what it added to the conversation (the user message and
+    /// any partial exchange), so the host can let the user edit and resend. Returns whether it
+    /// did: only right after a cancelled turn, and not once the conversation was compacted.
+    pub fn rollback_cancelled_turn(&mut self) -> bool {
+        let Some(point) = self.rollback_point.take() else {
+            return false;
+        };
+        if point > self.messages.len() {
+            return false;
+        }
+        Arc::make_mut(&mut self.messages).truncate(point);
+        self.tokens.reset();
+        true
     }
 
     fn hook_context(&mut self, cancel: CancellationToken) -> HookContext {
@@ -158,24 +187,52 @@ impl Agent {
     }
 
     /// Run one user turn; cancelling `cancel` stops it (and its recall prefetch).
+    ///
+    /// Every turn ends with exactly one terminal event: `TurnFinished`, `TurnFailed` or
+    /// `TurnCancelled`.
     pub async fn run_turn_with_cancel(
         &mut self,
-        user_text: &str,
+        input: impl Into<Message>,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         self.turn += 1;
+        self.events = Arc::new(ScopedSink::main(self.host_events.clone(), self.turn));
+        self.rollback_point = None;
+        let start = self.messages.len();
         let span = tracing::info_span!("turn", session = %self.config.session_id, turn = self.turn);
-        tracing::Instrument::instrument(self.turn_inner(user_text, cancel), span).await
+        let mut message = input.into();
+        message.role = Role::User;
+        let result = tracing::Instrument::instrument(self.turn_inner(message, cancel), span).await;
+        let terminal = match &result {
+            Ok(outcome) => AgentEvent::TurnFinished {
+                turn: self.turn,
+                iterations: outcome.iterations,
+                stop_reason: outcome.stop_reason,
+                usage: outcome.usage,
+            },
+            Err(AgentError::Cancelled) => {
+                self.rollback_point = Some(start);
+                AgentEvent::TurnCancelled { turn: self.turn }
+            }
+            Err(e) => AgentEvent::TurnFailed {
+                turn: self.turn,
+                error: e.to_string(),
+            },
+        };
+        self.events.emit(terminal);
+        result
     }
 
     async fn turn_inner(
         &mut self,
-        user_text: &str,
+        user_message: Message,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         self.events
             .emit(AgentEvent::TurnStarted { turn: self.turn });
-        Arc::make_mut(&mut self.messages).push(Message::user(user_text));
+        let user_text = user_message.text();
+        let user_text = user_text.as_str();
+        Arc::make_mut(&mut self.messages).push(user_message);
         if self.last_system.is_empty() {
             self.last_system = Arc::new(self.system.render().await);
         }
@@ -193,6 +250,7 @@ impl Agent {
         let mut tool_log: BTreeMap<String, bool> = BTreeMap::new();
         let mut iterations = 0u32;
         let mut compacted_for_length = false;
+        let mut usage = Usage::default();
         let result = loop {
             if iterations >= self.config.max_iterations {
                 tracing::warn!(limit = self.config.max_iterations, "max iterations reached");
@@ -203,6 +261,8 @@ impl Agent {
                     text: String::new(),
                     iterations,
                     stop: TurnStop::MaxIterations,
+                    stop_reason: None,
+                    usage,
                 });
             }
             self.attach_settled(&mut pending).await;
@@ -240,6 +300,13 @@ impl Agent {
                 Err(ModelError::Cancelled) => break Err(AgentError::Cancelled),
                 Err(e) => break Err(AgentError::Model(e)),
             };
+            let mut response = response;
+            usage = add_usage(usage, response.usage);
+            for action in repair_response(&mut response) {
+                tracing::warn!(%action, "response repaired");
+                self.events.emit(AgentEvent::ResponseRepaired { action });
+            }
+            let stop_reason = response.stop_reason;
             let assistant = response.clone().into_message();
             let text = assistant.text();
             if !text.is_empty() {
@@ -247,7 +314,10 @@ impl Agent {
                     .emit(AgentEvent::AssistantText { text: text.clone() });
             }
             let wants_tools = assistant.has_tool_use();
-            Arc::make_mut(&mut self.messages).push(assistant);
+            // An empty reply is never stored: it would make every later request invalid.
+            if !assistant.content.is_empty() {
+                Arc::make_mut(&mut self.messages).push(assistant);
+            }
             if !self.hooks.is_empty() {
                 let ctx = self.hook_context(cancel.clone());
                 for hook in self.hooks.clone() {
@@ -259,6 +329,8 @@ impl Agent {
                     text,
                     iterations,
                     stop: TurnStop::Completed,
+                    stop_reason: Some(stop_reason),
+                    usage,
                 });
             }
             let step = self.step(cancel.clone());
@@ -280,10 +352,6 @@ impl Agent {
             if outcome.stop == TurnStop::Completed {
                 self.fire_stop_hooks();
             }
-            self.events.emit(AgentEvent::TurnFinished {
-                turn: self.turn,
-                iterations: outcome.iterations,
-            });
         }
         result
     }
@@ -302,6 +370,9 @@ impl Agent {
             },
             purpose: "main",
             max_tokens: self.config.max_tokens,
+            options: &self.config.request,
+            tool_timeout: self.config.tool_timeout,
+            max_tool_output_bytes: self.config.max_tool_output_bytes,
         }
     }
 
@@ -400,6 +471,7 @@ impl Agent {
     async fn apply_compaction(&mut self, outcome: CompactionOutcome, cancel: &CancellationToken) {
         tracing::info!(strategy = %outcome.strategy, before = outcome.tokens_before, after = outcome.tokens_after, "compacted");
         self.messages = Arc::new(outcome.messages);
+        self.rollback_point = None;
         self.tokens.reset();
         self.system.invalidate().await;
         self.last_system = Arc::new(self.system.render().await);
@@ -428,6 +500,15 @@ impl Agent {
                 async move { hook.on_stop(ctx).await },
             );
         }
+    }
+}
+
+fn add_usage(a: Usage, b: Usage) -> Usage {
+    Usage {
+        input_tokens: a.input_tokens + b.input_tokens,
+        output_tokens: a.output_tokens + b.output_tokens,
+        cache_creation_input_tokens: a.cache_creation_input_tokens + b.cache_creation_input_tokens,
+        cache_read_input_tokens: a.cache_read_input_tokens + b.cache_read_input_tokens,
     }
 }
 

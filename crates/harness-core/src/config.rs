@@ -1,5 +1,6 @@
 //! [`AgentConfig`]: the agent's settings.
 
+use crate::model::RequestOptions;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,6 +19,14 @@ pub struct AgentConfig {
     pub validate_invariants: bool,
     /// Default timeout of [`Agent::drain`](crate::Agent::drain). Default 60 s.
     pub drain_timeout: Duration,
+    /// Temperature, tool choice, stop sequences and extra body fields of main-agent requests.
+    pub request: RequestOptions,
+    /// How long one tool call may run before it is stopped and reported as an error.
+    /// Default 10 minutes.
+    pub tool_timeout: Duration,
+    /// Tool output beyond this many bytes is cut (at a character boundary) with a note saying
+    /// so, before it enters the conversation. Default 100,000.
+    pub max_tool_output_bytes: usize,
 }
 
 impl Default for AgentConfig {
@@ -29,6 +38,9 @@ impl Default for AgentConfig {
             max_tokens: 8_192,
             validate_invariants: true,
             drain_timeout: Duration::from_secs(60),
+            request: RequestOptions::default(),
+            tool_timeout: Duration::from_secs(600),
+            max_tool_output_bytes: 100_000,
         }
     }
 }

@@ -5,11 +5,11 @@
 
 use crate::context::HookContext;
 use crate::error::AgentError;
-use crate::events::EventSink;
+use crate::events::{AgentEvent, EventSink, ScopedSink};
 use crate::invariants::provider_view;
-use crate::loop_step::LoopStep;
+use crate::loop_step::{LoopStep, repair_response};
 use crate::message::{ContentBlock, Message, Role};
-use crate::model::{Model, ModelError};
+use crate::model::{Model, ModelError, RequestOptions};
 use crate::tool::{AgentKind, AllowAll, PermissionGate, Tool, ToolContext, ToolRegistry};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -75,6 +75,9 @@ pub struct ForkedAgentBuilder {
     max_turns: u32,
     max_tokens: u32,
     share_prefix: bool,
+    options: RequestOptions,
+    tool_timeout: std::time::Duration,
+    max_tool_output_bytes: usize,
 }
 
 impl ForkedAgentBuilder {
@@ -89,6 +92,9 @@ impl ForkedAgentBuilder {
             max_turns: 5,
             max_tokens: 4_096,
             share_prefix: true,
+            options: RequestOptions::default(),
+            tool_timeout: std::time::Duration::from_secs(600),
+            max_tool_output_bytes: 100_000,
         }
     }
 
@@ -129,9 +135,28 @@ impl ForkedAgentBuilder {
         self
     }
 
-    /// Build.
+    /// Temperature, tool choice, stop sequences and extra body fields of this fork's requests.
+    pub fn request_options(mut self, options: RequestOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// How long one tool call may run (default 10 minutes).
+    pub fn tool_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.tool_timeout = timeout;
+        self
+    }
+
+    /// Cap on one tool output, in bytes (default 100,000).
+    pub fn max_tool_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_tool_output_bytes = bytes;
+        self
+    }
+
+    /// Build. The fork gets a unique id; its events carry its purpose and that id.
     pub fn build(self) -> ForkedAgent {
-        ForkedAgent { b: self }
+        let id = format!("fork_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        ForkedAgent { b: self, id }
     }
 }
 
@@ -177,6 +202,7 @@ pub struct ForkOutcome {
 #[derive(Debug)]
 pub struct ForkedAgent {
     b: ForkedAgentBuilder,
+    id: String,
 }
 
 /// The parent prefix a fork may send: provider view, without a trailing assistant message whose
@@ -196,12 +222,23 @@ impl ForkedAgent {
     /// Run the fork with `prompt` as the new user message.
     pub async fn run(self, prompt: impl Into<String>) -> Result<ForkOutcome, AgentError> {
         let b = self.b;
-        let span = tracing::info_span!("fork", purpose = %b.purpose);
-        tracing::Instrument::instrument(run_fork(b, prompt.into()), span).await
+        let span = tracing::info_span!("fork", purpose = %b.purpose, id = %self.id);
+        tracing::Instrument::instrument(run_fork(b, self.id, prompt.into()), span).await
+    }
+
+    /// This fork's id (it appears in its events' origin).
+    pub fn id(&self) -> &str {
+        &self.id
     }
 }
 
-async fn run_fork(b: ForkedAgentBuilder, prompt: String) -> Result<ForkOutcome, AgentError> {
+async fn run_fork(
+    b: ForkedAgentBuilder,
+    id: String,
+    prompt: String,
+) -> Result<ForkOutcome, AgentError> {
+    let events: Arc<dyn EventSink> =
+        Arc::new(ScopedSink::fork(b.base.events.clone(), &b.purpose, &id));
     let mut messages = if b.share_prefix {
         fork_prefix(&b.base.messages)
     } else {
@@ -215,7 +252,7 @@ async fn run_fork(b: ForkedAgentBuilder, prompt: String) -> Result<ForkOutcome, 
         model: &b.base.model,
         tools: &b.tools,
         gate: &b.gate,
-        events: &b.base.events,
+        events: &events,
         tool_ctx: ToolContext {
             session_id: b.base.session_id.clone(),
             cwd: b.base.cwd.clone(),
@@ -224,6 +261,9 @@ async fn run_fork(b: ForkedAgentBuilder, prompt: String) -> Result<ForkOutcome, 
         },
         purpose: &b.purpose,
         max_tokens: b.max_tokens,
+        options: &b.options,
+        tool_timeout: b.tool_timeout,
+        max_tool_output_bytes: b.max_tool_output_bytes,
     };
     let mut out = ForkOutcome::default();
     let mut seen = HashSet::new();
@@ -234,13 +274,16 @@ async fn run_fork(b: ForkedAgentBuilder, prompt: String) -> Result<ForkOutcome, 
             return Ok(out);
         }
         out.turns += 1;
-        let response = step
+        let mut response = step
             .call_model(b.base.system.to_vec(), messages.clone(), out.turns, 0)
             .await
             .map_err(|e| match e {
                 ModelError::Cancelled => AgentError::Cancelled,
                 e => AgentError::Model(e),
             })?;
+        for action in repair_response(&mut response) {
+            events.emit(AgentEvent::ResponseRepaired { action });
+        }
         let assistant = response.into_message();
         out.final_text = assistant.text();
         if !assistant.has_tool_use() {

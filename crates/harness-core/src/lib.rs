@@ -9,11 +9,11 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`message`] | Anthropic-shaped [`Message`](message::Message)s, content blocks, usage |
-//! | [`model`] | the [`Model`](model::Model) trait, requests, responses, [`ModelError`](model::ModelError) |
+//! | [`model`] | the [`Model`](model::Model) trait (whole or streamed calls), requests and their options, responses, [`ModelError`](model::ModelError) |
 //! | [`tool`] | the [`Tool`](tool::Tool) trait, the registry, permission gates |
 //! | [`tools`] | ready-made tools: read, grep, glob, write, edit, shell |
 //! | [`hooks`] | the [`Hook`] trait and turn-start attachments |
-//! | [`events`] | typed [`AgentEvent`](events::AgentEvent)s and sinks for hosts |
+//! | [`events`] | typed [`AgentEvent`](events::AgentEvent)s (deltas, terminal events) with their origin, and sinks for hosts |
 //! | [`fork`] | forked sub-agents that share the parent's prompt prefix |
 //! | [`compaction`] | the compactor interface the loop calls before each request |
 //! | [`prompt`] | cached system-prompt sections |

@@ -1,14 +1,21 @@
 //! One step of the model → tools loop, shared by [`crate::Agent`] and [`crate::fork::ForkedAgent`]:
-//! send a request (with its events), then run the response's tool calls through the gate.
+//! stream a request (emitting deltas as they arrive), then run the response's tool calls through
+//! the gate: consecutive read-only calls concurrently, every call under a timeout, every output
+//! capped.
 
 use crate::events::{AgentEvent, EventSink};
-use crate::message::{ContentBlock, Message, Role};
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::message::{ContentBlock, Message, Role, ToolResultContent};
+use crate::model::{
+    Model, ModelError, ModelRequest, ModelResponse, RequestOptions, StopReason, StreamEvent,
+};
 use crate::text::truncate_utf8;
 use crate::tool::{
-    PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolOutput, ToolRegistry,
+    PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect, ToolOutput,
+    ToolRegistry,
 };
+use futures::StreamExt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// How one tool call ended (for the "recently used tools" rule).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,9 +33,38 @@ pub(crate) struct LoopStep<'a> {
     pub tool_ctx: ToolContext,
     pub purpose: &'a str,
     pub max_tokens: u32,
+    pub options: &'a RequestOptions,
+    pub tool_timeout: Duration,
+    pub max_tool_output_bytes: usize,
 }
 
 const EVENT_OUTPUT_BYTES: usize = 500;
+
+/// Make a response storable. Tool calls cut off by the output cap are removed (never executed);
+/// empty text blocks are dropped. Returns what was repaired, for a `ResponseRepaired` event.
+/// The caller must not store a response left with no content.
+pub(crate) fn repair_response(response: &mut ModelResponse) -> Vec<String> {
+    let mut actions = Vec::new();
+    if response.stop_reason == StopReason::MaxTokens {
+        let before = response.content.len();
+        response
+            .content
+            .retain(|b| !matches!(b, ContentBlock::ToolUse { .. }));
+        let cut = before - response.content.len();
+        if cut > 0 {
+            actions.push(format!(
+                "removed {cut} tool call(s) cut off by max_tokens; they were not executed"
+            ));
+        }
+    }
+    response
+        .content
+        .retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
+    if response.content.is_empty() {
+        actions.push("the model returned no content; the empty reply was not stored".to_owned());
+    }
+    actions
+}
 
 impl LoopStep<'_> {
     pub async fn call_model(
@@ -42,16 +78,49 @@ impl LoopStep<'_> {
         req.system = system;
         req.tools = self.tools.specs();
         req.max_tokens = self.max_tokens;
+        self.options.apply(&mut req);
         self.events.emit(AgentEvent::ModelRequest {
             purpose: self.purpose.to_owned(),
             iteration,
             context_tokens,
         });
         let cancel = self.tool_ctx.cancel.clone();
-        let response = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => Err(ModelError::Cancelled),
-            r = self.model.complete(req, cancel.clone()) => r,
+        let mut stream = self.model.stream(req, cancel.clone());
+        let response = loop {
+            let item = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break Err(ModelError::Cancelled),
+                item = stream.next() => item,
+            };
+            let event = match item {
+                Some(Ok(StreamEvent::Finished(r))) => break Ok(r),
+                Some(Ok(e)) => e,
+                Some(Err(e)) => break Err(e),
+                None => {
+                    break Err(ModelError::Stream {
+                        message: "the stream ended without a final response".into(),
+                        emitted: 0,
+                        retryable: false,
+                    });
+                }
+            };
+            self.events.emit(match event {
+                StreamEvent::TextDelta { index, text } => AgentEvent::TextDelta { index, text },
+                StreamEvent::ThinkingDelta { index, thinking } => {
+                    AgentEvent::ThinkingDelta { index, thinking }
+                }
+                StreamEvent::ToolUseStart { index, id, name } => {
+                    AgentEvent::ToolUseStarted { index, id, name }
+                }
+                StreamEvent::ToolInputDelta {
+                    index,
+                    partial_json,
+                } => AgentEvent::ToolInputDelta {
+                    index,
+                    partial_json,
+                },
+                _ => continue,
+            });
         }?;
         self.events.emit(AgentEvent::ModelResponse {
             purpose: self.purpose.to_owned(),
@@ -61,29 +130,71 @@ impl LoopStep<'_> {
         Ok(response)
     }
 
-    /// Run every tool call of `assistant` in order, through the gate, and build the user message
-    /// holding the results (one per call, in call order, even when cancelled).
+    /// Run every tool call of `assistant` through the gate and build the user message holding
+    /// the results (one per call, in call order, even when cancelled). Consecutive calls of
+    /// read-only tools run concurrently; any other call runs alone, in order.
     pub async fn run_tools(&self, assistant: &Message) -> (Message, Vec<ToolOutcome>) {
+        let calls: Vec<(&str, &str, &serde_json::Value)> = assistant.tool_uses().collect();
+        let mut results: Vec<(ToolOutput, bool)> = Vec::with_capacity(calls.len());
+        let mut i = 0;
+        while i < calls.len() {
+            let mut j = i + 1;
+            if self.is_read_only(calls[i].1) {
+                while j < calls.len() && self.is_read_only(calls[j].1) {
+                    j += 1;
+                }
+            }
+            let batch = calls[i..j]
+                .iter()
+                .map(|(id, name, input)| self.run_one(id, name, input));
+            results.extend(futures::future::join_all(batch).await);
+            i = j;
+        }
         let mut blocks = Vec::new();
         let mut outcomes = Vec::new();
         let mut files = Vec::new();
-        for (id, name, input) in assistant.tool_uses() {
-            let (output, denied) = self.run_one(id, name, input).await;
+        for ((id, name, _), (output, denied)) in calls.iter().zip(results) {
             outcomes.push(ToolOutcome {
-                name: name.to_owned(),
+                name: (*name).to_owned(),
                 is_error: output.is_error,
                 denied,
             });
             files.extend(output.files_written.iter().cloned());
-            blocks.push(ContentBlock::tool_result(
-                id,
-                output.content,
-                output.is_error,
-            ));
+            let content = if output.media.is_empty() {
+                ToolResultContent::Text(output.content)
+            } else {
+                let mut parts = vec![ContentBlock::text(output.content)];
+                parts.extend(output.media);
+                ToolResultContent::Blocks(parts)
+            };
+            blocks.push(ContentBlock::ToolResult {
+                tool_use_id: (*id).to_owned(),
+                content,
+                is_error: output.is_error,
+            });
         }
         let mut msg = Message::new(Role::User, blocks);
         msg.meta.files_written = files;
         (msg, outcomes)
+    }
+
+    fn is_read_only(&self, name: &str) -> bool {
+        self.tools
+            .get(name)
+            .is_some_and(|t| t.spec().effect == ToolEffect::ReadOnly)
+    }
+
+    /// Cut output beyond the cap, saying so.
+    fn cap(&self, mut output: ToolOutput) -> ToolOutput {
+        let len = output.content.len();
+        if len > self.max_tool_output_bytes {
+            let kept = truncate_utf8(&output.content, self.max_tool_output_bytes).len();
+            output.content.truncate(kept);
+            output.content.push_str(&format!(
+                "\n[output truncated: {kept} of {len} bytes shown]"
+            ));
+        }
+        output
     }
 
     async fn run_one(&self, id: &str, name: &str, input: &serde_json::Value) -> (ToolOutput, bool) {
@@ -122,11 +233,18 @@ impl LoopStep<'_> {
         });
         let span = tracing::info_span!("tool", name, id);
         let cancel = self.tool_ctx.cancel.clone();
+        let limit = self.tool_timeout;
         let output = tokio::select! {
             biased;
             _ = cancel.cancelled() => ToolOutput::error("Cancelled by the user while this tool ran."),
-            o = tracing::Instrument::instrument(tool.call(input.clone(), &self.tool_ctx), span) => o,
+            o = tokio::time::timeout(limit, tracing::Instrument::instrument(tool.call(input.clone(), &self.tool_ctx), span)) => {
+                o.unwrap_or_else(|_| {
+                    tracing::warn!(tool = name, ?limit, "tool call timed out");
+                    ToolOutput::error(format!("The tool call timed out after {} s and was stopped.", limit.as_secs_f64()))
+                })
+            }
         };
+        let output = self.cap(output);
         self.events.emit(AgentEvent::ToolCallFinished {
             id: id.to_owned(),
             name: name.to_owned(),

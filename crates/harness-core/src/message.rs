@@ -300,6 +300,27 @@ pub struct Message {
     pub meta: MessageMeta,
 }
 
+/// A user message with one text block (so `agent.run_turn("hi")` works).
+impl From<&str> for Message {
+    fn from(text: &str) -> Self {
+        Self::user(text)
+    }
+}
+
+/// A user message with one text block.
+impl From<String> for Message {
+    fn from(text: String) -> Self {
+        Self::user(text)
+    }
+}
+
+/// A user message with one text block.
+impl From<&String> for Message {
+    fn from(text: &String) -> Self {
+        Self::user(text.as_str())
+    }
+}
+
 impl Message {
     /// A message with a fresh id.
     pub fn new(role: Role, content: Vec<ContentBlock>) -> Self {

@@ -3,6 +3,7 @@
 use crate::message::{ContentBlock, Message, Usage};
 use crate::tool::ToolSpec;
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,71 @@ pub struct ModelRequest {
     pub response_schema: Option<JsonSchema>,
     /// Sampling temperature, if set.
     pub temperature: Option<f32>,
+    /// How the model may use the tools; `None` leaves the provider default (`auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// Sequences that stop generation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop_sequences: Vec<String>,
+    /// Provider-specific fields merged into the request body as-is (top-level keys; they win over
+    /// the fields memloop sets). Use it for knobs memloop has no name for (`top_p`, `seed`,
+    /// `metadata`, llama.cpp's `min_p`...).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// How a model may use its tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type", content = "name")]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    Auto,
+    /// The model must call some tool.
+    Any,
+    /// The model must not call tools.
+    None,
+    /// The model must call this tool.
+    Tool(String),
+}
+
+/// Request settings a host may set per agent or per fork: sampling temperature, tool choice,
+/// stop sequences and provider-specific extra body fields.
+///
+/// ```
+/// use memloop_core::model::{ModelRequest, RequestOptions, ToolChoice};
+/// let opts = RequestOptions { temperature: Some(0.2), tool_choice: Some(ToolChoice::Any), ..Default::default() };
+/// let mut req = ModelRequest::new("main", vec![]);
+/// opts.apply(&mut req);
+/// assert_eq!(req.temperature, Some(0.2));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestOptions {
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Tool choice.
+    pub tool_choice: Option<ToolChoice>,
+    /// Stop sequences.
+    pub stop_sequences: Vec<String>,
+    /// Provider-specific body fields (see [`ModelRequest::extra`]).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl RequestOptions {
+    /// Copy the set options onto `req`.
+    pub fn apply(&self, req: &mut ModelRequest) {
+        if self.temperature.is_some() {
+            req.temperature = self.temperature;
+        }
+        if self.tool_choice.is_some() {
+            req.tool_choice = self.tool_choice.clone();
+        }
+        if !self.stop_sequences.is_empty() {
+            req.stop_sequences = self.stop_sequences.clone();
+        }
+        for (k, v) in &self.extra {
+            req.extra.insert(k.clone(), v.clone());
+        }
+    }
 }
 
 impl ModelRequest {
@@ -54,6 +120,9 @@ impl ModelRequest {
             max_tokens: 4096,
             response_schema: None,
             temperature: None,
+            tool_choice: None,
+            stop_sequences: Vec::new(),
+            extra: serde_json::Map::new(),
         }
     }
 
@@ -197,6 +266,17 @@ pub enum ModelError {
     /// The caller cancelled.
     #[error("model call cancelled")]
     Cancelled,
+    /// A streamed response broke off: the connection was cut, an event could not be parsed, or
+    /// the provider sent an `error` event. Retried only when nothing had been emitted yet.
+    #[error("stream failed after {emitted} event(s): {message}")]
+    Stream {
+        /// What went wrong.
+        message: String,
+        /// Events already handed to the caller when it failed.
+        emitted: u64,
+        /// Whether a retry may succeed (a cut connection or an overloaded provider).
+        retryable: bool,
+    },
     /// Anything else (including an exhausted script).
     #[error("{0}")]
     Other(String),
@@ -209,6 +289,14 @@ impl ModelError {
             self,
             Self::RateLimited { .. } | Self::Overloaded(_) | Self::Transport(_) | Self::Timeout
         ) || matches!(self, Self::Http { status, .. } if *status >= 500)
+            || matches!(
+                self,
+                Self::Stream {
+                    retryable: true,
+                    emitted: 0,
+                    ..
+                }
+            )
     }
 }
 
@@ -241,4 +329,136 @@ pub trait Model: Send + Sync {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelResponse, ModelError>;
+
+    /// Send one request and stream the answer: deltas as they arrive, then exactly one
+    /// [`StreamEvent::Finished`] with the whole response and its usage. An `Err` item ends the
+    /// stream.
+    ///
+    /// The default calls [`complete`](Self::complete) and replays the response as one delta per
+    /// block, so every `Model` streams; providers override it to stream for real.
+    fn stream(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxStream<'_, Result<StreamEvent, ModelError>> {
+        use futures::StreamExt;
+        futures::stream::once(self.complete(request, cancel))
+            .flat_map(|r| {
+                let items: Vec<Result<StreamEvent, ModelError>> = match r {
+                    Ok(resp) => StreamEvent::replay(resp).into_iter().map(Ok).collect(),
+                    Err(e) => vec![Err(e)],
+                };
+                futures::stream::iter(items)
+            })
+            .boxed()
+    }
+}
+
+/// One item of a streamed response (see [`Model::stream`]). `index` is the content block the
+/// delta belongs to, in response order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// More answer text.
+    TextDelta {
+        /// Block index.
+        index: usize,
+        /// The new text.
+        text: String,
+    },
+    /// More reasoning text.
+    ThinkingDelta {
+        /// Block index.
+        index: usize,
+        /// The new reasoning text.
+        thinking: String,
+    },
+    /// A tool call began.
+    ToolUseStart {
+        /// Block index.
+        index: usize,
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// A fragment of a tool call's JSON input (concatenate the fragments of one index).
+    ToolInputDelta {
+        /// Block index.
+        index: usize,
+        /// The JSON fragment.
+        partial_json: String,
+    },
+    /// The whole response, with stop reason and usage. Always the last item.
+    Finished(ModelResponse),
+}
+
+impl StreamEvent {
+    /// A whole response as a stream: one delta per text/thinking block, a start and one input
+    /// delta per tool call, then [`StreamEvent::Finished`].
+    ///
+    /// ```
+    /// use memloop_core::model::{ModelResponse, StreamEvent};
+    /// let events = StreamEvent::replay(ModelResponse::text("hi"));
+    /// assert_eq!(events.len(), 2);
+    /// assert!(matches!(&events[0], StreamEvent::TextDelta { text, .. } if text == "hi"));
+    /// ```
+    pub fn replay(response: ModelResponse) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        for (index, block) in response.content.iter().enumerate() {
+            match block {
+                ContentBlock::Text { text } => out.push(Self::TextDelta {
+                    index,
+                    text: text.clone(),
+                }),
+                ContentBlock::Thinking { thinking, .. } => out.push(Self::ThinkingDelta {
+                    index,
+                    thinking: thinking.clone(),
+                }),
+                ContentBlock::ToolUse { id, name, input } => {
+                    out.push(Self::ToolUseStart {
+                        index,
+                        id: id.clone(),
+                        name: name.clone(),
+                    });
+                    out.push(Self::ToolInputDelta {
+                        index,
+                        partial_json: input.to_string(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        out.push(Self::Finished(response));
+        out
+    }
+}
+
+/// Drain a stream into its final response (what a caller that wants no deltas does).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use memloop_core::model::{collect_stream, Model, ModelRequest};
+/// use memloop_core::testing::{ScriptStep, ScriptedModel};
+/// use tokio_util::sync::CancellationToken;
+/// let m = ScriptedModel::new().then(ScriptStep::text("hello")).chunked(2);
+/// let r = collect_stream(m.stream(ModelRequest::new("main", vec![]), CancellationToken::new())).await.unwrap();
+/// assert_eq!(r.text_content(), "hello");
+/// # }
+/// ```
+pub async fn collect_stream(
+    mut stream: BoxStream<'_, Result<StreamEvent, ModelError>>,
+) -> Result<ModelResponse, ModelError> {
+    use futures::StreamExt;
+    while let Some(item) = stream.next().await {
+        if let StreamEvent::Finished(r) = item? {
+            return Ok(r);
+        }
+    }
+    Err(ModelError::Stream {
+        message: "the stream ended without a final response".into(),
+        emitted: 0,
+        retryable: false,
+    })
 }

@@ -5,8 +5,9 @@
 //! your own agents, hooks, selectors and tools without an API key or network.
 
 use crate::message::{ContentBlock, Usage};
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse, StreamEvent};
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -93,6 +94,8 @@ struct Inner {
     default_queue: Mutex<VecDeque<ScriptStep>>,
     queues: Mutex<HashMap<String, VecDeque<ScriptStep>>>,
     requests: Mutex<Vec<ModelRequest>>,
+    /// Stream text and tool input in pieces of this many characters (0: one piece per block).
+    chunk_chars: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -110,6 +113,16 @@ impl ScriptedModel {
     /// Queue a step on the default queue (builder style).
     pub fn then(self, step: ScriptStep) -> Self {
         self.push(step);
+        self
+    }
+
+    /// Stream answers in pieces of `chars` characters (builder style): text, thinking and tool
+    /// input arrive as many deltas, the way a real provider streams them. Without it
+    /// [`Model::stream`] sends one delta per block.
+    pub fn chunked(self, chars: usize) -> Self {
+        self.inner
+            .chunk_chars
+            .store(chars, std::sync::atomic::Ordering::Relaxed);
         self
     }
 
@@ -234,6 +247,67 @@ impl Model for ScriptedModel {
             }
         }
     }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxStream<'_, Result<StreamEvent, ModelError>> {
+        use futures::StreamExt;
+        let chars = self
+            .inner
+            .chunk_chars
+            .load(std::sync::atomic::Ordering::Relaxed);
+        futures::stream::once(self.complete(request, cancel))
+            .flat_map(move |r| {
+                let items: Vec<Result<StreamEvent, ModelError>> = match r {
+                    Ok(resp) => chunk_events(StreamEvent::replay(resp), chars)
+                        .into_iter()
+                        .map(Ok)
+                        .collect(),
+                    Err(e) => vec![Err(e)],
+                };
+                futures::stream::iter(items)
+            })
+            .boxed()
+    }
+}
+
+/// Split each text-bearing delta into pieces of `chars` characters (0 keeps them whole).
+fn chunk_events(events: Vec<StreamEvent>, chars: usize) -> Vec<StreamEvent> {
+    if chars == 0 {
+        return events;
+    }
+    let pieces = |s: &str| -> Vec<String> {
+        let all: Vec<char> = s.chars().collect();
+        all.chunks(chars).map(|c| c.iter().collect()).collect()
+    };
+    let mut out = Vec::new();
+    for e in events {
+        match e {
+            StreamEvent::TextDelta { index, text } => out.extend(
+                pieces(&text)
+                    .into_iter()
+                    .map(|text| StreamEvent::TextDelta { index, text }),
+            ),
+            StreamEvent::ThinkingDelta { index, thinking } => out.extend(
+                pieces(&thinking)
+                    .into_iter()
+                    .map(|thinking| StreamEvent::ThinkingDelta { index, thinking }),
+            ),
+            StreamEvent::ToolInputDelta {
+                index,
+                partial_json,
+            } => out.extend(pieces(&partial_json).into_iter().map(|partial_json| {
+                StreamEvent::ToolInputDelta {
+                    index,
+                    partial_json,
+                }
+            })),
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A [`HookContext`](crate::HookContext) for calling hooks directly in tests, with defaults:

@@ -65,6 +65,9 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// Files this call created or modified (absolute paths).
     pub files_written: Vec<PathBuf>,
+    /// Images or documents returned with the text (`ContentBlock::Image` / `Document`); they go
+    /// into the tool result after the text.
+    pub media: Vec<crate::message::ContentBlock>,
 }
 
 impl ToolOutput {
@@ -82,7 +85,22 @@ impl ToolOutput {
             content: content.into(),
             is_error: true,
             files_written: Vec::new(),
+            media: Vec::new(),
         }
+    }
+
+    /// Attach an image or document block (builder style).
+    ///
+    /// ```
+    /// use memloop_core::{message::{ContentBlock, MediaSource}, tool::ToolOutput};
+    /// let out = ToolOutput::ok("screenshot attached").with_media(ContentBlock::Image {
+    ///     source: MediaSource::Base64 { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() },
+    /// });
+    /// assert_eq!(out.media.len(), 1);
+    /// ```
+    pub fn with_media(mut self, block: crate::message::ContentBlock) -> Self {
+        self.media.push(block);
+        self
     }
 
     /// Record a written file (builder style).

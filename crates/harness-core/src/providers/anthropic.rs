@@ -10,15 +10,22 @@
 //! forces that tool. The tool input the model produces is returned as the response's only text
 //! block (compact JSON) with stop reason `EndTurn`; no other tool is called in that response.
 //! A schema whose root is not an object is wrapped as `{"value": <schema>}` (tool inputs must be
-//! objects) and unwrapped again. Extended thinking is not sent with such a request (the API does
+//! objects) and unwrapped again.
+//!
+//! **Streaming.** [`Model::stream`] sends `"stream": true` and reads the event stream:
+//! `message_start` (id, model, input usage), `content_block_start`, `content_block_delta`
+//! (`text_delta`, `thinking_delta`, `signature_delta`, `input_json_delta`), `content_block_stop`,
+//! `message_delta` (stop reason, output usage), `message_stop`; `ping` is ignored and an `error`
+//! event ends the stream with [`ModelError::Stream`] (retryable for `overloaded_error`). Extended thinking is not sent with such a request (the API does
 //! not allow it with a forced tool).
 
-use super::anthropic_wire::{BodyOptions, build_body, parse_response};
+use super::anthropic_wire::{BodyOptions, StreamDecoder, build_body, parse_response};
 use super::http::HttpTransport;
 use super::retry::RetryPolicy;
 use super::settings::{EnvLookup, ProviderError, non_empty, secret_header};
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse, StreamEvent};
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 use reqwest::header::{HeaderMap, HeaderValue};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -157,17 +164,41 @@ impl Model for AnthropicModel {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelResponse, ModelError> {
-        let options = BodyOptions {
-            model: &self.config.model,
-            prompt_caching: self.config.prompt_caching,
-            thinking_budget_tokens: self.config.thinking_budget_tokens,
-        };
-        let (body, schema_tool) = build_body(options, &request);
+        let (body, schema_tool) = build_body(self.body_options(), &request);
         let model = &self.config.model;
         self.http
             .call("anthropic", model, &request.purpose, &body, &cancel, |b| {
                 parse_response(b, schema_tool.as_ref())
             })
             .await
+    }
+
+    /// Streams over server-sent events (`"stream": true`); see the `SseDecoder` notes in the
+    /// module docs for the events read.
+    fn stream(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxStream<'_, Result<StreamEvent, ModelError>> {
+        let (mut body, schema_tool) = build_body(self.body_options(), &request);
+        body["stream"] = serde_json::Value::Bool(true);
+        self.http.stream(
+            "anthropic",
+            &self.config.model,
+            &request.purpose,
+            body,
+            cancel,
+            move || StreamDecoder::new(schema_tool.clone()),
+        )
+    }
+}
+
+impl AnthropicModel {
+    fn body_options(&self) -> BodyOptions<'_> {
+        BodyOptions {
+            model: &self.config.model,
+            prompt_caching: self.config.prompt_caching,
+            thinking_budget_tokens: self.config.thinking_budget_tokens,
+        }
     }
 }

@@ -2,11 +2,13 @@
 
 use super::http::{classify, parse_body};
 use super::naming::tool_name;
+use super::sse::{SseDecoder, SseEvent, stream_error};
 use crate::invariants::provider_view;
 use crate::message::{ContentBlock, Message, Role, ToolResultContent, Usage};
-use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason};
+use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason, StreamEvent, ToolChoice};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// Text sent in place of a message that would otherwise be empty (the API rejects those).
 const EMPTY_PLACEHOLDER: &str = "(empty)";
@@ -130,6 +132,17 @@ pub(crate) fn build_body(
     if let Some(t) = req.temperature {
         body["temperature"] = json!(t);
     }
+    if let (Some(choice), None) = (&req.tool_choice, &schema_tool) {
+        body["tool_choice"] = match choice {
+            ToolChoice::Auto => json!({"type": "auto"}),
+            ToolChoice::Any => json!({"type": "any"}),
+            ToolChoice::None => json!({"type": "none"}),
+            ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+        };
+    }
+    if !req.stop_sequences.is_empty() {
+        body["stop_sequences"] = json!(req.stop_sequences);
+    }
     if let Some(budget) = config.thinking_budget_tokens {
         // The API wants the budget below max_tokens and no forced tool: small side queries
         // (selector, structured output) go without thinking.
@@ -139,6 +152,11 @@ pub(crate) fn build_body(
             if let Some(obj) = body.as_object_mut() {
                 obj.remove("temperature");
             }
+        }
+    }
+    if let Some(obj) = body.as_object_mut() {
+        for (k, v) in &req.extra {
+            obj.insert(k.clone(), v.clone());
         }
     }
     (body, schema_tool)
@@ -276,4 +294,194 @@ pub(crate) fn parse_response(
             cache_read_input_tokens: usage.cache_read_input_tokens.unwrap_or(0),
         },
     })
+}
+
+/// Decodes a Messages API event stream (`message_start`, `content_block_start`,
+/// `content_block_delta` with `text_delta` / `thinking_delta` / `signature_delta` /
+/// `input_json_delta`, `content_block_stop`, `message_delta`, `message_stop`, `ping`, `error`)
+/// by rebuilding the non-streamed message and parsing it with [`parse_response`].
+#[derive(Debug, Default)]
+pub(crate) struct StreamDecoder {
+    schema_tool: Option<SchemaTool>,
+    message: Option<Value>,
+    blocks: BTreeMap<usize, Value>,
+    tool_json: BTreeMap<usize, String>,
+    stop_reason: Option<String>,
+    usage: serde_json::Map<String, Value>,
+    stopped: bool,
+}
+
+impl StreamDecoder {
+    /// A decoder; `schema_tool` as returned by [`build_body`].
+    pub(crate) fn new(schema_tool: Option<SchemaTool>) -> Self {
+        Self {
+            schema_tool,
+            ..Self::default()
+        }
+    }
+
+    fn merge_usage(&mut self, usage: Option<&Value>) {
+        if let Some(Value::Object(u)) = usage {
+            for (k, v) in u {
+                if !v.is_null() {
+                    self.usage.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+}
+
+fn index_of(v: &Value) -> Result<usize, ModelError> {
+    v.get("index")
+        .and_then(Value::as_u64)
+        .map(|i| i as usize)
+        .ok_or_else(|| stream_error("a content block event without an index", false))
+}
+
+fn delta_str(delta: &Value, key: &str) -> Result<String, ModelError> {
+    delta
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| stream_error(format!("a delta without a string {key:?}"), false))
+}
+
+impl SseDecoder for StreamDecoder {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, ModelError> {
+        let v: Value = serde_json::from_str(&event.data).map_err(|e| {
+            stream_error(
+                format!(
+                    "malformed {:?} event ({e}): {:?}",
+                    event.event,
+                    super::http::excerpt(event.data.as_bytes())
+                ),
+                false,
+            )
+        })?;
+        let kind = v
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(event.event.as_str())
+            .to_owned();
+        match kind.as_str() {
+            "message_start" => {
+                let message = v.get("message").cloned().unwrap_or_else(|| json!({}));
+                self.merge_usage(message.get("usage"));
+                self.message = Some(message);
+            }
+            "content_block_start" => {
+                let index = index_of(&v)?;
+                let block = v.get("content_block").cloned().unwrap_or_else(|| json!({}));
+                if block["type"] == "tool_use" {
+                    out.push(StreamEvent::ToolUseStart {
+                        index,
+                        id: block["id"].as_str().unwrap_or_default().to_owned(),
+                        name: block["name"].as_str().unwrap_or_default().to_owned(),
+                    });
+                    self.tool_json.insert(index, String::new());
+                }
+                self.blocks.insert(index, block);
+            }
+            "content_block_delta" => {
+                let index = index_of(&v)?;
+                let delta = v.get("delta").cloned().unwrap_or_default();
+                let block = self.blocks.entry(index).or_insert_with(|| json!({}));
+                let append = |block: &mut Value, key: &str, more: &str| {
+                    let mut s = block[key].as_str().unwrap_or_default().to_owned();
+                    s.push_str(more);
+                    block[key] = Value::String(s);
+                };
+                match delta["type"].as_str().unwrap_or_default() {
+                    "text_delta" => {
+                        let text = delta_str(&delta, "text")?;
+                        append(block, "text", &text);
+                        out.push(StreamEvent::TextDelta { index, text });
+                    }
+                    "thinking_delta" => {
+                        let thinking = delta_str(&delta, "thinking")?;
+                        append(block, "thinking", &thinking);
+                        out.push(StreamEvent::ThinkingDelta { index, thinking });
+                    }
+                    "signature_delta" => {
+                        let signature = delta_str(&delta, "signature")?;
+                        append(block, "signature", &signature);
+                    }
+                    "input_json_delta" => {
+                        let partial_json = delta_str(&delta, "partial_json")?;
+                        self.tool_json
+                            .entry(index)
+                            .or_default()
+                            .push_str(&partial_json);
+                        out.push(StreamEvent::ToolInputDelta {
+                            index,
+                            partial_json,
+                        });
+                    }
+                    other => tracing::debug!(delta_type = other, "ignoring a delta type"),
+                }
+            }
+            "content_block_stop" | "ping" => {}
+            "message_delta" => {
+                if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(r.to_owned());
+                }
+                self.merge_usage(v.get("usage"));
+            }
+            "message_stop" => {
+                self.stopped = true;
+                return Ok(true);
+            }
+            "error" => {
+                let kind = v
+                    .pointer("/error/type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
+                let message = v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(no message)");
+                let retryable =
+                    matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error");
+                return Err(stream_error(format!("{kind}: {message}"), retryable));
+            }
+            other => tracing::debug!(event = other, "ignoring an unknown stream event"),
+        }
+        Ok(false)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.stopped || self.stop_reason.is_some()
+    }
+
+    fn finish(&mut self) -> Result<ModelResponse, ModelError> {
+        let mut message = self
+            .message
+            .take()
+            .ok_or_else(|| stream_error("the stream had no message_start", false))?;
+        let mut content = Vec::new();
+        for (index, mut block) in std::mem::take(&mut self.blocks) {
+            if let Some(raw) = self.tool_json.get(&index) {
+                block["input"] = if raw.trim().is_empty() {
+                    json!({})
+                } else {
+                    // A call cut by max_tokens leaves invalid JSON; keep it as a string so the
+                    // stop reason, not a parse error, tells the caller what happened.
+                    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()))
+                };
+            }
+            content.push(block);
+        }
+        message["content"] = Value::Array(content);
+        if let Some(r) = &self.stop_reason {
+            message["stop_reason"] = Value::String(r.clone());
+        }
+        message["usage"] = Value::Object(self.usage.clone());
+        let bytes = serde_json::to_vec(&message)
+            .map_err(|e| stream_error(format!("cannot rebuild the message: {e}"), false))?;
+        parse_response(&bytes, self.schema_tool.as_ref())
+    }
+
+    fn whole(&mut self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        parse_response(body, self.schema_tool.as_ref())
+    }
 }

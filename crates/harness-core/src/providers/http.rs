@@ -3,10 +3,13 @@
 
 use super::retry::{AttemptError, RetryPolicy, parse_retry_after, run_with_retry};
 use super::settings::ProviderError;
-use crate::model::{ModelError, ModelResponse};
+use super::sse::{SseDecoder, SseParser, stream_error};
+use crate::model::{ModelError, ModelResponse, StreamEvent};
 use crate::text::truncate_utf8;
+use futures::stream::BoxStream;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -93,6 +96,70 @@ impl HttpTransport {
         Ok(response)
     }
 
+    /// One streamed model call: POST `body` (which asks for a stream), then decode the
+    /// server-sent events with `decoder`. Connection and HTTP failures are retried per the policy;
+    /// a stream that breaks off (cut connection, malformed event, `error` event) is retried only
+    /// when nothing was emitted yet, and otherwise ends the stream with [`ModelError::Stream`].
+    /// The per-request timeout bounds each attempt from the POST to the last event. A server
+    /// that answers with a plain JSON body (it ignored `"stream": true`) is accepted: its
+    /// response is replayed as deltas.
+    pub(crate) fn stream<D: SseDecoder>(
+        &self,
+        provider: &'static str,
+        model: &str,
+        purpose: &str,
+        body: serde_json::Value,
+        cancel: CancellationToken,
+        decoder: impl Fn() -> D + Send + 'static,
+    ) -> BoxStream<'static, Result<StreamEvent, ModelError>> {
+        let span = tracing::info_span!("model_stream", provider, model, purpose);
+        let state = StreamState {
+            transport: self.clone(),
+            body,
+            cancel,
+            decoder: Box::new(decoder),
+            span,
+            failed_attempts: 0,
+            emitted: 0,
+            pending: VecDeque::new(),
+            conn: None,
+            error: None,
+            done: false,
+        };
+        Box::pin(futures::stream::unfold(state, |mut st| async move {
+            let item = st.next_item().await?;
+            Some((item, st))
+        }))
+    }
+
+    /// POST `body` with retries; the response of the first 2xx answer.
+    async fn open(
+        &self,
+        body: &serde_json::Value,
+        cancel: &CancellationToken,
+    ) -> Result<reqwest::Response, ModelError> {
+        run_with_retry(&self.retry, self.timeout, cancel, |attempt| {
+            let request = self
+                .client
+                .post(&self.url)
+                .headers(self.headers.clone())
+                .header(reqwest::header::ACCEPT, "text/event-stream")
+                .json(body);
+            async move {
+                tracing::debug!(attempt, "POST (stream)");
+                let response = request.send().await.map_err(transport)?;
+                let status = response.status();
+                if status.is_success() {
+                    return Ok(response);
+                }
+                let resp_headers = response.headers().clone();
+                let bytes = response.bytes().await.map_err(transport)?;
+                Err(classify(status, &resp_headers, &bytes))
+            }
+        })
+        .await
+    }
+
     /// POST `body`, retrying per the policy; the bytes of a 2xx body.
     async fn post_json(
         &self,
@@ -119,6 +186,211 @@ impl HttpTransport {
             }
         })
         .await
+    }
+}
+
+/// An open streamed response.
+struct Connection<D> {
+    response: reqwest::Response,
+    parser: SseParser,
+    decoder: D,
+    deadline: Option<tokio::time::Instant>,
+}
+
+/// The state of one streamed call (see [`HttpTransport::stream`]).
+struct StreamState<D> {
+    transport: HttpTransport,
+    body: serde_json::Value,
+    cancel: CancellationToken,
+    decoder: Box<dyn Fn() -> D + Send>,
+    span: tracing::Span,
+    /// Stream attempts that broke off before emitting anything.
+    failed_attempts: u32,
+    emitted: u64,
+    pending: VecDeque<StreamEvent>,
+    conn: Option<Connection<D>>,
+    /// An error to report once `pending` is drained.
+    error: Option<ModelError>,
+    done: bool,
+}
+
+impl<D: SseDecoder> StreamState<D> {
+    async fn next_item(&mut self) -> Option<Result<StreamEvent, ModelError>> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                self.emitted += 1;
+                return Some(Ok(e));
+            }
+            if let Some(e) = self.error.take() {
+                self.done = true;
+                return Some(Err(e));
+            }
+            if self.done {
+                return None;
+            }
+            if self.conn.is_none() {
+                match self.connect().await {
+                    Ok(Some(c)) => self.conn = Some(c),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            if let Err(e) = self.read().await {
+                self.fail(e).await;
+            }
+        }
+    }
+
+    /// Open the stream; `None` when the server answered in one piece (already in `pending`).
+    async fn connect(&mut self) -> Result<Option<Connection<D>>, ModelError> {
+        let response = self
+            .transport
+            .open(&self.body, &self.cancel)
+            .instrument(self.span.clone())
+            .await?;
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if is_json {
+            // The server ignored `"stream": true`: take the whole answer as one replayed stream.
+            let bytes = response.bytes().await.map_err(|e| {
+                stream_error(format!("connection cut: {}", transport(e).error), true)
+            })?;
+            let whole = (self.decoder)().whole(&bytes)?;
+            self.pending.extend(StreamEvent::replay(whole));
+            self.done = true;
+            return Ok(None);
+        }
+        Ok(Some(Connection {
+            response,
+            parser: SseParser::default(),
+            decoder: (self.decoder)(),
+            deadline: self
+                .transport
+                .timeout
+                .map(|t| tokio::time::Instant::now() + t),
+        }))
+    }
+
+    /// Read one chunk and decode it into `pending`.
+    async fn read(&mut self) -> Result<(), ModelError> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        let deadline = conn.deadline;
+        let read = async {
+            conn.response
+                .chunk()
+                .await
+                .map_err(|e| stream_error(format!("connection cut: {}", transport(e).error), true))
+        };
+        let chunk = async {
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d, read)
+                    .await
+                    .unwrap_or(Err(ModelError::Timeout)),
+                None => read.await,
+            }
+        };
+        let chunk = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => Err(ModelError::Cancelled),
+            c = chunk => c,
+        };
+        let mut out = Vec::new();
+        let finished = match chunk? {
+            Some(bytes) => {
+                let mut finished = false;
+                for event in conn
+                    .parser
+                    .push(&bytes)
+                    .map_err(|m| stream_error(m, false))?
+                {
+                    match conn.decoder.event(&event, &mut out) {
+                        Ok(true) => {
+                            finished = true;
+                            break;
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            // Deltas decoded before the failure still reach the caller.
+                            self.pending.extend(out);
+                            return Err(e);
+                        }
+                    }
+                }
+                finished
+            }
+            None => {
+                if let Some(event) = conn.parser.finish() {
+                    conn.decoder.event(&event, &mut out)?;
+                }
+                if !conn.decoder.is_complete() {
+                    return Err(stream_error(
+                        "the connection closed before the response was complete",
+                        true,
+                    ));
+                }
+                true
+            }
+        };
+        self.pending.extend(out);
+        if finished {
+            let response = conn.decoder.finish()?;
+            tracing::debug!(
+                parent: &self.span,
+                stop_reason = ?response.stop_reason,
+                usage = ?response.usage,
+                "model response (streamed)"
+            );
+            self.pending.push_back(StreamEvent::Finished(response));
+            self.conn = None;
+            self.done = true;
+        }
+        Ok(())
+    }
+
+    /// A read failed: retry if nothing was emitted and the policy allows, else report it.
+    async fn fail(&mut self, error: ModelError) {
+        self.conn = None;
+        // Deltas decoded but not yet handed over count as output: they will be emitted.
+        let produced = self.emitted + self.pending.len() as u64;
+        let error = match error {
+            ModelError::Stream {
+                message, retryable, ..
+            } => ModelError::Stream {
+                message,
+                emitted: produced,
+                retryable,
+            },
+            other => other,
+        };
+        let retryable = match &error {
+            ModelError::Stream { retryable, .. } => *retryable,
+            ModelError::Cancelled => false,
+            e => e.is_retryable(),
+        };
+        self.failed_attempts += 1;
+        if produced == 0
+            && retryable
+            && self.failed_attempts < self.transport.retry.max_attempts.max(1)
+        {
+            let wait = self.transport.retry.backoff(self.failed_attempts, 0.5);
+            tracing::info!(parent: &self.span, attempt = self.failed_attempts, ?wait, %error, "stream broke off before any event; retrying");
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => self.error = Some(ModelError::Cancelled),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            return;
+        }
+        tracing::warn!(parent: &self.span, %error, emitted = produced, "stream failed");
+        self.error = Some(error);
     }
 }
 

@@ -26,6 +26,7 @@ pub mod openai;
 mod openai_wire;
 pub mod retry;
 mod settings;
+mod sse;
 
 pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use openai::{OpenAiCompatModel, OpenAiConfig};

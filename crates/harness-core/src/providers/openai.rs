@@ -11,13 +11,20 @@
 //! as the response text. A `reasoning_content` field (DeepSeek, vLLM reasoning parsers) becomes a
 //! thinking block. Usage: `prompt_tokens` minus `prompt_tokens_details.cached_tokens` is the
 //! input, the cached tokens are cache reads, `completion_tokens` the output.
+//!
+//! **Streaming.** [`Model::stream`] sends `"stream": true` with
+//! `stream_options: {include_usage: true}` and reads `data:` chunks: `delta.content` (text),
+//! `delta.reasoning_content` (thinking), `delta.tool_calls[i]` (id and name first, then
+//! `function.arguments` fragments), `finish_reason`, a final usage chunk with empty `choices`, and
+//! `data: [DONE]`. A chunk holding `error` ends the stream with [`ModelError::Stream`].
 
 use super::http::HttpTransport;
-use super::openai_wire::{BodyOptions, build_body, parse_response};
+use super::openai_wire::{BodyOptions, StreamDecoder, build_body, make_streaming, parse_response};
 use super::retry::RetryPolicy;
 use super::settings::{EnvLookup, ProviderError, non_empty, secret_header};
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse, StreamEvent};
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -159,12 +166,7 @@ impl Model for OpenAiCompatModel {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelResponse, ModelError> {
-        let options = BodyOptions {
-            model: &self.config.model,
-            use_max_completion_tokens: self.config.use_max_completion_tokens,
-            strict_schema: self.config.strict_schema,
-        };
-        let body = build_body(options, &request);
+        let body = build_body(self.body_options(), &request);
         let model = &self.config.model;
         self.http
             .call(
@@ -176,5 +178,34 @@ impl Model for OpenAiCompatModel {
                 parse_response,
             )
             .await
+    }
+
+    /// Streams with `"stream": true` and `stream_options.include_usage`, reading `data:` chunks
+    /// until `[DONE]` (see the module docs).
+    fn stream(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxStream<'_, Result<StreamEvent, ModelError>> {
+        let mut body = build_body(self.body_options(), &request);
+        make_streaming(&mut body);
+        self.http.stream(
+            "openai",
+            &self.config.model,
+            &request.purpose,
+            body,
+            cancel,
+            StreamDecoder::default,
+        )
+    }
+}
+
+impl OpenAiCompatModel {
+    fn body_options(&self) -> BodyOptions<'_> {
+        BodyOptions {
+            model: &self.config.model,
+            use_max_completion_tokens: self.config.use_max_completion_tokens,
+            strict_schema: self.config.strict_schema,
+        }
     }
 }

@@ -2,11 +2,13 @@
 
 use super::http::{classify, excerpt, parse_body};
 use super::naming::tool_name;
+use super::sse::{SseDecoder, SseEvent, stream_error};
 use crate::invariants::provider_view;
 use crate::message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage};
-use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason};
+use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason, StreamEvent, ToolChoice};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 fn data_url(source: &MediaSource) -> String {
     match source {
@@ -148,7 +150,29 @@ pub(crate) fn build_body(config: BodyOptions<'_>, req: &ModelRequest) -> Value {
     if let Some(t) = req.temperature {
         body["temperature"] = json!(t);
     }
+    if let Some(choice) = &req.tool_choice {
+        body["tool_choice"] = match choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::Any => json!("required"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+    }
+    if !req.stop_sequences.is_empty() {
+        body["stop"] = json!(req.stop_sequences);
+    }
+    if let Some(obj) = body.as_object_mut() {
+        for (k, v) in &req.extra {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
     body
+}
+
+/// Ask for a streamed answer with usage in the last chunk.
+pub(crate) fn make_streaming(body: &mut Value) {
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({"include_usage": true});
 }
 
 #[derive(Deserialize)]
@@ -309,4 +333,188 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
             cache_read_input_tokens: cached,
         },
     })
+}
+
+/// Which part of the message a streamed delta extends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Part {
+    Reasoning,
+    Text,
+    Call(u64),
+}
+
+#[derive(Debug, Default)]
+struct CallParts {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Decodes a chat-completions chunk stream (`data: {chunk}` lines, `delta.content`,
+/// `delta.reasoning_content`, `delta.tool_calls[i].function.arguments` fragments, a usage chunk
+/// with empty `choices`, `data: [DONE]`) by rebuilding the non-streamed body and parsing it with
+/// [`parse_response`]. Delta indices number the parts in order of first appearance.
+#[derive(Debug, Default)]
+pub(crate) struct StreamDecoder {
+    id: Option<String>,
+    model: Option<String>,
+    reasoning: String,
+    text: String,
+    refusal: String,
+    calls: BTreeMap<u64, CallParts>,
+    finish_reason: Option<String>,
+    usage: Option<Value>,
+    indices: BTreeMap<Part, usize>,
+}
+
+impl StreamDecoder {
+    fn index(&mut self, part: Part) -> usize {
+        let next = self.indices.len();
+        *self.indices.entry(part).or_insert(next)
+    }
+}
+
+impl SseDecoder for StreamDecoder {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, ModelError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            stream_error(
+                format!("malformed chunk ({e}): {:?}", excerpt(data.as_bytes())),
+                false,
+            )
+        })?;
+        if let Some(err) = v.get("error") {
+            let message = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| err.to_string());
+            return Err(stream_error(format!("error event: {message}"), false));
+        }
+        if self.id.is_none() {
+            self.id = v.get("id").and_then(Value::as_str).map(str::to_owned);
+        }
+        if self.model.is_none() {
+            self.model = v.get("model").and_then(Value::as_str).map(str::to_owned);
+        }
+        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+            self.usage = Some(u.clone());
+        }
+        let Some(choice) = v.pointer("/choices/0") else {
+            return Ok(false);
+        };
+        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(r.to_owned());
+        }
+        let Some(delta) = choice.get("delta") else {
+            return Ok(false);
+        };
+        let str_of = |k: &str| {
+            delta
+                .get(k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        if let Some(t) = str_of("reasoning_content").or_else(|| str_of("reasoning")) {
+            self.reasoning.push_str(t);
+            let index = self.index(Part::Reasoning);
+            out.push(StreamEvent::ThinkingDelta {
+                index,
+                thinking: t.to_owned(),
+            });
+        }
+        if let Some(t) = str_of("content") {
+            self.text.push_str(t);
+            let index = self.index(Part::Text);
+            out.push(StreamEvent::TextDelta {
+                index,
+                text: t.to_owned(),
+            });
+        }
+        if let Some(t) = str_of("refusal") {
+            self.refusal.push_str(t);
+        }
+        for call in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let n = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let index = self.index(Part::Call(n));
+            let parts = self.calls.entry(n).or_default();
+            let started = !parts.name.is_empty();
+            if let Some(id) = call.get("id").and_then(Value::as_str) {
+                parts.id.push_str(id);
+            }
+            if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                parts.name.push_str(name);
+            }
+            if !started && !parts.name.is_empty() {
+                out.push(StreamEvent::ToolUseStart {
+                    index,
+                    id: parts.id.clone(),
+                    name: parts.name.clone(),
+                });
+            }
+            if let Some(args) = call
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .filter(|a| !a.is_empty())
+            {
+                parts.arguments.push_str(args);
+                out.push(StreamEvent::ToolInputDelta {
+                    index,
+                    partial_json: args.to_owned(),
+                });
+            }
+        }
+        Ok(false)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
+    fn finish(&mut self) -> Result<ModelResponse, ModelError> {
+        let calls: Vec<Value> = self
+            .calls
+            .values()
+            .map(|c| {
+                json!({"id": c.id, "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+        let mut message = json!({"role": "assistant", "content": self.text});
+        if !self.reasoning.is_empty() {
+            message["reasoning_content"] = json!(self.reasoning);
+        }
+        if !self.refusal.is_empty() {
+            message["refusal"] = json!(self.refusal);
+        }
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
+        }
+        let mut body =
+            json!({"choices": [{"message": message, "finish_reason": self.finish_reason}]});
+        if let Some(id) = &self.id {
+            body["id"] = json!(id);
+        }
+        if let Some(model) = &self.model {
+            body["model"] = json!(model);
+        }
+        if let Some(usage) = &self.usage {
+            body["usage"] = usage.clone();
+        }
+        let bytes = serde_json::to_vec(&body)
+            .map_err(|e| stream_error(format!("cannot rebuild the response: {e}"), false))?;
+        parse_response(&bytes)
+    }
+
+    fn whole(&mut self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        parse_response(body)
+    }
 }

@@ -146,8 +146,13 @@ pub async fn serve(server: &MockServer, path: &str, responder: impl Respond + 's
 
 /// An Anthropic model pointed at `server`, with fast retries and a 5 s timeout.
 pub fn anthropic(server: &MockServer, max_attempts: u32) -> AnthropicModel {
+    anthropic_at(&server.uri(), max_attempts)
+}
+
+/// An Anthropic model pointed at `uri` (see [`anthropic`]).
+pub fn anthropic_at(uri: &str, max_attempts: u32) -> AnthropicModel {
     let mut config = AnthropicConfig::new("sk-ant-test", "claude-sonnet-4-5");
-    config.base_url = server.uri();
+    config.base_url = uri.to_owned();
     config.retry = fast_retry(max_attempts);
     config.timeout = Some(Duration::from_secs(5));
     AnthropicModel::new(config).unwrap()
@@ -155,8 +160,12 @@ pub fn anthropic(server: &MockServer, max_attempts: u32) -> AnthropicModel {
 
 /// OpenAI settings for `server` (`{uri}/v1/`, key `sk-test`), fast retries, a 5 s timeout.
 pub fn openai_config(server: &MockServer, max_attempts: u32) -> OpenAiConfig {
-    let mut c =
-        OpenAiConfig::new(format!("{}/v1/", server.uri()), "gpt-4o").with_api_key("sk-test");
+    openai_config_at(&server.uri(), max_attempts)
+}
+
+/// OpenAI settings for `uri` (see [`openai_config`]).
+pub fn openai_config_at(uri: &str, max_attempts: u32) -> OpenAiConfig {
+    let mut c = OpenAiConfig::new(format!("{uri}/v1/"), "gpt-4o").with_api_key("sk-test");
     c.retry = fast_retry(max_attempts);
     c.timeout = Some(Duration::from_secs(5));
     c
@@ -165,4 +174,150 @@ pub fn openai_config(server: &MockServer, max_attempts: u32) -> OpenAiConfig {
 /// An OpenAI-compatible model for `server` (see [`openai_config`]).
 pub fn openai(server: &MockServer, max_attempts: u32) -> OpenAiCompatModel {
     OpenAiCompatModel::new(openai_config(server, max_attempts)).unwrap()
+}
+
+/// What a raw loopback SSE server sends on one connection.
+#[derive(Debug, Clone)]
+pub struct SseReply {
+    /// HTTP status.
+    pub status: u16,
+    /// Body pieces, each written and flushed as one HTTP chunk.
+    pub chunks: Vec<Vec<u8>>,
+    /// Close the connection without the terminating chunk (a cut connection).
+    pub cut: bool,
+}
+
+impl SseReply {
+    /// A 200 event stream written in `chunks`.
+    pub fn ok(chunks: Vec<Vec<u8>>) -> Self {
+        Self {
+            status: 200,
+            chunks,
+            cut: false,
+        }
+    }
+
+    /// A 200 event stream cut after `chunks`.
+    pub fn cut(chunks: Vec<Vec<u8>>) -> Self {
+        Self {
+            status: 200,
+            chunks,
+            cut: true,
+        }
+    }
+}
+
+/// A raw HTTP/1.1 loopback server for streams: the n-th connection gets the n-th reply (the last
+/// repeats), written with chunked transfer encoding and flushed piece by piece, so tests control
+/// exactly where the bytes split. Records each request's JSON body.
+pub struct SseServer {
+    /// `http://127.0.0.1:<port>`.
+    pub uri: String,
+    bodies: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl SseServer {
+    /// Start serving `replies`.
+    pub async fn start(replies: Vec<SseReply>) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri = format!("http://{}", listener.local_addr().unwrap());
+        let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = bodies.clone();
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let reply = replies[n.min(replies.len() - 1)].clone();
+                n += 1;
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut tmp = [0u8; 4096];
+                    let body_start = loop {
+                        let k = sock.read(&mut tmp).await.unwrap();
+                        if k == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&tmp[..k]);
+                        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break p + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..body_start]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map(|v| v.trim().parse().unwrap())
+                        .unwrap_or(0);
+                    while buf.len() < body_start + len {
+                        let k = sock.read(&mut tmp).await.unwrap();
+                        if k == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&tmp[..k]);
+                    }
+                    if let Ok(v) = serde_json::from_slice(&buf[body_start..]) {
+                        seen.lock().unwrap().push(v);
+                    }
+                    let head = format!(
+                        "HTTP/1.1 {} X\r\ncontent-type: text/event-stream\r\n\
+                         transfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+                        reply.status
+                    );
+                    if sock.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let _ = sock.flush().await;
+                    for c in &reply.chunks {
+                        let mut framed = format!("{:x}\r\n", c.len()).into_bytes();
+                        framed.extend_from_slice(c);
+                        framed.extend_from_slice(b"\r\n");
+                        if sock.write_all(&framed).await.is_err() {
+                            return;
+                        }
+                        let _ = sock.flush().await;
+                        // Let the client read each piece separately.
+                        tokio::task::yield_now().await;
+                    }
+                    if !reply.cut {
+                        let _ = sock.write_all(b"0\r\n\r\n").await;
+                    }
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        Self { uri, bodies }
+    }
+
+    /// The JSON bodies received so far, in order.
+    pub fn bodies(&self) -> Vec<serde_json::Value> {
+        self.bodies.lock().unwrap().clone()
+    }
+}
+
+/// `event: <name>\ndata: <json>\n\n`.
+pub fn sse(event: &str, data: serde_json::Value) -> Vec<u8> {
+    format!("event: {event}\ndata: {data}\n\n").into_bytes()
+}
+
+/// `data: <json>\n\n` (the chat-completions shape).
+pub fn sse_data(data: serde_json::Value) -> Vec<u8> {
+    format!("data: {data}\n\n").into_bytes()
+}
+
+/// Everything a stream yielded, the error (if any) last.
+pub async fn drain_stream(
+    m: &impl Model,
+    req: ModelRequest,
+) -> (Vec<memloop_core::model::StreamEvent>, Option<ModelError>) {
+    use futures::StreamExt;
+    let mut s = m.stream(req, CancellationToken::new());
+    let mut events = Vec::new();
+    while let Some(item) = s.next().await {
+        match item {
+            Ok(e) => events.push(e),
+            Err(e) => return (events, Some(e)),
+        }
+    }
+    (events, None)
 }
