@@ -5,9 +5,11 @@ use crate::events::{AgentEvent, EventSink};
 use crate::message::{ContentBlock, Message, Role};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
 use crate::text::truncate_utf8;
+use crate::tokens::{CharEstimator, TokenCounter};
 use crate::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolOutput, ToolRegistry,
 };
+use crate::window::ContextWindow;
 use std::sync::Arc;
 
 /// How one tool call ended (for the "recently used tools" rule).
@@ -31,6 +33,33 @@ pub(crate) struct LoopStep<'a> {
 const EVENT_OUTPUT_BYTES: usize = 500;
 
 impl LoopStep<'_> {
+    /// The `max_tokens` to request: the configured cap, clamped so the prompt (system sections,
+    /// tool specs and `context_tokens` of messages) plus the output fit `window`.
+    pub fn output_budget(
+        &self,
+        system: &[String],
+        context_tokens: u64,
+        window: &ContextWindow,
+    ) -> u32 {
+        window.output_budget(
+            self.request_overhead(system) + context_tokens,
+            self.max_tokens,
+        )
+    }
+
+    /// Estimated tokens a request spends besides its messages: system sections and tool specs.
+    pub fn request_overhead(&self, system: &[String]) -> u64 {
+        let counter = CharEstimator;
+        let system_tokens: u64 = system.iter().map(|s| counter.count(s)).sum();
+        let tool_tokens: u64 = self
+            .tools
+            .specs()
+            .iter()
+            .map(|t| counter.count(&serde_json::to_string(t).unwrap_or_default()))
+            .sum();
+        system_tokens + tool_tokens
+    }
+
     pub async fn call_model(
         &self,
         system: Vec<String>,
