@@ -211,10 +211,13 @@ impl MemorySetup {
         }
         if let Some((compact, notes)) = &self.compaction {
             let session = builder.session_id().to_owned();
+            let session_dir = notes.session_dir(&session);
             let notes = Arc::new(FileSessionMemory::new(notes.clone(), &session)?);
             let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
+            // The agent shares the compactor's context-window handle (see AgentBuilder::build).
             let compactor = Compactor::new((*compact).with_env(&self.env))
                 .with_session_memory(notes)
+                .with_spill_dir(session_dir)
                 .with_token_counter(builder.counter());
             builder = builder
                 .hook(hook) // notes updates after sampling (background, FIFO); baselines reset after compaction

@@ -1,8 +1,8 @@
 //! Compaction settings, the threshold arithmetic and the env switches.
 //!
 //! Effective window = context window − min(max output tokens, 20,000, a quarter of the window);
-//! auto-compact 13,000 below it (lowered further, never raised, by a percentage override) but
-//! never below a quarter of it; warning 20,000 below the auto-compact threshold; blocking 3,000
+//! auto-compact 13,000 below it but never below half of it (then lowered further, never raised,
+//! by a percentage override); warning 20,000 below the auto-compact threshold; blocking 3,000
 //! below the effective window but never below three quarters of it. The floors keep small
 //! windows (8K local models) usable instead of compacting or blocking every request.
 
@@ -203,7 +203,7 @@ impl CompactConfig {
     /// use memloop_compact::CompactConfig;
     /// let t = CompactConfig::for_model(200_000, 8_192).thresholds_for(8_192);
     /// assert_eq!(t.effective_window, 6_144);
-    /// assert_eq!((t.auto_compact, t.blocking), (1_536, 4_608));
+    /// assert_eq!((t.auto_compact, t.blocking), (3_072, 4_608));
     /// ```
     pub fn thresholds_for(&self, context_window: u64) -> Thresholds {
         let reserve = self
@@ -213,7 +213,7 @@ impl CompactConfig {
         let effective = context_window.saturating_sub(reserve);
         let mut auto = effective
             .saturating_sub(self.autocompact_buffer)
-            .max(effective / 4);
+            .max(effective / 2);
         if let Some(pct) = self.autocompact_pct {
             let by_pct = (effective as f64 * pct / 100.0).floor() as u64;
             auto = auto.min(by_pct);
