@@ -2,7 +2,8 @@
 //!
 //! Effective window = context window − min(max output tokens, 20,000, a quarter of the window);
 //! auto-compact 13,000 below it but never below half of it (then lowered further, never raised,
-//! by a percentage override); warning 20,000 below the auto-compact threshold; blocking 3,000
+//! by a percentage override); warning 20,000 below the auto-compact threshold but never below
+//! three quarters of it; blocking 3,000
 //! below the effective window but never below three quarters of it. The floors keep small
 //! windows (8K local models) usable instead of compacting or blocking every request.
 
@@ -221,7 +222,7 @@ impl CompactConfig {
         Thresholds {
             effective_window: effective,
             auto_compact: auto,
-            warning: auto.saturating_sub(self.warning_buffer),
+            warning: auto.saturating_sub(self.warning_buffer).max(auto / 4 * 3),
             blocking: effective
                 .saturating_sub(self.blocking_buffer)
                 .max(effective / 4 * 3),
