@@ -8,7 +8,11 @@
 //! cargo run --example agent_loop                        # offline, scripted
 //! cargo run --example agent_loop -- --home /tmp/ml      # keep the memory dir afterwards
 //! cargo run --example agent_loop --features providers -- --provider anthropic --model claude-sonnet-4-5
+//! cargo run --example agent_loop --features providers -- --provider openai --model local --context-window 8192
 //! ```
+//!
+//! A provider error never ends the demo with a backtrace: the session stops, the error is printed
+//! with what it means and what to do, and the next session starts.
 #![allow(clippy::print_stdout)]
 
 #[path = "support/demo_script.rs"]
@@ -20,6 +24,7 @@ use anyhow::{Context, Result, bail};
 use memloop::MemorySetup;
 use memloop::compact::{CompactConfig, SessionMemoryCompactConfig};
 use memloop::core::tools::ReadFile;
+use memloop::core::window::{ContextWindow, DEFAULT_CONTEXT_WINDOW};
 use memloop::core::{Agent, AgentConfig, model::Model, prompt::StaticSection};
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::session_memory::UpdateThresholds;
@@ -32,6 +37,7 @@ struct Args {
     provider: Option<String>,
     model: Option<String>,
     home: Option<PathBuf>,
+    context_window: Option<u64>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -39,6 +45,7 @@ fn parse_args() -> Result<Args> {
         provider: None,
         model: None,
         home: None,
+        context_window: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -46,9 +53,18 @@ fn parse_args() -> Result<Args> {
             "--provider" => args.provider = Some(it.next().context("--provider needs a value")?),
             "--model" => args.model = Some(it.next().context("--model needs a value")?),
             "--home" => args.home = Some(it.next().context("--home needs a value")?.into()),
+            "--context-window" => {
+                let v = it.next().context("--context-window needs a value")?;
+                let n: u64 = v
+                    .replace([',', '_'], "")
+                    .parse()
+                    .with_context(|| format!("--context-window: `{v}` is not a token count"))?;
+                args.context_window = Some(n);
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: agent_loop [--provider anthropic|openai] [--model NAME] [--home DIR]"
+                    "usage: agent_loop [--provider anthropic|openai] [--model NAME] [--home DIR] \
+                     [--context-window TOKENS]"
                 );
                 std::process::exit(0);
             }
@@ -74,8 +90,11 @@ fn new_agent(
     model: Arc<dyn Model>,
     session: &str,
     cwd: &std::path::Path,
+    window: &ContextWindow,
 ) -> Result<Agent> {
     let builder = Agent::builder(model)
+        // One handle for every session: a limit learned in one is known to the next.
+        .context_window(window.clone())
         .config(AgentConfig {
             session_id: session.into(),
             cwd: cwd.to_path_buf(),
@@ -92,9 +111,9 @@ fn new_agent(
 
 /// Session notes + compaction. With the scripted model the window is tiny, so the session crosses
 /// it in a few turns.
-fn with_compaction(memory: MemorySetup, small: bool) -> MemorySetup {
+fn with_compaction(memory: MemorySetup, small: bool, window: u64) -> MemorySetup {
     let mut notes = memory.default_notes_config();
-    let mut compact = CompactConfig::for_model(if small { 30_000 } else { 200_000 }, 2_000);
+    let mut compact = CompactConfig::for_model(if small { 30_000 } else { window }, 2_000);
     if small {
         notes.thresholds = UpdateThresholds {
             init_tokens: 1_500,
@@ -112,15 +131,33 @@ fn with_compaction(memory: MemorySetup, small: bool) -> MemorySetup {
     memory.compaction(compact, notes)
 }
 
-async fn turn(agent: &mut Agent, text: &str) -> Result<()> {
+/// One user turn. Returns whether the session may go on: on an error the turn's typed error is
+/// printed with what it means and what to do, background work is drained, and the session ends.
+async fn turn(agent: &mut Agent, text: &str) -> bool {
     println!("\nuser › {text}");
-    agent.run_turn(text).await?;
+    let result = agent.run_turn(text).await;
     // Wait for background work (extraction, notes) so the demo's output stays in order.
     let report = agent.drain(Duration::from_secs(60)).await;
     if !report.completed {
         println!("  (background work still running: {report})");
     }
-    Ok(())
+    match result {
+        Ok(_) => true,
+        Err(e) => {
+            print::turn_error(&e, agent.context_window());
+            println!("  session  › ended after the error above; the demo goes on");
+            false
+        }
+    }
+}
+
+/// Run `texts` as turns of one session until one fails.
+async fn session(agent: &mut Agent, texts: &[&str]) {
+    for text in texts {
+        if !turn(agent, text).await {
+            return;
+        }
+    }
 }
 
 #[tokio::main]
@@ -162,6 +199,12 @@ async fn main() -> Result<()> {
             Duration::from_secs(10),
         )));
     }
+    let window = ContextWindow::new(args.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW));
+    if real.is_some() {
+        // A real model may have a small window: compaction (and its window handling) from the
+        // first session on.
+        memory = with_compaction(memory, false, window.tokens());
+    }
     let scripted = |script: fn() -> memloop::core::testing::ScriptedModel| -> Arc<dyn Model> {
         // Scripted answers stream in small pieces, like a real provider's.
         real.clone()
@@ -175,9 +218,13 @@ async fn main() -> Result<()> {
         scripted(demo_script::session_one),
         "session-1",
         &cwd,
+        &window,
     )?;
-    turn(&mut agent, demo_script::S1_DEADLINE).await?;
-    turn(&mut agent, demo_script::S1_PREFERENCE).await?;
+    session(
+        &mut agent,
+        &[demo_script::S1_DEADLINE, demo_script::S1_PREFERENCE],
+    )
+    .await;
     print_index(memory.store()).await?;
 
     // ── Session 2: a new session recalls what session 1 saved. ──
@@ -187,25 +234,26 @@ async fn main() -> Result<()> {
         scripted(demo_script::session_two),
         "session-2",
         &cwd,
+        &window,
     )?;
-    turn(&mut agent, demo_script::S2_QUESTION).await?;
+    session(&mut agent, &[demo_script::S2_QUESTION]).await;
 
     // ── Session 3: a long session crosses a small window; the notes become the summary. ──
     print::banner("session 3: a long session is compacted with its session notes");
-    let memory = with_compaction(memory, real.is_none());
+    let memory = with_compaction(memory, real.is_none(), window.tokens());
     let mut agent = new_agent(
         &memory,
         scripted(demo_script::session_three),
         "session-3",
         &cwd,
+        &window,
     )?;
-    for file in demo_script::S3_FILES {
-        turn(
-            &mut agent,
-            &format!("read {file} and tell me what it is for"),
-        )
-        .await?;
-    }
+    let texts: Vec<String> = demo_script::S3_FILES
+        .iter()
+        .map(|file| format!("read {file} and tell me what it is for"))
+        .collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    session(&mut agent, &texts).await;
     println!(
         "\nafter the session: {} messages in context, ~{} tokens",
         agent.messages().len(),

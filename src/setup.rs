@@ -214,12 +214,16 @@ impl MemorySetup {
         }
         if let Some((compact, notes)) = &self.compaction {
             let session = builder.session_id().to_owned();
+            let session_dir = notes.session_dir(&session);
             let notes = Arc::new(FileSessionMemory::new(notes.clone(), &session)?);
             let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
+            // The agent shares the compactor's context-window handle (see AgentBuilder::build).
             let compactor = Compactor::new((*compact).with_env(&self.env))
                 .with_session_memory(notes)
+                .with_spill_dir(session_dir.clone())
                 .with_token_counter(builder.counter());
             builder = builder
+                .spill_dir(session_dir)
                 .hook(hook) // notes updates after sampling (background, FIFO); baselines reset after compaction
                 .compactor(Arc::new(compactor));
         }

@@ -1,6 +1,9 @@
 //! Readable printing of agent events for the demo.
 
+use memloop::core::AgentError;
 use memloop::core::events::{AgentEvent, EventAgent, EventEnvelope, EventSink};
+use memloop::core::model::ModelError;
+use memloop::core::window::ContextWindow;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -121,6 +124,83 @@ fn print_event(event: AgentEvent) {
             println!("  dream    › consolidated: {}", paths.join(", "))
         }
         AgentEvent::Warning { message } => println!("  warning  › {message}"),
+        AgentEvent::ContextWindowLearned { tokens } => println!(
+            "  window   › the provider's context is {} tokens; thresholds and output caps now use it",
+            thousands(tokens)
+        ),
+        AgentEvent::ForkSkipped { purpose, reason } => {
+            println!("  fork     › {purpose} skipped: {reason}")
+        }
         _ => {}
+    }
+}
+
+/// `8192` → `8,192`.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Print a failed turn's typed error, what it means and what to do.
+pub fn turn_error(err: &AgentError, window: &ContextWindow) {
+    let (meaning, advice) = explain(err, window);
+    println!("  error    › {err}");
+    println!("  meaning  › {meaning}");
+    println!("  to do    › {advice}");
+}
+
+fn explain(err: &AgentError, window: &ContextWindow) -> (String, String) {
+    let w = thousands(window.tokens());
+    match err {
+        AgentError::Model(ModelError::ContextTooLong { limit, .. }) => {
+            let ctx = limit.map_or_else(|| w.clone(), thousands);
+            (
+                format!(
+                    "the request does not fit the model's context window, even after compaction; \
+                     the server's context is {ctx} tokens"
+                ),
+                "pass --context-window with the server's context size, start the server with a \
+                 bigger context, or use a bigger model"
+                    .into(),
+            )
+        }
+        AgentError::ContextBlocked(_) => (
+            format!("the conversation is too large to send in a {w}-token window"),
+            "start a new session, or pass --context-window / use a model with a bigger context"
+                .into(),
+        ),
+        AgentError::Model(ModelError::Auth(_)) => (
+            "the provider rejected the credentials".into(),
+            "check ANTHROPIC_API_KEY / OPENAI_API_KEY".into(),
+        ),
+        AgentError::Model(ModelError::RateLimited { .. } | ModelError::Overloaded(_)) => (
+            "the provider is busy or rate limited and retries ran out".into(),
+            "wait a little and run again".into(),
+        ),
+        AgentError::Model(ModelError::Transport(_) | ModelError::Timeout) => (
+            "the model server could not be reached or did not answer in time".into(),
+            "check that the server runs and OPENAI_BASE_URL / ANTHROPIC_BASE_URL point at it"
+                .into(),
+        ),
+        AgentError::Model(ModelError::Http { status, .. }) => (
+            format!("the provider answered HTTP {status}"),
+            "check the model name (--model) and the server's log".into(),
+        ),
+        AgentError::Model(_) => (
+            "the model call failed".into(),
+            "check the server's log; run again".into(),
+        ),
+        AgentError::Cancelled => ("the turn was cancelled".into(), "nothing to do".into()),
+        _ => (
+            "the turn failed".into(),
+            "see the error above; start a new session".into(),
+        ),
     }
 }

@@ -9,10 +9,13 @@ use memloop_core::{
     HookContext,
     compaction::{CompactionError, CompactionOutcome, CompactionTrigger, ContextCompactor},
     events::AgentEvent,
+    fit::cut_oversized,
     invariants::check_invariants,
     tokens::{CharEstimator, TokenCounter, estimate_messages},
+    window::ContextWindow,
 };
 use memloop_memory::session_memory::SessionMemory;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// Strategy name of session-memory compaction.
@@ -35,6 +38,8 @@ pub struct Compactor {
     counter: Arc<dyn TokenCounter>,
     breaker: Mutex<CircuitBreaker>,
     warned_turn: Mutex<Option<u64>>,
+    window: ContextWindow,
+    spill_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -55,7 +60,39 @@ impl Compactor {
             counter: Arc::new(CharEstimator),
             breaker: Mutex::new(CircuitBreaker::default()),
             warned_turn: Mutex::new(None),
+            window: ContextWindow::new(config.context_window),
+            spill_dir: None,
         }
+    }
+
+    /// Plan with this shared context-window handle instead of one made from
+    /// `config.context_window` (builder style).
+    pub fn with_context_window(mut self, window: ContextWindow) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Keep the full text of tool results cut during compaction under
+    /// `dir/tool-results/<tool_use_id>.txt` (builder style; use the session directory). Without
+    /// it, the cut marker says the full output was not kept.
+    pub fn with_spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spill_dir = Some(dir.into());
+        self
+    }
+
+    /// The context-window handle (shared with the agent when it has none of its own).
+    pub fn window(&self) -> &ContextWindow {
+        &self.window
+    }
+
+    /// The most tokens one message may keep through a compaction: the session-memory keep
+    /// maximum, at most half the auto-compact threshold. Larger messages are cut in the middle.
+    pub fn message_cap(&self) -> u64 {
+        self.config
+            .session_memory
+            .max_tokens
+            .min(self.thresholds().auto_compact / 2)
+            .max(1)
     }
 
     /// Use the session notes as the summary when possible (builder style).
@@ -75,9 +112,9 @@ impl Compactor {
         &self.config
     }
 
-    /// The derived limits.
+    /// The derived limits, for the current (possibly learned) window.
     pub fn thresholds(&self) -> Thresholds {
-        self.config.thresholds()
+        self.config.thresholds_for(self.window.tokens())
     }
 
     /// Consecutive failures so far.
@@ -96,13 +133,36 @@ impl Compactor {
     }
 
     /// Run the strategies in order, no threshold or breaker checks.
+    /// Messages larger than [`message_cap`](Self::message_cap) are cut in the middle first.
     pub async fn compact(&self, ctx: &HookContext) -> Result<CompactionOutcome, CompactionError> {
         let threshold = self.thresholds().auto_compact;
+        let mut cut_ctx;
+        let mut ctx = ctx;
+        let mut messages = ctx.messages.as_ref().clone();
+        let cut = cut_oversized(
+            &mut messages,
+            self.message_cap(),
+            self.counter.as_ref(),
+            self.spill_dir.as_deref(),
+        );
+        if cut > 0 {
+            tracing::info!(
+                cut,
+                cap = self.message_cap(),
+                "cut oversized messages in the middle"
+            );
+            cut_ctx = ctx.clone();
+            cut_ctx.messages = Arc::new(messages);
+            ctx = &cut_ctx;
+        }
+        let mut sm_cfg = self.config.session_memory;
+        sm_cfg.max_tokens = sm_cfg.max_tokens.min(self.message_cap().max(threshold / 2));
+        sm_cfg.min_tokens = sm_cfg.min_tokens.min(sm_cfg.max_tokens / 2);
         match session_memory_compaction(
             self.memory.as_ref(),
             &ctx.messages,
             self.counter.as_ref(),
-            &self.config.session_memory,
+            &sm_cfg,
             threshold,
             &ctx.cancel,
         )
@@ -138,6 +198,10 @@ impl ContextCompactor for Compactor {
     /// Refuses requests at or over the blocking limit (effective window − 3,000 by default),
     /// unless compaction is disabled altogether (`MEMLOOP_DISABLE_COMPACT`): by then automatic
     /// compaction is off, has failed, or could not bring the context down.
+    fn context_window(&self) -> Option<ContextWindow> {
+        Some(self.window.clone())
+    }
+
     fn admit(&self, context_tokens: u64) -> Result<(), String> {
         if self.config.disabled {
             return Ok(());
@@ -161,6 +225,8 @@ impl ContextCompactor for Compactor {
         if self.config.disabled {
             return Ok(None);
         }
+        // Another handle (a host that gave the agent its own) may know a smaller window.
+        self.window.learn(ctx.window.tokens());
         let t = self.thresholds();
         if trigger == CompactionTrigger::Auto {
             let level = t.level(ctx.context_tokens);

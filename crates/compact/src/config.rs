@@ -1,8 +1,11 @@
 //! Compaction settings, the threshold arithmetic and the env switches.
 //!
-//! Effective window = context window − min(max output tokens, 20,000); auto-compact 13,000 below
-//! it (lowered further, never raised, by a percentage override); warning 20,000 below the
-//! auto-compact threshold; blocking 3,000 below the effective window.
+//! Effective window = context window − min(max output tokens, 20,000, a quarter of the window);
+//! auto-compact 13,000 below it but never below half of it (then lowered further, never raised,
+//! by a percentage override); warning 20,000 below the auto-compact threshold but never below
+//! three quarters of it; blocking 3,000
+//! below the effective window but never below three quarters of it. The floors keep small
+//! windows (8K local models) usable instead of compacting or blocking every request.
 
 use memloop_memory::env::{EnvVars, is_truthy};
 use std::time::Duration;
@@ -192,9 +195,26 @@ impl CompactConfig {
     /// assert_eq!(t.blocking, 177_000);
     /// ```
     pub fn thresholds(&self) -> Thresholds {
-        let reserve = self.max_output_tokens.min(self.output_reserve_cap);
-        let effective = self.context_window.saturating_sub(reserve);
-        let mut auto = effective.saturating_sub(self.autocompact_buffer);
+        self.thresholds_for(self.context_window)
+    }
+
+    /// The limits for a window other than the configured one (a window learned from a provider).
+    ///
+    /// ```
+    /// use memloop_compact::CompactConfig;
+    /// let t = CompactConfig::for_model(200_000, 8_192).thresholds_for(8_192);
+    /// assert_eq!(t.effective_window, 6_144);
+    /// assert_eq!((t.auto_compact, t.blocking), (3_072, 4_608));
+    /// ```
+    pub fn thresholds_for(&self, context_window: u64) -> Thresholds {
+        let reserve = self
+            .max_output_tokens
+            .min(self.output_reserve_cap)
+            .min(context_window / 4);
+        let effective = context_window.saturating_sub(reserve);
+        let mut auto = effective
+            .saturating_sub(self.autocompact_buffer)
+            .max(effective / 2);
         if let Some(pct) = self.autocompact_pct {
             let by_pct = (effective as f64 * pct / 100.0).floor() as u64;
             auto = auto.min(by_pct);
@@ -202,8 +222,10 @@ impl CompactConfig {
         Thresholds {
             effective_window: effective,
             auto_compact: auto,
-            warning: auto.saturating_sub(self.warning_buffer),
-            blocking: effective.saturating_sub(self.blocking_buffer),
+            warning: auto.saturating_sub(self.warning_buffer).max(auto / 4 * 3),
+            blocking: effective
+                .saturating_sub(self.blocking_buffer)
+                .max(effective / 4 * 3),
         }
     }
 }

@@ -56,6 +56,12 @@ pub async fn summary_compaction(
                 );
             }
             Err(AgentError::Cancelled) => return Err(CompactionError::Cancelled),
+            // The fork already trimmed and cut its request and still could not fit.
+            Err(AgentError::ContextBlocked(_)) => {
+                return Err(CompactionError::TooLong {
+                    dropped_attempts: retries,
+                });
+            }
             Err(e) => return Err(CompactionError::Summarizer(Box::new(e))),
         }
     };

@@ -114,7 +114,8 @@ async fn the_agent_compacts_mid_session_with_its_notes_and_carries_on() {
     };
     let notes = Arc::new(FileSessionMemory::new(sm_cfg, session_id).unwrap());
     let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
-    let mut cfg = CompactConfig::for_model(20_000, 2_000); // auto-compact at 5,000
+    let mut cfg = CompactConfig::for_model(20_000, 2_000);
+    cfg.autocompact_pct = Some(27.8); // auto-compact at 5,000 (27.8% of the 18,000 effective)
     cfg.session_memory = SessionMemoryCompactConfig {
         min_tokens: 1_000,
         min_text_messages: 3,

@@ -22,6 +22,7 @@ fn too_long(excess: Option<u64>) -> ScriptStep {
     ScriptStep::Fail(ModelError::ContextTooLong {
         message: "prompt is too long".into(),
         excess_tokens: excess,
+        limit: None,
     })
 }
 

@@ -32,9 +32,13 @@ fn threshold_table() {
             Some(99.0),
             (180_000, 167_000, 147_000, 177_000),
         ),
-        // Tiny windows saturate instead of underflowing.
-        (10_000, 32_000, None, (0, 0, 0, 0)),
-        (30_000, 4_000, None, (26_000, 13_000, 0, 23_000)),
+        // Small windows keep usable floors: the output reserve is at most a quarter of the
+        // window, auto-compact at least half and blocking at least three quarters of the
+        // effective window; warning at least three quarters of auto-compact.
+        (10_000, 32_000, None, (7_500, 3_750, 2_811, 5_625)),
+        (8_192, 8_192, None, (6_144, 3_072, 2_304, 4_608)),
+        (20_000, 2_000, None, (18_000, 9_000, 6_750, 15_000)),
+        (30_000, 4_000, None, (26_000, 13_000, 9_750, 23_000)),
     ];
     for &(window, out, pct, (effective, auto, warning, blocking)) in table {
         let mut c = CompactConfig::for_model(window, out);

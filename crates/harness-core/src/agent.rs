@@ -19,6 +19,7 @@ use crate::model::{Model, ModelError, StopReason};
 use crate::prompt::SystemPrompt;
 use crate::tokens::ConversationTokens;
 use crate::tool::{AgentKind, PermissionGate, ToolContext, ToolRegistry};
+use crate::window::ContextWindow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,6 +89,7 @@ pub struct Agent {
     pub(crate) recent_tools: Vec<String>,
     pub(crate) last_system: Arc<Vec<String>>,
     pub(crate) session_cancel: CancellationToken,
+    pub(crate) window: ContextWindow,
 }
 
 impl std::fmt::Debug for Agent {
@@ -109,6 +111,11 @@ impl Agent {
     /// The config.
     pub fn config(&self) -> &AgentConfig {
         &self.config
+    }
+
+    /// The context-window handle shared with the compactor and forks.
+    pub fn context_window(&self) -> &ContextWindow {
+        &self.window
     }
 
     /// The tracked background tasks.
@@ -180,6 +187,7 @@ impl Agent {
             messages: self.messages.clone(),
             context_tokens,
             recent_tools: self.recent_tools.clone(),
+            window: self.window.clone(),
             events: self.events.clone(),
             background: self.background.clone(),
             cancel,
@@ -277,7 +285,8 @@ impl Agent {
             let system = self.system.render().await;
             self.last_system = Arc::new(system.clone());
             let context_tokens = self.tokens.count(&self.messages);
-            let step = self.step(cancel.clone());
+            let mut step = self.step(cancel.clone());
+            step.max_tokens = step.output_budget(&system, context_tokens, &self.window);
             let response = step
                 .call_model(
                     system,
@@ -288,11 +297,13 @@ impl Agent {
                 .await;
             let response = match response {
                 Ok(r) => r,
-                Err(ModelError::ContextTooLong { .. })
-                    if !compacted_for_length && self.compactor.is_some() =>
+                Err(ModelError::ContextTooLong { limit, .. })
+                    if !compacted_for_length
+                        && (self.compactor.is_some() || self.learn_window(limit)) =>
                 {
                     compacted_for_length = true;
                     iterations -= 1;
+                    self.learn_window(limit);
                     self.maybe_compact(CompactionTrigger::PromptTooLong, &cancel)
                         .await;
                     continue;
@@ -373,7 +384,19 @@ impl Agent {
             options: &self.config.request,
             tool_timeout: self.config.tool_timeout,
             max_tool_output_bytes: self.config.max_tool_output_bytes,
+            spill_dir: self.config.spill_dir.as_deref(),
         }
+    }
+
+    /// Adopt a window a provider reported; returns whether it changed.
+    fn learn_window(&self, limit: Option<u64>) -> bool {
+        let learned = limit.is_some_and(|l| self.window.learn(l));
+        if learned {
+            self.events.emit(AgentEvent::ContextWindowLearned {
+                tokens: self.window.tokens(),
+            });
+        }
+        learned
     }
 
     fn validate(&mut self) -> Result<(), AgentError> {

@@ -12,6 +12,7 @@ use crate::model::Model;
 use crate::prompt::{SystemPrompt, SystemSection};
 use crate::tokens::{CharEstimator, ConversationTokens, TokenCounter};
 use crate::tool::{AllowAll, PermissionGate, Tool, ToolRegistry};
+use crate::window::ContextWindow;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +37,7 @@ pub struct AgentBuilder {
     repair: Option<RepairFn>,
     background: BackgroundTasks,
     messages: Vec<Message>,
+    window: Option<ContextWindow>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -64,6 +66,7 @@ impl AgentBuilder {
             repair: None,
             background: BackgroundTasks::new(),
             messages: Vec::new(),
+            window: None,
         }
     }
 
@@ -109,6 +112,12 @@ impl AgentBuilder {
         self
     }
 
+    /// Keep the full text of cut tool outputs under `dir` (see [`AgentConfig::spill_dir`]).
+    pub fn spill_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.config.spill_dir = Some(dir.into());
+        self
+    }
+
     /// Set the compactor.
     pub fn compactor(mut self, compactor: Arc<dyn ContextCompactor>) -> Self {
         self.compactor = Some(compactor);
@@ -150,9 +159,32 @@ impl AgentBuilder {
         self
     }
 
+    /// Share this context-window handle (e.g. `ContextWindow::new(8_192)` for a small local
+    /// model). Without one the agent shares its compactor's handle
+    /// ([`ContextCompactor::context_window`]), else assumes
+    /// [`DEFAULT_CONTEXT_WINDOW`](crate::window::DEFAULT_CONTEXT_WINDOW). Either way it narrows
+    /// the window when a provider's context error names the real limit.
+    pub fn context_window(mut self, window: ContextWindow) -> Self {
+        self.window = Some(window);
+        self
+    }
+
     /// Build the agent.
     pub fn build(self) -> Agent {
+        let from_compactor = self.compactor.as_ref().and_then(|c| c.context_window());
+        let window = match (self.window, from_compactor) {
+            (Some(w), Some(c)) => {
+                // Two handles: keep them agreeing on the smaller window.
+                c.learn(w.tokens());
+                w.learn(c.tokens());
+                w
+            }
+            (Some(w), None) => w,
+            (None, Some(c)) => c,
+            (None, None) => ContextWindow::default(),
+        };
         Agent {
+            window,
             tokens: ConversationTokens::new(self.counter),
             model: self.model,
             config: self.config,

@@ -3,6 +3,7 @@
 use crate::context::HookContext;
 pub use crate::error::CompactionError;
 use crate::message::Message;
+use crate::window::ContextWindow;
 use async_trait::async_trait;
 
 /// Why compaction is being considered.
@@ -52,5 +53,13 @@ pub trait ContextCompactor: Send + Sync {
     fn admit(&self, context_tokens: u64) -> Result<(), String> {
         let _ = context_tokens;
         Ok(())
+    }
+
+    /// The context-window handle this compactor plans with, if it has one. An agent built
+    /// without an explicit window ([`AgentBuilder::context_window`](crate::AgentBuilder::context_window))
+    /// shares this handle, so a limit the agent learns moves the compactor's thresholds too.
+    /// The default has none.
+    fn context_window(&self) -> Option<ContextWindow> {
+        None
     }
 }

@@ -24,9 +24,14 @@ pub struct AgentConfig {
     /// How long one tool call may run before it is stopped and reported as an error.
     /// Default 10 minutes.
     pub tool_timeout: Duration,
-    /// Tool output beyond this many bytes is cut (at a character boundary) with a note saying
-    /// so, before it enters the conversation. Default 100,000.
+    /// Tool output beyond this many bytes is cut in the middle (head and tail kept, at character
+    /// boundaries) with a note saying how much was elided, before it enters the conversation.
+    /// Default 100,000.
     pub max_tool_output_bytes: usize,
+    /// Where the full text of a cut tool output is kept (`<dir>/tool-results/<call id>.txt`),
+    /// so the note left in the conversation can point at it. `None` (the default) keeps nothing;
+    /// `MemorySetup` sets the session dir when compaction is on.
+    pub spill_dir: Option<PathBuf>,
 }
 
 impl Default for AgentConfig {
@@ -41,6 +46,7 @@ impl Default for AgentConfig {
             request: RequestOptions::default(),
             tool_timeout: Duration::from_secs(600),
             max_tool_output_bytes: 100_000,
+            spill_dir: None,
         }
     }
 }

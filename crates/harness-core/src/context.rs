@@ -5,6 +5,7 @@ use crate::events::{AgentEvent, EventSink};
 use crate::message::Message;
 use crate::model::Model;
 use crate::tool::AgentKind;
+use crate::window::ContextWindow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +32,9 @@ pub struct HookContext {
     pub context_tokens: u64,
     /// Tools that succeeded at least once and never failed during the previous user turn.
     pub recent_tools: Vec<String>,
+    /// The model's context window, shared with the agent (a limit learned from a provider error
+    /// is seen by everyone holding it).
+    pub window: ContextWindow,
     /// Where to report.
     pub events: Arc<dyn EventSink>,
     /// Tracked background tasks (spawn here so `drain` waits for them).

@@ -208,6 +208,20 @@ pub enum AgentEvent {
         /// The gate that stopped it.
         gate: String,
     },
+    /// A provider's context error named a smaller window than assumed; thresholds and output
+    /// caps now use it.
+    ContextWindowLearned {
+        /// The window in tokens.
+        tokens: u64,
+    },
+    /// A forked agent (extractor, notes updater, consolidator, summariser) did not run because
+    /// its prompt cannot fit the context window even trimmed.
+    ForkSkipped {
+        /// The fork's purpose (`extractor`, ...).
+        purpose: String,
+        /// Why.
+        reason: String,
+    },
     /// A non-fatal problem worth showing.
     Warning {
         /// Description.

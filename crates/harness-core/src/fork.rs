@@ -2,15 +2,25 @@
 //! provider's prompt cache is reused) but have their own tools, permission gate and turn limit.
 //! Used by the memory extractor, the session-memory updater, the consolidator and summary
 //! compaction. Their transcript is not kept in the parent.
+//!
+//! A fork's request always fits the shared [`ContextWindow`]: the parent prefix it sends is
+//! trimmed first (oldest user turns dropped, then the largest messages cut in the middle; see
+//! [`crate::fit`]) and `max_tokens` is clamped to the room left. When the provider still rejects
+//! the prompt and names a smaller window, the fork adopts it and refits once; when even the
+//! trimmed prompt cannot fit, the fork is skipped with [`AgentEvent::ForkSkipped`] and ends with
+//! [`AgentError::ContextBlocked`]. Nothing is retried in a loop.
 
 use crate::context::HookContext;
 use crate::error::AgentError;
 use crate::events::{AgentEvent, EventSink, ScopedSink};
+use crate::fit::fit_messages;
 use crate::invariants::provider_view;
 use crate::loop_step::{LoopStep, repair_response};
 use crate::message::{ContentBlock, Message, Role};
 use crate::model::{Model, ModelError, RequestOptions};
+use crate::tokens::{CharEstimator, TokenCounter, estimate_messages};
 use crate::tool::{AgentKind, AllowAll, PermissionGate, Tool, ToolContext, ToolRegistry};
+use crate::window::ContextWindow;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,6 +41,8 @@ pub struct ForkBase {
     pub cwd: PathBuf,
     /// Event sink.
     pub events: Arc<dyn EventSink>,
+    /// The parent's context window (shared: a limit the fork learns is the parent's too).
+    pub window: ContextWindow,
     /// Cancels the fork.
     pub cancel: CancellationToken,
 }
@@ -55,6 +67,7 @@ impl HookContext {
             session_id: self.session_id.clone(),
             cwd: self.cwd.clone(),
             events: self.events.clone(),
+            window: self.window.clone(),
             cancel: self.cancel.clone(),
         }
     }
@@ -193,6 +206,7 @@ pub struct ForkOutcome {
 ///     session_id: "s1".into(),
 ///     cwd: ".".into(),
 ///     events: Arc::new(NullSink),
+///     window: Default::default(),
 ///     cancel: Default::default(),
 /// };
 /// let out = ForkedAgentBuilder::new(base, "notes").build().run("Summarise.").await.unwrap();
@@ -239,16 +253,12 @@ async fn run_fork(
 ) -> Result<ForkOutcome, AgentError> {
     let events: Arc<dyn EventSink> =
         Arc::new(ScopedSink::fork(b.base.events.clone(), &b.purpose, &id));
-    let mut messages = if b.share_prefix {
+    let prefix = if b.share_prefix {
         fork_prefix(&b.base.messages)
     } else {
         Vec::new()
     };
-    match messages.last_mut() {
-        Some(last) if last.role == Role::User => last.content.push(ContentBlock::text(prompt)),
-        _ => messages.push(Message::user(prompt)),
-    }
-    let step = LoopStep {
+    let mut step = LoopStep {
         model: &b.base.model,
         tools: &b.tools,
         gate: &b.gate,
@@ -264,23 +274,73 @@ async fn run_fork(
         options: &b.options,
         tool_timeout: b.tool_timeout,
         max_tool_output_bytes: b.max_tool_output_bytes,
+        spill_dir: None,
     };
+    let counter = CharEstimator;
+    let window = &b.base.window;
+    // What is sent besides the parent's prefix: system sections, tool specs, the prompt.
+    let fixed = step.request_overhead(&b.base.system) + counter.count(&prompt);
     let mut out = ForkOutcome::default();
     let mut seen = HashSet::new();
+    // The fork's own assistant/tool-result exchange, after the prompt.
+    let mut exchange: Vec<Message> = Vec::new();
+    let mut retried = false;
     loop {
         if out.turns >= b.max_turns {
             out.hit_max_turns = true;
             tracing::info!(max_turns = b.max_turns, "fork reached its turn limit");
             return Ok(out);
         }
+        let budget = window
+            .prompt_budget(b.max_tokens)
+            .saturating_sub(fixed + estimate_messages(&counter, &exchange));
+        let Some(mut messages) = fit_messages(&prefix, budget, &counter, None) else {
+            return Err(skip(
+                &b,
+                &events,
+                format!(
+                    "its prompt cannot fit the {}-token context window even trimmed",
+                    window.tokens()
+                ),
+            ));
+        };
+        match messages.last_mut() {
+            Some(last) if last.role == Role::User => {
+                last.content.push(ContentBlock::text(prompt.clone()))
+            }
+            _ => messages.push(Message::user(prompt.clone())),
+        }
+        messages.extend(exchange.iter().cloned());
+        let prompt_tokens = fixed + estimate_messages(&counter, &messages);
+        step.max_tokens = window.output_budget(prompt_tokens, b.max_tokens);
         out.turns += 1;
-        let mut response = step
-            .call_model(b.base.system.to_vec(), messages.clone(), out.turns, 0)
+        let mut response = match step
+            .call_model(b.base.system.to_vec(), messages, out.turns, prompt_tokens)
             .await
-            .map_err(|e| match e {
-                ModelError::Cancelled => AgentError::Cancelled,
-                e => AgentError::Model(e),
-            })?;
+        {
+            Ok(r) => r,
+            Err(ModelError::ContextTooLong { message, .. }) if retried => {
+                return Err(skip(
+                    &b,
+                    &events,
+                    format!("the provider still rejects its trimmed prompt: {message}"),
+                ));
+            }
+            // The provider named a smaller window: adopt it and refit once.
+            Err(ModelError::ContextTooLong {
+                limit: Some(limit), ..
+            }) if window.learn(limit) => {
+                events.emit(AgentEvent::ContextWindowLearned {
+                    tokens: window.tokens(),
+                });
+                tracing::info!(limit, "fork prompt too long; refitting it once");
+                retried = true;
+                out.turns -= 1;
+                continue;
+            }
+            Err(ModelError::Cancelled) => return Err(AgentError::Cancelled),
+            Err(e) => return Err(AgentError::Model(e)),
+        };
         for action in repair_response(&mut response) {
             events.emit(AgentEvent::ResponseRepaired { action });
         }
@@ -297,10 +357,20 @@ async fn run_fork(
                 out.files_written.push(f.clone());
             }
         }
-        messages.push(assistant);
-        messages.push(results);
+        exchange.push(assistant);
+        exchange.push(results);
         if b.base.cancel.is_cancelled() {
             return Err(AgentError::Cancelled);
         }
     }
+}
+
+/// Report a fork that cannot fit and return the error it ends with (never retried).
+fn skip(b: &ForkedAgentBuilder, events: &Arc<dyn EventSink>, reason: String) -> AgentError {
+    tracing::warn!(purpose = %b.purpose, %reason, "fork skipped");
+    events.emit(AgentEvent::ForkSkipped {
+        purpose: b.purpose.clone(),
+        reason: reason.clone(),
+    });
+    AgentError::ContextBlocked(format!("{} skipped: {reason}", b.purpose))
 }

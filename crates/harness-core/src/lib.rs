@@ -20,6 +20,8 @@
 //! | [`tokens`] | token counters and the conversation size rule |
 //! | [`invariants`] | the API invariant checker run before every request |
 //! | [`text`] | small text helpers |
+//! | [`window`] | the shared [`ContextWindow`](window::ContextWindow) and output budgets |
+//! | [`fit`] | fitting messages into a token budget: middle cuts, dropping oldest rounds |
 //! | [`testing`] | [`ScriptedModel`](testing::ScriptedModel), a deterministic model for tests and demos |
 //! | `providers` | Anthropic and OpenAI-compatible HTTP models (feature `providers`) |
 //!
@@ -49,6 +51,7 @@ mod config;
 mod context;
 mod error;
 pub mod events;
+pub mod fit;
 pub mod fork;
 pub mod hooks;
 pub mod invariants;
@@ -63,6 +66,7 @@ pub mod text;
 pub mod tokens;
 pub mod tool;
 pub mod tools;
+pub mod window;
 
 pub use agent::{Agent, TurnOutcome, TurnStop};
 pub use background::{BackgroundTasks, DrainReport};

@@ -4,15 +4,18 @@
 //! capped.
 
 use crate::events::{AgentEvent, EventSink};
+use crate::fit::{cut_middle, spill};
 use crate::message::{ContentBlock, Message, Role, ToolResultContent};
 use crate::model::{
     Model, ModelError, ModelRequest, ModelResponse, RequestOptions, StopReason, StreamEvent,
 };
 use crate::text::truncate_utf8;
+use crate::tokens::{CharEstimator, TokenCounter};
 use crate::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect, ToolOutput,
     ToolRegistry,
 };
+use crate::window::ContextWindow;
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +39,8 @@ pub(crate) struct LoopStep<'a> {
     pub options: &'a RequestOptions,
     pub tool_timeout: Duration,
     pub max_tool_output_bytes: usize,
+    /// Where the full text of a cut output is kept (see `AgentConfig::spill_dir`).
+    pub spill_dir: Option<&'a std::path::Path>,
 }
 
 const EVENT_OUTPUT_BYTES: usize = 500;
@@ -67,6 +72,33 @@ pub(crate) fn repair_response(response: &mut ModelResponse) -> Vec<String> {
 }
 
 impl LoopStep<'_> {
+    /// The `max_tokens` to request: the configured cap, clamped so the prompt (system sections,
+    /// tool specs and `context_tokens` of messages) plus the output fit `window`.
+    pub fn output_budget(
+        &self,
+        system: &[String],
+        context_tokens: u64,
+        window: &ContextWindow,
+    ) -> u32 {
+        window.output_budget(
+            self.request_overhead(system) + context_tokens,
+            self.max_tokens,
+        )
+    }
+
+    /// Estimated tokens a request spends besides its messages: system sections and tool specs.
+    pub fn request_overhead(&self, system: &[String]) -> u64 {
+        let counter = CharEstimator;
+        let system_tokens: u64 = system.iter().map(|s| counter.count(s)).sum();
+        let tool_tokens: u64 = self
+            .tools
+            .specs()
+            .iter()
+            .map(|t| counter.count(&serde_json::to_string(t).unwrap_or_default()))
+            .sum();
+        system_tokens + tool_tokens
+    }
+
     pub async fn call_model(
         &self,
         system: Vec<String>,
@@ -184,15 +216,18 @@ impl LoopStep<'_> {
             .is_some_and(|t| t.spec().effect == ToolEffect::ReadOnly)
     }
 
-    /// Cut output beyond the cap, saying so.
-    fn cap(&self, mut output: ToolOutput) -> ToolOutput {
-        let len = output.content.len();
-        if len > self.max_tool_output_bytes {
-            let kept = truncate_utf8(&output.content, self.max_tool_output_bytes).len();
-            output.content.truncate(kept);
-            output.content.push_str(&format!(
-                "\n[output truncated: {kept} of {len} bytes shown]"
-            ));
+    /// Cut output beyond the cap in the middle (the head and the tail of a log matter most),
+    /// saying how much was elided and, when the agent has a spill dir, where the full text is.
+    fn cap(&self, id: &str, mut output: ToolOutput) -> ToolOutput {
+        if output.content.len() > self.max_tool_output_bytes {
+            let note = match self
+                .spill_dir
+                .and_then(|dir| spill(dir, id, &output.content))
+            {
+                Some(path) => format!("; the full output is in {}", path.display()),
+                None => String::new(),
+            };
+            output.content = cut_middle(&output.content, self.max_tool_output_bytes, &note);
         }
         output
     }
@@ -244,7 +279,7 @@ impl LoopStep<'_> {
                 })
             }
         };
-        let output = self.cap(output);
+        let output = self.cap(id, output);
         self.events.emit(AgentEvent::ToolCallFinished {
             id: id.to_owned(),
             name: name.to_owned(),

@@ -245,6 +245,9 @@ pub enum ModelError {
         message: String,
         /// Tokens over the limit, when the provider says.
         excess_tokens: Option<u64>,
+        /// The context window the provider reported (its total token limit), when it says.
+        /// The agent adopts it (see [`crate::window::ContextWindow::learn`]).
+        limit: Option<u64>,
     },
     /// The provider answered something we cannot parse.
     #[error("malformed response: {0}")]

@@ -341,6 +341,7 @@ pub fn hook_context(
         messages: Arc::new(messages),
         context_tokens: 0,
         recent_tools: Vec::new(),
+        window: crate::window::ContextWindow::default(),
         events: Arc::new(crate::events::NullSink),
         background: crate::BackgroundTasks::new(),
         cancel: CancellationToken::new(),

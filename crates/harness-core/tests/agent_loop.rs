@@ -535,6 +535,7 @@ async fn fork_stops_at_max_turns() {
         session_id: "s".into(),
         cwd: ".".into(),
         events: Arc::new(memloop_core::events::NullSink),
+        window: Default::default(),
         cancel: Default::default(),
     };
     let out = ForkedAgentBuilder::new(base, "extractor")

@@ -40,6 +40,7 @@ async fn prompt_too_long_reports_the_excess() {
         ModelError::ContextTooLong {
             message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
             excess_tokens: Some(10_000),
+            limit: Some(200_000),
         }
     );
 }

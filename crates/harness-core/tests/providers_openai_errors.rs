@@ -49,6 +49,7 @@ async fn context_length_exceeded_openai_and_llama_cpp() {
             err,
             ModelError::ContextTooLong {
                 excess_tokens: Some(2512),
+                limit: Some(128_000),
                 ..
             }
         ),
@@ -60,6 +61,7 @@ async fn context_length_exceeded_openai_and_llama_cpp() {
             err,
             ModelError::ContextTooLong {
                 excess_tokens: Some(928),
+                limit: Some(8_192),
                 ..
             }
         ),

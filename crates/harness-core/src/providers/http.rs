@@ -414,6 +414,8 @@ struct ErrorInfo {
     kind: String,
     /// llama.cpp's `n_prompt_tokens - n_ctx`.
     excess: Option<u64>,
+    /// llama.cpp's `n_ctx`.
+    limit: Option<u64>,
 }
 
 fn error_info(body: &[u8]) -> ErrorInfo {
@@ -421,7 +423,7 @@ fn error_info(body: &[u8]) -> ErrorInfo {
     let field =
         |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
     let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64);
-    let (mut message, mut kind, mut excess) = (None, String::new(), None);
+    let (mut message, mut kind, mut excess, mut limit) = (None, String::new(), None, None);
     if let Some(v) = &json {
         match v.get("error") {
             Some(serde_json::Value::String(s)) => message = Some(s.clone()),
@@ -433,6 +435,7 @@ fn error_info(body: &[u8]) -> ErrorInfo {
                 if let (Some(used), Some(ctx)) = (num(err, "n_prompt_tokens"), num(err, "n_ctx")) {
                     excess = Some(used.saturating_sub(ctx));
                 }
+                limit = num(err, "n_ctx");
             }
             None => message = field(v, "detail").or_else(|| field(v, "message")),
         }
@@ -445,6 +448,7 @@ fn error_info(body: &[u8]) -> ErrorInfo {
         message: truncate_utf8(&message, 1000).to_owned(),
         kind,
         excess,
+        limit,
     }
 }
 
@@ -455,6 +459,7 @@ pub(crate) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> 
         message,
         kind,
         excess,
+        limit,
     } = error_info(body);
     let code = status.as_u16();
     let error = if code == 401 || code == 403 {
@@ -462,6 +467,7 @@ pub(crate) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> 
     } else if code == 413 || is_context_too_long(&message, &kind) {
         ModelError::ContextTooLong {
             excess_tokens: excess.or_else(|| excess_tokens(&message)),
+            limit: limit.or_else(|| context_limit(&message)),
             message,
         }
     } else if code == 429 {
@@ -488,6 +494,7 @@ fn is_context_too_long(message: &str, kind: &str) -> bool {
         || m.contains("maximum context length")
         || m.contains("context window")
         || m.contains("context size")
+        || m.contains("exceed context limit")
 }
 
 /// The integers in `s`, in order (thousands separators `,` and `_` inside a number are skipped).
@@ -537,6 +544,30 @@ pub(crate) fn excess_tokens(message: &str) -> Option<u64> {
     }
 }
 
+/// The context window a provider's error message names, from each documented shape:
+/// Anthropic `prompt is too long: 210000 tokens > 200000 maximum` and `input length and
+/// max_tokens exceed context limit: 188240 + 21333 > 200000`, OpenAI and vLLM `maximum context
+/// length is 128000 tokens`, llama.cpp `exceeds the available context size (8192 tokens)` and
+/// `context of 8192`.
+pub(crate) fn context_limit(message: &str) -> Option<u64> {
+    let lower = message.to_ascii_lowercase();
+    let after = |marker: &str| {
+        lower
+            .find(marker)
+            .and_then(|pos| integers(&lower[pos + marker.len()..]).first().copied())
+    };
+    if lower.contains("prompt is too long") || lower.contains("exceed context limit") {
+        if let Some(pos) = lower.rfind(" > ") {
+            return integers(&lower[pos + 3..]).first().copied();
+        }
+    }
+    after("maximum context length is")
+        .or_else(|| after("available context size"))
+        .or_else(|| after("context size of"))
+        .or_else(|| after("context of"))
+        .filter(|&n| n > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,6 +592,50 @@ mod tests {
             Some(904)
         );
         assert_eq!(excess_tokens("prompt is too long"), None);
+    }
+
+    #[test]
+    fn limit_from_each_documented_shape() {
+        let cases: &[(&str, Option<u64>)] = &[
+            (
+                "prompt is too long: 210000 tokens > 200000 maximum",
+                Some(200_000),
+            ),
+            (
+                "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, \
+                 decrease input length or `max_tokens` and try again",
+                Some(200_000),
+            ),
+            (
+                "This model's maximum context length is 128000 tokens. However, your messages \
+                 resulted in 130512 tokens. Please reduce the length of the messages.",
+                Some(128_000),
+            ),
+            (
+                "This model's maximum context length is 8192 tokens. However, you requested \
+                 9000 tokens (800 in the messages, 8200 in the completion).",
+                Some(8_192),
+            ),
+            (
+                "'max_tokens' or 'max_completion_tokens' is too large: 8192. This model's \
+                 maximum context length is 8192 tokens and your request has 120 input tokens \
+                 (8192 > 8192 - 120).",
+                Some(8_192),
+            ),
+            (
+                "request (8760 tokens) exceeds the available context size (8192 tokens), try \
+                 increasing it",
+                Some(8_192),
+            ),
+            (
+                "the request exceeds the available context size, try increasing it",
+                None,
+            ),
+            ("prompt is too long", None),
+        ];
+        for (msg, want) in cases {
+            assert_eq!(context_limit(msg), *want, "{msg}");
+        }
     }
 
     #[test]

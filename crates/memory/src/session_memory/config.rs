@@ -161,10 +161,15 @@ impl SessionMemoryConfig {
         self
     }
 
+    /// The directory of one session: `<project_dir>/<session_id>` (its notes, and the full text
+    /// of tool results cut during compaction).
+    pub fn session_dir(&self, session_id: &str) -> PathBuf {
+        self.project_dir.join(session_id)
+    }
+
     /// The notes file of one session.
     pub fn notes_path(&self, session_id: &str) -> PathBuf {
-        self.project_dir
-            .join(session_id)
+        self.session_dir(session_id)
             .join("session-memory")
             .join("summary.md")
     }
