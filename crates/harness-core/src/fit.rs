@@ -127,7 +127,7 @@ pub fn cut_message(
         .map(|(i, b)| (i, cuttable_tokens(counter, b)))
         .filter(|&(_, t)| t > MIN_KEPT_TOKENS + MARKER_TOKENS)
         .collect();
-    order.sort_by_key(|o| std::cmp::Reverse(o.1));
+    order.sort_by_key(|&(_, t)| std::cmp::Reverse(t));
     let mut out = message.clone();
     let mut changed = false;
     for (i, tokens) in order {
