@@ -107,7 +107,7 @@
 //! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker;
 //!
 //! plus [`MemorySetup`] (memory wired into an [`AgentBuilder`] in one call) and the
-//! [`async_trait`] attribute the traits are implemented with.
+//! [`async_trait`](macro@async_trait) attribute the traits are implemented with.
 //!
 //! ## Every trait, with an example
 //!
