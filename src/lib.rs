@@ -1,18 +1,140 @@
 //! # memloop
 //!
-//! An embeddable Rust agent harness with pluggable memory. This facade re-exports the three
-//! crates:
+//! An embeddable Rust agent harness with pluggable memory. A complete agent with memory, your own
+//! recall policy and your own tool, runnable offline (a [`ScriptedModel`](core::testing::ScriptedModel)
+//! stands in for the LLM and records what it was sent):
+//!
+//! ```
+//! use memloop::core::testing::{ScriptStep, ScriptedModel};
+//! use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+//! use memloop::core::{Agent, events::AgentEvent};
+//! use memloop::memory::recall::{SelectionContext, Selector, SelectorError};
+//! use memloop::memory::{env::EnvVars, paths::MemoryDirResolver, store::MemoryHeader};
+//! use memloop::{MemorySetup, async_trait};
+//! use serde_json::{Value, json};
+//! use std::sync::Arc;
+//! use tokio::sync::Notify;
+//!
+//! /// A recall policy: feedback memories only.
+//! struct FeedbackOnly;
+//!
+//! #[async_trait]
+//! impl Selector for FeedbackOnly {
+//!     async fn select(&self, _query: &str, headers: &[MemoryHeader], ctx: &SelectionContext)
+//!         -> Result<Vec<String>, SelectorError> {
+//!         Ok(headers.iter()
+//!             .filter(|h| h.rel_path.starts_with("feedback_"))
+//!             .take(ctx.limit)
+//!             .map(|h| h.rel_path.clone())
+//!             .collect())
+//!     }
+//! }
+//!
+//! /// A tool. Recall never delays a turn; a scripted model answers at once, so this tool returns
+//! /// once recall has surfaced its memories, which keeps the example deterministic.
+//! struct Weather(Arc<Notify>);
+//!
+//! #[async_trait]
+//! impl Tool for Weather {
+//!     fn spec(&self) -> ToolSpec {
+//!         ToolSpec {
+//!             name: "weather".into(),
+//!             description: "Today's weather.".into(),
+//!             input_schema: json!({"type": "object", "properties": {}}),
+//!             effect: ToolEffect::ReadOnly,
+//!         }
+//!     }
+//!     async fn call(&self, _input: Value, _ctx: &ToolContext) -> ToolOutput {
+//!         let wait = std::time::Duration::from_secs(30);
+//!         match tokio::time::timeout(wait, self.0.notified()).await {
+//!             Ok(()) => ToolOutput::ok("sunny, 24°C"),
+//!             Err(_) => ToolOutput::error("recall surfaced nothing"),
+//!         }
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // This example keeps memloop's home (normally `~/.memloop`) in a temp dir.
+//! let tmp = tempfile::tempdir()?;
+//! let env = EnvVars::from_pairs([("MEMLOOP_HOME", tmp.path().to_string_lossy())]);
+//! let memory = MemorySetup::with_resolver(MemoryDirResolver::new(tmp.path()), env)?
+//!     .selector(Arc::new(FeedbackOnly));
+//!
+//! // Session 1: the model saves a memory with the `memory_write` tool.
+//! let model = ScriptedModel::new()
+//!     .then(ScriptStep::tool("memory_write", json!({
+//!         "topic": "feedback_units", "type": "feedback",
+//!         "description": "the user wants temperatures in Celsius",
+//!         "content": "Give temperatures in Celsius.",
+//!     })))
+//!     .then(ScriptStep::text("Noted."))
+//!     .on_purpose("extractor", |_| Some(ScriptStep::text("Nothing new.")));
+//! let mut agent = memory.attach(Agent::builder(Arc::new(model)))?.build();
+//! agent.run_turn("Always give me temperatures in Celsius.").await?;
+//! agent.drain(std::time::Duration::from_secs(60)).await;
+//! assert!(memory.memory_dir().dir.join("feedback_units.md").is_file());
+//!
+//! // Session 2: a new agent; recall surfaces the memory next to the user's message.
+//! let recalled = Arc::new(Notify::new());
+//! let signal = recalled.clone();
+//! let on_event = move |e: AgentEvent| {
+//!     if matches!(e, AgentEvent::MemoriesSurfaced { .. }) {
+//!         signal.notify_one();
+//!     }
+//! };
+//! let model = ScriptedModel::new()
+//!     .then(ScriptStep::tool("weather", json!({})))
+//!     .then(ScriptStep::text("Sunny, 24°C."))
+//!     .on_purpose("extractor", |_| Some(ScriptStep::text("Nothing new.")));
+//! let builder = Agent::builder(Arc::new(model.clone()))
+//!     .tool(Arc::new(Weather(recalled)))
+//!     .events(Arc::new(on_event));
+//! let mut agent = memory.attach(builder)?.build();
+//! let outcome = agent.run_turn("What's the weather like today?").await?;
+//! assert_eq!(outcome.text, "Sunny, 24°C.");
+//! let last = model.requests_for("main").pop().ok_or("no request")?;
+//! assert!(last.messages.iter().any(|m| m.text().contains("Give temperatures in Celsius.")));
+//! # Ok(()) }
+//! ```
+//!
+//! The crate re-exports the three library crates:
 //!
 //! - [`core`] (`memloop-core`): messages, the `Model` and `Tool` traits, the agent loop, hooks,
 //!   forked agents, token counting;
 //! - [`memory`] (`memloop-memory`): the memory dir, selectors and recall, extraction, session
 //!   notes, consolidation, project instructions;
-//! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker.
+//! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker;
+//!
+//! plus [`MemorySetup`] (memory wired into an [`AgentBuilder`] in one call) and the
+//! [`async_trait`](macro@async_trait) attribute the traits are implemented with.
+//!
+//! ## Every trait, with an example
+//!
+//! | trait | example |
+//! |---|---|
+//! | [`Model`](core::model::Model) | [`ScriptedModel`](core::testing::ScriptedModel), and the trait's docs |
+//! | [`Tool`](core::tool::Tool) | above (`Weather`), and the trait's docs |
+//! | [`PermissionGate`](core::tool::PermissionGate) | the trait's docs; [`WriteScopeGate`](core::tool::WriteScopeGate) |
+//! | [`TokenCounter`](core::tokens::TokenCounter) | [`CharEstimator`](core::tokens::CharEstimator), [`TiktokenCounter`](core::tokens::TiktokenCounter) |
+//! | [`SystemSection`](core::prompt::SystemSection) | the trait's docs |
+//! | [`Hook`](core::Hook) | the trait's docs |
+//! | [`EventSink`](core::events::EventSink) | above (`on_event`: any `Fn(AgentEvent)` is a sink); [`VecSink`](core::events::VecSink) |
+//! | [`ContextCompactor`](core::compaction::ContextCompactor) | [`Compactor`](compact::Compactor) |
+//! | [`MemoryStore`](memory::store::MemoryStore) | [`FileMemoryStore`](memory::store::FileMemoryStore) |
+//! | [`Selector`](memory::recall::Selector) | above (`FeedbackOnly`), and the trait's docs |
+//! | [`Extractor`](memory::extract::Extractor) | the trait's docs; [`ForkedExtractor`](memory::extract::ForkedExtractor) |
+//! | [`SessionMemory`](memory::session_memory::SessionMemory) | [`FileSessionMemory`](memory::session_memory::FileSessionMemory) |
+//!
+//! The README follows.
 #![warn(missing_docs)]
 #![doc = include_str!("../README.md")]
 
 mod setup;
 
+/// The attribute macro the async traits ([`Tool`], [`Model`], `Selector`, `Hook`, ...) are
+/// implemented with, re-exported so implementing them needs no extra dependency.
+pub use async_trait::async_trait;
 pub use memloop_compact as compact;
 pub use memloop_core as core;
 pub use memloop_memory as memory;
