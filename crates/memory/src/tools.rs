@@ -17,6 +17,8 @@ use std::sync::Arc;
 pub const MEMORY_READ: &str = "memory_read";
 /// Name of the write tool.
 pub const MEMORY_WRITE: &str = "memory_write";
+/// Name of the consolidator's delete tool (a memory and its index line, through the store).
+pub const MEMORY_DELETE: &str = "memory_delete";
 /// Topic that reads the index.
 pub const INDEX_TOPIC: &str = "MEMORY";
 /// Topic that lists all memories (the manifest).
