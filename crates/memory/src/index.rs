@@ -33,21 +33,68 @@ impl Default for IndexCaps {
 fn entry_re() -> Option<&'static Regex> {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r"^\s*[-*+]\s+\[([^\]]*)\]\(\s*(?:\./)?([^)\s]+)\s*\)\s*(?:[—–-]+\s*(.*?))?\s*$")
+        Regex::new(
+            r"^\s*[-*+]\s+\[([^\]]*)\]\(\s*(?:<((?:[^<>\\\n]|\\.)*)>|(?:\./)?([^)\s]+))\s*\)\s*(?:[—–-]+\s*(.*?))?\s*$",
+        )
             .ok()
     })
     .as_ref()
 }
 
 /// Parse one index line `- [Title](file.md) — hook`; `None` for prose or anything else. An
-/// em dash, en dash or hyphen separates the hook; a missing hook is empty.
+/// em dash, en dash or hyphen separates the hook; a missing hook is empty. A file name with
+/// spaces, parentheses or angle brackets is written as `(<my file.md>)` with `\` escapes, as
+/// Markdown does. A byte-order mark before the line is ignored.
 pub fn parse_entry_line(line: &str) -> Option<IndexEntry> {
+    let line = line.strip_prefix('\u{feff}').unwrap_or(line);
     let c = entry_re()?.captures(line)?;
+    let file = match (c.get(2), c.get(3)) {
+        (Some(angle), _) => unescape(angle.as_str()),
+        (None, Some(bare)) => bare.as_str().to_owned(),
+        (None, None) => return None,
+    };
+    let file = file.strip_prefix("./").map(str::to_owned).unwrap_or(file);
     Some(IndexEntry {
         title: c[1].trim().to_owned(),
-        file: c[2].to_owned(),
-        hook: c.get(3).map_or("", |m| m.as_str()).to_owned(),
+        file,
+        hook: c.get(4).map_or("", |m| m.as_str()).to_owned(),
     })
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(n) = chars.next() {
+                out.push(n);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The link destination of `file`: bare when it has no spaces, parentheses, angle brackets or
+/// backslashes, otherwise `<...>` with those escaped.
+fn link_destination(file: &str) -> String {
+    let needs_angle = file
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, '(' | ')' | '<' | '>' | '\\'));
+    if !needs_angle {
+        return file.to_owned();
+    }
+    let mut out = String::with_capacity(file.len() + 4);
+    out.push('<');
+    for c in file.chars() {
+        if matches!(c, '<' | '>' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('>');
+    out
 }
 
 /// All entry lines of an index, in order.
@@ -62,6 +109,7 @@ pub fn format_entry_line(title: &str, file: &str, hook: &str, max_chars: usize) 
     let clean = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut title = clean(title).replace('[', "(").replace(']', ")");
     let mut hook = clean(hook);
+    let file = link_destination(file);
     let fixed = format!("- []({file}) — ").chars().count();
     let room = max_chars.saturating_sub(fixed);
     let tchars = title.chars().count();
@@ -108,6 +156,9 @@ pub fn upsert_entry(text: &str, file: &str, line: &str) -> String {
         if !is_target {
             out.push_str(raw);
         } else if !placed {
+            if raw.starts_with('\u{feff}') {
+                out.push('\u{feff}');
+            }
             out.push_str(line);
             let ending = &raw[raw.trim_end_matches(['\r', '\n']).len()..];
             out.push_str(ending);
