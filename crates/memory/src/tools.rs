@@ -4,7 +4,7 @@
 
 use crate::manifest::format_manifest;
 use crate::memory_store::MemoryStore;
-use crate::safety::topic_to_rel_path;
+use crate::safety::{read_target_to_rel_path, topic_to_rel_path};
 use crate::types::{MemoryDoc, MemoryType, WriteMode};
 use async_trait::async_trait;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
@@ -61,12 +61,12 @@ impl Tool for MemoryReadTool {
         ToolSpec {
             name: MEMORY_READ.into(),
             description: "Read your persistent memory. topic = a memory's name (e.g. \
-                `feedback_testing`), `MEMORY` for the index, or `_list` for every memory with its \
-                type, date and description."
+                `feedback_testing`) or its path as listed (e.g. `team/grafana.md`), `MEMORY` for \
+                the index, or `_list` for every memory with its type, date and description."
                 .into(),
             input_schema: json!({
                 "type": "object",
-                "properties": {"topic": {"type": "string", "description": "memory name, `MEMORY` or `_list`"}},
+                "properties": {"topic": {"type": "string", "description": "memory name or listed path, `MEMORY` or `_list`"}},
                 "required": ["topic"]
             }),
             effect: ToolEffect::ReadOnly,
@@ -93,7 +93,7 @@ impl Tool for MemoryReadTool {
                     format_manifest(&h)
                 }
             }),
-            topic => match topic_to_rel_path(topic) {
+            topic => match read_target_to_rel_path(topic) {
                 Ok(rel) => self.store.read(&rel).await.map(|f| f.raw),
                 Err(e) => Err(e),
             },
