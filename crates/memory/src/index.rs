@@ -144,6 +144,16 @@ fn same_file(a: &str, b: &str) -> bool {
     a.strip_prefix("./").unwrap_or(a) == b.strip_prefix("./").unwrap_or(b)
 }
 
+/// Whether `raw` is an entry line linking to `file`. A plain substring test on the file's last
+/// segment rules out almost every line before the line parser runs, so an edit of a large index
+/// costs a scan of its bytes, not a parse of each of its lines.
+fn links_to(raw: &str, file: &str) -> bool {
+    let last = file.rsplit('/').next().unwrap_or(file);
+    let literal = !last.contains(['<', '>', '\\']);
+    (!literal || raw.contains(last))
+        && parse_entry_line(raw).is_some_and(|e| same_file(&e.file, file))
+}
+
 /// Add or replace the entry line for `file`. The first entry line linking to `file` is replaced
 /// (later duplicates are removed); otherwise the line is appended. Every other line keeps its
 /// bytes, and the file's line ending style (LF or CRLF) is used for the new line.
@@ -152,7 +162,7 @@ pub fn upsert_entry(text: &str, file: &str, line: &str) -> String {
     let mut out = String::with_capacity(text.len() + line.len() + 2);
     let mut placed = false;
     for raw in text.split_inclusive('\n') {
-        let is_target = parse_entry_line(raw).is_some_and(|e| same_file(&e.file, file));
+        let is_target = links_to(raw, file);
         if !is_target {
             out.push_str(raw);
         } else if !placed {
@@ -181,7 +191,7 @@ pub fn remove_entry(text: &str, file: &str) -> (String, bool) {
     let out = text
         .split_inclusive('\n')
         .filter(|raw| {
-            let hit = parse_entry_line(raw).is_some_and(|e| same_file(&e.file, file));
+            let hit = links_to(raw, file);
             removed |= hit;
             !hit
         })
