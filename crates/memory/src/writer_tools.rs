@@ -10,6 +10,10 @@
 
 use crate::index::INDEX_FILE;
 use crate::memory_store::MemoryStore;
+use crate::types::{
+    IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
+    WriteReport,
+};
 use async_trait::async_trait;
 use memloop_core::tool::{
     PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext, ToolEffect,
@@ -119,6 +123,96 @@ pub(crate) fn memory_writer_tools(extra: &[Arc<dyn Tool>]) -> ToolRegistry {
         tools.register(t.clone());
     }
     tools
+}
+
+/// A store that counts how the writes through it went, so a background writer can tell "nothing
+/// worth saving" from "every write failed" (a read-only memory dir, a held lock): only I/O,
+/// lock and backend failures count as failed; refusals (a credential, a bad name) are the
+/// store doing its job.
+pub(crate) struct TallyStore {
+    inner: Arc<dyn MemoryStore>,
+    ok: std::sync::atomic::AtomicUsize,
+    failed: std::sync::atomic::AtomicUsize,
+    last_error: std::sync::Mutex<Option<String>>,
+}
+
+impl TallyStore {
+    pub(crate) fn new(inner: Arc<dyn MemoryStore>) -> Self {
+        Self {
+            inner,
+            ok: Default::default(),
+            failed: Default::default(),
+            last_error: Default::default(),
+        }
+    }
+
+    fn record<T>(&self, r: Result<T, MemoryError>) -> Result<T, MemoryError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        match &r {
+            Ok(_) => {
+                self.ok.fetch_add(1, Relaxed);
+            }
+            Err(
+                e @ (MemoryError::Io { .. } | MemoryError::Lock(_) | MemoryError::Backend { .. }),
+            ) => {
+                self.failed.fetch_add(1, Relaxed);
+                if let Ok(mut last) = self.last_error.lock() {
+                    *last = Some(e.to_string());
+                }
+            }
+            Err(_) => {}
+        }
+        r
+    }
+
+    /// `Some(error)` when at least one write failed and none succeeded.
+    pub(crate) fn all_failed(&self) -> Option<String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (ok, failed) = (self.ok.load(Relaxed), self.failed.load(Relaxed));
+        (ok == 0 && failed > 0).then(|| {
+            let last = self.last_error.lock().ok().and_then(|l| l.clone());
+            format!(
+                "all {failed} memory write(s) failed; last error: {}",
+                last.unwrap_or_default()
+            )
+        })
+    }
+}
+
+#[async_trait]
+impl MemoryStore for TallyStore {
+    fn root(&self) -> &std::path::Path {
+        self.inner.root()
+    }
+    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
+        self.inner.scan().await
+    }
+    async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
+        self.inner.read(rel_path).await
+    }
+    async fn write(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+    ) -> Result<WriteReport, MemoryError> {
+        self.record(self.inner.write(rel_path, doc, mode).await)
+    }
+    async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
+        self.record(self.inner.delete(rel_path).await)
+    }
+    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
+        self.record(self.inner.clear().await)
+    }
+    async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
+        self.inner.load_index().await
+    }
+    async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
+        self.inner.index_entries().await
+    }
+    fn check_contained(&self, path: &std::path::Path) -> Result<PathBuf, MemoryError> {
+        self.inner.check_contained(path)
+    }
 }
 
 /// Written files relative to the store's memory dir, `/`-separated, deduplicated, without

@@ -6,6 +6,7 @@ mod extract_common;
 use extract_common as common;
 
 use common::run_extractor;
+use memloop_core::Hook;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent, AgentConfig,
@@ -13,7 +14,9 @@ use memloop_core::{
     message::ContentBlock,
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::{
+    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -300,4 +303,124 @@ async fn hostile_extractor_writes_only_through_the_store() {
             "- [project_c](project_c.md) — about project_c",
         ]
     );
+}
+
+/// A memory dir on a read-only filesystem: reads work, every write fails with an I/O error.
+/// (Tests run as root, where a 0555 dir is still writable, so the failure is injected at the
+/// store boundary, with the real store underneath for reads.)
+struct ReadOnlyDir(FileMemoryStore);
+
+#[async_trait::async_trait]
+impl MemoryStore for ReadOnlyDir {
+    fn root(&self) -> &std::path::Path {
+        self.0.root()
+    }
+    async fn scan(&self) -> Result<Vec<memloop_memory::store::MemoryHeader>, MemoryError> {
+        self.0.scan().await
+    }
+    async fn read(&self, rel: &str) -> Result<memloop_memory::store::MemoryFile, MemoryError> {
+        self.0.read(rel).await
+    }
+    async fn write(
+        &self,
+        rel: &str,
+        _doc: &MemoryDoc,
+        _mode: WriteMode,
+    ) -> Result<memloop_memory::store::WriteReport, MemoryError> {
+        Err(MemoryError::io(
+            format!("writing {rel}"),
+            std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
+        ))
+    }
+    async fn delete(&self, rel: &str) -> Result<(), MemoryError> {
+        self.0.delete(rel).await
+    }
+    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
+        self.0.clear().await
+    }
+    async fn load_index(&self) -> Result<memloop_memory::store::LoadedIndex, MemoryError> {
+        self.0.load_index().await
+    }
+    async fn index_entries(&self) -> Result<Vec<memloop_memory::store::IndexEntry>, MemoryError> {
+        self.0.index_entries().await
+    }
+    fn check_contained(&self, p: &std::path::Path) -> Result<std::path::PathBuf, MemoryError> {
+        self.0.check_contained(p)
+    }
+}
+
+/// An extraction whose every write failed is a failed extraction: the cursor stays, so the same
+/// messages are offered again once the dir is writable. A run that only had a credential refused
+/// is not a failure (the refusal is the store doing its job).
+#[tokio::test]
+async fn an_extraction_whose_writes_all_failed_keeps_the_cursor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(ReadOnlyDir(FileMemoryStore::open(tmp.path()).unwrap()));
+    let model = Arc::new(ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |req| {
+        let after_tool = req
+            .messages
+            .last()
+            .is_some_and(|m| m.tool_result_ids().next().is_some());
+        Some(if after_tool {
+            ScriptStep::text("done")
+        } else {
+            ScriptStep::tool(
+                "memory_write",
+                json!({"topic": "project_a", "content": "Fact A.", "description": "a"}),
+            )
+        })
+    }));
+    let extractor = Arc::new(ForkedExtractor::new(store.clone()));
+    let scheduler = ExtractionScheduler::new(store.clone(), extractor);
+    let (events, bg) = (VecSink::default(), memloop_core::BackgroundTasks::new());
+    scheduler
+        .on_stop(common::hook_with_model(
+            1,
+            common::conversation(1),
+            &events,
+            &bg,
+            model.clone(),
+        ))
+        .await;
+    assert!(scheduler.drain(Duration::from_secs(60)).await.completed);
+    assert_eq!(scheduler.cursor("s1"), None, "cursor must not advance");
+    assert!(events.events().iter().any(|e| matches!(
+        e,
+        AgentEvent::ExtractionFailed { error } if error.contains("memory write(s) failed")
+    )));
+
+    // Same scheduler shape over a writable store, where the only write is a refused credential:
+    // that run succeeded (nothing to save) and advances the cursor.
+    let ok_dir = tempfile::tempdir().unwrap();
+    let ok_store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(ok_dir.path()).unwrap());
+    let model = Arc::new(ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |req| {
+        let after_tool = req
+            .messages
+            .last()
+            .is_some_and(|m| m.tool_result_ids().next().is_some());
+        Some(if after_tool {
+            ScriptStep::text("done")
+        } else {
+            ScriptStep::tool(
+                "memory_write",
+                json!({"topic": "wifi", "content": "wifi password: letmein"}),
+            )
+        })
+    }));
+    let scheduler = ExtractionScheduler::new(
+        ok_store.clone(),
+        Arc::new(ForkedExtractor::new(ok_store.clone())),
+    );
+    scheduler
+        .on_stop(common::hook_with_model(
+            1,
+            common::conversation(1),
+            &events,
+            &bg,
+            model,
+        ))
+        .await;
+    assert!(scheduler.drain(Duration::from_secs(60)).await.completed);
+    assert_eq!(scheduler.cursor("s1").unwrap().as_str(), "a1");
 }
