@@ -6,7 +6,7 @@
 
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
-use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, ProjectDirSessions};
+use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{ExtractionScheduler, ForkedExtractor, SchedulerConfig};
 use memloop_memory::recall::{Bm25Selector, RecallHook, Selector};
 use memloop_memory::session_memory::{
@@ -204,7 +204,7 @@ impl MemorySetup {
                 let dream = DreamHook::with_parts(
                     self.store.clone(),
                     DreamConfig::from_env(&self.env),
-                    Arc::new(ProjectDirSessions::for_memory_dir(self.store.root())),
+                    Arc::new(SessionRecords::for_memory_dir(self.store.root())),
                     Consolidator::new(self.store.clone()),
                 );
                 builder = builder.hook(Arc::new(dream));

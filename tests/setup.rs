@@ -118,3 +118,44 @@ async fn project_instructions_load_into_the_system_prompt_before_memory() {
     let memory_section = system.iter().position(|s| s.contains("MEMORY.md")).unwrap();
     assert!(instructions < memory_section);
 }
+
+/// With `MemorySetup`'s defaults (no compaction, no transcripts) the dream's session gate counts
+/// the session records memloop writes itself: sessions one to five are skipped at the session
+/// gate, the sixth consolidates.
+#[tokio::test]
+async fn the_dream_runs_after_five_sessions_with_the_defaults() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env).unwrap();
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing to save")))
+        .on_purpose("dream", |_| Some(ScriptStep::text("consolidated")));
+    let mut dream_events = Vec::new();
+    for _session in 1..=6 {
+        let events = VecSink::default();
+        let builder = Agent::builder(Arc::new(model.clone())).events(Arc::new(events.clone()));
+        let mut agent = memory.attach(builder).unwrap().build();
+        agent.run_turn("hello").await.unwrap();
+        assert!(agent.drain(Duration::from_secs(30)).await.completed);
+        dream_events.push(
+            events
+                .events()
+                .into_iter()
+                .find_map(|e| match e {
+                    AgentEvent::DreamSkipped { gate } => Some(gate),
+                    AgentEvent::DreamFinished { .. } => Some("finished".into()),
+                    _ => None,
+                })
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        dream_events,
+        [
+            "sessions", "sessions", "sessions", "sessions", "sessions", "finished"
+        ]
+    );
+    assert_eq!(model.requests_for("dream").len(), 1);
+}
