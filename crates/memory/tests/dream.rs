@@ -183,8 +183,10 @@ async fn seeded_project() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
         };
         store.write(file, &doc, WriteMode::Overwrite).await.unwrap();
     }
+    // Five earlier sessions recorded (as the hook records every session), plus this one.
+    let records = memloop_memory::consolidate::SessionRecords::for_memory_dir(store.root());
     for s in ["a", "b", "c", "d", "e", "current"] {
-        std::fs::write(tmp.path().join(format!("{s}.jsonl")), "{}").unwrap();
+        memloop_memory::consolidate::SessionSource::record(&records, s).unwrap();
     }
     (tmp, store)
 }
