@@ -37,7 +37,7 @@ async fn memory_is_wired_in_by_default() {
     let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
     let (model, events, memory) = run(env, project.path()).await;
     assert!(memory.enabled());
-    assert!(memory.memory_dir().dir.starts_with(home.path()));
+    assert!(memory.memory_dir().unwrap().dir.starts_with(home.path()));
     let main = &model.requests_for("main")[0];
     let tools: Vec<&str> = main.tools.iter().map(|t| t.name.as_str()).collect();
     assert!(
@@ -158,4 +158,38 @@ async fn the_dream_runs_after_five_sessions_with_the_defaults() {
         ]
     );
     assert_eq!(model.requests_for("dream").len(), 1);
+}
+
+/// Switched off means no disk access: no `HOME` needed, no dir, no lock file created; and an
+/// unrecognised switch value is not silently taken as "on" or "off" without a word.
+#[tokio::test]
+async fn switched_off_memory_touches_no_disk_and_needs_no_home() {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let mem = root.path().join("x").join("mem");
+    let env = EnvVars::from_pairs([
+        ("MEMLOOP_DISABLE_AUTO_MEMORY", "1"),
+        ("MEMLOOP_MEMORY_DIR", mem.to_str().unwrap()),
+    ]);
+    let (model, _events, memory) = run(env, &project).await;
+    assert!(!memory.enabled());
+    assert!(memory.store().is_none() && memory.memory_dir().is_none());
+    assert!(model.requests_for("main")[0].tools.is_empty());
+    assert!(!root.path().join("x").exists(), "nothing created");
+    let mut listing: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    listing.sort();
+    assert_eq!(listing, ["proj"]);
+    assert_eq!(std::fs::read_dir(&project).unwrap().count(), 0);
+
+    // No HOME and no MEMLOOP_HOME at all: still fine when switched off.
+    let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
+    assert!(
+        !MemorySetup::with_resolver(MemoryDirResolver::new(&project), env)
+            .unwrap()
+            .enabled()
+    );
 }
