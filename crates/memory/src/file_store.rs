@@ -292,14 +292,19 @@ impl FileMemoryStore {
         if existing.as_deref() != Some(text.as_str()) {
             atomic_write(&path, text.as_bytes())?;
         }
-        let fm = parse_memory(&text).frontmatter.unwrap_or_default();
-        let line = format_entry_line(
-            fm.name.as_deref().unwrap_or(stem),
-            rel,
-            fm.description.as_deref().unwrap_or(""),
-            self.config.index.max_entry_chars,
-        );
-        self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+        if crate::daily_log::is_daily_log(rel) {
+            // Daily logs are raw notes: no index line (the dream distils them).
+            self.edit_index(|idx| remove_entry(idx, rel).0)?;
+        } else {
+            let fm = parse_memory(&text).frontmatter.unwrap_or_default();
+            let line = format_entry_line(
+                fm.name.as_deref().unwrap_or(stem),
+                rel,
+                fm.description.as_deref().unwrap_or(""),
+                self.config.index.max_entry_chars,
+            );
+            self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+        }
         tracing::info!(rel, created, bytes = text.len(), "memory written");
         Ok(WriteReport {
             rel_path: rel.to_owned(),
