@@ -4,7 +4,7 @@ use crate::types::MemoryError;
 use fs4::fs_std::FileExt;
 use std::fs::{File, OpenOptions};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a writer waits for the dir lock before giving up with [`MemoryError::Lock`].
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,26 +37,40 @@ impl DirLock {
             .write(true)
             .open(&path)
             .map_err(|e| MemoryError::Lock(format!("opening {}: {e}", path.display())))?;
-        let deadline = Instant::now() + timeout;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            let held = FileExt::try_lock_exclusive(&file)
-                .map_err(|e| MemoryError::Lock(format!("locking {}: {e}", path.display())))?;
-            if held {
-                break;
+        let held = FileExt::try_lock_exclusive(&file)
+            .map_err(|e| MemoryError::Lock(format!("locking {}: {e}", path.display())))?;
+        let file = if held {
+            file
+        } else {
+            // Wait in the kernel's queue (fair, unlike polling) on a helper thread, at most
+            // `timeout`. If we give up first, the helper's send fails once it gets the lock and
+            // it drops the file, which releases the lock again.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<File>>(1);
+            std::thread::Builder::new()
+                .name("memloop-dir-lock".into())
+                .spawn(move || {
+                    let got = file.lock_exclusive().map(|()| file);
+                    let _ = tx.send(got);
+                })
+                .map_err(|e| MemoryError::Lock(format!("waiting for {}: {e}", path.display())))?;
+            match rx.recv_timeout(timeout) {
+                Ok(Ok(file)) => file,
+                Ok(Err(e)) => {
+                    return Err(MemoryError::Lock(format!(
+                        "locking {}: {e}",
+                        path.display()
+                    )));
+                }
+                Err(_) => {
+                    tracing::warn!(lock = %path.display(), ?timeout, "memory dir lock timed out");
+                    return Err(MemoryError::Lock(format!(
+                        "timed out after {timeout:?} waiting for {}: another memloop process is \
+                         writing this memory dir (or is stuck); try again, or stop that process",
+                        path.display()
+                    )));
+                }
             }
-            let now = Instant::now();
-            if now >= deadline {
-                tracing::warn!(lock = %path.display(), ?timeout, "memory dir lock timed out");
-                return Err(MemoryError::Lock(format!(
-                    "timed out after {timeout:?} waiting for {}: another memloop process is \
-                     writing this memory dir (or is stuck); try again, or stop that process",
-                    path.display()
-                )));
-            }
-            std::thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(Duration::from_millis(50));
-        }
+        };
         tracing::trace!(lock = %path.display(), "memory dir locked");
         Ok(Self { file })
     }
