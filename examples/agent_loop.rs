@@ -112,7 +112,9 @@ fn new_agent(
 /// Session notes + compaction. With the scripted model the window is tiny, so the session crosses
 /// it in a few turns.
 fn with_compaction(memory: MemorySetup, small: bool, window: u64) -> MemorySetup {
-    let mut notes = memory.default_notes_config();
+    let Some(mut notes) = memory.default_notes_config() else {
+        return memory; // memory is off: no notes either
+    };
     let mut compact = CompactConfig::for_model(if small { 30_000 } else { window }, 2_000);
     if small {
         notes.thresholds = UpdateThresholds {
@@ -183,7 +185,10 @@ async fn main() -> Result<()> {
 
     let env = EnvVars::from_process().with("MEMLOOP_HOME", base.display().to_string());
     let mut memory = MemorySetup::with_resolver(MemoryDirResolver::new(&cwd), env)?;
-    let resolved = memory.memory_dir().clone();
+    let Some(resolved) = memory.memory_dir().cloned() else {
+        bail!("memory is switched off (MEMLOOP_DISABLE_AUTO_MEMORY); unset it to run the demo");
+    };
+    let store = memory.store().cloned().context("memory is switched off")?;
     println!(
         "\nmemory dir: {}\n  chosen by: {}",
         resolved.dir.display(),
@@ -191,7 +196,7 @@ async fn main() -> Result<()> {
     );
     if let Some(model) = &real {
         // With a real model: the LLM picks memories, BM25 takes over on error or timeout.
-        let bm25 = Arc::new(Bm25Selector::new(memory.store().clone()));
+        let bm25 = Arc::new(Bm25Selector::new(store.clone()));
         let llm = Arc::new(LlmSelector::new(model.clone()));
         memory = memory.selector(Arc::new(FallbackSelector::new(
             llm,
@@ -225,7 +230,7 @@ async fn main() -> Result<()> {
         &[demo_script::S1_DEADLINE, demo_script::S1_PREFERENCE],
     )
     .await;
-    print_index(memory.store()).await?;
+    print_index(&store).await?;
 
     // ── Session 2: a new session recalls what session 1 saved. ──
     print::banner("session 2: a new session recalls it");

@@ -73,7 +73,8 @@
 //! let mut agent = memory.attach(Agent::builder(Arc::new(model)))?.build();
 //! agent.run_turn("Always give me temperatures in Celsius.").await?;
 //! agent.drain(std::time::Duration::from_secs(60)).await;
-//! assert!(memory.memory_dir().dir.join("feedback_units.md").is_file());
+//! let dir = &memory.memory_dir().ok_or("memory is switched off")?.dir;
+//! assert!(dir.join("feedback_units.md").is_file());
 //!
 //! // Session 2: a new agent; recall surfaces the memory next to the user's message.
 //! let recalled = Arc::new(Notify::new());

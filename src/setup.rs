@@ -6,7 +6,7 @@
 
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
-use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, ProjectDirSessions};
+use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{ExtractionScheduler, ForkedExtractor, SchedulerConfig};
 use memloop_memory::recall::{Bm25Selector, RecallHook, Selector};
 use memloop_memory::session_memory::{
@@ -50,10 +50,8 @@ pub enum SetupError {
 #[derive(Clone)]
 pub struct MemorySetup {
     env: EnvVars,
-    resolved: ResolvedMemoryDir,
-    project_dir: PathBuf,
-    base: PathBuf,
-    store: Arc<dyn MemoryStore>,
+    /// `None` when memory is switched off: nothing resolved, nothing opened.
+    on: Option<Resolved>,
     selector: Option<Arc<dyn Selector>>,
     recall: bool,
     extraction: bool,
@@ -63,10 +61,19 @@ pub struct MemorySetup {
     working_dir: PathBuf,
 }
 
+/// What an enabled setup resolved and opened.
+#[derive(Clone)]
+struct Resolved {
+    resolved: ResolvedMemoryDir,
+    project_dir: PathBuf,
+    base: PathBuf,
+    store: Arc<dyn MemoryStore>,
+}
+
 impl std::fmt::Debug for MemorySetup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemorySetup")
-            .field("memory_dir", &self.resolved.dir)
+            .field("memory_dir", &self.memory_dir().map(|r| &r.dir))
             .field("enabled", &self.enabled())
             .finish_non_exhaustive()
     }
@@ -79,18 +86,29 @@ impl MemorySetup {
     }
 
     /// Memory resolved by `resolver` (e.g. [`MemoryDirResolver::claude_code`], or one with an
-    /// override dir), reading switches from `env`.
+    /// override dir), reading switches from `env`. With `MEMLOOP_DISABLE_AUTO_MEMORY` truthy
+    /// nothing is resolved or opened: no disk access, and no `HOME` needed.
     pub fn with_resolver(resolver: MemoryDirResolver, env: EnvVars) -> Result<Self, SetupError> {
         let working_dir = resolver.project().to_path_buf();
-        let resolver = resolver.env(env.clone());
-        let resolved = resolver.resolve()?;
-        let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open_resolved(&resolved)?);
+        let on = if env.auto_memory_disabled() {
+            tracing::info!(
+                "memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY; memory dir not resolved"
+            );
+            None
+        } else {
+            let resolver = resolver.env(env.clone());
+            let resolved = resolver.resolve()?;
+            let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open_resolved(&resolved)?);
+            Some(Resolved {
+                project_dir: resolver.project_dir()?,
+                base: resolver.base_dir()?,
+                resolved,
+                store,
+            })
+        };
         Ok(Self {
-            project_dir: resolver.project_dir()?,
-            base: resolver.base_dir()?,
             env,
-            resolved,
-            store,
+            on,
             selector: None,
             recall: true,
             extraction: true,
@@ -101,24 +119,25 @@ impl MemorySetup {
         })
     }
 
-    /// The store.
-    pub fn store(&self) -> &Arc<dyn MemoryStore> {
-        &self.store
+    /// The store (`None` when memory is switched off).
+    pub fn store(&self) -> Option<&Arc<dyn MemoryStore>> {
+        self.on.as_ref().map(|o| &o.store)
     }
 
-    /// Where the memory dir is and which rule chose it.
-    pub fn memory_dir(&self) -> &ResolvedMemoryDir {
-        &self.resolved
+    /// Where the memory dir is and which rule chose it (`None` when memory is switched off).
+    pub fn memory_dir(&self) -> Option<&ResolvedMemoryDir> {
+        self.on.as_ref().map(|o| &o.resolved)
     }
 
-    /// `<base>/projects/<slug>`: where per-session data (notes) lives.
-    pub fn project_dir(&self) -> &Path {
-        &self.project_dir
+    /// `<base>/projects/<slug>`: where per-session data (notes) lives (`None` when memory is
+    /// switched off).
+    pub fn project_dir(&self) -> Option<&Path> {
+        self.on.as_ref().map(|o| o.project_dir.as_path())
     }
 
     /// Whether memory is on (`MEMLOOP_DISABLE_AUTO_MEMORY` is not truthy).
     pub fn enabled(&self) -> bool {
-        !self.env.auto_memory_disabled()
+        self.on.is_some()
     }
 
     /// The recall selector (default: [`Bm25Selector`] over the store).
@@ -160,9 +179,11 @@ impl MemorySetup {
     }
 
     /// Default session-notes settings for this project (`<project_dir>`, custom templates from
-    /// `<base>/session-memory/config/`).
-    pub fn default_notes_config(&self) -> SessionMemoryConfig {
-        SessionMemoryConfig::new(&self.project_dir).with_config_home(&self.base)
+    /// `<base>/session-memory/config/`); `None` when memory is switched off.
+    pub fn default_notes_config(&self) -> Option<SessionMemoryConfig> {
+        self.on
+            .as_ref()
+            .map(|o| SessionMemoryConfig::new(&o.project_dir).with_config_home(&o.base))
     }
 
     /// Wire memory into `builder`. With memory disabled by the environment, only compaction (if
@@ -175,26 +196,24 @@ impl MemorySetup {
                 LoadOptions::default(),
             )));
         }
-        if self.enabled() {
-            for tool in memory_tools(self.store.clone()) {
+        if let Some(on) = &self.on {
+            let store = &on.store;
+            for tool in memory_tools(store.clone()) {
                 builder = builder.tool(tool);
             }
-            builder = builder.section(Arc::new(MemorySection::from_env(
-                self.store.clone(),
-                &self.env,
-            )));
+            builder = builder.section(Arc::new(MemorySection::from_env(store.clone(), &self.env)));
             if self.recall {
                 let selector = self
                     .selector
                     .clone()
-                    .unwrap_or_else(|| Arc::new(Bm25Selector::new(self.store.clone())));
-                let recall = Arc::new(RecallHook::new(self.store.clone(), selector));
+                    .unwrap_or_else(|| Arc::new(Bm25Selector::new(store.clone())));
+                let recall = Arc::new(RecallHook::new(store.clone(), selector));
                 builder = builder.hook(recall);
             }
             if self.extraction {
-                let extractor = Arc::new(ForkedExtractor::new(self.store.clone()));
+                let extractor = Arc::new(ForkedExtractor::new(store.clone()));
                 let scheduler = ExtractionScheduler::with_config(
-                    self.store.clone(),
+                    store.clone(),
                     extractor,
                     SchedulerConfig::from_env(&self.env),
                 );
@@ -202,10 +221,10 @@ impl MemorySetup {
             }
             if self.dream {
                 let dream = DreamHook::with_parts(
-                    self.store.clone(),
+                    store.clone(),
                     DreamConfig::from_env(&self.env),
-                    Arc::new(ProjectDirSessions::for_memory_dir(self.store.root())),
-                    Consolidator::new(self.store.clone()),
+                    Arc::new(SessionRecords::for_memory_dir(store.root())),
+                    Consolidator::new(store.clone()),
                 );
                 builder = builder.hook(Arc::new(dream));
             }

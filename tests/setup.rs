@@ -37,7 +37,7 @@ async fn memory_is_wired_in_by_default() {
     let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
     let (model, events, memory) = run(env, project.path()).await;
     assert!(memory.enabled());
-    assert!(memory.memory_dir().dir.starts_with(home.path()));
+    assert!(memory.memory_dir().unwrap().dir.starts_with(home.path()));
     let main = &model.requests_for("main")[0];
     let tools: Vec<&str> = main.tools.iter().map(|t| t.name.as_str()).collect();
     assert!(
@@ -117,4 +117,79 @@ async fn project_instructions_load_into_the_system_prompt_before_memory() {
     );
     let memory_section = system.iter().position(|s| s.contains("MEMORY.md")).unwrap();
     assert!(instructions < memory_section);
+}
+
+/// With `MemorySetup`'s defaults (no compaction, no transcripts) the dream's session gate counts
+/// the session records memloop writes itself: sessions one to five are skipped at the session
+/// gate, the sixth consolidates.
+#[tokio::test]
+async fn the_dream_runs_after_five_sessions_with_the_defaults() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env).unwrap();
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing to save")))
+        .on_purpose("dream", |_| Some(ScriptStep::text("consolidated")));
+    let mut dream_events = Vec::new();
+    for _session in 1..=6 {
+        let events = VecSink::default();
+        let builder = Agent::builder(Arc::new(model.clone())).events(Arc::new(events.clone()));
+        let mut agent = memory.attach(builder).unwrap().build();
+        agent.run_turn("hello").await.unwrap();
+        assert!(agent.drain(Duration::from_secs(30)).await.completed);
+        dream_events.push(
+            events
+                .events()
+                .into_iter()
+                .find_map(|e| match e {
+                    AgentEvent::DreamSkipped { gate } => Some(gate),
+                    AgentEvent::DreamFinished { .. } => Some("finished".into()),
+                    _ => None,
+                })
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        dream_events,
+        [
+            "sessions", "sessions", "sessions", "sessions", "sessions", "finished"
+        ]
+    );
+    assert_eq!(model.requests_for("dream").len(), 1);
+}
+
+/// Switched off means no disk access: no `HOME` needed, no dir, no lock file created; and an
+/// unrecognised switch value is not silently taken as "on" or "off" without a word.
+#[tokio::test]
+async fn switched_off_memory_touches_no_disk_and_needs_no_home() {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let mem = root.path().join("x").join("mem");
+    let env = EnvVars::from_pairs([
+        ("MEMLOOP_DISABLE_AUTO_MEMORY", "1"),
+        ("MEMLOOP_MEMORY_DIR", mem.to_str().unwrap()),
+    ]);
+    let (model, _events, memory) = run(env, &project).await;
+    assert!(!memory.enabled());
+    assert!(memory.store().is_none() && memory.memory_dir().is_none());
+    assert!(model.requests_for("main")[0].tools.is_empty());
+    assert!(!root.path().join("x").exists(), "nothing created");
+    let mut listing: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    listing.sort();
+    assert_eq!(listing, ["proj"]);
+    assert_eq!(std::fs::read_dir(&project).unwrap().count(), 0);
+
+    // No HOME and no MEMLOOP_HOME at all: still fine when switched off.
+    let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
+    assert!(
+        !MemorySetup::with_resolver(MemoryDirResolver::new(&project), env)
+            .unwrap()
+            .enabled()
+    );
 }

@@ -141,7 +141,7 @@ async fn a_runaway_reply_on_an_8k_server_does_not_end_the_session() {
     let project = tempfile::tempdir().unwrap();
     let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
     let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env).unwrap();
-    let notes = memory.default_notes_config();
+    let notes = memory.default_notes_config().unwrap();
     // The host believes the default 200,000-token window, as in the bug report.
     let memory = memory.compaction(CompactConfig::for_model(200_000, 2_000), notes);
     let (server, seen) = llama::server(8_192).await;
@@ -263,7 +263,7 @@ async fn a_300kb_tool_result_in_a_16k_window_is_cut_and_kept_on_disk() {
         .unwrap()
         .extraction(false)
         .recall(false);
-    let notes = memory.default_notes_config();
+    let notes = memory.default_notes_config().unwrap();
     let memory = memory.compaction(CompactConfig::for_model(16_384, 2_000), notes.clone());
     let model = ScriptedModel::new()
         .on_purpose("compact_summary", |_| {

@@ -16,9 +16,11 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .without_time()
         .init();
-    let (stdout, stderr, stdin) = (std::io::stdout(), std::io::stderr(), std::io::stdin());
+    let (stdout, stdin) = (std::io::stdout(), std::io::stdin());
     let interactive = stdin.is_terminal();
-    let (mut out, mut err, mut input) = (stdout.lock(), stderr.lock(), stdin.lock());
+    // stderr stays unlocked: warnings are logged to it from the store's blocking threads, and a
+    // lock held here for the whole run would make them wait forever.
+    let (mut out, mut err, mut input) = (stdout.lock(), std::io::stderr(), stdin.lock());
     let outcome = std::env::current_dir()
         .map_err(anyhow::Error::from)
         .and_then(|cwd| {

@@ -668,3 +668,54 @@ fn help_documents_exit_codes_and_usage_errors_exit_2() {
     assert_eq!(code(&s.run(&["memory", "frobnicate"])), 2);
     assert_eq!(code(&s.run(&["memory", "show"])), 2);
 }
+
+/// Run with a deadline: the process is killed and the test fails if it has not exited in time.
+fn run_with_deadline(mut cmd: Command, secs: u64) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("memloop did not exit within {secs} s (hang)");
+        }
+    }
+}
+
+/// A binary file and a file with invalid UTF-8 in the memory dir: `memory list` warns and exits
+/// (it used to hang forever on the stderr lock), and the non-UTF-8 memory is listed, read lossily.
+#[test]
+fn list_with_a_binary_and_an_invalid_utf8_file_warns_and_exits() {
+    let s = Sandbox::new();
+    s.seed();
+    std::fs::write(s.mem.join("blob.md"), b"\x00\x01\x02binary\x00").unwrap();
+    std::fs::write(
+        s.mem.join("latin.md"),
+        b"---\nname: Caf\xe9\ndescription: latin-1 notes\ntype: user\n---\n\nna\xefve\n",
+    )
+    .unwrap();
+    let mem = s.mem.to_string_lossy().into_owned();
+    let o = run_with_deadline(
+        s.command(&["--memory-dir", &mem, "memory", "list", "--json"], &[]),
+        60,
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let mut all = paths(&json(&o));
+    all.sort();
+    assert_eq!(
+        all,
+        ["deadline.md", "latin.md", "team/grafana.md", "testing.md"]
+    );
+    let err = stderr(&o);
+    assert!(err.contains("blob.md"), "{err}");
+    assert!(err.contains("latin.md") && err.contains("UTF-8"), "{err}");
+}

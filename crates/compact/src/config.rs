@@ -7,7 +7,7 @@
 //! below the effective window but never below three quarters of it. The floors keep small
 //! windows (8K local models) usable instead of compacting or blocking every request.
 
-use memloop_memory::env::{EnvVars, is_truthy};
+use memloop_memory::env::EnvVars;
 use std::time::Duration;
 
 /// `MEMLOOP_DISABLE_COMPACT`: turns all compaction off.
@@ -167,10 +167,10 @@ impl CompactConfig {
     /// ([`EnvVars::from_process`] in production, a map in tests). A malformed percentage is
     /// ignored with a warning.
     pub fn with_env(mut self, env: &EnvVars) -> Self {
-        if is_truthy(env.get(ENV_DISABLE_COMPACT)) {
+        if env.switch(ENV_DISABLE_COMPACT) {
             self.disabled = true;
         }
-        if is_truthy(env.get(ENV_DISABLE_AUTO_COMPACT)) {
+        if env.switch(ENV_DISABLE_AUTO_COMPACT) {
             self.auto_disabled = true;
         }
         if let Some(v) = env.get(ENV_AUTOCOMPACT_PCT) {

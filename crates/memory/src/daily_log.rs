@@ -1,5 +1,6 @@
 //! Daily-log mode: `memory_log_append` appends a line to `logs/YYYY/MM/YYYY-MM-DD.md` through the
-//! store (atomic, locked, secret-checked, contained).
+//! store (atomic, locked, secret-checked, contained). Logs stay out of the index and out of
+//! recall; the dream distils them into topic files.
 
 use crate::memory_store::MemoryStore;
 use crate::types::{MemoryDoc, MemoryType, WriteMode};
@@ -11,6 +12,16 @@ use std::sync::Arc;
 
 /// Name of the daily-log tool.
 pub const MEMORY_LOG_APPEND: &str = "memory_log_append";
+
+/// The dir, relative to the memory dir, that holds the daily logs.
+pub(crate) const LOGS_DIR: &str = "logs";
+
+/// Whether a store-relative path is a daily log (`logs/...`). Logs are raw notes: they get no
+/// index line and recall does not surface them; the dream distils them into topic files.
+pub(crate) fn is_daily_log(rel: &str) -> bool {
+    rel.strip_prefix(LOGS_DIR)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
 
 /// The log file of `date`, relative to the memory dir.
 ///

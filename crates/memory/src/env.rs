@@ -102,8 +102,32 @@ impl EnvVars {
             .map(PathBuf::from)
     }
 
+    /// A boolean switch: `true` when `key` is truthy; unset or falsy is `false`; an
+    /// unrecognised value is `false` too, with a warning naming the variable and the accepted
+    /// values (never silently ignored).
+    ///
+    /// ```
+    /// use memloop_memory::env::EnvVars;
+    /// let env = EnvVars::from_pairs([("A", "on"), ("B", "maybe")]);
+    /// assert!(env.switch("A"));
+    /// assert!(!env.switch("B")); // logs a warning
+    /// ```
+    pub fn switch(&self, key: &str) -> bool {
+        match self.get(key) {
+            None => false,
+            Some(v) => parse_bool_env(v).unwrap_or_else(|| {
+                tracing::warn!(
+                    variable = key,
+                    value = v,
+                    "unrecognised switch value ignored (use 1/true/yes/on or 0/false/no/off)"
+                );
+                false
+            }),
+        }
+    }
+
     /// `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy.
     pub fn auto_memory_disabled(&self) -> bool {
-        is_truthy(self.get(DISABLE_AUTO_MEMORY))
+        self.switch(DISABLE_AUTO_MEMORY)
     }
 }

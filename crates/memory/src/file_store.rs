@@ -29,7 +29,8 @@ pub struct StoreConfig {
     pub index: IndexCaps,
     /// Scan limits (30 lines per file).
     pub scan: ScanConfig,
-    /// Largest memory file [`MemoryStore::read`] accepts (1 MiB).
+    /// Bytes of a memory file [`MemoryStore::read`] returns (1 MiB); a bigger file is returned
+    /// cut, with a note saying so.
     pub max_read_bytes: u64,
 }
 
@@ -291,14 +292,19 @@ impl FileMemoryStore {
         if existing.as_deref() != Some(text.as_str()) {
             atomic_write(&path, text.as_bytes())?;
         }
-        let fm = parse_memory(&text).frontmatter.unwrap_or_default();
-        let line = format_entry_line(
-            fm.name.as_deref().unwrap_or(stem),
-            rel,
-            fm.description.as_deref().unwrap_or(""),
-            self.config.index.max_entry_chars,
-        );
-        self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+        if crate::daily_log::is_daily_log(rel) {
+            // Daily logs are raw notes: no index line (the dream distils them).
+            self.edit_index(|idx| remove_entry(idx, rel).0)?;
+        } else {
+            let fm = parse_memory(&text).frontmatter.unwrap_or_default();
+            let line = format_entry_line(
+                fm.name.as_deref().unwrap_or(stem),
+                rel,
+                fm.description.as_deref().unwrap_or(""),
+                self.config.index.max_entry_chars,
+            );
+            self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+        }
         tracing::info!(rel, created, bytes = text.len(), "memory written");
         Ok(WriteReport {
             rel_path: rel.to_owned(),
@@ -324,20 +330,41 @@ impl FileMemoryStore {
         if !meta.is_file() {
             return Err(MemoryError::NotFound(rel.to_owned()));
         }
-        if meta.len() > self.config.max_read_bytes {
-            return Err(unreadable(format!(
-                "it is {} bytes (limit {})",
-                meta.len(),
-                self.config.max_read_bytes
-            )));
-        }
-        let bytes =
-            std::fs::read(&path).map_err(|e| MemoryError::io(format!("reading {rel}"), e))?;
+        let limit = self.config.max_read_bytes;
+        let cut = meta.len() > limit;
+        let mut bytes = Vec::with_capacity(meta.len().min(limit) as usize);
+        std::fs::File::open(&path)
+            .and_then(|f| {
+                std::io::Read::read_to_end(&mut std::io::Read::take(f, limit), &mut bytes)
+            })
+            .map_err(|e| MemoryError::io(format!("reading {rel}"), e))?;
         if bytes.contains(&0) {
             return Err(unreadable("it is binary (contains NUL bytes)".into()));
         }
-        let raw =
-            String::from_utf8(bytes).map_err(|_| unreadable("it is not valid UTF-8".into()))?;
+        let mut raw = match String::from_utf8(bytes) {
+            Ok(s) => s,
+            // Cut mid-character by the size limit: drop the partial character.
+            Err(e) if cut && e.utf8_error().error_len().is_none() => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut b = e.into_bytes();
+                b.truncate(valid);
+                String::from_utf8_lossy(&b).into_owned()
+            }
+            Err(e) => {
+                tracing::warn!(
+                    rel,
+                    "memory file is not valid UTF-8 (Latin-1?); read lossily, invalid bytes replaced"
+                );
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }
+        };
+        if cut {
+            tracing::debug!(rel, bytes = meta.len(), limit, "large memory read cut");
+            raw.push_str(&format!(
+                "\n\n[memory cut: the file is {} bytes; only the first {limit} are shown]\n",
+                meta.len()
+            ));
+        }
         let parsed = parse_memory(&raw);
         let fm = parsed.frontmatter.clone().unwrap_or_default();
         let body = parsed.body.to_owned();

@@ -33,21 +33,68 @@ impl Default for IndexCaps {
 fn entry_re() -> Option<&'static Regex> {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r"^\s*[-*+]\s+\[([^\]]*)\]\(\s*(?:\./)?([^)\s]+)\s*\)\s*(?:[—–-]+\s*(.*?))?\s*$")
+        Regex::new(
+            r"^\s*[-*+]\s+\[([^\]]*)\]\(\s*(?:<((?:[^<>\\\n]|\\.)*)>|(?:\./)?([^)\s]+))\s*\)\s*(?:[—–-]+\s*(.*?))?\s*$",
+        )
             .ok()
     })
     .as_ref()
 }
 
 /// Parse one index line `- [Title](file.md) — hook`; `None` for prose or anything else. An
-/// em dash, en dash or hyphen separates the hook; a missing hook is empty.
+/// em dash, en dash or hyphen separates the hook; a missing hook is empty. A file name with
+/// spaces, parentheses or angle brackets is written as `(<my file.md>)` with `\` escapes, as
+/// Markdown does. A byte-order mark before the line is ignored.
 pub fn parse_entry_line(line: &str) -> Option<IndexEntry> {
+    let line = line.strip_prefix('\u{feff}').unwrap_or(line);
     let c = entry_re()?.captures(line)?;
+    let file = match (c.get(2), c.get(3)) {
+        (Some(angle), _) => unescape(angle.as_str()),
+        (None, Some(bare)) => bare.as_str().to_owned(),
+        (None, None) => return None,
+    };
+    let file = file.strip_prefix("./").map(str::to_owned).unwrap_or(file);
     Some(IndexEntry {
         title: c[1].trim().to_owned(),
-        file: c[2].to_owned(),
-        hook: c.get(3).map_or("", |m| m.as_str()).to_owned(),
+        file,
+        hook: c.get(4).map_or("", |m| m.as_str()).to_owned(),
     })
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(n) = chars.next() {
+                out.push(n);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The link destination of `file`: bare when it has no spaces, parentheses, angle brackets or
+/// backslashes, otherwise `<...>` with those escaped.
+fn link_destination(file: &str) -> String {
+    let needs_angle = file
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, '(' | ')' | '<' | '>' | '\\'));
+    if !needs_angle {
+        return file.to_owned();
+    }
+    let mut out = String::with_capacity(file.len() + 4);
+    out.push('<');
+    for c in file.chars() {
+        if matches!(c, '<' | '>' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('>');
+    out
 }
 
 /// All entry lines of an index, in order.
@@ -62,6 +109,7 @@ pub fn format_entry_line(title: &str, file: &str, hook: &str, max_chars: usize) 
     let clean = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut title = clean(title).replace('[', "(").replace(']', ")");
     let mut hook = clean(hook);
+    let file = link_destination(file);
     let fixed = format!("- []({file}) — ").chars().count();
     let room = max_chars.saturating_sub(fixed);
     let tchars = title.chars().count();
@@ -96,6 +144,16 @@ fn same_file(a: &str, b: &str) -> bool {
     a.strip_prefix("./").unwrap_or(a) == b.strip_prefix("./").unwrap_or(b)
 }
 
+/// Whether `raw` is an entry line linking to `file`. A plain substring test on the file's last
+/// segment rules out almost every line before the line parser runs, so an edit of a large index
+/// costs a scan of its bytes, not a parse of each of its lines.
+fn links_to(raw: &str, file: &str) -> bool {
+    let last = file.rsplit('/').next().unwrap_or(file);
+    let literal = !last.contains(['<', '>', '\\']);
+    (!literal || raw.contains(last))
+        && parse_entry_line(raw).is_some_and(|e| same_file(&e.file, file))
+}
+
 /// Add or replace the entry line for `file`. The first entry line linking to `file` is replaced
 /// (later duplicates are removed); otherwise the line is appended. Every other line keeps its
 /// bytes, and the file's line ending style (LF or CRLF) is used for the new line.
@@ -104,10 +162,13 @@ pub fn upsert_entry(text: &str, file: &str, line: &str) -> String {
     let mut out = String::with_capacity(text.len() + line.len() + 2);
     let mut placed = false;
     for raw in text.split_inclusive('\n') {
-        let is_target = parse_entry_line(raw).is_some_and(|e| same_file(&e.file, file));
+        let is_target = links_to(raw, file);
         if !is_target {
             out.push_str(raw);
         } else if !placed {
+            if raw.starts_with('\u{feff}') {
+                out.push('\u{feff}');
+            }
             out.push_str(line);
             let ending = &raw[raw.trim_end_matches(['\r', '\n']).len()..];
             out.push_str(ending);
@@ -130,7 +191,7 @@ pub fn remove_entry(text: &str, file: &str) -> (String, bool) {
     let out = text
         .split_inclusive('\n')
         .filter(|raw| {
-            let hit = parse_entry_line(raw).is_some_and(|e| same_file(&e.file, file));
+            let hit = links_to(raw, file);
             removed |= hit;
             !hit
         })

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 /// - [`write`](Self::write) is atomic and updates the index line in the same locked operation;
 ///   it refuses content that looks like a credential ([`MemoryError::SensitiveData`]);
 /// - [`scan`](Self::scan) lists every memory (newest first) and never fails because of one bad
-///   file: unreadable files are skipped with a `tracing` warning.
+///   file: text that is not valid UTF-8 is read lossily and binary or unreadable files are
+///   skipped, each with a `tracing` warning; every memory it lists can be [`read`](Self::read)
+///   (a very large one is returned cut, with a note).
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
     /// The memory dir (absolute).

@@ -34,8 +34,10 @@ impl Default for ScanConfig {
 }
 
 /// Scan `root`: headers of all memory files, newest first (ties by path). Hidden entries
-/// (leading `.`: temp files, the lock, `.git`) and symlinks are not followed; unreadable, binary
-/// (NUL byte) or non-UTF-8 files are skipped with a `tracing` warning. A missing root is empty.
+/// (leading `.`: temp files, the lock, `.git`) are skipped; a symlinked file counts when it
+/// resolves to a file inside the dir (symlinked dirs are not followed); non-UTF-8 files are read
+/// lossily with a warning; unreadable or binary (NUL byte) files are skipped with a `tracing`
+/// warning. A missing root is empty.
 /// Blocking: call from `spawn_blocking` in async code.
 #[cfg(test)]
 pub fn scan_dir(root: &Path, cfg: &ScanConfig) -> Result<Vec<MemoryHeader>, MemoryError> {
@@ -148,6 +150,7 @@ struct Found {
 
 fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
     let mut out = Vec::new();
+    let canonical_root = std::fs::canonicalize(root).ok();
     let mut stack = vec![(root.to_path_buf(), String::new())];
     while let Some((dir, prefix)) = stack.pop() {
         let entries = match std::fs::read_dir(&dir) {
@@ -187,6 +190,23 @@ fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
                     abs: entry.path(),
                     rel,
                 });
+            } else if ft.is_symlink() && name.ends_with(".md") && name != INDEX_FILE {
+                // A symlinked file is a memory when it resolves to a file inside the dir.
+                let target = std::fs::canonicalize(entry.path()).ok();
+                let inside = target.as_ref().is_some_and(|t| {
+                    t.is_file() && canonical_root.as_ref().is_some_and(|r| t.starts_with(r))
+                });
+                if inside {
+                    out.push(Found {
+                        abs: entry.path(),
+                        rel,
+                    });
+                } else {
+                    tracing::warn!(
+                        path = %entry.path().display(),
+                        "skipping symlink that does not resolve to a file inside the memory dir"
+                    );
+                }
             } else if ft.is_symlink() {
                 tracing::debug!(path = %entry.path().display(), "not following symlink");
             }
@@ -233,11 +253,19 @@ fn read_header(f: &Found, cfg: &ScanConfig) -> Option<Cached> {
     if buf.contains(&0) {
         return skip(&"binary content (NUL byte)", known);
     }
+    let lossy: String;
     let text = match std::str::from_utf8(&buf) {
         Ok(t) => t,
         // Cut mid-character by the byte cap: keep the valid prefix.
         Err(e) if e.error_len().is_none() => std::str::from_utf8(&buf[..e.valid_up_to()]).ok()?,
-        Err(_) => return skip(&"not valid UTF-8", known),
+        Err(_) => {
+            lossy = String::from_utf8_lossy(&buf).into_owned();
+            tracing::warn!(
+                path = %f.abs.display(),
+                "memory file is not valid UTF-8 (Latin-1?); read lossily, invalid bytes replaced"
+            );
+            &lossy
+        }
     };
     let fm = parse_memory(text).frontmatter.unwrap_or_default();
     let header = MemoryHeader {

@@ -4,7 +4,7 @@
 
 use crate::manifest::format_manifest;
 use crate::memory_store::MemoryStore;
-use crate::safety::topic_to_rel_path;
+use crate::safety::{read_target_to_rel_path, topic_to_rel_path};
 use crate::types::{MemoryDoc, MemoryType, WriteMode};
 use async_trait::async_trait;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
@@ -17,6 +17,8 @@ use std::sync::Arc;
 pub const MEMORY_READ: &str = "memory_read";
 /// Name of the write tool.
 pub const MEMORY_WRITE: &str = "memory_write";
+/// Name of the consolidator's delete tool (a memory and its index line, through the store).
+pub const MEMORY_DELETE: &str = "memory_delete";
 /// Topic that reads the index.
 pub const INDEX_TOPIC: &str = "MEMORY";
 /// Topic that lists all memories (the manifest).
@@ -59,12 +61,12 @@ impl Tool for MemoryReadTool {
         ToolSpec {
             name: MEMORY_READ.into(),
             description: "Read your persistent memory. topic = a memory's name (e.g. \
-                `feedback_testing`), `MEMORY` for the index, or `_list` for every memory with its \
-                type, date and description."
+                `feedback_testing`) or its path as listed (e.g. `team/grafana.md`), `MEMORY` for \
+                the index, or `_list` for every memory with its type, date and description."
                 .into(),
             input_schema: json!({
                 "type": "object",
-                "properties": {"topic": {"type": "string", "description": "memory name, `MEMORY` or `_list`"}},
+                "properties": {"topic": {"type": "string", "description": "memory name or listed path, `MEMORY` or `_list`"}},
                 "required": ["topic"]
             }),
             effect: ToolEffect::ReadOnly,
@@ -91,7 +93,7 @@ impl Tool for MemoryReadTool {
                     format_manifest(&h)
                 }
             }),
-            topic => match topic_to_rel_path(topic) {
+            topic => match read_target_to_rel_path(topic) {
                 Ok(rel) => self.store.read(&rel).await.map(|f| f.raw),
                 Err(e) => Err(e),
             },

@@ -183,8 +183,10 @@ async fn seeded_project() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
         };
         store.write(file, &doc, WriteMode::Overwrite).await.unwrap();
     }
+    // Five earlier sessions recorded (as the hook records every session), plus this one.
+    let records = memloop_memory::consolidate::SessionRecords::for_memory_dir(store.root());
     for s in ["a", "b", "c", "d", "e", "current"] {
-        std::fs::write(tmp.path().join(format!("{s}.jsonl")), "{}").unwrap();
+        memloop_memory::consolidate::SessionSource::record(&records, s).unwrap();
     }
     (tmp, store)
 }
@@ -294,6 +296,9 @@ async fn daily_log_mode_appends_to_the_dated_log_through_the_store() {
         .unwrap();
     let file = store.read("logs/2026/04/2026-04-09.md").await.unwrap();
     assert_eq!(file.header.name.as_deref(), Some("Daily log 2026-04-09"));
+    // Logs are raw notes: listed (the dream reads them) but never indexed.
+    assert!(store.index_entries().await.unwrap().is_empty());
+    assert!(!tmp.path().join("MEMORY.md").exists());
     assert!(file.body.contains("- 09:15 standup moved to 10:00"));
     assert!(
         file.body

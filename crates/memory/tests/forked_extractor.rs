@@ -6,6 +6,7 @@ mod extract_common;
 use extract_common as common;
 
 use common::run_extractor;
+use memloop_core::Hook;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent, AgentConfig,
@@ -13,7 +14,9 @@ use memloop_core::{
     message::ContentBlock,
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::{
+    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -80,18 +83,9 @@ async fn every_escape_attempt_is_denied_and_nothing_is_written_outside() {
             _ => None,
         })
         .collect();
-    assert_eq!(
-        denied,
-        [
-            "write_file",
-            "write_file",
-            "write_file",
-            "edit_file",
-            "shell",
-            "shell",
-            "memory_write"
-        ]
-    );
+    // The generic file tools are not even offered to a background writer; the shell writes and
+    // the escaping memory_write are denied by its gate.
+    assert_eq!(denied, ["shell", "shell", "memory_write"]);
     // The model reads why: every result in the second request is an error saying so.
     let second = &model.requests_for(EXTRACTOR_PURPOSE)[1];
     let results = second.messages.last().unwrap();
@@ -107,7 +101,7 @@ async fn every_escape_attempt_is_denied_and_nothing_is_written_outside() {
     }
     assert_eq!(texts.len(), 7);
     assert!(
-        texts[0].contains("may only write inside the memory directory"),
+        texts[0].contains("Unknown tool `write_file`"),
         "{}",
         texts[0]
     );
@@ -145,15 +139,16 @@ async fn read_only_tools_run_and_contained_writes_land() {
     model.push_for(
         EXTRACTOR_PURPOSE,
         ScriptStep::tool(
-            "write_file",
-            json!({"path": "project/deadline.md", "content": "---\nname: Deadline\ndescription: release freeze on 2026-12-01\ntype: project\n---\nFreeze.\n"}),
+            "memory_write",
+            json!({"topic": "project_deadline", "name": "Deadline", "type": "project",
+                   "description": "release freeze on 2026-12-01", "content": "Freeze.\n"}),
         ),
     );
     model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("saved"));
     let (written, events) =
         run_extractor(&ForkedExtractor::new(store.clone()), model.clone()).await;
     let canonical = std::fs::canonicalize(tmp.path()).unwrap();
-    assert_eq!(written, vec![canonical.join("project/deadline.md")]);
+    assert_eq!(written, vec![canonical.join("project_deadline.md")]);
     assert!(
         events
             .events()
@@ -236,4 +231,196 @@ async fn agent_stop_hook_saves_a_memory_and_reports_it() {
     assert!(index.contains("(feedback_indentation.md)"), "{index}");
     let last = agent.messages().last().unwrap().id.clone();
     assert_eq!(scheduler.cursor("demo"), Some(last));
+}
+
+/// A background writer that tries to store a credential, to overwrite MEMORY.md directly (with
+/// the generic file tools and through the memory tool), and to save three memories: no
+/// credential reaches the disk, the hand-written index keeps every byte, and exactly three new
+/// index lines appear.
+#[tokio::test]
+async fn hostile_extractor_writes_only_through_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(tmp.path()).unwrap());
+    let index = "# My memories\n\nHand-written prose stays.\n";
+    std::fs::write(tmp.path().join("MEMORY.md"), index).unwrap();
+    let mem = |topic: &str, content: &str| {
+        (
+            "memory_write".to_owned(),
+            json!({"topic": topic, "type": "project", "name": topic,
+                   "description": format!("about {topic}"), "content": content}),
+        )
+    };
+    let model = Arc::new(ScriptedModel::new());
+    model.push_for(
+        EXTRACTOR_PURPOSE,
+        ScriptStep::tools(vec![
+            mem(
+                "project_db",
+                "The staging db is postgres://admin:S3cretPass@db/x",
+            ),
+            mem("user_wifi", "wifi password: letmein"),
+            (
+                "write_file".into(),
+                json!({"path": "creds.md", "content": "token=abc"}),
+            ),
+            (
+                "write_file".into(),
+                json!({"path": "MEMORY.md", "content": "- [pwned](x.md)\n"}),
+            ),
+            (
+                "edit_file".into(),
+                json!({"path": "MEMORY.md", "old_string": "prose", "new_string": "pwned"}),
+            ),
+            mem("MEMORY", "- [pwned](x.md)"),
+            ("shell".into(), json!({"command": "echo x > MEMORY.md"})),
+            mem("project_a", "Fact A."),
+            mem("project_b", "Fact B."),
+            mem("project_c", "Fact C."),
+        ]),
+    );
+    model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("done"));
+    let (written, _events) =
+        run_extractor(&ForkedExtractor::new(store.clone()), model.clone()).await;
+    assert_eq!(written.len(), 3, "{written:?}");
+
+    // No credential anywhere on disk.
+    for entry in std::fs::read_dir(tmp.path()).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+        for secret in ["S3cretPass", "letmein", "token=abc", "pwned"] {
+            assert!(!text.contains(secret), "{secret} reached the disk");
+        }
+    }
+    assert!(!tmp.path().join("creds.md").exists());
+    // The index: the hand-written bytes, then exactly three new lines.
+    let after = std::fs::read_to_string(tmp.path().join("MEMORY.md")).unwrap();
+    let added = after.strip_prefix(index).expect("hand-written index kept");
+    let lines: Vec<&str> = added.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "- [project_a](project_a.md) — about project_a",
+            "- [project_b](project_b.md) — about project_b",
+            "- [project_c](project_c.md) — about project_c",
+        ]
+    );
+}
+
+/// A memory dir on a read-only filesystem: reads work, every write fails with an I/O error.
+/// (Tests run as root, where a 0555 dir is still writable, so the failure is injected at the
+/// store boundary, with the real store underneath for reads.)
+struct ReadOnlyDir(FileMemoryStore);
+
+#[async_trait::async_trait]
+impl MemoryStore for ReadOnlyDir {
+    fn root(&self) -> &std::path::Path {
+        self.0.root()
+    }
+    async fn scan(&self) -> Result<Vec<memloop_memory::store::MemoryHeader>, MemoryError> {
+        self.0.scan().await
+    }
+    async fn read(&self, rel: &str) -> Result<memloop_memory::store::MemoryFile, MemoryError> {
+        self.0.read(rel).await
+    }
+    async fn write(
+        &self,
+        rel: &str,
+        _doc: &MemoryDoc,
+        _mode: WriteMode,
+    ) -> Result<memloop_memory::store::WriteReport, MemoryError> {
+        Err(MemoryError::io(
+            format!("writing {rel}"),
+            std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
+        ))
+    }
+    async fn delete(&self, rel: &str) -> Result<(), MemoryError> {
+        self.0.delete(rel).await
+    }
+    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
+        self.0.clear().await
+    }
+    async fn load_index(&self) -> Result<memloop_memory::store::LoadedIndex, MemoryError> {
+        self.0.load_index().await
+    }
+    async fn index_entries(&self) -> Result<Vec<memloop_memory::store::IndexEntry>, MemoryError> {
+        self.0.index_entries().await
+    }
+    fn check_contained(&self, p: &std::path::Path) -> Result<std::path::PathBuf, MemoryError> {
+        self.0.check_contained(p)
+    }
+}
+
+/// An extraction whose every write failed is a failed extraction: the cursor stays, so the same
+/// messages are offered again once the dir is writable. A run that only had a credential refused
+/// is not a failure (the refusal is the store doing its job).
+#[tokio::test]
+async fn an_extraction_whose_writes_all_failed_keeps_the_cursor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(ReadOnlyDir(FileMemoryStore::open(tmp.path()).unwrap()));
+    let model = Arc::new(ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |req| {
+        let after_tool = req
+            .messages
+            .last()
+            .is_some_and(|m| m.tool_result_ids().next().is_some());
+        Some(if after_tool {
+            ScriptStep::text("done")
+        } else {
+            ScriptStep::tool(
+                "memory_write",
+                json!({"topic": "project_a", "content": "Fact A.", "description": "a"}),
+            )
+        })
+    }));
+    let extractor = Arc::new(ForkedExtractor::new(store.clone()));
+    let scheduler = ExtractionScheduler::new(store.clone(), extractor);
+    let (events, bg) = (VecSink::default(), memloop_core::BackgroundTasks::new());
+    scheduler
+        .on_stop(common::hook_with_model(
+            1,
+            common::conversation(1),
+            &events,
+            &bg,
+            model.clone(),
+        ))
+        .await;
+    assert!(scheduler.drain(Duration::from_secs(60)).await.completed);
+    assert_eq!(scheduler.cursor("s1"), None, "cursor must not advance");
+    assert!(events.events().iter().any(|e| matches!(
+        e,
+        AgentEvent::ExtractionFailed { error } if error.contains("memory write(s) failed")
+    )));
+
+    // Same scheduler shape over a writable store, where the only write is a refused credential:
+    // that run succeeded (nothing to save) and advances the cursor.
+    let ok_dir = tempfile::tempdir().unwrap();
+    let ok_store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(ok_dir.path()).unwrap());
+    let model = Arc::new(ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |req| {
+        let after_tool = req
+            .messages
+            .last()
+            .is_some_and(|m| m.tool_result_ids().next().is_some());
+        Some(if after_tool {
+            ScriptStep::text("done")
+        } else {
+            ScriptStep::tool(
+                "memory_write",
+                json!({"topic": "wifi", "content": "wifi password: letmein"}),
+            )
+        })
+    }));
+    let scheduler = ExtractionScheduler::new(
+        ok_store.clone(),
+        Arc::new(ForkedExtractor::new(ok_store.clone())),
+    );
+    scheduler
+        .on_stop(common::hook_with_model(
+            1,
+            common::conversation(1),
+            &events,
+            &bg,
+            model,
+        ))
+        .await;
+    assert!(scheduler.drain(Duration::from_secs(60)).await.completed);
+    assert_eq!(scheduler.cursor("s1").unwrap().as_str(), "a1");
 }

@@ -407,3 +407,21 @@ fn claude_code_flavor_reads_auto_memory_directory_from_user_and_local_settings()
     );
     assert!(r.reason.contains("autoMemoryDirectory"));
 }
+
+#[path = "warn_log/mod.rs"]
+mod warn_log;
+
+/// An unrecognised switch value is off, and says so in a warning naming the variable.
+#[test]
+fn unrecognised_switch_values_warn() {
+    let warnings = warn_log::Warnings::default();
+    let env = EnvVars::from_pairs([
+        ("MEMLOOP_DISABLE_AUTO_MEMORY", "enabled"),
+        ("OK_SWITCH", "off"),
+    ]);
+    let (disabled, ok) = warnings.capture(|| (env.auto_memory_disabled(), env.switch("OK_SWITCH")));
+    assert!(!disabled && !ok);
+    let msgs = warnings.messages();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].contains("unrecognised switch value"), "{msgs:?}");
+}

@@ -519,3 +519,35 @@ async fn reads_count_through_relative_paths_symlinked_roots_and_topics() {
     read.sort();
     assert_eq!(read, vec!["a.md", "b.md", "c.md"]);
 }
+
+/// Daily logs are raw notes for the dream, not memories: recall never surfaces them, even when
+/// they match best.
+#[tokio::test]
+async fn daily_logs_are_not_recalled() {
+    let (_tmp, store) = store();
+    put(
+        &store,
+        "logs/2026/04/2026-04-09.md",
+        "release notes of the day",
+        "release shipped\n",
+    )
+    .await;
+    put(
+        &store,
+        "release.md",
+        "how releases are shipped",
+        "tag then push\n",
+    )
+    .await;
+    let events = VecSink::default();
+    let hook = RecallHook::new(store.clone(), keyword());
+    let text = turn(&hook, vec![], "how do we ship a release?", &events)
+        .await
+        .unwrap();
+    assert!(text.contains("tag then push") && !text.contains("release shipped"));
+    let surfaced = events.events().into_iter().find_map(|e| match e {
+        AgentEvent::MemoriesSurfaced { paths, .. } => Some(paths),
+        _ => None,
+    });
+    assert_eq!(surfaced.unwrap(), vec!["release.md"]);
+}

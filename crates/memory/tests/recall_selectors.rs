@@ -384,3 +384,26 @@ async fn fallback_takes_over_on_error_but_not_on_an_empty_answer_or_cancellation
         .unwrap_err();
     assert!(matches!(e, SelectorError::Cancelled));
 }
+
+/// The LLM selector returns only paths of the manifest it was shown: a real memory beyond the
+/// manifest cap, an already surfaced one and an invented one are all dropped by `select`
+/// itself, not only by the shared contract check.
+#[tokio::test]
+async fn llm_selector_accepts_only_paths_from_the_manifest_it_was_shown() {
+    let headers: Vec<_> = (0..250)
+        .map(|i| header(&format!("m{i:03}.md"), "d"))
+        .collect();
+    let model = ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, |_| {
+        Some(ScriptStep::text(
+            r#"{"selected_memories": ["m001.md", "m002.md", "m240.md", "ghost.md"]}"#,
+        ))
+    });
+    let ctx = SelectionContext {
+        already_surfaced: ["m002.md".to_owned()].into_iter().collect(),
+        ..SelectionContext::default()
+    };
+    let got = llm(&model).select("q", &headers, &ctx).await.unwrap();
+    assert_eq!(got, vec!["m001.md"]);
+    let user = model.requests()[0].last_user_text().unwrap();
+    assert!(!user.contains("m240.md") && !user.contains("m002.md"));
+}

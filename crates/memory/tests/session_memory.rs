@@ -271,3 +271,23 @@ async fn oversized_notes_get_the_condense_reminder_largest_first() {
     let prompt = sm.update_prompt(&spread).await;
     assert!(prompt.contains("the file as a whole is too long"));
 }
+
+/// A `# ` line inside a fenced code block is code, not a section header: the notes updater may
+/// add and change such blocks, and sections do not split at them.
+#[test]
+fn comment_lines_in_code_blocks_are_not_section_headers() {
+    use memloop_memory::session_memory::{apply_notes_edit, sections};
+    let notes = "# Worklog\n_One line per step._\n\n# Files\n_Paths touched._\n";
+    let with_code = apply_notes_edit(
+        notes,
+        "_One line per step._\n\n",
+        "_One line per step._\n```sh\n# build first\ncargo build\n```\n~~~\n# also\n~~~\n",
+    )
+    .unwrap();
+    let again = apply_notes_edit(&with_code, "# build first", "# then test").unwrap();
+    assert!(again.contains("# then test"));
+    let headers: Vec<&str> = sections(&again).iter().map(|s| s.header).collect();
+    assert_eq!(headers, ["# Worklog", "# Files"]);
+    // Real headers stay fixed.
+    assert!(apply_notes_edit(&again, "# Files", "# Paths").is_err());
+}

@@ -5,7 +5,7 @@ use crate::extract::ExtractError;
 use crate::index::IndexCaps;
 use crate::manifest::format_manifest_capped;
 use crate::memory_store::MemoryStore;
-use crate::tools::memory_tools;
+use crate::tools::{MEMORY_DELETE, memory_tools};
 use crate::writer_tools::{memory_writer_gate, memory_writer_tools};
 use async_trait::async_trait;
 use memloop_core::text::render_template;
@@ -128,7 +128,7 @@ fn rel_path(input: &serde_json::Value) -> Result<&str, String> {
 impl Tool for MemoryDeleteTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "memory_delete".into(),
+            name: MEMORY_DELETE.into(),
             description: "Delete a memory file (path relative to the memory directory) and its \
                           line in MEMORY.md."
                 .into(),

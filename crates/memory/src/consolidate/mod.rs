@@ -3,7 +3,9 @@
 //!
 //! - [`DreamHook`]: the [`Hook`] (on stop) that checks the gates and runs the [`Consolidator`].
 //! - [`ConsolidationLock`]: the PID lock file whose mtime is the last consolidation.
-//! - [`SessionSource`] / [`ProjectDirSessions`]: what "sessions touched" means.
+//! - [`SessionSource`]: what "sessions touched" means; [`SessionRecords`] (default) counts the
+//!   one-record-per-session files the hook itself writes, [`ProjectDirSessions`] counts
+//!   transcripts / session dirs of a project dir.
 //! - [`DailyLogTool`]: daily-log mode (`logs/YYYY/MM/YYYY-MM-DD.md`).
 
 mod consolidator;
@@ -13,7 +15,7 @@ mod sessions;
 pub use crate::daily_log::{DailyLogTool, MEMORY_LOG_APPEND, daily_log_path};
 pub use consolidator::{Consolidator, DREAM_PURPOSE};
 pub use lock::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt, LockGuard, pid_alive};
-pub use sessions::{ProjectDirSessions, SessionSource};
+pub use sessions::{ProjectDirSessions, SESSIONS_DIR, SessionRecords, SessionSource};
 
 use crate::memory_store::MemoryStore;
 use crate::writer_tools::relative_to_memory_dir;
@@ -100,6 +102,7 @@ struct Inner {
     lock: ConsolidationLock,
     last_scan: Mutex<Option<Instant>>,
     running: AtomicBool,
+    recorded: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The dream stop hook: on the main agent's turn end it checks the gates cheapest first
@@ -130,10 +133,10 @@ impl Drop for RunningFlag {
 }
 
 impl DreamHook {
-    /// A hook with the default config, counting sessions in the memory dir's parent
-    /// ([`ProjectDirSessions::for_memory_dir`]) and the default [`Consolidator`].
+    /// A hook with the default config, counting the session records it writes itself
+    /// ([`SessionRecords::for_memory_dir`]) and the default [`Consolidator`].
     pub fn new(store: Arc<dyn MemoryStore>) -> Self {
-        let sessions = Arc::new(ProjectDirSessions::for_memory_dir(store.root()));
+        let sessions = Arc::new(SessionRecords::for_memory_dir(store.root()));
         let consolidator = Consolidator::new(store.clone());
         Self::with_parts(store, DreamConfig::default(), sessions, consolidator)
     }
@@ -155,6 +158,7 @@ impl DreamHook {
                 lock,
                 last_scan: Mutex::new(None),
                 running: AtomicBool::new(false),
+                recorded: Mutex::new(std::collections::HashSet::new()),
             }),
         }
     }
@@ -269,6 +273,22 @@ impl Hook for DreamHook {
                 gate: DreamGate::Disabled.as_str().into(),
             });
             return;
+        }
+        let first_stop = self
+            .inner
+            .recorded
+            .lock()
+            .map(|mut r| r.insert(ctx.session_id.clone()))
+            .unwrap_or(false);
+        if first_stop {
+            let (sessions, id) = (self.inner.sessions.clone(), ctx.session_id.clone());
+            ctx.background.spawn("memory-session-record", async move {
+                match tokio::task::spawn_blocking(move || sessions.record(&id)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "cannot record the session"),
+                    Err(e) => tracing::warn!(error = %e, "session record task failed"),
+                }
+            });
         }
         if self.inner.running.swap(true, Ordering::SeqCst) {
             ctx.emit(AgentEvent::DreamSkipped {

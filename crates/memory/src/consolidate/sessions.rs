@@ -10,6 +10,90 @@ use std::time::SystemTime;
 pub trait SessionSource: Send + Sync {
     /// Ids of the sessions touched after `since`, excluding `current`.
     fn touched_since(&self, since: SystemTime, current: &str) -> Result<Vec<String>, MemoryError>;
+
+    /// Note that session `id` is running (called by the dream hook once per session, from a
+    /// blocking context). Sources that read sessions from elsewhere keep the default no-op.
+    fn record(&self, _id: &str) -> Result<(), MemoryError> {
+        Ok(())
+    }
+}
+
+/// Name of the dir, inside the memory dir, that holds one record per session (hidden, so scans,
+/// selectors and the index never see it).
+pub const SESSIONS_DIR: &str = ".sessions";
+
+/// Sessions as the records memloop itself writes: one small file per session in
+/// `<memory dir>/.sessions/`, written at the session's first turn end by the dream hook
+/// (whatever else is configured: compaction, transcripts or none). A session counts as touched
+/// when its record's mtime is after `since`. This is the default session source.
+#[derive(Debug, Clone)]
+pub struct SessionRecords {
+    dir: PathBuf,
+}
+
+impl SessionRecords {
+    /// Records in `<memory_dir>/.sessions/`.
+    pub fn for_memory_dir(memory_dir: &Path) -> Self {
+        Self {
+            dir: memory_dir.join(SESSIONS_DIR),
+        }
+    }
+
+    /// The record file of session `id`: the id itself when it is a plain name (letters, digits,
+    /// `-`, `_`, at most 128 characters), else a hash of it.
+    fn file_of(&self, id: &str) -> PathBuf {
+        let plain = !id.is_empty()
+            && id.len() <= 128
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let name = if plain {
+            id.to_owned()
+        } else {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(id.as_bytes());
+            digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+        };
+        self.dir.join(format!("{name}.session"))
+    }
+}
+
+impl SessionSource for SessionRecords {
+    fn touched_since(&self, since: SystemTime, current: &str) -> Result<Vec<String>, MemoryError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(MemoryError::io(
+                    format!("listing session records in {}", self.dir.display()),
+                    e,
+                ));
+            }
+        };
+        let current = self.file_of(current);
+        let mut ids = BTreeSet::new();
+        for e in entries.filter_map(Result::ok) {
+            let path = e.path();
+            if path == current || path.extension().is_none_or(|x| x != "session") {
+                continue;
+            }
+            let touched = e.metadata().ok().and_then(|m| m.modified().ok());
+            if touched.is_some_and(|t| t > since) {
+                if let Some(stem) = path.file_stem() {
+                    ids.insert(stem.to_string_lossy().into_owned());
+                }
+            }
+        }
+        Ok(ids.into_iter().collect())
+    }
+
+    fn record(&self, id: &str) -> Result<(), MemoryError> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| MemoryError::io(format!("creating {}", self.dir.display()), e))?;
+        let stamp = chrono::Utc::now().to_rfc3339();
+        std::fs::write(self.file_of(id), format!("{id}\n{stamp}\n"))
+            .map_err(|e| MemoryError::io("writing the session record", e))
+    }
 }
 
 /// Sessions as entries of a project dir: a transcript file `<id>.<ext>` (Claude Code's

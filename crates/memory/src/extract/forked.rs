@@ -5,7 +5,7 @@ use crate::daily_log::DailyLogTool;
 use crate::manifest::format_manifest_capped;
 use crate::memory_store::MemoryStore;
 use crate::tools::memory_tools;
-use crate::writer_tools::{memory_writer_gate, memory_writer_tools};
+use crate::writer_tools::{TallyStore, memory_writer_gate, memory_writer_tools};
 use async_trait::async_trait;
 use memloop_core::text::render_template as render;
 use memloop_core::{fork::ForkedAgentBuilder, tool::Tool};
@@ -52,7 +52,7 @@ impl Default for ExtractorConfig {
 pub struct ForkedExtractor {
     store: Arc<dyn MemoryStore>,
     config: ExtractorConfig,
-    memory_tools: Vec<Arc<dyn Tool>>,
+    extra_tools: Vec<Arc<dyn Tool>>,
 }
 
 impl std::fmt::Debug for ForkedExtractor {
@@ -69,7 +69,7 @@ impl ForkedExtractor {
     /// tools plus the store's `memory_read` / `memory_write`.
     pub fn new(store: Arc<dyn MemoryStore>) -> Self {
         Self {
-            memory_tools: memory_tools(store.clone()),
+            extra_tools: Vec::new(),
             store,
             config: ExtractorConfig::default(),
         }
@@ -84,7 +84,7 @@ impl ForkedExtractor {
     /// Give the extractor one more tool (builder style), e.g. the store's memory write tool.
     /// Its writes still go through the gate.
     pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
-        self.memory_tools.push(tool);
+        self.extra_tools.push(tool);
         self
     }
 
@@ -115,9 +115,14 @@ impl Extractor for ForkedExtractor {
         let prompt = self.prompt(ctx.new_messages.len()).await?;
         let mut base = ctx.hook.fork_base();
         base.cwd = self.store.root().to_path_buf();
-        let mut tools = self.memory_tools.clone();
+        // The memory tools write through a tally, so a run whose every write failed (a
+        // read-only dir, a held lock) is reported as failed and its messages offered again.
+        let tally = Arc::new(TallyStore::new(self.store.clone()));
+        let tallied: Arc<dyn MemoryStore> = tally.clone();
+        let mut tools = memory_tools(tallied.clone());
+        tools.extend(self.extra_tools.iter().cloned());
         if self.config.daily_log {
-            tools.push(Arc::new(DailyLogTool::new(self.store.clone())));
+            tools.push(Arc::new(DailyLogTool::new(tallied)));
         }
         let outcome = ForkedAgentBuilder::new(base, EXTRACTOR_PURPOSE)
             .tools(memory_writer_tools(&tools))
@@ -134,6 +139,9 @@ impl Extractor for ForkedExtractor {
             written = outcome.files_written.len(),
             "extractor finished"
         );
+        if let Some(why) = tally.all_failed() {
+            return Err(ExtractError::Failed(why));
+        }
         Ok(outcome.files_written)
     }
 }

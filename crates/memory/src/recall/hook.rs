@@ -263,7 +263,11 @@ impl Job {
 
     async fn run(self) -> Option<Attachment> {
         let headers = match self.store.scan().await {
-            Ok(h) => h,
+            // Daily logs are raw notes waiting for the dream, not memories to surface.
+            Ok(h) => h
+                .into_iter()
+                .filter(|h| !crate::daily_log::is_daily_log(&h.rel_path))
+                .collect::<Vec<_>>(),
             Err(e) => return self.skipped(format!("memory scan failed: {e}")),
         };
         if headers.is_empty() {

@@ -74,6 +74,19 @@ impl LlmSelector {
         Self { model, config }
     }
 
+    /// The headers the manifest shows: the newest `manifest_cap` not yet surfaced.
+    fn shown<'a>(
+        &self,
+        headers: &'a [MemoryHeader],
+        ctx: &SelectionContext,
+    ) -> Vec<&'a MemoryHeader> {
+        headers
+            .iter()
+            .filter(|h| !ctx.already_surfaced.contains(&h.rel_path))
+            .take(self.config.manifest_cap)
+            .collect()
+    }
+
     /// The request this selector sends for `query` (newest `manifest_cap` memories not yet
     /// surfaced).
     pub fn request(
@@ -82,9 +95,7 @@ impl LlmSelector {
         headers: &[MemoryHeader],
         ctx: &SelectionContext,
     ) -> ModelRequest {
-        let shown = headers
-            .iter()
-            .filter(|h| !ctx.already_surfaced.contains(&h.rel_path));
+        let shown = self.shown(headers, ctx);
         let mut user = format!(
             "Request: {query}\n\nAvailable memories:\n{}",
             format_manifest_capped(shown, self.config.manifest_cap, "(none)")
@@ -142,22 +153,27 @@ pub fn parse_selection(text: &str) -> Option<Vec<String>> {
     None
 }
 
-/// Map the model's names onto known paths: exact, then without a leading `./`, then with `.md`
-/// added. Unknown names are kept as-is (the shared contract check drops them).
-fn resolve_names(names: Vec<String>, headers: &[MemoryHeader]) -> Vec<String> {
-    let known: HashMap<&str, &str> = headers
+/// Map the model's names onto the paths of the manifest it was shown: exact, then without a
+/// leading `./`, then with `.md` added. Names that were not in that manifest are dropped (with
+/// a debug event): the model may only pick what it was shown.
+fn resolve_names(names: Vec<String>, shown: &[&MemoryHeader]) -> Vec<String> {
+    let known: HashMap<&str, &str> = shown
         .iter()
         .map(|h| (h.rel_path.as_str(), h.rel_path.as_str()))
         .collect();
     names
         .into_iter()
-        .map(|n| {
+        .filter_map(|n| {
             let t = n.trim().trim_start_matches("./");
             let with_md = format!("{t}.md");
-            known
+            let hit = known
                 .get(t)
                 .or_else(|| known.get(with_md.as_str()))
-                .map_or(n.clone(), |p| (*p).to_owned())
+                .map(|p| (*p).to_owned());
+            if hit.is_none() {
+                tracing::debug!(name = %n, "selector named a memory that was not in its manifest; dropped");
+            }
+            hit
         })
         .collect()
 }
@@ -191,7 +207,7 @@ impl Selector for LlmSelector {
         let names = parse_selection(&text).ok_or_else(|| {
             SelectorError::InvalidResponse(memloop_core::text::truncate_utf8(&text, 200).to_owned())
         })?;
-        Ok(resolve_names(names, headers))
+        Ok(resolve_names(names, &self.shown(headers, ctx)))
     }
 }
 

@@ -3,7 +3,7 @@
 //! dir by the host's file-read tools.
 
 use crate::memory_store::{MemoryStore, RootPaths};
-use crate::safety::topic_to_rel_path;
+use crate::safety::read_target_to_rel_path;
 use memloop_core::message::{ContentBlock, Message};
 use memloop_core::tools::resolve_path;
 use std::collections::{HashMap, HashSet};
@@ -30,7 +30,7 @@ impl Default for ReadTools {
 
 /// Relative paths (as the store names them) that successful tool calls in `messages` read in
 /// full. `known` is the set of memory paths. `memory_read` topics map through
-/// [`topic_to_rel_path`]; file-read paths are resolved against `cwd` (as the file tools do) and
+/// [`topic_to_rel_path`](crate::store::topic_to_rel_path) (or are store paths); file-read paths are resolved against `cwd` (as the file tools do) and
 /// mapped through the store's containment gate, so relative paths and paths through a
 /// symlinked memory dir count too.
 pub fn read_in_full(
@@ -64,7 +64,7 @@ pub fn read_in_full(
                 input
                     .get("topic")
                     .and_then(|t| t.as_str())
-                    .and_then(|t| topic_to_rel_path(t).ok())
+                    .and_then(|t| read_target_to_rel_path(t).ok())
             } else if tools.file_read.iter().any(|t| t == name) {
                 whole_file_path(input, cwd).and_then(|abs| root.relative(store, &abs))
             } else {

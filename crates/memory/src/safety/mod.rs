@@ -11,5 +11,6 @@ pub use atomic::{atomic_write, remove_temp_files};
 pub use containment::ContainmentGate;
 pub(crate) use containment::warn_refused;
 pub use lock::DirLock;
+pub(crate) use names::read_target_to_rel_path;
 pub use names::{topic_to_rel_path, validate_rel_path, validate_topic};
 pub use secrets::{SecretFilter, SecretPattern};

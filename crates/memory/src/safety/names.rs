@@ -87,3 +87,19 @@ pub fn validate_rel_path(rel: &str) -> Result<&str, MemoryError> {
     }
     Ok(rel)
 }
+
+/// What a memory read names: a topic (`feedback_testing`) or a store-relative path as the
+/// memory list, the index and the daily logs show it (`team/grafana.md`,
+/// `logs/2026/04/2026-04-09`); `.md` is added when missing.
+pub(crate) fn read_target_to_rel_path(target: &str) -> Result<String, MemoryError> {
+    if !target.contains('/') {
+        return topic_to_rel_path(target);
+    }
+    let rel = if target.ends_with(".md") {
+        target.to_owned()
+    } else {
+        format!("{target}.md")
+    };
+    validate_rel_path(&rel)?;
+    Ok(rel)
+}

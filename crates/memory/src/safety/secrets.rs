@@ -11,57 +11,117 @@ pub struct SecretPattern {
     /// Human name used in the error (e.g. `GitHub token`).
     pub name: &'static str,
     regex: Regex,
-    /// For assignments: the capture group holding the value, which must look secret-like.
-    value_group: Option<usize>,
+    confirm: Confirm,
 }
 
-/// Credential-like keys in `key = value` / `key: value` assignments. The key may carry a prefix
-/// (`DB_PASSWORD`, `github.token`).
-const ASSIGNMENT: &str = r#"(?i)(?:^|[^A-Za-z0-9])[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|api[_-]?key|secret(?:[_-]?key)?|token|access[_-]?key|private[_-]?key|client[_-]?secret|credentials?)["']?[ \t]*[:=][ \t]*["']?([^\s"'`,;)]+)"#;
+/// How a pattern's match is confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Confirm {
+    /// The match alone is a credential (a well-known token shape, a key block).
+    Shape,
+    /// An assignment: group 1 is the separator, group 2 an opening quote, group 3 the value; the
+    /// value must not be a placeholder and, when prose follows it, must look random.
+    Assignment,
+    /// Group 1 is a value that must not be a placeholder (connection-string passwords, flags).
+    Value,
+}
+
+/// Credential-like keys: the key may carry a prefix (`DB_PASSWORD`, `github.token`,
+/// `AWS_SECRET_ACCESS_KEY`) but must end with the credential word.
+const KEY: &str = r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|pwd|secret|token|(?:api|secret|access|private|account|signing|encryption|master)[_ -]?key|apikey|client[_-]?secret|credentials?)|(?:[A-Za-z0-9_.-]*[_.-])?pass";
+
+fn assignment() -> String {
+    // key, optional closing quote of a quoted key, separator (`=`, `:`, `:=`, `=>`), optional
+    // opening quote, value.
+    format!(
+        r#"(?i)(?:^|[^A-Za-z0-9_.-])(?:{KEY})["']?([ \t]*(?::=|=>|==?|:)[ \t]*)(["'`]?)([^\s"'`,;)\]}}>]+)"#
+    )
+}
 
 fn patterns() -> &'static [SecretPattern] {
     static PATTERNS: OnceLock<Vec<SecretPattern>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
-        let raw: [(&'static str, &str, Option<usize>); 8] = [
+        let assignment = assignment();
+        let raw: Vec<(&'static str, &str, Confirm)> = vec![
             (
                 "private key block",
-                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-                None,
+                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d",
+                Confirm::Shape,
             ),
-            ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", None),
+            ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", Confirm::Shape),
             (
                 "GitHub token",
                 r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b",
-                None,
+                Confirm::Shape,
             ),
+            ("GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}", Confirm::Shape),
             (
                 "JSON Web Token",
                 r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-                None,
+                Confirm::Shape,
             ),
-            ("Slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", None),
+            ("Slack token", r"\bxox[abprse]-[A-Za-z0-9-]{10,}", Confirm::Shape),
+            (
+                "Slack webhook",
+                r"hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+",
+                Confirm::Shape,
+            ),
             (
                 "API key (sk-...)",
                 r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",
-                None,
+                Confirm::Shape,
+            ),
+            (
+                "Stripe secret key",
+                r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}",
+                Confirm::Shape,
+            ),
+            ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}\b", Confirm::Shape),
+            ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b", Confirm::Shape),
+            ("PyPI token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", Confirm::Shape),
+            ("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}\b", Confirm::Shape),
+            (
+                "SendGrid key",
+                r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
+                Confirm::Shape,
             ),
             (
                 "bearer token",
                 r"(?i)\bbearer[ \t]+[A-Za-z0-9._~+/=-]{20,}",
-                None,
+                Confirm::Shape,
+            ),
+            (
+                "basic auth header",
+                r"(?i)\bauthorization:[ \t]*basic[ \t]+[A-Za-z0-9+/]{8,}=*",
+                Confirm::Shape,
+            ),
+            (
+                "connection string with password (scheme://user:password@host)",
+                r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]*:([^\s/@]+)@",
+                Confirm::Value,
+            ),
+            (
+                "credential flag (--password value)",
+                r"(?i)(?:^|\s)--?(?:password|passwd|pass|token|api-key|secret|client-secret)(?:=|[ \t]+)([^\s-][^\s]*)",
+                Confirm::Value,
+            ),
+            (
+                "credential element (<password>value</password>)",
+                r"(?i)<(?:password|secret|token|api_?key)>([^<\s]+)</",
+                Confirm::Value,
             ),
             (
                 "credential assignment (password/api_key/token/secret = value)",
-                ASSIGNMENT,
-                Some(1),
+                assignment.as_str(),
+                Confirm::Assignment,
             ),
         ];
         raw.into_iter()
-            .filter_map(|(name, re, value_group)| match Regex::new(re) {
+            .filter_map(|(name, re, confirm)| match Regex::new(re) {
                 Ok(regex) => Some(SecretPattern {
                     name,
                     regex,
-                    value_group,
+                    confirm,
                 }),
                 Err(e) => {
                     tracing::error!(pattern = name, error = %e, "secret pattern failed to compile");
@@ -72,21 +132,68 @@ fn patterns() -> &'static [SecretPattern] {
     })
 }
 
-/// Whether an assigned value looks like a real secret rather than prose or a reference: it
-/// contains a digit, an uppercase letter or a symbol, or is at least 12 characters long, and it
-/// is not a placeholder or lookup (`$VAR`, `<...>`, `{{...}}`, `%s`, `***`, a call like
-/// `os.getenv(`). `secret: rotation` is prose; `password = hunter2` is not.
-fn value_looks_secret(v: &str) -> bool {
-    let v = v.trim_end_matches(['.', ':']);
-    if v.len() < 4
-        || v.starts_with(['$', '<', '{', '%', '*'])
+/// Whether a value is a placeholder, reference or flag rather than a secret: an environment or
+/// template lookup (`$VAR`, `${VAR}`, `<...>`, `{{...}}`, `%s`, `os.environ[...]`, a call), a
+/// mask (`***`, `xxxx`, `...`), a boolean or null, or a filesystem path.
+fn is_placeholder(v: &str) -> bool {
+    let v = v.trim_end_matches(['.', ':', '!', '?']);
+    let lower = v.to_ascii_lowercase();
+    if v.is_empty()
+        || v.starts_with(['$', '<', '{', '%', '*', '[', '/', '~', '…'])
+        || v.starts_with("./")
         || v.contains('(')
-        || v.starts_with("process.env")
-        || v.starts_with("os.environ")
+        || v.contains("://")
+        || lower.starts_with("process.env")
+        || lower.starts_with("os.environ")
+        || lower.starts_with("env.")
+        || lower.starts_with("env[")
+        || lower.starts_with("secrets.")
+        || lower.starts_with("vault:")
     {
+        return true;
+    }
+    let mut chars = v.chars();
+    let first = chars.next();
+    if v.chars().count() >= 3 && chars.all(|c| Some(c) == first) {
+        return true; // a mask: `xxxx`, `****`, `....`
+    }
+    matches!(
+        lower.as_str(),
+        "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "nil" | "none" | "required"
+    )
+}
+
+/// Whether a value looks random rather than like a word: a digit, a symbol, or an uppercase
+/// letter after the first character.
+fn looks_random(v: &str) -> bool {
+    v.chars()
+        .enumerate()
+        .any(|(i, c)| c.is_ascii_digit() || (!c.is_alphanumeric()) || (i > 0 && c.is_uppercase()))
+}
+
+/// Whether an assignment match is a credential. `password = x`, `wifi password: letmein` and
+/// `token=abc` are; `secret: rotation happens monthly` (prose continues after a plain word),
+/// `api_key: ${KEY}` (a lookup) and `pwd: /src/app` (a path) are not.
+fn assignment_is_secret(text: &str, c: &regex::Captures<'_>) -> bool {
+    let (Some(sep), Some(quote), Some(value)) = (c.get(1), c.get(2), c.get(3)) else {
+        return false;
+    };
+    let v = value.as_str();
+    if is_placeholder(v) {
         return false;
     }
-    v.len() >= 12 || v.chars().any(|c| !c.is_ascii_lowercase())
+    if !quote.as_str().is_empty() || sep.as_str().trim() == "=" && sep.as_str().len() == 1 {
+        return true; // quoted values and tight `key=value` are code, not prose
+    }
+    // Prose continues after the value ("secret: rotation happens monthly"): a credential only
+    // when the value itself looks random.
+    let rest = &text[value.end()..];
+    let line_rest = rest.split('\n').next().unwrap_or("");
+    let prose_follows = line_rest.starts_with([' ', '\t'])
+        && line_rest
+            .trim_start()
+            .starts_with(|ch: char| ch.is_alphabetic());
+    !prose_follows || looks_random(v)
 }
 
 /// Checks text against the credential patterns.
@@ -105,12 +212,16 @@ impl SecretFilter {
     /// The name of the first pattern that matches, if any.
     pub fn find(text: &str) -> Option<&'static str> {
         patterns().iter().find_map(|p| {
-            let hit = match p.value_group {
-                None => p.regex.is_match(text),
-                Some(g) => p
+            let hit = match p.confirm {
+                Confirm::Shape => p.regex.is_match(text),
+                Confirm::Value => p
                     .regex
                     .captures_iter(text)
-                    .any(|c| c.get(g).is_some_and(|m| value_looks_secret(m.as_str()))),
+                    .any(|c| c.get(1).is_some_and(|m| !is_placeholder(m.as_str()))),
+                Confirm::Assignment => p
+                    .regex
+                    .captures_iter(text)
+                    .any(|c| assignment_is_secret(text, &c)),
             };
             hit.then_some(p.name)
         })

@@ -69,7 +69,7 @@ fn hostile_files_are_skipped_or_bounded() {
     put(d.path(), "big.md", &big, 10);
     // 10 MB single line without newline and no frontmatter: listed by filename.
     put(d.path(), "oneline.md", &vec![b'q'; 10 * 1024 * 1024], 9);
-    // Binary and invalid UTF-8: skipped.
+    // Binary: skipped. Invalid UTF-8: read lossily.
     put(d.path(), "binary.md", b"---\nname: b\x00\x01\x02\n---\n", 8);
     put(d.path(), "latin1.md", b"---\nname: caf\xe9\n---\n", 7);
     // Frontmatter longer than the 30-line window: listed by filename without fields.
@@ -103,7 +103,10 @@ fn hostile_files_are_skipped_or_bounded() {
     );
     assert_eq!(get("oneline.md").unwrap().name, None);
     assert!(get("binary.md").is_none());
-    assert!(get("latin1.md").is_none());
+    assert_eq!(
+        get("latin1.md").unwrap().name.as_deref(),
+        Some("caf\u{fffd}")
+    );
     let long = get("long.md").unwrap();
     assert_eq!((long.name.as_deref(), long.memory_type), (None, None));
     assert_eq!(get("edge.md").unwrap().name.as_deref(), Some("edge"));
@@ -111,7 +114,7 @@ fn hostile_files_are_skipped_or_bounded() {
 }
 
 #[test]
-fn symlinks_are_not_followed() {
+fn symlinks_are_followed_only_to_files_inside_the_dir() {
     let d = TempDir::new().unwrap();
     let outside = TempDir::new().unwrap();
     put(outside.path(), "secret.md", &mem("secret", "user"), 1);
@@ -122,12 +125,12 @@ fn symlinks_are_not_followed() {
         std::os::unix::fs::symlink(outside.path().join("secret.md"), d.path().join("link.md"))
             .unwrap();
         std::os::unix::fs::symlink(d.path(), d.path().join("loop")).unwrap();
+        std::os::unix::fs::symlink(d.path().join("real.md"), d.path().join("alias.md")).unwrap();
     }
     let h = scan_dir(d.path(), &ScanConfig::default()).unwrap();
-    assert_eq!(
-        h.iter().map(|h| h.rel_path.as_str()).collect::<Vec<_>>(),
-        ["real.md"]
-    );
+    let mut listed: Vec<&str> = h.iter().map(|h| h.rel_path.as_str()).collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ["alias.md", "real.md"]);
 }
 
 #[test]
@@ -299,14 +302,18 @@ fn skipped_files_are_remembered_until_they_change() {
     );
     let warnings = warn_log::Warnings::default();
     let first = warnings.capture(|| scan_dir_cached(d.path(), &cfg, &cache).unwrap());
-    assert_eq!(first.len(), 1);
-    assert_eq!(warnings.messages().len(), 2, "one warning per skipped file");
-    assert_eq!((cache.len(), cache.skipped()), (1, 2));
+    assert_eq!(first.len(), 2, "the Latin-1 file is listed, read lossily");
+    assert_eq!(
+        warnings.messages().len(),
+        2,
+        "one warning for the skipped file, one for the lossy read"
+    );
+    assert_eq!((cache.len(), cache.skipped()), (2, 1));
 
     let second = warnings.capture(|| scan_dir_cached(d.path(), &cfg, &cache).unwrap());
     assert_eq!(second, first);
-    assert_eq!(warnings.messages().len(), 2, "unchanged skips are silent");
-    assert_eq!((cache.len(), cache.skipped()), (1, 2));
+    assert_eq!(warnings.messages().len(), 2, "unchanged files are silent");
+    assert_eq!((cache.len(), cache.skipped()), (2, 1));
 
     // Fixed: read again and listed; deleted: dropped from the cache.
     put(d.path(), "binary.md", &mem("fixed", "project"), 1_003);

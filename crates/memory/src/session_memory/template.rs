@@ -15,13 +15,49 @@ pub fn is_section_header(line: &str) -> bool {
     line.starts_with("# ") || line.trim_end() == "#"
 }
 
+/// Tracks fenced code blocks (```` ``` ```` or `~~~`) line by line: a `# ` line inside one is
+/// code, not a section header.
+#[derive(Debug, Default)]
+struct Fences {
+    open: Option<(char, usize)>,
+}
+
+impl Fences {
+    /// Feed one line; `true` when it is a section header outside any code block.
+    fn is_header(&mut self, line: &str) -> bool {
+        let t = line.trim_start_matches(' ');
+        let indent = line.len() - t.len();
+        let fence = (indent < 4)
+            .then(|| t.chars().next())
+            .flatten()
+            .filter(|c| *c == '`' || *c == '~')
+            .map(|c| (c, t.chars().take_while(|x| *x == c).count()))
+            .filter(|(_, n)| *n >= 3);
+        match (self.open, fence) {
+            (Some((c, n)), Some((fc, fnum)))
+                if fc == c && fnum >= n && t.trim_end().len() == fnum =>
+            {
+                self.open = None;
+                false
+            }
+            (Some(_), _) => false,
+            (None, Some(f)) => {
+                self.open = Some(f);
+                false
+            }
+            (None, None) => is_section_header(line),
+        }
+    }
+}
+
 /// The immutable frame of a notes file: every header line with the line right under it when that
 /// line is an italic instruction (`_..._` or `*...*`).
 pub fn frame(text: &str) -> Vec<(String, Option<String>)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
+    let mut fences = Fences::default();
     for (i, line) in lines.iter().enumerate() {
-        if is_section_header(line) {
+        if fences.is_header(line) {
             let instruction = lines
                 .get(i + 1)
                 .map(|l| l.trim_end())
@@ -48,13 +84,14 @@ pub struct Section<'a> {
     pub text: &'a str,
 }
 
-/// Split notes into sections at header lines (text before the first header is its own section
+/// Split notes into sections at header lines outside code blocks (text before the first header is its own section
 /// with an empty header, when not blank).
 pub fn sections(text: &str) -> Vec<Section<'_>> {
     let mut starts = Vec::new();
     let mut offset = 0;
+    let mut fences = Fences::default();
     for line in text.split_inclusive('\n') {
-        if is_section_header(line.trim_end_matches(['\n', '\r'])) {
+        if fences.is_header(line.trim_end_matches(['\n', '\r'])) {
             starts.push(offset);
         }
         offset += line.len();
