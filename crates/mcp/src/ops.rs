@@ -160,6 +160,9 @@ pub async fn load(projects: &Projects, project_path: &str) -> Result<Value, Refu
     }))
 }
 
+/// A search hit: the memory and its score (none when listing).
+type Hit<'a> = (&'a MemoryHeader, Option<f32>);
+
 /// `context_search`: BM25F through the recall layer's selector; when that fails, the memories
 /// in scope newest first (`mode: "listing"`).
 pub async fn search(
@@ -190,27 +193,26 @@ pub async fn search(
         .filter(|h| scope.contains(&h.rel_path))
         .collect();
     let ranked = ranked(&open, query, &in_scope, limit).await;
-    let (mode, reason, hits): (&str, Option<String>, Vec<(&MemoryHeader, Option<f32>)>) =
-        match ranked {
-            Ok(scored) => (
-                "bm25",
-                None,
-                scored
-                    .iter()
-                    .filter_map(|(p, s)| {
-                        in_scope
-                            .iter()
-                            .find(|h| &h.rel_path == p)
-                            .map(|h| (h, Some(*s)))
-                    })
-                    .collect(),
-            ),
-            Err(e) => (
-                "listing",
-                Some(e),
-                in_scope.iter().take(limit).map(|h| (h, None)).collect(),
-            ),
-        };
+    let (mode, reason, hits): (&str, Option<String>, Vec<Hit<'_>>) = match ranked {
+        Ok(scored) => (
+            "bm25",
+            None,
+            scored
+                .iter()
+                .filter_map(|(p, s)| {
+                    in_scope
+                        .iter()
+                        .find(|h| &h.rel_path == p)
+                        .map(|h| (h, Some(*s)))
+                })
+                .collect(),
+        ),
+        Err(e) => (
+            "listing",
+            Some(e),
+            in_scope.iter().take(limit).map(|h| (h, None)).collect(),
+        ),
+    };
     let mut results = Vec::new();
     for (h, score) in hits {
         let mut v = with_body(open.store.as_ref(), h).await;
