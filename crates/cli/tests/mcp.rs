@@ -276,3 +276,34 @@ async fn twenty_concurrent_clients_lose_nothing() {
     }
     client.cancel().await.unwrap();
 }
+
+/// A memory dir that cannot be opened (a file where the dir should be) is answered with
+/// `available: false` and a reason, and the server keeps serving.
+#[tokio::test]
+async fn a_broken_backend_answers_unavailable() {
+    let fx = fixture();
+    let blocker = fx.home.join("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    let mut cmd = server_command(&fx);
+    cmd.env("MEMLOOP_MEMORY_DIR", &blocker);
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let p = project_str(&fx.project);
+    let saved = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": [{"type": "todo", "content": "x"}]}),
+    )
+    .await;
+    assert_eq!(saved["available"], false, "{saved}");
+    assert!(!saved["reason"].as_str().unwrap().is_empty());
+    assert_eq!(saved["is_error"], false);
+    let init = call(
+        &client,
+        "context_manage",
+        json!({"project_path": p, "action": "init_project"}),
+    )
+    .await;
+    assert_eq!(init["available"], false, "{init}");
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 4);
+    client.cancel().await.unwrap();
+}

@@ -201,3 +201,52 @@ impl Projects {
         Ok(Some(opened))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn config(root: &Path, home: &Path, allow_any: bool) -> McpConfig {
+        McpConfig {
+            roots: vec![root.to_path_buf()],
+            allow_any_project: allow_any,
+            env: EnvVars::from_pairs([("MEMLOOP_HOME", home.to_string_lossy().into_owned())]),
+            claude: false,
+            memory_dir: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn project_paths_are_validated_against_the_roots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (root, home, outside) = (base.join("root"), base.join("home"), base.join("outside"));
+        for d in [&root.join("app"), &home, &outside] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let projects = Projects::new(config(&root, &home, false));
+        let ok = projects
+            .resolve(&root.join("app").to_string_lossy())
+            .await
+            .unwrap();
+        assert_eq!(ok.id, project_id(&root.join("app")));
+        assert!(ok.memory.dir.starts_with(&home) && !ok.known());
+        for bad in [
+            outside.to_string_lossy().into_owned(),
+            root.join("link").to_string_lossy().into_owned(),
+            root.join("app/../../outside")
+                .to_string_lossy()
+                .into_owned(),
+            "relative/path".into(),
+            root.join("missing").to_string_lossy().into_owned(),
+            String::new(),
+            "/tmp/a\0b".into(),
+        ] {
+            assert!(projects.resolve(&bad).await.is_err(), "{bad:?} accepted");
+        }
+        let any = Projects::new(config(&root, &home, true));
+        assert!(any.resolve(&outside.to_string_lossy()).await.is_ok());
+    }
+}
