@@ -44,6 +44,21 @@ pub enum Command {
     /// Which CLAUDE.md / AGENTS.md files load for the project, their sizes, and what was skipped.
     #[command(after_help = EXIT_CODES_HELP)]
     Instructions(InstructionsArgs),
+    /// Serve project memory to MCP clients (Claude Code, ...) over stdio: tools context_load,
+    /// context_search, context_save, context_manage and the index as a resource.
+    Mcp(McpArgs),
+}
+
+/// `memloop mcp`.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// Serve projects under this directory (repeatable; default: `--project` or the current
+    /// directory). Project paths outside every root are refused.
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Serve any existing project directory a client names.
+    #[arg(long)]
+    pub allow_any_project: bool,
 }
 
 /// `memloop memory ...`.

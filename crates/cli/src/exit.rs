@@ -70,10 +70,9 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
         }
         if let Some(InstructionError::Directory { source, .. }) =
             cause.downcast_ref::<InstructionError>()
+            && source.kind() == std::io::ErrorKind::NotFound
         {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                return Exit::NotFound;
-            }
+            return Exit::NotFound;
         }
     }
     Exit::Runtime

@@ -1,7 +1,8 @@
 //! # memloop-cli
 //!
 //! The `memloop` command line: inspect and edit a project's memory dir (`memory path|list|show|
-//! edit|rm|clear|search`) and see which instruction files load (`instructions`). Every command
+//! edit|rm|clear|search`), see which instruction files load (`instructions`), and serve project
+//! memory to MCP clients (`mcp`). Every command
 //! prints human text, or JSON with `--json`, and exits with a code from [`Exit`].
 #![warn(missing_docs)]
 
@@ -9,6 +10,7 @@ pub mod args;
 pub mod context;
 pub mod exit;
 pub mod instructions;
+pub mod mcp;
 pub mod memory;
 
 pub use args::Cli;
@@ -22,5 +24,6 @@ pub async fn run(cli: &Cli, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()
     match &cli.command {
         Command::Memory(cmd) => memory::run(cmd, ctx, io).await,
         Command::Instructions(args) => instructions::run(args, ctx, io).await,
+        Command::Mcp(args) => mcp::run(args, ctx).await,
     }
 }

@@ -16,6 +16,9 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .without_time()
         .init();
+    if let memloop_cli::args::Command::Mcp(args) = &cli.command {
+        return serve_mcp(&cli, args);
+    }
     let (stdout, stdin) = (std::io::stdout(), std::io::stdin());
     let interactive = stdin.is_terminal();
     // stderr stays unlocked: warnings are logged to it from the store's blocking threads, and a
@@ -43,6 +46,28 @@ fn main() -> ExitCode {
         Err(e) => {
             let exit = exit_for(&e);
             let _ = writeln!(err, "memloop: error: {e:#}");
+            ExitCode::from(exit.code())
+        }
+    }
+}
+
+/// `memloop mcp` owns stdin/stdout (the protocol stream), so it runs without the locked streams
+/// of the other commands, on a multi-threaded runtime so concurrent requests overlap.
+fn serve_mcp(cli: &memloop_cli::Cli, args: &memloop_cli::args::McpArgs) -> ExitCode {
+    let outcome = std::env::current_dir()
+        .map_err(anyhow::Error::from)
+        .and_then(|cwd| {
+            let ctx = Context::new(cli, cwd, EnvVars::from_process());
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(memloop_cli::mcp::run(args, &ctx))
+        });
+    match outcome {
+        Ok(()) => ExitCode::from(Exit::Ok.code()),
+        Err(e) => {
+            let exit = exit_for(&e);
+            let _ = writeln!(std::io::stderr(), "memloop: error: {e:#}");
             ExitCode::from(exit.code())
         }
     }

@@ -13,7 +13,7 @@
 //! | [`consolidate`] | the "dream": periodic consolidation of the memory dir |
 //! | [`session_memory`] | per-session notes, used as the summary when compacting |
 //! | [`instructions`] | `CLAUDE.md` / `AGENTS.md` loading with `@includes` |
-//! | [`tools`] | the `memory_read` / `memory_write` tools the main agent gets |
+//! | [`tools`] | the `memory_read` / `memory_write` tools the main agent gets, and Anthropic's `memory_20250818` command set |
 //! | [`prompt`] | the system-prompt section with the memory guidance and the index |
 //! | [`env`](mod@env) | the environment switches (`MEMLOOP_*`) |
 #![warn(missing_docs)]
@@ -29,6 +29,7 @@ pub mod session_memory;
 pub mod store;
 pub mod tools;
 
+mod anthropic_memory_tool;
 mod daily_log;
 mod file_store;
 mod frontmatter;

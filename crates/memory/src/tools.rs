@@ -1,6 +1,12 @@
 //! The agent's memory tools: `memory_read` and `memory_write`. They take topic names, never
 //! paths, and go through the store (validation, containment gate, secret filter, atomic locked
-//! write + index line).
+//! write + index line). [`AnthropicMemoryTool`] is Anthropic's `memory_20250818` command set
+//! (`view`, `create`, `str_replace`, `insert`, `delete`, `rename` over `/memories`) on the same
+//! store.
+
+pub use crate::anthropic_memory_tool::{
+    ANTHROPIC_MEMORY_TOOL, ANTHROPIC_MEMORY_TOOL_TYPE, AnthropicMemoryTool, MEMORIES_ROOT,
+};
 
 use crate::manifest::format_manifest;
 use crate::memory_store::MemoryStore;

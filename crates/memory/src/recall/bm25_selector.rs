@@ -105,6 +105,20 @@ impl Bm25Selector {
     pub async fn indexed(&self) -> usize {
         self.index.lock().await.index.len()
     }
+
+    /// Sync with `headers`, then the best `limit` memories for `query` that `keep` accepts, with
+    /// their BM25F scores, best first (what [`Selector::select`] returns, plus the scores).
+    pub async fn scored(
+        &self,
+        query: &str,
+        headers: &[MemoryHeader],
+        limit: usize,
+        keep: impl Fn(&str) -> bool + Send,
+    ) -> Vec<(String, f32)> {
+        let mut synced = self.index.lock().await;
+        synced.sync(self.store.as_ref(), headers).await;
+        synced.index.search(query, limit, keep)
+    }
 }
 
 async fn sync_index(

@@ -1,0 +1,36 @@
+//! `memloop mcp`: the MCP server of `memloop-mcp` on stdio, configured from the global flags.
+
+use crate::args::McpArgs;
+use crate::context::Context;
+use memloop_mcp::McpConfig;
+
+/// The server configuration for `args` and the global flags: roots default to the project.
+pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
+    let roots = if args.roots.is_empty() {
+        vec![ctx.project.clone()]
+    } else {
+        args.roots
+            .iter()
+            .map(|r| {
+                if r.is_absolute() {
+                    r.clone()
+                } else {
+                    ctx.cwd.join(r)
+                }
+            })
+            .collect()
+    };
+    McpConfig {
+        roots,
+        allow_any_project: args.allow_any_project,
+        env: ctx.env.clone(),
+        claude: ctx.claude,
+        memory_dir: ctx.memory_dir.clone(),
+    }
+}
+
+/// Serve until the client closes stdin. stdout carries the protocol only; logs go to stderr.
+pub async fn run(args: &McpArgs, ctx: &Context) -> anyhow::Result<()> {
+    memloop_mcp::serve_stdio(config(args, ctx)).await?;
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! `memloop mcp` driven by real clients: the official MCP Python SDK (script in
+//! `crates/mcp/tests/python/`), rmcp's client, raw JSON-RPC lines, and 20 concurrent clients.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::{CallToolRequestParams, ReadResourceRequestParams},
+    service::RunningService,
+    transport::TokioChildProcess,
+};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const BIN: &str = env!("CARGO_BIN_EXE_memloop");
+
+/// A project dir and a `MEMLOOP_HOME`, both temporary.
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    project: PathBuf,
+    home: PathBuf,
+    outside: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let (project, home, outside) = (root.join("proj"), root.join("home"), root.join("outside"));
+    for d in [&project, &home, &outside] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    Fixture {
+        _tmp: tmp,
+        project,
+        home,
+        outside,
+    }
+}
+
+fn server_command(fx: &Fixture) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--project")
+        .arg(&fx.project)
+        .arg("mcp")
+        .env("MEMLOOP_HOME", &fx.home)
+        .env_remove("MEMLOOP_MEMORY_DIR")
+        .env("MEMLOOP_LOG", "error");
+    cmd
+}
+
+async fn connect(fx: &Fixture) -> RunningService<RoleClient, ()> {
+    let transport = TokioChildProcess::new(server_command(fx)).unwrap();
+    ().serve(transport).await.unwrap()
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Value {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object")
+    };
+    let result = client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(map))
+        .await
+        .unwrap();
+    let mut v = result.structured_content.expect("structured result");
+    v["is_error"] = json!(result.is_error.unwrap_or(false));
+    v
+}
+
+fn project_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn python_sdk_client_session() {
+    let fx = fixture();
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/python/client_session.py");
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0");
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.stdio"])
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => {}
+        other => {
+            let why = match other {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                !ci,
+                "CI: the MCP Python SDK is required (`python3 -m pip install mcp`): {why}"
+            );
+            eprintln!("skipping: python3 with the `mcp` package is not available: {why}");
+            return;
+        }
+    }
+    let out = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(BIN)
+        .arg(&fx.project)
+        .arg(&fx.home)
+        .arg(&fx.outside)
+        .env("MEMLOOP_LOG", "error")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python client failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+}
+
+#[tokio::test]
+async fn rmcp_client_round_trip() {
+    let fx = fixture();
+    let client = connect(&fx).await;
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "context_load",
+            "context_manage",
+            "context_save",
+            "context_search"
+        ]
+    );
+    let p = project_str(&fx.project);
+    let saved = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": [
+            {"type": "decision", "title": "Queue", "content": "Use NATS for the job queue."},
+            {"type": "todo", "content": "Write the NATS runbook"},
+            {"type": "change", "content": "password = hunter2hunter2"},
+        ]}),
+    )
+    .await;
+    assert_eq!(saved["written"], 2, "{saved}");
+    assert_eq!(saved["results"][2]["status"], "refused");
+    let found = call(
+        &client,
+        "context_search",
+        json!({"project_path": p, "query": "job queue nats"}),
+    )
+    .await;
+    assert_eq!(found["results"][0]["path"], "decisions/queue.md", "{found}");
+    assert!(found["results"][0]["score"].as_f64().unwrap() > 0.0);
+    // The same files the CLI and the library see.
+    let dir = PathBuf::from(found["project"]["memory_dir"].as_str().unwrap());
+    assert!(dir.starts_with(&fx.home));
+    let index = std::fs::read_to_string(dir.join("MEMORY.md")).unwrap();
+    assert!(index.contains("decisions/queue.md") && index.contains("todos/"));
+    let id = found["project"]["id"].as_str().unwrap().to_owned();
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(format!(
+            "memloop://project/{id}/MEMORY.md"
+        )))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&read.contents[0]).unwrap();
+    assert_eq!(text["text"].as_str().unwrap().trim_end(), index.trim_end());
+    let outside = call(
+        &client,
+        "context_load",
+        json!({"project_path": project_str(&fx.outside)}),
+    )
+    .await;
+    assert_eq!(outside["is_error"], true, "{outside}");
+    client.cancel().await.unwrap();
+}
+
+/// A line that is not JSON and an unknown method do not stop the server; the unknown method
+/// gets a JSON-RPC error.
+#[tokio::test]
+async fn malformed_requests_get_errors_and_the_server_keeps_serving() {
+    let fx = fixture();
+    let mut child = server_command(&fx)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let send = |v: &str| format!("{v}\n");
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    stdin.write_all(send(init).as_bytes()).await.unwrap();
+    let first: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(first["id"], 1);
+    for line in [
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "{this is not json",
+        r#"{"jsonrpc":"2.0","id":2,"method":"no/such/method"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+    ] {
+        stdin.write_all(send(line).as_bytes()).await.unwrap();
+    }
+    let mut by_id = std::collections::HashMap::new();
+    while by_id.len() < 2 {
+        let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        by_id.insert(v["id"].as_i64().unwrap(), v);
+    }
+    assert_eq!(by_id[&2]["error"]["code"], -32601);
+    assert_eq!(by_id[&3]["result"]["tools"].as_array().unwrap().len(), 4);
+    drop(stdin);
+    assert!(child.wait().await.unwrap().success());
+}
+
+/// 20 clients (20 server processes) write into one memory dir at once; every entry and every
+/// index line survives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_clients_lose_nothing() {
+    const CLIENTS: usize = 20;
+    const PER_CLIENT: usize = 4;
+    let fx = Arc::new(fixture());
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(connect(&fx).await);
+    }
+    let barrier = Arc::new(tokio::sync::Barrier::new(CLIENTS));
+    let p = project_str(&fx.project);
+    let tasks = clients.into_iter().enumerate().map(|(c, client)| {
+        let (barrier, p) = (barrier.clone(), p.clone());
+        tokio::spawn(async move {
+            let entries: Vec<Value> = (0..PER_CLIENT)
+                .map(|i| {
+                    let kind = if i % 2 == 0 { "knowledge" } else { "change" };
+                    json!({"type": kind, "title": format!("client {c} fact {i}"),
+                           "content": format!("Fact number {i} from client {c}.")})
+                })
+                .collect();
+            barrier.wait().await;
+            let saved = call(
+                &client,
+                "context_save",
+                json!({"project_path": p, "entries": entries}),
+            )
+            .await;
+            assert_eq!(saved["written"], PER_CLIENT, "{saved}");
+            client.cancel().await.unwrap();
+        })
+    });
+    for t in futures::future::join_all(tasks).await {
+        t.unwrap();
+    }
+    let client = connect(&fx).await;
+    let listed = call(
+        &client,
+        "context_manage",
+        json!({"project_path": p, "action": "list"}),
+    )
+    .await;
+    assert_eq!(
+        listed["memories"].as_array().unwrap().len(),
+        CLIENTS * PER_CLIENT
+    );
+    let dir = PathBuf::from(listed["project"]["memory_dir"].as_str().unwrap());
+    let index = std::fs::read_to_string(dir.join("MEMORY.md")).unwrap();
+    for m in listed["memories"].as_array().unwrap() {
+        assert!(
+            index.contains(m["path"].as_str().unwrap()),
+            "{m} missing from index"
+        );
+    }
+    client.cancel().await.unwrap();
+}
+
+/// A memory dir that cannot be opened (a file where the dir should be) is answered with
+/// `available: false` and a reason, and the server keeps serving.
+#[tokio::test]
+async fn a_broken_backend_answers_unavailable() {
+    let fx = fixture();
+    let blocker = fx.home.join("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    let mut cmd = server_command(&fx);
+    cmd.env("MEMLOOP_MEMORY_DIR", &blocker);
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let p = project_str(&fx.project);
+    let saved = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": [{"type": "todo", "content": "x"}]}),
+    )
+    .await;
+    assert_eq!(saved["available"], false, "{saved}");
+    assert!(!saved["reason"].as_str().unwrap().is_empty());
+    assert_eq!(saved["is_error"], false);
+    let init = call(
+        &client,
+        "context_manage",
+        json!({"project_path": p, "action": "init_project"}),
+    )
+    .await;
+    assert_eq!(init["available"], false, "{init}");
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 4);
+    client.cancel().await.unwrap();
+}

@@ -1,0 +1,22 @@
+//! # memloop-mcp
+//!
+//! An MCP server (stdio) that gives any MCP client project memory, on the same memory dirs the
+//! memloop library and CLI use: `context_load`, `context_search`, `context_save`,
+//! `context_manage`, plus each project's `MEMORY.md` as a resource. Every write goes through
+//! [`MemoryStore`](memloop_memory::store::MemoryStore) (atomic, locked, secret-filtered,
+//! indexed); search goes through the recall layer's BM25 selector.
+//!
+//! `memloop mcp` runs [`serve_stdio`]; embed [`MemoryServer`] to serve another transport.
+
+mod mapping;
+mod ops;
+mod projects;
+mod server;
+
+pub use mapping::{EntryType, Scope, entry_to_memory, slug};
+pub use ops::{MAX_BATCH, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
+pub use projects::{McpConfig, Project, ProjectRefused, project_id};
+pub use server::{
+    LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,
+    SearchParams, serve_stdio,
+};

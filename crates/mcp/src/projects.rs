@@ -1,0 +1,252 @@
+//! Which projects the server may serve, and where their memory lives.
+//!
+//! A project path must be absolute, an existing directory, and (unless the server was started
+//! with [`McpConfig::allow_any_project`]) inside one of the roots the server was started for.
+//! Its memory dir is chosen by memloop's normal resolution rules
+//! ([`MemoryDirResolver`]); its id is the first 12 hex characters of the SHA-256 of its canonical
+//! path.
+
+use memloop_memory::{
+    env::EnvVars,
+    paths::{MemoryDirResolver, ResolvedMemoryDir},
+    recall::Bm25Selector,
+    store::{FileMemoryStore, MemoryStore},
+};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+/// How the server was started: the roots it serves and how it resolves memory dirs.
+#[derive(Debug, Clone, Default)]
+pub struct McpConfig {
+    /// Project paths must lie inside one of these (canonicalised when the server starts).
+    /// The CLI passes the current directory unless `--root` is given.
+    pub roots: Vec<PathBuf>,
+    /// Serve any existing project directory, not only those under [`roots`](Self::roots).
+    pub allow_any_project: bool,
+    /// The environment the resolver reads (`MEMLOOP_HOME`, `MEMLOOP_MEMORY_DIR`, ...).
+    pub env: EnvVars,
+    /// Resolve memory dirs the way Claude Code does (`~/.claude/projects/...`).
+    pub claude: bool,
+    /// One memory dir for every project (the CLI's `--memory-dir`).
+    pub memory_dir: Option<PathBuf>,
+}
+
+/// Why a project path was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("project path refused: {0}")]
+pub struct ProjectRefused(pub String);
+
+/// A validated project and where its memory dir is.
+#[derive(Debug, Clone)]
+pub struct Project {
+    /// First 12 hex characters of SHA-256 of the canonical path.
+    pub id: String,
+    /// The canonical project path.
+    pub path: PathBuf,
+    /// The memory dir, and the rule that chose it.
+    pub memory: ResolvedMemoryDir,
+}
+
+impl Project {
+    /// Whether the project has a memory dir yet.
+    pub fn known(&self) -> bool {
+        self.memory.dir.is_dir()
+    }
+}
+
+/// The project id: first 12 hex characters of SHA-256 of `canonical`.
+///
+/// ```
+/// let id = memloop_mcp::project_id(std::path::Path::new("/work/app"));
+/// assert_eq!(id.len(), 12);
+/// assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
+/// ```
+pub fn project_id(canonical: &Path) -> String {
+    let digest = Sha256::digest(canonical.to_string_lossy().as_bytes());
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// An open project: its store and the BM25 selector kept in step with it.
+pub(crate) struct OpenProject {
+    pub(crate) store: Arc<dyn MemoryStore>,
+    pub(crate) selector: Arc<Bm25Selector>,
+}
+
+/// The server's projects: validation, resolution and the open stores (one per memory dir, so
+/// the BM25 index is built once and updated incrementally).
+pub(crate) struct Projects {
+    config: McpConfig,
+    roots: Vec<PathBuf>,
+    open: Mutex<HashMap<PathBuf, Arc<OpenProject>>>,
+    seen: Mutex<HashMap<String, Project>>,
+}
+
+impl Projects {
+    pub(crate) fn new(config: McpConfig) -> Self {
+        let roots = config
+            .roots
+            .iter()
+            .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone()))
+            .collect();
+        Self {
+            config,
+            roots,
+            open: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The canonical roots.
+    pub(crate) fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// Validate `raw` and resolve its memory dir.
+    pub(crate) async fn resolve(&self, raw: &str) -> Result<Project, ProjectRefused> {
+        let refuse = |why: String| Err(ProjectRefused(why));
+        if raw.trim().is_empty() {
+            return refuse("project_path is empty".into());
+        }
+        if raw.contains('\0') {
+            return refuse("project_path contains a NUL character".into());
+        }
+        let path = Path::new(raw);
+        if !path.is_absolute() {
+            return refuse(format!("`{raw}` is not an absolute path"));
+        }
+        let canonical = match std::fs::canonicalize(path) {
+            Ok(p) if p.is_dir() => p,
+            Ok(_) => return refuse(format!("`{raw}` is not a directory")),
+            Err(e) => return refuse(format!("`{raw}` cannot be opened: {e}")),
+        };
+        if !self.config.allow_any_project && !self.roots.iter().any(|r| canonical.starts_with(r)) {
+            let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
+            return refuse(format!(
+                "`{}` is outside the directories this server was started for ({}); start it \
+                 with `--root` or `--allow-any-project` to serve it",
+                canonical.display(),
+                roots.join(", ")
+            ));
+        }
+        let project = self.project_at(canonical)?;
+        self.seen
+            .lock()
+            .await
+            .insert(project.id.clone(), project.clone());
+        Ok(project)
+    }
+
+    fn project_at(&self, canonical: PathBuf) -> Result<Project, ProjectRefused> {
+        let base = if self.config.claude {
+            MemoryDirResolver::claude_code(&canonical)
+        } else {
+            MemoryDirResolver::new(&canonical)
+        };
+        let base = base.env(self.config.env.clone());
+        let resolver = match &self.config.memory_dir {
+            Some(dir) => base.override_dir(dir),
+            None => base,
+        };
+        let memory = resolver
+            .resolve()
+            .map_err(|e| ProjectRefused(format!("cannot resolve its memory directory: {e}")))?;
+        Ok(Project {
+            id: project_id(&canonical),
+            path: canonical,
+            memory,
+        })
+    }
+
+    /// The projects a client may know about: the roots (when they are projects with memory) and
+    /// every project resolved in this session.
+    pub(crate) async fn listed(&self) -> Vec<Project> {
+        let mut out: Vec<Project> = self
+            .roots
+            .iter()
+            .filter_map(|r| self.project_at(r.clone()).ok())
+            .collect();
+        for p in self.seen.lock().await.values() {
+            if !out.iter().any(|o| o.id == p.id) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// Open `project`'s store (creating the memory dir when `create`); `Ok(None)` when it has
+    /// no memory dir and `create` is false.
+    pub(crate) async fn open(
+        &self,
+        project: &Project,
+        create: bool,
+    ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
+        let mut open = self.open.lock().await;
+        if let Some(p) = open.get(&project.memory.dir) {
+            if project.known() {
+                return Ok(Some(p.clone()));
+            }
+            open.remove(&project.memory.dir);
+        }
+        if !create && !project.known() {
+            return Ok(None);
+        }
+        let store: Arc<dyn MemoryStore> =
+            Arc::new(FileMemoryStore::open_resolved(&project.memory)?);
+        let selector = Arc::new(Bm25Selector::new(store.clone()));
+        let opened = Arc::new(OpenProject { store, selector });
+        open.insert(project.memory.dir.clone(), opened.clone());
+        Ok(Some(opened))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn config(root: &Path, home: &Path, allow_any: bool) -> McpConfig {
+        McpConfig {
+            roots: vec![root.to_path_buf()],
+            allow_any_project: allow_any,
+            env: EnvVars::from_pairs([("MEMLOOP_HOME", home.to_string_lossy().into_owned())]),
+            claude: false,
+            memory_dir: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn project_paths_are_validated_against_the_roots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (root, home, outside) = (base.join("root"), base.join("home"), base.join("outside"));
+        for d in [&root.join("app"), &home, &outside] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let projects = Projects::new(config(&root, &home, false));
+        let ok = projects
+            .resolve(&root.join("app").to_string_lossy())
+            .await
+            .unwrap();
+        assert_eq!(ok.id, project_id(&root.join("app")));
+        assert!(ok.memory.dir.starts_with(&home) && !ok.known());
+        for bad in [
+            outside.to_string_lossy().into_owned(),
+            root.join("link").to_string_lossy().into_owned(),
+            root.join("app/../../outside")
+                .to_string_lossy()
+                .into_owned(),
+            "relative/path".into(),
+            root.join("missing").to_string_lossy().into_owned(),
+            String::new(),
+            "/tmp/a\0b".into(),
+        ] {
+            assert!(projects.resolve(&bad).await.is_err(), "{bad:?} accepted");
+        }
+        let any = Projects::new(config(&root, &home, true));
+        assert!(any.resolve(&outside.to_string_lossy()).await.is_ok());
+    }
+}

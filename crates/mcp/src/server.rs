@@ -1,0 +1,274 @@
+//! [`MemoryServer`]: the MCP handler (tools + the index resource) and [`serve_stdio`].
+
+use crate::mapping::Scope;
+use crate::ops::{self, ManageAction, Refusal, SaveEntry};
+use crate::projects::{McpConfig, Projects};
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler, ServiceExt,
+    handler::server::{router::tool::ToolRouter, wrapper::Parameters},
+    model::{
+        CallToolResult, Implementation, ListResourcesResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ServerCapabilities, ServerConfig,
+    },
+    schemars,
+    service::RequestContext,
+    tool, tool_handler, tool_router,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// URI scheme of the index resources: `memloop://project/<id>/MEMORY.md`.
+pub const RESOURCE_PREFIX: &str = "memloop://project/";
+
+/// `context_load` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LoadParams {
+    /// Absolute path of the project directory (its repository root or any directory in it).
+    pub project_path: String,
+}
+
+fn default_limit() -> usize {
+    5
+}
+
+/// `context_search` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SearchParams {
+    /// Absolute path of the project directory.
+    pub project_path: String,
+    /// What to look for, in plain words.
+    pub query: String,
+    /// Restrict to one kind of entry (default `all`).
+    #[serde(default)]
+    pub scope: Scope,
+    /// Most results to return (default 5, at most 50).
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+}
+
+/// `context_save` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SaveParams {
+    /// Absolute path of the project directory.
+    pub project_path: String,
+    /// The entries to save (1 to 100); each is written or refused on its own.
+    pub entries: Vec<SaveEntry>,
+}
+
+/// `context_manage` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ManageParams {
+    /// Absolute path of the project directory.
+    pub project_path: String,
+    /// What to do.
+    pub action: ManageAction,
+    /// For `delete` / `update`: the memory's path as listed (e.g. `todos/fix-ci.md`); for
+    /// `list`: an optional path prefix (e.g. `decisions/`).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// For `update`: the new body.
+    #[serde(default)]
+    pub content: Option<String>,
+}
+
+/// The MCP server over memloop memory dirs. Clone it freely: clones share the open stores.
+#[derive(Clone)]
+pub struct MemoryServer {
+    projects: Arc<Projects>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl std::fmt::Debug for MemoryServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryServer")
+            .field("roots", &self.projects.roots())
+            .finish_non_exhaustive()
+    }
+}
+
+fn answer(r: Result<Value, Refusal>) -> Result<CallToolResult, ErrorData> {
+    Ok(match r {
+        Ok(v) => CallToolResult::structured(v),
+        Err(Refusal(reason)) => {
+            CallToolResult::structured_error(json!({ "refused": true, "reason": reason }))
+        }
+    })
+}
+
+#[tool_router]
+impl MemoryServer {
+    /// A server for `config`.
+    pub fn new(config: McpConfig) -> Self {
+        Self {
+            projects: Arc::new(Projects::new(config)),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        name = "context_load",
+        description = "Load a project's memory at the start of a session: whether the project is \
+        known, when the last session was, the memory index (MEMORY.md, capped at 200 lines / \
+        25 KB), the most recent session summaries in full, open todos and active decisions. \
+        Call this first in every session."
+    )]
+    async fn context_load(
+        &self,
+        Parameters(p): Parameters<LoadParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        answer(ops::load(&self.projects, &p.project_path).await)
+    }
+
+    #[tool(
+        name = "context_search",
+        description = "Search a project's memory (BM25 over titles, descriptions and bodies). \
+        Returns the best matches with their full content and a relevance score. Use a scope \
+        (sessions, decisions, changes, knowledge) to narrow it. If ranking is unavailable the \
+        newest memories in scope are listed instead (mode: listing)."
+    )]
+    async fn context_search(
+        &self,
+        Parameters(p): Parameters<SearchParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        answer(ops::search(&self.projects, &p.project_path, &p.query, p.scope, p.limit).await)
+    }
+
+    #[tool(
+        name = "context_save",
+        description = "Save entries to a project's memory in one batch. Types: session_summary \
+        (what happened this session), decision (what was decided and why), change (what \
+        changed), knowledge (durable facts, pointers), todo (open work). Decisions, knowledge \
+        and todos with an existing title are updated. Each entry is reported as written (with \
+        its path) or refused (with the reason, e.g. it looked like a credential: never save \
+        secrets)."
+    )]
+    async fn context_save(
+        &self,
+        Parameters(p): Parameters<SaveParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        answer(ops::save(&self.projects, &p.project_path, &p.entries).await)
+    }
+
+    #[tool(
+        name = "context_manage",
+        description = "Manage a project's memory: list (optionally by path prefix in target), \
+        delete target, update target with new content, or init_project to create the memory \
+        directory. Targets are paths as returned by list/search (e.g. todos/fix-ci.md)."
+    )]
+    async fn context_manage(
+        &self,
+        Parameters(p): Parameters<ManageParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        answer(
+            ops::manage(
+                &self.projects,
+                &p.project_path,
+                p.action,
+                p.target.as_deref(),
+                p.content.as_deref(),
+            )
+            .await,
+        )
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for MemoryServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("memloop", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Project memory. Call context_load with the absolute project path at the start of a \
+             session, context_search before answering questions about past work, and \
+             context_save at the end of a task (session_summary, decision, change, knowledge, \
+             todo). Never save credentials.",
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .projects
+            .listed()
+            .await
+            .into_iter()
+            .filter(|p| p.known())
+            .map(|p| {
+                Resource::new(
+                    format!("{RESOURCE_PREFIX}{}/MEMORY.md", p.id),
+                    format!("memory index of {}", p.path.display()),
+                )
+                .with_description(format!(
+                    "MEMORY.md of project {} ({})",
+                    p.id,
+                    p.memory.dir.display()
+                ))
+                .with_mime_type("text/markdown")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let id = uri
+            .strip_prefix(RESOURCE_PREFIX)
+            .and_then(|rest| rest.strip_suffix("/MEMORY.md"));
+        let project = match id {
+            Some(id) => self
+                .projects
+                .listed()
+                .await
+                .into_iter()
+                .find(|p| p.id == id),
+            None => None,
+        };
+        let Some(project) = project else {
+            return Err(ErrorData::resource_not_found(
+                format!("no memory index at {uri}"),
+                None,
+            ));
+        };
+        let text = match self.projects.open(&project, false).await {
+            Ok(Some(open)) => match open.store.load_index().await {
+                Ok(index) => index.content,
+                Err(e) => format!("(memory index unavailable: {e})"),
+            },
+            Ok(None) => String::new(),
+            Err(e) => format!("(memory index unavailable: {e})"),
+        };
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
+    }
+}
+
+/// Serve `config` over stdin/stdout until the client disconnects.
+pub async fn serve_stdio(config: McpConfig) -> Result<(), McpServeError> {
+    let service = MemoryServer::new(config)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpServeError(e.to_string()))?;
+    service
+        .waiting()
+        .await
+        .map_err(|e| McpServeError(e.to_string()))?;
+    Ok(())
+}
+
+/// The server could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+#[error("MCP server: {0}")]
+pub struct McpServeError(pub String);
