@@ -75,7 +75,11 @@ impl PgError {
             if code == "42501" {
                 return Self::Permission(db.message().to_owned());
             }
-            if code.starts_with("08") || code.starts_with("57P") || code.starts_with("28") {
+            if code.starts_with("28") || code.starts_with("3D") {
+                // Authentication failed, or no such database.
+                return Self::Connect(db.message().to_owned());
+            }
+            if code.starts_with("08") || code.starts_with("57P") {
                 return Self::ConnectionLost(db.message().to_owned());
             }
             return Self::Db(format!("{} ({code})", db.message()));

@@ -27,15 +27,25 @@ impl TeamPullHook {
 
 #[async_trait]
 impl Hook for TeamPullHook {
-    async fn on_turn_start(&self, ctx: &HookContext, _user_text: &str) -> Option<PendingAttachment> {
+    async fn on_turn_start(
+        &self,
+        ctx: &HookContext,
+        _user_text: &str,
+    ) -> Option<PendingAttachment> {
         if self.done.swap(true, Ordering::SeqCst) {
             return None;
         }
         let sync = self.sync.clone();
         let _task = ctx.background.spawn("team_memory_pull", async move {
             match sync.pull(SyncOptions::default()).await {
-                Ok(r) => tracing::info!(changed = r.items.len(), conflicts = r.conflicts(), "team memory pulled at session start"),
-                Err(e) => tracing::warn!(error = %e, "team memory pull failed; using local memory only"),
+                Ok(r) => tracing::info!(
+                    changed = r.items.len(),
+                    conflicts = r.conflicts(),
+                    "team memory pulled at session start"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "team memory pull failed; using local memory only")
+                }
             }
         });
         None

@@ -41,4 +41,6 @@ pub use error::{PgError, StoreError, VersionLabel};
 pub use hook::TeamPullHook;
 pub use selector::PgFtsSelector;
 pub use store::{Expected, PgMemory, PgMemoryStore, PgWrite};
-pub use sync::{CONFLICT_DIR, EntryState, STATE_FILE, SyncAction, SyncItem, SyncOptions, SyncReport, TeamSync};
+pub use sync::{
+    CONFLICT_DIR, EntryState, STATE_FILE, SyncAction, SyncItem, SyncOptions, SyncReport, TeamSync,
+};

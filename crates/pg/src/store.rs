@@ -125,8 +125,7 @@ fn parse_type(s: Option<String>) -> Option<MemoryType> {
     s.as_deref().and_then(MemoryType::parse)
 }
 
-const COLUMNS: &str =
-    "rel_path, name, description, memory_type, body, content, sha256, version, updated_by, updated_at";
+const COLUMNS: &str = "rel_path, name, description, memory_type, body, content, sha256, version, updated_by, updated_at";
 
 fn row_to_memory(row: &Row) -> PgMemory {
     let updated_at: chrono::DateTime<chrono::Utc> = row.get(9);
@@ -246,7 +245,9 @@ impl PgMemoryStore {
                 Err(e) => Err(StoreError::Pg(e)),
             };
             match result {
-                Err(StoreError::Pg(e)) if e.is_connection() && attempt < self.inner.config.retries => {
+                Err(StoreError::Pg(e))
+                    if e.is_connection() && attempt < self.inner.config.retries =>
+                {
                     attempt += 1;
                     tracing::warn!(what, attempt, error = %e, "team memory connection lost; retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(attempt)))
@@ -268,7 +269,10 @@ impl PgMemoryStore {
             .retrying("get", |client| {
                 let (sql, project, rel) = (&sql, &project, &rel);
                 async move {
-                    let row = client.query_opt(sql.as_str(), &[project, rel]).await.map_err(db)?;
+                    let row = client
+                        .query_opt(sql.as_str(), &[project, rel])
+                        .await
+                        .map_err(db)?;
                     Ok(row.as_ref().map(row_to_memory))
                 }
             })
@@ -280,7 +284,8 @@ impl PgMemoryStore {
     /// Every memory of the project (content included), in index order.
     pub async fn entries(&self) -> Result<Vec<PgMemory>, StoreError> {
         let project = self.project_id().to_owned();
-        let sql = format!("SELECT {COLUMNS} FROM memloop_memories WHERE project_id = $1 ORDER BY seq");
+        let sql =
+            format!("SELECT {COLUMNS} FROM memloop_memories WHERE project_id = $1 ORDER BY seq");
         self.retrying("entries", |client| {
             let (sql, project) = (&sql, &project);
             async move {
@@ -311,7 +316,10 @@ impl PgMemoryStore {
         let result = self
             .retrying("write", |client| {
                 let rel = &rel;
-                async move { self.try_write(client, rel, doc, mode, expected, write_id).await }
+                async move {
+                    self.try_write(client, rel, doc, mode, expected, write_id)
+                        .await
+                }
             })
             .instrument(span)
             .await;
@@ -344,8 +352,7 @@ impl PgMemoryStore {
             )
             .await
             .map_err(db)?;
-        let current: Option<(i64, String, Uuid)> =
-            current.map(|r| (r.get(0), r.get(1), r.get(2)));
+        let current: Option<(i64, String, Uuid)> = current.map(|r| (r.get(0), r.get(1), r.get(2)));
         if let Some((version, content, id)) = &current {
             if *id == write_id {
                 // This very write landed before the connection dropped: report it, once.
@@ -402,8 +409,16 @@ impl PgMemoryStore {
                     updated_at = now(), updated_by = $9, write_id = $10
                  WHERE project_id = $1 AND rel_path = $2 RETURNING version",
                 &[
-                    &project, &rel, &stored.name, &stored.description, &kind, &stored.body,
-                    &content, &sha, writer, &write_id,
+                    &project,
+                    &rel,
+                    &stored.name,
+                    &stored.description,
+                    &kind,
+                    &stored.body,
+                    &content,
+                    &sha,
+                    writer,
+                    &write_id,
                 ],
             )
             .await
@@ -417,8 +432,16 @@ impl PgMemoryStore {
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10)
                      ON CONFLICT (project_id, rel_path) DO NOTHING RETURNING version",
                     &[
-                        &project, &rel, &stored.name, &stored.description, &kind, &stored.body,
-                        &content, &sha, writer, &write_id,
+                        &project,
+                        &rel,
+                        &stored.name,
+                        &stored.description,
+                        &kind,
+                        &stored.body,
+                        &content,
+                        &sha,
+                        writer,
+                        &write_id,
                     ],
                 )
                 .await
@@ -547,7 +570,9 @@ impl PgMemoryStore {
     fn index_text(&self, entries: &[(String, String, String)]) -> String {
         entries
             .iter()
-            .map(|(rel, name, desc)| format_entry_line(name, rel, desc, self.inner.caps.max_entry_chars))
+            .map(|(rel, name, desc)| {
+                format_entry_line(name, rel, desc, self.inner.caps.max_entry_chars)
+            })
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -565,7 +590,10 @@ impl PgMemoryStore {
                     )
                     .await
                     .map_err(db)?;
-                Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1), r.get(2)))
+                    .collect())
             }
         })
         .await
@@ -664,7 +692,10 @@ impl MemoryStore for PgMemoryStore {
                         )
                         .await
                         .map_err(db)?;
-                    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>())
+                    Ok(rows
+                        .iter()
+                        .map(|r| r.get::<_, String>(0))
+                        .collect::<Vec<_>>())
                 }
             })
             .await?;

@@ -271,7 +271,10 @@ impl TeamSync {
         let dir = self.local.root().join(CONFLICT_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| MemoryError::io("creating conflict dir", e))?;
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
-        let path = dir.join(format!("{}.{stamp}.md", rel.replace('/', "__").trim_end_matches(".md")));
+        let path = dir.join(format!(
+            "{}.{stamp}.md",
+            rel.replace('/', "__").trim_end_matches(".md")
+        ));
         std::fs::write(&path, raw).map_err(|e| MemoryError::io("writing recovery file", e))?;
         Ok(path)
     }
@@ -301,7 +304,13 @@ impl TeamSync {
             // Record agreement without moving anything.
             if let (Some(l), Some(s), Some(ss)) = (l, s, s_sha) {
                 if l.sha == ss {
-                    state.entries.insert(rel.clone(), Base { sha256: ss, version: s.version });
+                    state.entries.insert(
+                        rel.clone(),
+                        Base {
+                            sha256: ss,
+                            version: s.version,
+                        },
+                    );
                     continue;
                 }
             }
@@ -323,10 +332,20 @@ impl TeamSync {
             };
             let action = match dir {
                 Direction::Status => SyncAction::None,
-                Direction::Push => self.push_one(&rel, entry_state, l, base, opts, &mut state).await,
-                Direction::Pull => self.pull_one(&rel, entry_state, l, s, base, opts, &mut state).await,
+                Direction::Push => {
+                    self.push_one(&rel, entry_state, l, base, opts, &mut state)
+                        .await
+                }
+                Direction::Pull => {
+                    self.pull_one(&rel, entry_state, l, s, base, opts, &mut state)
+                        .await
+                }
             };
-            report.items.push(SyncItem { rel_path: rel, state: entry_state, action });
+            report.items.push(SyncItem {
+                rel_path: rel,
+                state: entry_state,
+                action,
+            });
         }
         self.save_state(&state)?;
         tracing::info!(
@@ -356,10 +375,20 @@ impl TeamSync {
                     Ok(d) => d,
                     Err(e) => return SyncAction::Failed { error: e },
                 };
-                match self.team.write_versioned(rel, &doc, WriteMode::Overwrite, expected).await {
+                match self
+                    .team
+                    .write_versioned(rel, &doc, WriteMode::Overwrite, expected)
+                    .await
+                {
                     Ok(w) => {
                         if let Some(sha) = from_hex(&w.sha256) {
-                            state.entries.insert(rel.to_owned(), Base { sha256: sha, version: w.version });
+                            state.entries.insert(
+                                rel.to_owned(),
+                                Base {
+                                    sha256: sha,
+                                    version: w.version,
+                                },
+                            );
                         }
                         SyncAction::Pushed { version: w.version }
                     }
@@ -370,7 +399,9 @@ impl TeamSync {
                     Err(StoreError::Memory(MemoryError::SensitiveData { pattern })) => {
                         SyncAction::SecretRefused { pattern }
                     }
-                    Err(e) => SyncAction::Failed { error: e.to_string() },
+                    Err(e) => SyncAction::Failed {
+                        error: e.to_string(),
+                    },
                 }
             }
             (EntryState::DeletedLocally, _) if opts.prune => {
@@ -383,7 +414,9 @@ impl TeamSync {
                         recovery: None,
                         reason: format!("{e}; pull first"),
                     },
-                    Err(e) => SyncAction::Failed { error: e.to_string() },
+                    Err(e) => SyncAction::Failed {
+                        error: e.to_string(),
+                    },
                 }
             }
             (EntryState::DeletedLocally, _) => SyncAction::DeletionSkipped,
@@ -408,48 +441,76 @@ impl TeamSync {
     ) -> SyncAction {
         let write_local = |m: &PgMemory| {
             let (local, m) = (self.local.clone(), m.clone());
-            async move { local.write(&m.rel_path, &m.doc, WriteMode::Overwrite).await.map(|_| m) }
+            async move {
+                local
+                    .write(&m.rel_path, &m.doc, WriteMode::Overwrite)
+                    .await
+                    .map(|_| m)
+            }
         };
         match (st, s) {
             (EntryState::ServerChanged, Some(m)) => match write_local(m).await {
                 Ok(m) => {
                     if let Some(sha) = from_hex(&m.sha256) {
-                        state.entries.insert(rel.to_owned(), Base { sha256: sha, version: m.version });
+                        state.entries.insert(
+                            rel.to_owned(),
+                            Base {
+                                sha256: sha,
+                                version: m.version,
+                            },
+                        );
                     }
                     SyncAction::Pulled { version: m.version }
                 }
-                Err(e) => SyncAction::Failed { error: e.to_string() },
+                Err(e) => SyncAction::Failed {
+                    error: e.to_string(),
+                },
             },
             (EntryState::Conflict | EntryState::Secret, Some(m))
                 if base.map(|b| b.version) != Some(m.version) =>
             {
                 let recovery = match l.map(|l| self.save_recovery(rel, &l.raw)).transpose() {
                     Ok(r) => r,
-                    Err(e) => return SyncAction::Failed { error: e.to_string() },
+                    Err(e) => {
+                        return SyncAction::Failed {
+                            error: e.to_string(),
+                        };
+                    }
                 };
                 match write_local(m).await {
                     Ok(m) => {
                         if let Some(sha) = from_hex(&m.sha256) {
-                            state.entries.insert(rel.to_owned(), Base { sha256: sha, version: m.version });
+                            state.entries.insert(
+                                rel.to_owned(),
+                                Base {
+                                    sha256: sha,
+                                    version: m.version,
+                                },
+                            );
                         }
                         SyncAction::Conflict {
                             recovery,
                             reason: "changed locally and on the server; the server's version won, the local text is in the recovery file".into(),
                         }
                     }
-                    Err(e) => SyncAction::Failed { error: e.to_string() },
+                    Err(e) => SyncAction::Failed {
+                        error: e.to_string(),
+                    },
                 }
             }
             (EntryState::Conflict, None) => SyncAction::Conflict {
                 recovery: None,
                 reason: "deleted on the server but edited locally; the local copy is kept".into(),
             },
-            (EntryState::DeletedOnServer, None) if opts.prune => match self.local.delete(rel).await {
+            (EntryState::DeletedOnServer, None) if opts.prune => match self.local.delete(rel).await
+            {
                 Ok(()) | Err(MemoryError::NotFound(_)) => {
                     state.entries.remove(rel);
                     SyncAction::DeletedLocal
                 }
-                Err(e) => SyncAction::Failed { error: e.to_string() },
+                Err(e) => SyncAction::Failed {
+                    error: e.to_string(),
+                },
             },
             (EntryState::DeletedOnServer, None) => SyncAction::DeletionSkipped,
             _ => SyncAction::None,
