@@ -313,16 +313,27 @@ impl PgMemoryStore {
         }
         let write_id = Uuid::new_v4();
         let span = tracing::debug_span!("team_memory_write", rel = %rel, ?mode);
-        let result = self
-            .retrying("write", |client| {
-                let rel = &rel;
-                async move {
-                    self.try_write(client, rel, doc, mode, expected, write_id)
-                        .await
+        let mut races = 0;
+        let result = loop {
+            let r = self
+                .retrying("write", |client| {
+                    let rel = &rel;
+                    async move {
+                        self.try_write(client, rel, doc, mode, expected, write_id)
+                            .await
+                    }
+                })
+                .instrument(span.clone())
+                .await;
+            // A blind write only conflicts when another writer created the row between our
+            // read and our insert: run it again against the row that now exists.
+            match r {
+                Err(e) if expected == Expected::Any && e.as_conflict().is_some() && races < 3 => {
+                    races += 1;
                 }
-            })
-            .instrument(span)
-            .await;
+                other => break other,
+            }
+        };
         match &result {
             Ok(w) => {
                 self.remember(&rel, Some(w.version));
