@@ -32,8 +32,9 @@ impl Selector for PgFtsSelector {
         let exclude: Vec<String> = ctx.already_surfaced.iter().cloned().collect();
         let search = self.store.search(query, ctx.limit, &exclude);
         let found = tokio::select! {
-            r = search => r.map_err(|e| SelectorError::Store(MemoryError::from(e)))?,
+            biased;
             () = ctx.cancel.cancelled() => return Err(SelectorError::Cancelled),
+            r = search => r.map_err(|e| SelectorError::Store(MemoryError::from(e)))?,
         };
         Ok(found.into_iter().map(|(path, _)| path).collect())
     }
