@@ -1,7 +1,8 @@
 //! # memloop-cli
 //!
 //! The `memloop` command line: inspect and edit a project's memory dir (`memory path|list|show|
-//! edit|rm|clear|search`) and see which instruction files load (`instructions`). Every command
+//! edit|rm|clear|search`) and see which instruction files load (`instructions`); with the `postgres` feature, sync it with
+//! the team store (`team push|pull|status`). Every command
 //! prints human text, or JSON with `--json`, and exits with a code from [`Exit`].
 #![warn(missing_docs)]
 
@@ -10,6 +11,8 @@ pub mod context;
 pub mod exit;
 pub mod instructions;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod team;
 
 pub use args::Cli;
 pub use context::{Context, Io};
@@ -22,5 +25,7 @@ pub async fn run(cli: &Cli, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()
     match &cli.command {
         Command::Memory(cmd) => memory::run(cmd, ctx, io).await,
         Command::Instructions(args) => instructions::run(args, ctx, io).await,
+        #[cfg(feature = "postgres")]
+        Command::Team(cmd) => team::run(cmd, ctx, io).await,
     }
 }

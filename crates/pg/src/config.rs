@@ -126,3 +126,24 @@ pub(crate) fn valid_ident(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !s.starts_with(|c: char| c.is_ascii_digit())
 }
+
+/// The default team project id for a project dir: its git `origin` URL (the same on every
+/// clone, so every machine lands in one project), else the dir's name.
+pub fn project_id_for(project_dir: &std::path::Path) -> String {
+    let origin = std::process::Command::new("git")
+        .arg("-C")
+        .arg(project_dir)
+        .args(["config", "--get", "remote.origin.url"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty());
+    origin.unwrap_or_else(|| {
+        project_dir.file_name().map_or_else(
+            || "default".to_owned(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    })
+}

@@ -35,7 +35,7 @@ mod selector;
 mod store;
 mod sync;
 
-pub use config::{DATABASE_URL_ENV, PgConfig};
+pub use config::{DATABASE_URL_ENV, PgConfig, project_id_for};
 pub use content::{canonical_text, sha256_hex};
 pub use error::{PgError, StoreError, VersionLabel};
 pub use hook::TeamPullHook;
