@@ -5,7 +5,8 @@
 //! cargo run --release -p memloop-pg --example pg_latency -- "host=127.0.0.1 user=root dbname=test"
 //! ```
 //!
-//! Each size gets a fresh schema (dropped at the end). Writes: 300 overwrites of existing
+//! Memories are made of 3,000 distinct made-up words. Each size gets a fresh schema (dropped at
+//! the end). Writes: 300 overwrites of existing
 //! memories through `MemoryStore::write` (one transaction each: row lock, version check, index
 //! view). Selects: 300 queries through `select_checked` (PostgreSQL full-text search vs the
 //! in-process BM25, whose index is built before timing). The file store's dir is populated with
@@ -38,12 +39,14 @@ const SYLLABLES: [&str; 24] = [
     "fo", "hex", "jun", "nar", "ost", "pri", "ul", "wer", "yan", "bex",
 ];
 
-fn vocabulary(n: usize, rng: &mut Rng) -> Vec<String> {
+/// `n` distinct made-up words (three syllables each, numbered in base 24).
+fn vocabulary(n: usize) -> Vec<String> {
+    let k = SYLLABLES.len();
     (0..n)
-        .map(|_| {
-            (0..2 + rng.below(2))
-                .map(|_| SYLLABLES[rng.below(SYLLABLES.len())])
-                .collect()
+        .map(|i| {
+            [i / (k * k) % k, i / k % k, i % k]
+                .map(|d| SYLLABLES[d])
+                .concat()
         })
         .collect()
 }
@@ -125,7 +128,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---|---|---|");
     for n in sizes {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ n as u64);
-        let vocab = vocabulary(3_000, &mut rng);
+        let vocab = vocabulary(3_000);
         let docs: Vec<(String, MemoryDoc)> = (0..n).map(|i| memory(i, &vocab, &mut rng)).collect();
 
         // PostgreSQL.
