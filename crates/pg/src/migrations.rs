@@ -32,7 +32,9 @@ CREATE TABLE memloop_memories (
     PRIMARY KEY (project_id, rel_path),
     CHECK (version > 0)
 );
-CREATE INDEX memloop_memories_search ON memloop_memories USING gin (search);
+-- No pending list: every search sees a compact index (the list makes searches scan recent
+-- inserts linearly, and the planner then falls back to a sequential scan).
+CREATE INDEX memloop_memories_search ON memloop_memories USING gin (search) WITH (fastupdate = off);
 CREATE INDEX memloop_memories_recent ON memloop_memories (project_id, updated_at DESC);
 CREATE INDEX memloop_memories_order ON memloop_memories (project_id, seq);
 "#,
