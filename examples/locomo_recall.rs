@@ -2,6 +2,9 @@
 //!
 //! ```text
 //! cargo run --release --example locomo_recall -- ../shared/data/locomo/locomo10.json
+//! # plus rows for PostgreSQL full-text search (memloop-pg's PgFtsSelector):
+//! cargo run --release --example locomo_recall -- ../shared/data/locomo/locomo10.json \
+//!     --pg "host=127.0.0.1 user=root dbname=test"
 //! ```
 //!
 //! Per conversation, every observation (level `observation`) and every session summary (level
@@ -601,7 +604,66 @@ async fn main() -> Result<()> {
             tally.build.as_secs_f64() * 1e3 / convs.len().max(1) as f64
         );
     }
+    if let Some(url) = args
+        .iter()
+        .position(|a| a == "--pg")
+        .and_then(|i| args.get(i + 1))
+    {
+        postgres_rows(url, &convs).await?;
+    }
     println!("\nScale check (observation + source turn level):\n");
     pooled(&convs, &dirs, flat).await?;
     Ok(())
+}
+
+/// The PostgreSQL full-text selector on the observation levels: one team-store project per
+/// conversation, in a scratch schema dropped at the end.
+async fn postgres_rows(url: &str, convs: &[Conversation]) -> Result<()> {
+    use memloop_pg::{PgConfig, PgFtsSelector, PgMemoryStore};
+    let schema = format!("memloop_locomo_{}", std::process::id());
+    let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(conn);
+    let result = async {
+        for (level, quoted) in [("observation", false), ("observation + source turn", true)] {
+            let mut tally = Tally::default();
+            for (i, conv) in convs.iter().enumerate() {
+                let config = PgConfig::new(url, format!("locomo-{i}-{quoted}")).schema(&schema);
+                let store = PgMemoryStore::open(config).await?;
+                let units = if quoted { &conv.quoted } else { &conv.observations };
+                let mut ids = HashMap::new();
+                for u in units {
+                    let doc = MemoryDoc::new(&u.name, &u.description, MemoryType::User, &u.body);
+                    store.write(&u.rel, &doc, WriteMode::Overwrite).await?;
+                    ids.insert(u.rel.clone(), u.ids.clone());
+                }
+                let headers = store.scan().await?;
+                tally.memories += headers.len();
+                let selector: Arc<dyn Selector> = Arc::new(PgFtsSelector::new(store));
+                for q in &conv.questions {
+                    let t = Instant::now();
+                    let chosen = selector
+                        .select_checked(&q.text, &headers, &SelectionContext::with_limit(10))
+                        .await?;
+                    tally.latencies.push(t.elapsed());
+                    let covered = |k: usize| -> HashSet<&String> {
+                        chosen.iter().take(k).filter_map(|p| ids.get(p)).flatten().collect()
+                    };
+                    tally.add(q, &covered(5), &covered(10));
+                }
+            }
+            let (r5, r10) = tally.recall(None);
+            println!(
+                "| postgres full-text | {level} | {} | R@5 **{r5:.1}** | R@10 {r10:.1} | p50 {:.0} µs | p99 {:.0} µs |",
+                tally.memories / convs.len().max(1),
+                tally.percentile(0.5).as_secs_f64() * 1e6,
+                tally.percentile(0.99).as_secs_f64() * 1e6,
+            );
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await?;
+    result
 }

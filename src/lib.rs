@@ -106,6 +106,7 @@
 //! - [`memory`] (`memloop-memory`): the memory dir, selectors and recall, extraction, session
 //!   notes, consolidation, project instructions;
 //! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker;
+//! - `pg` (`memloop-pg`, feature `postgres`): team memory on PostgreSQL;
 //!
 //! plus [`MemorySetup`] (memory wired into an [`AgentBuilder`] in one call) and the
 //! [`async_trait`](macro@async_trait) attribute the traits are implemented with.
@@ -139,6 +140,8 @@ pub use async_trait::async_trait;
 pub use memloop_compact as compact;
 pub use memloop_core as core;
 pub use memloop_memory as memory;
+#[cfg(feature = "postgres")]
+pub use memloop_pg as pg;
 
 pub use memloop_core::{
     Agent, AgentBuilder, events::AgentEvent, message::Message, model::Model, tool::Tool,

@@ -59,6 +59,8 @@ pub struct MemorySetup {
     compaction: Option<(CompactConfig, SessionMemoryConfig)>,
     instructions: Option<InstructionConfig>,
     working_dir: PathBuf,
+    #[cfg(feature = "postgres")]
+    team: Option<memloop_pg::TeamSync>,
 }
 
 /// What an enabled setup resolved and opened.
@@ -116,6 +118,8 @@ impl MemorySetup {
             compaction: None,
             instructions: None,
             working_dir,
+            #[cfg(feature = "postgres")]
+            team: None,
         })
     }
 
@@ -178,6 +182,45 @@ impl MemorySetup {
         self
     }
 
+    /// Attach a team store: the memory dir is pulled from it (in the background) when a
+    /// session starts; push with [`TeamSync::push`](memloop_pg::TeamSync::push) or
+    /// `memloop team push`.
+    #[cfg(feature = "postgres")]
+    pub fn team_sync(mut self, sync: memloop_pg::TeamSync) -> Self {
+        self.team = Some(sync);
+        self
+    }
+
+    /// Connect to the team store at `url` (or `MEMLOOP_DATABASE_URL` when `None`) for
+    /// `project_id` (default: the project's git `origin` URL, else its dir name) and sync it with
+    /// this memory dir. `Ok(None)` when no URL is configured or memory is switched off. Hosts that want to keep working on
+    /// local memory when the database is unreachable log the error and carry on without
+    /// [`team_sync`](Self::team_sync).
+    #[cfg(feature = "postgres")]
+    pub async fn connect_team(
+        &self,
+        url: Option<&str>,
+        project_id: Option<&str>,
+    ) -> Result<Option<memloop_pg::TeamSync>, memloop_pg::PgError> {
+        let Some(url) = url
+            .map(str::to_owned)
+            .or_else(|| memloop_pg::PgConfig::url_from_env(&self.env))
+        else {
+            return Ok(None);
+        };
+        // Memory switched off: there is no local dir to sync.
+        let Some(on) = &self.on else {
+            return Ok(None);
+        };
+        let project = project_id
+            .map(str::to_owned)
+            .unwrap_or_else(|| memloop_pg::project_id_for(&self.working_dir));
+        let team = memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project)).await?;
+        let local = FileMemoryStore::open_resolved(&on.resolved)
+            .map_err(|e| memloop_pg::PgError::Db(e.to_string()))?;
+        Ok(Some(memloop_pg::TeamSync::new(local, team)))
+    }
+
     /// Default session-notes settings for this project (`<project_dir>`, custom templates from
     /// `<base>/session-memory/config/`); `None` when memory is switched off.
     pub fn default_notes_config(&self) -> Option<SessionMemoryConfig> {
@@ -202,6 +245,10 @@ impl MemorySetup {
                 builder = builder.tool(tool);
             }
             builder = builder.section(Arc::new(MemorySection::from_env(store.clone(), &self.env)));
+            #[cfg(feature = "postgres")]
+            if let Some(sync) = &self.team {
+                builder = builder.hook(Arc::new(memloop_pg::TeamPullHook::new(sync.clone())));
+            }
             if self.recall {
                 let selector = self
                     .selector

@@ -30,6 +30,15 @@ pub struct Cli {
     /// Machine-readable JSON on stdout.
     #[arg(long, global = true)]
     pub json: bool,
+    /// The team memory database (PostgreSQL URL). `memory` commands act on the team store
+    /// instead of the local dir; `team` commands also read `MEMLOOP_DATABASE_URL`.
+    #[cfg(feature = "postgres")]
+    #[arg(long, global = true, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// The team project id (default: the git `origin` URL of the project, else its dir name).
+    #[cfg(feature = "postgres")]
+    #[arg(long, global = true, value_name = "ID")]
+    pub team_project: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -47,6 +56,10 @@ pub enum Command {
     /// Serve project memory to MCP clients (Claude Code, ...) over stdio: tools context_load,
     /// context_search, context_save, context_manage and the index as a resource.
     Mcp(McpArgs),
+    /// Sync the memory dir with the team store on PostgreSQL.
+    #[cfg(feature = "postgres")]
+    #[command(subcommand, after_help = EXIT_CODES_HELP)]
+    Team(TeamCommand),
 }
 
 /// `memloop mcp`.
@@ -59,6 +72,31 @@ pub struct McpArgs {
     /// Serve any existing project directory a client names.
     #[arg(long)]
     pub allow_any_project: bool,
+}
+
+/// `memloop team ...`: sync between the local memory dir and the team store.
+#[cfg(feature = "postgres")]
+#[derive(Debug, clap::Subcommand)]
+pub enum TeamCommand {
+    /// Send local changes to the team store (entries changed on the server are conflicts).
+    Push(TeamSyncArgs),
+    /// Bring the team store's changes into the memory dir (the server wins; conflicting local
+    /// edits are kept in `.memloop-team-conflicts/`).
+    Pull(TeamSyncArgs),
+    /// What push and pull would move.
+    Status(TeamSyncArgs),
+}
+
+/// Options of `team push|pull|status`.
+#[cfg(feature = "postgres")]
+#[derive(Debug, clap::Args)]
+pub struct TeamSyncArgs {
+    /// Propagate deletions (off: a deletion is only reported).
+    #[arg(long)]
+    pub prune: bool,
+    /// Sync only this subfolder of the memory dir (e.g. `team`).
+    #[arg(long, value_name = "SUBDIR")]
+    pub subdir: Option<String>,
 }
 
 /// `memloop memory ...`.

@@ -6,10 +6,11 @@ use anyhow::Context as _;
 use memloop_memory::{
     env::EnvVars,
     paths::{MemoryDirResolver, ResolvedMemoryDir},
-    store::FileMemoryStore,
+    store::{FileMemoryStore, MemoryStore},
 };
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The standard streams, injectable so commands never touch the process's directly.
 pub struct Io<'a> {
@@ -38,6 +39,10 @@ pub struct Context {
     pub env: EnvVars,
     /// The current directory relative paths are taken from.
     pub cwd: PathBuf,
+    /// `--database-url`: `memory` commands act on the team store.
+    pub database_url: Option<String>,
+    /// `--team-project`.
+    pub team_project: Option<String>,
 }
 
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {
@@ -61,6 +66,14 @@ impl Context {
             json: cli.json,
             env,
             cwd,
+            #[cfg(feature = "postgres")]
+            database_url: cli.database_url.clone(),
+            #[cfg(not(feature = "postgres"))]
+            database_url: None,
+            #[cfg(feature = "postgres")]
+            team_project: cli.team_project.clone(),
+            #[cfg(not(feature = "postgres"))]
+            team_project: None,
         }
     }
 
@@ -85,9 +98,13 @@ impl Context {
             .context("cannot resolve the memory directory")
     }
 
-    /// Open the memory dir, which must already exist (exit 3 when it does not).
-    pub fn open_existing(&self) -> anyhow::Result<(ResolvedMemoryDir, FileMemoryStore)> {
+    /// The store `memory` commands act on: the team store with `--database-url`, else the
+    /// memory dir, which must already exist (exit 3 when it does not).
+    pub async fn open_existing(&self) -> anyhow::Result<(ResolvedMemoryDir, Arc<dyn MemoryStore>)> {
         let resolved = self.resolve()?;
+        if let Some(team) = self.team_store().await? {
+            return Ok((resolved, team));
+        }
         if !resolved.dir.is_dir() {
             return Err(Failure::new(
                 Exit::NotFound,
@@ -101,14 +118,47 @@ impl Context {
             .into());
         }
         let store = FileMemoryStore::open_resolved(&resolved)?;
-        Ok((resolved, store))
+        Ok((resolved, Arc::new(store)))
     }
 
-    /// Open the memory dir, creating it when needed.
-    pub fn open_or_create(&self) -> anyhow::Result<(ResolvedMemoryDir, FileMemoryStore)> {
+    /// Like [`open_existing`](Self::open_existing), creating the memory dir when needed.
+    pub async fn open_or_create(
+        &self,
+    ) -> anyhow::Result<(ResolvedMemoryDir, Arc<dyn MemoryStore>)> {
         let resolved = self.resolve()?;
+        if let Some(team) = self.team_store().await? {
+            return Ok((resolved, team));
+        }
         let store = FileMemoryStore::open_resolved(&resolved)?;
-        Ok((resolved, store))
+        Ok((resolved, Arc::new(store)))
+    }
+
+    /// The team store when `--database-url` was given.
+    #[cfg(feature = "postgres")]
+    async fn team_store(&self) -> anyhow::Result<Option<Arc<dyn MemoryStore>>> {
+        match &self.database_url {
+            Some(url) => Ok(Some(Arc::new(self.open_team(url).await?))),
+            None => Ok(None),
+        }
+    }
+
+    /// Open the team store at `url` for this project (`--team-project`, else the git `origin`
+    /// URL, else the project dir's name).
+    #[cfg(feature = "postgres")]
+    pub async fn open_team(&self, url: &str) -> anyhow::Result<memloop_pg::PgMemoryStore> {
+        use anyhow::Context as _;
+        let project = self
+            .team_project
+            .clone()
+            .unwrap_or_else(|| memloop_pg::project_id_for(&self.project));
+        memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project))
+            .await
+            .context("opening the team memory store")
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    async fn team_store(&self) -> anyhow::Result<Option<Arc<dyn MemoryStore>>> {
+        Ok(None)
     }
 }
 

@@ -1,8 +1,9 @@
 //! # memloop-cli
 //!
 //! The `memloop` command line: inspect and edit a project's memory dir (`memory path|list|show|
-//! edit|rm|clear|search`), see which instruction files load (`instructions`), and serve project
-//! memory to MCP clients (`mcp`). Every command
+//! edit|rm|clear|search`), see which instruction files load (`instructions`), serve project
+//! memory to MCP clients (`mcp`), and with the `postgres` feature sync it with the team store
+//! (`team push|pull|status`). Every command
 //! prints human text, or JSON with `--json`, and exits with a code from [`Exit`].
 #![warn(missing_docs)]
 
@@ -12,6 +13,8 @@ pub mod exit;
 pub mod instructions;
 pub mod mcp;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod team;
 
 pub use args::Cli;
 pub use context::{Context, Io};
@@ -25,5 +28,7 @@ pub async fn run(cli: &Cli, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()
         Command::Memory(cmd) => memory::run(cmd, ctx, io).await,
         Command::Instructions(args) => instructions::run(args, ctx, io).await,
         Command::Mcp(args) => mcp::run(args, ctx).await,
+        #[cfg(feature = "postgres")]
+        Command::Team(cmd) => team::run(cmd, ctx, io).await,
     }
 }

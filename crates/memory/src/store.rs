@@ -15,7 +15,8 @@
 //! ```
 
 pub use crate::file_store::{FileMemoryStore, StoreConfig};
-pub use crate::index::{INDEX_FILE, IndexCaps};
+pub use crate::frontmatter::append_to_existing;
+pub use crate::index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use crate::memory_store::MemoryStore;
 pub use crate::safety::{
     ContainmentGate, SecretFilter, SecretPattern, topic_to_rel_path, validate_rel_path,

@@ -16,9 +16,7 @@ use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
 use memloop_memory::{
     env::EnvVars,
-    store::{
-        FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode, WriteReport,
-    },
+    store::{MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode, WriteReport},
 };
 use serde_json::json;
 use std::io::Write;
@@ -84,7 +82,7 @@ pub async fn edit(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
             "no editor: set $VISUAL or $EDITOR (e.g. EDITOR=vi)",
         )
     })?;
-    let (_, store) = ctx.open_or_create()?;
+    let (_, store) = ctx.open_or_create().await?;
     let stem = rel
         .rsplit('/')
         .next()
@@ -129,7 +127,7 @@ pub async fn edit(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
         }
         return Ok(());
     }
-    let (doc, report) = match save(&store, &rel, stem, existing.as_deref(), edited).await {
+    let (doc, report) = match save(store.as_ref(), &rel, stem, existing.as_deref(), edited).await {
         Ok(saved) => saved,
         Err(e) => {
             let kept = keep(tmp)?;
@@ -163,7 +161,7 @@ fn refused(reason: impl Into<String>) -> anyhow::Error {
 /// Validate the edited bytes and write them through the store, unless the memory changed on
 /// disk since it was read (`existing`).
 async fn save(
-    store: &FileMemoryStore,
+    store: &dyn MemoryStore,
     rel: &str,
     stem: &str,
     existing: Option<&str>,

@@ -3,13 +3,13 @@
 use super::file_topic;
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
-use memloop_memory::store::{INDEX_FILE, MemoryStore};
+use memloop_memory::store::INDEX_FILE;
 use serde_json::json;
 
 /// Remove one memory and its index line.
 pub async fn rm(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result<()> {
     let rel = file_topic(topic, "removed")?;
-    let (_, store) = ctx.open_existing()?;
+    let (_, store) = ctx.open_existing().await?;
     store.delete(&rel).await?;
     if ctx.json {
         return write_json(io.out, &json!({ "removed": rel }));
@@ -48,7 +48,7 @@ fn confirm(io: &mut Io<'_>, question: &str) -> anyhow::Result<()> {
 
 /// Remove every memory, then the index.
 pub async fn clear(ctx: &Context, io: &mut Io<'_>, yes: bool) -> anyhow::Result<()> {
-    let (resolved, store) = ctx.open_existing()?;
+    let (resolved, store) = ctx.open_existing().await?;
     if !yes {
         let count = store.scan().await?.len();
         let index = resolved.dir.join(INDEX_FILE).exists();

@@ -33,8 +33,8 @@ pub async fn search(
     query: &str,
     limit: usize,
 ) -> anyhow::Result<()> {
-    let (resolved, store) = ctx.open_existing()?;
-    let hits = ranked(Arc::new(store), query, limit).await?;
+    let (resolved, store) = ctx.open_existing().await?;
+    let hits = ranked(store, query, limit).await?;
     if ctx.json {
         let rows: Vec<Value> = hits
             .iter()

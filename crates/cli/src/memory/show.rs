@@ -5,13 +5,13 @@ use crate::context::{Context, Io, write_json};
 use anyhow::Context as _;
 use memloop_memory::{
     recall::format_manifest,
-    store::{INDEX_FILE, MemoryError, MemoryStore, MemoryType},
+    store::{INDEX_FILE, MemoryError, MemoryType},
 };
 use serde_json::{Value, json};
 
 /// List the manifest, newest first, optionally only one type.
 pub async fn list(ctx: &Context, io: &mut Io<'_>, only: Option<MemoryType>) -> anyhow::Result<()> {
-    let (resolved, store) = ctx.open_existing()?;
+    let (resolved, store) = ctx.open_existing().await?;
     let headers: Vec<_> = store
         .scan()
         .await?
@@ -35,7 +35,7 @@ pub async fn list(ctx: &Context, io: &mut Io<'_>, only: Option<MemoryType>) -> a
 /// Print one memory, or the index for `MEMORY`.
 pub async fn show(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result<()> {
     let topic = parse_topic(topic)?;
-    let (resolved, store) = ctx.open_existing()?;
+    let (resolved, store) = ctx.open_existing().await?;
     match topic {
         Topic::Index => {
             let path = resolved.dir.join(INDEX_FILE);

@@ -1,0 +1,162 @@
+//! `memloop team push|pull|status` and `--database-url`, end to end: the built binary, two memory
+//! dirs standing for two machines, and the machine's PostgreSQL (a fresh schema per test,
+//! dropped with `psql` when the test ends).
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use tempfile::TempDir;
+
+struct Schema(String);
+
+impl Schema {
+    fn new() -> Self {
+        let name = format!("memloop_cli_{}", std::process::id())
+            + &format!(
+                "_{}",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos()
+            );
+        psql(&format!("CREATE SCHEMA {name}"));
+        Self(name)
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "host=127.0.0.1 port=5432 user=root dbname=test options='-c search_path={}'",
+            self.0
+        )
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        psql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0));
+    }
+}
+
+fn psql(sql: &str) {
+    let out = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "root",
+            "-d",
+            "test",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn memloop(home: &Path, mem: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memloop"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("MEMLOOP_HOME", home.join("base"))
+        .current_dir(home)
+        .arg("--memory-dir")
+        .arg(mem)
+        .args(["--team-project", "acme/api"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn push_pull_status_between_two_machines() {
+    let schema = Schema::new();
+    let url = schema.url();
+    let tmp = TempDir::new().unwrap();
+    let (alice, bob) = (tmp.path().join("alice"), tmp.path().join("bob"));
+    std::fs::create_dir_all(&alice).unwrap();
+    std::fs::write(
+        alice.join("deploy.md"),
+        "---\nname: Deploys\ndescription: when we deploy\ntype: project\n---\n\nTuesdays only.\n",
+    )
+    .unwrap();
+
+    let out = memloop(
+        tmp.path(),
+        &alice,
+        &["--database-url", &url, "team", "status"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains("local_changed"), "{}", stdout(&out));
+    let out = memloop(
+        tmp.path(),
+        &alice,
+        &["--database-url", &url, "--json", "team", "push"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["items"][0]["action"]["action"], "pushed");
+
+    let out = memloop(tmp.path(), &bob, &["--database-url", &url, "team", "pull"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        std::fs::read_to_string(bob.join("deploy.md"))
+            .unwrap()
+            .contains("Tuesdays only.")
+    );
+    let out = memloop(
+        tmp.path(),
+        &bob,
+        &["--database-url", &url, "team", "status"],
+    );
+    assert!(
+        stdout(&out).contains("everything in sync"),
+        "{}",
+        stdout(&out)
+    );
+
+    // `memory` commands act on the team store with --database-url.
+    let out = memloop(
+        tmp.path(),
+        &bob,
+        &["--database-url", &url, "memory", "show", "deploy"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains("Tuesdays only."));
+}
+
+#[test]
+fn a_down_server_or_a_missing_url_is_a_clear_error() {
+    let tmp = TempDir::new().unwrap();
+    let mem = tmp.path().join("mem");
+    let out = memloop(tmp.path(), &mem, &["team", "status"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MEMLOOP_DATABASE_URL"));
+    let out = memloop(
+        tmp.path(),
+        &mem,
+        &[
+            "--database-url",
+            "host=127.0.0.1 port=1 user=root dbname=test",
+            "memory",
+            "list",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot connect to the team memory database")
+    );
+}

@@ -1,0 +1,149 @@
+//! [`PgConfig`]: where the team store lives and which project it serves.
+
+use crate::error::PgError;
+use memloop_memory::env::EnvVars;
+
+/// Environment variable holding the team store's connection URL.
+pub const DATABASE_URL_ENV: &str = "MEMLOOP_DATABASE_URL";
+
+/// How to open a [`PgMemoryStore`](crate::PgMemoryStore).
+#[derive(Clone)]
+pub struct PgConfig {
+    /// Connection URL or key-value string (`postgres://user@host:5432/db`,
+    /// `host=127.0.0.1 user=root dbname=test`).
+    pub url: String,
+    /// The project whose memories this store reads and writes (e.g. the repository's remote URL
+    /// or slug). Rows of other projects are invisible to it.
+    pub project_id: String,
+    /// Who writes (recorded on every row), e.g. `user@machine`.
+    pub writer: String,
+    /// PostgreSQL schema holding the tables (created if missing). `None`: the role's default.
+    pub schema: Option<String>,
+    /// `application_name` of the store's connections (visible in `pg_stat_activity`).
+    pub application_name: String,
+    /// Pool size (connections).
+    pub pool_size: usize,
+    /// How many times an operation is retried on a fresh connection after a connection loss.
+    pub retries: u32,
+    /// Connect timeout.
+    pub connect_timeout: std::time::Duration,
+}
+
+impl std::fmt::Debug for PgConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password: never print it.
+        f.debug_struct("PgConfig")
+            .field("project_id", &self.project_id)
+            .field("writer", &self.writer)
+            .field("schema", &self.schema)
+            .field("application_name", &self.application_name)
+            .field("pool_size", &self.pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgConfig {
+    /// A config for `project_id` at `url`, with defaults: writer from `USER`@hostname, default
+    /// schema, `application_name` `memloop`, 4 connections, 3 retries, 5 s connect timeout.
+    pub fn new(url: impl Into<String>, project_id: impl Into<String>) -> Self {
+        let user = std::env::var("USER").unwrap_or_else(|_| "memloop".into());
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "localhost".into());
+        Self {
+            url: url.into(),
+            project_id: project_id.into(),
+            writer: format!("{user}@{host}"),
+            schema: None,
+            application_name: "memloop".into(),
+            pool_size: 4,
+            retries: 3,
+            connect_timeout: std::time::Duration::from_secs(5),
+        }
+    }
+
+    /// The URL from `MEMLOOP_DATABASE_URL` in `env`, if set and non-empty.
+    ///
+    /// ```
+    /// use memloop_memory::env::EnvVars;
+    /// let env = EnvVars::from_pairs([("MEMLOOP_DATABASE_URL", "postgres://db/team")]);
+    /// assert_eq!(memloop_pg::PgConfig::url_from_env(&env).as_deref(), Some("postgres://db/team"));
+    /// ```
+    pub fn url_from_env(env: &EnvVars) -> Option<String> {
+        env.get(DATABASE_URL_ENV)
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Set the schema (builder style).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// Set the writer name (builder style).
+    pub fn writer(mut self, writer: impl Into<String>) -> Self {
+        self.writer = writer.into();
+        self
+    }
+
+    /// Set the `application_name` (builder style).
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = name.into();
+        self
+    }
+
+    /// Set the pool size (builder style).
+    pub fn pool_size(mut self, n: usize) -> Self {
+        self.pool_size = n.max(1);
+        self
+    }
+
+    /// The driver config: URL parsed, schema, application name and timeout applied.
+    pub(crate) fn driver_config(&self) -> Result<tokio_postgres::Config, PgError> {
+        let mut cfg: tokio_postgres::Config = self
+            .url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| PgError::InvalidUrl(e.to_string()))?;
+        cfg.application_name(&self.application_name);
+        cfg.connect_timeout(self.connect_timeout);
+        if let Some(schema) = &self.schema {
+            if !valid_ident(schema) {
+                return Err(PgError::InvalidUrl(format!(
+                    "schema `{schema}` must be letters, digits and `_`"
+                )));
+            }
+            cfg.options(format!("-c search_path={schema}"));
+        }
+        Ok(cfg)
+    }
+}
+
+/// A plain SQL identifier: ASCII letters, digits, `_`, not starting with a digit, at most 63.
+pub(crate) fn valid_ident(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// The default team project id for a project dir: its git `origin` URL (the same on every
+/// clone, so every machine lands in one project), else the dir's name.
+pub fn project_id_for(project_dir: &std::path::Path) -> String {
+    let origin = std::process::Command::new("git")
+        .arg("-C")
+        .arg(project_dir)
+        .args(["config", "--get", "remote.origin.url"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty());
+    origin.unwrap_or_else(|| {
+        project_dir.file_name().map_or_else(
+            || "default".to_owned(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    })
+}

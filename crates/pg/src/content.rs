@@ -1,0 +1,39 @@
+//! The canonical text of a memory and its SHA-256: what both stores compare, so an entry that
+//! did not change has the same hash on every machine.
+
+use memloop_memory::store::MemoryDoc;
+use sha2::{Digest, Sha256};
+
+/// The file stem of a relative path (`team/deploy.md` → `deploy`): the name of a memory that
+/// has none.
+pub(crate) fn stem(rel: &str) -> &str {
+    rel.rsplit('/')
+        .next()
+        .unwrap_or(rel)
+        .trim_end_matches(".md")
+}
+
+/// The canonical text of a memory file: parsed and rendered again, so formatting differences
+/// (quoting, key order, line ends) do not count as changes. Text that is not a memory file is
+/// kept as is.
+pub fn canonical_text(raw: &str, rel_path: &str) -> String {
+    match MemoryDoc::parse(raw, stem(rel_path)) {
+        Ok(doc) => doc.render(),
+        Err(_) => raw.to_owned(),
+    }
+}
+
+/// Lowercase hex SHA-256 of `text`.
+///
+/// ```
+/// assert_eq!(
+///     memloop_pg::sha256_hex(""),
+///     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+/// );
+/// ```
+pub fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -1,0 +1,107 @@
+//! Embedded, versioned migrations. [`migrate`] runs them on open, inside one transaction under an
+//! advisory lock, so concurrent openers never race and a failed step leaves nothing behind.
+
+use crate::error::PgError;
+use deadpool_postgres::Client;
+
+/// The migrations, in order. Never edit a released one: add a new version.
+pub(crate) const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "memories table, full-text index",
+    r#"
+CREATE TABLE memloop_memories (
+    project_id   text        NOT NULL,
+    rel_path     text        NOT NULL,
+    name         text        NOT NULL,
+    description  text        NOT NULL,
+    memory_type  text,
+    body         text        NOT NULL,
+    content      text        NOT NULL,
+    sha256       text        NOT NULL,
+    version      bigint      NOT NULL,
+    seq          bigint      GENERATED ALWAYS AS IDENTITY,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    updated_by   text        NOT NULL,
+    write_id     uuid        NOT NULL,
+    search       tsvector    GENERATED ALWAYS AS (
+        setweight(to_tsvector('english', name), 'A') ||
+        setweight(to_tsvector('english', description), 'B') ||
+        setweight(to_tsvector('english', body), 'C')
+    ) STORED,
+    PRIMARY KEY (project_id, rel_path),
+    CHECK (version > 0)
+);
+-- No pending list: every search sees a compact index (the list makes searches scan recent
+-- inserts linearly, and the planner then falls back to a sequential scan).
+CREATE INDEX memloop_memories_search ON memloop_memories USING gin (search) WITH (fastupdate = off);
+CREATE INDEX memloop_memories_recent ON memloop_memories (project_id, updated_at DESC);
+CREATE INDEX memloop_memories_order ON memloop_memories (project_id, seq);
+"#,
+)];
+
+/// The newest schema version this build knows.
+pub(crate) fn latest() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.0)
+}
+
+/// Bring the schema up to [`latest`]. Idempotent; safe to run from many processes at once.
+pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result<i32, PgError> {
+    let db = |e: tokio_postgres::Error| PgError::from_db(&e);
+    if let Some(schema) = schema {
+        // Concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide: serialise on a lock.
+        let tx = client.transaction().await.map_err(db)?;
+        tx.execute("SELECT pg_advisory_xact_lock(7377001)", &[])
+            .await
+            .map_err(db)?;
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+    }
+    let tx = client.transaction().await.map_err(db)?;
+    tx.execute("SELECT pg_advisory_xact_lock(7377002)", &[])
+        .await
+        .map_err(db)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS memloop_schema_migrations (
+            version    integer PRIMARY KEY,
+            name       text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .await
+    .map_err(db)?;
+    let current: i32 = tx
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM memloop_schema_migrations",
+            &[],
+        )
+        .await
+        .map_err(db)?
+        .get(0);
+    if current > latest() {
+        return Err(PgError::SchemaTooNew {
+            found: current,
+            known: latest(),
+        });
+    }
+    for (version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        let fail = |e: tokio_postgres::Error| match PgError::from_db(&e) {
+            p @ PgError::Permission(_) => p,
+            other => PgError::Migration {
+                version: *version,
+                message: other.to_string(),
+            },
+        };
+        tx.batch_execute(sql).await.map_err(fail)?;
+        tx.execute(
+            "INSERT INTO memloop_schema_migrations (version, name) VALUES ($1, $2)",
+            &[version, name],
+        )
+        .await
+        .map_err(fail)?;
+        tracing::info!(version, name, "team memory schema migrated");
+    }
+    tx.commit().await.map_err(db)?;
+    Ok(latest())
+}

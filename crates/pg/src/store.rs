@@ -1,0 +1,751 @@
+//! [`PgMemoryStore`]: a [`MemoryStore`] on PostgreSQL. One row per memory, keyed by
+//! (project id, relative path), with a version for optimistic concurrency.
+
+use crate::config::PgConfig;
+use crate::content::{canonical_text, sha256_hex, stem};
+use crate::error::{PgError, StoreError, VersionLabel};
+use crate::migrations::migrate;
+use async_trait::async_trait;
+use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
+use memloop_core::tools::normalize_lexically;
+use memloop_memory::store::{
+    IndexCaps, IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader,
+    MemoryStore, MemoryType, SecretFilter, WriteMode, WriteReport, append_to_existing,
+    format_entry_line, load_capped, validate_rel_path,
+};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+use tokio_postgres::Row;
+use tracing::Instrument;
+use uuid::Uuid;
+
+/// What a versioned write or delete expects to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected {
+    /// Whatever is there (a blind write: last writer wins).
+    Any,
+    /// No memory at that path (create only).
+    Absent,
+    /// Exactly this version (the one the caller read).
+    Version(i64),
+}
+
+impl Expected {
+    fn label(self) -> VersionLabel {
+        VersionLabel(match self {
+            Self::Version(v) => Some(v),
+            _ => None,
+        })
+    }
+
+    fn accepts(self, current: Option<i64>) -> bool {
+        match (self, current) {
+            (Self::Any, _) | (Self::Absent, None) => true,
+            (Self::Version(v), Some(c)) => v == c,
+            _ => false,
+        }
+    }
+}
+
+/// One memory row as the team store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgMemory {
+    /// Relative path (the key within the project).
+    pub rel_path: String,
+    /// Frontmatter fields and body.
+    pub doc: MemoryDoc,
+    /// The canonical file text.
+    pub content: String,
+    /// SHA-256 (hex) of `content`.
+    pub sha256: String,
+    /// Version: 1 on creation, +1 on every change.
+    pub version: i64,
+    /// Who wrote the current version.
+    pub updated_by: String,
+    /// When.
+    pub updated_at: SystemTime,
+}
+
+/// What a versioned write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgWrite {
+    /// Relative path written.
+    pub rel_path: String,
+    /// The memory's version after the write.
+    pub version: i64,
+    /// Whether the memory was new.
+    pub created: bool,
+    /// Whether the content changed (an identical write keeps the version).
+    pub changed: bool,
+    /// SHA-256 (hex) of the stored content.
+    pub sha256: String,
+}
+
+struct Inner {
+    pool: Pool,
+    config: PgConfig,
+    root: PathBuf,
+    caps: IndexCaps,
+    /// Last version this instance read or wrote, per path: what [`MemoryStore::write`] expects.
+    seen: Mutex<HashMap<String, i64>>,
+}
+
+/// The PostgreSQL memory store. Cheap to clone (clones share the pool); share it as
+/// `Arc<dyn MemoryStore>`.
+///
+/// Guarantees, the same as the file store's: paths are validated, content that looks like a
+/// credential is refused, a write and its index line change in one transaction (the index view
+/// is rendered from the rows, so it cannot drift), the index view has the same load caps. On
+/// top: optimistic concurrency. Every row has a version; [`write_versioned`](Self::write_versioned)
+/// refuses a write based on a stale version with [`PgError::Conflict`], and
+/// [`MemoryStore::write`] expects the version this instance last read or wrote for that path
+/// (blind only for a path it has never seen). A lost connection is retried on a fresh one; a
+/// write that landed before the connection dropped is recognised by its write id, never applied
+/// twice.
+#[derive(Clone)]
+pub struct PgMemoryStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PgMemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgMemoryStore")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn db(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Pg(PgError::from_db(&e))
+}
+
+fn parse_type(s: Option<String>) -> Option<MemoryType> {
+    s.as_deref().and_then(MemoryType::parse)
+}
+
+const COLUMNS: &str = "rel_path, name, description, memory_type, body, content, sha256, version, updated_by, updated_at";
+
+fn row_to_memory(row: &Row) -> PgMemory {
+    let updated_at: chrono::DateTime<chrono::Utc> = row.get(9);
+    PgMemory {
+        rel_path: row.get(0),
+        doc: MemoryDoc {
+            name: row.get(1),
+            description: row.get(2),
+            memory_type: parse_type(row.get(3)),
+            body: row.get(4),
+        },
+        content: row.get(5),
+        sha256: row.get(6),
+        version: row.get(7),
+        updated_by: row.get(8),
+        updated_at: updated_at.into(),
+    }
+}
+
+fn header_of(m: &PgMemory) -> MemoryHeader {
+    MemoryHeader {
+        rel_path: m.rel_path.clone(),
+        name: Some(m.doc.name.clone()),
+        description: (!m.doc.description.is_empty()).then(|| m.doc.description.clone()),
+        memory_type: m.doc.memory_type,
+        mtime: m.updated_at,
+    }
+}
+
+impl PgMemoryStore {
+    /// Connect, run the migrations, and return the store for `config.project_id`. A wrong URL,
+    /// a down server or a missing permission is a clear [`PgError`].
+    pub async fn open(config: PgConfig) -> Result<Self, PgError> {
+        if config.project_id.trim().is_empty() {
+            return Err(PgError::InvalidUrl("the project id is empty".into()));
+        }
+        let driver = config.driver_config()?;
+        let manager = Manager::from_config(
+            driver,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size.max(1))
+            .build()
+            .map_err(|e| PgError::Connect(e.to_string()))?;
+        let slug: String = config
+            .project_id
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let store = Self {
+            inner: Arc::new(Inner {
+                pool,
+                root: PathBuf::from(format!("/memloop-team/{slug}")),
+                caps: IndexCaps::default(),
+                seen: Mutex::new(HashMap::new()),
+                config,
+            }),
+        };
+        let mut client = store.client().await?;
+        migrate(&mut client, store.inner.config.schema.as_deref()).await?;
+        tracing::info!(project = %store.inner.config.project_id, "team memory store opened");
+        Ok(store)
+    }
+
+    /// The project this store serves.
+    pub fn project_id(&self) -> &str {
+        &self.inner.config.project_id
+    }
+
+    /// The configuration it was opened with.
+    pub fn config(&self) -> &PgConfig {
+        &self.inner.config
+    }
+
+    pub(crate) async fn client(&self) -> Result<Client, PgError> {
+        self.inner.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => match PgError::from_db(&e) {
+                PgError::ConnectionLost(m) => PgError::Connect(m),
+                other => other,
+            },
+            other => PgError::Connect(other.to_string()),
+        })
+    }
+
+    fn remember(&self, rel: &str, version: Option<i64>) {
+        if let Ok(mut seen) = self.inner.seen.lock() {
+            match version {
+                Some(v) => seen.insert(rel.to_owned(), v),
+                None => seen.remove(rel),
+            };
+        }
+    }
+
+    fn last_seen(&self, rel: &str) -> Expected {
+        self.inner
+            .seen
+            .lock()
+            .ok()
+            .and_then(|s| s.get(rel).copied())
+            .map_or(Expected::Any, Expected::Version)
+    }
+
+    /// Run `op` with retries on connection loss (fresh connection each time, short backoff).
+    async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, StoreError>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        let mut attempt = 0u32;
+        loop {
+            let result = match self.client().await {
+                Ok(client) => op(client).await,
+                Err(e) => Err(StoreError::Pg(e)),
+            };
+            match result {
+                Err(StoreError::Pg(e))
+                    if e.is_connection() && attempt < self.inner.config.retries =>
+                {
+                    attempt += 1;
+                    tracing::warn!(what, attempt, error = %e, "team memory connection lost; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(attempt)))
+                        .await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One memory, with its version; `None` when absent.
+    pub async fn get(&self, rel_path: &str) -> Result<Option<PgMemory>, StoreError> {
+        let rel = validate_rel_path(rel_path)?.to_owned();
+        let project = self.project_id().to_owned();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM memloop_memories WHERE project_id = $1 AND rel_path = $2"
+        );
+        let found = self
+            .retrying("get", |client| {
+                let (sql, project, rel) = (&sql, &project, &rel);
+                async move {
+                    let row = client
+                        .query_opt(sql.as_str(), &[project, rel])
+                        .await
+                        .map_err(db)?;
+                    Ok(row.as_ref().map(row_to_memory))
+                }
+            })
+            .await?;
+        self.remember(&rel, found.as_ref().map(|m| m.version));
+        Ok(found)
+    }
+
+    /// Every memory of the project (content included), in index order.
+    pub async fn entries(&self) -> Result<Vec<PgMemory>, StoreError> {
+        let project = self.project_id().to_owned();
+        let sql =
+            format!("SELECT {COLUMNS} FROM memloop_memories WHERE project_id = $1 ORDER BY seq");
+        self.retrying("entries", |client| {
+            let (sql, project) = (&sql, &project);
+            async move {
+                let rows = client.query(sql.as_str(), &[project]).await.map_err(db)?;
+                Ok(rows.iter().map(row_to_memory).collect())
+            }
+        })
+        .await
+    }
+
+    /// Write `doc` at `rel_path` if the memory is at the `expected` version; otherwise nothing is
+    /// written and the error is [`PgError::Conflict`]. The write is one transaction (row locked,
+    /// version checked, content and index view changed together). Secret-checked and
+    /// path-validated first.
+    pub async fn write_versioned(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+        expected: Expected,
+    ) -> Result<PgWrite, StoreError> {
+        let rel = validate_rel_path(rel_path)?.to_owned();
+        for part in [&doc.name, &doc.description, &doc.body] {
+            SecretFilter::check(part)?;
+        }
+        let write_id = Uuid::new_v4();
+        let span = tracing::debug_span!("team_memory_write", rel = %rel, ?mode);
+        let mut races = 0;
+        let result = loop {
+            let r = self
+                .retrying("write", |client| {
+                    let rel = &rel;
+                    async move {
+                        self.try_write(client, rel, doc, mode, expected, write_id)
+                            .await
+                    }
+                })
+                .instrument(span.clone())
+                .await;
+            // A blind write only conflicts when another writer created the row between our
+            // read and our insert: run it again against the row that now exists.
+            match r {
+                Err(e) if expected == Expected::Any && e.as_conflict().is_some() && races < 3 => {
+                    races += 1;
+                }
+                other => break other,
+            }
+        };
+        match &result {
+            Ok(w) => {
+                self.remember(&rel, Some(w.version));
+                tracing::info!(rel = %rel, version = w.version, created = w.created, "team memory written");
+            }
+            Err(e) => tracing::warn!(rel = %rel, error = %e, "team memory write refused"),
+        }
+        result
+    }
+
+    async fn try_write(
+        &self,
+        mut client: Client,
+        rel: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+        expected: Expected,
+        write_id: Uuid,
+    ) -> Result<PgWrite, StoreError> {
+        let project = self.project_id();
+        let tx = client.transaction().await.map_err(db)?;
+        let current = tx
+            .query_opt(
+                "SELECT version, content, write_id FROM memloop_memories
+                 WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
+                &[&project, &rel],
+            )
+            .await
+            .map_err(db)?;
+        let current: Option<(i64, String, Uuid)> = current.map(|r| (r.get(0), r.get(1), r.get(2)));
+        if let Some((version, content, id)) = &current {
+            if *id == write_id {
+                // This very write landed before the connection dropped: report it, once.
+                return Ok(PgWrite {
+                    rel_path: rel.to_owned(),
+                    version: *version,
+                    created: *version == 1,
+                    changed: true,
+                    sha256: sha256_hex(content),
+                });
+            }
+        }
+        let current_version = current.as_ref().map(|c| c.0);
+        if !expected.accepts(current_version) {
+            return Err(StoreError::Pg(PgError::Conflict {
+                rel_path: rel.to_owned(),
+                expected: expected.label(),
+                actual: VersionLabel(current_version),
+            }));
+        }
+        let named = if doc.name.trim().is_empty() {
+            MemoryDoc {
+                name: stem(rel).to_owned(),
+                ..doc.clone()
+            }
+        } else {
+            doc.clone()
+        };
+        let text = match (&current, mode) {
+            (Some((_, old, _)), WriteMode::Append) => append_to_existing(old, doc),
+            _ => named.render(),
+        };
+        let content = canonical_text(&text, rel);
+        let stored = MemoryDoc::parse(&content, stem(rel)).unwrap_or(named);
+        let sha = sha256_hex(&content);
+        if let Some((version, old, _)) = &current {
+            if *old == content {
+                tx.commit().await.map_err(db)?;
+                return Ok(PgWrite {
+                    rel_path: rel.to_owned(),
+                    version: *version,
+                    created: false,
+                    changed: false,
+                    sha256: sha,
+                });
+            }
+        }
+        let kind = stored.memory_type.map(|t| t.as_str().to_owned());
+        let writer = &self.inner.config.writer;
+        let version: i64 = if current.is_some() {
+            tx.query_one(
+                "UPDATE memloop_memories SET name = $3, description = $4, memory_type = $5,
+                    body = $6, content = $7, sha256 = $8, version = version + 1,
+                    updated_at = now(), updated_by = $9, write_id = $10
+                 WHERE project_id = $1 AND rel_path = $2 RETURNING version",
+                &[
+                    &project,
+                    &rel,
+                    &stored.name,
+                    &stored.description,
+                    &kind,
+                    &stored.body,
+                    &content,
+                    &sha,
+                    writer,
+                    &write_id,
+                ],
+            )
+            .await
+            .map_err(db)?
+            .get(0)
+        } else {
+            let row = tx
+                .query_opt(
+                    "INSERT INTO memloop_memories (project_id, rel_path, name, description,
+                        memory_type, body, content, sha256, version, updated_by, write_id)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10)
+                     ON CONFLICT (project_id, rel_path) DO NOTHING RETURNING version",
+                    &[
+                        &project,
+                        &rel,
+                        &stored.name,
+                        &stored.description,
+                        &kind,
+                        &stored.body,
+                        &content,
+                        &sha,
+                        writer,
+                        &write_id,
+                    ],
+                )
+                .await
+                .map_err(db)?;
+            match row {
+                Some(r) => r.get(0),
+                None => {
+                    // Another writer created it between our read and our insert.
+                    return Err(StoreError::Pg(PgError::Conflict {
+                        rel_path: rel.to_owned(),
+                        expected: expected.label(),
+                        actual: VersionLabel(Some(1)),
+                    }));
+                }
+            }
+        };
+        tx.commit().await.map_err(db)?;
+        Ok(PgWrite {
+            rel_path: rel.to_owned(),
+            version,
+            created: current.is_none(),
+            changed: true,
+            sha256: sha,
+        })
+    }
+
+    /// Delete `rel_path` if it is at the `expected` version ([`PgError::Conflict`] otherwise,
+    /// [`MemoryError::NotFound`] when absent).
+    pub async fn delete_versioned(
+        &self,
+        rel_path: &str,
+        expected: Expected,
+    ) -> Result<(), StoreError> {
+        let rel = validate_rel_path(rel_path)?.to_owned();
+        let project = self.project_id().to_owned();
+        let mut retried = false;
+        let result = self
+            .retrying("delete", |mut client| {
+                let (rel, project) = (&rel, &project);
+                let first = !retried;
+                retried = true;
+                async move {
+                    let tx = client.transaction().await.map_err(db)?;
+                    let current: Option<i64> = tx
+                        .query_opt(
+                            "SELECT version FROM memloop_memories
+                             WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
+                            &[project, rel],
+                        )
+                        .await
+                        .map_err(db)?
+                        .map(|r| r.get(0));
+                    match current {
+                        // Gone after a retry: the first attempt's delete landed.
+                        None if !first => return Ok(()),
+                        None => return Err(MemoryError::NotFound(rel.clone()).into()),
+                        Some(v) if !expected.accepts(Some(v)) => {
+                            return Err(StoreError::Pg(PgError::Conflict {
+                                rel_path: rel.clone(),
+                                expected: expected.label(),
+                                actual: VersionLabel(Some(v)),
+                            }));
+                        }
+                        Some(_) => {}
+                    }
+                    tx.execute(
+                        "DELETE FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
+                        &[project, rel],
+                    )
+                    .await
+                    .map_err(db)?;
+                    tx.commit().await.map_err(db)?;
+                    Ok(())
+                }
+            })
+            .await;
+        if result.is_ok() {
+            self.remember(&rel, None);
+            tracing::info!(rel = %rel, "team memory deleted");
+        }
+        result
+    }
+
+    /// Full-text search: relative paths and ranks of the best `limit` memories for `query`
+    /// (name weighted over description over body), skipping `exclude`.
+    pub async fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        exclude: &[String],
+    ) -> Result<Vec<(String, f32)>, StoreError> {
+        let terms: Vec<String> = {
+            let mut seen = std::collections::BTreeSet::new();
+            query
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.chars().count() >= 2)
+                .map(str::to_lowercase)
+                .filter(|w| seen.insert(w.clone()))
+                .collect()
+        };
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let tsquery = terms.join(" | ");
+        let project = self.project_id().to_owned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.retrying("search", |client| {
+            let (tsquery, project) = (&tsquery, &project);
+            async move {
+                let rows = client
+                    .query(
+                        "SELECT rel_path, ts_rank(search, q) AS rank
+                         FROM memloop_memories, to_tsquery('english', $2) q
+                         WHERE project_id = $1 AND search @@ q AND NOT (rel_path = ANY($3))
+                         ORDER BY rank DESC, updated_at DESC LIMIT $4",
+                        &[project, tsquery, &exclude, &limit],
+                    )
+                    .await
+                    .map_err(db)?;
+                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            }
+        })
+        .await
+    }
+
+    fn index_text(&self, entries: &[(String, String, String)]) -> String {
+        entries
+            .iter()
+            .map(|(rel, name, desc)| {
+                format_entry_line(name, rel, desc, self.inner.caps.max_entry_chars)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    async fn index_rows(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        let project = self.project_id().to_owned();
+        self.retrying("index", |client| {
+            let project = &project;
+            async move {
+                let rows = client
+                    .query(
+                        "SELECT rel_path, name, description FROM memloop_memories
+                         WHERE project_id = $1 ORDER BY seq",
+                        &[project],
+                    )
+                    .await
+                    .map_err(db)?;
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1), r.get(2)))
+                    .collect())
+            }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl MemoryStore for PgMemoryStore {
+    fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
+        let project = self.project_id().to_owned();
+        let rows = self
+            .retrying("scan", |client| {
+                let project = &project;
+                async move {
+                    let rows = client
+                        .query(
+                            "SELECT rel_path, name, description, memory_type, updated_at, version
+                             FROM memloop_memories WHERE project_id = $1
+                             ORDER BY updated_at DESC, rel_path",
+                            &[project],
+                        )
+                        .await
+                        .map_err(db)?;
+                    Ok(rows)
+                }
+            })
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        if let Ok(mut seen) = self.inner.seen.lock() {
+            for r in &rows {
+                seen.insert(r.get(0), r.get(5));
+            }
+        }
+        for r in rows {
+            let description: String = r.get(2);
+            let updated_at: chrono::DateTime<chrono::Utc> = r.get(4);
+            out.push(MemoryHeader {
+                rel_path: r.get(0),
+                name: Some(r.get(1)),
+                description: (!description.is_empty()).then_some(description),
+                memory_type: parse_type(r.get(3)),
+                mtime: updated_at.into(),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
+        let m = self
+            .get(rel_path)
+            .await?
+            .ok_or_else(|| MemoryError::NotFound(rel_path.to_owned()))?;
+        Ok(MemoryFile {
+            header: header_of(&m),
+            body: m.doc.body,
+            raw: m.content,
+        })
+    }
+
+    async fn write(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+    ) -> Result<WriteReport, MemoryError> {
+        let rel = validate_rel_path(rel_path)?.to_owned();
+        let w = self
+            .write_versioned(&rel, doc, mode, self.last_seen(&rel))
+            .await?;
+        Ok(WriteReport {
+            path: self.inner.root.join(&w.rel_path),
+            rel_path: w.rel_path,
+            created: w.created,
+        })
+    }
+
+    async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
+        let rel = validate_rel_path(rel_path)?.to_owned();
+        Ok(self.delete_versioned(&rel, self.last_seen(&rel)).await?)
+    }
+
+    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
+        let project = self.project_id().to_owned();
+        let removed = self
+            .retrying("clear", |client| {
+                let project = &project;
+                async move {
+                    let rows = client
+                        .query(
+                            "DELETE FROM memloop_memories WHERE project_id = $1 RETURNING rel_path",
+                            &[project],
+                        )
+                        .await
+                        .map_err(db)?;
+                    Ok(rows
+                        .iter()
+                        .map(|r| r.get::<_, String>(0))
+                        .collect::<Vec<_>>())
+                }
+            })
+            .await?;
+        if let Ok(mut seen) = self.inner.seen.lock() {
+            seen.clear();
+        }
+        tracing::info!(removed = removed.len(), "team memory cleared");
+        Ok(removed)
+    }
+
+    async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
+        let rows = self.index_rows().await?;
+        Ok(load_capped(&self.index_text(&rows), self.inner.caps))
+    }
+
+    async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
+        Ok(self
+            .index_rows()
+            .await?
+            .into_iter()
+            .map(|(file, title, hook)| IndexEntry { title, file, hook })
+            .collect())
+    }
+
+    fn check_contained(&self, path: &Path) -> Result<PathBuf, MemoryError> {
+        let root = &self.inner.root;
+        let joined = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            root.join(path)
+        };
+        let normal = normalize_lexically(&joined);
+        if normal.starts_with(root) {
+            Ok(normal)
+        } else {
+            Err(MemoryError::OutsideMemoryDir {
+                path: path.to_path_buf(),
+                root: root.clone(),
+            })
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! [`TeamSync`]: push / pull / status between a local memory dir and the team store.
+//!
+//! Rules: each entry is compared by the SHA-256 of its canonical text, against the hash and
+//! server version recorded at the last sync (`.memloop-team-sync.json` in the local dir), so
+//! only changed entries move. Pull: the server's version wins; a local edit to an entry that
+//! also changed on the server is reported as a conflict and the local text is kept in a
+//! recovery file (`.memloop-team-conflicts/`). Push: an entry that changed on the server since
+//! the last sync is not overwritten (conflict: pull first); the write is versioned, so a
+//! concurrent push is refused too. Deletions move only with [`SyncOptions::prune`]. Content that
+//! looks like a credential never leaves the machine.
+
+use crate::content::{canonical_text, sha256_hex, stem};
+use crate::error::StoreError;
+use crate::store::{Expected, PgMemory, PgMemoryStore};
+use memloop_memory::store::{
+    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// File in the local dir recording the last sync.
+pub const STATE_FILE: &str = ".memloop-team-sync.json";
+/// Dir in the local dir holding the local side of conflicts.
+pub const CONFLICT_DIR: &str = ".memloop-team-conflicts";
+
+/// Options of a push or pull.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncOptions {
+    /// Propagate deletions (off by default: a deletion is only reported).
+    pub prune: bool,
+}
+
+/// Where one entry stands relative to the last sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryState {
+    /// Same on both sides.
+    InSync,
+    /// Edited or created locally; the server has not changed.
+    LocalChanged,
+    /// Changed or created on the server; the local copy has not changed.
+    ServerChanged,
+    /// Changed on both sides since the last sync.
+    Conflict,
+    /// Deleted locally; the server still has the synced version.
+    DeletedLocally,
+    /// Deleted on the server; the local copy is the synced version.
+    DeletedOnServer,
+    /// The local text looks like it holds a credential: it never leaves the machine.
+    Secret,
+}
+
+/// What a sync did with one entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum SyncAction {
+    /// Nothing (in sync, or the other direction's business, or a status report).
+    None,
+    /// Written to the team store at this version.
+    Pushed {
+        /// New server version.
+        version: i64,
+    },
+    /// Written to the local dir from this server version.
+    Pulled {
+        /// Server version.
+        version: i64,
+    },
+    /// Deleted on the server (push with prune).
+    DeletedRemote,
+    /// Deleted locally (pull with prune).
+    DeletedLocal,
+    /// A deletion was not propagated (no prune).
+    DeletionSkipped,
+    /// Conflict: nothing overwritten on the server; on pull the local text was saved here
+    /// before the server's version replaced it.
+    Conflict {
+        /// The recovery file, when one was written.
+        recovery: Option<PathBuf>,
+        /// Why.
+        reason: String,
+    },
+    /// Refused: the text looks like a credential (pattern named, never the value).
+    SecretRefused {
+        /// The pattern that matched.
+        pattern: String,
+    },
+    /// The operation failed (message).
+    Failed {
+        /// Why.
+        error: String,
+    },
+}
+
+/// One entry of a sync report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncItem {
+    /// Relative path.
+    pub rel_path: String,
+    /// Where it stood before this run.
+    pub state: EntryState,
+    /// What this run did.
+    pub action: SyncAction,
+}
+
+/// The outcome of a push, pull or status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SyncReport {
+    /// Every entry that is not in sync, or that this run touched.
+    pub items: Vec<SyncItem>,
+}
+
+impl SyncReport {
+    /// Entries whose action matches `f`.
+    pub fn count(&self, f: impl Fn(&SyncAction) -> bool) -> usize {
+        self.items.iter().filter(|i| f(&i.action)).count()
+    }
+
+    /// Entries in `state`.
+    pub fn in_state(&self, state: EntryState) -> Vec<&str> {
+        self.items
+            .iter()
+            .filter(|i| i.state == state)
+            .map(|i| i.rel_path.as_str())
+            .collect()
+    }
+
+    /// Conflicts reported.
+    pub fn conflicts(&self) -> usize {
+        self.count(|a| matches!(a, SyncAction::Conflict { .. }))
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SyncState {
+    project_id: String,
+    entries: BTreeMap<String, Base>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Base {
+    #[serde(with = "hex32")]
+    sha256: [u8; 32],
+    version: i64,
+}
+
+mod hex32 {
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub(super) fn serialize<S: Serializer>(v: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    }
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
+        let s = String::deserialize(d)?;
+        super::from_hex(&s).ok_or_else(|| serde::de::Error::custom("bad sha256"))
+    }
+}
+
+fn from_hex(s: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if s.len() != 64 {
+        return None;
+    }
+    for (i, slot) in out.iter_mut().enumerate() {
+        *slot = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+struct Local {
+    raw: String,
+    sha: [u8; 32],
+    secret: Option<&'static str>,
+}
+
+/// Sync between a local memory dir (or its `team/` subfolder) and a team store.
+#[derive(Debug, Clone)]
+pub struct TeamSync {
+    local: FileMemoryStore,
+    team: PgMemoryStore,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Status,
+    Push,
+    Pull,
+}
+
+impl TeamSync {
+    /// Sync `local` with `team`.
+    pub fn new(local: FileMemoryStore, team: PgMemoryStore) -> Self {
+        Self { local, team }
+    }
+
+    /// The local dir.
+    pub fn local_dir(&self) -> &Path {
+        self.local.root()
+    }
+
+    /// Where every entry stands; changes nothing.
+    pub async fn status(&self) -> Result<SyncReport, StoreError> {
+        self.run(Direction::Status, SyncOptions::default()).await
+    }
+
+    /// Send local changes to the team store.
+    pub async fn push(&self, opts: SyncOptions) -> Result<SyncReport, StoreError> {
+        self.run(Direction::Push, opts).await
+    }
+
+    /// Bring the team store's changes into the local dir (the server wins; local edits that
+    /// conflict are kept in a recovery file).
+    pub async fn pull(&self, opts: SyncOptions) -> Result<SyncReport, StoreError> {
+        self.run(Direction::Pull, opts).await
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.local.root().join(STATE_FILE)
+    }
+
+    fn load_state(&self) -> SyncState {
+        let state = std::fs::read_to_string(self.state_path())
+            .ok()
+            .and_then(|s| serde_json::from_str::<SyncState>(&s).ok());
+        match state {
+            Some(s) if s.project_id == self.team.project_id() => s,
+            _ => SyncState {
+                project_id: self.team.project_id().to_owned(),
+                entries: BTreeMap::new(),
+            },
+        }
+    }
+
+    fn save_state(&self, state: &SyncState) -> Result<(), MemoryError> {
+        let text = serde_json::to_string_pretty(state)
+            .map_err(|e| MemoryError::io("encoding sync state", std::io::Error::other(e)))?;
+        let tmp = self
+            .local
+            .root()
+            .join(format!("{STATE_FILE}.{}.tmp", uuid::Uuid::new_v4()));
+        std::fs::write(&tmp, text).map_err(|e| MemoryError::io("writing sync state", e))?;
+        std::fs::rename(&tmp, self.state_path())
+            .map_err(|e| MemoryError::io("writing sync state", e))
+    }
+
+    async fn local_entries(&self) -> Result<BTreeMap<String, Local>, MemoryError> {
+        let mut out = BTreeMap::new();
+        for h in self.local.scan().await? {
+            let file = match self.local.read(&h.rel_path).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(rel = %h.rel_path, error = %e, "local memory unreadable; not synced");
+                    continue;
+                }
+            };
+            let canonical = canonical_text(&file.raw, &h.rel_path);
+            let sha = from_hex(&sha256_hex(&canonical)).unwrap_or_default();
+            out.insert(
+                h.rel_path,
+                Local {
+                    secret: SecretFilter::find(&file.raw),
+                    raw: file.raw,
+                    sha,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    fn save_recovery(&self, rel: &str, raw: &str) -> Result<PathBuf, MemoryError> {
+        let dir = self.local.root().join(CONFLICT_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| MemoryError::io("creating conflict dir", e))?;
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+        let path = dir.join(format!(
+            "{}.{stamp}.md",
+            rel.replace('/', "__").trim_end_matches(".md")
+        ));
+        std::fs::write(&path, raw).map_err(|e| MemoryError::io("writing recovery file", e))?;
+        Ok(path)
+    }
+
+    async fn run(&self, dir: Direction, opts: SyncOptions) -> Result<SyncReport, StoreError> {
+        let mut state = self.load_state();
+        let local = self.local_entries().await?;
+        let server: BTreeMap<String, PgMemory> = self
+            .team
+            .entries()
+            .await?
+            .into_iter()
+            .map(|m| (m.rel_path.clone(), m))
+            .collect();
+        let paths: BTreeSet<String> = local
+            .keys()
+            .chain(server.keys())
+            .chain(state.entries.keys())
+            .cloned()
+            .collect();
+        let mut report = SyncReport::default();
+        for rel in paths {
+            let l = local.get(&rel);
+            let s = server.get(&rel);
+            let s_sha = s.and_then(|m| from_hex(&m.sha256));
+            let base = state.entries.get(&rel).copied();
+            // Record agreement without moving anything.
+            if let (Some(l), Some(s), Some(ss)) = (l, s, s_sha) {
+                if l.sha == ss {
+                    state.entries.insert(
+                        rel.clone(),
+                        Base {
+                            sha256: ss,
+                            version: s.version,
+                        },
+                    );
+                    continue;
+                }
+            }
+            if l.is_none() && s.is_none() {
+                state.entries.remove(&rel);
+                continue;
+            }
+            let local_changed = l.map(|l| l.sha) != base.map(|b| b.sha256);
+            let server_changed = s.map(|s| s.version) != base.map(|b| b.version);
+            let entry_state = match (local_changed, server_changed) {
+                (false, false) => continue,
+                _ if l.is_some_and(|l| l.secret.is_some()) && local_changed => EntryState::Secret,
+                (true, false) if l.is_none() => EntryState::DeletedLocally,
+                (true, false) => EntryState::LocalChanged,
+                (false, true) if s.is_none() => EntryState::DeletedOnServer,
+                (false, true) => EntryState::ServerChanged,
+                (true, true) if l.is_none() => EntryState::ServerChanged,
+                (true, true) => EntryState::Conflict,
+            };
+            let action = match dir {
+                Direction::Status => SyncAction::None,
+                Direction::Push => {
+                    self.push_one(&rel, entry_state, l, base, opts, &mut state)
+                        .await
+                }
+                Direction::Pull => {
+                    self.pull_one(&rel, entry_state, l, s, base, opts, &mut state)
+                        .await
+                }
+            };
+            report.items.push(SyncItem {
+                rel_path: rel,
+                state: entry_state,
+                action,
+            });
+        }
+        self.save_state(&state)?;
+        tracing::info!(
+            items = report.items.len(),
+            conflicts = report.conflicts(),
+            "team memory sync finished"
+        );
+        Ok(report)
+    }
+
+    async fn push_one(
+        &self,
+        rel: &str,
+        st: EntryState,
+        l: Option<&Local>,
+        base: Option<Base>,
+        opts: SyncOptions,
+        state: &mut SyncState,
+    ) -> SyncAction {
+        let expected = base.map_or(Expected::Absent, |b| Expected::Version(b.version));
+        match (st, l) {
+            (EntryState::Secret, Some(l)) => SyncAction::SecretRefused {
+                pattern: l.secret.unwrap_or_default().to_owned(),
+            },
+            (EntryState::LocalChanged, Some(l)) => {
+                let doc = match MemoryDoc::parse(&l.raw, stem(rel)) {
+                    Ok(d) => d,
+                    Err(e) => return SyncAction::Failed { error: e },
+                };
+                match self
+                    .team
+                    .write_versioned(rel, &doc, WriteMode::Overwrite, expected)
+                    .await
+                {
+                    Ok(w) => {
+                        if let Some(sha) = from_hex(&w.sha256) {
+                            state.entries.insert(
+                                rel.to_owned(),
+                                Base {
+                                    sha256: sha,
+                                    version: w.version,
+                                },
+                            );
+                        }
+                        SyncAction::Pushed { version: w.version }
+                    }
+                    Err(e) if e.as_conflict().is_some() => SyncAction::Conflict {
+                        recovery: None,
+                        reason: format!("{e}; pull first"),
+                    },
+                    Err(StoreError::Memory(MemoryError::SensitiveData { pattern })) => {
+                        SyncAction::SecretRefused { pattern }
+                    }
+                    Err(e) => SyncAction::Failed {
+                        error: e.to_string(),
+                    },
+                }
+            }
+            (EntryState::DeletedLocally, _) if opts.prune => {
+                match self.team.delete_versioned(rel, expected).await {
+                    Ok(()) => {
+                        state.entries.remove(rel);
+                        SyncAction::DeletedRemote
+                    }
+                    Err(e) if e.as_conflict().is_some() => SyncAction::Conflict {
+                        recovery: None,
+                        reason: format!("{e}; pull first"),
+                    },
+                    Err(e) => SyncAction::Failed {
+                        error: e.to_string(),
+                    },
+                }
+            }
+            (EntryState::DeletedLocally, _) => SyncAction::DeletionSkipped,
+            (EntryState::Conflict, _) => SyncAction::Conflict {
+                recovery: None,
+                reason: "changed locally and on the server since the last sync; pull first".into(),
+            },
+            _ => SyncAction::None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn pull_one(
+        &self,
+        rel: &str,
+        st: EntryState,
+        l: Option<&Local>,
+        s: Option<&PgMemory>,
+        base: Option<Base>,
+        opts: SyncOptions,
+        state: &mut SyncState,
+    ) -> SyncAction {
+        let write_local = |m: &PgMemory| {
+            let (local, m) = (self.local.clone(), m.clone());
+            async move {
+                local
+                    .write(&m.rel_path, &m.doc, WriteMode::Overwrite)
+                    .await
+                    .map(|_| m)
+            }
+        };
+        match (st, s) {
+            (EntryState::ServerChanged, Some(m)) => match write_local(m).await {
+                Ok(m) => {
+                    if let Some(sha) = from_hex(&m.sha256) {
+                        state.entries.insert(
+                            rel.to_owned(),
+                            Base {
+                                sha256: sha,
+                                version: m.version,
+                            },
+                        );
+                    }
+                    SyncAction::Pulled { version: m.version }
+                }
+                Err(e) => SyncAction::Failed {
+                    error: e.to_string(),
+                },
+            },
+            (EntryState::Conflict | EntryState::Secret, Some(m))
+                if base.map(|b| b.version) != Some(m.version) =>
+            {
+                let recovery = match l.map(|l| self.save_recovery(rel, &l.raw)).transpose() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        return SyncAction::Failed {
+                            error: e.to_string(),
+                        };
+                    }
+                };
+                match write_local(m).await {
+                    Ok(m) => {
+                        if let Some(sha) = from_hex(&m.sha256) {
+                            state.entries.insert(
+                                rel.to_owned(),
+                                Base {
+                                    sha256: sha,
+                                    version: m.version,
+                                },
+                            );
+                        }
+                        SyncAction::Conflict {
+                            recovery,
+                            reason: "changed locally and on the server; the server's version won, the local text is in the recovery file".into(),
+                        }
+                    }
+                    Err(e) => SyncAction::Failed {
+                        error: e.to_string(),
+                    },
+                }
+            }
+            (EntryState::Conflict, None) => SyncAction::Conflict {
+                recovery: None,
+                reason: "deleted on the server but edited locally; the local copy is kept".into(),
+            },
+            (EntryState::DeletedOnServer, None) if opts.prune => match self.local.delete(rel).await
+            {
+                Ok(()) | Err(MemoryError::NotFound(_)) => {
+                    state.entries.remove(rel);
+                    SyncAction::DeletedLocal
+                }
+                Err(e) => SyncAction::Failed {
+                    error: e.to_string(),
+                },
+            },
+            (EntryState::DeletedOnServer, None) => SyncAction::DeletionSkipped,
+            _ => SyncAction::None,
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! `PgMemoryStore` against the machine's PostgreSQL: every store guarantee, project isolation,
+//! optimistic concurrency, migrations and clear errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use memloop_memory::store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_pg::{Expected, PgConfig, PgError, PgMemoryStore, StoreError, sha256_hex};
+use support::{TestSchema, admin};
+
+fn doc(name: &str, body: &str) -> MemoryDoc {
+    MemoryDoc::new(name, format!("about {name}"), MemoryType::Project, body)
+}
+
+#[tokio::test]
+async fn write_read_scan_index_delete_clear() {
+    let schema = TestSchema::new();
+    let store = schema.open("acme/api").await;
+    let w = store
+        .write(
+            "project_deploy.md",
+            &doc("Deploys", "Tuesdays only."),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    assert!(w.created);
+    assert!(store.check_contained(&w.path).is_ok());
+    store
+        .write(
+            "team/gotchas.md",
+            &doc("Gotchas", "Flaky on CI."),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    store
+        .write(
+            "team/gotchas.md",
+            &MemoryDoc::new("", "", None, "Retry twice."),
+            WriteMode::Append,
+        )
+        .await
+        .unwrap();
+
+    let file = store.read("team/gotchas.md").await.unwrap();
+    assert_eq!(file.body, "Flaky on CI.\n\nRetry twice.\n");
+    assert_eq!(file.header.name.as_deref(), Some("Gotchas"));
+    assert_eq!(file.header.memory_type, Some(MemoryType::Project));
+    assert_eq!(file.raw, MemoryDoc::parse(&file.raw, "x").unwrap().render());
+
+    let scan = store.scan().await.unwrap();
+    assert_eq!(scan.len(), 2);
+    assert_eq!(scan[0].rel_path, "team/gotchas.md", "newest first");
+
+    let index = store.load_index().await.unwrap();
+    assert_eq!(
+        index.content,
+        "- [Deploys](project_deploy.md) — about Deploys\n- [Gotchas](team/gotchas.md) — about Gotchas"
+    );
+    let entries = store.index_entries().await.unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1].file, "team/gotchas.md");
+
+    // The stored hash is the content's.
+    let m = store.get("team/gotchas.md").await.unwrap().unwrap();
+    assert_eq!(m.sha256, sha256_hex(&m.content));
+    assert_eq!(m.version, 2);
+    assert_eq!(m.updated_by, "test@acme/api");
+
+    store.delete("project_deploy.md").await.unwrap();
+    assert!(matches!(
+        store.read("project_deploy.md").await,
+        Err(MemoryError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.delete("project_deploy.md").await,
+        Err(MemoryError::NotFound(_))
+    ));
+    assert_eq!(
+        store.clear().await.unwrap(),
+        vec!["team/gotchas.md".to_owned()]
+    );
+    assert!(store.scan().await.unwrap().is_empty());
+    assert_eq!(store.load_index().await.unwrap().content, "");
+}
+
+#[tokio::test]
+async fn secrets_and_bad_paths_are_refused_and_nothing_is_written() {
+    let schema = TestSchema::new();
+    let store = schema.open("p").await;
+    let err = store
+        .write(
+            "ops.md",
+            &doc("Ops", "db password = hunter22"),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MemoryError::SensitiveData { .. }));
+    assert!(!err.to_string().contains("hunter22"));
+    for bad in [
+        "../x.md",
+        "/etc/x.md",
+        ".hidden/x.md",
+        "notes.txt",
+        "a\0.md",
+    ] {
+        assert!(
+            store
+                .write(bad, &doc("x", "y"), WriteMode::Overwrite)
+                .await
+                .is_err(),
+            "{bad} accepted"
+        );
+    }
+    assert!(
+        store
+            .check_contained(std::path::Path::new("../../etc/passwd"))
+            .is_err()
+    );
+    let rows: i64 = admin()
+        .await
+        .query_one(
+            &format!("SELECT count(*) FROM {}.memloop_memories", schema.name),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0);
+}
+
+#[tokio::test]
+async fn index_view_applies_the_load_caps() {
+    let schema = TestSchema::new();
+    let store = schema.open("p").await;
+    for i in 0..210 {
+        store
+            .write(
+                &format!("m{i:03}.md"),
+                &doc(&format!("M{i}"), "b"),
+                WriteMode::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+    let index = store.load_index().await.unwrap();
+    assert!(index.truncated_by_lines);
+    assert_eq!(index.original_lines, 210);
+    assert!(index.content.contains("- [M199](m199.md)"));
+    assert!(!index.content.contains("m200.md"));
+    assert!(
+        index
+            .content
+            .contains("WARNING: MEMORY.md is 210 lines (limit 200)")
+    );
+    assert_eq!(store.index_entries().await.unwrap().len(), 210);
+}
+
+#[tokio::test]
+async fn projects_are_isolated() {
+    let schema = TestSchema::new();
+    let a = schema.open("team-a").await;
+    let b = schema.open("team-b").await;
+    a.write(
+        "shared.md",
+        &doc("A", "a's secret-free note"),
+        WriteMode::Overwrite,
+    )
+    .await
+    .unwrap();
+    // b sees nothing of a's rows, by any route.
+    assert!(b.scan().await.unwrap().is_empty());
+    assert!(matches!(
+        b.read("shared.md").await,
+        Err(MemoryError::NotFound(_))
+    ));
+    assert!(b.index_entries().await.unwrap().is_empty());
+    assert!(b.search("note", 5, &[]).await.unwrap().is_empty());
+    assert!(matches!(
+        b.delete("shared.md").await,
+        Err(MemoryError::NotFound(_))
+    ));
+    assert!(b.clear().await.unwrap().is_empty());
+    // b writing the same path creates b's own row; a's is untouched.
+    b.write("shared.md", &doc("B", "b's note"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.read("shared.md").await.unwrap().body,
+        "a's secret-free note\n"
+    );
+    assert_eq!(b.read("shared.md").await.unwrap().body, "b's note\n");
+    assert_eq!(a.get("shared.md").await.unwrap().unwrap().version, 1);
+}
+
+#[tokio::test]
+async fn stale_writes_are_refused_with_a_typed_conflict() {
+    let schema = TestSchema::new();
+    let machine1 = schema.open("p").await;
+    let machine2 = schema.open("p").await;
+    let first = machine1
+        .write_versioned(
+            "d.md",
+            &doc("D", "v1"),
+            WriteMode::Overwrite,
+            Expected::Absent,
+        )
+        .await
+        .unwrap();
+    assert_eq!((first.version, first.created), (1, true));
+    // Create-only refuses an existing memory.
+    let err = machine2
+        .write_versioned(
+            "d.md",
+            &doc("D", "other"),
+            WriteMode::Overwrite,
+            Expected::Absent,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.as_conflict(), Some(("d.md", None, Some(1))));
+    machine2
+        .write_versioned(
+            "d.md",
+            &doc("D", "v2"),
+            WriteMode::Overwrite,
+            Expected::Version(1),
+        )
+        .await
+        .unwrap();
+    let err = machine1
+        .write_versioned(
+            "d.md",
+            &doc("D", "stale"),
+            WriteMode::Overwrite,
+            Expected::Version(1),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Pg(PgError::Conflict { .. })));
+    assert!(err.to_string().contains("expected version 1"));
+    assert_eq!(machine1.read("d.md").await.unwrap().body, "v2\n");
+    // A stale delete is refused too.
+    let err = machine1
+        .delete_versioned("d.md", Expected::Version(1))
+        .await
+        .unwrap_err();
+    assert!(err.as_conflict().is_some());
+    // An identical write changes nothing and keeps the version.
+    let same = machine2
+        .write_versioned(
+            "d.md",
+            &doc("D", "v2"),
+            WriteMode::Overwrite,
+            Expected::Version(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!((same.version, same.changed), (2, false));
+}
+
+#[tokio::test]
+async fn memory_store_write_expects_the_last_version_it_saw() {
+    let schema = TestSchema::new();
+    let a = schema.open("p").await;
+    let b = schema.open("p").await;
+    a.write("n.md", &doc("N", "first"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(b.read("n.md").await.unwrap().body, "first\n");
+    a.write("n.md", &doc("N", "a's edit"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    // b last saw version 1: its write is refused, a's edit is not lost.
+    let err = b
+        .write("n.md", &doc("N", "b's edit"), WriteMode::Overwrite)
+        .await
+        .unwrap_err();
+    let pg = PgError::from_memory_error(&err).unwrap();
+    assert_eq!(pg.as_conflict(), Some(("n.md", Some(1), Some(2))));
+    assert_eq!(a.read("n.md").await.unwrap().body, "a's edit\n");
+    // After re-reading, b's write lands.
+    b.read("n.md").await.unwrap();
+    b.write("n.md", &doc("N", "b's edit"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(a.get("n.md").await.unwrap().unwrap().version, 3);
+}
+
+#[tokio::test]
+async fn migrations_are_versioned_and_run_once() {
+    let schema = TestSchema::new();
+    let (s1, s2) = tokio::join!(schema.open("p"), schema.open("q"));
+    drop((s1, s2));
+    let _again = schema.open("p").await;
+    let rows = admin()
+        .await
+        .query(
+            &format!(
+                "SELECT version FROM {}.memloop_schema_migrations",
+                schema.name
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i32>(0), 1);
+    let gin: i64 = admin()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexdef ILIKE '%USING gin (search)%'",
+            &[&schema.name],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(gin, 1);
+}
+
+#[tokio::test]
+async fn wrong_url_down_server_and_missing_permission_are_clear_errors() {
+    let err = PgMemoryStore::open(PgConfig::new("postgres://[not a url", "p"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PgError::InvalidUrl(_)), "{err:?}");
+
+    let mut down = PgConfig::new("host=127.0.0.1 port=1 user=root dbname=test", "p");
+    down.connect_timeout = std::time::Duration::from_secs(2);
+    let err = PgMemoryStore::open(down).await.unwrap_err();
+    assert!(matches!(err, PgError::Connect(_)), "{err:?}");
+    assert!(err.to_string().contains("cannot connect"));
+
+    let err = PgMemoryStore::open(PgConfig::new(
+        "host=127.0.0.1 port=5432 user=root dbname=memloop_no_such_db",
+        "p",
+    ))
+    .await
+    .unwrap_err();
+    assert!(matches!(err, PgError::Connect(_)), "{err:?}");
+
+    // A role that may not create anything in the schema.
+    let schema = TestSchema::new();
+    let role = format!("memloop_ro_{}", &schema.name[13..25]);
+    let admin = admin().await;
+    admin
+        .batch_execute(&format!(
+            "CREATE SCHEMA {s}; CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {s} TO {role};",
+            s = schema.name
+        ))
+        .await
+        .unwrap();
+    let url = format!("host=127.0.0.1 port=5432 user={role} dbname=test");
+    let err = PgMemoryStore::open(PgConfig::new(url, "p").schema(&schema.name))
+        .await
+        .unwrap_err();
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA {} CASCADE; DROP ROLE {role};",
+            schema.name
+        ))
+        .await
+        .unwrap();
+    assert!(matches!(err, PgError::Permission(_)), "{err:?}");
+}

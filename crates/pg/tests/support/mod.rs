@@ -1,0 +1,59 @@
+//! Shared test support: a fresh schema per test on the machine's PostgreSQL, dropped on drop
+//! (also when the test fails).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use memloop_pg::{PgConfig, PgMemoryStore};
+
+/// The machine's PostgreSQL (trust auth).
+pub const URL: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
+
+/// A schema with a random name, dropped (cascade) when the guard goes.
+pub struct TestSchema {
+    pub name: String,
+}
+
+impl TestSchema {
+    pub fn new() -> Self {
+        Self {
+            name: format!("memloop_test_{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    pub fn config(&self, project: &str) -> PgConfig {
+        PgConfig::new(URL, project)
+            .schema(&self.name)
+            .writer(format!("test@{project}"))
+    }
+
+    pub async fn open(&self, project: &str) -> PgMemoryStore {
+        PgMemoryStore::open(self.config(project)).await.unwrap()
+    }
+}
+
+/// A plain connection for assertions and admin statements.
+pub async fn admin() -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(URL, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (c, conn) = tokio_postgres::connect(URL, tokio_postgres::NoTls).await?;
+                tokio::spawn(conn);
+                c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                    .await
+            })
+        })
+        .join();
+    }
+}
