@@ -165,8 +165,14 @@ async fn thinking_blocks_parse_and_go_back_signed() {
     req.system = vec!["sys".into()];
     req.temperature = Some(1.0);
     let resp = call(&m, req.clone()).await.unwrap();
-    // redacted_thinking has no place in our message model and is skipped
-    assert_eq!(resp.content.len(), 2);
+    // thinking, redacted_thinking (kept as-is) and text
+    assert_eq!(resp.content.len(), 3);
+    assert_eq!(
+        resp.content[1],
+        ContentBlock::RedactedThinking {
+            data: "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB8URj2pLmJsU+6kxd9YJtuFoZ".into()
+        }
+    );
     let ContentBlock::Thinking {
         thinking,
         signature,
@@ -204,6 +210,9 @@ async fn thinking_blocks_parse_and_go_back_signed() {
     let msgs = sent[1]["messages"].as_array().unwrap();
     assert_eq!(msgs[1]["content"][0]["type"], "thinking");
     assert_eq!(msgs[1]["content"][0]["signature"], json!(signature));
+    // the redacted block goes back byte for byte, in its place
+    let original = fixture("anthropic_thinking.json");
+    assert_eq!(msgs[1]["content"], original["content"]);
     assert_eq!(
         msgs[3]["content"],
         json!([{"type": "text", "text": "(empty)"}])

@@ -270,6 +270,9 @@ async fn images_and_error_results_map_to_chat_parts() {
                     thinking: "hmm".into(),
                     signature: None,
                 },
+                ContentBlock::RedactedThinking {
+                    data: "opaque".into(),
+                },
                 ContentBlock::text("reading"),
                 ContentBlock::tool_use("c1", "read", json!({"p": 1})),
             ],

@@ -52,6 +52,9 @@ fn block_json(block: &ContentBlock) -> Option<Value> {
             signature: Some(signature),
         } => json!({"type": "thinking", "thinking": thinking, "signature": signature}),
         ContentBlock::Thinking { .. } => return None,
+        ContentBlock::RedactedThinking { data } => {
+            json!({"type": "redacted_thinking", "data": data})
+        }
         ContentBlock::Image { source } => json!({"type": "image", "source": source}),
         ContentBlock::Document { source } => json!({"type": "document", "source": source}),
     })
@@ -216,8 +219,11 @@ fn parse_block(v: &Value) -> Result<Option<ContentBlock>, ModelError> {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         },
+        "redacted_thinking" => ContentBlock::RedactedThinking {
+            data: str_field(v, "data")?,
+        },
         other => {
-            // redacted_thinking, server tool blocks...: no place in our message model.
+            // Server tool blocks...: no place in our message model.
             tracing::warn!(block_type = other, "skipping an unsupported content block");
             return Ok(None);
         }
