@@ -185,6 +185,7 @@ impl Agent {
             model: self.model.clone(),
             system: self.last_system.clone(),
             messages: self.messages.clone(),
+            tools: self.tools.clone(),
             context_tokens,
             recent_tools: self.recent_tools.clone(),
             window: self.window.clone(),

@@ -76,7 +76,8 @@ async fn text_response_headers_system_blocks_and_cache_usage() {
                 {"type": "text", "text": "You are helpful."},
                 {"type": "text", "text": "Project: memloop", "cache_control": {"type": "ephemeral"}}
             ],
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "where are the tests?"}]}]
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "where are the tests?",
+                "cache_control": {"type": "ephemeral"}}]}]
         })
     );
 }
@@ -133,7 +134,7 @@ async fn tool_use_round_trip() {
     );
     assert!(sent[0].get("tool_choice").is_none());
     assert_eq!(
-        sent[1]["messages"],
+        without_cache_marks(&sent[1]["messages"]),
         json!([
             {"role": "user", "content": [{"type": "text", "text": "Weather in SF?"}]},
             {"role": "assistant", "content": [
@@ -255,7 +256,7 @@ async fn images_documents_and_error_results_keep_their_shape() {
         ),
     ];
     call(&m, ModelRequest::new("main", messages)).await.unwrap();
-    let sent = &bodies(&server).await[0]["messages"];
+    let sent = &without_cache_marks(&bodies(&server).await[0]["messages"]);
     assert_eq!(
         sent[0]["content"],
         json!([
@@ -365,7 +366,7 @@ async fn the_agent_loop_runs_a_tool_turn_over_http() {
         .unwrap()
         .clone();
     assert_eq!(
-        last,
+        without_cache_marks(&last),
         json!({"role": "user", "content": [{"type": "tool_result",
             "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
             "content": "15C, fog in \"San Francisco, CA\""}]})
@@ -387,4 +388,66 @@ impl memloop_core::tool::Tool for Weather {
     ) -> memloop_core::tool::ToolOutput {
         memloop_core::tool::ToolOutput::ok(format!("15C, fog in {}", input["location"]))
     }
+}
+
+/// Whether a content block or system section carries a cache breakpoint.
+fn marked(v: &serde_json::Value) -> bool {
+    v.get("cache_control") == Some(&json!({"type": "ephemeral"}))
+}
+
+#[tokio::test]
+async fn cache_breakpoints_sit_on_the_conversation_within_the_limit() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/messages", reply(200, "anthropic_text.json")).await;
+    let m = anthropic(&server, 1);
+    // Two user turns, the second one mid tool loop.
+    let messages = vec![
+        Message::user("first question"),
+        Message::assistant("first answer"),
+        Message::user("second question"),
+        Message::new(
+            Role::Assistant,
+            vec![
+                ContentBlock::RedactedThinking {
+                    data: "opaque".into(),
+                },
+                ContentBlock::tool_use("t1", "read", json!({})),
+            ],
+        ),
+        Message::new(
+            Role::User,
+            vec![ContentBlock::tool_result("t1", "ok", false)],
+        ),
+    ];
+    let mut req = ModelRequest::new("main", messages);
+    req.system = vec!["a".into(), "b".into()];
+    req.tools = vec![weather_tool()];
+    call(&m, req).await.unwrap();
+    let body = &bodies(&server).await[0];
+    let msgs = body["messages"].as_array().unwrap();
+    let blocks: Vec<&serde_json::Value> = body["system"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(msgs.iter().flat_map(|m| m["content"].as_array().unwrap()))
+        .chain(body["tools"].as_array().unwrap())
+        .collect();
+    let count = blocks.iter().filter(|b| marked(b)).count();
+    assert!(count <= 4, "{count} breakpoints");
+    assert_eq!(count, 3);
+    // The system prompt's last section, the last message, and the message before the last
+    // user turn (the first answer).
+    assert!(marked(&body["system"][1]));
+    assert!(marked(&msgs[4]["content"][0]));
+    assert!(marked(&msgs[1]["content"][0]));
+    assert!(!marked(&msgs[3]["content"][0]), "thinking is never marked");
+
+    // Caching off: no marker anywhere.
+    let mut config = AnthropicConfig::new("k", "claude-sonnet-4-5");
+    config.base_url = server.uri();
+    config.prompt_caching = false;
+    let plain = AnthropicModel::new(config).unwrap();
+    call(&plain, hi()).await.unwrap();
+    let body = &bodies(&server).await[1];
+    assert_eq!(without_cache_marks(body), *body);
 }

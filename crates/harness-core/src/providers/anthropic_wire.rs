@@ -72,6 +72,46 @@ fn message_json(m: &Message) -> Value {
     json!({"role": role, "content": content})
 }
 
+/// Put a cache breakpoint on the last cacheable block of `message`; false when it has none.
+fn mark_message(message: &mut Value) -> bool {
+    let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    // Thinking blocks cannot carry a breakpoint themselves.
+    let Some(block) = blocks.iter_mut().rev().find(|b| {
+        !matches!(
+            b.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    }) else {
+        return false;
+    };
+    block["cache_control"] = json!({"type": "ephemeral"});
+    true
+}
+
+/// Cache breakpoints on the conversation: the last message (what the next loop iteration and
+/// every fork from here reuse) and the message before the last user turn (what the previous
+/// turn already wrote to the cache, so a turn whose last message changed still reads it).
+/// With the system prompt's breakpoint that makes at most 3 of the API's 4.
+fn mark_conversation(messages: &mut [Value]) {
+    let Some(last) = messages.len().checked_sub(1) else {
+        return;
+    };
+    mark_message(&mut messages[last]);
+    let is_user_turn = |m: &Value| {
+        m["role"] == "user"
+            && m["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] != "tool_result"))
+    };
+    if let Some(turn) = messages.iter().rposition(is_user_turn) {
+        if turn > 0 && turn - 1 != last {
+            mark_message(&mut messages[turn - 1]);
+        }
+    }
+}
+
 /// The provider settings a request body depends on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BodyOptions<'a> {
@@ -85,10 +125,17 @@ pub(crate) fn build_body(
     config: BodyOptions<'_>,
     req: &ModelRequest,
 ) -> (Value, Option<SchemaTool>) {
+    let mut messages: Vec<Value> = provider_view(&req.messages)
+        .iter()
+        .map(message_json)
+        .collect();
+    if config.prompt_caching {
+        mark_conversation(&mut messages);
+    }
     let mut body = json!({
         "model": config.model,
         "max_tokens": req.max_tokens,
-        "messages": provider_view(&req.messages).iter().map(message_json).collect::<Vec<_>>(),
+        "messages": messages,
     });
     let mut system: Vec<Value> = req
         .system
