@@ -451,3 +451,119 @@ async fn cache_breakpoints_sit_on_the_conversation_within_the_limit() {
     let body = &bodies(&server).await[1];
     assert_eq!(without_cache_marks(body), *body);
 }
+
+/// Keeps the context of the last stop hook.
+struct CaptureStop(std::sync::Arc<std::sync::Mutex<Option<memloop_core::HookContext>>>);
+
+#[async_trait::async_trait]
+impl memloop_core::Hook for CaptureStop {
+    async fn on_stop(&self, ctx: memloop_core::HookContext) {
+        *self.0.lock().unwrap() = Some(ctx);
+    }
+}
+
+#[tokio::test]
+async fn a_forks_request_prefix_is_byte_identical_to_the_parents_last_request() {
+    use memloop_core::fork::ForkedAgentBuilder;
+    let server = MockServer::start().await;
+    mount_expect(
+        &server,
+        Sequence::new(vec![
+            reply(200, "anthropic_tool_use.json"),
+            reply(200, "anthropic_tool_final.json"),
+            // the fork asks for the tool; its gate denies it; then it answers
+            reply(200, "anthropic_tool_use.json"),
+            reply(200, "anthropic_text.json"),
+        ]),
+        4,
+    )
+    .await;
+    let captured = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mut agent = memloop_core::Agent::builder(std::sync::Arc::new(anthropic(&server, 1)))
+        .tool(std::sync::Arc::new(Weather))
+        .section(std::sync::Arc::new(
+            memloop_core::prompt::StaticSection::new("persona", "You are terse."),
+        ))
+        .hook(std::sync::Arc::new(CaptureStop(captured.clone())))
+        .build();
+    agent.run_turn("Weather in SF?").await.unwrap();
+    assert!(
+        agent
+            .drain(std::time::Duration::from_secs(5))
+            .await
+            .completed
+    );
+    let ctx = captured.lock().unwrap().clone().unwrap();
+    let out = ForkedAgentBuilder::new(ctx.fork_base(), "extractor")
+        .max_turns(2)
+        .build()
+        .run("Note what matters.")
+        .await
+        .unwrap();
+    assert_eq!(
+        out.denied_calls, 1,
+        "the default fork gate denies every call"
+    );
+    let sent = bodies(&server).await;
+    let (parent, fork) = (&sent[1], &sent[2]);
+    let bytes = |v: &serde_json::Value| serde_json::to_string(v).unwrap();
+    assert_eq!(bytes(&fork["tools"]), bytes(&parent["tools"]));
+    assert_eq!(bytes(&fork["system"]), bytes(&parent["system"]));
+    let parent_msgs = parent["messages"].as_array().unwrap();
+    let fork_msgs = fork["messages"].as_array().unwrap();
+    assert!(fork_msgs.len() > parent_msgs.len());
+    // Breakpoints move with the end of each request; the content up to the fork point does not.
+    for (p, f) in parent_msgs.iter().zip(fork_msgs) {
+        assert_eq!(
+            bytes(&without_cache_marks(f)),
+            bytes(&without_cache_marks(p))
+        );
+    }
+    // The fork's second request (after the denied call) still shares that prefix.
+    let again = sent[3]["messages"].as_array().unwrap();
+    for (p, f) in parent_msgs.iter().zip(again) {
+        assert_eq!(
+            bytes(&without_cache_marks(f)),
+            bytes(&without_cache_marks(p))
+        );
+    }
+    assert_eq!(bytes(&sent[3]["tools"]), bytes(&parent["tools"]));
+}
+
+#[tokio::test]
+async fn tool_history_without_tools_declares_them_and_forbids_calls() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/messages", reply(200, "anthropic_text.json")).await;
+    let m = anthropic(&server, 1);
+    let messages = vec![
+        Message::user("q"),
+        Message::new(
+            Role::Assistant,
+            vec![ContentBlock::tool_use("t1", "read", json!({}))],
+        ),
+        Message::new(
+            Role::User,
+            vec![
+                ContentBlock::tool_result("t1", "ok", false),
+                ContentBlock::text("Summarise."),
+            ],
+        ),
+    ];
+    // Asking for auto tool use changes nothing: the declared tools are not callable.
+    let mut req = ModelRequest::new("compact_summary", messages);
+    req.tool_choice = Some(memloop_core::model::ToolChoice::Auto);
+    call(&m, req).await.unwrap();
+    let body = &bodies(&server).await[0];
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["read"]);
+    assert_eq!(body["tool_choice"], json!({"type": "none"}));
+    // Without tool blocks nothing is added.
+    call(&m, hi()).await.unwrap();
+    let plain = &bodies(&server).await[1];
+    assert!(plain.get("tools").is_none() && plain.get("tool_choice").is_none());
+}

@@ -112,6 +112,33 @@ fn mark_conversation(messages: &mut [Value]) {
     }
 }
 
+/// Push a declaration for every tool named in `messages`' tool calls (first use order), plus
+/// one when only results remain; whether the history holds any tool block.
+fn history_tool_names(messages: &[Message], tools: &mut Vec<Value>) -> bool {
+    let mut names: Vec<&str> = Vec::new();
+    let mut any = false;
+    for block in messages.iter().flat_map(|m| &m.content) {
+        match block {
+            ContentBlock::ToolUse { name, .. } => {
+                any = true;
+                if !names.contains(&name.as_str()) {
+                    names.push(name);
+                }
+            }
+            ContentBlock::ToolResult { .. } => any = true,
+            _ => {}
+        }
+    }
+    if any && names.is_empty() {
+        names.push("tool");
+    }
+    tools.extend(names.into_iter().map(|name| {
+        json!({"name": name, "description": "Used earlier in this conversation; not available now.",
+               "input_schema": {"type": "object"}})
+    }));
+    any
+}
+
 /// The provider settings a request body depends on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BodyOptions<'a> {
@@ -176,13 +203,20 @@ pub(crate) fn build_body(
         body["tool_choice"] = json!({"type": "tool", "name": name});
         SchemaTool { name, wrapped }
     });
+    // The API rejects tool_use/tool_result history in a request without tools. A caller that
+    // declares none (a side query over the conversation) gets the history's tool names as
+    // declarations it may not call.
+    let stubs = tools.is_empty() && history_tool_names(&req.messages, &mut tools);
+    if stubs {
+        body["tool_choice"] = json!({"type": "none"});
+    }
     if !tools.is_empty() {
         body["tools"] = Value::Array(tools);
     }
     if let Some(t) = req.temperature {
         body["temperature"] = json!(t);
     }
-    if let (Some(choice), None) = (&req.tool_choice, &schema_tool) {
+    if let (Some(choice), None, false) = (&req.tool_choice, &schema_tool, stubs) {
         body["tool_choice"] = match choice {
             ToolChoice::Auto => json!({"type": "auto"}),
             ToolChoice::Any => json!({"type": "any"}),
