@@ -567,3 +567,32 @@ async fn tool_history_without_tools_declares_them_and_forbids_calls() {
     let plain = &bodies(&server).await[1];
     assert!(plain.get("tools").is_none() && plain.get("tool_choice").is_none());
 }
+
+#[tokio::test]
+async fn turn_usage_reports_cache_reads_and_writes() {
+    use memloop_core::events::{AgentEvent, VecSink};
+    let server = MockServer::start().await;
+    serve(&server, "/v1/messages", reply(200, "anthropic_text.json")).await;
+    let sink = VecSink::default();
+    let mut agent = memloop_core::Agent::builder(std::sync::Arc::new(anthropic(&server, 1)))
+        .events(std::sync::Arc::new(sink.clone()))
+        .build();
+    agent.run_turn("where are the tests?").await.unwrap();
+    let usage = sink
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            AgentEvent::TurnFinished { usage, .. } => Some(usage),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        usage,
+        Usage {
+            input_tokens: 25,
+            output_tokens: 19,
+            cache_creation_input_tokens: 1832,
+            cache_read_input_tokens: 14210
+        }
+    );
+}
