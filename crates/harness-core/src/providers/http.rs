@@ -72,6 +72,34 @@ impl HttpTransport {
         })
     }
 
+    /// One metadata request to `url` on the same server (GET, or POST `body` when given) with
+    /// this transport's headers, no retries and a 10 s timeout; the JSON of a 2xx answer, `None`
+    /// for anything else (the server does not offer the endpoint).
+    pub(crate) async fn fetch_json(
+        &self,
+        url: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Option<serde_json::Value> {
+        let request = match body {
+            Some(b) => self.client.post(url).json(b),
+            None => self.client.get(url),
+        };
+        let mut headers = self.headers.clone();
+        headers.remove(CONTENT_TYPE);
+        let response = request
+            .headers(headers)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| tracing::debug!(url, error = %e, "metadata request failed"))
+            .ok()?;
+        if !response.status().is_success() {
+            tracing::debug!(url, status = %response.status(), "no metadata here");
+            return None;
+        }
+        response.json().await.ok()
+    }
+
     /// One model call: POST `body` with retries, then `parse` the 2xx body; traced as a
     /// `model_call` span.
     pub(crate) async fn call(
