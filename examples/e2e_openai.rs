@@ -52,7 +52,6 @@ async fn main() -> Result<()> {
     // ── The server's window ──
     let reported = openai.context_window().await;
     println!("context window reported by the server: {reported:?}");
-    let window = ContextWindow::new(reported.unwrap_or(DEFAULT_CONTEXT_WINDOW));
     let model: Arc<dyn Model> = Arc::new(openai);
 
     // ── One non-streamed and one streamed call ──
@@ -124,6 +123,9 @@ async fn main() -> Result<()> {
         bm25,
         Duration::from_secs(120),
     )));
+    // The first session plans with the default window, as with a server that reports none, so
+    // the oversized turn reaches the server and its context error is what teaches the window.
+    let window = ContextWindow::new(DEFAULT_CONTEXT_WINDOW);
     let compact = CompactConfig::for_model(window.tokens(), u64::from(max_tokens));
     let notes = memory.default_notes_config();
     memory = memory.compaction(compact, notes);
@@ -166,6 +168,33 @@ async fn main() -> Result<()> {
             problems.push(format!("background work did not finish: {report}"));
         }
     }
+
+    println!("window after the session: {} tokens", window.tokens());
+    if let Err(e) = check_invariants(agent.messages()) {
+        problems.push(format!("the stored conversation is invalid: {e:?}"));
+    }
+
+    // ── Recovery: a new session planned with the server's window ──
+    let window = ContextWindow::new(reported.unwrap_or(window.tokens()));
+    let builder = Agent::builder(model.clone())
+        .context_window(window)
+        .config(AgentConfig {
+            cwd: project.path().to_path_buf(),
+            max_tokens,
+            max_iterations: 3,
+            ..AgentConfig::default()
+        })
+        .events(Arc::new(sink.clone()))
+        .section(Arc::new(StaticSection::new("persona", "Be brief.")));
+    let mut agent = memory.attach(builder)?.build();
+    match agent.run_turn("Still there? Answer in one word.").await {
+        Ok(out) => println!(
+            "new session: {:?}",
+            out.text.chars().take(120).collect::<String>()
+        ),
+        Err(e) => problems.push(format!("the new session failed too: {e}")),
+    }
+    agent.drain(Duration::from_secs(900)).await;
 
     // ── What happened ──
     let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
