@@ -128,6 +128,16 @@ fn print_event(event: AgentEvent) {
             "  window   › the provider's context is {} tokens; thresholds and output caps now use it",
             thousands(tokens)
         ),
+        // Per turn: what was read from the provider's prompt cache and what was written to it.
+        AgentEvent::TurnFinished {
+            iterations, usage, ..
+        } if usage.input_tokens + usage.output_tokens > 0 => println!(
+            "  usage    › {iterations} call(s): {} uncached input + {} cache read + {} cache written, {} output",
+            thousands(usage.input_tokens),
+            thousands(usage.cache_read_input_tokens),
+            thousands(usage.cache_creation_input_tokens),
+            thousands(usage.output_tokens)
+        ),
         AgentEvent::ForkSkipped { purpose, reason } => {
             println!("  fork     › {purpose} skipped: {reason}")
         }

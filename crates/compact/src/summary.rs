@@ -1,5 +1,8 @@
-//! Strategy 2: LLM summary compaction, the fallback: one forked call with no tools, retried
-//! with the oldest API rounds dropped when the prompt itself is too long.
+//! Strategy 2: LLM summary compaction, the fallback: one forked call, retried with the oldest
+//! API rounds dropped when the prompt itself is too long. The fork declares the parent's tools
+//! (the summarised history holds tool calls, which the APIs accept only alongside tool
+//! declarations, and the same tools keep the parent's cached prefix) and its default gate
+//! denies every call.
 
 use crate::config::SummaryCompactConfig;
 use crate::rounds::drop_oldest_rounds;

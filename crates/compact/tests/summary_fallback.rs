@@ -27,13 +27,18 @@ fn too_long(excess: Option<u64>) -> ScriptStep {
 }
 
 #[tokio::test]
-async fn summary_is_one_forked_call_without_tools() {
+async fn summary_is_one_forked_call_declaring_the_parents_tools() {
     let model = ScriptedModel::new();
     model.push_for(
         "compact_summary",
         ScriptStep::text("1. Requests: fix the parser"),
     );
-    let (c, _) = ctx(Arc::new(model.clone()), conversation(5, 100), 1_000, 1);
+    let (mut c, _) = ctx(Arc::new(model.clone()), conversation(5, 100), 1_000, 1);
+    // The history holds tool calls: the request must declare tools, and the parent's exact
+    // ones keep its prefix cacheable.
+    c.tools = memloop_core::tool::ToolRegistry::new()
+        .with(Arc::new(memloop_core::tools::ReadFile::default()))
+        .with(Arc::new(memloop_core::tools::Grep::default()));
     let out = summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator)
         .await
         .unwrap();
@@ -44,7 +49,8 @@ async fn summary_is_one_forked_call_without_tools() {
     assert!(check_invariants(&out).is_ok());
     let reqs = model.requests_for("compact_summary");
     assert_eq!(reqs.len(), 1);
-    assert!(reqs[0].tools.is_empty());
+    assert_eq!(reqs[0].tools, c.tools.specs());
+    assert_eq!(reqs[0].system, *c.system);
     assert!(reqs[0].last_user_text().unwrap().contains("Latest request"));
 }
 

@@ -185,6 +185,7 @@ impl Agent {
             model: self.model.clone(),
             system: self.last_system.clone(),
             messages: self.messages.clone(),
+            tools: self.tools.clone(),
             context_tokens,
             recent_tools: self.recent_tools.clone(),
             window: self.window.clone(),
@@ -274,6 +275,7 @@ impl Agent {
                 });
             }
             self.attach_settled(&mut pending).await;
+            self.clear_old_tool_results();
             self.maybe_compact(CompactionTrigger::Auto, &cancel).await;
             if let Err(e) = self.admit() {
                 break Err(e);
@@ -457,6 +459,39 @@ impl Agent {
             });
             AgentError::ContextBlocked(reason)
         })
+    }
+
+    /// The light step before compaction: clear old tool results when the conversation is above
+    /// the configured trigger (see [`crate::clearing`]).
+    fn clear_old_tool_results(&mut self) {
+        let Some(cfg) = self.config.tool_result_clearing.clone() else {
+            return;
+        };
+        let tokens_before = self.tokens.count(&self.messages);
+        if tokens_before <= cfg.trigger_tokens(self.window.tokens()) {
+            return;
+        }
+        let report = crate::clearing::clear_old_tool_results(
+            Arc::make_mut(&mut self.messages).as_mut_slice(),
+            cfg.keep_recent,
+            &cfg.placeholder,
+        );
+        if report.cleared == 0 {
+            return;
+        }
+        self.tokens.reset();
+        let tokens_after = self.tokens.count(&self.messages);
+        tracing::info!(
+            cleared = report.cleared,
+            tokens_before,
+            tokens_after,
+            "old tool results cleared"
+        );
+        self.events.emit(AgentEvent::ToolResultsCleared {
+            cleared: report.cleared,
+            tokens_before,
+            tokens_after,
+        });
     }
 
     async fn maybe_compact(&mut self, trigger: CompactionTrigger, cancel: &CancellationToken) {

@@ -1,5 +1,6 @@
 //! [`AgentConfig`]: the agent's settings.
 
+use crate::clearing::ToolResultClearing;
 use crate::model::RequestOptions;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +33,9 @@ pub struct AgentConfig {
     /// so the note left in the conversation can point at it. `None` (the default) keeps nothing;
     /// `MemorySetup` sets the session dir when compaction is on.
     pub spill_dir: Option<PathBuf>,
+    /// Clear the content of old tool results once the conversation crosses a trigger, before
+    /// any compaction is considered (see [`crate::clearing`]). `None` (the default) never clears.
+    pub tool_result_clearing: Option<ToolResultClearing>,
 }
 
 impl Default for AgentConfig {
@@ -47,6 +51,7 @@ impl Default for AgentConfig {
             tool_timeout: Duration::from_secs(600),
             max_tool_output_bytes: 100_000,
             spill_dir: None,
+            tool_result_clearing: None,
         }
     }
 }

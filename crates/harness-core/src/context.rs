@@ -4,7 +4,7 @@ use crate::background::BackgroundTasks;
 use crate::events::{AgentEvent, EventSink};
 use crate::message::Message;
 use crate::model::Model;
-use crate::tool::AgentKind;
+use crate::tool::{AgentKind, ToolRegistry};
 use crate::window::ContextWindow;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +27,9 @@ pub struct HookContext {
     pub system: Arc<Vec<String>>,
     /// The conversation at the hook point.
     pub messages: Arc<Vec<Message>>,
+    /// The agent's tools (what its requests declare). Forks inherit them so their request
+    /// prefix matches the parent's and the provider's prompt cache is reused.
+    pub tools: ToolRegistry,
     /// Conversation size in tokens: the newest response's reported usage plus an estimate of the
     /// messages after it.
     pub context_tokens: u64,

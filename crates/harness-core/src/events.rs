@@ -113,6 +113,16 @@ pub enum AgentEvent {
         /// The gate's reason.
         reason: String,
     },
+    /// Old tool results were cleared (their content replaced with a placeholder, the pairs
+    /// kept) because the conversation crossed the clearing trigger; see [`crate::clearing`].
+    ToolResultsCleared {
+        /// Tool results cleared now.
+        cleared: usize,
+        /// Conversation tokens before.
+        tokens_before: u64,
+        /// Conversation tokens after (estimated from the last still-true usage).
+        tokens_after: u64,
+    },
     /// The turn hit the iteration guard.
     MaxIterationsReached {
         /// The configured limit.

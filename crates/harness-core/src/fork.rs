@@ -1,5 +1,7 @@
-//! Forked agents: sub-loops that share the parent's system prompt and message prefix (so the
-//! provider's prompt cache is reused) but have their own tools, permission gate and turn limit.
+//! Forked agents: sub-loops that share the parent's system prompt, tools and message prefix (so
+//! the provider's prompt cache is reused) but have their own permission gate and turn limit.
+//! What a fork may do is restricted by its gate, not by changing the tools: by default it
+//! declares exactly the parent's tools and may call none of them ([`DenyAll`]).
 //! Used by the memory extractor, the session-memory updater, the consolidator and summary
 //! compaction. Their transcript is not kept in the parent.
 //!
@@ -19,7 +21,7 @@ use crate::loop_step::{LoopStep, repair_response};
 use crate::message::{ContentBlock, Message, Role};
 use crate::model::{Model, ModelError, RequestOptions};
 use crate::tokens::{CharEstimator, TokenCounter, estimate_messages};
-use crate::tool::{AgentKind, AllowAll, PermissionGate, Tool, ToolContext, ToolRegistry};
+use crate::tool::{AgentKind, DenyAll, PermissionGate, Tool, ToolContext, ToolRegistry};
 use crate::window::ContextWindow;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -35,6 +37,8 @@ pub struct ForkBase {
     pub system: Arc<Vec<String>>,
     /// The parent's conversation at the fork point.
     pub messages: Arc<Vec<Message>>,
+    /// The parent's tools, declared by the fork unchanged unless its builder replaces them.
+    pub tools: ToolRegistry,
     /// Session id.
     pub session_id: String,
     /// Working directory.
@@ -64,6 +68,7 @@ impl HookContext {
             model: self.model.clone(),
             system: self.system.clone(),
             messages: self.messages.clone(),
+            tools: self.tools.clone(),
             session_id: self.session_id.clone(),
             cwd: self.cwd.clone(),
             events: self.events.clone(),
@@ -94,14 +99,15 @@ pub struct ForkedAgentBuilder {
 }
 
 impl ForkedAgentBuilder {
-    /// A fork for `purpose` (it names model requests, e.g. `extractor`). Defaults: no tools,
-    /// allow-all gate, 5 turns, 4,096 max tokens, parent prefix shared.
+    /// A fork for `purpose` (it names model requests, e.g. `extractor`). Defaults: the parent's
+    /// tools ([`ForkBase::tools`]), a gate denying every call ([`DenyAll`]), 5 turns, 4,096 max
+    /// tokens, parent prefix shared.
     pub fn new(base: ForkBase, purpose: impl Into<String>) -> Self {
         Self {
+            tools: base.tools.clone(),
             base,
             purpose: purpose.into(),
-            tools: ToolRegistry::new(),
-            gate: Arc::new(AllowAll),
+            gate: Arc::new(DenyAll),
             max_turns: 5,
             max_tokens: 4_096,
             share_prefix: true,
@@ -111,19 +117,21 @@ impl ForkedAgentBuilder {
         }
     }
 
-    /// Add a tool.
+    /// Add a tool to the declared set (the parent's by default). Adding or replacing tools
+    /// changes the request prefix, so the fork no longer reuses the parent's cached prompt;
+    /// prefer restricting the parent's tools with [`gate`](Self::gate).
     pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
         self.tools.register(tool);
         self
     }
 
-    /// Replace the tools.
+    /// Replace the declared tools (see [`tool`](Self::tool) for the cost).
     pub fn tools(mut self, tools: ToolRegistry) -> Self {
         self.tools = tools;
         self
     }
 
-    /// Set the gate.
+    /// Set the gate: what the fork may call among its tools (default: nothing).
     pub fn gate(mut self, gate: Arc<dyn PermissionGate>) -> Self {
         self.gate = gate;
         self
@@ -203,6 +211,7 @@ pub struct ForkOutcome {
 ///     model: Arc::new(model),
 ///     system: Arc::new(vec!["You are helpful.".into()]),
 ///     messages: Arc::new(vec![Message::user("hi"), Message::assistant("hello")]),
+///     tools: Default::default(),
 ///     session_id: "s1".into(),
 ///     cwd: ".".into(),
 ///     events: Arc::new(NullSink),

@@ -46,6 +46,7 @@
 mod agent;
 mod background;
 mod builder;
+pub mod clearing;
 pub mod compaction;
 mod config;
 mod context;

@@ -191,6 +191,12 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
     },
+    /// Extended thinking the provider encrypted (flagged by its safety systems). It carries no
+    /// readable text; the API requires it back unchanged in later turns.
+    RedactedThinking {
+        /// The opaque encrypted payload, passed through as received.
+        data: String,
+    },
     /// An image.
     Image {
         /// Where the image comes from.

@@ -286,12 +286,14 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    /// Whether retrying the same request may succeed.
+    /// Whether retrying the same request may succeed: rate limits, overloads, transport trouble,
+    /// timeouts, HTTP 409 (a conflict the APIs document as retryable) and 5xx. A 413 (request
+    /// larger than the server accepts) is not: the same bytes fail again.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
             Self::RateLimited { .. } | Self::Overloaded(_) | Self::Transport(_) | Self::Timeout
-        ) || matches!(self, Self::Http { status, .. } if *status >= 500)
+        ) || matches!(self, Self::Http { status, .. } if *status >= 500 || *status == 409)
             || matches!(
                 self,
                 Self::Stream {

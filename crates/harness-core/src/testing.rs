@@ -311,7 +311,7 @@ fn chunk_events(events: Vec<StreamEvent>, chars: usize) -> Vec<StreamEvent> {
 }
 
 /// A [`HookContext`](crate::HookContext) for calling hooks directly in tests, with defaults:
-/// session `"s1"`, turn 1, the main agent, cwd `"."`, an empty system prompt, 0 context tokens,
+/// session `"s1"`, turn 1, the main agent, cwd `"."`, an empty system prompt, no tools, 0 context tokens,
 /// no recent tools, a [`NullSink`](crate::events::NullSink), fresh [`BackgroundTasks`](crate::BackgroundTasks)
 /// and a fresh [`CancellationToken`]. Override fields with struct update syntax.
 ///
@@ -339,6 +339,7 @@ pub fn hook_context(
         model,
         system: Arc::new(Vec::new()),
         messages: Arc::new(messages),
+        tools: crate::tool::ToolRegistry::new(),
         context_tokens: 0,
         recent_tools: Vec::new(),
         window: crate::window::ContextWindow::default(),

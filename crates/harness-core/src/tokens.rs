@@ -121,6 +121,8 @@ fn estimate_block(counter: &dyn TokenCounter, block: &ContentBlock) -> u64 {
             }
         },
         ContentBlock::Thinking { thinking, .. } => counter.count(thinking),
+        // Opaque, and longer than the thinking it hides: counting it errs on the safe side.
+        ContentBlock::RedactedThinking { data } => counter.count(data),
         ContentBlock::Image { .. } | ContentBlock::Document { .. } => MEDIA_BLOCK_TOKENS,
     }
 }

@@ -264,6 +264,22 @@ impl PermissionGate for AllowAll {
     }
 }
 
+/// A gate that denies every call, with a reason the model can read. The default gate of a
+/// forked agent: forks declare the parent's tools (so their requests share the parent's cached
+/// prefix) but may call none of them unless their builder sets a gate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DenyAll;
+
+#[async_trait]
+impl PermissionGate for DenyAll {
+    async fn check(&self, call: &ToolCallRequest, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Deny(format!(
+            "{} is not available in this task; answer with text only",
+            call.name
+        ))
+    }
+}
+
 /// A containment check: `Ok` when the path is inside the allowed scope, else why not.
 pub type ContainsFn = Arc<dyn Fn(&std::path::Path) -> Result<(), String> + Send + Sync>;
 

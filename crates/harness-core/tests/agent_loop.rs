@@ -532,6 +532,7 @@ async fn fork_stops_at_max_turns() {
         model: Arc::new(model),
         system: Arc::new(vec![]),
         messages: Arc::new(vec![]),
+        tools: Default::default(),
         session_id: "s".into(),
         cwd: ".".into(),
         events: Arc::new(memloop_core::events::NullSink),

@@ -207,6 +207,7 @@ async fn fork_events_carry_the_fork_and_the_parent_turn() {
         model: Arc::new(model.clone()),
         system: Arc::new(vec![]),
         messages: Arc::new(vec![Message::user("hi"), Message::assistant("hello")]),
+        tools: Default::default(),
         session_id: "s".into(),
         cwd: ".".into(),
         events: Arc::new(ScopedSink::main(Arc::new(sink.clone()), 7)),

@@ -76,7 +76,8 @@ async fn text_response_headers_system_blocks_and_cache_usage() {
                 {"type": "text", "text": "You are helpful."},
                 {"type": "text", "text": "Project: memloop", "cache_control": {"type": "ephemeral"}}
             ],
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "where are the tests?"}]}]
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "where are the tests?",
+                "cache_control": {"type": "ephemeral"}}]}]
         })
     );
 }
@@ -133,7 +134,7 @@ async fn tool_use_round_trip() {
     );
     assert!(sent[0].get("tool_choice").is_none());
     assert_eq!(
-        sent[1]["messages"],
+        without_cache_marks(&sent[1]["messages"]),
         json!([
             {"role": "user", "content": [{"type": "text", "text": "Weather in SF?"}]},
             {"role": "assistant", "content": [
@@ -165,8 +166,14 @@ async fn thinking_blocks_parse_and_go_back_signed() {
     req.system = vec!["sys".into()];
     req.temperature = Some(1.0);
     let resp = call(&m, req.clone()).await.unwrap();
-    // redacted_thinking has no place in our message model and is skipped
-    assert_eq!(resp.content.len(), 2);
+    // thinking, redacted_thinking (kept as-is) and text
+    assert_eq!(resp.content.len(), 3);
+    assert_eq!(
+        resp.content[1],
+        ContentBlock::RedactedThinking {
+            data: "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB8URj2pLmJsU+6kxd9YJtuFoZ".into()
+        }
+    );
     let ContentBlock::Thinking {
         thinking,
         signature,
@@ -204,6 +211,9 @@ async fn thinking_blocks_parse_and_go_back_signed() {
     let msgs = sent[1]["messages"].as_array().unwrap();
     assert_eq!(msgs[1]["content"][0]["type"], "thinking");
     assert_eq!(msgs[1]["content"][0]["signature"], json!(signature));
+    // the redacted block goes back byte for byte, in its place
+    let original = fixture("anthropic_thinking.json");
+    assert_eq!(msgs[1]["content"], original["content"]);
     assert_eq!(
         msgs[3]["content"],
         json!([{"type": "text", "text": "(empty)"}])
@@ -246,7 +256,7 @@ async fn images_documents_and_error_results_keep_their_shape() {
         ),
     ];
     call(&m, ModelRequest::new("main", messages)).await.unwrap();
-    let sent = &bodies(&server).await[0]["messages"];
+    let sent = &without_cache_marks(&bodies(&server).await[0]["messages"]);
     assert_eq!(
         sent[0]["content"],
         json!([
@@ -356,7 +366,7 @@ async fn the_agent_loop_runs_a_tool_turn_over_http() {
         .unwrap()
         .clone();
     assert_eq!(
-        last,
+        without_cache_marks(&last),
         json!({"role": "user", "content": [{"type": "tool_result",
             "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
             "content": "15C, fog in \"San Francisco, CA\""}]})
@@ -378,4 +388,211 @@ impl memloop_core::tool::Tool for Weather {
     ) -> memloop_core::tool::ToolOutput {
         memloop_core::tool::ToolOutput::ok(format!("15C, fog in {}", input["location"]))
     }
+}
+
+/// Whether a content block or system section carries a cache breakpoint.
+fn marked(v: &serde_json::Value) -> bool {
+    v.get("cache_control") == Some(&json!({"type": "ephemeral"}))
+}
+
+#[tokio::test]
+async fn cache_breakpoints_sit_on_the_conversation_within_the_limit() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/messages", reply(200, "anthropic_text.json")).await;
+    let m = anthropic(&server, 1);
+    // Two user turns, the second one mid tool loop.
+    let messages = vec![
+        Message::user("first question"),
+        Message::assistant("first answer"),
+        Message::user("second question"),
+        Message::new(
+            Role::Assistant,
+            vec![
+                ContentBlock::RedactedThinking {
+                    data: "opaque".into(),
+                },
+                ContentBlock::tool_use("t1", "read", json!({})),
+            ],
+        ),
+        Message::new(
+            Role::User,
+            vec![ContentBlock::tool_result("t1", "ok", false)],
+        ),
+    ];
+    let mut req = ModelRequest::new("main", messages);
+    req.system = vec!["a".into(), "b".into()];
+    req.tools = vec![weather_tool()];
+    call(&m, req).await.unwrap();
+    let body = &bodies(&server).await[0];
+    let msgs = body["messages"].as_array().unwrap();
+    let blocks: Vec<&serde_json::Value> = body["system"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(msgs.iter().flat_map(|m| m["content"].as_array().unwrap()))
+        .chain(body["tools"].as_array().unwrap())
+        .collect();
+    let count = blocks.iter().filter(|b| marked(b)).count();
+    assert!(count <= 4, "{count} breakpoints");
+    assert_eq!(count, 3);
+    // The system prompt's last section, the last message, and the message before the last
+    // user turn (the first answer).
+    assert!(marked(&body["system"][1]));
+    assert!(marked(&msgs[4]["content"][0]));
+    assert!(marked(&msgs[1]["content"][0]));
+    assert!(!marked(&msgs[3]["content"][0]), "thinking is never marked");
+
+    // Caching off: no marker anywhere.
+    let mut config = AnthropicConfig::new("k", "claude-sonnet-4-5");
+    config.base_url = server.uri();
+    config.prompt_caching = false;
+    let plain = AnthropicModel::new(config).unwrap();
+    call(&plain, hi()).await.unwrap();
+    let body = &bodies(&server).await[1];
+    assert_eq!(without_cache_marks(body), *body);
+}
+
+/// Keeps the context of the last stop hook.
+struct CaptureStop(std::sync::Arc<std::sync::Mutex<Option<memloop_core::HookContext>>>);
+
+#[async_trait::async_trait]
+impl memloop_core::Hook for CaptureStop {
+    async fn on_stop(&self, ctx: memloop_core::HookContext) {
+        *self.0.lock().unwrap() = Some(ctx);
+    }
+}
+
+#[tokio::test]
+async fn a_forks_request_prefix_is_byte_identical_to_the_parents_last_request() {
+    use memloop_core::fork::ForkedAgentBuilder;
+    let server = MockServer::start().await;
+    mount_expect(
+        &server,
+        Sequence::new(vec![
+            reply(200, "anthropic_tool_use.json"),
+            reply(200, "anthropic_tool_final.json"),
+            // the fork asks for the tool; its gate denies it; then it answers
+            reply(200, "anthropic_tool_use.json"),
+            reply(200, "anthropic_text.json"),
+        ]),
+        4,
+    )
+    .await;
+    let captured = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mut agent = memloop_core::Agent::builder(std::sync::Arc::new(anthropic(&server, 1)))
+        .tool(std::sync::Arc::new(Weather))
+        .section(std::sync::Arc::new(
+            memloop_core::prompt::StaticSection::new("persona", "You are terse."),
+        ))
+        .hook(std::sync::Arc::new(CaptureStop(captured.clone())))
+        .build();
+    agent.run_turn("Weather in SF?").await.unwrap();
+    assert!(
+        agent
+            .drain(std::time::Duration::from_secs(5))
+            .await
+            .completed
+    );
+    let ctx = captured.lock().unwrap().clone().unwrap();
+    let out = ForkedAgentBuilder::new(ctx.fork_base(), "extractor")
+        .max_turns(2)
+        .build()
+        .run("Note what matters.")
+        .await
+        .unwrap();
+    assert_eq!(
+        out.denied_calls, 1,
+        "the default fork gate denies every call"
+    );
+    let sent = bodies(&server).await;
+    let (parent, fork) = (&sent[1], &sent[2]);
+    let bytes = |v: &serde_json::Value| serde_json::to_string(v).unwrap();
+    assert_eq!(bytes(&fork["tools"]), bytes(&parent["tools"]));
+    assert_eq!(bytes(&fork["system"]), bytes(&parent["system"]));
+    let parent_msgs = parent["messages"].as_array().unwrap();
+    let fork_msgs = fork["messages"].as_array().unwrap();
+    assert!(fork_msgs.len() > parent_msgs.len());
+    // Breakpoints move with the end of each request; the content up to the fork point does not.
+    for (p, f) in parent_msgs.iter().zip(fork_msgs) {
+        assert_eq!(
+            bytes(&without_cache_marks(f)),
+            bytes(&without_cache_marks(p))
+        );
+    }
+    // The fork's second request (after the denied call) still shares that prefix.
+    let again = sent[3]["messages"].as_array().unwrap();
+    for (p, f) in parent_msgs.iter().zip(again) {
+        assert_eq!(
+            bytes(&without_cache_marks(f)),
+            bytes(&without_cache_marks(p))
+        );
+    }
+    assert_eq!(bytes(&sent[3]["tools"]), bytes(&parent["tools"]));
+}
+
+#[tokio::test]
+async fn tool_history_without_tools_declares_them_and_forbids_calls() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/messages", reply(200, "anthropic_text.json")).await;
+    let m = anthropic(&server, 1);
+    let messages = vec![
+        Message::user("q"),
+        Message::new(
+            Role::Assistant,
+            vec![ContentBlock::tool_use("t1", "read", json!({}))],
+        ),
+        Message::new(
+            Role::User,
+            vec![
+                ContentBlock::tool_result("t1", "ok", false),
+                ContentBlock::text("Summarise."),
+            ],
+        ),
+    ];
+    // Asking for auto tool use changes nothing: the declared tools are not callable.
+    let mut req = ModelRequest::new("compact_summary", messages);
+    req.tool_choice = Some(memloop_core::model::ToolChoice::Auto);
+    call(&m, req).await.unwrap();
+    let body = &bodies(&server).await[0];
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["read"]);
+    assert_eq!(body["tool_choice"], json!({"type": "none"}));
+    // Without tool blocks nothing is added.
+    call(&m, hi()).await.unwrap();
+    let plain = &bodies(&server).await[1];
+    assert!(plain.get("tools").is_none() && plain.get("tool_choice").is_none());
+}
+
+#[tokio::test]
+async fn turn_usage_reports_cache_reads_and_writes() {
+    use memloop_core::events::{AgentEvent, VecSink};
+    let server = MockServer::start().await;
+    serve(&server, "/v1/messages", reply(200, "anthropic_text.json")).await;
+    let sink = VecSink::default();
+    let mut agent = memloop_core::Agent::builder(std::sync::Arc::new(anthropic(&server, 1)))
+        .events(std::sync::Arc::new(sink.clone()))
+        .build();
+    agent.run_turn("where are the tests?").await.unwrap();
+    let usage = sink
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            AgentEvent::TurnFinished { usage, .. } => Some(usage),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        usage,
+        Usage {
+            input_tokens: 25,
+            output_tokens: 19,
+            cache_creation_input_tokens: 1832,
+            cache_read_input_tokens: 14210
+        }
+    );
 }

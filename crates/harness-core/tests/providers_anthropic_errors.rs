@@ -46,6 +46,85 @@ async fn prompt_too_long_reports_the_excess() {
 }
 
 #[tokio::test]
+async fn input_plus_max_tokens_over_the_limit_is_a_context_error() {
+    let server = MockServer::start().await;
+    mount_expect(
+        &server,
+        reply(400, "anthropic_error_input_and_max_tokens.json"),
+        1,
+    )
+    .await;
+    let err = call(&anthropic(&server, 4), hi()).await.unwrap_err();
+    let ModelError::ContextTooLong { limit, .. } = err else {
+        panic!("not a context error: {err:?}");
+    };
+    assert_eq!(limit, Some(200_000));
+}
+
+#[tokio::test]
+async fn request_too_large_413_is_neither_a_context_error_nor_retried() {
+    let server = MockServer::start().await;
+    mount_expect(&server, reply(413, "anthropic_error_413.json"), 1).await;
+    let err = call(&anthropic(&server, 4), hi()).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Http {
+            status: 413,
+            body: "Request exceeds the maximum allowed number of bytes.".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn conflict_409_is_retried() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(Sequence::new(vec![
+            reply(409, "anthropic_error_409.json"),
+            reply(200, "anthropic_text.json"),
+        ]))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let resp = call(&anthropic(&server, 3), hi()).await.unwrap();
+    assert_eq!(resp.stop_reason, StopReason::EndTurn);
+}
+
+#[tokio::test]
+async fn x_should_retry_false_stops_a_retryable_error() {
+    let server = MockServer::start().await;
+    mount_expect(
+        &server,
+        reply(500, "anthropic_error_500.json").insert_header("x-should-retry", "false"),
+        1,
+    )
+    .await;
+    let err = call(&anthropic(&server, 4), hi()).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Http {
+            status: 500,
+            body: "Internal server error".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn x_should_retry_true_retries_an_otherwise_final_error() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(Sequence::new(vec![
+            reply(400, "anthropic_error_400.json").insert_header("x-should-retry", "true"),
+            reply(200, "anthropic_text.json"),
+        ]))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let resp = call(&anthropic(&server, 3), hi()).await.unwrap();
+    assert_eq!(resp.stop_reason, StopReason::EndTurn);
+}
+
+#[tokio::test]
 async fn rate_limit_honours_retry_after_then_succeeds() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))

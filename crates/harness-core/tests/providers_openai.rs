@@ -16,7 +16,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use support::*;
 use wiremock::matchers::{header, method, path};
-use wiremock::{Mock, MockServer};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 #[tokio::test]
 async fn text_with_bearer_system_message_and_cached_usage() {
@@ -270,6 +270,9 @@ async fn images_and_error_results_map_to_chat_parts() {
                     thinking: "hmm".into(),
                     signature: None,
                 },
+                ContentBlock::RedactedThinking {
+                    data: "opaque".into(),
+                },
                 ContentBlock::text("reading"),
                 ContentBlock::tool_use("c1", "read", json!({"p": 1})),
             ],
@@ -299,4 +302,69 @@ async fn images_and_error_results_map_to_chat_parts() {
             {"role": "tool", "tool_call_id": "c1", "content": "Error: no such file\n[1 non-text block(s) omitted]"}
         ])
     );
+}
+
+/// A model for `server` whose base URL is `{uri}/v1` (what local servers are configured with).
+fn local(server: &MockServer) -> OpenAiCompatModel {
+    let config = OpenAiConfig::new(format!("{}/v1", server.uri()), "tiny");
+    OpenAiCompatModel::new(config).unwrap()
+}
+
+#[tokio::test]
+async fn context_window_from_llama_cpp_props() {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::method("GET"))
+        .and(wiremock::matchers::path("/props"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "default_generation_settings": {"n_ctx": 2048, "temperature": 0.8},
+            "total_slots": 1,
+            "model_path": "tiny.gguf"
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert_eq!(local(&server).context_window().await, Some(2048));
+}
+
+#[tokio::test]
+async fn context_window_from_ollama_show() {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/api/show"))
+        .and(wiremock::matchers::body_json(json!({"model": "tiny"})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "parameters": "stop \"<|im_end|>\"\nnum_ctx 8192",
+            "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768}
+        })))
+        .mount(&server)
+        .await;
+    assert_eq!(local(&server).context_window().await, Some(8192));
+
+    // Without num_ctx the trained length counts.
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/api/show"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "model_info": {"general.architecture": "llama", "llama.context_length": 131072}
+        })))
+        .mount(&server)
+        .await;
+    assert_eq!(local(&server).context_window().await, Some(131_072));
+}
+
+#[tokio::test]
+async fn context_window_from_vllm_models_or_none() {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::method("GET"))
+        .and(wiremock::matchers::path("/v1/models"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "object": "list",
+            "data": [{"id": "other", "max_model_len": 4096}, {"id": "tiny", "object": "model", "max_model_len": 16384}]
+        })))
+        .mount(&server)
+        .await;
+    assert_eq!(local(&server).context_window().await, Some(16_384));
+    // A server with none of these endpoints (404 everywhere) reports nothing.
+    let bare = MockServer::start().await;
+    assert_eq!(local(&bare).context_window().await, None);
 }

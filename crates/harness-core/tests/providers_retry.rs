@@ -54,6 +54,7 @@ fn rate_limited(after: Option<Duration>) -> AttemptError {
     AttemptError {
         error: ModelError::RateLimited { retry_after: after },
         retry_after: after,
+        should_retry: None,
     }
 }
 
@@ -328,4 +329,38 @@ fn from_env_builds_each_provider_and_explains_missing_keys() {
         !err.to_string().contains("sk\nant"),
         "the key is never echoed: {err}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_servers_should_retry_verdict_overrides_the_error_kind() {
+    // `x-should-retry: false` on a retryable error: one attempt.
+    let mut no = AttemptError::from(ModelError::Overloaded("busy".into()));
+    no.should_retry = Some(false);
+    let (result, starts) = scripted(&policy(4), None, &CancellationToken::new(), vec![no]).await;
+    assert_eq!(result, Err(ModelError::Overloaded("busy".into())));
+    assert_eq!(starts.len(), 1);
+    // `x-should-retry: true` on an error that is otherwise final: retried.
+    let mut yes = AttemptError::from(ModelError::Http {
+        status: 400,
+        body: "odd".into(),
+    });
+    yes.should_retry = Some(true);
+    let (result, starts) = scripted(&policy(4), None, &CancellationToken::new(), vec![yes]).await;
+    assert_eq!(result, Ok(2));
+    assert_eq!(starts.len(), 2);
+    // A cancellation is never retried, whatever the header said.
+    let mut cancelled = AttemptError::from(ModelError::Cancelled);
+    cancelled.should_retry = Some(true);
+    assert!(!cancelled.retryable());
+}
+
+#[test]
+fn conflict_is_retryable_and_request_too_large_is_not() {
+    let http = |status| ModelError::Http {
+        status,
+        body: String::new(),
+    };
+    assert!(http(409).is_retryable());
+    assert!(!http(413).is_retryable());
+    assert!(!http(400).is_retryable());
 }

@@ -101,17 +101,27 @@ async fn anthropic_thinking_and_text_with_utf8_split_across_chunks() {
         "content_block_stop",
         json!({"type": "content_block_stop", "index": 0}),
     ));
+    // A redacted block arrives whole in its start event.
     body.extend(sse(
         "content_block_start",
         json!({"type": "content_block_start", "index": 1,
-        "content_block": {"type": "text", "text": ""}}),
+        "content_block": {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3p"}}),
     ));
-    for t in ["Grüße ", "aus Köln ", "\u{1F600}!"] {
-        body.extend(text_delta(1, t));
-    }
     body.extend(sse(
         "content_block_stop",
         json!({"type": "content_block_stop", "index": 1}),
+    ));
+    body.extend(sse(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 2,
+        "content_block": {"type": "text", "text": ""}}),
+    ));
+    for t in ["Grüße ", "aus Köln ", "\u{1F600}!"] {
+        body.extend(text_delta(2, t));
+    }
+    body.extend(sse(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 2}),
     ));
     body.extend(anthropic_end("end_turn", 15));
     // 7-byte pieces: the umlauts, the emoji and the "\n\n" separators all break across chunks.
@@ -132,6 +142,9 @@ async fn anthropic_thinking_and_text_with_utf8_split_across_chunks() {
             ContentBlock::Thinking {
                 thinking: "The user wants a greeting.".into(),
                 signature: Some("EqQBCgIYAhIM".into())
+            },
+            ContentBlock::RedactedThinking {
+                data: "EmwKAhgBEgy3va3p".into()
             },
             ContentBlock::text("Grüße aus Köln \u{1F600}!"),
         ]

@@ -26,6 +26,9 @@ fn every_block() -> Vec<ContentBlock> {
             thinking: "unsigned".into(),
             signature: None,
         },
+        ContentBlock::RedactedThinking {
+            data: "EmwKAhgBEgy3va3p".into(),
+        },
         ContentBlock::Image {
             source: MediaSource::Base64 {
                 media_type: "image/png".into(),

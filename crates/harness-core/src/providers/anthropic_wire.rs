@@ -52,6 +52,9 @@ fn block_json(block: &ContentBlock) -> Option<Value> {
             signature: Some(signature),
         } => json!({"type": "thinking", "thinking": thinking, "signature": signature}),
         ContentBlock::Thinking { .. } => return None,
+        ContentBlock::RedactedThinking { data } => {
+            json!({"type": "redacted_thinking", "data": data})
+        }
         ContentBlock::Image { source } => json!({"type": "image", "source": source}),
         ContentBlock::Document { source } => json!({"type": "document", "source": source}),
     })
@@ -69,6 +72,73 @@ fn message_json(m: &Message) -> Value {
     json!({"role": role, "content": content})
 }
 
+/// Put a cache breakpoint on the last cacheable block of `message`; false when it has none.
+fn mark_message(message: &mut Value) -> bool {
+    let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    // Thinking blocks cannot carry a breakpoint themselves.
+    let Some(block) = blocks.iter_mut().rev().find(|b| {
+        !matches!(
+            b.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    }) else {
+        return false;
+    };
+    block["cache_control"] = json!({"type": "ephemeral"});
+    true
+}
+
+/// Cache breakpoints on the conversation: the last message (what the next loop iteration and
+/// every fork from here reuse) and the message before the last user turn (what the previous
+/// turn already wrote to the cache, so a turn whose last message changed still reads it).
+/// With the system prompt's breakpoint that makes at most 3 of the API's 4.
+fn mark_conversation(messages: &mut [Value]) {
+    let Some(last) = messages.len().checked_sub(1) else {
+        return;
+    };
+    mark_message(&mut messages[last]);
+    let is_user_turn = |m: &Value| {
+        m["role"] == "user"
+            && m["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] != "tool_result"))
+    };
+    if let Some(turn) = messages.iter().rposition(is_user_turn) {
+        if turn > 0 && turn - 1 != last {
+            mark_message(&mut messages[turn - 1]);
+        }
+    }
+}
+
+/// Push a declaration for every tool named in `messages`' tool calls (first use order), plus
+/// one when only results remain; whether the history holds any tool block.
+fn history_tool_names(messages: &[Message], tools: &mut Vec<Value>) -> bool {
+    let mut names: Vec<&str> = Vec::new();
+    let mut any = false;
+    for block in messages.iter().flat_map(|m| &m.content) {
+        match block {
+            ContentBlock::ToolUse { name, .. } => {
+                any = true;
+                if !names.contains(&name.as_str()) {
+                    names.push(name);
+                }
+            }
+            ContentBlock::ToolResult { .. } => any = true,
+            _ => {}
+        }
+    }
+    if any && names.is_empty() {
+        names.push("tool");
+    }
+    tools.extend(names.into_iter().map(|name| {
+        json!({"name": name, "description": "Used earlier in this conversation; not available now.",
+               "input_schema": {"type": "object"}})
+    }));
+    any
+}
+
 /// The provider settings a request body depends on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BodyOptions<'a> {
@@ -82,10 +152,17 @@ pub(crate) fn build_body(
     config: BodyOptions<'_>,
     req: &ModelRequest,
 ) -> (Value, Option<SchemaTool>) {
+    let mut messages: Vec<Value> = provider_view(&req.messages)
+        .iter()
+        .map(message_json)
+        .collect();
+    if config.prompt_caching {
+        mark_conversation(&mut messages);
+    }
     let mut body = json!({
         "model": config.model,
         "max_tokens": req.max_tokens,
-        "messages": provider_view(&req.messages).iter().map(message_json).collect::<Vec<_>>(),
+        "messages": messages,
     });
     let mut system: Vec<Value> = req
         .system
@@ -126,13 +203,20 @@ pub(crate) fn build_body(
         body["tool_choice"] = json!({"type": "tool", "name": name});
         SchemaTool { name, wrapped }
     });
+    // The API rejects tool_use/tool_result history in a request without tools. A caller that
+    // declares none (a side query over the conversation) gets the history's tool names as
+    // declarations it may not call.
+    let stubs = tools.is_empty() && history_tool_names(&req.messages, &mut tools);
+    if stubs {
+        body["tool_choice"] = json!({"type": "none"});
+    }
     if !tools.is_empty() {
         body["tools"] = Value::Array(tools);
     }
     if let Some(t) = req.temperature {
         body["temperature"] = json!(t);
     }
-    if let (Some(choice), None) = (&req.tool_choice, &schema_tool) {
+    if let (Some(choice), None, false) = (&req.tool_choice, &schema_tool, stubs) {
         body["tool_choice"] = match choice {
             ToolChoice::Auto => json!({"type": "auto"}),
             ToolChoice::Any => json!({"type": "any"}),
@@ -216,8 +300,11 @@ fn parse_block(v: &Value) -> Result<Option<ContentBlock>, ModelError> {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         },
+        "redacted_thinking" => ContentBlock::RedactedThinking {
+            data: str_field(v, "data")?,
+        },
         other => {
-            // redacted_thinking, server tool blocks...: no place in our message model.
+            // Server tool blocks...: no place in our message model.
             tracing::warn!(block_type = other, "skipping an unsupported content block");
             return Ok(None);
         }

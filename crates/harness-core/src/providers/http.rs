@@ -1,7 +1,9 @@
 //! The HTTP plumbing both providers share: POST a JSON body with retries, and map HTTP failures
 //! onto [`ModelError`].
 
-use super::retry::{AttemptError, RetryPolicy, parse_retry_after, run_with_retry};
+use super::retry::{
+    AttemptError, RetryPolicy, parse_retry_after, parse_should_retry, run_with_retry,
+};
 use super::settings::ProviderError;
 use super::sse::{SseDecoder, SseParser, stream_error};
 use crate::model::{ModelError, ModelResponse, StreamEvent};
@@ -68,6 +70,34 @@ impl HttpTransport {
             retry,
             timeout,
         })
+    }
+
+    /// One metadata request to `url` on the same server (GET, or POST `body` when given) with
+    /// this transport's headers, no retries and a 10 s timeout; the JSON of a 2xx answer, `None`
+    /// for anything else (the server does not offer the endpoint).
+    pub(crate) async fn fetch_json(
+        &self,
+        url: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Option<serde_json::Value> {
+        let request = match body {
+            Some(b) => self.client.post(url).json(b),
+            None => self.client.get(url),
+        };
+        let mut headers = self.headers.clone();
+        headers.remove(CONTENT_TYPE);
+        let response = request
+            .headers(headers)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| tracing::debug!(url, error = %e, "metadata request failed"))
+            .ok()?;
+        if !response.status().is_success() {
+            tracing::debug!(url, status = %response.status(), "no metadata here");
+            return None;
+        }
+        response.json().await.ok()
     }
 
     /// One model call: POST `body` with retries, then `parse` the 2xx body; traced as a
@@ -455,6 +485,7 @@ fn error_info(body: &[u8]) -> ErrorInfo {
 /// Map a non-2xx response onto a [`ModelError`] plus the server's wait hint.
 pub(crate) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> AttemptError {
     let retry_after = parse_retry_after(headers, SystemTime::now());
+    let should_retry = parse_should_retry(headers);
     let ErrorInfo {
         message,
         kind,
@@ -464,7 +495,9 @@ pub(crate) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> 
     let code = status.as_u16();
     let error = if code == 401 || code == 403 {
         ModelError::Auth(message)
-    } else if code == 413 || is_context_too_long(&message, &kind) {
+    } else if is_context_too_long(&message, &kind) {
+        // A 413 is a request over the byte limit, not over the context window: it is a
+        // context error only when the server's words say so.
         ModelError::ContextTooLong {
             excess_tokens: excess.or_else(|| excess_tokens(&message)),
             limit: limit.or_else(|| context_limit(&message)),
@@ -482,7 +515,11 @@ pub(crate) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> 
             body: message,
         }
     };
-    AttemptError { error, retry_after }
+    AttemptError {
+        error,
+        retry_after,
+        should_retry,
+    }
 }
 
 fn is_context_too_long(message: &str, kind: &str) -> bool {
@@ -495,6 +532,7 @@ fn is_context_too_long(message: &str, kind: &str) -> bool {
         || m.contains("context window")
         || m.contains("context size")
         || m.contains("exceed context limit")
+        || m.contains("exceeds context limit")
 }
 
 /// The integers in `s`, in order (thousands separators `,` and `_` inside a number are skipped).

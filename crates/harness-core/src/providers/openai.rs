@@ -153,6 +153,74 @@ impl OpenAiCompatModel {
     pub fn config(&self) -> &OpenAiConfig {
         &self.config
     }
+
+    /// The context window the server reports for this model, in tokens, so thresholds follow
+    /// the real window: llama.cpp's `GET /props` (`default_generation_settings.n_ctx`, or a
+    /// top-level `n_ctx`), Ollama's `POST /api/show` (`num_ctx` in its `parameters` when the
+    /// model sets one, else `model_info.<arch>.context_length`), and vLLM's `GET {base}/models`
+    /// (`max_model_len` of this model). The server root is the base URL without its trailing
+    /// `/v1`. `None` when no endpoint answers (OpenAI itself reports none).
+    pub async fn context_window(&self) -> Option<u64> {
+        let base = self.config.base_url.trim_end_matches('/');
+        let root = base.strip_suffix("/v1").unwrap_or(base);
+        if let Some(props) = self.http.fetch_json(&format!("{root}/props"), None).await {
+            let n = props
+                .pointer("/default_generation_settings/n_ctx")
+                .or_else(|| props.get("n_ctx"))
+                .and_then(serde_json::Value::as_u64);
+            if let Some(n) = n.filter(|&n| n > 0) {
+                return Some(n);
+            }
+        }
+        let show = serde_json::json!({"model": self.config.model});
+        if let Some(info) = self
+            .http
+            .fetch_json(&format!("{root}/api/show"), Some(&show))
+            .await
+        {
+            if let Some(n) = ollama_context(&info) {
+                return Some(n);
+            }
+        }
+        let models = self
+            .http
+            .fetch_json(&format!("{base}/models"), None)
+            .await?;
+        models
+            .get("data")?
+            .as_array()?
+            .iter()
+            .find(|m| m["id"] == self.config.model.as_str())?
+            .get("max_model_len")?
+            .as_u64()
+            .filter(|&n| n > 0)
+    }
+}
+
+/// Ollama's effective window: `num_ctx` in the model's `parameters` text, else the trained
+/// `model_info.<arch>.context_length`.
+fn ollama_context(info: &serde_json::Value) -> Option<u64> {
+    let num_ctx = info
+        .get("parameters")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|p| {
+            p.lines().find_map(|line| {
+                let mut words = line.split_whitespace();
+                (words.next() == Some("num_ctx"))
+                    .then(|| words.next()?.parse::<u64>().ok())
+                    .flatten()
+            })
+        });
+    num_ctx
+        .or_else(|| {
+            info.get("model_info")?
+                .as_object()?
+                .iter()
+                .find(|(k, _)| k.ends_with(".context_length"))?
+                .1
+                .as_u64()
+        })
+        .filter(|&n| n > 0)
 }
 
 #[async_trait]

@@ -1,7 +1,8 @@
 //! Retries with exponential backoff and jitter, shared by every HTTP provider.
 //!
 //! [`run_with_retry`] runs one attempt after another until it succeeds, fails with an error that
-//! is not retryable ([`ModelError::is_retryable`]), or runs out of attempts. Between attempts it
+//! is not retryable ([`AttemptError::retryable`]: the server's `x-should-retry` verdict, else
+//! [`ModelError::is_retryable`]), or runs out of attempts. Between attempts it
 //! waits for the server's hint (`retry-after-ms`, then `retry-after` in seconds or as an HTTP
 //! date) or, without a hint, for an exponential backoff with jitter. Each attempt is bounded by the
 //! per-request timeout ([`ModelError::Timeout`]) and both attempts and waits end promptly with
@@ -80,6 +81,21 @@ pub struct AttemptError {
     pub error: ModelError,
     /// The server's `retry-after` hint.
     pub retry_after: Option<Duration>,
+    /// The server's explicit verdict (`x-should-retry: true|false`), which overrides
+    /// [`ModelError::is_retryable`] when present.
+    pub should_retry: Option<bool>,
+}
+
+impl AttemptError {
+    /// Whether the loop may try again: the server's `x-should-retry` verdict when it sent one,
+    /// else [`ModelError::is_retryable`]. A cancellation is never retried.
+    pub fn retryable(&self) -> bool {
+        if self.error == ModelError::Cancelled {
+            return false;
+        }
+        self.should_retry
+            .unwrap_or_else(|| self.error.is_retryable())
+    }
 }
 
 impl From<ModelError> for AttemptError {
@@ -87,7 +103,29 @@ impl From<ModelError> for AttemptError {
         Self {
             error,
             retry_after: None,
+            should_retry: None,
         }
+    }
+}
+
+/// Parse the server's `x-should-retry` header (`true` or `false`, any case); `None` when absent
+/// or anything else.
+///
+/// ```
+/// use memloop_core::providers::retry::parse_should_retry;
+/// use reqwest::header::{HeaderMap, HeaderValue};
+/// let mut h = HeaderMap::new();
+/// h.insert("x-should-retry", HeaderValue::from_static("false"));
+/// assert_eq!(parse_should_retry(&h), Some(false));
+/// ```
+pub fn parse_should_retry(headers: &reqwest::header::HeaderMap) -> Option<bool> {
+    let value = headers.get("x-should-retry")?.to_str().ok()?.trim();
+    if value.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -181,7 +219,7 @@ where
                 Err(e) => e,
             },
         };
-        if !failure.error.is_retryable() || n >= max {
+        if !failure.retryable() || n >= max {
             if n > 1 {
                 tracing::warn!(attempts = n, error = %failure.error, "model call failed");
             }

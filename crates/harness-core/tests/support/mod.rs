@@ -321,3 +321,20 @@ pub async fn drain_stream(
     }
     (events, None)
 }
+
+/// `v` without any `cache_control` keys (where cache breakpoints sit is tested on its own; the
+/// content around them is compared with this).
+pub fn without_cache_marks(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "cache_control")
+                .map(|(k, v)| (k.clone(), without_cache_marks(v)))
+                .collect(),
+        ),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(without_cache_marks).collect())
+        }
+        other => other.clone(),
+    }
+}
