@@ -116,7 +116,11 @@ async fn main() -> Result<()> {
     let project = tempfile::tempdir()?;
     let env = EnvVars::from_process().with("MEMLOOP_HOME", home.path().display().to_string());
     let mut memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env)?;
-    let bm25 = Arc::new(Bm25Selector::new(memory.store().clone()));
+    let store = memory
+        .store()
+        .cloned()
+        .context("memory is switched off (MEMLOOP_DISABLE_AUTO_MEMORY)")?;
+    let bm25 = Arc::new(Bm25Selector::new(store.clone()));
     let llm = Arc::new(LlmSelector::new(model.clone()));
     memory = memory.selector(Arc::new(FallbackSelector::new(
         llm,
@@ -127,7 +131,9 @@ async fn main() -> Result<()> {
     // the oversized turn reaches the server and its context error is what teaches the window.
     let window = ContextWindow::new(DEFAULT_CONTEXT_WINDOW);
     let compact = CompactConfig::for_model(window.tokens(), u64::from(max_tokens));
-    let notes = memory.default_notes_config();
+    let notes = memory
+        .default_notes_config()
+        .context("memory is switched off")?;
     memory = memory.compaction(compact, notes);
     let sink = VecSink::default();
     let builder = Agent::builder(model.clone())
@@ -222,11 +228,7 @@ async fn main() -> Result<()> {
         problems.push(format!("the stored conversation is invalid: {e:?}"));
     }
     // Every file the store lists parsed (frontmatter, name, description).
-    let headers = memory
-        .store()
-        .scan()
-        .await
-        .context("scanning the memory dir")?;
+    let headers = store.scan().await.context("scanning the memory dir")?;
     println!("memory files: {}", headers.len());
     for h in &headers {
         println!("  {} ({:?})", h.rel_path, h.description);
