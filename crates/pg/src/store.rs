@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -413,24 +414,26 @@ impl PgMemoryStore {
         }
         let kind = stored.memory_type.map(|t| t.as_str().to_owned());
         let writer = &self.inner.config.writer;
+        // $1..$10 of both the UPDATE and the INSERT below.
+        let row_params: [&(dyn ToSql + Sync); 10] = [
+            &project,
+            &rel,
+            &stored.name,
+            &stored.description,
+            &kind,
+            &stored.body,
+            &content,
+            &sha,
+            writer,
+            &write_id,
+        ];
         let version: i64 = if current.is_some() {
             tx.query_one(
                 "UPDATE memloop_memories SET name = $3, description = $4, memory_type = $5,
                     body = $6, content = $7, sha256 = $8, version = version + 1,
                     updated_at = now(), updated_by = $9, write_id = $10
                  WHERE project_id = $1 AND rel_path = $2 RETURNING version",
-                &[
-                    &project,
-                    &rel,
-                    &stored.name,
-                    &stored.description,
-                    &kind,
-                    &stored.body,
-                    &content,
-                    &sha,
-                    writer,
-                    &write_id,
-                ],
+                &row_params,
             )
             .await
             .map_err(db)?
@@ -442,18 +445,7 @@ impl PgMemoryStore {
                         memory_type, body, content, sha256, version, updated_by, write_id)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10)
                      ON CONFLICT (project_id, rel_path) DO NOTHING RETURNING version",
-                    &[
-                        &project,
-                        &rel,
-                        &stored.name,
-                        &stored.description,
-                        &kind,
-                        &stored.body,
-                        &content,
-                        &sha,
-                        writer,
-                        &write_id,
-                    ],
+                    &row_params,
                 )
                 .await
                 .map_err(db)?;
