@@ -50,6 +50,7 @@ pub mod clearing;
 pub mod compaction;
 mod config;
 mod context;
+pub mod embed;
 mod error;
 pub mod events;
 pub mod fit;
