@@ -78,7 +78,7 @@ pub trait Embedder: Send + Sync {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
-impl dyn Embedder {
+impl dyn Embedder + '_ {
     /// [`embed`](Embedder::embed) in chunks of [`max_batch`](Embedder::max_batch), checking
     /// that every chunk came back with one vector of [`dimension`](Embedder::dimension) per
     /// text. The one entry point callers use, so a misbehaving embedder is caught in one place.

@@ -170,6 +170,14 @@ pub enum AgentEvent {
         /// Why.
         reason: String,
     },
+    /// A selector could not use part of its ranking this turn and chose with the rest (a
+    /// hybrid selector whose embedder failed or timed out ranks with BM25 alone).
+    RecallDegraded {
+        /// The selector (`hybrid`, ...).
+        selector: String,
+        /// What failed.
+        reason: String,
+    },
     /// The extractor (or another background writer) saved memories.
     MemoriesSaved {
         /// Files written, relative to the memory dir (MEMORY.md excluded).

@@ -191,7 +191,7 @@ impl HttpTransport {
     }
 
     /// POST `body`, retrying per the policy; the bytes of a 2xx body.
-    async fn post_json(
+    pub(crate) async fn post_json(
         &self,
         body: &serde_json::Value,
         cancel: &CancellationToken,

@@ -3,6 +3,8 @@
 //! - [`AnthropicModel`]: the Anthropic Messages API.
 //! - [`OpenAiCompatModel`]: OpenAI-compatible chat completions, which also covers local servers
 //!   such as llama.cpp, vLLM and Ollama.
+//! - [`OpenAiEmbedder`]: an [`Embedder`](crate::embed::Embedder) over an OpenAI-compatible
+//!   `/v1/embeddings` endpoint, with the same retries and error mapping.
 //!
 //! Both retry 429, 5xx, overload and transport errors with backoff ([`retry`]), bound each request
 //! with a timeout, honour cancellation, and map failures onto typed [`ModelError`](crate::model::ModelError)s:
@@ -23,6 +25,7 @@ mod anthropic_wire;
 mod http;
 mod naming;
 pub mod openai;
+mod openai_embed;
 mod openai_wire;
 pub mod retry;
 mod settings;
@@ -30,6 +33,7 @@ mod sse;
 
 pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use openai::{OpenAiCompatModel, OpenAiConfig};
+pub use openai_embed::{DEFAULT_EMBEDDING_MODEL, OpenAiEmbedConfig, OpenAiEmbedder};
 pub use retry::RetryPolicy;
 pub use settings::{EnvLookup, ProviderError, process_env};
 

@@ -292,6 +292,7 @@ impl Job {
             already_surfaced: exclude,
             limit: self.config.max_files,
             cancel: self.cancel.clone(),
+            events: self.ctx.events.clone(),
         };
         let chosen = match self
             .selector

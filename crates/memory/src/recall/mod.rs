@@ -2,7 +2,8 @@
 //! surfacing them.
 //!
 //! - [`Selector`] is the pluggable choice (`Arc<dyn Selector>`); [`LlmSelector`],
-//!   [`KeywordSelector`], [`Bm25Selector`] and [`FallbackSelector`] are provided. Every caller goes
+//!   [`KeywordSelector`], [`Bm25Selector`], [`HybridSelector`] (BM25 fused with embeddings) and
+//!   [`FallbackSelector`] are provided. Every caller goes
 //!   through `select_checked`, the one place that enforces the contract.
 //! - [`RecallHook`] runs the pipeline once per user turn in the background and yields a
 //!   `relevant_memories` system-reminder attachment.
@@ -11,18 +12,21 @@ mod bm25;
 mod bm25_selector;
 mod fallback;
 mod hook;
+mod hybrid;
 mod keyword;
 mod llm;
 mod reads;
 mod selector;
 mod surface;
 mod text;
+mod vectors;
 
 pub use crate::manifest::format_manifest;
 pub use bm25::{Bm25Index, Bm25Params, IndexText};
 pub use bm25_selector::{Bm25Selector, SyncReport};
 pub use fallback::FallbackSelector;
 pub use hook::{RECALL_ATTACHMENT_KIND, RecallConfig, RecallHook};
+pub use hybrid::{Fusion, HybridConfig, HybridSelector};
 pub use keyword::{KeywordConfig, KeywordSelector};
 pub use llm::{
     LlmSelector, LlmSelectorConfig, SELECTOR_PROMPT, SELECTOR_PURPOSE, parse_selection,
@@ -35,3 +39,4 @@ pub use surface::{
     render_surfaced, truncation_note,
 };
 pub use text::{Analyzer, is_stop_word, words};
+pub use vectors::{VectorSyncReport, vector_cache_path};

@@ -3,11 +3,13 @@
 
 use crate::types::{MemoryError, MemoryHeader};
 use async_trait::async_trait;
+use memloop_core::events::{EventSink, NullSink};
 use memloop_core::{CancellationToken, model::ModelError};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// What a selector knows about the turn besides the query.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SelectionContext {
     /// Tools that succeeded at least once and never failed since the previous user turn.
     pub recent_tools: Vec<String>,
@@ -17,6 +19,20 @@ pub struct SelectionContext {
     pub limit: usize,
     /// Fires when the turn is cancelled; selectors doing slow work should watch it.
     pub cancel: CancellationToken,
+    /// Where a selector reports what the host should know (e.g.
+    /// [`AgentEvent::RecallDegraded`](memloop_core::events::AgentEvent::RecallDegraded)).
+    /// Default: a sink that drops events.
+    pub events: Arc<dyn EventSink>,
+}
+
+impl std::fmt::Debug for SelectionContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelectionContext")
+            .field("recent_tools", &self.recent_tools)
+            .field("already_surfaced", &self.already_surfaced)
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for SelectionContext {
@@ -26,6 +42,7 @@ impl Default for SelectionContext {
             already_surfaced: HashSet::new(),
             limit: 5,
             cancel: CancellationToken::new(),
+            events: Arc::new(NullSink),
         }
     }
 }

@@ -1,0 +1,184 @@
+//! OpenAiEmbedder against a loopback server speaking the documented `/v1/embeddings` wire shape
+//! (OpenAI; Ollama, vLLM and llama.cpp's `--embedding` server answer the same way): request
+//! body, order by `index`, batching, normalisation, the dimension probe, and the chat providers'
+//! error mapping and retries.
+#![cfg(feature = "providers")]
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use memloop_core::embed::{EmbedError, Embedder, dot};
+use memloop_core::model::ModelError;
+use memloop_core::providers::{OpenAiEmbedConfig, OpenAiEmbedder};
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::{Sequence, bodies, fast_retry, serve};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
+
+/// Embeds each input as a 3-d vector derived from its length, answering in REVERSE index order
+/// (the API does not promise order; clients must use `index`).
+struct LengthEmbeddings;
+
+impl Respond for LengthEmbeddings {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let inputs = body["input"].as_array().cloned().unwrap_or_default();
+        let mut data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let n = t.as_str().unwrap_or("").len() as f32;
+                json!({"object": "embedding", "index": i, "embedding": [n, 1.0, 0.0]})
+            })
+            .collect();
+        data.reverse();
+        ResponseTemplate::new(200).set_body_json(json!({
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": 4, "total_tokens": 4},
+        }))
+    }
+}
+
+fn config(server: &MockServer) -> OpenAiEmbedConfig {
+    let mut c = OpenAiEmbedConfig::new(format!("{}/v1", server.uri()), "nomic-embed-text")
+        .with_api_key("sk-test");
+    c.retry = fast_retry(3);
+    c.timeout = Some(Duration::from_secs(5));
+    c
+}
+
+fn strings(texts: &[&str]) -> Vec<String> {
+    texts.iter().map(|t| (*t).to_owned()).collect()
+}
+
+#[tokio::test]
+async fn connect_learns_the_dimension_and_vectors_come_back_in_input_order() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/embeddings", LengthEmbeddings).await;
+    let e = OpenAiEmbedder::connect(config(&server)).await.unwrap();
+    assert_eq!(e.dimension(), 3);
+    assert!(
+        e.model_id().contains("nomic-embed-text"),
+        "{}",
+        e.model_id()
+    );
+
+    let out = e.embed(&strings(&["a", "abcd"])).await.unwrap();
+    // [1,1,0] and [4,1,0], normalised.
+    assert!((out[0][0] - 1.0 / 2f32.sqrt()).abs() < 1e-6, "{out:?}");
+    assert!((out[1][0] - 4.0 / 17f32.sqrt()).abs() < 1e-6, "{out:?}");
+    assert!(out.iter().all(|v| (dot(v, v) - 1.0).abs() < 1e-5));
+
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 2, "probe + one batch");
+    assert_eq!(
+        sent[1],
+        json!({"model": "nomic-embed-text", "input": ["a", "abcd"], "encoding_format": "float"})
+    );
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(
+        requests[1].headers.get("authorization").unwrap(),
+        "Bearer sk-test"
+    );
+}
+
+#[tokio::test]
+async fn batches_follow_max_batch_and_empty_texts_are_not_sent() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/embeddings", LengthEmbeddings).await;
+    let mut c = config(&server);
+    c.max_batch = 2;
+    c.dimensions = Some(3);
+    let e: Box<dyn Embedder> = Box::new(OpenAiEmbedder::connect(c).await.unwrap());
+    let out = e
+        .embed_checked(&strings(&["a", "", "abc", "  ", "ab"]))
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 5);
+    assert_eq!(out[1], vec![0.0; 3], "an empty text is a zero vector");
+    assert_eq!(out[3], vec![0.0; 3]);
+    let sent = bodies(&server).await;
+    // No probe (dimension configured); chunks [a, ""], [abc, "  "], [ab].
+    let inputs: Vec<Value> = sent.iter().map(|b| b["input"].clone()).collect();
+    assert_eq!(inputs, vec![json!(["a"]), json!(["abc"]), json!(["ab"])]);
+    assert!(sent.iter().all(|b| b["dimensions"] == 3));
+}
+
+#[tokio::test]
+async fn failures_map_like_the_chat_providers() {
+    let server = MockServer::start().await;
+    serve(
+        &server,
+        "/v1/embeddings",
+        Sequence::new(vec![
+            ResponseTemplate::new(401)
+                .set_body_json(json!({"error": {"message": "Incorrect API key provided"}})),
+            ResponseTemplate::new(429).set_body_json(json!({"error": {"message": "slow down"}})),
+            ResponseTemplate::new(200).set_body_json(json!({"data": [
+                {"index": 0, "embedding": [0.0, 2.0]}
+            ]})),
+            ResponseTemplate::new(200).set_body_raw("<html>gateway</html>", "text/html"),
+            ResponseTemplate::new(200).set_body_json(json!({"data": [
+                {"index": 0, "embedding": [1.0, 0.0]},
+                {"index": 0, "embedding": [1.0, 0.0]}
+            ]})),
+            ResponseTemplate::new(200).set_body_json(json!({"data": []})),
+        ]),
+    )
+    .await;
+    let mut c = config(&server);
+    c.dimensions = Some(2);
+    let e = OpenAiEmbedder::connect(c).await.unwrap();
+    let one = strings(&["x"]);
+
+    let err = e.embed(&one).await.unwrap_err();
+    assert!(
+        matches!(&err, EmbedError::Model(ModelError::Auth(m)) if m.contains("Incorrect API key")),
+        "{err:?}"
+    );
+    // 429 is retried, then the vector is normalised.
+    assert_eq!(e.embed(&one).await.unwrap(), vec![vec![0.0, 1.0]]);
+    for _ in 0..3 {
+        let err = e.embed(&one).await.unwrap_err();
+        assert!(
+            matches!(&err, EmbedError::Model(ModelError::InvalidResponse(_))),
+            "{err:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_length_vector_is_caught_by_embed_checked() {
+    let server = MockServer::start().await;
+    serve(
+        &server,
+        "/v1/embeddings",
+        ResponseTemplate::new(200).set_body_json(json!({"data": [
+            {"index": 0, "embedding": [1.0, 0.0, 0.0, 0.0]}
+        ]})),
+    )
+    .await;
+    let mut c = config(&server);
+    c.dimensions = Some(3);
+    let e: Box<dyn Embedder> = Box::new(OpenAiEmbedder::connect(c).await.unwrap());
+    let err = e.embed_checked(&strings(&["x"])).await.unwrap_err();
+    assert!(matches!(err, EmbedError::Shape { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn connect_fails_fast_on_a_dead_endpoint() {
+    let server = MockServer::start().await;
+    serve(
+        &server,
+        "/v1/embeddings",
+        ResponseTemplate::new(404).set_body_json(json!({"error": {"message": "model not found"}})),
+    )
+    .await;
+    let err = OpenAiEmbedder::connect(config(&server)).await.unwrap_err();
+    assert!(
+        matches!(err, EmbedError::Model(ModelError::Http { status: 404, .. })),
+        "{err:?}"
+    );
+}

@@ -1,0 +1,356 @@
+//! HybridSelector and its on-disk vector cache, on a real memory dir: incremental updates, a
+//! model change, torn and foreign cache files, the selector contract, paraphrase recall, and
+//! the BM25 fallback (with its event) when the embedder fails, hangs or the turn is cancelled.
+//!
+//! The embedder here is a deterministic test double (a tiny concept lexicon), not a model: it
+//! makes "what does she do for work" and "she is a nurse" land close without sharing a word.
+//! The real embedders are tested in `memloop-candle` and against a loopback `/v1/embeddings`.
+
+mod recall_common;
+
+use memloop_core::embed::{EmbedError, Embedder, normalize};
+use memloop_core::events::{AgentEvent, VecSink};
+use memloop_memory::recall::{
+    HybridConfig, HybridSelector, SelectionContext, Selector, SelectorError, vector_cache_path,
+};
+use memloop_memory::store::MemoryStore;
+use recall_common::{put, store};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// Concepts and the words that express them.
+const CONCEPTS: [&[&str]; 4] = [
+    &["work", "job", "nurse", "career", "hospital"],
+    &["pet", "dog", "cat", "puppy"],
+    &["food", "pizza", "cooking", "dinner"],
+    &["music", "guitar", "violin", "concert"],
+];
+
+/// A deterministic concept embedder that counts the texts it embeds; it can be made to fail or
+/// to take `delay` (on tokio's clock) per call.
+#[derive(Default)]
+struct Concepts {
+    id: &'static str,
+    embedded: AtomicUsize,
+    fail: AtomicBool,
+    delay: Option<Duration>,
+    batch: Option<usize>,
+}
+
+impl Concepts {
+    fn new(id: &'static str) -> Arc<Self> {
+        Arc::new(Self {
+            id,
+            ..Self::default()
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for Concepts {
+    fn model_id(&self) -> &str {
+        self.id
+    }
+    fn dimension(&self) -> usize {
+        CONCEPTS.len() + 1
+    }
+    fn max_batch(&self) -> usize {
+        self.batch.unwrap_or(32)
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if let Some(d) = self.delay {
+            tokio::time::sleep(d).await;
+        }
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(EmbedError::Inference("the model fell over".into()));
+        }
+        self.embedded.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let lower = t.to_lowercase();
+                let mut v: Vec<f32> = CONCEPTS
+                    .iter()
+                    .map(|words| words.iter().filter(|w| lower.contains(*w)).count() as f32)
+                    .collect();
+                v.push(0.1); // never a zero vector
+                normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+async fn three(store: &Arc<dyn MemoryStore>) {
+    put(
+        store,
+        "melanie-job.md",
+        "Melanie is a nurse",
+        "She works nights at the hospital.",
+    )
+    .await;
+    put(
+        store,
+        "pets.md",
+        "Caroline adopted a puppy",
+        "A beagle called Max.",
+    )
+    .await;
+    put(
+        store,
+        "dinner.md",
+        "Friday is pizza night",
+        "They cook pizza together.",
+    )
+    .await;
+}
+
+fn selector(
+    store: &Arc<dyn MemoryStore>,
+    embedder: Arc<Concepts>,
+    config: HybridConfig,
+) -> HybridSelector {
+    let cache = vector_cache_path(store.root(), embedder.model_id());
+    HybridSelector::with_config(store.clone(), embedder, cache, config)
+}
+
+#[tokio::test]
+async fn a_paraphrase_is_recalled_without_a_shared_word() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    let headers = store.scan().await.unwrap();
+    let hybrid: Arc<dyn Selector> = Arc::new(selector(
+        &store,
+        Concepts::new("concepts-v1"),
+        HybridConfig::default(),
+    ));
+    let got = hybrid
+        .select_checked(
+            "what does she do for work?",
+            &headers,
+            &SelectionContext::with_limit(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(got, vec!["melanie-job.md"]);
+}
+
+#[tokio::test]
+async fn the_cache_is_incremental_across_sessions_and_edits() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    let headers = store.scan().await.unwrap();
+    let first = Concepts::new("concepts-v1");
+    let report = selector(&store, first.clone(), HybridConfig::default())
+        .warm(&headers)
+        .await
+        .unwrap();
+    assert_eq!((report.embedded, report.pending), (3, 0));
+    let cache = vector_cache_path(store.root(), "concepts-v1");
+    assert!(cache.is_file(), "{}", cache.display());
+
+    // A new session: everything comes from the file.
+    let second = Concepts::new("concepts-v1");
+    let again = selector(&store, second.clone(), HybridConfig::default());
+    assert_eq!(again.embedded().await, 3);
+    assert_eq!(again.warm(&headers).await.unwrap().embedded, 0);
+    assert_eq!(second.embedded.load(Ordering::SeqCst), 0);
+
+    // One memory edited, one rewritten with the same text (new mtime), one deleted.
+    put(&store, "pets.md", "Caroline adopted a kitten", "A cat.").await;
+    put(
+        &store,
+        "dinner.md",
+        "Friday is pizza night",
+        "They cook pizza together.",
+    )
+    .await;
+    store.delete("melanie-job.md").await.unwrap();
+    let headers = store.scan().await.unwrap();
+    let report = again.warm(&headers).await.unwrap();
+    assert_eq!(report.embedded, 1, "{report:?}");
+    assert_eq!(report.removed, 1, "{report:?}");
+    assert!(report.reused <= 1, "{report:?}");
+    assert_eq!(second.embedded.load(Ordering::SeqCst), 1);
+    assert_eq!(again.embedded().await, 2);
+}
+
+#[tokio::test]
+async fn a_model_change_rebuilds_and_a_torn_or_foreign_file_is_discarded() {
+    let (tmp, store) = store();
+    three(&store).await;
+    let headers = store.scan().await.unwrap();
+    let path = tmp.path().join("vectors.bin");
+    let open = |e: Arc<Concepts>| HybridSelector::new(store.clone(), e, path.clone());
+
+    let v1 = Concepts::new("concepts-v1");
+    open(v1.clone()).warm(&headers).await.unwrap();
+    let good = std::fs::read(&path).unwrap();
+
+    // Same file, another model id: nothing is trusted.
+    let v2 = Concepts::new("concepts-v2");
+    let s = open(v2.clone());
+    assert_eq!(s.embedded().await, 0);
+    assert_eq!(s.warm(&headers).await.unwrap().embedded, 3);
+
+    // Torn (cut in half), foreign (not ours) and bit-flipped files: discarded, rebuilt.
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 1;
+    for bad in [
+        good[..good.len() / 2].to_vec(),
+        b"{\"not\": \"a vector cache\"}".to_vec(),
+        flipped,
+        Vec::new(),
+    ] {
+        std::fs::write(&path, &bad).unwrap();
+        let fresh = Concepts::new("concepts-v1");
+        let s = open(fresh.clone());
+        assert_eq!(s.embedded().await, 0);
+        assert_eq!(s.warm(&headers).await.unwrap().embedded, 3);
+        assert_eq!(std::fs::read(&path).unwrap(), good, "rewritten whole");
+    }
+}
+
+#[tokio::test]
+async fn the_contract_holds_limit_and_already_surfaced() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    for i in 0..6 {
+        put(&store, &format!("job-{i}.md"), "a job note", "career stuff").await;
+    }
+    let headers = store.scan().await.unwrap();
+    let hybrid: Arc<dyn Selector> = Arc::new(selector(
+        &store,
+        Concepts::new("concepts-v1"),
+        HybridConfig::default(),
+    ));
+    let ctx = SelectionContext {
+        already_surfaced: ["melanie-job.md".to_owned()].into_iter().collect(),
+        ..SelectionContext::with_limit(3)
+    };
+    let got = hybrid
+        .select_checked("her job", &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 3);
+    assert!(!got.contains(&"melanie-job.md".to_owned()));
+    let unique: std::collections::HashSet<_> = got.iter().collect();
+    assert_eq!(unique.len(), 3);
+}
+
+#[tokio::test]
+async fn a_failing_embedder_falls_back_to_bm25_with_an_event() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    let headers = store.scan().await.unwrap();
+    let embedder = Concepts::new("concepts-v1");
+    embedder.fail.store(true, Ordering::SeqCst);
+    let hybrid: Arc<dyn Selector> = Arc::new(selector(&store, embedder, HybridConfig::default()));
+    let sink = VecSink::default();
+    let ctx = SelectionContext {
+        events: Arc::new(sink.clone()),
+        ..SelectionContext::with_limit(1)
+    };
+    let got = hybrid
+        .select_checked("pizza night", &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got, vec!["dinner.md"], "BM25 alone still answers");
+    let events = sink.events();
+    assert!(
+        matches!(&events[..], [AgentEvent::RecallDegraded { selector, reason }]
+            if selector == "hybrid" && reason.contains("fell over")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_embedder_times_out_into_bm25() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    let headers = store.scan().await.unwrap();
+    let embedder = Arc::new(Concepts {
+        id: "slow",
+        delay: Some(Duration::from_secs(3600)),
+        ..Concepts::default()
+    });
+    let hybrid: Arc<dyn Selector> = Arc::new(selector(&store, embedder, HybridConfig::default()));
+    let sink = VecSink::default();
+    let ctx = SelectionContext {
+        events: Arc::new(sink.clone()),
+        ..SelectionContext::with_limit(1)
+    };
+    let got = hybrid
+        .select_checked("pizza", &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got, vec!["dinner.md"]);
+    assert!(
+        matches!(&sink.events()[..], [AgentEvent::RecallDegraded { reason, .. }] if reason.contains("timed out")),
+        "{:?}",
+        sink.events()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_index_fills_in_over_several_selections_within_the_budget() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    let headers = store.scan().await.unwrap();
+    // One text per call, 1 s per call on the paused clock, a 2.5 s budget per selection: the
+    // query takes 1 s, then at most two memories per selection.
+    let embedder = Arc::new(Concepts {
+        id: "one-at-a-time",
+        delay: Some(Duration::from_secs(1)),
+        batch: Some(1),
+        ..Concepts::default()
+    });
+    let config = HybridConfig {
+        embed_budget: Duration::from_millis(2_500),
+        ..HybridConfig::default()
+    };
+    let hybrid = Arc::new(selector(&store, embedder, config));
+    let as_selector: Arc<dyn Selector> = hybrid.clone();
+    let sink = VecSink::default();
+    let ctx = SelectionContext {
+        events: Arc::new(sink.clone()),
+        ..SelectionContext::with_limit(1)
+    };
+    let mut progress = Vec::new();
+    for _ in 0..3 {
+        as_selector
+            .select_checked("her job", &headers, &ctx)
+            .await
+            .unwrap();
+        progress.push(hybrid.embedded().await);
+    }
+    assert!(progress[0] < 3, "{progress:?}");
+    assert_eq!(*progress.last().unwrap(), 3, "{progress:?}");
+    assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
+    assert!(sink.events().is_empty(), "slowness is not a failure");
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_cancels_the_selection() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    let headers = store.scan().await.unwrap();
+    let hybrid: Arc<dyn Selector> = Arc::new(selector(
+        &store,
+        Arc::new(Concepts {
+            id: "slow",
+            delay: Some(Duration::from_secs(3600)),
+            ..Concepts::default()
+        }),
+        HybridConfig::default(),
+    ));
+    let ctx = SelectionContext::with_limit(1);
+    ctx.cancel.cancel();
+    let err = hybrid
+        .select_checked("pizza", &headers, &ctx)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SelectorError::Cancelled), "{err:?}");
+}
