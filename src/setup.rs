@@ -6,9 +6,12 @@
 
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
+use memloop_core::embed::Embedder;
 use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{ExtractionScheduler, ForkedExtractor, SchedulerConfig};
-use memloop_memory::recall::{Bm25Selector, RecallHook, Selector};
+use memloop_memory::recall::{
+    Bm25Selector, HybridSelector, RecallHook, Selector, vector_cache_path,
+};
 use memloop_memory::session_memory::{
     FileSessionMemory, SessionMemoryConfig, SessionMemoryError, SessionMemoryHook,
 };
@@ -53,6 +56,7 @@ pub struct MemorySetup {
     /// `None` when memory is switched off: nothing resolved, nothing opened.
     on: Option<Resolved>,
     selector: Option<Arc<dyn Selector>>,
+    embedder: Option<Arc<dyn Embedder>>,
     recall: bool,
     extraction: bool,
     dream: bool,
@@ -112,6 +116,7 @@ impl MemorySetup {
             env,
             on,
             selector: None,
+            embedder: None,
             recall: true,
             extraction: true,
             dream: true,
@@ -144,13 +149,24 @@ impl MemorySetup {
         self.on.is_some()
     }
 
-    /// The recall selector (default: [`Bm25Selector`] over the store).
+    /// The recall selector (default: [`Bm25Selector`] over the store, or a [`HybridSelector`]
+    /// when an [`embedder`](Self::embedder) is set).
     pub fn selector(mut self, selector: Arc<dyn Selector>) -> Self {
         self.selector = Some(selector);
         self
     }
 
-    /// Turn recall on or off (default on).
+    /// Recall semantically: the default selector becomes a [`HybridSelector`] (BM25 fused with
+    /// `embedder`'s similarity), its vectors cached beside the memory dir (see
+    /// [`vector_cache_path`]). Memories not embedded yet are embedded during the first
+    /// selections, within each selection's time budget; call [`HybridSelector::warm`] on your
+    /// own selector and pass it to [`selector`](Self::selector) to embed them up front.
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// Whether recall surfaces relevant memories each turn (default on).
     pub fn recall(mut self, on: bool) -> Self {
         self.recall = on;
         self
@@ -250,10 +266,15 @@ impl MemorySetup {
                 builder = builder.hook(Arc::new(memloop_pg::TeamPullHook::new(sync.clone())));
             }
             if self.recall {
-                let selector = self
-                    .selector
-                    .clone()
-                    .unwrap_or_else(|| Arc::new(Bm25Selector::new(store.clone())));
+                let selector = match (&self.selector, &self.embedder) {
+                    (Some(selector), _) => selector.clone(),
+                    (None, Some(embedder)) => Arc::new(HybridSelector::new(
+                        store.clone(),
+                        embedder.clone(),
+                        vector_cache_path(store.root(), embedder.model_id()),
+                    )) as Arc<dyn Selector>,
+                    (None, None) => Arc::new(Bm25Selector::new(store.clone())),
+                };
                 let recall = Arc::new(RecallHook::new(store.clone(), selector));
                 builder = builder.hook(recall);
             }

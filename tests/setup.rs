@@ -193,3 +193,81 @@ async fn switched_off_memory_touches_no_disk_and_needs_no_home() {
             .enabled()
     );
 }
+
+/// A deterministic test double for an embedding model: one dimension per concept word list
+/// (not a model; the real embedders have their own tests).
+struct ConceptEmbedder(std::sync::atomic::AtomicUsize);
+
+#[memloop::async_trait]
+impl memloop::core::embed::Embedder for ConceptEmbedder {
+    fn model_id(&self) -> &str {
+        "concepts-test"
+    }
+    fn dimension(&self) -> usize {
+        3
+    }
+    async fn embed(
+        &self,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, memloop::core::embed::EmbedError> {
+        self.0
+            .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let t = t.to_lowercase();
+                let has = |ws: &[&str]| ws.iter().any(|w| t.contains(w)) as u8 as f32;
+                let mut v = vec![
+                    has(&["release", "ship", "deploy"]),
+                    has(&["nurse", "work"]),
+                    0.1,
+                ];
+                memloop::core::embed::normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn an_embedder_makes_recall_hybrid_with_vectors_cached_beside_the_memory_dir() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let embedder = Arc::new(ConceptEmbedder(Default::default()));
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env)
+        .unwrap()
+        .embedder(embedder.clone())
+        .extraction(false)
+        .dream(false);
+    let store = memory.store().unwrap().clone();
+    let doc = memloop::memory::store::MemoryDoc::new(
+        "shipping",
+        "We ship on the first Monday of each month",
+        memloop::memory::store::MemoryType::Project,
+        "The train leaves monthly.",
+    );
+    store
+        .write(
+            "shipping.md",
+            &doc,
+            memloop::memory::store::WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let model = ScriptedModel::new().on_purpose("main", |_| Some(ScriptStep::text("ok")));
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model)))
+        .unwrap()
+        .build();
+    agent.run_turn("when do we deploy?").await.unwrap();
+    assert!(agent.drain(Duration::from_secs(30)).await.completed);
+    let cache = memloop::memory::recall::vector_cache_path(store.root(), "concepts-test");
+    assert!(cache.is_file(), "no vector cache at {}", cache.display());
+    assert!(
+        !cache.starts_with(store.root()),
+        "the memory dir holds only memories"
+    );
+    // The query and the one memory.
+    assert_eq!(embedder.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

@@ -116,7 +116,7 @@ pub trait Selector: Send + Sync {
     ) -> Result<Vec<String>, SelectorError>;
 }
 
-impl dyn Selector {
+impl dyn Selector + '_ {
     /// Run the selector and enforce the contract: only paths present in `headers`, none already
     /// surfaced, no duplicates, at most `ctx.limit`, in the selector's order.
     pub async fn select_checked(

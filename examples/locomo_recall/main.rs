@@ -1,10 +1,14 @@
-//! LoCoMo recall benchmark for the no-model selectors.
+//! LoCoMo recall benchmark: the no-model selectors, and with `--embed` the semantic ones.
 //!
 //! ```text
 //! cargo run --release --example locomo_recall -- ../shared/data/locomo/locomo10.json
 //! # plus rows for PostgreSQL full-text search (memloop-pg's PgFtsSelector):
 //! cargo run --release --example locomo_recall -- ../shared/data/locomo/locomo10.json \
 //!     --pg "host=127.0.0.1 user=root dbname=test"
+//! # plus BM25 / dense / hybrid on observations, summaries and dialog turns (semantic.rs):
+//! cargo run --release --features candle --example locomo_recall -- \
+//!     ../shared/data/locomo/locomo10.json --embed candle:<all-MiniLM-L6-v2 dir> \
+//!     [--vector-cache target/locomo-vectors]
 //! ```
 //!
 //! Per conversation, every observation (level `observation`) and every session summary (level
@@ -14,6 +18,8 @@
 //! ids, a summary every turn of its session). The data set (CC BY-NC 4.0) is read from the given
 //! path and never copied.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod semantic;
 
 use anyhow::{Context, Result, bail};
 use memloop_memory::recall::{
@@ -55,6 +61,8 @@ struct Conversation {
     observations: Vec<Unit>,
     /// The same observations with the text of their source turns appended.
     quoted: Vec<Unit>,
+    /// Every dialog turn as a memory.
+    dialog: Vec<Unit>,
     summaries: Vec<Unit>,
     questions: Vec<Question>,
 }
@@ -88,6 +96,7 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
     let mut turns_of: BTreeMap<u64, HashSet<String>> = BTreeMap::new();
     let mut dates: HashMap<u64, String> = HashMap::new();
     let mut turn_text: HashMap<String, String> = HashMap::new();
+    let mut turn_rows: Vec<(u64, String, String, String)> = Vec::new();
     for (key, value) in conv {
         let Some(n) = key.strip_prefix("session_") else {
             continue;
@@ -104,6 +113,8 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
                         .map(|c| format!(" [shares a photo: {c}]"))
                         .unwrap_or_default();
                     turn_text.insert(id.to_owned(), format!("{text}{caption}"));
+                    let speaker = t["speaker"].as_str().unwrap_or("someone").to_owned();
+                    turn_rows.push((num, id.to_owned(), speaker, format!("{text}{caption}")));
                 }
             }
         }
@@ -142,6 +153,21 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
             }
         }
     }
+    // Every dialog turn as a memory of its own (the LoCoMo paper's "dialog" retrieval unit).
+    let dialog = turn_rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, (num, id, speaker, text))| {
+            let date = dates.get(&num).cloned().unwrap_or_default();
+            Unit {
+                rel: format!("session-{num:02}/turn-{i:04}.md"),
+                name: format!("{speaker}, session {num}"),
+                description: text.clone(),
+                body: format!("{text}\n\nSaid by {speaker} on {date}."),
+                ids: [id].into_iter().collect(),
+            }
+        })
+        .collect();
     let mut summaries = Vec::new();
     if let Some(sums) = sample["session_summary"].as_object() {
         for (key, text) in sums {
@@ -181,6 +207,7 @@ fn parse(sample: &Value, re: &Regex, stats: &mut Stats) -> Result<Conversation> 
     Ok(Conversation {
         observations,
         quoted,
+        dialog,
         summaries,
         questions,
     })
@@ -212,6 +239,18 @@ impl Tally {
         e.0 += share(covered5);
         e.1 += share(covered10);
         e.2 += 1;
+    }
+
+    fn merge(&mut self, other: &Tally) {
+        for (cat, (a, b, n)) in &other.by_cat {
+            let e = self.by_cat.entry(*cat).or_default();
+            e.0 += a;
+            e.1 += b;
+            e.2 += n;
+        }
+        self.latencies.extend(&other.latencies);
+        self.build += other.build;
+        self.memories += other.memories;
     }
 
     fn recall(&self, cat: Option<u64>) -> (f64, f64) {
@@ -268,7 +307,7 @@ async fn write_dir(observations: &[Unit], summaries: &[Unit]) -> Result<Dir> {
 }
 
 /// Which memories a run indexes and which it may return.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Level {
     Observation,
     ObservationLifted,
@@ -304,12 +343,37 @@ async fn evaluate(
     conv: &Conversation,
     tally: &mut Tally,
 ) -> Result<()> {
-    let headers: Vec<MemoryHeader> = dir
-        .headers
+    let headers = level_headers(level, dir);
+    let selector: Arc<dyn Selector> = if kind == "keyword" {
+        Arc::new(KeywordSelector::default())
+    } else {
+        let bm25 = Bm25Selector::with_params(dir.store.clone(), params);
+        let started = Instant::now();
+        bm25.sync(&headers).await;
+        tally.build += started.elapsed();
+        Arc::new(bm25)
+    };
+    evaluate_with(selector.as_ref(), level, dir, conv, tally).await
+}
+
+/// The memories a level indexes.
+fn level_headers(level: Level, dir: &Dir) -> Vec<MemoryHeader> {
+    dir.headers
         .iter()
         .filter(|h| level.indexes(&h.rel_path))
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// Ask every question of `conv` of `selector` (already built over `dir`) and tally recall.
+async fn evaluate_with(
+    selector: &dyn Selector,
+    level: Level,
+    dir: &Dir,
+    conv: &Conversation,
+    tally: &mut Tally,
+) -> Result<()> {
+    let headers = level_headers(level, dir);
     let hidden: HashSet<String> = headers
         .iter()
         .filter(|h| !level.returns(&h.rel_path))
@@ -319,15 +383,6 @@ async fn evaluate(
     let ctx = SelectionContext {
         already_surfaced: hidden,
         ..SelectionContext::with_limit(10)
-    };
-    let selector: Arc<dyn Selector> = if kind == "keyword" {
-        Arc::new(KeywordSelector::default())
-    } else {
-        let bm25 = Bm25Selector::with_params(dir.store.clone(), params);
-        let started = Instant::now();
-        bm25.sync(&headers).await;
-        tally.build += started.elapsed();
-        Arc::new(bm25)
     };
     for q in &conv.questions {
         let t = Instant::now();
@@ -480,6 +535,12 @@ async fn main() -> Result<()> {
     let Some(path) = args.first() else {
         bail!("usage: locomo_recall <path to locomo10.json> [--bm25 k1=1.2,b=0.75,desc=2,...]");
     };
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+    };
     let params = match args.iter().position(|a| a == "--bm25") {
         Some(i) => parse_params(args.get(i + 1).map_or("", String::as_str))?,
         None => Bm25Params::default(),
@@ -604,15 +665,16 @@ async fn main() -> Result<()> {
             tally.build.as_secs_f64() * 1e3 / convs.len().max(1) as f64
         );
     }
-    if let Some(url) = args
-        .iter()
-        .position(|a| a == "--pg")
-        .and_then(|i| args.get(i + 1))
-    {
+    if let Some(url) = flag("--pg") {
         postgres_rows(url, &convs).await?;
     }
     println!("\nScale check (observation + source turn level):\n");
     pooled(&convs, &dirs, flat).await?;
+    if let Some(spec) = flag("--embed") {
+        let embedder = semantic::embedder(spec).await?;
+        let cache = flag("--vector-cache").unwrap_or("target/locomo-vectors");
+        semantic::run(&convs, embedder, std::path::Path::new(cache)).await?;
+    }
     Ok(())
 }
 
