@@ -140,7 +140,40 @@ pub enum MemoryCommand {
         /// Show at most this many results.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
         limit: u32,
+        /// Rank by meaning as well as words: BM25 fused with an embedding model's similarity
+        /// (vectors cached beside the memory dir). Needs --embed-model or --embed-url.
+        #[arg(long)]
+        semantic: bool,
+        /// Where `--semantic` gets its embeddings.
+        #[command(flatten)]
+        embed: EmbedArgs,
     },
+}
+
+/// Where `--semantic` gets its embeddings. memloop never downloads a model.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EmbedArgs {
+    /// A local sentence-transformers model directory (config.json, tokenizer.json,
+    /// model.safetensors), run in-process (needs the `candle` build feature).
+    #[arg(long, env = "MEMLOOP_EMBED_MODEL", value_name = "DIR")]
+    pub embed_model: Option<PathBuf>,
+    /// An OpenAI-compatible embeddings endpoint (base URL with the version path, e.g.
+    /// http://127.0.0.1:11434/v1); the key, if any, comes from OPENAI_API_KEY.
+    #[arg(
+        long,
+        env = "MEMLOOP_EMBED_URL",
+        value_name = "URL",
+        conflicts_with = "embed_model"
+    )]
+    pub embed_url: Option<String>,
+    /// The endpoint's model name.
+    #[arg(
+        long,
+        env = "MEMLOOP_EMBED_NAME",
+        value_name = "NAME",
+        default_value = "text-embedding-3-small"
+    )]
+    pub embed_name: String,
 }
 
 /// `memloop instructions`.

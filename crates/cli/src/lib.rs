@@ -9,6 +9,7 @@
 
 pub mod args;
 pub mod context;
+pub mod embed;
 pub mod exit;
 pub mod instructions;
 pub mod mcp;

@@ -719,3 +719,96 @@ fn list_with_a_binary_and_an_invalid_utf8_file_warns_and_exits() {
     assert!(err.contains("blob.md"), "{err}");
     assert!(err.contains("latin.md") && err.contains("UTF-8"), "{err}");
 }
+
+/// A loopback OpenAI-compatible `/v1/embeddings` server (a thread on an ephemeral port) that
+/// embeds by concept word lists: a deterministic stand-in for an embedding model, speaking the
+/// documented wire shape to the real binary's HTTP client. Returns the base URL.
+fn concept_embeddings_server() -> String {
+    use std::io::{BufRead, BufReader, Read};
+    const CONCEPTS: [&[&str]; 3] = [
+        &["release", "ship", "freeze", "merge"],
+        &["database", "test"],
+        &["latency", "grafana", "dashboard"],
+    ];
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let request: Value = serde_json::from_slice(&body).unwrap();
+            let data: Vec<Value> = request["input"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    let text = text.as_str().unwrap().to_lowercase();
+                    let mut v: Vec<f32> = CONCEPTS
+                        .iter()
+                        .map(|ws| ws.iter().filter(|w| text.contains(*w)).count() as f32)
+                        .collect();
+                    v.push(0.1);
+                    serde_json::json!({"object": "embedding", "index": i, "embedding": v})
+                })
+                .collect();
+            let answer =
+                serde_json::json!({"object": "list", "data": data, "model": request["model"]})
+                    .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn semantic_search_finds_a_paraphrase_through_an_embeddings_endpoint() {
+    let s = Sandbox::new();
+    s.seed();
+    // No word of the query is in any memory: BM25 alone finds nothing.
+    let o = s.mem_run(&["memory", "search", "when", "does", "shipping", "stop?"]);
+    assert!(stdout(&o).contains("no memory"), "{}", stdout(&o));
+
+    let url = concept_embeddings_server();
+    let args = [
+        "memory",
+        "search",
+        "when does shipping stop?",
+        "--semantic",
+        "--embed-url",
+        url.as_str(),
+        "--embed-name",
+        "concepts",
+        "--limit",
+        "1",
+        "--json",
+    ];
+    let v = json(&s.mem_run(&args));
+    assert_eq!(paths(&v), ["deadline.md"]);
+    // The vectors are cached beside the memory dir, not in it.
+    let cache_dir = s.root.join("mem.vectors");
+    assert_eq!(std::fs::read_dir(&cache_dir).unwrap().count(), 1);
+    assert!(std::fs::read_dir(&s.mem).unwrap().all(|e| {
+        let name = e.unwrap().file_name();
+        !name.to_string_lossy().ends_with(".bin")
+    }));
+
+    // --semantic without a model is a clear usage error, not a crash.
+    let o = s.mem_run(&["memory", "search", "x", "--semantic"]);
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("--embed-model"), "{}", stderr(&o));
+}

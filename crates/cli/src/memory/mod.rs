@@ -20,8 +20,17 @@ pub async fn run(cmd: &MemoryCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow:
         MemoryCommand::Edit { topic } => edit::edit(ctx, io, topic).await,
         MemoryCommand::Rm { topic } => remove::rm(ctx, io, topic).await,
         MemoryCommand::Clear { yes } => remove::clear(ctx, io, *yes).await,
-        MemoryCommand::Search { query, limit } => {
-            search::search(ctx, io, &query.join(" "), *limit as usize).await
+        MemoryCommand::Search {
+            query,
+            limit,
+            semantic,
+            embed,
+        } => {
+            let embedder = match semantic {
+                true => Some(crate::embed::embedder(embed).await?),
+                false => None,
+            };
+            search::search(ctx, io, &query.join(" "), *limit as usize, embedder).await
         }
     }
 }

@@ -1,22 +1,37 @@
 //! `memory search`: ranked search with the recall layer's [`Bm25Selector`] (BM25F over name,
-//! description and body of every memory, stemmed, through the store), called via
-//! `select_checked` like recall does, so the CLI ranks exactly as an agent's recall would.
+//! description and body of every memory, stemmed, through the store), or with `--semantic` its
+//! [`HybridSelector`] (BM25 fused with embeddings), called via `select_checked` like recall
+//! does, so the CLI ranks exactly as an agent's recall would.
 
 use super::header_json;
 use crate::context::{Context, Io, write_json};
-use memloop_memory::recall::{Bm25Selector, SelectionContext, Selector};
+use memloop_core::embed::Embedder;
+use memloop_memory::recall::{
+    Bm25Selector, HybridSelector, SelectionContext, Selector, vector_cache_path,
+};
 use memloop_memory::store::{MemoryHeader, MemoryStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// The memories best matching `query`, best first, at most `limit`.
+/// The memories best matching `query`, best first, at most `limit`; with an embedder, every
+/// memory without a cached vector is embedded first.
 pub async fn ranked(
     store: Arc<dyn MemoryStore>,
     query: &str,
     limit: usize,
+    embedder: Option<Arc<dyn Embedder>>,
 ) -> anyhow::Result<Vec<MemoryHeader>> {
     let headers = store.scan().await?;
-    let selector: Arc<dyn Selector> = Arc::new(Bm25Selector::new(store));
+    let selector: Arc<dyn Selector> = match embedder {
+        Some(embedder) => {
+            let cache = vector_cache_path(store.root(), embedder.model_id());
+            let hybrid = HybridSelector::new(store, embedder, cache);
+            let report = hybrid.warm(&headers).await?;
+            tracing::info!(?report, "memories embedded");
+            Arc::new(hybrid)
+        }
+        None => Arc::new(Bm25Selector::new(store)),
+    };
     let paths = selector
         .select_checked(query, &headers, &SelectionContext::with_limit(limit))
         .await?;
@@ -32,9 +47,10 @@ pub async fn search(
     io: &mut Io<'_>,
     query: &str,
     limit: usize,
+    embedder: Option<Arc<dyn Embedder>>,
 ) -> anyhow::Result<()> {
     let (resolved, store) = ctx.open_existing().await?;
-    let hits = ranked(store, query, limit).await?;
+    let hits = ranked(store, query, limit, embedder).await?;
     if ctx.json {
         let rows: Vec<Value> = hits
             .iter()
