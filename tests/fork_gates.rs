@@ -102,8 +102,8 @@ async fn memory_forks_inherit_a_coding_agents_tools_but_their_gates_keep_them_in
         .config(config)
         .events(Arc::new(events.clone()))
         .tool(Arc::new(ReadFile::default()))
-        .tool(Arc::new(WriteFile::default()))
-        .tool(Arc::new(EditFile::default()))
+        .tool(Arc::new(WriteFile))
+        .tool(Arc::new(EditFile))
         .tool(Arc::new(Shell::default()));
     let mut agent = memory.attach(builder).unwrap().build();
     agent

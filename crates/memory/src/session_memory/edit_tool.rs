@@ -12,8 +12,8 @@ use super::notes::SessionMemoryError;
 use super::template::frame;
 use async_trait::async_trait;
 use memloop_core::tool::{
-    AgentKind, PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext, ToolEffect,
-    ToolOutput, ToolSpec,
+    AgentKind, ContainsFn, PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext,
+    ToolEffect, ToolOutput, ToolSpec,
 };
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -192,14 +192,14 @@ pub fn only_this_file(path: PathBuf) -> impl Fn(&Path) -> Result<(), String> + S
 /// the updater declares (the main agent's) is denied, read-only ones included: the notes and
 /// the conversation are already in its prompt.
 pub(crate) struct NotesUpdaterGate {
-    contains: Box<dyn Fn(&Path) -> Result<(), String> + Send + Sync>,
+    contains: ContainsFn,
 }
 
 impl NotesUpdaterGate {
     /// A gate for the notes file at `path`.
     pub(crate) fn new(path: PathBuf) -> Self {
         Self {
-            contains: Box::new(only_this_file(path)),
+            contains: std::sync::Arc::new(only_this_file(path)),
         }
     }
 }

@@ -14,8 +14,8 @@ pub fn coding_tools() -> ToolRegistry {
         .with(Arc::new(Glob::default()))
         .with(Arc::new(Grep::default()))
         .with(Arc::new(Shell::default()))
-        .with(Arc::new(WriteFile::default()))
-        .with(Arc::new(EditFile::default()))
+        .with(Arc::new(WriteFile))
+        .with(Arc::new(EditFile))
 }
 
 /// A stop-hook context for the main agent of session `s1`, a coding agent.
