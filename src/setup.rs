@@ -13,7 +13,8 @@ use memloop_memory::recall::{
     Bm25Selector, HybridSelector, RecallHook, Selector, vector_cache_path,
 };
 use memloop_memory::session_memory::{
-    FileSessionMemory, SessionMemoryConfig, SessionMemoryError, SessionMemoryHook,
+    FileSessionMemory, NotesEditTool, SessionMemory, SessionMemoryConfig, SessionMemoryError,
+    SessionMemoryHook,
 };
 use memloop_memory::{
     env::EnvVars,
@@ -246,7 +247,13 @@ impl MemorySetup {
     }
 
     /// Wire memory into `builder`. With memory disabled by the environment, only compaction (if
-    /// configured) is added: no tools, no index, no recall, no extraction, no dream.
+    /// configured) is added: no memory tools, no index, no recall, no extraction, no dream.
+    ///
+    /// The agent gets every tool its memory forks use (`memory_read`, `memory_write`,
+    /// `memory_delete`, and `edit_session_notes` with compaction), because a fork declares its
+    /// parent's tools unchanged: that way the extractor's, the consolidator's and the notes
+    /// updater's requests share the agent's cached prompt prefix. Each fork's gate limits what
+    /// it may call; `edit_session_notes` refuses every caller but the notes updater.
     pub fn attach(&self, mut builder: AgentBuilder) -> Result<AgentBuilder, SetupError> {
         if let Some(config) = &self.instructions {
             builder = builder.section(Arc::new(InstructionsSection::live(
@@ -303,6 +310,7 @@ impl MemorySetup {
             let session = builder.session_id().to_owned();
             let session_dir = notes.session_dir(&session);
             let notes = Arc::new(FileSessionMemory::new(notes.clone(), &session)?);
+            builder = builder.tool(Arc::new(NotesEditTool::new(notes.notes_path())));
             let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
             // The agent shares the compactor's context-window handle (see AgentBuilder::build).
             let compactor = Compactor::new((*compact).with_env(&self.env))

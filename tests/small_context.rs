@@ -9,7 +9,7 @@ use memloop::compact::CompactConfig;
 use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::invariants::check_invariants;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
-use memloop::core::tokens::{CharEstimator, estimate_messages};
+use memloop::core::tokens::{CharEstimator, TokenCounter, estimate_messages};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, AgentConfig};
 use memloop::memory::env::EnvVars;
@@ -318,5 +318,93 @@ async fn a_300kb_tool_result_in_a_16k_window_is_cut_and_kept_on_disk() {
             r.purpose,
             r.max_tokens
         );
+    }
+}
+
+/// What a request sends, in tokens (one per four bytes): system, tool specs, messages.
+fn prompt_tokens(req: &memloop::core::model::ModelRequest) -> u64 {
+    let system: u64 = req.system.iter().map(|s| CharEstimator.count(s)).sum();
+    let tools: u64 = req
+        .tools
+        .iter()
+        .map(|t| CharEstimator.count(&serde_json::to_string(t).unwrap()))
+        .sum();
+    system + tools + estimate_messages(&CharEstimator, &req.messages)
+}
+
+/// Answers like a llama.cpp server with an `n_ctx`-token context: a prompt over the window is
+/// rejected with a context error naming the window; anything else gets a short answer.
+fn tiny_server_model(n_ctx: u64) -> ScriptedModel {
+    ScriptedModel::new().rule(move |req| {
+        let prompt = prompt_tokens(req);
+        Some(if prompt > n_ctx {
+            ScriptStep::Fail(memloop::core::model::ModelError::ContextTooLong {
+                message: format!(
+                    "request ({prompt} tokens) exceeds the available context size ({n_ctx} tokens)"
+                ),
+                excess_tokens: Some(prompt - n_ctx),
+                limit: Some(n_ctx),
+            })
+        } else if req.purpose == "main" {
+            ScriptStep::text("Short answer.")
+        } else {
+            ScriptStep::text("nothing to save")
+        })
+    })
+}
+
+/// In a 2,048-token window (a small llama.cpp model), one user message several times larger than
+/// the window does not block the session: the turn learns the window, the message is cut in the
+/// middle (with a marker) so the request fits, the turn completes, and the next turn works too.
+/// Both with a host that plans with the real window and one that believes the 200,000 default.
+#[tokio::test]
+async fn a_user_message_larger_than_a_2k_window_is_cut_and_the_session_goes_on() {
+    for planned in [2_048, 200_000] {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+        let memory =
+            MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env).unwrap();
+        let notes = memory.default_notes_config().unwrap();
+        let memory = memory.compaction(CompactConfig::for_model(planned, 512), notes);
+        let model = tiny_server_model(2_048);
+        let events = VecSink::default();
+        let builder = Agent::builder(Arc::new(model.clone()))
+            .config(AgentConfig {
+                cwd: project.path().to_path_buf(),
+                ..AgentConfig::default()
+            })
+            .events(Arc::new(events.clone()));
+        let mut agent = memory.attach(builder).unwrap().build();
+
+        let huge = format!(
+            "HEAD of the paste.\n{}TAIL of the paste: what is wrong here?",
+            "2026-11-23T12:00:00Z ERROR upstream timed out after 30 s\n".repeat(600)
+        );
+        let turns = [huge.as_str(), "and what should I check first?"];
+        for (i, text) in turns.iter().enumerate() {
+            let out = agent.run_turn(*text).await;
+            assert!(out.is_ok(), "window {planned}, turn {}: {out:?}", i + 1);
+            assert!(agent.drain(Duration::from_secs(30)).await.completed);
+            assert!(check_invariants(agent.messages()).is_ok());
+        }
+        assert_eq!(agent.context_window().tokens(), 2_048);
+        // The paste was cut in the middle, its head and tail kept.
+        let kept: String = agent.messages().iter().map(|m| m.text()).collect();
+        assert!(kept.contains("characters elided from the middle"), "{kept}");
+        assert!(kept.contains("HEAD of the paste") && kept.contains("TAIL of the paste"));
+        // No summary fits such a window: the conversation was kept with the paste cut.
+        let events = events.events();
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, AgentEvent::Compacted { strategy, .. } if strategy == "cut")),
+            "{events:#?}"
+        );
+        // Only a request sent before the window was known went over it (no retry loop).
+        let main = model.requests_for("main");
+        let over = main.iter().filter(|r| prompt_tokens(r) > 2_048).count();
+        assert_eq!(over, usize::from(planned > 2_048), "window {planned}");
+        assert_eq!(main.len(), 2 + over, "one answered request per turn");
     }
 }

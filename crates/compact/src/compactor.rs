@@ -22,10 +22,15 @@ use std::sync::{Arc, Mutex};
 pub const STRATEGY_SESSION_MEMORY: &str = "session_memory";
 /// Strategy name of LLM summary compaction.
 pub const STRATEGY_SUMMARY: &str = "summary";
+/// Strategy name of the last resort: the conversation kept whole, with the messages larger than
+/// [`Compactor::message_cap`] cut in the middle, when not even the summary request fits the
+/// window.
+pub const STRATEGY_CUT: &str = "cut";
 
 /// Compacts the conversation once it reaches the auto-compact threshold (by default 13,000
 /// tokens below the effective window): session-memory compaction first, the LLM summary when
-/// that declines.
+/// that declines, and when not even the summary request fits, the conversation with its
+/// oversized messages cut ([`STRATEGY_CUT`]).
 ///
 /// ```
 /// use memloop_compact::{CompactConfig, Compactor};
@@ -181,7 +186,17 @@ impl Compactor {
                 tracing::info!(%reason, "session-memory compaction declined; summarizing instead");
             }
         }
-        let messages = summary_compaction(ctx, &self.config.summary, self.counter.as_ref()).await?;
+        let messages =
+            match summary_compaction(ctx, &self.config.summary, self.counter.as_ref()).await {
+                Ok(m) => m,
+                // Not even the summary request fits (a tiny window, where the system prompt and
+                // the summary instructions take most of it): the cut conversation is what can be
+                // done, and it beats a session blocked by one oversized message for good.
+                Err(CompactionError::TooLong { .. }) if cut > 0 => {
+                    return self.cut_outcome(ctx);
+                }
+                Err(e) => return Err(e),
+            };
         check_invariants(&messages).map_err(CompactionError::InvalidResult)?;
         Ok(CompactionOutcome {
             tokens_after: estimate_messages(self.counter.as_ref(), &messages),
@@ -189,6 +204,26 @@ impl Compactor {
             strategy: STRATEGY_SUMMARY.into(),
             tokens_before: ctx.context_tokens,
             messages_kept: 0,
+        })
+    }
+}
+
+impl Compactor {
+    /// The outcome of cutting oversized messages alone ([`STRATEGY_CUT`]): `ctx` holds the cut
+    /// conversation.
+    fn cut_outcome(&self, ctx: &HookContext) -> Result<CompactionOutcome, CompactionError> {
+        check_invariants(&ctx.messages).map_err(CompactionError::InvalidResult)?;
+        let tokens_after = estimate_messages(self.counter.as_ref(), &ctx.messages);
+        tracing::info!(
+            tokens_after,
+            "no summary fits the window; kept the conversation with its oversized messages cut"
+        );
+        Ok(CompactionOutcome {
+            messages_kept: ctx.messages.len(),
+            messages: ctx.messages.to_vec(),
+            strategy: STRATEGY_CUT.into(),
+            tokens_before: ctx.context_tokens,
+            tokens_after,
         })
     }
 }

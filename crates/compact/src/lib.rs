@@ -50,7 +50,7 @@ mod session_memory;
 pub mod strategies;
 mod summary;
 
-pub use compactor::{Compactor, STRATEGY_SESSION_MEMORY, STRATEGY_SUMMARY};
+pub use compactor::{Compactor, STRATEGY_CUT, STRATEGY_SESSION_MEMORY, STRATEGY_SUMMARY};
 pub use config::{
     CompactConfig, ContextLevel, SessionMemoryCompactConfig, SummaryCompactConfig, Thresholds,
 };

@@ -37,7 +37,7 @@ pub struct ForkBase {
     pub system: Arc<Vec<String>>,
     /// The parent's conversation at the fork point.
     pub messages: Arc<Vec<Message>>,
-    /// The parent's tools, declared by the fork unchanged unless its builder replaces them.
+    /// The parent's tools: what the fork declares (see [`ForkedAgentBuilder::tool`]).
     pub tools: ToolRegistry,
     /// Session id.
     pub session_id: String,
@@ -117,17 +117,25 @@ impl ForkedAgentBuilder {
         }
     }
 
-    /// Add a tool to the declared set (the parent's by default). Adding or replacing tools
-    /// changes the request prefix, so the fork no longer reuses the parent's cached prompt;
-    /// prefer restricting the parent's tools with [`gate`](Self::gate).
+    /// Bind one of the fork's own tools. When the parent declares a tool of that name with an
+    /// identical spec, only the implementation changes (e.g. a writer bound to the fork's own
+    /// store) and the request prefix stays byte-identical. Otherwise the declared tool list
+    /// changes (a tool is added, or a declaration replaced): the tools come first in the cached
+    /// prefix, so the fork's requests then miss the parent's prompt cache (logged at debug).
+    /// Restrict what the fork may call with [`gate`](Self::gate), not by changing the tools.
     pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        let spec = tool.spec();
+        match self.tools.get(&spec.name).map(|t| t.spec()) {
+            Some(declared) if declared == spec => {}
+            declared => tracing::debug!(
+                purpose = %self.purpose,
+                tool = %spec.name,
+                change = if declared.is_some() { "replaces a declaration" } else { "adds a tool" },
+                "the fork's tool list differs from the parent's: its requests miss the parent's \
+                 cached prefix"
+            ),
+        }
         self.tools.register(tool);
-        self
-    }
-
-    /// Replace the declared tools (see [`tool`](Self::tool) for the cost).
-    pub fn tools(mut self, tools: ToolRegistry) -> Self {
-        self.tools = tools;
         self
     }
 

@@ -550,6 +550,80 @@ async fn fork_stops_at_max_turns() {
     assert_eq!(out.turns, 3);
 }
 
+/// A fork that binds its own implementation of a tool the parent declares with the same spec
+/// keeps the parent's tool list (the prefix a provider caches) and runs its own implementation;
+/// a tool the parent lacks is added.
+#[tokio::test]
+async fn a_fork_rebinds_a_parents_tool_without_changing_the_declared_tools() {
+    let model = ScriptedModel::new().on_purpose("notes", |req| {
+        Some(
+            if req
+                .messages
+                .last()
+                .is_some_and(|m| m.tool_result_ids().next().is_some())
+            {
+                ScriptStep::text("done")
+            } else {
+                ScriptStep::tool("upper", json!({"text": "x"}))
+            },
+        )
+    });
+    let parents = Arc::new(Upper(AtomicU32::new(0)));
+    let mut ctx = memloop_core::testing::hook_context(Arc::new(model.clone()), vec![]);
+    ctx.tools.register(parents.clone());
+    ctx.tools.register(Arc::new(Delete));
+    let own = Arc::new(Upper(AtomicU32::new(0)));
+    let out = ctx
+        .fork("notes")
+        .tool(own.clone())
+        .gate(Arc::new(DenyDelete))
+        .build()
+        .run("go")
+        .await
+        .unwrap();
+    assert_eq!(out.final_text, "done");
+    assert_eq!(
+        (
+            own.0.load(Ordering::SeqCst),
+            parents.0.load(Ordering::SeqCst)
+        ),
+        (1, 0)
+    );
+    let reqs = model.requests_for("notes");
+    assert!(reqs.iter().all(|r| r.tools == ctx.tools.specs()));
+
+    struct Extra;
+    #[async_trait]
+    impl Tool for Extra {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "extra".into(),
+                description: "only the fork has it".into(),
+                input_schema: json!({"type": "object"}),
+                effect: ToolEffect::ReadOnly,
+            }
+        }
+        async fn call(&self, _input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
+            ToolOutput::ok("")
+        }
+    }
+    ctx.fork("notes")
+        .tool(Arc::new(Extra))
+        .build()
+        .run("go")
+        .await
+        .unwrap();
+    let names: Vec<String> = model
+        .requests_for("notes")
+        .last()
+        .unwrap()
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(names, ["delete", "extra", "upper"]);
+}
+
 #[tokio::test]
 async fn model_errors_surface_as_typed_errors() {
     let model = ScriptedModel::new().then(ScriptStep::Fail(memloop_core::model::ModelError::Auth(

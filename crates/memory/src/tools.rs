@@ -1,5 +1,5 @@
-//! The agent's memory tools: `memory_read` and `memory_write`. They take topic names, never
-//! paths, and go through the store (validation, containment gate, secret filter, atomic locked
+//! The agent's memory tools: `memory_read`, `memory_write` and `memory_delete`. They take topic
+//! names or listed paths, never file-system paths, and go through the store (validation, containment gate, secret filter, atomic locked
 //! write + index line). [`AnthropicMemoryTool`] is Anthropic's `memory_20250818` command set
 //! (`view`, `create`, `str_replace`, `insert`, `delete`, `rename` over `/memories`) on the same
 //! store.
@@ -23,18 +23,21 @@ use std::sync::Arc;
 pub const MEMORY_READ: &str = "memory_read";
 /// Name of the write tool.
 pub const MEMORY_WRITE: &str = "memory_write";
-/// Name of the consolidator's delete tool (a memory and its index line, through the store).
+/// Name of the delete tool (a memory and its index line, through the store).
 pub const MEMORY_DELETE: &str = "memory_delete";
 /// Topic that reads the index.
 pub const INDEX_TOPIC: &str = "MEMORY";
 /// Topic that lists all memories (the manifest).
 pub const LIST_TOPIC: &str = "_list";
 
-/// Both memory tools over one store.
+/// The three memory tools over one store: read, write, delete. The background writers (extractor,
+/// consolidator) declare the same tools as the agent they fork from, so registering these on the
+/// main agent keeps their requests on the agent's cached prompt prefix.
 pub fn memory_tools(store: Arc<dyn MemoryStore>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(MemoryReadTool::new(store.clone())),
-        Arc::new(MemoryWriteTool::new(store)),
+        Arc::new(MemoryWriteTool::new(store.clone())),
+        Arc::new(MemoryDeleteTool::new(store)),
     ]
 }
 
@@ -227,6 +230,68 @@ impl Tool for MemoryWriteTool {
                     .with_file_written(report.path)
             }
             Err(e) => fail(e.to_string()),
+        }
+    }
+}
+
+/// `memory_delete {topic}`: delete a memory file and its index line through the store.
+#[derive(Clone)]
+pub struct MemoryDeleteTool {
+    store: Arc<dyn MemoryStore>,
+}
+
+impl MemoryDeleteTool {
+    /// A delete tool over `store`.
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
+        Self { store }
+    }
+}
+
+#[derive(Deserialize)]
+struct DeleteInput {
+    topic: String,
+}
+
+fn delete_target(input: &Value) -> Result<String, String> {
+    let input: DeleteInput = parse(input, MEMORY_DELETE)?;
+    read_target_to_rel_path(&input.topic).map_err(|e| e.to_string())
+}
+
+#[async_trait]
+impl Tool for MemoryDeleteTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: MEMORY_DELETE.into(),
+            description:
+                "Delete a memory that is wrong, obsolete or merged into another, together \
+                with its line in MEMORY.md. topic = the memory's name (e.g. `feedback_testing`) or \
+                its path as listed (e.g. `team/grafana.md`)."
+                    .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"topic": {"type": "string", "description": "memory name or listed path"}},
+                "required": ["topic"]
+            }),
+            effect: ToolEffect::WritesFiles,
+        }
+    }
+
+    fn write_targets(&self, input: &Value, _ctx: &ToolContext) -> Result<Vec<PathBuf>, String> {
+        let rel = delete_target(input)?;
+        self.store
+            .check_contained(rel.as_ref())
+            .map(|p| vec![p])
+            .map_err(|e| e.to_string())
+    }
+
+    async fn call(&self, input: Value, _ctx: &ToolContext) -> ToolOutput {
+        let rel = match delete_target(&input) {
+            Ok(r) => r,
+            Err(e) => return ToolOutput::error(format!("{MEMORY_DELETE} failed: {e}")),
+        };
+        match self.store.delete(&rel).await {
+            Ok(()) => ToolOutput::ok(format!("Deleted memory `{rel}` and its line in MEMORY.md.")),
+            Err(e) => ToolOutput::error(format!("{MEMORY_DELETE} failed: {e}")),
         }
     }
 }

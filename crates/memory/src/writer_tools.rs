@@ -1,12 +1,14 @@
-//! What the background memory writers (extractor, consolidator) share: their tools, their
-//! permission gate, and how the files they wrote are reported.
+//! What the background memory writers (extractor, consolidator) share: their permission gate,
+//! and how the files they wrote are reported.
 //!
-//! Every write by a background writer goes through the [`MemoryStore`] (validation, containment,
-//! secret filter, lock, atomic write, index line): the only write tools the gate lets through are
-//! the store-backed ones ([`STORE_WRITE_TOOLS`]). The generic `write_file` / `edit_file`, any other
-//! file-writing tool and any shell command that is not read-only are denied outright, whatever
-//! tool list the fork was given. `MEMORY.md` is never a write target: the index is only ever
-//! changed by the store.
+//! A writer fork declares the tools of the agent it forks from, unchanged (so its requests share
+//! that agent's cached prompt prefix); what it may do is decided here, by its gate. Every write
+//! goes through the [`MemoryStore`] (validation, containment, secret filter, lock, atomic write,
+//! index line): the only write tools the gate lets through are the store-backed ones the writer
+//! needs ([`EXTRACTOR_WRITES`], [`CONSOLIDATOR_WRITES`]). The generic `write_file` / `edit_file`,
+//! any other file-writing tool and any shell command that is not read-only are denied outright,
+//! whatever tools the parent declares. `MEMORY.md` is never a write target: the index is only
+//! ever changed by the store.
 
 use crate::index::INDEX_FILE;
 use crate::memory_store::MemoryStore;
@@ -15,25 +17,28 @@ use crate::types::{
     WriteReport,
 };
 use async_trait::async_trait;
+use memloop_core::fork::ForkedAgentBuilder;
 use memloop_core::tool::{
     PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext, ToolEffect,
-    ToolRegistry,
 };
-use memloop_core::tools::{Glob, Grep, ReadFile, Shell};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The store-backed write tools a background writer may call: `memory_write`,
-/// `memory_log_append` (daily-log mode) and `memory_delete` (the consolidator).
-pub(crate) const STORE_WRITE_TOOLS: [&str; 3] = [
+/// The store-backed writes of the extractor: `memory_write`, and `memory_log_append` in
+/// daily-log mode. It never deletes.
+pub(crate) const EXTRACTOR_WRITES: &[&str] = &[
     crate::tools::MEMORY_WRITE,
     crate::daily_log::MEMORY_LOG_APPEND,
-    crate::tools::MEMORY_DELETE,
 ];
+
+/// The store-backed writes of the consolidator: `memory_write` and `memory_delete`.
+pub(crate) const CONSOLIDATOR_WRITES: &[&str] =
+    &[crate::tools::MEMORY_WRITE, crate::tools::MEMORY_DELETE];
 
 /// The gate of a background memory writer (see the module docs).
 struct MemoryWriterGate {
     store: Arc<dyn MemoryStore>,
+    writes: &'static [&'static str],
 }
 
 impl MemoryWriterGate {
@@ -61,7 +66,7 @@ impl PermissionGate for MemoryWriterGate {
     async fn check(&self, call: &ToolCallRequest, _ctx: &ToolContext) -> PermissionDecision {
         match call.effect {
             ToolEffect::ReadOnly => PermissionDecision::Allow,
-            ToolEffect::WritesFiles if STORE_WRITE_TOOLS.contains(&call.name.as_str()) => {
+            ToolEffect::WritesFiles if self.writes.contains(&call.name.as_str()) => {
                 match &call.write_targets {
                     Err(why) => self.deny(call, format!("{} cannot be checked ({why})", call.name)),
                     Ok(targets) if targets.is_empty() => {
@@ -76,9 +81,14 @@ impl PermissionGate for MemoryWriterGate {
             ToolEffect::WritesFiles => self.deny(
                 call,
                 format!(
-                    "{} is not available to a background memory writer: save memories only with \
-                     `memory_write` (or `memory_log_append` in daily-log mode)",
-                    call.name
+                    "{} is not available to this background memory writer: it may write only \
+                     with {}",
+                    call.name,
+                    self.writes
+                        .iter()
+                        .map(|w| format!("`{w}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             ),
             ToolEffect::Shell => match &call.write_targets {
@@ -101,28 +111,31 @@ impl PermissionGate for MemoryWriterGate {
 }
 
 /// The gate of a background memory writer: read-only tools and read-only shell commands are
-/// allowed; the only writes allowed are the store-backed tools ([`STORE_WRITE_TOOLS`]) with
-/// every target inside the memory dir and none of them `MEMORY.md`. Everything else is denied
-/// with a reason the model can read.
-pub(crate) fn memory_writer_gate(store: &Arc<dyn MemoryStore>) -> Arc<dyn PermissionGate> {
+/// allowed; the only writes allowed are the store-backed tools in `writes` with every target
+/// inside the memory dir and none of them `MEMORY.md`. Everything else is denied with a reason
+/// the model can read.
+pub(crate) fn memory_writer_gate(
+    store: &Arc<dyn MemoryStore>,
+    writes: &'static [&'static str],
+) -> Arc<dyn PermissionGate> {
     Arc::new(MemoryWriterGate {
         store: store.clone(),
+        writes,
     })
 }
 
-/// The tool set of a background memory writer: `read_file`, `glob`, `grep`, `shell` (read-only
-/// commands only, enforced by [`memory_writer_gate`]) plus `extra` (the store-backed memory
-/// tools). No generic file-writing tool: writes go through the store.
-pub(crate) fn memory_writer_tools(extra: &[Arc<dyn Tool>]) -> ToolRegistry {
-    let mut tools = ToolRegistry::new()
-        .with(Arc::new(ReadFile::default()))
-        .with(Arc::new(Glob::default()))
-        .with(Arc::new(Grep::default()))
-        .with(Arc::new(Shell::default()));
-    for t in extra {
-        tools.register(t.clone());
+/// Bind a writer's own tools on its fork: a tool the parent declares with the same spec keeps
+/// the parent's declaration (only the implementation is the writer's, e.g. bound to a tallying
+/// store), so the request prefix stays the parent's; a tool the parent lacks is added, which
+/// costs the parent's cached prefix (see [`ForkedAgentBuilder::tool`]).
+pub(crate) fn bind_tools(
+    mut fork: ForkedAgentBuilder,
+    tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+) -> ForkedAgentBuilder {
+    for tool in tools {
+        fork = fork.tool(tool);
     }
-    tools
+    fork
 }
 
 /// A store that counts how the writes through it went, so a background writer can tell "nothing
@@ -253,7 +266,7 @@ mod tests {
     async fn gate_denies_generic_writes_and_the_index() {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(dir.path()).unwrap());
-        let gate = memory_writer_gate(&store);
+        let gate = memory_writer_gate(&store, EXTRACTOR_WRITES);
         let ctx = ToolContext {
             session_id: "s".into(),
             cwd: dir.path().to_path_buf(),
@@ -277,7 +290,7 @@ mod tests {
         assert!(!allowed(gate.check(&c, &ctx).await));
         let c = call("memory_write", ToolEffect::WritesFiles, vec![]);
         assert!(!allowed(gate.check(&c, &ctx).await));
-        let c = call("shell", ToolEffect::Shell, vec![inside]);
+        let c = call("shell", ToolEffect::Shell, vec![inside.clone()]);
         assert!(!allowed(gate.check(&c, &ctx).await));
         let c = call("shell", ToolEffect::Shell, vec![]);
         assert!(allowed(gate.check(&c, &ctx).await));
@@ -285,5 +298,22 @@ mod tests {
         assert!(allowed(gate.check(&c, &ctx).await));
         let c = call("web_fetch", ToolEffect::Other, vec![]);
         assert!(!allowed(gate.check(&c, &ctx).await));
+        // The extractor never deletes; the consolidator may, inside the memory dir only.
+        let delete = call(
+            "memory_delete",
+            ToolEffect::WritesFiles,
+            vec![inside.clone()],
+        );
+        assert!(!allowed(gate.check(&delete, &ctx).await));
+        let consolidator = memory_writer_gate(&store, CONSOLIDATOR_WRITES);
+        assert!(allowed(consolidator.check(&delete, &ctx).await));
+        let outside = call(
+            "memory_delete",
+            ToolEffect::WritesFiles,
+            vec![dir.path().join("../x.md")],
+        );
+        assert!(!allowed(consolidator.check(&outside, &ctx).await));
+        let log = call("memory_log_append", ToolEffect::WritesFiles, vec![inside]);
+        assert!(!allowed(consolidator.check(&log, &ctx).await));
     }
 }

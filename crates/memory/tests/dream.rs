@@ -204,7 +204,7 @@ async fn dream_hook_consolidates_then_the_time_gate_closes() {
                        "description": "integration tests use a real database, never mocks",
                        "content": "Use the real database in integration tests.\n**Why:** mocks hid a migration bug.\n**How to apply:** every test touching storage."}),
             ),
-            ("memory_delete".into(), json!({"path": "testing_db.md"})),
+            ("memory_delete".into(), json!({"topic": "testing_db.md"})),
         ]),
     );
     model.push_for(

@@ -13,7 +13,7 @@ use memloop_core::{
     events::{AgentEvent, VecSink},
     message::ContentBlock,
 };
-use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
+use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, Extractor, ForkedExtractor};
 use memloop_memory::store::{
     FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode,
 };
@@ -83,9 +83,20 @@ async fn every_escape_attempt_is_denied_and_nothing_is_written_outside() {
             _ => None,
         })
         .collect();
-    // The generic file tools are not even offered to a background writer; the shell writes and
-    // the escaping memory_write are denied by its gate.
-    assert_eq!(denied, ["shell", "shell", "memory_write"]);
+    // The extractor declares the parent's tools (a coding agent's), and its gate denies the
+    // generic file writes, the shell writes and the escaping memory_write.
+    assert_eq!(
+        denied,
+        [
+            "write_file",
+            "write_file",
+            "write_file",
+            "edit_file",
+            "shell",
+            "shell",
+            "memory_write"
+        ]
+    );
     // The model reads why: every result in the second request is an error saying so.
     let second = &model.requests_for(EXTRACTOR_PURPOSE)[1];
     let results = second.messages.last().unwrap();
@@ -101,7 +112,7 @@ async fn every_escape_attempt_is_denied_and_nothing_is_written_outside() {
     }
     assert_eq!(texts.len(), 7);
     assert!(
-        texts[0].contains("Unknown tool `write_file`"),
+        texts[0].contains("write_file is not available to this background memory writer"),
         "{}",
         texts[0]
     );
@@ -423,4 +434,69 @@ async fn an_extraction_whose_writes_all_failed_keeps_the_cursor() {
         .await;
     assert!(scheduler.drain(Duration::from_secs(60)).await.completed);
     assert_eq!(scheduler.cursor("s1").unwrap().as_str(), "a1");
+}
+
+/// The extractor declares the parent's tools unchanged: with the memory tools on the parent (as
+/// `MemorySetup` wires them), its tool list, system prompt and message prefix are the parent's;
+/// its own `memory_write` (bound to a tallying store under the same declaration) still reports
+/// a run whose every write failed. Without them on the parent, they are added.
+#[tokio::test]
+async fn the_extractor_declares_the_parents_tools_and_still_tallies_its_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(ReadOnlyDir(FileMemoryStore::open(tmp.path()).unwrap()));
+    let model = Arc::new(ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |req| {
+        let after_tool = req
+            .messages
+            .last()
+            .is_some_and(|m| m.tool_result_ids().next().is_some());
+        Some(if after_tool {
+            ScriptStep::text("done")
+        } else {
+            ScriptStep::tool(
+                "memory_write",
+                json!({"topic": "project_a", "content": "Fact A.", "description": "a"}),
+            )
+        })
+    }));
+    let (events, bg) = (VecSink::default(), memloop_core::BackgroundTasks::new());
+    let mut hook = common::hook_with_model(1, common::conversation(1), &events, &bg, model.clone());
+    // The parent's memory tools write into a different (writable) dir: the fork's own binding
+    // is what runs.
+    let other = tempfile::tempdir().unwrap();
+    let other_store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(other.path()).unwrap());
+    for tool in memloop_memory::tools::memory_tools(other_store) {
+        hook.tools.register(tool);
+    }
+    let ctx = memloop_memory::extract::ExtractionContext {
+        hook: hook.clone(),
+        new_messages: common::conversation(1),
+        trailing: false,
+    };
+    let err = ForkedExtractor::new(store.clone())
+        .extract(&ctx)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("memory write(s) failed"), "{err}");
+    assert!(!other.path().join("project_a.md").exists());
+    let sent = model.requests_for(EXTRACTOR_PURPOSE);
+    for req in &sent {
+        assert_eq!(req.tools, hook.tools.specs());
+        assert_eq!(req.system, *hook.system);
+        assert_eq!(req.messages[..2], hook.messages[..]);
+    }
+
+    // A parent without the memory tools: the fork adds them (and misses the parent's cache).
+    let model = Arc::new(ScriptedModel::new().then(ScriptStep::text("nothing to save")));
+    let (written, _) = common::run_extractor(&ForkedExtractor::new(store), model.clone()).await;
+    assert!(written.is_empty());
+    let names: Vec<String> = model.requests()[0]
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let mut expected = common::coding_tools().names();
+    expected.extend(["memory_read".to_owned(), "memory_write".to_owned()]);
+    expected.sort();
+    assert_eq!(names, expected);
 }

@@ -1,19 +1,14 @@
-//! The forked consolidator: the extractor's permissions, a consolidation prompt, and a
-//! `memory_delete` tool for pruning.
+//! The forked consolidator: a consolidation prompt, the parent's tools, and a gate that lets it
+//! write only with `memory_write` and `memory_delete` inside the memory dir.
 
 use crate::extract::ExtractError;
 use crate::index::IndexCaps;
 use crate::manifest::format_manifest_capped;
 use crate::memory_store::MemoryStore;
-use crate::tools::{MEMORY_DELETE, memory_tools};
-use crate::writer_tools::{memory_writer_gate, memory_writer_tools};
-use async_trait::async_trait;
+use crate::tools::memory_tools;
+use crate::writer_tools::{CONSOLIDATOR_WRITES, bind_tools, memory_writer_gate};
 use memloop_core::text::render_template;
-use memloop_core::{
-    HookContext,
-    fork::ForkedAgentBuilder,
-    tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
-};
+use memloop_core::{HookContext, fork::ForkedAgentBuilder, tool::Tool};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -22,9 +17,10 @@ pub const DREAM_PURPOSE: &str = "dream";
 
 const TEMPLATE: &str = include_str!("../../templates/dream.md");
 
-/// Merges, dedups and prunes a memory dir with a forked agent. It does not
-/// share the conversation (it works on the memory dir, not on this session), and may write only
-/// inside the memory dir.
+/// Merges, dedups and prunes a memory dir with a forked agent. It does not share the
+/// conversation (it works on the memory dir, not on this session) but declares the parent's
+/// tools and sends its system prompt, so its requests reuse the cached tools and system prompt;
+/// it may write only with `memory_write` / `memory_delete` inside the memory dir.
 pub struct Consolidator {
     store: Arc<dyn MemoryStore>,
     tools: Vec<Arc<dyn Tool>>,
@@ -46,16 +42,13 @@ impl std::fmt::Debug for Consolidator {
 }
 
 impl Consolidator {
-    /// A consolidator over `store`: the generic read-only and file tools, the store's memory
-    /// tools, and `memory_delete`; 10 turns.
+    /// A consolidator over `store`; 10 turns. It binds the store's
+    /// [`memory_tools`] (read, write, delete): when the parent declares them, as an agent wired by
+    /// `memloop::MemorySetup` does, its tool list is the parent's.
     pub fn new(store: Arc<dyn MemoryStore>) -> Self {
-        let mut tools = memory_tools(store.clone());
-        tools.push(Arc::new(MemoryDeleteTool {
-            store: store.clone(),
-        }));
         Self {
+            tools: memory_tools(store.clone()),
             store,
-            tools,
             max_turns: 10,
             max_tokens: 8_192,
             manifest_limit: 200,
@@ -93,10 +86,10 @@ impl Consolidator {
         let prompt = self.prompt().await?;
         let mut base = hook.fork_base();
         base.cwd = self.store.root().to_path_buf();
-        let outcome = ForkedAgentBuilder::new(base, DREAM_PURPOSE)
+        let fork = ForkedAgentBuilder::new(base, DREAM_PURPOSE)
             .share_prefix(false)
-            .tools(memory_writer_tools(&self.tools))
-            .gate(memory_writer_gate(&self.store))
+            .gate(memory_writer_gate(&self.store, CONSOLIDATOR_WRITES));
+        let outcome = bind_tools(fork, self.tools.iter().cloned())
             .max_turns(self.max_turns)
             .max_tokens(self.max_tokens)
             .build()
@@ -109,58 +102,5 @@ impl Consolidator {
             "consolidation finished"
         );
         Ok(outcome.files_written)
-    }
-}
-
-/// `memory_delete {path}`: delete a memory file and its index line through the store.
-struct MemoryDeleteTool {
-    store: Arc<dyn MemoryStore>,
-}
-
-fn rel_path(input: &serde_json::Value) -> Result<&str, String> {
-    input
-        .get("path")
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| "missing required string field `path`".to_owned())
-}
-
-#[async_trait]
-impl Tool for MemoryDeleteTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: MEMORY_DELETE.into(),
-            description: "Delete a memory file (path relative to the memory directory) and its \
-                          line in MEMORY.md."
-                .into(),
-            input_schema: serde_json::json!({
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"]
-            }),
-            effect: ToolEffect::WritesFiles,
-        }
-    }
-
-    fn write_targets(
-        &self,
-        input: &serde_json::Value,
-        _ctx: &ToolContext,
-    ) -> Result<Vec<PathBuf>, String> {
-        let rel = rel_path(input)?;
-        self.store
-            .check_contained(rel.as_ref())
-            .map(|p| vec![p])
-            .map_err(|e| e.to_string())
-    }
-
-    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        let rel = match rel_path(&input) {
-            Ok(r) => r,
-            Err(e) => return ToolOutput::error(e),
-        };
-        match self.store.delete(rel).await {
-            Ok(()) => ToolOutput::ok(format!("Deleted memory `{rel}` and its index line.")),
-            Err(e) => ToolOutput::error(format!("memory_delete failed: {e}")),
-        }
     }
 }

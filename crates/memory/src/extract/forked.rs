@@ -4,8 +4,8 @@ use super::extractor::{ExtractError, ExtractionContext, Extractor};
 use crate::daily_log::DailyLogTool;
 use crate::manifest::format_manifest_capped;
 use crate::memory_store::MemoryStore;
-use crate::tools::memory_tools;
-use crate::writer_tools::{TallyStore, memory_writer_gate, memory_writer_tools};
+use crate::tools::{MemoryReadTool, MemoryWriteTool};
+use crate::writer_tools::{EXTRACTOR_WRITES, TallyStore, bind_tools, memory_writer_gate};
 use async_trait::async_trait;
 use memloop_core::text::render_template as render;
 use memloop_core::{fork::ForkedAgentBuilder, tool::Tool};
@@ -29,8 +29,9 @@ pub struct ExtractorConfig {
     pub manifest_limit: usize,
     /// `max_tokens` per request.
     pub max_tokens: u32,
-    /// Daily-log mode: the prompt asks for log lines instead of topic files, and the
-    /// `memory_log_append` tool is added.
+    /// Daily-log mode: the prompt asks for log lines instead of topic files, and the extractor
+    /// binds the `memory_log_append` tool (register a [`DailyLogTool`] on the main agent too, so
+    /// its requests keep the agent's cached prefix).
     pub daily_log: bool,
 }
 
@@ -46,9 +47,16 @@ impl Default for ExtractorConfig {
     }
 }
 
-/// A forked agent that shares the conversation prefix (prompt-cache friendly), gets the manifest
-/// of existing memories, and may write only inside the memory dir (its permission gate refuses
-/// any other write). Its working directory is the memory dir.
+/// A forked agent that shares the conversation prefix and declares the parent's tools unchanged
+/// (so its requests reuse the parent's cached prompt), gets the manifest of existing memories,
+/// and may write only with `memory_write` inside the memory dir (its permission gate refuses
+/// any other write, and deletes). Its working directory is the memory dir.
+///
+/// It binds its own `memory_read` / `memory_write` (the latter writing through a tally, so a run
+/// whose every write failed is reported): when the parent declares the same tools, as an agent
+/// wired by `memloop::MemorySetup` or with [`memory_tools`](crate::tools::memory_tools) does,
+/// the request prefix is unchanged; otherwise the tools are added and the fork misses the
+/// parent's cache.
 pub struct ForkedExtractor {
     store: Arc<dyn MemoryStore>,
     config: ExtractorConfig,
@@ -65,8 +73,7 @@ impl std::fmt::Debug for ForkedExtractor {
 }
 
 impl ForkedExtractor {
-    /// An extractor writing into `store` with the default config: the generic read-only and file
-    /// tools plus the store's `memory_read` / `memory_write`.
+    /// An extractor writing into `store` with the default config.
     pub fn new(store: Arc<dyn MemoryStore>) -> Self {
         Self {
             extra_tools: Vec::new(),
@@ -81,8 +88,8 @@ impl ForkedExtractor {
         self
     }
 
-    /// Give the extractor one more tool (builder style), e.g. the store's memory write tool.
-    /// Its writes still go through the gate.
+    /// Bind one more tool on the extractor (builder style). Declare it on the main agent too,
+    /// or the fork's requests miss its cached prefix. Its writes still go through the gate.
     pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
         self.extra_tools.push(tool);
         self
@@ -119,14 +126,17 @@ impl Extractor for ForkedExtractor {
         // read-only dir, a held lock) is reported as failed and its messages offered again.
         let tally = Arc::new(TallyStore::new(self.store.clone()));
         let tallied: Arc<dyn MemoryStore> = tally.clone();
-        let mut tools = memory_tools(tallied.clone());
-        tools.extend(self.extra_tools.iter().cloned());
+        let mut tools: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(MemoryReadTool::new(tallied.clone())),
+            Arc::new(MemoryWriteTool::new(tallied.clone())),
+        ];
         if self.config.daily_log {
             tools.push(Arc::new(DailyLogTool::new(tallied)));
         }
-        let outcome = ForkedAgentBuilder::new(base, EXTRACTOR_PURPOSE)
-            .tools(memory_writer_tools(&tools))
-            .gate(memory_writer_gate(&self.store))
+        tools.extend(self.extra_tools.iter().cloned());
+        let fork = ForkedAgentBuilder::new(base, EXTRACTOR_PURPOSE)
+            .gate(memory_writer_gate(&self.store, EXTRACTOR_WRITES));
+        let outcome = bind_tools(fork, tools)
             .max_turns(self.config.max_turns)
             .max_tokens(self.config.max_tokens)
             .build()

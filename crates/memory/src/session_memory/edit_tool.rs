@@ -1,19 +1,31 @@
 //! The updater's only tool: an exact, single-match replace inside the notes file that can never
-//! change a section header or its italic instruction line.
+//! change a section header or its italic instruction line; and the updater's gate, which lets
+//! that tool (on that file) through and nothing else.
+//!
+//! The updater forks from the main agent and declares the main agent's tools, so the tool is
+//! registered on the main agent too (`memloop::MemorySetup` does): the updater's requests then
+//! share the agent's cached prefix. The main agent (or any other fork) calling it is refused by
+//! the tool itself, whatever the host's gate: the notes are the updater's alone.
 
 use super::fs::write_private;
 use super::notes::SessionMemoryError;
 use super::template::frame;
 use async_trait::async_trait;
-use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop_core::tool::{
+    AgentKind, ContainsFn, PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext,
+    ToolEffect, ToolOutput, ToolSpec,
+};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// Name of the edit tool.
 pub const EDIT_TOOL_NAME: &str = "edit_session_notes";
 
-/// Edits one notes file (see the module docs). Its `write_targets` always name that file, so a
-/// `WriteScopeGate` restricted to the file is the second line of defence.
+/// The `purpose` of the notes updater's fork (and of its model requests).
+pub const NOTES_UPDATER_PURPOSE: &str = "session_memory";
+
+/// Edits one notes file (see the module docs). Only the notes updater's fork may call it; its
+/// `write_targets` always name that file, so the updater's gate is the second line of defence.
 #[derive(Debug, Clone)]
 pub struct NotesEditTool {
     path: PathBuf,
@@ -100,12 +112,13 @@ impl Tool for NotesEditTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: EDIT_TOOL_NAME.into(),
-            description: format!(
-                "Edit the session notes file {}: replace the exact text `old_string` (it must \
-                 occur exactly once) with `new_string`. Section headers and the italic line \
-                 under each header cannot be changed.",
-                self.path.display()
-            ),
+            // No path in the spec: it is the same in every session, so the agents that declare
+            // it keep a prompt prefix that later sessions can reuse from the cache.
+            description: "Used only by the background session-notes updater (other calls are \
+                refused). Edit the session notes file named in the task: replace the exact text \
+                `old_string` (it must occur exactly once) with `new_string`. Section headers and \
+                the italic line under each header cannot be changed."
+                .into(),
             input_schema: serde_json::json!({
                 "type": "object",
                 "properties": {
@@ -129,7 +142,14 @@ impl Tool for NotesEditTool {
         Ok(vec![self.path.clone()])
     }
 
-    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
+    async fn call(&self, input: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
+        if !matches!(&ctx.agent, AgentKind::Forked(p) if p == NOTES_UPDATER_PURPOSE) {
+            tracing::warn!(agent = ?ctx.agent, "session notes edit refused: not the notes updater");
+            return ToolOutput::error(format!(
+                "{EDIT_TOOL_NAME} is reserved for the background session-notes updater; the \
+                 notes are kept for you, do not edit them"
+            ));
+        }
         let input = match Self::parse(&input) {
             Ok(i) => i,
             Err(e) => return ToolOutput::error(e),
@@ -164,6 +184,50 @@ pub fn only_this_file(path: PathBuf) -> impl Fn(&Path) -> Result<(), String> + S
                 target.display(),
                 path.display()
             ))
+        }
+    }
+}
+
+/// The notes updater's gate: [`EDIT_TOOL_NAME`] on the notes file is allowed; every other tool
+/// the updater declares (the main agent's) is denied, read-only ones included: the notes and
+/// the conversation are already in its prompt.
+pub(crate) struct NotesUpdaterGate {
+    contains: ContainsFn,
+}
+
+impl NotesUpdaterGate {
+    /// A gate for the notes file at `path`.
+    pub(crate) fn new(path: PathBuf) -> Self {
+        Self {
+            contains: std::sync::Arc::new(only_this_file(path)),
+        }
+    }
+}
+
+#[async_trait]
+impl PermissionGate for NotesUpdaterGate {
+    async fn check(&self, call: &ToolCallRequest, _ctx: &ToolContext) -> PermissionDecision {
+        let verdict = if call.name != EDIT_TOOL_NAME {
+            Err(format!(
+                "{} is not available to the notes updater; edit the notes only with \
+                 {EDIT_TOOL_NAME}",
+                call.name
+            ))
+        } else {
+            match &call.write_targets {
+                Ok(targets) if !targets.is_empty() => {
+                    targets.iter().try_for_each(|t| (self.contains)(t))
+                }
+                Ok(_) => Err(format!("{EDIT_TOOL_NAME} did not name its target")),
+                Err(why) => Err(why.clone()),
+            }
+        };
+        match verdict {
+            Ok(()) => PermissionDecision::Allow,
+            Err(why) => {
+                tracing::debug!(tool = %call.name, reason = %why, "notes updater: call denied");
+                PermissionDecision::Deny(format!("Permission denied: {why}"))
+            }
         }
     }
 }

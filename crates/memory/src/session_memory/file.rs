@@ -1,7 +1,7 @@
 //! [`FileSessionMemory`]: the notes as a Markdown file per session.
 
 use super::config::{Baselines, SessionMemoryConfig, UpdateSignal};
-use super::edit_tool::{NotesEditTool, only_this_file};
+use super::edit_tool::{NOTES_UPDATER_PURPOSE, NotesEditTool, NotesUpdaterGate};
 use super::fs::{create_if_absent, create_private_dir};
 use super::notes::{
     CompactionNotes, SessionMemory, SessionMemoryError, UpdateFuture, UpdateReport, UpdateTrigger,
@@ -16,7 +16,6 @@ use memloop_core::{
     HookContext,
     events::AgentEvent,
     message::{Message, MessageId, Role},
-    tool::WriteScopeGate,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -203,11 +202,12 @@ impl Inner {
             .await
             .map_err(io_err(&self.path))?;
         let prompt = self.update_prompt(&notes).await;
-        let gate = WriteScopeGate::new(only_this_file(self.path.clone()));
+        // The parent's tools, plus the edit tool when the parent does not declare it already
+        // (then the fork misses the parent's cached prefix); only the edit tool may be called.
         let outcome = ctx
-            .fork("session_memory")
+            .fork(NOTES_UPDATER_PURPOSE)
             .tool(Arc::new(NotesEditTool::new(self.path.clone())))
-            .gate(Arc::new(gate))
+            .gate(Arc::new(NotesUpdaterGate::new(self.path.clone())))
             .max_turns(self.config.max_update_turns)
             .build()
             .run(prompt)

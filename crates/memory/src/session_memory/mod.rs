@@ -16,7 +16,9 @@ mod queue;
 mod template;
 
 pub use config::{Baselines, NotesCaps, SessionMemoryConfig, UpdateSignal, UpdateThresholds};
-pub use edit_tool::{EDIT_TOOL_NAME, NotesEditTool, apply_notes_edit, only_this_file};
+pub use edit_tool::{
+    EDIT_TOOL_NAME, NOTES_UPDATER_PURPOSE, NotesEditTool, apply_notes_edit, only_this_file,
+};
 pub use file::FileSessionMemory;
 pub use hook::SessionMemoryHook;
 pub use notes::{

@@ -2,10 +2,23 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use memloop_core::testing::{ScriptedModel, hook_context};
+use memloop_core::tool::ToolRegistry;
+use memloop_core::tools::{EditFile, Glob, Grep, ReadFile, Shell, WriteFile};
 use memloop_core::{BackgroundTasks, HookContext, events::VecSink, message::Message};
 use std::sync::Arc;
 
-/// A stop-hook context for the main agent of session `s1`.
+/// The tools of a coding agent: what the memory forks inherit (and their gates restrict).
+pub fn coding_tools() -> ToolRegistry {
+    ToolRegistry::new()
+        .with(Arc::new(ReadFile::default()))
+        .with(Arc::new(Glob::default()))
+        .with(Arc::new(Grep::default()))
+        .with(Arc::new(Shell::default()))
+        .with(Arc::new(WriteFile))
+        .with(Arc::new(EditFile))
+}
+
+/// A stop-hook context for the main agent of session `s1`, a coding agent.
 pub fn hook(
     turn: u64,
     messages: Vec<Message>,
@@ -27,6 +40,7 @@ pub fn hook_with_model(
         turn,
         cwd: std::env::temp_dir(),
         system: Arc::new(vec!["You are a helpful agent.".into()]),
+        tools: coding_tools(),
         events: Arc::new(events.clone()),
         background: bg.clone(),
         ..hook_context(model, messages)
