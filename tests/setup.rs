@@ -195,8 +195,31 @@ async fn switched_off_memory_touches_no_disk_and_needs_no_home() {
 }
 
 /// A deterministic test double for an embedding model: one dimension per concept word list
-/// (not a model; the real embedders have their own tests).
-struct ConceptEmbedder(std::sync::atomic::AtomicUsize);
+/// (not a model; the real embedders have their own tests). It counts the texts it embeds and
+/// notifies `embedded` once the memory (its second text) is done.
+struct ConceptEmbedder(std::sync::atomic::AtomicUsize, Arc<tokio::sync::Notify>);
+
+/// The main model answers only after the embedder has embedded the memory, so the turn (and its
+/// recall, dropped at the end of the turn if unfinished) lasts until recall has used it.
+struct AfterRecall {
+    inner: ScriptedModel,
+    embedded: Arc<tokio::sync::Notify>,
+}
+
+#[memloop::async_trait]
+impl memloop::core::model::Model for AfterRecall {
+    fn name(&self) -> &str {
+        "after-recall"
+    }
+    async fn complete(
+        &self,
+        request: memloop::core::model::ModelRequest,
+        cancel: memloop::core::CancellationToken,
+    ) -> Result<memloop::core::model::ModelResponse, memloop::core::model::ModelError> {
+        self.embedded.notified().await;
+        self.inner.complete(request, cancel).await
+    }
+}
 
 #[memloop::async_trait]
 impl memloop::core::embed::Embedder for ConceptEmbedder {
@@ -210,8 +233,14 @@ impl memloop::core::embed::Embedder for ConceptEmbedder {
         &self,
         texts: &[String],
     ) -> Result<Vec<Vec<f32>>, memloop::core::embed::EmbedError> {
-        self.0
+        let before = self
+            .0
             .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        if before + texts.len() >= 2 {
+            // Stores a permit: the model goes on after this call returns. On the test's
+            // current-thread runtime the selector saves its cache before it next yields.
+            self.1.notify_one();
+        }
         Ok(texts
             .iter()
             .map(|t| {
@@ -234,7 +263,8 @@ async fn an_embedder_makes_recall_hybrid_with_vectors_cached_beside_the_memory_d
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
-    let embedder = Arc::new(ConceptEmbedder(Default::default()));
+    let embedded = Arc::new(tokio::sync::Notify::new());
+    let embedder = Arc::new(ConceptEmbedder(Default::default(), embedded.clone()));
     let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env)
         .unwrap()
         .embedder(embedder.clone())
@@ -255,7 +285,10 @@ async fn an_embedder_makes_recall_hybrid_with_vectors_cached_beside_the_memory_d
         )
         .await
         .unwrap();
-    let model = ScriptedModel::new().on_purpose("main", |_| Some(ScriptStep::text("ok")));
+    let model = AfterRecall {
+        inner: ScriptedModel::new().on_purpose("main", |_| Some(ScriptStep::text("ok"))),
+        embedded,
+    };
     let mut agent = memory
         .attach(Agent::builder(Arc::new(model)))
         .unwrap()
