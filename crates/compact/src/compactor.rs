@@ -9,7 +9,7 @@ use memloop_core::{
     HookContext,
     compaction::{CompactionError, CompactionOutcome, CompactionTrigger, ContextCompactor},
     events::AgentEvent,
-    fit::cut_oversized,
+    fit::{cut_oversized, fit_messages},
     invariants::check_invariants,
     tokens::{CharEstimator, TokenCounter, estimate_messages},
     window::ContextWindow,
@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex};
 pub const STRATEGY_SESSION_MEMORY: &str = "session_memory";
 /// Strategy name of LLM summary compaction.
 pub const STRATEGY_SUMMARY: &str = "summary";
-/// Strategy name of the last resort: the conversation kept whole, with the messages larger than
-/// [`Compactor::message_cap`] cut in the middle, when not even the summary request fits the
-/// window.
+/// Strategy name of the last resort, when not even the summary request fits the window: the
+/// newest messages that fit under the auto-compact threshold (leaving room for the system prompt
+/// and tools), the largest of them cut in the middle; older turns are dropped, not summarised.
 pub const STRATEGY_CUT: &str = "cut";
 
 /// Compacts the conversation once it reaches the auto-compact threshold (by default 13,000
@@ -141,6 +141,11 @@ impl Compactor {
     /// Messages larger than [`message_cap`](Self::message_cap) are cut in the middle first.
     pub async fn compact(&self, ctx: &HookContext) -> Result<CompactionOutcome, CompactionError> {
         let threshold = self.thresholds().auto_compact;
+        // What the requests carry besides the messages (system prompt, tool specs), as far as
+        // the context size tells: the cut fallback must leave room for it.
+        let overhead = ctx
+            .context_tokens
+            .saturating_sub(estimate_messages(self.counter.as_ref(), &ctx.messages));
         let mut cut_ctx;
         let mut ctx = ctx;
         let mut messages = ctx.messages.as_ref().clone();
@@ -190,10 +195,11 @@ impl Compactor {
             match summary_compaction(ctx, &self.config.summary, self.counter.as_ref()).await {
                 Ok(m) => m,
                 // Not even the summary request fits (a tiny window, where the system prompt and
-                // the summary instructions take most of it): the cut conversation is what can be
-                // done, and it beats a session blocked by one oversized message for good.
-                Err(CompactionError::TooLong { .. }) if cut > 0 => {
-                    return self.cut_outcome(ctx);
+                // the summary instructions take most of it): the conversation fitted by dropping
+                // its oldest turns and cutting what is left is what can be done, and it beats a
+                // session blocked for good.
+                Err(e @ CompactionError::TooLong { .. }) => {
+                    return self.cut_outcome(ctx, overhead).ok_or(e);
                 }
                 Err(e) => return Err(e),
             };
@@ -209,18 +215,30 @@ impl Compactor {
 }
 
 impl Compactor {
-    /// The outcome of cutting oversized messages alone ([`STRATEGY_CUT`]): `ctx` holds the cut
-    /// conversation.
-    fn cut_outcome(&self, ctx: &HookContext) -> Result<CompactionOutcome, CompactionError> {
-        check_invariants(&ctx.messages).map_err(CompactionError::InvalidResult)?;
-        let tokens_after = estimate_messages(self.counter.as_ref(), &ctx.messages);
+    /// The last resort ([`STRATEGY_CUT`]): `ctx`'s conversation fitted under the auto-compact
+    /// threshold minus `overhead` (what the requests carry besides the messages) by dropping the
+    /// oldest turns (pairs intact, the newest turn kept) and cutting the largest messages in the
+    /// middle. `None` when even that cannot fit.
+    fn cut_outcome(&self, ctx: &HookContext, overhead: u64) -> Option<CompactionOutcome> {
+        let budget = self.thresholds().auto_compact.saturating_sub(overhead);
+        let messages = fit_messages(
+            &ctx.messages,
+            budget,
+            self.counter.as_ref(),
+            self.spill_dir.as_deref(),
+        )?;
+        check_invariants(&messages).ok()?;
+        let tokens_after = estimate_messages(self.counter.as_ref(), &messages);
         tracing::info!(
             tokens_after,
-            "no summary fits the window; kept the conversation with its oversized messages cut"
+            budget,
+            overhead,
+            kept = messages.len(),
+            "no summary fits the window; kept the newest messages, cut to fit"
         );
-        Ok(CompactionOutcome {
-            messages_kept: ctx.messages.len(),
-            messages: ctx.messages.to_vec(),
+        Some(CompactionOutcome {
+            messages_kept: messages.len(),
+            messages,
             strategy: STRATEGY_CUT.into(),
             tokens_before: ctx.context_tokens,
             tokens_after,
