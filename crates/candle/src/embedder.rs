@@ -61,8 +61,8 @@ impl CandleEmbedder {
         let layout = Layout::read(dir)?;
 
         let tokenizer_path = dir.join("tokenizer.json");
-        let mut tokenizer =
-            Tokenizer::from_bytes(&layout.tokenizer_json).map_err(|e| load(&tokenizer_path, e))?;
+        let mut tokenizer = Tokenizer::from_bytes(&layout.tokenizer_json)
+            .map_err(|e| load(&tokenizer_path, format!("not a tokenizer: {e}")))?;
         let special = tokenizer
             .get_post_processor()
             .map_or(0, |p| p.added_tokens(false));
