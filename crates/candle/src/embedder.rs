@@ -60,7 +60,7 @@ impl CandleEmbedder {
         let dir = dir.as_ref();
         let layout = Layout::read(dir)?;
 
-        let tokenizer_path = dir.join("tokenizer.json");
+        let tokenizer_path = layout.model_dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_bytes(&layout.tokenizer_json)
             .map_err(|e| load(&tokenizer_path, format!("not a tokenizer: {e}")))?;
         let special = tokenizer
@@ -71,7 +71,10 @@ impl CandleEmbedder {
                 "max_seq_length {} leaves no room for text after {special} special tokens",
                 layout.max_seq_length
             );
-            return Err(load(&dir.join("sentence_bert_config.json"), why));
+            return Err(load(
+                &layout.model_dir.join("sentence_bert_config.json"),
+                why,
+            ));
         }
         if tokenizer.get_vocab_size(true) > layout.bert.vocab_size {
             let why = format!(
@@ -93,10 +96,11 @@ impl CandleEmbedder {
             .map_err(|e| load(&tokenizer_path, e))?;
         tokenizer.with_padding(None);
 
-        let weights = std::fs::read(&layout.weights).map_err(|e| load(&layout.weights, e))?;
+        let weights_path = layout.model_dir.join("model.safetensors");
+        let weights = std::fs::read(&weights_path).map_err(|e| load(&weights_path, e))?;
         let vb = VarBuilder::from_slice_safetensors(&weights, DType::F32, &Device::Cpu)
-            .map_err(|e| load(&layout.weights, e))?;
-        let model = Bert::load(vb, &layout.bert).map_err(|e| load(&layout.weights, e))?;
+            .map_err(|e| load(&weights_path, e))?;
+        let model = Bert::load(vb, &layout.bert).map_err(|e| load(&weights_path, e))?;
 
         if !layout.normalize {
             tracing::debug!(dir = %dir.display(), "model has no Normalize module; vectors are normalised anyway");

@@ -19,8 +19,9 @@ pub(crate) struct Layout {
     pub bert: bert::Config,
     /// The bytes of `tokenizer.json`.
     pub tokenizer_json: Vec<u8>,
-    /// Path of `model.safetensors`.
-    pub weights: PathBuf,
+    /// The Transformer module's directory: `config.json`, `tokenizer.json`,
+    /// `model.safetensors`, `sentence_bert_config.json`.
+    pub model_dir: PathBuf,
     /// The Pooling module's mode.
     pub pooling: Pooling,
     /// Whether `modules.json` ends with a Normalize module.
@@ -59,8 +60,7 @@ impl Layout {
             return Err(load(&config_path, why));
         }
         let tokenizer_json = files.bytes(&model_dir.join("tokenizer.json"))?;
-        let weights = model_dir.join("model.safetensors");
-        files.length(&weights)?;
+        files.length(&model_dir.join("model.safetensors"))?;
 
         let st_config_path = model_dir.join("sentence_bert_config.json");
         let st_config = if st_config_path.exists() {
@@ -115,7 +115,7 @@ impl Layout {
         Ok(Self {
             bert,
             tokenizer_json,
-            weights,
+            model_dir,
             pooling,
             normalize: modules.normalize,
             max_seq_length,

@@ -1,6 +1,6 @@
 //! Loading a model directory: every missing or malformed file is a `EmbedError::Load` naming it,
 //! unsupported models are refused with the reason, and configuration changes change the model id.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
 

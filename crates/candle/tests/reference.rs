@@ -1,5 +1,5 @@
 //! CandleEmbedder against sentence-transformers' own vectors for all-MiniLM-L6-v2.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
 

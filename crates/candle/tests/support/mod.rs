@@ -1,6 +1,11 @@
 //! Shared test support: the real all-MiniLM-L6-v2 directory, the reference vectors, and model
 //! directory copies to break.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr
+)]
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
