@@ -107,6 +107,8 @@
 //!   notes, consolidation, project instructions;
 //! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker;
 //! - `pg` (`memloop-pg`, feature `postgres`): team memory on PostgreSQL;
+//! - `candle` (`memloop-candle`, feature `candle`): text embeddings from a local BERT
+//!   sentence-transformers model, run in-process on CPU;
 //!
 //! plus [`MemorySetup`] (memory wired into an [`AgentBuilder`] in one call) and the
 //! [`async_trait`](macro@async_trait) attribute the traits are implemented with.
@@ -137,6 +139,8 @@ mod setup;
 /// The attribute macro the async traits ([`Tool`], [`Model`], `Selector`, `Hook`, ...) are
 /// implemented with, re-exported so implementing them needs no extra dependency.
 pub use async_trait::async_trait;
+#[cfg(feature = "candle")]
+pub use memloop_candle as candle;
 pub use memloop_compact as compact;
 pub use memloop_core as core;
 pub use memloop_memory as memory;

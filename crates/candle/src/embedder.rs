@@ -1,0 +1,218 @@
+//! [`CandleEmbedder`]: a BERT sentence-transformers model run in-process on CPU.
+
+use crate::bert::Bert;
+use crate::layout::{Layout, load};
+use crate::pooling::Pooling;
+use async_trait::async_trait;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use memloop_core::embed::{EmbedError, Embedder, normalize};
+use std::path::Path;
+use std::sync::Arc;
+use tokenizers::{
+    PostProcessor, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
+};
+
+/// Texts per forward pass: [`Embedder::max_batch`], and the chunk size when a caller passes more.
+const MAX_BATCH: usize = 32;
+
+/// An [`Embedder`] running a BERT-family sentence-transformers model (all-MiniLM-L6-v2,
+/// bge-small-en, e5-small, ...) in-process on CPU with [candle](https://docs.rs/candle-core).
+///
+/// Load it once from a model directory with [`load`](CandleEmbedder::load) and share it
+/// (`Arc<dyn Embedder>`); each [`embed`](Embedder::embed) call tokenises and runs the model on
+/// tokio's blocking pool, so it never stalls the async runtime. Vectors are always
+/// L2-normalised, as the [`Embedder`] contract requires, even for a model whose `modules.json`
+/// has no Normalize module (cosine similarity is unchanged by it).
+pub struct CandleEmbedder {
+    inner: Arc<Inner>,
+    model_id: String,
+    dimension: usize,
+}
+
+/// What a forward pass needs; shared with the blocking tasks.
+struct Inner {
+    model: Bert,
+    tokenizer: Tokenizer,
+    pooling: Pooling,
+    lowercase: bool,
+    pad_id: u32,
+}
+
+impl CandleEmbedder {
+    /// Load the sentence-transformers model in directory `dir`, as sentence-transformers itself
+    /// would: `modules.json` (a Transformer, a Pooling and an optional Normalize module),
+    /// `config.json` (a BERT config), `tokenizer.json`, `model.safetensors`, the Pooling module's
+    /// `config.json` (mean, cls, max or mean_sqrt_len_tokens) and, if present,
+    /// `sentence_bert_config.json` (`max_seq_length`, default 512, capped by the model's
+    /// `max_position_embeddings`; longer texts are truncated; `do_lower_case`).
+    ///
+    /// Reads the weights into memory (about 90 MB for all-MiniLM-L6-v2) and takes a fraction of
+    /// a second; from async code, call it inside `tokio::task::spawn_blocking`. Nothing is ever
+    /// downloaded.
+    ///
+    /// # Errors
+    ///
+    /// [`EmbedError::Load`] naming the file when a file is missing or malformed, or when the
+    /// model is not one this crate runs (another architecture than BERT, an unsupported pooling
+    /// mode, a module such as Dense after pooling).
+    pub fn load(dir: impl AsRef<Path>) -> Result<Self, EmbedError> {
+        let dir = dir.as_ref();
+        let layout = Layout::read(dir)?;
+
+        let tokenizer_path = layout.model_dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_bytes(&layout.tokenizer_json)
+            .map_err(|e| load(&tokenizer_path, format!("not a tokenizer: {e}")))?;
+        let special = tokenizer
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(false));
+        if layout.max_seq_length <= special {
+            let why = format!(
+                "max_seq_length {} leaves no room for text after {special} special tokens",
+                layout.max_seq_length
+            );
+            return Err(load(
+                &layout.model_dir.join("sentence_bert_config.json"),
+                why,
+            ));
+        }
+        if tokenizer.get_vocab_size(true) > layout.bert.vocab_size {
+            let why = format!(
+                "{} tokens, more than the model's vocab_size {}",
+                tokenizer.get_vocab_size(true),
+                layout.bert.vocab_size
+            );
+            return Err(load(&tokenizer_path, why));
+        }
+        // The file's own truncation and padding (all-MiniLM-L6-v2's pads everything to 128) are
+        // replaced by sentence-transformers' behaviour: truncate at max_seq_length, pad per batch.
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: layout.max_seq_length,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+                direction: TruncationDirection::Right,
+            }))
+            .map_err(|e| load(&tokenizer_path, e))?;
+        tokenizer.with_padding(None);
+
+        let weights_path = layout.model_dir.join("model.safetensors");
+        let weights = std::fs::read(&weights_path).map_err(|e| load(&weights_path, e))?;
+        let vb = VarBuilder::from_slice_safetensors(&weights, DType::F32, &Device::Cpu)
+            .map_err(|e| load(&weights_path, e))?;
+        let model = Bert::load(vb, &layout.bert).map_err(|e| load(&weights_path, e))?;
+
+        if !layout.normalize {
+            tracing::debug!(dir = %dir.display(), "model has no Normalize module; vectors are normalised anyway");
+        }
+        let name = std::fs::canonicalize(dir)
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "model".to_owned());
+        let model_id = format!("candle:{name}:{}", &layout.fingerprint[..16]);
+        tracing::debug!(%model_id, pooling = ?layout.pooling, max_seq_length = layout.max_seq_length, "embedding model loaded");
+        Ok(Self {
+            dimension: layout.bert.hidden_size,
+            model_id,
+            inner: Arc::new(Inner {
+                model,
+                tokenizer,
+                pooling: layout.pooling,
+                lowercase: layout.lowercase,
+                pad_id: layout.bert.pad_token_id.unwrap_or(0),
+            }),
+        })
+    }
+}
+
+impl std::fmt::Debug for CandleEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CandleEmbedder")
+            .field("model_id", &self.model_id)
+            .field("dimension", &self.dimension)
+            .field("pooling", &self.inner.pooling)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Embedder for CandleEmbedder {
+    /// `candle:<directory name>:<16 hex digits>`, the digits a SHA-256 over the directory's
+    /// configuration files, `tokenizer.json` and the length of `model.safetensors`.
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    /// The model's `hidden_size` (384 for all-MiniLM-L6-v2).
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn max_batch(&self) -> usize {
+        MAX_BATCH
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inner = Arc::clone(&self.inner);
+        let texts = texts.to_vec();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::with_capacity(texts.len());
+            for chunk in texts.chunks(MAX_BATCH) {
+                out.extend(inner.embed_batch(chunk)?);
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| EmbedError::Inference(format!("embedding task failed: {e}")))?
+    }
+}
+
+impl Inner {
+    /// One forward pass: tokenise, pad to the batch's longest text, run, pool under the
+    /// attention mask, normalise.
+    fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let inputs: Vec<String> = if self.lowercase {
+            texts.iter().map(|t| t.to_lowercase()).collect()
+        } else {
+            texts.to_vec()
+        };
+        let encodings = self
+            .tokenizer
+            .encode_batch(inputs, true)
+            .map_err(|e| EmbedError::Inference(format!("tokenisation failed: {e}")))?;
+        let len = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
+        let mut ids = Vec::with_capacity(texts.len() * len);
+        let mut mask = Vec::with_capacity(texts.len() * len);
+        for encoding in &encodings {
+            ids.extend_from_slice(encoding.get_ids());
+            mask.extend(std::iter::repeat_n(1u32, encoding.len()));
+            ids.extend(std::iter::repeat_n(self.pad_id, len - encoding.len()));
+            mask.extend(std::iter::repeat_n(0u32, len - encoding.len()));
+        }
+        let pooled = self
+            .forward(ids, mask, (encodings.len(), len))
+            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        Ok(pooled
+            .into_iter()
+            .map(|mut v| {
+                normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+
+    fn forward(
+        &self,
+        ids: Vec<u32>,
+        mask: Vec<u32>,
+        shape: (usize, usize),
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let ids = Tensor::from_vec(ids, shape, &Device::Cpu)?;
+        let mask = Tensor::from_vec(mask, shape, &Device::Cpu)?;
+        let hidden = self.model.forward(&ids, &mask)?;
+        self.pooling.pool(&hidden, &mask)?.to_vec2()
+    }
+}

