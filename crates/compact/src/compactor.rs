@@ -216,17 +216,25 @@ impl Compactor {
 
 impl Compactor {
     /// The last resort ([`STRATEGY_CUT`]): `ctx`'s conversation fitted under the auto-compact
-    /// threshold minus `overhead` (what the requests carry besides the messages) by dropping the
-    /// oldest turns (pairs intact, the newest turn kept) and cutting the largest messages in the
-    /// middle. `None` when even that cannot fit.
+    /// threshold minus `overhead` (what the requests carry besides the messages), else under the
+    /// blocking limit minus `overhead` (in a tiny window the system prompt and tools alone can
+    /// exceed the threshold), by dropping the oldest turns (pairs intact, the newest turn kept)
+    /// and cutting the largest messages in the middle. `None` when even that cannot fit.
     fn cut_outcome(&self, ctx: &HookContext, overhead: u64) -> Option<CompactionOutcome> {
-        let budget = self.thresholds().auto_compact.saturating_sub(overhead);
-        let messages = fit_messages(
-            &ctx.messages,
-            budget,
-            self.counter.as_ref(),
-            self.spill_dir.as_deref(),
-        )?;
+        let limits = self.thresholds();
+        let (budget, messages) = [limits.auto_compact, limits.blocking]
+            .into_iter()
+            .map(|limit| limit.saturating_sub(overhead))
+            .filter(|&budget| budget > 0)
+            .find_map(|budget| {
+                fit_messages(
+                    &ctx.messages,
+                    budget,
+                    self.counter.as_ref(),
+                    self.spill_dir.as_deref(),
+                )
+                .map(|m| (budget, m))
+            })?;
         check_invariants(&messages).ok()?;
         let tokens_after = estimate_messages(self.counter.as_ref(), &messages);
         tracing::info!(
