@@ -354,3 +354,42 @@ async fn a_cancelled_turn_cancels_the_selection() {
         .unwrap_err();
     assert!(matches!(err, SelectorError::Cancelled), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_query_unrelated_to_every_memory_surfaces_nothing() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    let headers = store.scan().await.unwrap();
+    let hybrid: Arc<dyn Selector> = Arc::new(selector(
+        &store,
+        Concepts::new("concepts-v1"),
+        HybridConfig::default(),
+    ));
+    let got = hybrid
+        .select_checked(
+            "thanks, that helps!",
+            &headers,
+            &SelectionContext::with_limit(5),
+        )
+        .await
+        .unwrap();
+    assert!(got.is_empty(), "{got:?}");
+    // Without the floor the least unrelated memories would fill the slots.
+    let floorless: Arc<dyn Selector> = Arc::new(selector(
+        &store,
+        Concepts::new("concepts-v1"),
+        HybridConfig {
+            min_similarity: -1.0,
+            ..HybridConfig::default()
+        },
+    ));
+    let got = floorless
+        .select_checked(
+            "thanks, that helps!",
+            &headers,
+            &SelectionContext::with_limit(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 3);
+}

@@ -99,17 +99,23 @@ pub struct HybridConfig {
     pub embed_budget: Duration,
     /// BM25 parameters. Default [`Bm25Params::default`].
     pub bm25: Bm25Params,
+    /// Memories whose cosine similarity to the query is below this take no part in the dense
+    /// ranking, so a query unrelated to every memory ("thanks!") surfaces nothing rather than
+    /// the least unrelated ones. Model-dependent; default 0.2 (unrelated sentences score about
+    /// 0–0.15 with all-MiniLM-L6-v2).
+    pub min_similarity: f32,
 }
 
 impl Default for HybridConfig {
     /// [`Fusion::default`] (weighted, dense 0.3), 50 candidates per ranking, a 2-second
-    /// embedding budget.
+    /// embedding budget, a minimum similarity of 0.2.
     fn default() -> Self {
         Self {
             fusion: Fusion::default(),
             candidates: 50,
             embed_budget: Duration::from_secs(2),
             bm25: Bm25Params::default(),
+            min_similarity: 0.2,
         }
     }
 }
@@ -223,8 +229,9 @@ impl HybridSelector {
                 Err(_) => tracing::info!("embedding memories ran out of time; continuing later"),
             }
         }
-        let dense = vectors.nearest(&query_vec, depth, keep);
+        let mut dense = vectors.nearest(&query_vec, depth, keep);
         drop(vectors);
+        dense.retain(|(_, similarity)| *similarity >= self.config.min_similarity);
         let mut fused = self.config.fusion.fuse(&bm25, &dense);
         fused.truncate(limit);
         Ok(fused)
