@@ -233,6 +233,8 @@ fn dense_only() -> HybridConfig {
             dense_weight: 1.0,
         },
         bm25: flat(),
+        // Pure dense retrieval: every memory ranked, however dissimilar.
+        min_similarity: -1.0,
         ..HybridConfig::default()
     }
 }
