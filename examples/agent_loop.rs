@@ -23,7 +23,7 @@ mod print;
 use anyhow::{Context, Result, bail};
 use memloop::MemorySetup;
 use memloop::compact::{CompactConfig, SessionMemoryCompactConfig};
-use memloop::core::tools::ReadFile;
+use memloop::core::builtin_tools::ReadFile;
 use memloop::core::window::{ContextWindow, DEFAULT_CONTEXT_WINDOW};
 use memloop::core::{Agent, AgentConfig, model::Model, prompt::StaticSection};
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};

@@ -99,13 +99,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The crate re-exports the three library crates:
+//! The crate re-exports the library crates:
 //!
 //! - [`core`] (`memloop-core`): messages, the `Model` and `Tool` traits, the agent loop, hooks,
-//!   forked agents, token counting;
-//! - [`memory`] (`memloop-memory`): the memory dir, selectors and recall, extraction, session
-//!   notes, consolidation, project instructions;
-//! - [`compact`] (`memloop-compact`): compaction strategies and the invariant checker;
+//!   forked agents, token counting, the invariant checker;
+//! - [`memory`] (`memloop-memory`): the memory dir, selectors and recall, extraction,
+//!   consolidation, project instructions, and the session notes (`memloop-session-notes`,
+//!   re-exported as [`memory::session_memory`]);
+//! - [`compact`] (`memloop-compact`): compaction strategies and conversation repair;
 //! - `pg` (`memloop-pg`, feature `postgres`): team memory on PostgreSQL;
 //! - `candle` (`memloop-candle`, feature `candle`): text embeddings from a local BERT
 //!   sentence-transformers model, run in-process on CPU;

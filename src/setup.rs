@@ -97,7 +97,7 @@ impl MemorySetup {
     /// nothing is resolved or opened: no disk access, and no `HOME` needed.
     pub fn with_resolver(resolver: MemoryDirResolver, env: EnvVars) -> Result<Self, SetupError> {
         let working_dir = resolver.project().to_path_buf();
-        let on = if env.auto_memory_disabled() {
+        let on = if env.switch(memloop_memory::env::DISABLE_AUTO_MEMORY) {
             tracing::info!(
                 "memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY; memory dir not resolved"
             );

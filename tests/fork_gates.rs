@@ -6,11 +6,11 @@
 
 use memloop::MemorySetup;
 use memloop::compact::CompactConfig;
+use memloop::core::builtin_tools::{EditFile, ReadFile, Shell, WriteFile};
 use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::message::{ContentBlock, Role};
 use memloop::core::model::ModelRequest;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
-use memloop::core::tools::{EditFile, ReadFile, Shell, WriteFile};
 use memloop::core::{Agent, AgentConfig};
 use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
 use serde_json::json;

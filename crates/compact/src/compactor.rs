@@ -14,7 +14,7 @@ use memloop_core::{
     tokens::{CharEstimator, TokenCounter, estimate_messages},
     window::ContextWindow,
 };
-use memloop_memory::session_memory::SessionMemory;
+use memloop_session_notes::SessionMemory;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 

@@ -12,10 +12,10 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use memloop_compact::{CompactConfig, Compactor, repair::repair_fn};
-//! use memloop_memory::env::EnvVars;
+//! use memloop_core::env::EnvVars;
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, AgentConfig};
-//! use memloop_memory::session_memory::{FileSessionMemory, SessionMemoryConfig, SessionMemoryHook};
+//! use memloop_session_notes::{FileSessionMemory, SessionMemoryConfig, SessionMemoryHook};
 //! use std::sync::Arc;
 //!
 //! // `<base>/projects/<slug>`, as resolved by the memory crate's path resolution.

@@ -2,7 +2,7 @@
 
 use memloop_core::text::render_template;
 use memloop_core::text::truncate_utf8;
-use memloop_memory::session_memory::sections;
+use memloop_session_notes::sections;
 use std::path::Path;
 
 /// Wrapper of the notes in the summary message (variables `notes`, `truncationNote`).

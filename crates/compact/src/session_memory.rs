@@ -10,7 +10,7 @@ use memloop_core::{
     message::{Message, MessageKind},
     tokens::{TokenCounter, estimate_message, estimate_messages},
 };
-use memloop_memory::session_memory::{CompactionNotes, SessionMemory};
+use memloop_session_notes::{CompactionNotes, SessionMemory};
 use std::sync::Arc;
 use tokio::time::Instant;
 

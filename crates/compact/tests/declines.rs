@@ -12,7 +12,7 @@ use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     invariants::check_invariants, message::MessageKind, model::Model, tokens::CharEstimator,
 };
-use memloop_memory::session_memory::{
+use memloop_session_notes::{
     EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig, UpdateTrigger,
 };
 use serde_json::json;

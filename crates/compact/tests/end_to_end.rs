@@ -13,7 +13,7 @@ use memloop_core::{
     tokens::{CharEstimator, estimate_messages},
     tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
-use memloop_memory::session_memory::{
+use memloop_session_notes::{
     EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig, SessionMemoryHook,
     UpdateThresholds,
 };

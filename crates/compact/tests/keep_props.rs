@@ -13,7 +13,7 @@ use memloop_core::{
     message::{ContentBlock, Message, MessageKind, Role},
     tokens::{CharEstimator, estimate_message},
 };
-use memloop_memory::session_memory::CompactionNotes;
+use memloop_session_notes::CompactionNotes;
 use proptest::prelude::*;
 use serde_json::json;
 

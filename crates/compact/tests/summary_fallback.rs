@@ -37,8 +37,8 @@ async fn summary_is_one_forked_call_declaring_the_parents_tools() {
     // The history holds tool calls: the request must declare tools, and the parent's exact
     // ones keep its prefix cacheable.
     c.tools = memloop_core::tool::ToolRegistry::new()
-        .with(Arc::new(memloop_core::tools::ReadFile::default()))
-        .with(Arc::new(memloop_core::tools::Grep::default()));
+        .with(Arc::new(memloop_core::builtin_tools::ReadFile::default()))
+        .with(Arc::new(memloop_core::builtin_tools::Grep::default()));
     let out = summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator)
         .await
         .unwrap();
@@ -230,7 +230,7 @@ async fn warns_once_per_turn_between_warning_and_threshold() {
 
 #[tokio::test]
 async fn falls_back_to_the_llm_summary_when_the_notes_are_still_the_template() {
-    use memloop_memory::session_memory::{FileSessionMemory, SessionMemoryConfig};
+    use memloop_session_notes::{FileSessionMemory, SessionMemoryConfig};
     let dir = tempfile::TempDir::new().unwrap();
     let notes = FileSessionMemory::new(SessionMemoryConfig::new(dir.path()), "s1").unwrap();
     notes.ensure_notes_file().await.unwrap();

@@ -11,7 +11,7 @@
 //! | [`message`] | Anthropic-shaped [`Message`](message::Message)s, content blocks, usage |
 //! | [`model`] | the [`Model`](model::Model) trait (whole or streamed calls), requests and their options, responses, [`ModelError`](model::ModelError) |
 //! | [`tool`] | the [`Tool`](tool::Tool) trait, the registry, permission gates |
-//! | [`tools`] | ready-made tools: read, grep, glob, write, edit, shell |
+//! | [`builtin_tools`] | ready-made tools: read, grep, glob, write, edit, shell |
 //! | [`hooks`] | the [`Hook`] trait and turn-start attachments |
 //! | [`events`] | typed [`AgentEvent`](events::AgentEvent)s (deltas, terminal events) with their origin, and sinks for hosts |
 //! | [`fork`] | forked sub-agents that share the parent's prompt prefix |
@@ -21,6 +21,7 @@
 //! | [`invariants`] | the API invariant checker run before every request |
 //! | [`text`] | small text helpers |
 //! | [`window`] | the shared [`ContextWindow`](window::ContextWindow) and output budgets |
+//! | [`env`] | [`EnvVars`](env::EnvVars), the injectable environment snapshot every switch is read from |
 //! | [`fit`] | fitting messages into a token budget: middle cuts, dropping oldest rounds |
 //! | [`testing`] | [`ScriptedModel`](testing::ScriptedModel), a deterministic model for tests and demos |
 //! | `providers` | Anthropic and OpenAI-compatible HTTP models (feature `providers`) |
@@ -46,11 +47,13 @@
 mod agent;
 mod background;
 mod builder;
+pub mod builtin_tools;
 pub mod clearing;
 pub mod compaction;
 mod config;
 mod context;
 pub mod embed;
+pub mod env;
 mod error;
 pub mod events;
 pub mod fit;
@@ -67,7 +70,6 @@ pub mod testing;
 pub mod text;
 pub mod tokens;
 pub mod tool;
-pub mod tools;
 pub mod window;
 
 pub use agent::{Agent, TurnOutcome, TurnStop};

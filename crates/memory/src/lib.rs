@@ -25,9 +25,12 @@ pub mod instructions;
 pub mod paths;
 pub mod prompt;
 pub mod recall;
-pub mod session_memory;
 pub mod store;
 pub mod tools;
+
+/// Per-session notes, used as the summary when compacting: the `memloop-session-notes` crate,
+/// re-exported here so memory users find it beside the rest of memory.
+pub use memloop_session_notes as session_memory;
 
 mod anthropic_memory_tool;
 mod daily_log;

@@ -1,7 +1,7 @@
 //! Project identity for the default memory dir: the slug rule and the canonical
 //! git root (linked worktrees share their main repository's root, hence one memory dir).
 
-use memloop_core::tools::normalize_lexically;
+use memloop_core::builtin_tools::normalize_lexically;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 

@@ -43,7 +43,7 @@ impl MemorySection {
 
     /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
-        Self::new(store).enabled(!env.auto_memory_disabled())
+        Self::new(store).enabled(!env.switch(crate::env::DISABLE_AUTO_MEMORY))
     }
 
     /// Turn the section off (e.g. when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy): it renders

@@ -5,7 +5,7 @@
 use crate::env::{CLAUDE_CONFIG_DIR, EnvVars, MEMLOOP_HOME, MEMORY_DIR};
 use crate::project::{canonical_project_root, project_dir};
 use crate::types::MemoryError;
-use memloop_core::tools::normalize_lexically;
+use memloop_core::builtin_tools::normalize_lexically;
 use std::fmt;
 use std::path::{Path, PathBuf};
 

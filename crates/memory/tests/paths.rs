@@ -368,9 +368,15 @@ fn bool_switches() {
     }
     assert_eq!(parse_bool_env("2"), None);
     assert!(!is_truthy(Some("")));
-    assert!(EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]).auto_memory_disabled());
-    assert!(!EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "off")]).auto_memory_disabled());
-    assert!(!EnvVars::default().auto_memory_disabled());
+    assert!(
+        EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")])
+            .switch(memloop_memory::env::DISABLE_AUTO_MEMORY)
+    );
+    assert!(
+        !EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "off")])
+            .switch(memloop_memory::env::DISABLE_AUTO_MEMORY)
+    );
+    assert!(!EnvVars::default().switch(memloop_memory::env::DISABLE_AUTO_MEMORY));
 }
 
 #[test]
@@ -419,7 +425,12 @@ fn unrecognised_switch_values_warn() {
         ("MEMLOOP_DISABLE_AUTO_MEMORY", "enabled"),
         ("OK_SWITCH", "off"),
     ]);
-    let (disabled, ok) = warnings.capture(|| (env.auto_memory_disabled(), env.switch("OK_SWITCH")));
+    let (disabled, ok) = warnings.capture(|| {
+        (
+            env.switch(memloop_memory::env::DISABLE_AUTO_MEMORY),
+            env.switch("OK_SWITCH"),
+        )
+    });
     assert!(!disabled && !ok);
     let msgs = warnings.messages();
     assert_eq!(msgs.len(), 1, "{msgs:?}");

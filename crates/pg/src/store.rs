@@ -7,7 +7,7 @@ use crate::error::{PgError, StoreError, VersionLabel};
 use crate::migrations::migrate;
 use async_trait::async_trait;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
-use memloop_core::tools::normalize_lexically;
+use memloop_core::builtin_tools::normalize_lexically;
 use memloop_memory::store::{
     IndexCaps, IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader,
     MemoryStore, MemoryType, SecretFilter, WriteMode, WriteReport, append_to_existing,

@@ -45,7 +45,7 @@ impl DreamConfig {
     /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
     pub fn from_env(env: &crate::env::EnvVars) -> Self {
         Self {
-            enabled: !env.auto_memory_disabled(),
+            enabled: !env.switch(crate::env::DISABLE_AUTO_MEMORY),
             ..Self::default()
         }
     }

@@ -39,7 +39,7 @@ impl SchedulerConfig {
     /// ```
     pub fn from_env(env: &crate::env::EnvVars) -> Self {
         Self {
-            enabled: !env.auto_memory_disabled(),
+            enabled: !env.switch(crate::env::DISABLE_AUTO_MEMORY),
             ..Self::default()
         }
     }

@@ -2,7 +2,7 @@
 //! the files the agent touched.
 
 use super::glob::Glob;
-use memloop_core::tools::normalize_lexically;
+use memloop_core::builtin_tools::normalize_lexically;
 use std::path::{Path, PathBuf};
 
 /// The `paths:` globs of a rule's frontmatter (empty: the rule always loads).

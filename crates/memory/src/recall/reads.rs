@@ -4,8 +4,8 @@
 
 use crate::memory_store::{MemoryStore, RootPaths};
 use crate::safety::read_target_to_rel_path;
+use memloop_core::builtin_tools::resolve_path;
 use memloop_core::message::{ContentBlock, Message};
-use memloop_core::tools::resolve_path;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 

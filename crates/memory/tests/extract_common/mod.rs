@@ -1,9 +1,9 @@
 //! Test helpers shared by the extraction and dream tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use memloop_core::builtin_tools::{EditFile, Glob, Grep, ReadFile, Shell, WriteFile};
 use memloop_core::testing::{ScriptedModel, hook_context};
 use memloop_core::tool::ToolRegistry;
-use memloop_core::tools::{EditFile, Glob, Grep, ReadFile, Shell, WriteFile};
 use memloop_core::{BackgroundTasks, HookContext, events::VecSink, message::Message};
 use std::sync::Arc;
 

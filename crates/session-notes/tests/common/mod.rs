@@ -8,7 +8,7 @@ use memloop_core::{
     message::Message,
     model::{Model, ModelRequest},
 };
-use memloop_memory::session_memory::{EDIT_TOOL_NAME, FileSessionMemory, SessionMemoryConfig};
+use memloop_session_notes::{EDIT_TOOL_NAME, FileSessionMemory, SessionMemoryConfig};
 use serde_json::json;
 use std::sync::Arc;
 use tempfile::TempDir;

@@ -61,7 +61,7 @@ impl UpdateThresholds {
     /// Whether an update is due.
     ///
     /// ```
-    /// use memloop_memory::session_memory::{Baselines, UpdateSignal, UpdateThresholds};
+    /// use memloop_session_notes::{Baselines, UpdateSignal, UpdateThresholds};
     /// let t = UpdateThresholds::default();
     /// let fresh = Baselines::default();
     /// let at = |tokens, tools, no_tools| UpdateSignal {

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 /// file 0600), created from the template on first use and never overwritten.
 ///
 /// ```
-/// use memloop_memory::session_memory::{FileSessionMemory, SessionMemory, SessionMemoryConfig};
+/// use memloop_session_notes::{FileSessionMemory, SessionMemory, SessionMemoryConfig};
 /// let dir = std::env::temp_dir().join("memloop-doc-projects-slug");
 /// let sm = FileSessionMemory::new(SessionMemoryConfig::new(&dir), "session-1").unwrap();
 /// assert!(sm.notes_path().ends_with("session-1/session-memory/summary.md"));

@@ -11,7 +11,7 @@ use memloop_core::{
     message::Message,
     model::{Model, ModelResponse},
 };
-use memloop_memory::session_memory::{SessionMemory, SessionMemoryHook, UpdateTrigger};
+use memloop_session_notes::{SessionMemory, SessionMemoryHook, UpdateTrigger};
 use std::sync::Arc;
 use std::time::Duration;
 use tempfile::TempDir;

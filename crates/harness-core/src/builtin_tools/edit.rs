@@ -150,7 +150,7 @@ impl Tool for EditFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::input::test_ctx;
+    use crate::builtin_tools::input::test_ctx;
     use serde_json::json;
 
     #[tokio::test]

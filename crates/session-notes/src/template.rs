@@ -4,11 +4,11 @@ use memloop_core::tokens::TokenCounter;
 
 /// The default notes template: ten H1 sections, each followed by an italic instruction line the
 /// updater must keep.
-pub const DEFAULT_TEMPLATE: &str = include_str!("../../templates/session_memory_template.md");
+pub const DEFAULT_TEMPLATE: &str = include_str!("../templates/session_memory_template.md");
 /// The default update prompt (variables `currentNotes`, `notesPath`).
-pub const DEFAULT_UPDATE_PROMPT: &str = include_str!("../../templates/session_memory_update.md");
+pub const DEFAULT_UPDATE_PROMPT: &str = include_str!("../templates/session_memory_update.md");
 /// The reminder appended when the notes are over their caps.
-pub const CONDENSE_REMINDER: &str = include_str!("../../templates/session_memory_condense.md");
+pub const CONDENSE_REMINDER: &str = include_str!("../templates/session_memory_condense.md");
 
 /// Whether a line is a section header (Markdown H1).
 pub fn is_section_header(line: &str) -> bool {

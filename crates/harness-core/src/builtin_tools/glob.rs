@@ -27,7 +27,7 @@ pub enum GlobError {
 /// cross `/`; `**/` matches zero or more whole directories.
 ///
 /// ```
-/// use memloop_core::tools::glob_to_regex;
+/// use memloop_core::builtin_tools::glob_to_regex;
 /// let re = glob_to_regex("**/*.{md,txt}").unwrap();
 /// assert!(re.is_match("a.md") && re.is_match("x/y/b.txt") && !re.is_match("c.rs"));
 /// assert!(glob_to_regex("[abc").is_err());

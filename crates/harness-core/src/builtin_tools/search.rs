@@ -217,7 +217,7 @@ fn grep_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::input::test_ctx;
+    use crate::builtin_tools::input::test_ctx;
     use serde_json::json;
 
     fn tree() -> tempfile::TempDir {

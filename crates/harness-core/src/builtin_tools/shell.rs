@@ -114,7 +114,7 @@ fn push_word(segs: &mut [Vec<String>], word: &mut String) {
 /// writing flag (`find -delete`/`-exec`, ...). `Err` says why not.
 ///
 /// ```
-/// use memloop_core::tools::classify_command;
+/// use memloop_core::builtin_tools::classify_command;
 /// assert!(classify_command("git log --oneline | head -5").is_ok());
 /// assert!(classify_command("grep -r 'a|b' src").is_ok());
 /// assert!(classify_command("echo hi > x.md").is_err());
@@ -274,7 +274,7 @@ impl Tool for Shell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::input::test_ctx;
+    use crate::builtin_tools::input::test_ctx;
     use serde_json::json;
 
     #[test]

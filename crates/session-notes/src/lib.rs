@@ -1,3 +1,5 @@
+//! # memloop-session-notes
+//!
 //! Session memory: a per-session notes file with fixed sections, kept up to date
 //! in the background by a forked agent and used as the summary when the conversation is compacted.
 //!

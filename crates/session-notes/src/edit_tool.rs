@@ -66,7 +66,7 @@ impl NotesEditTool {
 /// every header and instruction line unchanged.
 ///
 /// ```
-/// use memloop_memory::session_memory::apply_notes_edit;
+/// use memloop_session_notes::apply_notes_edit;
 /// let notes = "# Worklog\n_One line per step._\n\n";
 /// let ok = apply_notes_edit(notes, "_One line per step._\n\n", "_One line per step._\n- read a.rs\n");
 /// assert!(ok.is_ok());

@@ -6,7 +6,7 @@
 //! Relative paths are resolved against [`ToolContext::cwd`](crate::tool::ToolContext::cwd).
 //!
 //! ```
-//! use memloop_core::tools::{Glob, Grep, ReadFile};
+//! use memloop_core::builtin_tools::{Glob, Grep, ReadFile};
 //! use memloop_core::tool::ToolRegistry;
 //! use std::sync::Arc;
 //! let read_only = ToolRegistry::new()

@@ -11,7 +11,7 @@ use memloop_core::{
     message::{ContentBlock, Message, MessageKind, Role},
     model::Model,
 };
-use memloop_memory::session_memory::{
+use memloop_session_notes::{
     DEFAULT_TEMPLATE, EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig,
     SessionMemoryHook, UpdateTrigger, frame,
 };
@@ -276,7 +276,7 @@ async fn oversized_notes_get_the_condense_reminder_largest_first() {
 /// add and change such blocks, and sections do not split at them.
 #[test]
 fn comment_lines_in_code_blocks_are_not_section_headers() {
-    use memloop_memory::session_memory::{apply_notes_edit, sections};
+    use memloop_session_notes::{apply_notes_edit, sections};
     let notes = "# Worklog\n_One line per step._\n\n# Files\n_Paths touched._\n";
     let with_code = apply_notes_edit(
         notes,

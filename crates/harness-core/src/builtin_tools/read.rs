@@ -139,7 +139,7 @@ fn read_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::input::test_ctx;
+    use crate::builtin_tools::input::test_ctx;
 
     #[test]
     fn a_huge_single_line_is_capped_and_the_next_line_still_read() {
