@@ -44,13 +44,15 @@ mod compactor;
 mod config;
 mod keep;
 mod notes;
+pub mod policy;
 pub mod repair;
 mod rounds;
 mod session_memory;
 pub mod strategies;
 mod summary;
 
-pub use compactor::{Compactor, STRATEGY_CUT, STRATEGY_SESSION_MEMORY, STRATEGY_SUMMARY};
+pub use compactor::Compactor;
+pub use memloop_core::compaction::CompactionStrategy;
 pub use config::{
     CompactConfig, ContextLevel, SessionMemoryCompactConfig, SummaryCompactConfig, Thresholds,
 };

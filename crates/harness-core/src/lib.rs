@@ -48,6 +48,7 @@ mod background;
 mod builder;
 pub mod clearing;
 pub mod compaction;
+mod compaction_strategy;
 mod config;
 mod context;
 pub mod embed;
@@ -68,6 +69,7 @@ pub mod text;
 pub mod tokens;
 pub mod tool;
 pub mod tools;
+mod turn_loop;
 pub mod window;
 
 pub use agent::{Agent, TurnOutcome, TurnStop};
