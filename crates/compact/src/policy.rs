@@ -78,7 +78,6 @@ impl StrategyInput<'_> {
     }
 }
 
-
 /// One way to compact a conversation; see the [module docs](self) for what its answers mean.
 ///
 /// A host strategy that keeps only the newest two messages:
@@ -171,10 +170,7 @@ impl std::fmt::Debug for SessionMemoryStrategy {
 
 impl SessionMemoryStrategy {
     /// Over these notes (`None` always declines) with these bounds.
-    pub fn new(
-        memory: Option<Arc<dyn SessionMemory>>,
-        config: SessionMemoryCompactConfig,
-    ) -> Self {
+    pub fn new(memory: Option<Arc<dyn SessionMemory>>, config: SessionMemoryCompactConfig) -> Self {
         Self { memory, config }
     }
 }

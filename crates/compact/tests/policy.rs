@@ -6,7 +6,9 @@ mod common;
 
 use async_trait::async_trait;
 use common::{conversation, ctx};
-use memloop_compact::policy::{CutStrategy, SessionMemoryStrategy, Strategy, StrategyInput, SummaryStrategy};
+use memloop_compact::policy::{
+    CutStrategy, SessionMemoryStrategy, Strategy, StrategyInput, SummaryStrategy,
+};
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::compaction::{
     CompactionError, CompactionOutcome, CompactionStrategy, CompactionTrigger, ContextCompactor,
@@ -94,10 +96,16 @@ async fn a_custom_strategy_replaces_the_default_and_names_the_event() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(out.strategy, CompactionStrategy::Custom("keep_newest".into()));
+    assert_eq!(
+        out.strategy,
+        CompactionStrategy::Custom("keep_newest".into())
+    );
     assert_eq!(out.messages, c.messages[8..].to_vec());
     assert_eq!(keep.calls.load(Ordering::SeqCst), 1);
-    assert!(model.requests_for("compact_summary").is_empty(), "no summary call");
+    assert!(
+        model.requests_for("compact_summary").is_empty(),
+        "no summary call"
+    );
 
     // Through an agent: the event carries the custom name, serialised like the built-in ones.
     let sink = VecSink::default();
@@ -117,7 +125,8 @@ async fn a_custom_strategy_replaces_the_default_and_names_the_event() {
         .collect();
     assert_eq!(compacted.len(), 1);
     assert!(
-        compacted[0].starts_with(r#"{"event":"compacted","strategy":"keep_newest","tokens_before":"#),
+        compacted[0]
+            .starts_with(r#"{"event":"compacted","strategy":"keep_newest","tokens_before":"#),
         "{}",
         compacted[0]
     );
@@ -165,7 +174,10 @@ async fn an_error_stops_the_policy_and_all_declining_is_an_error() {
     let after = KeepNewest::new(2);
     let compactor = Compactor::new(config()).with_strategies(vec![Arc::new(Broken), after.clone()]);
     let (c, _) = ctx(model.clone(), conversation(3, 10), 9_000, 1);
-    assert_eq!(compactor.compact(&c).await, Err(CompactionError::EmptySummary));
+    assert_eq!(
+        compactor.compact(&c).await,
+        Err(CompactionError::EmptySummary)
+    );
     assert_eq!(after.calls.load(Ordering::SeqCst), 0);
 
     let none = Compactor::new(config()).with_strategies(vec![KeepNewest::new(0)]);

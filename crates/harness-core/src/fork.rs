@@ -1,5 +1,6 @@
-//! Forked agents: sub-loops that share the parent's system prompt, tools and message prefix (so
-//! the provider's prompt cache is reused) but have their own permission gate and turn limit.
+//! Forked agents: runs of the agent loop (the main agent's, `turn_loop.rs`) that share the
+//! parent's system prompt, tools and message prefix (so the provider's prompt cache is reused)
+//! but have their own permission gate and turn limit, and whose transcript is not kept.
 //! What a fork may do is restricted by its gate, not by changing the tools: by default it
 //! declares exactly the parent's tools and may call none of them ([`DenyAll`]).
 //! Used by the memory extractor, the session-memory updater, the consolidator and summary
@@ -377,7 +378,6 @@ fn skip(b: &ForkedAgentBuilder, events: &Arc<dyn EventSink>, reason: String) -> 
     events.emit(AgentEvent::ForkSkipped {
         purpose: b.purpose.clone(),
         reason: reason.clone(),
-    })
-    ;
+    });
     AgentError::ContextBlocked(format!("{} skipped: {reason}", b.purpose))
 }
