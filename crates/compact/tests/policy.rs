@@ -156,14 +156,21 @@ async fn strategies_run_in_order_until_one_produces() {
 #[tokio::test]
 async fn without_the_summary_a_policy_goes_from_notes_straight_to_the_cut() {
     let model = Arc::new(ScriptedModel::new());
-    let c_cfg = config();
+    let c_cfg = CompactConfig::for_model(40_000, 1_000);
     let compactor = Compactor::new(c_cfg).with_strategies(vec![
         Arc::new(SessionMemoryStrategy::new(None, c_cfg.session_memory)),
         Arc::new(CutStrategy),
     ]);
-    let (c, _) = ctx(model.clone(), conversation(40, 200), 20_000, 1);
+    let conv = conversation(160, 400);
+    let tokens =
+        memloop_core::tokens::estimate_messages(&memloop_core::tokens::CharEstimator, &conv);
+    let (c, _) = ctx(model.clone(), conv.clone(), tokens + 500, 1);
     let out = compactor.compact(&c).await.unwrap();
     assert_eq!(out.strategy, CompactionStrategy::Cut);
+    assert!(
+        out.messages.len() < conv.len(),
+        "the oldest turns were dropped"
+    );
     assert!(out.tokens_after < compactor.thresholds().auto_compact);
     assert!(model.requests().is_empty(), "no model call at all");
 }
