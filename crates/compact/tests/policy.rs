@@ -193,3 +193,41 @@ async fn an_error_stops_the_policy_and_all_declining_is_an_error() {
         Err(CompactionError::Declined("keep_newest".into()))
     );
 }
+
+/// A strategy whose own request never fits.
+struct TooBig;
+
+#[async_trait]
+impl Strategy for TooBig {
+    fn name(&self) -> CompactionStrategy {
+        CompactionStrategy::custom("too_big")
+    }
+
+    async fn compact(
+        &self,
+        _input: &StrategyInput<'_>,
+    ) -> Result<Option<CompactionOutcome>, CompactionError> {
+        Err(CompactionError::TooLong {
+            dropped_attempts: 3,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_strategy_that_does_not_fit_hands_over_and_its_error_is_kept_for_the_end() {
+    let model = Arc::new(ScriptedModel::new());
+    let (c, _) = ctx(model, conversation(3, 10), 9_000, 1);
+    let then = Compactor::new(config()).with_strategies(vec![Arc::new(TooBig), KeepNewest::new(2)]);
+    assert_eq!(
+        then.compact(&c).await.unwrap().strategy,
+        CompactionStrategy::custom("keep_newest")
+    );
+    let alone =
+        Compactor::new(config()).with_strategies(vec![Arc::new(TooBig), KeepNewest::new(0)]);
+    assert_eq!(
+        alone.compact(&c).await,
+        Err(CompactionError::TooLong {
+            dropped_attempts: 3
+        })
+    );
+}
