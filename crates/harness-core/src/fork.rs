@@ -6,7 +6,7 @@
 //! Used by the memory extractor, the session-memory updater, the consolidator and summary
 //! compaction. Their transcript is not kept in the parent.
 //!
-//! A fork's request always fits the shared [`ContextWindow`]: the parent prefix it sends is
+//! A fork's request always fits the shared [`ContextWindow`](crate::window::ContextWindow): the parent prefix it sends is
 //! trimmed first (oldest user turns dropped, then the largest messages cut in the middle; see
 //! [`crate::fit`]) and `max_tokens` is clamped to the room left. When the provider still rejects
 //! the prompt and names a smaller window, the fork adopts it and refits once; when even the
