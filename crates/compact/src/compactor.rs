@@ -2,15 +2,15 @@
 
 use crate::breaker::CircuitBreaker;
 use crate::config::{CompactConfig, ContextLevel, Thresholds};
-use crate::session_memory::session_memory_compaction;
-use crate::summary::summary_compaction;
+use crate::policy::{
+    CutStrategy, SessionMemoryStrategy, Strategy, StrategyInput, SummaryStrategy, run_policy,
+};
 use async_trait::async_trait;
 use memloop_core::{
     HookContext,
     compaction::{CompactionError, CompactionOutcome, CompactionTrigger, ContextCompactor},
     events::AgentEvent,
-    fit::{cut_oversized, fit_messages},
-    invariants::check_invariants,
+    fit::cut_oversized,
     tokens::{CharEstimator, TokenCounter, estimate_messages},
     window::ContextWindow,
 };
@@ -18,19 +18,11 @@ use memloop_session_notes::SessionMemory;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-/// Strategy name of session-memory compaction.
-pub const STRATEGY_SESSION_MEMORY: &str = "session_memory";
-/// Strategy name of LLM summary compaction.
-pub const STRATEGY_SUMMARY: &str = "summary";
-/// Strategy name of the last resort, when not even the summary request fits the window: the
-/// newest messages that fit under the auto-compact threshold (leaving room for the system prompt
-/// and tools), the largest of them cut in the middle; older turns are dropped, not summarised.
-pub const STRATEGY_CUT: &str = "cut";
-
 /// Compacts the conversation once it reaches the auto-compact threshold (by default 13,000
-/// tokens below the effective window): session-memory compaction first, the LLM summary when
+/// tokens below the effective window) by running its policy, an ordered list of strategies
+/// ([`crate::policy`]). The default: session-memory compaction first, the LLM summary when
 /// that declines, and when not even the summary request fits, the conversation with its
-/// oversized messages cut ([`STRATEGY_CUT`]).
+/// oversized messages cut ([`CompactionStrategy::Cut`](memloop_core::compaction::CompactionStrategy::Cut)).
 ///
 /// ```
 /// use memloop_compact::{CompactConfig, Compactor};
@@ -45,6 +37,7 @@ pub struct Compactor {
     warned_turn: Mutex<Option<u64>>,
     window: ContextWindow,
     spill_dir: Option<PathBuf>,
+    strategies: Option<Vec<Arc<dyn Strategy>>>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -52,6 +45,7 @@ impl std::fmt::Debug for Compactor {
         f.debug_struct("Compactor")
             .field("config", &self.config)
             .field("session_memory", &self.memory.is_some())
+            .field("custom_policy", &self.strategies.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -67,6 +61,7 @@ impl Compactor {
             warned_turn: Mutex::new(None),
             window: ContextWindow::new(config.context_window),
             spill_dir: None,
+            strategies: None,
         }
     }
 
@@ -137,10 +132,50 @@ impl Compactor {
         }
     }
 
-    /// Run the strategies in order, no threshold or breaker checks.
+    /// Compact with this policy instead of the default (builder style): the strategies are
+    /// tried in order until one produces a conversation (see [`crate::policy`]).
+    ///
+    /// ```
+    /// use memloop_compact::policy::SummaryStrategy;
+    /// use memloop_compact::{CompactConfig, Compactor};
+    /// use std::sync::Arc;
+    ///
+    /// let config = CompactConfig::for_model(200_000, 8_192);
+    /// let summary_only = Compactor::new(config).with_strategies(vec![Arc::new(SummaryStrategy::new(config.summary))]);
+    /// assert_eq!(summary_only.strategies().len(), 1);
+    /// ```
+    pub fn with_strategies(mut self, strategies: Vec<Arc<dyn Strategy>>) -> Self {
+        self.strategies = Some(strategies);
+        self
+    }
+
+    /// The policy: the strategies set with [`with_strategies`](Self::with_strategies), else the
+    /// default, session-memory compaction (over the notes of
+    /// [`with_session_memory`](Self::with_session_memory)) → the LLM summary → the cut.
+    ///
+    /// ```
+    /// use memloop_compact::{CompactConfig, Compactor};
+    /// let c = Compactor::new(CompactConfig::for_model(200_000, 8_192));
+    /// let names: Vec<String> = c.strategies().iter().map(|s| s.name().to_string()).collect();
+    /// assert_eq!(names, ["session_memory", "summary", "cut"]);
+    /// ```
+    pub fn strategies(&self) -> Vec<Arc<dyn Strategy>> {
+        match &self.strategies {
+            Some(list) => list.clone(),
+            None => vec![
+                Arc::new(SessionMemoryStrategy::new(
+                    self.memory.clone(),
+                    self.config.session_memory,
+                )),
+                Arc::new(SummaryStrategy::new(self.config.summary)),
+                Arc::new(CutStrategy),
+            ],
+        }
+    }
+
+    /// Run the policy's strategies in order, no threshold or breaker checks.
     /// Messages larger than [`message_cap`](Self::message_cap) are cut in the middle first.
     pub async fn compact(&self, ctx: &HookContext) -> Result<CompactionOutcome, CompactionError> {
-        let threshold = self.thresholds().auto_compact;
         // What the requests carry besides the messages (system prompt, tool specs), as far as
         // the context size tells: the cut fallback must leave room for it.
         let overhead = ctx
@@ -165,92 +200,15 @@ impl Compactor {
             cut_ctx.messages = Arc::new(messages);
             ctx = &cut_ctx;
         }
-        let mut sm_cfg = self.config.session_memory;
-        sm_cfg.max_tokens = sm_cfg.max_tokens.min(self.message_cap().max(threshold / 2));
-        sm_cfg.min_tokens = sm_cfg.min_tokens.min(sm_cfg.max_tokens / 2);
-        match session_memory_compaction(
-            self.memory.as_ref(),
-            &ctx.messages,
-            self.counter.as_ref(),
-            &sm_cfg,
-            threshold,
-            &ctx.cancel,
-        )
-        .await
-        {
-            Ok(c) => {
-                return Ok(CompactionOutcome {
-                    messages_kept: c.messages.len() - 2,
-                    messages: c.messages,
-                    strategy: STRATEGY_SESSION_MEMORY.into(),
-                    tokens_before: ctx.context_tokens,
-                    tokens_after: c.tokens_after,
-                });
-            }
-            Err(reason) => {
-                tracing::info!(%reason, "session-memory compaction declined; summarizing instead");
-            }
-        }
-        let messages =
-            match summary_compaction(ctx, &self.config.summary, self.counter.as_ref()).await {
-                Ok(m) => m,
-                // Not even the summary request fits (a tiny window, where the system prompt and
-                // the summary instructions take most of it): the conversation fitted by dropping
-                // its oldest turns and cutting what is left is what can be done, and it beats a
-                // session blocked for good.
-                Err(e @ CompactionError::TooLong { .. }) => {
-                    return self.cut_outcome(ctx, overhead).ok_or(e);
-                }
-                Err(e) => return Err(e),
-            };
-        check_invariants(&messages).map_err(CompactionError::InvalidResult)?;
-        Ok(CompactionOutcome {
-            tokens_after: estimate_messages(self.counter.as_ref(), &messages),
-            messages,
-            strategy: STRATEGY_SUMMARY.into(),
-            tokens_before: ctx.context_tokens,
-            messages_kept: 0,
-        })
-    }
-}
-
-impl Compactor {
-    /// The last resort ([`STRATEGY_CUT`]): `ctx`'s conversation fitted under the auto-compact
-    /// threshold minus `overhead` (what the requests carry besides the messages), else under the
-    /// blocking limit minus `overhead` (in a tiny window the system prompt and tools alone can
-    /// exceed the threshold), by dropping the oldest turns (pairs intact, the newest turn kept)
-    /// and cutting the largest messages in the middle. `None` when even that cannot fit.
-    fn cut_outcome(&self, ctx: &HookContext, overhead: u64) -> Option<CompactionOutcome> {
-        let limits = self.thresholds();
-        let (budget, messages) = [limits.auto_compact, limits.blocking]
-            .into_iter()
-            .map(|limit| limit.saturating_sub(overhead))
-            .filter(|&budget| budget > 0)
-            .find_map(|budget| {
-                fit_messages(
-                    &ctx.messages,
-                    budget,
-                    self.counter.as_ref(),
-                    self.spill_dir.as_deref(),
-                )
-                .map(|m| (budget, m))
-            })?;
-        check_invariants(&messages).ok()?;
-        let tokens_after = estimate_messages(self.counter.as_ref(), &messages);
-        tracing::info!(
-            tokens_after,
-            budget,
+        let input = StrategyInput {
+            ctx,
+            counter: self.counter.as_ref(),
+            thresholds: self.thresholds(),
+            message_cap: self.message_cap(),
             overhead,
-            kept = messages.len(),
-            "no summary fits the window; kept the newest messages, cut to fit"
-        );
-        Some(CompactionOutcome {
-            messages_kept: messages.len(),
-            messages,
-            strategy: STRATEGY_CUT.into(),
-            tokens_before: ctx.context_tokens,
-            tokens_after,
-        })
+            spill_dir: self.spill_dir.as_deref(),
+        };
+        run_policy(&self.strategies(), &input).await
     }
 }
 

@@ -3,8 +3,10 @@
 //! Keeps a long conversation inside the context window. The [`Compactor`]
 //! implements `memloop_core::compaction::ContextCompactor`: when the conversation reaches the auto-compact
 //! threshold it first tries **session-memory compaction** (the session notes become the summary,
-//! the most recent 10K-40K tokens are kept verbatim) and falls back to an **LLM summary**. It
-//! also offers opt-in [`repair`](mod@repair) passes for broken conversations, and each
+//! the most recent 10K-40K tokens are kept verbatim) and falls back to an **LLM summary**
+//! (then to a cut when not even the summary request fits); that order is the default
+//! [`policy`], an ordered list of strategies a host can replace
+//! ([`Compactor::with_strategies`]). It also offers opt-in [`repair`](mod@repair) passes for broken conversations, and each
 //! strategy on its own in [`strategies`].
 //!
 //! Wiring session memory and compaction into an agent:
@@ -44,13 +46,15 @@ mod compactor;
 mod config;
 mod keep;
 mod notes;
+pub mod policy;
 pub mod repair;
 mod rounds;
 mod session_memory;
 pub mod strategies;
 mod summary;
 
-pub use compactor::{Compactor, STRATEGY_CUT, STRATEGY_SESSION_MEMORY, STRATEGY_SUMMARY};
+pub use compactor::Compactor;
 pub use config::{
     CompactConfig, ContextLevel, SessionMemoryCompactConfig, SummaryCompactConfig, Thresholds,
 };
+pub use memloop_core::compaction::CompactionStrategy;

@@ -31,7 +31,7 @@ pub async fn summary_compaction(
     let mut messages: Vec<Message> = ctx.messages.as_ref().clone();
     let mut retries = 0;
     let summary = loop {
-        let mut base = ctx.fork_base();
+        let mut base = ctx.clone();
         base.messages = Arc::new(messages.clone());
         let run = ForkedAgentBuilder::new(base, "compact_summary")
             .max_turns(1)

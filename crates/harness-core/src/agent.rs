@@ -13,26 +13,20 @@ use crate::error::AgentError;
 use crate::events::{AgentEvent, EventSink, ScopedSink};
 use crate::hooks::{Hook, PendingAttachment};
 use crate::invariants::{RepairFn, check_invariants, provider_view};
-use crate::loop_step::{LoopStep, ToolOutcome, repair_response};
+use crate::loop_step::{LoopStep, ToolOutcome};
 use crate::message::{ContentBlock, Message, Role, Usage};
-use crate::model::{Model, ModelError, StopReason};
+use crate::model::{Model, ModelError, ModelResponse, StopReason};
 use crate::prompt::SystemPrompt;
 use crate::tokens::ConversationTokens;
 use crate::tool::{AgentKind, PermissionGate, ToolContext, ToolRegistry};
+pub use crate::turn_loop::TurnStop;
+use crate::turn_loop::{LoopSpec, Prepared, Transcript, run_loop};
 use crate::window::ContextWindow;
+use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnStop {
-    /// The model answered without tool calls.
-    Completed,
-    /// The iteration guard stopped the loop.
-    MaxIterations,
-}
 
 /// The result of [`Agent::run_turn`].
 #[derive(Debug, Clone, PartialEq)]
@@ -256,149 +250,61 @@ impl Agent {
         // Give prefetches that are already done a chance to land before the first request.
         tokio::task::yield_now().await;
 
-        let mut tool_log: BTreeMap<String, bool> = BTreeMap::new();
-        let mut iterations = 0u32;
-        let mut compacted_for_length = false;
-        let mut usage = Usage::default();
-        let result = loop {
-            if iterations >= self.config.max_iterations {
-                tracing::warn!(limit = self.config.max_iterations, "max iterations reached");
-                self.events.emit(AgentEvent::MaxIterationsReached {
-                    limit: self.config.max_iterations,
-                });
-                break Ok(TurnOutcome {
-                    text: String::new(),
-                    iterations,
-                    stop: TurnStop::MaxIterations,
-                    stop_reason: None,
-                    usage,
-                });
-            }
-            self.attach_settled(&mut pending).await;
-            self.clear_old_tool_results();
-            self.maybe_compact(CompactionTrigger::Auto, &cancel).await;
-            if let Err(e) = self.admit() {
-                break Err(e);
-            }
-            if let Err(e) = self.validate() {
-                break Err(e);
-            }
-            iterations += 1;
-            let system = self.system.render().await;
-            self.last_system = Arc::new(system.clone());
-            let context_tokens = self.tokens.count(&self.messages);
-            let mut step = self.step(cancel.clone());
-            step.max_tokens = step.output_budget(&system, context_tokens, &self.window);
-            let response = step
-                .call_model(
-                    system,
-                    provider_view(&self.messages),
-                    iterations,
-                    context_tokens,
-                )
-                .await;
-            let response = match response {
-                Ok(r) => r,
-                Err(ModelError::ContextTooLong { limit, .. })
-                    if !compacted_for_length
-                        && (self.compactor.is_some() || self.learn_window(limit)) =>
-                {
-                    compacted_for_length = true;
-                    iterations -= 1;
-                    self.learn_window(limit);
-                    self.maybe_compact(CompactionTrigger::PromptTooLong, &cancel)
-                        .await;
-                    continue;
-                }
-                Err(ModelError::Cancelled) => break Err(AgentError::Cancelled),
-                Err(e) => break Err(AgentError::Model(e)),
-            };
-            let mut response = response;
-            usage = add_usage(usage, response.usage);
-            for action in repair_response(&mut response) {
-                tracing::warn!(%action, "response repaired");
-                self.events.emit(AgentEvent::ResponseRepaired { action });
-            }
-            let stop_reason = response.stop_reason;
-            let assistant = response.clone().into_message();
-            let text = assistant.text();
-            if !text.is_empty() {
-                self.events
-                    .emit(AgentEvent::AssistantText { text: text.clone() });
-            }
-            let wants_tools = assistant.has_tool_use();
-            // An empty reply is never stored: it would make every later request invalid.
-            if !assistant.content.is_empty() {
-                Arc::make_mut(&mut self.messages).push(assistant);
-            }
-            if !self.hooks.is_empty() {
-                let ctx = self.hook_context(cancel.clone());
-                for hook in self.hooks.clone() {
-                    hook.after_sampling(&ctx, &response).await;
-                }
-            }
-            if !wants_tools {
-                break Ok(TurnOutcome {
-                    text,
-                    iterations,
-                    stop: TurnStop::Completed,
-                    stop_reason: Some(stop_reason),
-                    usage,
-                });
-            }
-            let step = self.step(cancel.clone());
-            let last = self.messages.len() - 1;
-            let (results, outcomes) = step.run_tools(&self.messages[last]).await;
-            Arc::make_mut(&mut self.messages).push(results);
-            record_outcomes(&mut tool_log, outcomes);
-            if cancel.is_cancelled() {
-                break Err(AgentError::Cancelled);
-            }
+        let spec = LoopSpec {
+            step: self.step(cancel.clone()),
+            window: &self.window.clone(),
+            max_iterations: self.config.max_iterations,
+            main: true,
         };
+        let mut transcript = MainTranscript {
+            agent: self,
+            cancel,
+            pending,
+            tool_log: BTreeMap::new(),
+        };
+        let result = run_loop(&spec, &mut transcript).await;
+        let MainTranscript {
+            pending, tool_log, ..
+        } = transcript;
         drop(pending);
         self.recent_tools = tool_log
             .into_iter()
             .filter(|(_, failed)| !failed)
             .map(|(name, _)| name)
             .collect();
-        if let Ok(outcome) = &result {
-            if outcome.stop == TurnStop::Completed {
-                self.fire_stop_hooks();
-            }
+        let outcome = result.map(|o| TurnOutcome {
+            text: o.text,
+            iterations: o.iterations,
+            stop: o.stop,
+            stop_reason: o.stop_reason,
+            usage: o.usage,
+        })?;
+        if outcome.stop == TurnStop::Completed {
+            self.fire_stop_hooks();
         }
-        result
+        Ok(outcome)
     }
 
-    fn step(&self, cancel: CancellationToken) -> LoopStep<'_> {
+    /// The main agent's step: its tools and gate, the turn's sink, the configured limits.
+    fn step(&self, cancel: CancellationToken) -> LoopStep {
         LoopStep {
-            model: &self.model,
-            tools: &self.tools,
-            gate: &self.gate,
-            events: &self.events,
+            model: self.model.clone(),
+            tools: self.tools.clone(),
+            gate: self.gate.clone(),
+            events: self.events.clone(),
             tool_ctx: ToolContext {
                 session_id: self.config.session_id.clone(),
                 cwd: self.config.cwd.clone(),
                 agent: AgentKind::Main,
                 cancel,
             },
-            purpose: "main",
+            purpose: "main".to_owned(),
             max_tokens: self.config.max_tokens,
-            options: &self.config.request,
+            options: self.config.request.clone(),
             tool_timeout: self.config.tool_timeout,
             max_tool_output_bytes: self.config.max_tool_output_bytes,
-            spill_dir: self.config.spill_dir.as_deref(),
+            spill_dir: self.config.spill_dir.clone(),
         }
-    }
-
-    /// Adopt a window a provider reported; returns whether it changed.
-    fn learn_window(&self, limit: Option<u64>) -> bool {
-        let learned = limit.is_some_and(|l| self.window.learn(l));
-        if learned {
-            self.events.emit(AgentEvent::ContextWindowLearned {
-                tokens: self.window.tokens(),
-            });
-        }
-        learned
     }
 
     fn validate(&mut self) -> Result<(), AgentError> {
@@ -561,12 +467,71 @@ impl Agent {
     }
 }
 
-fn add_usage(a: Usage, b: Usage) -> Usage {
-    Usage {
-        input_tokens: a.input_tokens + b.input_tokens,
-        output_tokens: a.output_tokens + b.output_tokens,
-        cache_creation_input_tokens: a.cache_creation_input_tokens + b.cache_creation_input_tokens,
-        cache_read_input_tokens: a.cache_read_input_tokens + b.cache_read_input_tokens,
+/// The main agent's conversation: the loop's messages are the agent's own, compacted and
+/// validated before every request, with the hooks seeing each response.
+struct MainTranscript<'a> {
+    agent: &'a mut Agent,
+    cancel: CancellationToken,
+    pending: Vec<PendingAttachment>,
+    /// Tool name → whether any call of it failed this turn.
+    tool_log: BTreeMap<String, bool>,
+}
+
+#[async_trait]
+impl Transcript for MainTranscript<'_> {
+    async fn prepare(&mut self, step: &LoopStep) -> Result<Prepared, AgentError> {
+        let agent = &mut *self.agent;
+        agent.attach_settled(&mut self.pending).await;
+        agent.clear_old_tool_results();
+        agent
+            .maybe_compact(CompactionTrigger::Auto, &self.cancel)
+            .await;
+        agent.admit()?;
+        agent.validate()?;
+        let system = agent.system.render().await;
+        agent.last_system = Arc::new(system.clone());
+        let context_tokens = agent.tokens.count(&agent.messages);
+        Ok(Prepared {
+            prompt_tokens: step.request_overhead(&system) + context_tokens,
+            system,
+            messages: provider_view(&agent.messages),
+            context_tokens,
+        })
+    }
+
+    async fn too_long(
+        &mut self,
+        error: ModelError,
+        learned: bool,
+        retried: bool,
+    ) -> Result<(), AgentError> {
+        // Once per turn, and only when something can change: a compactor, or a smaller window.
+        if retried || !(self.agent.compactor.is_some() || learned) {
+            return Err(AgentError::Model(error));
+        }
+        self.agent
+            .maybe_compact(CompactionTrigger::PromptTooLong, &self.cancel)
+            .await;
+        Ok(())
+    }
+
+    async fn keep_response(&mut self, response: &ModelResponse, assistant: &Message) {
+        let agent = &mut *self.agent;
+        // An empty reply is never stored: it would make every later request invalid.
+        if !assistant.content.is_empty() {
+            Arc::make_mut(&mut agent.messages).push(assistant.clone());
+        }
+        if !agent.hooks.is_empty() {
+            let ctx = agent.hook_context(self.cancel.clone());
+            for hook in agent.hooks.clone() {
+                hook.after_sampling(&ctx, response).await;
+            }
+        }
+    }
+
+    fn keep_results(&mut self, results: Message, outcomes: Vec<ToolOutcome>) {
+        Arc::make_mut(&mut self.agent.messages).push(results);
+        record_outcomes(&mut self.tool_log, outcomes);
     }
 }
 

@@ -6,6 +6,8 @@ use crate::message::Message;
 use crate::window::ContextWindow;
 use async_trait::async_trait;
 
+pub use crate::compaction_strategy::CompactionStrategy;
+
 /// Why compaction is being considered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompactionTrigger {
@@ -22,8 +24,8 @@ pub enum CompactionTrigger {
 pub struct CompactionOutcome {
     /// The new conversation (boundary marker, summary, kept messages).
     pub messages: Vec<Message>,
-    /// Strategy name (`session_memory`, `summary`).
-    pub strategy: String,
+    /// The strategy that produced it.
+    pub strategy: CompactionStrategy,
     /// Tokens before.
     pub tokens_before: u64,
     /// Estimated tokens after.

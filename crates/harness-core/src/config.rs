@@ -38,6 +38,14 @@ pub struct AgentConfig {
     pub tool_result_clearing: Option<ToolResultClearing>,
 }
 
+impl AgentConfig {
+    /// Default of [`tool_timeout`](Self::tool_timeout), for the main agent and forks.
+    pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+    /// Default of [`max_tool_output_bytes`](Self::max_tool_output_bytes), for the main agent and
+    /// forks.
+    pub const DEFAULT_MAX_TOOL_OUTPUT_BYTES: usize = 100_000;
+}
+
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
@@ -48,8 +56,8 @@ impl Default for AgentConfig {
             validate_invariants: true,
             drain_timeout: Duration::from_secs(60),
             request: RequestOptions::default(),
-            tool_timeout: Duration::from_secs(600),
-            max_tool_output_bytes: 100_000,
+            tool_timeout: Self::DEFAULT_TOOL_TIMEOUT,
+            max_tool_output_bytes: Self::DEFAULT_MAX_TOOL_OUTPUT_BYTES,
             spill_dir: None,
             tool_result_clearing: None,
         }

@@ -52,6 +52,9 @@ pub enum CompactionError {
     /// The compaction was cancelled.
     #[error("compaction cancelled")]
     Cancelled,
+    /// Every strategy of the compaction policy declined (their names, in order).
+    #[error("no compaction strategy applied (tried: {0})")]
+    Declined(String),
     /// A failure of a host-provided compactor.
     #[error("compaction failed: {0}")]
     Custom(#[source] Arc<dyn std::error::Error + Send + Sync>),
@@ -78,6 +81,7 @@ impl PartialEq for CompactionError {
             ) => a == b,
             (Self::EmptySummary, Self::EmptySummary) | (Self::Cancelled, Self::Cancelled) => true,
             (Self::InvalidResult(a), Self::InvalidResult(b)) => a == b,
+            (Self::Declined(a), Self::Declined(b)) => a == b,
             (Self::Custom(a), Self::Custom(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }

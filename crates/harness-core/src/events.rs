@@ -200,8 +200,9 @@ pub enum AgentEvent {
     },
     /// The conversation was compacted.
     Compacted {
-        /// Strategy that did it (`session_memory`, `summary`).
-        strategy: String,
+        /// Strategy that did it (serialised as `session_memory`, `summary`, `cut`, or a custom
+        /// strategy's name).
+        strategy: crate::compaction_strategy::CompactionStrategy,
         /// Tokens before.
         tokens_before: u64,
         /// Tokens after (estimate).

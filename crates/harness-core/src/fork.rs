@@ -1,92 +1,49 @@
-//! Forked agents: sub-loops that share the parent's system prompt, tools and message prefix (so
-//! the provider's prompt cache is reused) but have their own permission gate and turn limit.
+//! Forked agents: runs of the agent loop (the main agent's, `turn_loop.rs`) that share the
+//! parent's system prompt, tools and message prefix (so the provider's prompt cache is reused)
+//! but have their own permission gate and turn limit, and whose transcript is not kept.
 //! What a fork may do is restricted by its gate, not by changing the tools: by default it
 //! declares exactly the parent's tools and may call none of them ([`DenyAll`]).
 //! Used by the memory extractor, the session-memory updater, the consolidator and summary
 //! compaction. Their transcript is not kept in the parent.
 //!
-//! A fork's request always fits the shared [`ContextWindow`]: the parent prefix it sends is
+//! A fork's request always fits the shared [`ContextWindow`](crate::window::ContextWindow): the parent prefix it sends is
 //! trimmed first (oldest user turns dropped, then the largest messages cut in the middle; see
 //! [`crate::fit`]) and `max_tokens` is clamped to the room left. When the provider still rejects
 //! the prompt and names a smaller window, the fork adopts it and refits once; when even the
 //! trimmed prompt cannot fit, the fork is skipped with [`AgentEvent::ForkSkipped`] and ends with
 //! [`AgentError::ContextBlocked`]. Nothing is retried in a loop.
 
+use crate::config::AgentConfig;
 use crate::context::HookContext;
 use crate::error::AgentError;
 use crate::events::{AgentEvent, EventSink, ScopedSink};
 use crate::fit::fit_messages;
 use crate::invariants::provider_view;
-use crate::loop_step::{LoopStep, repair_response};
+use crate::loop_step::{LoopStep, ToolOutcome};
 use crate::message::{ContentBlock, Message, Role};
-use crate::model::{Model, ModelError, RequestOptions};
+use crate::model::{ModelError, ModelResponse, RequestOptions};
 use crate::tokens::{CharEstimator, TokenCounter, estimate_messages};
 use crate::tool::{AgentKind, DenyAll, PermissionGate, Tool, ToolContext, ToolRegistry};
-use crate::window::ContextWindow;
+use crate::turn_loop::{LoopSpec, Prepared, Transcript, TurnStop, run_loop};
+use async_trait::async_trait;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
-/// What a fork shares with its parent.
-#[derive(Clone)]
-pub struct ForkBase {
-    /// The parent's model.
-    pub model: Arc<dyn Model>,
-    /// The parent's rendered system prompt.
-    pub system: Arc<Vec<String>>,
-    /// The parent's conversation at the fork point.
-    pub messages: Arc<Vec<Message>>,
-    /// The parent's tools: what the fork declares (see [`ForkedAgentBuilder::tool`]).
-    pub tools: ToolRegistry,
-    /// Session id.
-    pub session_id: String,
-    /// Working directory.
-    pub cwd: PathBuf,
-    /// Event sink.
-    pub events: Arc<dyn EventSink>,
-    /// The parent's context window (shared: a limit the fork learns is the parent's too).
-    pub window: ContextWindow,
-    /// Cancels the fork.
-    pub cancel: CancellationToken,
-}
-
-impl std::fmt::Debug for ForkBase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ForkBase")
-            .field("session_id", &self.session_id)
-            .field("messages", &self.messages.len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Forks start from a hook's snapshot of the parent.
+/// Forks start from a hook's snapshot of the parent: the [`HookContext`] is what a fork shares
+/// with it (model, rendered system prompt, conversation, tools, session id, working directory,
+/// event sink, context window, cancellation).
 impl HookContext {
-    /// What a forked agent started from this point shares with the parent.
-    pub fn fork_base(&self) -> ForkBase {
-        ForkBase {
-            model: self.model.clone(),
-            system: self.system.clone(),
-            messages: self.messages.clone(),
-            tools: self.tools.clone(),
-            session_id: self.session_id.clone(),
-            cwd: self.cwd.clone(),
-            events: self.events.clone(),
-            window: self.window.clone(),
-            cancel: self.cancel.clone(),
-        }
-    }
-
     /// Start building a forked agent for `purpose` from this point.
     pub fn fork(&self, purpose: impl Into<String>) -> ForkedAgentBuilder {
-        ForkedAgentBuilder::new(self.fork_base(), purpose)
+        ForkedAgentBuilder::new(self.clone(), purpose)
     }
 }
 
 /// Builds a [`ForkedAgent`].
 #[derive(Debug)]
 pub struct ForkedAgentBuilder {
-    base: ForkBase,
+    base: HookContext,
     purpose: String,
     tools: ToolRegistry,
     gate: Arc<dyn PermissionGate>,
@@ -99,21 +56,29 @@ pub struct ForkedAgentBuilder {
 }
 
 impl ForkedAgentBuilder {
-    /// A fork for `purpose` (it names model requests, e.g. `extractor`). Defaults: the parent's
-    /// tools ([`ForkBase::tools`]), a gate denying every call ([`DenyAll`]), 5 turns, 4,096 max
-    /// tokens, parent prefix shared.
-    pub fn new(base: ForkBase, purpose: impl Into<String>) -> Self {
+    /// Model calls a fork may make unless told otherwise.
+    pub const DEFAULT_MAX_TURNS: u32 = 5;
+    /// `max_tokens` of a fork's requests unless told otherwise.
+    pub const DEFAULT_MAX_TOKENS: u32 = 4_096;
+
+    /// A fork of the agent `base` describes (usually a hook's [`HookContext`], possibly with its
+    /// messages replaced) for `purpose` (it names model requests, e.g. `extractor`). Defaults:
+    /// the parent's tools (`base.tools`), a gate denying every call ([`DenyAll`]),
+    /// [`DEFAULT_MAX_TURNS`](Self::DEFAULT_MAX_TURNS) turns,
+    /// [`DEFAULT_MAX_TOKENS`](Self::DEFAULT_MAX_TOKENS) max tokens, parent prefix shared, and
+    /// [`AgentConfig`]'s default tool timeout and output cap.
+    pub fn new(base: HookContext, purpose: impl Into<String>) -> Self {
         Self {
             tools: base.tools.clone(),
             base,
             purpose: purpose.into(),
             gate: Arc::new(DenyAll),
-            max_turns: 5,
-            max_tokens: 4_096,
+            max_turns: Self::DEFAULT_MAX_TURNS,
+            max_tokens: Self::DEFAULT_MAX_TOKENS,
             share_prefix: true,
             options: RequestOptions::default(),
-            tool_timeout: std::time::Duration::from_secs(600),
-            max_tool_output_bytes: 100_000,
+            tool_timeout: AgentConfig::DEFAULT_TOOL_TIMEOUT,
+            max_tool_output_bytes: AgentConfig::DEFAULT_MAX_TOOL_OUTPUT_BYTES,
         }
     }
 
@@ -145,13 +110,13 @@ impl ForkedAgentBuilder {
         self
     }
 
-    /// Model calls allowed (default 5).
+    /// Model calls allowed (default [`DEFAULT_MAX_TURNS`](Self::DEFAULT_MAX_TURNS)).
     pub fn max_turns(mut self, n: u32) -> Self {
         self.max_turns = n;
         self
     }
 
-    /// `max_tokens` per request.
+    /// `max_tokens` per request (default [`DEFAULT_MAX_TOKENS`](Self::DEFAULT_MAX_TOKENS)).
     pub fn max_tokens(mut self, n: u32) -> Self {
         self.max_tokens = n;
         self
@@ -170,13 +135,13 @@ impl ForkedAgentBuilder {
         self
     }
 
-    /// How long one tool call may run (default 10 minutes).
+    /// How long one tool call may run (default [`AgentConfig::DEFAULT_TOOL_TIMEOUT`]).
     pub fn tool_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.tool_timeout = timeout;
         self
     }
 
-    /// Cap on one tool output, in bytes (default 100,000).
+    /// Cap on one tool output, in bytes (default [`AgentConfig::DEFAULT_MAX_TOOL_OUTPUT_BYTES`]).
     pub fn max_tool_output_bytes(mut self, bytes: usize) -> Self {
         self.max_tool_output_bytes = bytes;
         self
@@ -210,21 +175,15 @@ pub struct ForkOutcome {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use memloop_core::testing::{ScriptStep, ScriptedModel};
-/// use memloop_core::{fork::{ForkBase, ForkedAgentBuilder}, message::Message, events::NullSink};
+/// use memloop_core::testing::{hook_context, ScriptStep, ScriptedModel};
+/// use memloop_core::{fork::ForkedAgentBuilder, message::Message, HookContext};
 /// use std::sync::Arc;
 ///
 /// let model = ScriptedModel::new().then(ScriptStep::text("noted"));
-/// let base = ForkBase {
-///     model: Arc::new(model),
+/// let messages = vec![Message::user("hi"), Message::assistant("hello")];
+/// let base = HookContext {
 ///     system: Arc::new(vec!["You are helpful.".into()]),
-///     messages: Arc::new(vec![Message::user("hi"), Message::assistant("hello")]),
-///     tools: Default::default(),
-///     session_id: "s1".into(),
-///     cwd: ".".into(),
-///     events: Arc::new(NullSink),
-///     window: Default::default(),
-///     cancel: Default::default(),
+///     ..hook_context(Arc::new(model), messages)
 /// };
 /// let out = ForkedAgentBuilder::new(base, "notes").build().run("Summarise.").await.unwrap();
 /// assert_eq!(out.final_text, "noted");
@@ -275,46 +234,77 @@ async fn run_fork(
     } else {
         Vec::new()
     };
-    let mut step = LoopStep {
-        model: &b.base.model,
-        tools: &b.tools,
-        gate: &b.gate,
-        events: &events,
+    let step = LoopStep {
+        model: b.base.model.clone(),
+        tools: b.tools.clone(),
+        gate: b.gate.clone(),
+        events: events.clone(),
         tool_ctx: ToolContext {
             session_id: b.base.session_id.clone(),
             cwd: b.base.cwd.clone(),
             agent: AgentKind::Forked(b.purpose.clone()),
             cancel: b.base.cancel.clone(),
         },
-        purpose: &b.purpose,
+        purpose: b.purpose.clone(),
         max_tokens: b.max_tokens,
-        options: &b.options,
+        options: b.options.clone(),
         tool_timeout: b.tool_timeout,
         max_tool_output_bytes: b.max_tool_output_bytes,
         spill_dir: None,
     };
-    let counter = CharEstimator;
-    let window = &b.base.window;
     // What is sent besides the parent's prefix: system sections, tool specs, the prompt.
-    let fixed = step.request_overhead(&b.base.system) + counter.count(&prompt);
-    let mut out = ForkOutcome::default();
-    let mut seen = HashSet::new();
-    // The fork's own assistant/tool-result exchange, after the prompt.
-    let mut exchange: Vec<Message> = Vec::new();
-    let mut retried = false;
-    loop {
-        if out.turns >= b.max_turns {
-            out.hit_max_turns = true;
-            tracing::info!(max_turns = b.max_turns, "fork reached its turn limit");
-            return Ok(out);
-        }
+    let fixed = step.request_overhead(&b.base.system) + CharEstimator.count(&prompt);
+    let spec = LoopSpec {
+        step,
+        window: &b.base.window,
+        max_iterations: b.max_turns,
+        main: false,
+    };
+    let mut transcript = ForkTranscript {
+        b: &b,
+        events,
+        prefix,
+        prompt,
+        fixed,
+        exchange: Vec::new(),
+        out: ForkOutcome::default(),
+        seen: HashSet::new(),
+    };
+    let end = run_loop(&spec, &mut transcript).await?;
+    let mut out = transcript.out;
+    out.turns = end.iterations;
+    out.hit_max_turns = end.stop == TurnStop::MaxIterations;
+    Ok(out)
+}
+
+/// A fork's conversation: the parent's prefix (fitted to the window before every request), the
+/// prompt, and the fork's own exchange after it. Nothing of it enters the parent's conversation.
+struct ForkTranscript<'a> {
+    b: &'a ForkedAgentBuilder,
+    events: Arc<dyn EventSink>,
+    prefix: Vec<Message>,
+    prompt: String,
+    /// Tokens sent besides the prefix and the exchange.
+    fixed: u64,
+    /// The fork's own assistant/tool-result exchange, after the prompt.
+    exchange: Vec<Message>,
+    out: ForkOutcome,
+    seen: HashSet<PathBuf>,
+}
+
+#[async_trait]
+impl Transcript for ForkTranscript<'_> {
+    async fn prepare(&mut self, _step: &LoopStep) -> Result<Prepared, AgentError> {
+        let b = self.b;
+        let counter = CharEstimator;
+        let window = &b.base.window;
         let budget = window
             .prompt_budget(b.max_tokens)
-            .saturating_sub(fixed + estimate_messages(&counter, &exchange));
-        let Some(mut messages) = fit_messages(&prefix, budget, &counter, None) else {
+            .saturating_sub(self.fixed + estimate_messages(&counter, &self.exchange));
+        let Some(mut messages) = fit_messages(&self.prefix, budget, &counter, None) else {
             return Err(skip(
-                &b,
-                &events,
+                b,
+                &self.events,
                 format!(
                     "its prompt cannot fit the {}-token context window even trimmed",
                     window.tokens()
@@ -323,62 +313,61 @@ async fn run_fork(
         };
         match messages.last_mut() {
             Some(last) if last.role == Role::User => {
-                last.content.push(ContentBlock::text(prompt.clone()))
+                last.content.push(ContentBlock::text(self.prompt.clone()))
             }
-            _ => messages.push(Message::user(prompt.clone())),
+            _ => messages.push(Message::user(self.prompt.clone())),
         }
-        messages.extend(exchange.iter().cloned());
-        let prompt_tokens = fixed + estimate_messages(&counter, &messages);
-        step.max_tokens = window.output_budget(prompt_tokens, b.max_tokens);
-        out.turns += 1;
-        let mut response = match step
-            .call_model(b.base.system.to_vec(), messages, out.turns, prompt_tokens)
-            .await
-        {
-            Ok(r) => r,
-            Err(ModelError::ContextTooLong { message, .. }) if retried => {
-                return Err(skip(
-                    &b,
-                    &events,
-                    format!("the provider still rejects its trimmed prompt: {message}"),
-                ));
-            }
-            // The provider named a smaller window: adopt it and refit once.
-            Err(ModelError::ContextTooLong {
-                limit: Some(limit), ..
-            }) if window.learn(limit) => {
-                events.emit(AgentEvent::ContextWindowLearned {
-                    tokens: window.tokens(),
-                });
-                tracing::info!(limit, "fork prompt too long; refitting it once");
-                retried = true;
-                out.turns -= 1;
-                continue;
-            }
-            Err(ModelError::Cancelled) => return Err(AgentError::Cancelled),
-            Err(e) => return Err(AgentError::Model(e)),
-        };
-        for action in repair_response(&mut response) {
-            events.emit(AgentEvent::ResponseRepaired { action });
+        messages.extend(self.exchange.iter().cloned());
+        let prompt_tokens = self.fixed + estimate_messages(&counter, &messages);
+        Ok(Prepared {
+            system: b.base.system.to_vec(),
+            messages,
+            context_tokens: prompt_tokens,
+            prompt_tokens,
+        })
+    }
+
+    async fn too_long(
+        &mut self,
+        error: ModelError,
+        learned: bool,
+        retried: bool,
+    ) -> Result<(), AgentError> {
+        if retried {
+            let message = match &error {
+                ModelError::ContextTooLong { message, .. } => message.clone(),
+                other => other.to_string(),
+            };
+            return Err(skip(
+                self.b,
+                &self.events,
+                format!("the provider still rejects its trimmed prompt: {message}"),
+            ));
         }
-        let assistant = response.into_message();
-        out.final_text = assistant.text();
-        if !assistant.has_tool_use() {
-            return Ok(out);
+        if !learned {
+            return Err(AgentError::Model(error));
         }
-        let (results, outcomes) = step.run_tools(&assistant).await;
-        out.tool_calls += outcomes.len() as u32;
-        out.denied_calls += outcomes.iter().filter(|o| o.denied).count() as u32;
+        // The provider named a smaller window: refit once.
+        tracing::info!("fork prompt too long; refitting it once");
+        Ok(())
+    }
+
+    async fn keep_response(&mut self, _response: &ModelResponse, assistant: &Message) {
+        self.out.final_text = assistant.text();
+        if assistant.has_tool_use() {
+            self.exchange.push(assistant.clone());
+        }
+    }
+
+    fn keep_results(&mut self, results: Message, outcomes: Vec<ToolOutcome>) {
+        self.out.tool_calls += outcomes.len() as u32;
+        self.out.denied_calls += outcomes.iter().filter(|o| o.denied).count() as u32;
         for f in &results.meta.files_written {
-            if seen.insert(f.clone()) {
-                out.files_written.push(f.clone());
+            if self.seen.insert(f.clone()) {
+                self.out.files_written.push(f.clone());
             }
         }
-        exchange.push(assistant);
-        exchange.push(results);
-        if b.base.cancel.is_cancelled() {
-            return Err(AgentError::Cancelled);
-        }
+        self.exchange.push(results);
     }
 }
 

@@ -50,6 +50,7 @@ mod builder;
 pub mod builtin_tools;
 pub mod clearing;
 pub mod compaction;
+mod compaction_strategy;
 mod config;
 mod context;
 pub mod embed;
@@ -70,6 +71,7 @@ pub mod testing;
 pub mod text;
 pub mod tokens;
 pub mod tool;
+mod turn_loop;
 pub mod window;
 
 pub use agent::{Agent, TurnOutcome, TurnStop};

@@ -15,7 +15,6 @@ use crate::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect, ToolOutput,
     ToolRegistry,
 };
-use crate::window::ContextWindow;
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,19 +27,23 @@ pub(crate) struct ToolOutcome {
     pub denied: bool,
 }
 
-pub(crate) struct LoopStep<'a> {
-    pub model: &'a Arc<dyn Model>,
-    pub tools: &'a ToolRegistry,
-    pub gate: &'a Arc<dyn PermissionGate>,
-    pub events: &'a Arc<dyn EventSink>,
+/// What one model call and its tool run use: the data that differs between the main agent and a
+/// fork (its sink says whose events they are, its gate what it may call, its limits).
+pub(crate) struct LoopStep {
+    pub model: Arc<dyn Model>,
+    pub tools: ToolRegistry,
+    pub gate: Arc<dyn PermissionGate>,
+    /// Stamped with the agent's origin (main and turn, or the fork's purpose and id).
+    pub events: Arc<dyn EventSink>,
     pub tool_ctx: ToolContext,
-    pub purpose: &'a str,
+    pub purpose: String,
+    /// The configured cap; each request's is clamped to the window.
     pub max_tokens: u32,
-    pub options: &'a RequestOptions,
+    pub options: RequestOptions,
     pub tool_timeout: Duration,
     pub max_tool_output_bytes: usize,
     /// Where the full text of a cut output is kept (see `AgentConfig::spill_dir`).
-    pub spill_dir: Option<&'a std::path::Path>,
+    pub spill_dir: Option<std::path::PathBuf>,
 }
 
 const EVENT_OUTPUT_BYTES: usize = 500;
@@ -71,21 +74,7 @@ pub(crate) fn repair_response(response: &mut ModelResponse) -> Vec<String> {
     actions
 }
 
-impl LoopStep<'_> {
-    /// The `max_tokens` to request: the configured cap, clamped so the prompt (system sections,
-    /// tool specs and `context_tokens` of messages) plus the output fit `window`.
-    pub fn output_budget(
-        &self,
-        system: &[String],
-        context_tokens: u64,
-        window: &ContextWindow,
-    ) -> u32 {
-        window.output_budget(
-            self.request_overhead(system) + context_tokens,
-            self.max_tokens,
-        )
-    }
-
+impl LoopStep {
     /// Estimated tokens a request spends besides its messages: system sections and tool specs.
     pub fn request_overhead(&self, system: &[String]) -> u64 {
         let counter = CharEstimator;
@@ -99,20 +88,23 @@ impl LoopStep<'_> {
         system_tokens + tool_tokens
     }
 
+    /// Stream one request of at most `max_tokens` output tokens, emitting the deltas as they
+    /// arrive.
     pub async fn call_model(
         &self,
+        max_tokens: u32,
         system: Vec<String>,
         messages: Vec<Message>,
         iteration: u32,
         context_tokens: u64,
     ) -> Result<ModelResponse, ModelError> {
-        let mut req = ModelRequest::new(self.purpose, messages);
+        let mut req = ModelRequest::new(&self.purpose, messages);
         req.system = system;
         req.tools = self.tools.specs();
-        req.max_tokens = self.max_tokens;
+        req.max_tokens = max_tokens;
         self.options.apply(&mut req);
         self.events.emit(AgentEvent::ModelRequest {
-            purpose: self.purpose.to_owned(),
+            purpose: self.purpose.clone(),
             iteration,
             context_tokens,
         });
@@ -155,7 +147,7 @@ impl LoopStep<'_> {
             });
         }?;
         self.events.emit(AgentEvent::ModelResponse {
-            purpose: self.purpose.to_owned(),
+            purpose: self.purpose.clone(),
             stop_reason: response.stop_reason,
             usage: response.usage,
         });
@@ -222,6 +214,7 @@ impl LoopStep<'_> {
         if output.content.len() > self.max_tool_output_bytes {
             let note = match self
                 .spill_dir
+                .as_deref()
                 .and_then(|dir| spill(dir, id, &output.content))
             {
                 Some(path) => format!("; the full output is in {}", path.display()),

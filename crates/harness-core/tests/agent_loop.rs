@@ -500,7 +500,7 @@ async fn fork_shares_the_prefix_and_reports_files_written() {
             Err(format!("{} is outside /mem", p.display()))
         }
     });
-    let out = ForkedAgentBuilder::new(ctx.fork_base(), "extractor")
+    let out = ForkedAgentBuilder::new(ctx.clone(), "extractor")
         .tool(Arc::new(Writer))
         .gate(Arc::new(gate))
         .max_turns(5)
@@ -528,16 +528,9 @@ async fn fork_shares_the_prefix_and_reports_files_written() {
 async fn fork_stops_at_max_turns() {
     let model =
         ScriptedModel::new().rule(|_| Some(ScriptStep::tool("upper", json!({"text": "x"}))));
-    let base = memloop_core::fork::ForkBase {
-        model: Arc::new(model),
-        system: Arc::new(vec![]),
-        messages: Arc::new(vec![]),
-        tools: Default::default(),
+    let base = memloop_core::HookContext {
         session_id: "s".into(),
-        cwd: ".".into(),
-        events: Arc::new(memloop_core::events::NullSink),
-        window: Default::default(),
-        cancel: Default::default(),
+        ..memloop_core::testing::hook_context(Arc::new(model), vec![])
     };
     let out = ForkedAgentBuilder::new(base, "extractor")
         .tool(Arc::new(Upper(AtomicU32::new(0))))

@@ -5,12 +5,12 @@
 
 use async_trait::async_trait;
 use memloop_core::events::{AgentEvent, ChannelSink, EventAgent, EventSink, ScopedSink, VecSink};
-use memloop_core::fork::{ForkBase, ForkedAgentBuilder};
+use memloop_core::fork::ForkedAgentBuilder;
 use memloop_core::message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage};
 use memloop_core::model::{ModelError, ModelResponse, RequestOptions, StopReason, ToolChoice};
-use memloop_core::testing::{ScriptStep, ScriptedModel};
+use memloop_core::testing::{ScriptStep, ScriptedModel, hook_context};
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
-use memloop_core::{Agent, AgentConfig, AgentError, CancellationToken};
+use memloop_core::{Agent, AgentConfig, AgentError, CancellationToken, HookContext};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -203,16 +203,13 @@ async fn fork_events_carry_the_fork_and_the_parent_turn() {
         .then(ScriptStep::text("noted"))
         .chunked(2);
     let sink = VecSink::default();
-    let base = ForkBase {
-        model: Arc::new(model.clone()),
-        system: Arc::new(vec![]),
-        messages: Arc::new(vec![Message::user("hi"), Message::assistant("hello")]),
-        tools: Default::default(),
+    let base = HookContext {
         session_id: "s".into(),
-        cwd: ".".into(),
         events: Arc::new(ScopedSink::main(Arc::new(sink.clone()), 7)),
-        cancel: CancellationToken::new(),
-        window: Default::default(),
+        ..hook_context(
+            Arc::new(model.clone()),
+            vec![Message::user("hi"), Message::assistant("hello")],
+        )
     };
     let opts = RequestOptions {
         temperature: Some(0.0),

@@ -494,7 +494,7 @@ async fn a_forks_request_prefix_is_byte_identical_to_the_parents_last_request() 
             .completed
     );
     let ctx = captured.lock().unwrap().clone().unwrap();
-    let out = ForkedAgentBuilder::new(ctx.fork_base(), "extractor")
+    let out = ForkedAgentBuilder::new(ctx.clone(), "extractor")
         .max_turns(2)
         .build()
         .run("Note what matters.")

@@ -1,5 +1,16 @@
-//! The HTTP plumbing both providers share: POST a JSON body with retries, and map HTTP failures
-//! onto [`ModelError`].
+//! The HTTP plumbing every provider shares, public so a provider crate of its own reuses it:
+//! [`HttpTransport`] posts a JSON body with retries ([`super::retry`]), a per-request timeout and
+//! cancellation, streams server-sent events through an [`SseDecoder`], and maps HTTP failures
+//! onto [`ModelError`] ([`classify`]): 401/403 → `Auth`, a prompt that does not fit →
+//! `ContextTooLong` (with the excess and the limit when the message states them), 429 →
+//! `RateLimited`, 503/529 → `Overloaded`, an unparsable body → `InvalidResponse` with an excerpt.
+//!
+//! `tests/providers_third_party.rs` implements a provider for a made-up wire format with this
+//! module alone.
+
+/// The HTTP client crate the transport is built on, re-exported so a provider crate names the
+/// same version (e.g. `reqwest::header::HeaderMap` for [`HttpTransport::new`]).
+pub use reqwest;
 
 use super::retry::{
     AttemptError, RetryPolicy, parse_retry_after, parse_should_retry, run_with_retry,
@@ -20,7 +31,7 @@ use tracing::Instrument;
 const EXCERPT_BYTES: usize = 300;
 
 /// A short, single-line excerpt of a body for error messages.
-pub(crate) fn excerpt(body: &[u8]) -> String {
+pub fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cut = truncate_utf8(&flat, EXCERPT_BYTES);
@@ -32,7 +43,7 @@ pub(crate) fn excerpt(body: &[u8]) -> String {
 }
 
 /// Parse a successful body, or report it as malformed with an excerpt.
-pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ModelError> {
+pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ModelError> {
     serde_json::from_slice(body)
         .map_err(|e| ModelError::InvalidResponse(format!("{e}; body starts: {:?}", excerpt(body))))
 }
@@ -40,7 +51,7 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
 /// One provider endpoint: a reqwest client, the URL and headers, the retry policy and the
 /// per-request timeout.
 #[derive(Debug, Clone)]
-pub(crate) struct HttpTransport {
+pub struct HttpTransport {
     client: reqwest::Client,
     url: String,
     headers: HeaderMap,
@@ -51,7 +62,7 @@ pub(crate) struct HttpTransport {
 impl HttpTransport {
     /// A transport posting to `base_url` (a trailing `/` ignored) joined with `path`;
     /// `headers` get `content-type: application/json` added.
-    pub(crate) fn new(
+    pub fn new(
         base_url: &str,
         path: &str,
         mut headers: HeaderMap,
@@ -75,7 +86,7 @@ impl HttpTransport {
     /// One metadata request to `url` on the same server (GET, or POST `body` when given) with
     /// this transport's headers, no retries and a 10 s timeout; the JSON of a 2xx answer, `None`
     /// for anything else (the server does not offer the endpoint).
-    pub(crate) async fn fetch_json(
+    pub async fn fetch_json(
         &self,
         url: &str,
         body: Option<&serde_json::Value>,
@@ -102,7 +113,7 @@ impl HttpTransport {
 
     /// One model call: POST `body` with retries, then `parse` the 2xx body; traced as a
     /// `model_call` span.
-    pub(crate) async fn call(
+    pub async fn call(
         &self,
         provider: &'static str,
         model: &str,
@@ -133,7 +144,7 @@ impl HttpTransport {
     /// The per-request timeout bounds each attempt from the POST to the last event. A server
     /// that answers with a plain JSON body (it ignored `"stream": true`) is accepted: its
     /// response is replayed as deltas.
-    pub(crate) fn stream<D: SseDecoder>(
+    pub fn stream<D: SseDecoder>(
         &self,
         provider: &'static str,
         model: &str,
@@ -191,7 +202,7 @@ impl HttpTransport {
     }
 
     /// POST `body`, retrying per the policy; the bytes of a 2xx body.
-    pub(crate) async fn post_json(
+    pub async fn post_json(
         &self,
         body: &serde_json::Value,
         cancel: &CancellationToken,
@@ -483,7 +494,7 @@ fn error_info(body: &[u8]) -> ErrorInfo {
 }
 
 /// Map a non-2xx response onto a [`ModelError`] plus the server's wait hint.
-pub(crate) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> AttemptError {
+pub fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> AttemptError {
     let retry_after = parse_retry_after(headers, SystemTime::now());
     let should_retry = parse_should_retry(headers);
     let ErrorInfo {
@@ -563,7 +574,7 @@ fn integers(s: &str) -> Vec<u64> {
 /// Anthropic `prompt is too long: 210000 tokens > 200000 maximum`, OpenAI `maximum context length
 /// is 128000 tokens. However, your messages resulted in 130000 tokens`, and llama.cpp/vLLM's
 /// `requested 9000 tokens ... context of 8192`.
-pub(crate) fn excess_tokens(message: &str) -> Option<u64> {
+pub fn excess_tokens(message: &str) -> Option<u64> {
     let lower = message.to_ascii_lowercase();
     if let Some(pos) = lower.find(" tokens > ") {
         let before = integers(&lower[..pos]);
@@ -587,7 +598,7 @@ pub(crate) fn excess_tokens(message: &str) -> Option<u64> {
 /// max_tokens exceed context limit: 188240 + 21333 > 200000`, OpenAI and vLLM `maximum context
 /// length is 128000 tokens`, llama.cpp `exceeds the available context size (8192 tokens)` and
 /// `context of 8192`.
-pub(crate) fn context_limit(message: &str) -> Option<u64> {
+pub fn context_limit(message: &str) -> Option<u64> {
     let lower = message.to_ascii_lowercase();
     let after = |marker: &str| {
         lower

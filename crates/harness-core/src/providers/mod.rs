@@ -12,6 +12,11 @@
 //! provider states it), 429 → `RateLimited`, 503/529 → `Overloaded`, an unparsable body →
 //! `InvalidResponse` with a short excerpt.
 //!
+//! A provider of your own (another crate) reuses the same plumbing: [`http::HttpTransport`]
+//! (POST with retries, timeout, cancellation, error mapping, SSE streaming), [`sse`] (the event
+//! parser and the [`sse::SseDecoder`] trait) and [`retry`] (the policy and
+//! [`retry::run_with_retry`] for transports of your own).
+//!
 //! [`from_env`] builds either one from the usual environment variables:
 //!
 //! ```no_run
@@ -22,16 +27,17 @@
 
 pub mod anthropic;
 mod anthropic_wire;
-mod http;
+pub mod http;
 mod naming;
 pub mod openai;
 mod openai_embed;
 mod openai_wire;
 pub mod retry;
 mod settings;
-mod sse;
+pub mod sse;
 
 pub use anthropic::{AnthropicConfig, AnthropicModel};
+pub use http::HttpTransport;
 pub use openai::{OpenAiCompatModel, OpenAiConfig};
 pub use openai_embed::{DEFAULT_EMBEDDING_MODEL, OpenAiEmbedConfig, OpenAiEmbedder};
 pub use retry::RetryPolicy;

@@ -1,4 +1,6 @@
-//! Server-sent events: one incremental parser shared by both providers.
+//! Server-sent events: one incremental parser shared by every provider, and the
+//! [`SseDecoder`] trait a provider implements to turn its events into [`StreamEvent`]s (driven by
+//! [`HttpTransport::stream`](super::http::HttpTransport::stream)).
 //!
 //! Bytes go in as the socket delivers them ([`SseParser::push`]); complete events come out.
 //! Lines are split on `\n`, `\r\n` or `\r`, and only complete lines are decoded, so a multi-byte
@@ -9,7 +11,7 @@
 use crate::model::{ModelError, ModelResponse, StreamEvent};
 
 /// Turns one provider's stream of SSE events into [`StreamEvent`]s and the final response.
-pub(crate) trait SseDecoder: Send + 'static {
+pub trait SseDecoder: Send + 'static {
     /// Handle one event, pushing the deltas it carries onto `out`. `Ok(true)` means the stream is
     /// complete (later bytes are ignored).
     fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, ModelError>;
@@ -26,7 +28,7 @@ pub(crate) trait SseDecoder: Send + 'static {
 }
 
 /// A stream failure (see [`ModelError::Stream`]); the transport fills in `emitted`.
-pub(crate) fn stream_error(message: impl Into<String>, retryable: bool) -> ModelError {
+pub fn stream_error(message: impl Into<String>, retryable: bool) -> ModelError {
     ModelError::Stream {
         message: message.into(),
         emitted: 0,
@@ -36,16 +38,16 @@ pub(crate) fn stream_error(message: impl Into<String>, retryable: bool) -> Model
 
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct SseEvent {
+pub struct SseEvent {
     /// The `event:` field (empty when absent, which means `message`).
-    pub(crate) event: String,
+    pub event: String,
     /// The `data:` lines joined with `\n`.
-    pub(crate) data: String,
+    pub data: String,
 }
 
 /// Incremental SSE parser.
 #[derive(Debug, Default)]
-pub(crate) struct SseParser {
+pub struct SseParser {
     /// Bytes of the current, incomplete line.
     line: Vec<u8>,
     /// The previous byte was a `\r` (a following `\n` belongs to the same line end).
@@ -56,7 +58,7 @@ pub(crate) struct SseParser {
 
 impl SseParser {
     /// Feed bytes; returns the events they complete.
-    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, String> {
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, String> {
         let mut out = Vec::new();
         for &b in bytes {
             if self.after_cr {
@@ -82,7 +84,7 @@ impl SseParser {
     }
 
     /// The event still buffered when the stream ended without its blank line, if any.
-    pub(crate) fn finish(&mut self) -> Option<SseEvent> {
+    pub fn finish(&mut self) -> Option<SseEvent> {
         if !self.line.is_empty() {
             let line = String::from_utf8_lossy(&std::mem::take(&mut self.line)).into_owned();
             if let Some(e) = self.line_done(&line) {

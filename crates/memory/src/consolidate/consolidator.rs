@@ -84,7 +84,7 @@ impl Consolidator {
     /// Run one consolidation forked from `hook`; returns the files written.
     pub async fn run(&self, hook: &HookContext) -> Result<Vec<PathBuf>, ExtractError> {
         let prompt = self.prompt().await?;
-        let mut base = hook.fork_base();
+        let mut base = hook.clone();
         base.cwd = self.store.root().to_path_buf();
         let fork = ForkedAgentBuilder::new(base, DREAM_PURPOSE)
             .share_prefix(false)

@@ -120,7 +120,7 @@ impl ForkedExtractor {
 impl Extractor for ForkedExtractor {
     async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
         let prompt = self.prompt(ctx.new_messages.len()).await?;
-        let mut base = ctx.hook.fork_base();
+        let mut base = ctx.hook.clone();
         base.cwd = self.store.root().to_path_buf();
         // The memory tools write through a tally, so a run whose every write failed (a
         // read-only dir, a held lock) is reported as failed and its messages offered again.
