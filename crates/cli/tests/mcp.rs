@@ -307,3 +307,83 @@ async fn a_broken_backend_answers_unavailable() {
     assert_eq!(client.list_all_tools().await.unwrap().len(), 4);
     client.cancel().await.unwrap();
 }
+
+/// Titles that differ only outside ASCII (Cyrillic, CJK, emoji) each get their own file: every
+/// save reports `written` at a different path and every content survives; saving the same title
+/// again updates its file; a keyed entry saved under the old naming rule is updated in place.
+#[tokio::test]
+async fn titles_in_any_script_never_share_a_file() {
+    let fx = fixture();
+    let client = connect(&fx).await;
+    let p = project_str(&fx.project);
+    let entries = [
+        ("decision", "Использовать Postgres", "Берём Postgres 16."),
+        ("decision", "Не использовать Postgres", "Postgres не берём."),
+        ("knowledge", "数据库", "数据库在 db01 上。"),
+        ("knowledge", "缓存", "缓存用 Redis。"),
+        ("knowledge", "🎉", "party emoji note"),
+        ("knowledge", "🚀", "rocket emoji note"),
+        ("todo", "Café", "accented todo"),
+        ("todo", "Cafe", "plain todo"),
+    ];
+    let saved = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": entries
+            .iter()
+            .map(|(t, title, content)| json!({"type": t, "title": title, "content": content}))
+            .collect::<Vec<_>>()}),
+    )
+    .await;
+    assert_eq!(saved["written"], entries.len(), "{saved}");
+    let paths: Vec<String> = (0..entries.len())
+        .map(|i| saved["results"][i]["path"].as_str().unwrap().to_owned())
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = paths.iter().collect();
+    assert_eq!(distinct.len(), entries.len(), "{paths:?}");
+    assert!(
+        paths[0].starts_with("decisions/ispolzovat-postgres_"),
+        "{paths:?}"
+    );
+    assert_eq!(paths[7], "todos/cafe.md");
+    let dir = PathBuf::from(saved["project"]["memory_dir"].as_str().unwrap());
+    for ((_, _, content), path) in entries.iter().zip(&paths) {
+        let text = std::fs::read_to_string(dir.join(path)).unwrap();
+        assert!(text.contains(content), "{path}: {text}");
+    }
+    // The same title again: the same file, updated.
+    let again = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": [
+            {"type": "decision", "title": "Использовать Postgres", "content": "Берём Postgres 17."},
+        ]}),
+    )
+    .await;
+    assert_eq!(again["results"][0]["path"], paths[0].as_str(), "{again}");
+    assert_eq!(again["results"][0]["created"], false, "{again}");
+    let text = std::fs::read_to_string(dir.join(&paths[0])).unwrap();
+    assert!(text.contains("Postgres 17") && !text.contains("Postgres 16"));
+    // A decision saved by an older version under the old rule (`decisions/postgres.md`) is
+    // updated there, not duplicated.
+    std::fs::write(
+        dir.join("decisions/postgres.md"),
+        "---\nname: Выбор Postgres\ndescription: old\ntype: project\n---\nold body\n",
+    )
+    .unwrap();
+    let legacy = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": [
+            {"type": "decision", "title": "Выбор Postgres", "content": "new body"},
+        ]}),
+    )
+    .await;
+    assert_eq!(
+        legacy["results"][0]["path"], "decisions/postgres.md",
+        "{legacy}"
+    );
+    let text = std::fs::read_to_string(dir.join("decisions/postgres.md")).unwrap();
+    assert!(text.contains("new body"), "{text}");
+    client.cancel().await.unwrap();
+}

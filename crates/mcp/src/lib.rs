@@ -13,7 +13,7 @@ mod ops;
 mod projects;
 mod server;
 
-pub use mapping::{EntryType, Scope, entry_to_memory, slug};
+pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
 pub use ops::{MAX_BATCH, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
 pub use projects::{McpConfig, Project, ProjectRefused, project_id};
 pub use server::{

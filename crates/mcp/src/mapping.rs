@@ -8,11 +8,16 @@
 //! | `knowledge` | `reference` | `knowledge/<slug>.md` (same title = updated) |
 //! | `todo` | `project` | `todos/<slug>.md` (open until deleted with `context_manage`) |
 //!
-//! `<slug>` is the title (or the first line of the content) lowercased, with every run of
-//! characters other than ASCII letters and digits turned into one `-`, at most 60 characters.
+//! `<slug>` is the title (or the first line of the content) as a file stem
+//! ([`title_file_stem`]): an ASCII title lowercased, with every run of characters other than
+//! letters and digits turned into one `-` (at most 60 characters); any other title transliterated
+//! to ASCII with `_` and 8 hex digits of a hash of the title appended, so titles in any script
+//! (or only emoji) never share a file. Titles that differ only in case, spacing or ASCII
+//! punctuation are the same title. A keyed entry saved before this rule, under the old slug
+//! ([`slug`]) and with the same title, keeps its file.
 
 use chrono::{DateTime, Utc};
-use memloop_memory::store::{MemoryDoc, MemoryType};
+use memloop_memory::store::{MemoryDoc, MemoryType, title_file_stem};
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -103,7 +108,9 @@ impl EntryType {
     }
 }
 
-/// `text` as a file-name slug (empty when it has no ASCII letter or digit).
+/// `text` as a file-name slug (empty when it has no ASCII letter or digit): the file naming rule
+/// before [`title_file_stem`], which collapsed titles differing only outside ASCII onto one file.
+/// Still used to find an entry saved under it ([`legacy_path`]).
 ///
 /// ```
 /// assert_eq!(memloop_mcp::slug("Use Postgres 16, not MySQL!"), "use-postgres-16-not-mysql");
@@ -152,6 +159,36 @@ fn unique_suffix(now: DateTime<Utc>, content: &str) -> String {
         .collect()
 }
 
+/// The entry's title: the given one, else the content's first line.
+fn entry_title(title: Option<&str>, content: &str) -> String {
+    title
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map_or_else(|| first_line(content, 80), str::to_owned)
+}
+
+/// Where a keyed entry (decision, knowledge, todo) with this title was stored under the naming
+/// rule before [`title_file_stem`], when that differs from today's path; `None` for append-only
+/// entries. A save whose new path does not exist yet updates this file instead when it holds a
+/// memory with the same title, so entries saved before the rule changed are not duplicated.
+pub fn legacy_path(kind: EntryType, title: Option<&str>, content: &str) -> Option<String> {
+    if kind.append_only() {
+        return None;
+    }
+    let title = entry_title(title, content);
+    let mut stem = slug(&title);
+    if stem.is_empty() {
+        stem = kind.as_str().replace('_', "-");
+    }
+    let old = format!("{}/{stem}.md", kind.folder());
+    let new = format!(
+        "{}/{}.md",
+        kind.folder(),
+        title_file_stem(&title, &kind.as_str().replace('_', "-"))
+    );
+    (old != new).then_some(old)
+}
+
 /// The store-relative path and document for one entry.
 pub fn entry_to_memory(
     kind: EntryType,
@@ -160,14 +197,8 @@ pub fn entry_to_memory(
     tags: &[String],
     now: DateTime<Utc>,
 ) -> (String, MemoryDoc) {
-    let title = title
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map_or_else(|| first_line(content, 80), str::to_owned);
-    let mut stem = slug(&title);
-    if stem.is_empty() {
-        stem = kind.as_str().replace('_', "-");
-    }
+    let title = entry_title(title, content);
+    let stem = title_file_stem(&title, &kind.as_str().replace('_', "-"));
     let rel = if kind.append_only() {
         format!(
             "{}/{}-{stem}-{}.md",

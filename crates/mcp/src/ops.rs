@@ -2,11 +2,11 @@
 //! [`Refusal`] when the request itself is not acceptable (the project path, a target name).
 //! A failing backend is not a refusal: the answer says `available: false` and why.
 
-use crate::mapping::{EntryType, Scope, entry_to_memory};
+use crate::mapping::{EntryType, Scope, entry_to_memory, legacy_path};
 use crate::projects::{OpenProject, Project, Projects};
 use memloop_memory::recall::{Selector, format_manifest};
 use memloop_memory::store::{
-    MemoryDoc, MemoryError, MemoryHeader, MemoryStore, WriteMode, validate_rel_path,
+    MemoryDoc, MemoryError, MemoryHeader, MemoryStore, WriteMode, title_key, validate_rel_path,
 };
 use rmcp::schemars;
 use serde::Deserialize;
@@ -297,13 +297,21 @@ pub async fn save(
     let mut results = Vec::new();
     let (mut written, mut refused) = (0usize, 0usize);
     for (i, entry) in entries.iter().enumerate() {
-        let (rel, doc) = entry_to_memory(
+        let (mut rel, doc) = entry_to_memory(
             entry.kind,
             entry.title.as_deref(),
             &entry.content,
             &entry.tags,
             now,
         );
+        if let Some(old) = legacy_path(entry.kind, entry.title.as_deref(), &entry.content)
+            && open.store.read(&rel).await.is_err()
+            && open.store.read(&old).await.is_ok_and(|f| {
+                f.header.name.as_deref().map(title_key) == Some(title_key(&doc.name))
+            })
+        {
+            rel = old; // saved under the old naming rule: update it in place
+        }
         let r = if entry.content.trim().is_empty() {
             Err(("empty_content", "content is empty".to_owned()))
         } else {

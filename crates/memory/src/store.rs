@@ -19,8 +19,8 @@ pub use crate::frontmatter::append_to_existing;
 pub use crate::index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use crate::memory_store::MemoryStore;
 pub use crate::safety::{
-    ContainmentGate, SecretFilter, SecretPattern, topic_to_rel_path, validate_rel_path,
-    validate_topic,
+    ContainmentGate, SecretFilter, SecretPattern, title_file_stem, title_key, topic_to_rel_path,
+    validate_rel_path, validate_topic,
 };
 pub use crate::scan::ScanConfig;
 pub use crate::types::{

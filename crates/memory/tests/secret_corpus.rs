@@ -1,7 +1,16 @@
 //! The secret filter against a table of credential lines (every one refused, the error naming
 //! the pattern and never the value) and a table of harmless lines that talk about passwords,
-//! tokens and secrets (every one accepted).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! tokens and secrets (every one accepted), in English and in nine other languages; and the
+//! real memory dirs in `../shared/data/realmem/`, none of whose files is refused.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+#[path = "instructions_support/mod.rs"]
+mod support;
 
 use memloop_memory::store::{MemoryError, SecretFilter};
 
@@ -111,6 +120,163 @@ const CREDENTIALS: &[(&str, &str)] = &[
     ("-----BEGIN PRIVATE KEY-----", "-----BEGIN PRIVATE"),
     ("-----BEGIN PGP PRIVATE KEY BLOCK-----", "PGP PRIVATE"),
     ("PuTTY-User-Key-File-3: ssh-ed25519", "ssh-ed25519"),
+    // Prose forms and abbreviations of the label.
+    ("the password is hunter2", "hunter2"),
+    ("The staging password is S3cr3tPass2024.", "S3cr3tPass2024"),
+    ("the password for staging is Tr0ub4dor&3", "Tr0ub4dor"),
+    ("FYI the api key is k9x7Q2mZ", "k9x7Q2mZ"),
+    ("the access token was 8f3a9c1e2b", "8f3a9c1e2b"),
+    ("the passcode is 739184", "739184"),
+    ("pw: hunter22", "hunter22"),
+    ("admin pw = letmein", "letmein"),
+    ("psw: qwerty99", "qwerty99"),
+    ("passcode=4412", "4412"),
+    // A label on one line, its value on the next.
+    ("password:\nhunter2", "hunter2"),
+    ("Wi-Fi password:\n  C0ffeeShop!", "C0ffeeShop"),
+    ("api_key =\n'abcd1234efgh'", "abcd1234efgh"),
+    // Client flags glued to their value, and password arguments.
+    ("mysql -uroot -pS3cr3t mydb", "S3cr3t"),
+    (
+        "mysqldump -u backup -p'dump2024' shop > shop.sql",
+        "dump2024",
+    ),
+    ("mariadb -h db -u app -pAppPw99", "AppPw99"),
+    ("sshpass -p hunter2 ssh deploy@host", "hunter2"),
+    ("redis-cli -h cache -a r3disPw ping", "r3disPw"),
+    ("curl -u admin:adm1nPw https://api.internal/v1", "adm1nPw"),
+    (
+        "docker login -u bot -p dockerPw123 registry.local",
+        "dockerPw123",
+    ),
+    ("ldapsearch -x -D cn=admin -w LdapPw1 -b dc=x", "LdapPw1"),
+    ("smbclient //nas/share -U alice%SmbPw7", "SmbPw7"),
+    // Fullwidth and other compatibility forms.
+    ("ｐａｓｓｗｏｒｄ = hunter2", "hunter2"),
+    ("ＰＡＳＳＷＯＲＤ：ｓｅｃｒｅｔ１２３", "ｓｅｃｒｅｔ"),
+    ("ＡＰＩ＿ＫＥＹ＝ａｂｃｄｅｆ", "ａｂｃｄｅｆ"),
+    // Vendor token shapes.
+    (
+        "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "dop_v1_0123",
+    ),
+    ("shpat_0123456789abcdef0123456789abcdef", "shpat_0123"),
+    ("key-0123456789abcdef0123456789abcdef", "key-0123456789"),
+    (
+        "bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1 for alerts",
+        "AAHdqTcvCH1v",
+    ),
+    ("ya29.a0AfH6SMBxyzabcdefghijklmnop", "ya29.a0AfH6"),
+    ("GOCSPX-abcdefghijklmnopqrstuvwx12", "GOCSPX-abc"),
+    ("whsec_abcdefghijklmnopqrstuvwx1234", "whsec_abc"),
+    ("xapp-1-A0123456789-0123456789012-abcdef", "xapp-1-A0123"),
+    (
+        "secret_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+        "secret_abcdefghij",
+    ),
+    (
+        "lin_api_abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+        "lin_api_abc",
+    ),
+    ("hvs.CAESIabcdefghijklmnopqrstuvwxyz", "hvs.CAESI"),
+    (
+        "dp.pt.abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+        "dp.pt.abc",
+    ),
+    ("glsa_abcdefghijklmnopqrstuvwxyz012345_0a1b2c3d", "glsa_abc"),
+    ("NRAK-ABCDEFGHIJKLMNOPQRSTUVWXYZ0", "NRAK-ABC"),
+    (
+        "PMAK-0123456789abcdef01234567-0123456789abcdef0123456789abcdef01",
+        "PMAK-0123",
+    ),
+    (
+        "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ",
+        "AGE-SECRET-KEY-1QQQ",
+    ),
+    (
+        "gsk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMN",
+        "gsk_abc",
+    ),
+    ("r8_abcdefghijklmnopqrstuvwxyz0123456789A", "r8_abc"),
+    ("dapi0123456789abcdef0123456789abcdef", "dapi0123"),
+];
+
+/// Credential lines in Chinese, Japanese, Korean, Russian, Spanish, Portuguese, German, French
+/// and Italian: (line, the secret part).
+const CREDENTIALS_OTHER_LANGUAGES: &[(&str, &str)] = &[
+    // Chinese
+    ("生产数据库密码是 S3cr3tPass2024", "S3cr3tPass2024"),
+    ("密码：hunter2", "hunter2"),
+    ("数据库密码: Pg2024!prod", "Pg2024!prod"),
+    ("服务器的密码为 Xk93mq2z", "Xk93mq2z"),
+    ("API密钥=sk9f8e7d6c5b", "sk9f8e7d6c5b"),
+    ("访问令牌：tok_8a7b6c5d4e", "tok_8a7b6c5d4e"),
+    ("Wi-Fi 密码是 coffee2024", "coffee2024"),
+    ("口令: abc123xyz", "abc123xyz"),
+    ("密碼：Taipei101!", "Taipei101"),
+    ("密码：\nQwerty!234", "Qwerty!234"),
+    ("秘钥 = 7f3k9q2m1x", "7f3k9q2m1x"),
+    // Japanese
+    ("パスワード: hunter2", "hunter2"),
+    ("パスワードは Tokyo2024! です", "Tokyo2024"),
+    ("本番DBのパスワードはP4ssw0rdJPです", "P4ssw0rdJP"),
+    ("APIキー：abcd1234efgh", "abcd1234efgh"),
+    ("アクセストークン = at_9f8e7d6c", "at_9f8e7d6c"),
+    ("暗証番号: 482913", "482913"),
+    ("トークン: ya29x8c7v6b5", "ya29x8c7v6b5"),
+    ("パスワード：\nSakura#88", "Sakura#88"),
+    // Korean
+    ("비밀번호: hunter2", "hunter2"),
+    ("비밀번호는 Seoul2024! 입니다", "Seoul2024"),
+    ("DB 비밀번호는 Kimchi99", "Kimchi99"),
+    ("API 키: kr8s7d6f5g4h", "kr8s7d6f5g4h"),
+    ("패스워드 = Pa55word", "Pa55word"),
+    ("토큰: tk_1a2b3c4d5e", "tk_1a2b3c4d5e"),
+    ("암호: Hangul#123", "Hangul#123"),
+    ("비번은 qwer1234", "qwer1234"),
+    // Russian
+    ("Пароль: hunter2", "hunter2"),
+    ("пароль от базы: Qwerty123", "Qwerty123"),
+    ("Пароль — Moskva2024!", "Moskva2024"),
+    ("токен = ghx7Kp2Lm9", "ghx7Kp2Lm9"),
+    ("ключ API: 9f8e7d6c5b4a", "9f8e7d6c5b4a"),
+    ("секретный ключ: s3kr3tKey", "s3kr3tKey"),
+    ("пароль для сервера: Serv3r!pw", "Serv3r!pw"),
+    // Spanish
+    ("contraseña = hunter2", "hunter2"),
+    ("La contraseña es Madrid2024!", "Madrid2024"),
+    ("contraseña de la base de datos: Bd#2024x", "Bd#2024x"),
+    ("clave secreta: cl4v3S3cr3ta", "cl4v3S3cr3ta"),
+    ("clave de API = es_9a8b7c6d", "es_9a8b7c6d"),
+    ("Contraseña del wifi: cafe2024", "cafe2024"),
+    // Portuguese
+    ("senha: hunter2", "hunter2"),
+    ("A senha é Lisboa2024!", "Lisboa2024"),
+    ("senha do banco = Banc0#pw", "Banc0#pw"),
+    ("chave de API: pt7h6g5f4d3s", "pt7h6g5f4d3s"),
+    ("chave secreta = Ch4v3S3gr3d0", "Ch4v3S3gr3d0"),
+    // German
+    ("Passwort: hunter2", "hunter2"),
+    ("Das Passwort ist Berlin2024!", "Berlin2024"),
+    ("Kennwort = Geh3im!99", "Geh3im!99"),
+    ("Passwort für den Server: Srv#2024de", "Srv#2024de"),
+    ("API-Schlüssel: de8a7b6c5d4e", "de8a7b6c5d4e"),
+    ("Das WLAN-Passwort lautet Kaffee2024", "Kaffee2024"),
+    // French
+    ("mot de passe : hunter2", "hunter2"),
+    ("Le mot de passe est Paris2024!", "Paris2024"),
+    ("mot de passe du serveur = S3rv3ur!", "S3rv3ur"),
+    ("clé API : fr9e8d7c6b5a", "fr9e8d7c6b5a"),
+    ("jeton: jt_5f4e3d2c1b", "jt_5f4e3d2c1b"),
+    ("mdp: Baguette42", "Baguette42"),
+    ("clé secrète = cl3S3cr3t3", "cl3S3cr3t3"),
+    // Italian
+    ("password: ciao2024", "ciao2024"),
+    ("La password è Roma2024!", "Roma2024"),
+    ("parola d'ordine: Pizza#88", "Pizza#88"),
+    ("chiave API = it6g5f4e3d2c", "it6g5f4e3d2c"),
+    ("chiave segreta: Ch1av3Segreta", "Ch1av3Segreta"),
+    ("codice segreto: cs_7h6g5f4e", "cs_7h6g5f4e"),
 ];
 
 const HARMLESS: &[&str] = &[
@@ -176,17 +342,142 @@ const HARMLESS: &[&str] = &[
     "Ask before changing the secret manager configuration.",
     "The pass rate of the test suite is 98%.",
     "token: a unit of text the model reads",
+    "the password policy requires 12 characters",
+    "The password is stored in the vault, not here.",
+    "the password is correct but the account is locked",
+    "The token is JWT-based and expires hourly.",
+    "the password is SHA256-hashed before storage",
+    "the api key is in 1Password under Staging",
+    "The secret is good tests and small commits.",
+    "password: at least 12 characters",
+    "Password policy: 12 characters minimum",
+    "the passcode is the one from the SMS",
+    "Password:\nSee the team vault.",
+    "Passwords:\n- never commit them",
+    "Token:\n${GITHUB_TOKEN}",
+    "Run mysql -u root -p and type the password at the prompt.",
+    "mysql -u app -p shop_db",
+    "curl -u \"$USER:$PASS\" https://api.internal",
+    "redis-cli -a $REDIS_PASSWORD ping",
+    "sshpass -p \"$SSH_PASS\" ssh deploy@host",
+    "docker login -u bot -p $DOCKER_TOKEN",
+    "Use `mysql -p` so the password is not in the shell history.",
+    "ｔｈｅ ｐａｓｓｗｏｒｄ ｒｅｓｅｔ ｆｌｏｗ",
+    "ＡＰＩ＿ＫＥＹ＝＄｛ＡＰＩ＿ＫＥＹ｝",
+    "The key-value store is Redis.",
+    "Telegram alerts go to the #ops chat.",
+    "The webhook secret is rotated by the deploy job.",
+    "The Vault token is issued by the CI role.",
+    "The PIN is 4 digits long.",
+    "our pw policy: no reuse of the last 5",
+    "The token was revoked after the incident.",
+    "Credentials are in the team vault; ask Maria.",
 ];
+
+/// Harmless lines in the same nine languages: they talk about passwords, keys and tokens.
+const HARMLESS_OTHER_LANGUAGES: &[&str] = &[
+    // Chinese
+    "密码学课程",
+    "密码学是计算机安全的基础。",
+    "密码长度至少 12 位。",
+    "密码重置流程在管理后台。",
+    "不要把密码写进记忆文件。",
+    "密码存放在团队保险库中。",
+    "令牌桶限流每秒 10 个请求。",
+    "API密钥从环境变量 ANTHROPIC_API_KEY 读取。",
+    "密码：见团队保险库",
+    "密码是什么？请问管理员。",
+    "用户忘记了密码。",
+    "密钥每季度轮换一次。",
+    // Japanese
+    "パスワードを忘れた場合は管理者に連絡",
+    "パスワードは12文字以上にしてください。",
+    "パスワードは定期的に変更してください。",
+    "トークン数の上限は4096です。",
+    "APIキーは環境変数から読み込みます。",
+    "暗号化にはAESを使います。",
+    "パスワード: 保管庫を参照",
+    "秘密鍵はビルドマシンにだけ置く。",
+    "アクセストークンの有効期限は1時間。",
+    // Korean
+    "비밀번호를 잊으셨나요?",
+    "비밀번호는 8자 이상이어야 합니다.",
+    "비밀번호는 금고에 보관합니다.",
+    "암호화는 AES-256을 사용합니다.",
+    "API 키는 환경 변수에서 읽습니다.",
+    "토큰 수 제한은 4096입니다.",
+    "비밀번호: 팀 금고 참고",
+    // Russian
+    "Пароль должен содержать не менее 12 символов.",
+    "Пароль: 12 символов минимум",
+    "Пароль хранится в хранилище секретов.",
+    "Сброс пароля выполняется через админку.",
+    "Токен истекает через час.",
+    "Ключ API берётся из переменной окружения.",
+    "Не храните пароли в файлах памяти.",
+    "пароль: см. хранилище команды",
+    // Spanish
+    "La contraseña es obligatoria.",
+    "La contraseña debe tener al menos 12 caracteres.",
+    "El usuario olvidó su contraseña.",
+    "palabra clave: rust",
+    "La clave secreta se rota cada trimestre.",
+    "contraseña: ver el gestor del equipo",
+    // Portuguese
+    "A senha é obrigatória.",
+    "A senha deve ter pelo menos 12 caracteres.",
+    "Redefinição de senha pelo painel.",
+    "senha: ver o cofre da equipe",
+    "A chave de API vem da variável de ambiente.",
+    // German
+    "Das Passwort ist 8 Zeichen lang.",
+    "Das Passwort ist mindestens 12 Zeichen lang.",
+    "Passwort vergessen? Bitte den Admin fragen.",
+    "Passwort: siehe Team-Tresor",
+    "Der API-Schlüssel kommt aus der Umgebungsvariable.",
+    "Kennwortrichtlinie: 12 Zeichen",
+    // French
+    "Le mot de passe est expiré.",
+    "Le mot de passe doit contenir 12 caractères.",
+    "mot de passe : voir le coffre de l'équipe",
+    "Mot de passe oublié ? Contactez l'admin.",
+    "Le jeton expire après une heure.",
+    "La clé API est lue depuis l'environnement.",
+    // Italian
+    "La password è scaduta.",
+    "La password deve avere almeno 12 caratteri.",
+    "password dimenticata? Chiedi all'amministratore.",
+    "La chiave API è nella variabile d'ambiente.",
+    "chiave segreta: vedi il vault del team",
+];
+
+/// The corpus sizes: at least 150 credential and 150 harmless lines, a third of each not in
+/// English.
+#[test]
+fn the_corpus_has_150_lines_of_each_kind_a_third_not_in_english() {
+    let cred = CREDENTIALS.len() + CREDENTIALS_OTHER_LANGUAGES.len();
+    let harmless = HARMLESS.len() + HARMLESS_OTHER_LANGUAGES.len();
+    let cred_share = CREDENTIALS_OTHER_LANGUAGES.len() as f64 / cred as f64;
+    let harmless_share = HARMLESS_OTHER_LANGUAGES.len() as f64 / harmless as f64;
+    println!(
+        "secret corpus: {cred} credential lines ({} not in English, {:.0}%), {harmless} harmless \
+         lines ({} not in English, {:.0}%)",
+        CREDENTIALS_OTHER_LANGUAGES.len(),
+        cred_share * 100.0,
+        HARMLESS_OTHER_LANGUAGES.len(),
+        harmless_share * 100.0
+    );
+    assert!(cred >= 150 && harmless >= 150, "{cred} / {harmless}");
+    assert!(
+        cred_share >= 1.0 / 3.0 && harmless_share >= 1.0 / 3.0,
+        "{cred_share} / {harmless_share}"
+    );
+}
 
 #[test]
 fn every_credential_line_is_refused_without_echoing_it() {
-    assert!(
-        CREDENTIALS.len() >= 60,
-        "{} credential lines",
-        CREDENTIALS.len()
-    );
     let mut missed = Vec::new();
-    for (line, secret) in CREDENTIALS {
+    for (line, secret) in CREDENTIALS.iter().chain(CREDENTIALS_OTHER_LANGUAGES) {
         match SecretFilter::check(line) {
             Err(MemoryError::SensitiveData { pattern }) => {
                 let msg = SecretFilter::check(line).unwrap_err().to_string();
@@ -211,9 +502,9 @@ fn every_credential_line_is_refused_without_echoing_it() {
 
 #[test]
 fn every_harmless_line_is_accepted() {
-    assert!(HARMLESS.len() >= 60, "{} harmless lines", HARMLESS.len());
     let refused: Vec<String> = HARMLESS
         .iter()
+        .chain(HARMLESS_OTHER_LANGUAGES)
         .filter_map(|line| SecretFilter::find(line).map(|p| format!("{line:?} -> {p}")))
         .collect();
     assert!(
@@ -221,4 +512,38 @@ fn every_harmless_line_is_accepted() {
         "refused harmless lines:\n{}",
         refused.join("\n")
     );
+}
+
+/// No file of the real Claude Code memory dirs in `../shared/data/realmem/` is refused.
+#[test]
+fn no_real_memory_file_is_refused() {
+    let root = support::shared_data().join("realmem");
+    if !root.is_dir() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing under CI",
+            root.display()
+        );
+        eprintln!("SKIP: {} is absent", root.display());
+        return;
+    }
+    let mut stack = vec![root];
+    let (mut checked, mut refused) = (0usize, Vec::new());
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+                checked += 1;
+                if let Some(p) = SecretFilter::find(&text) {
+                    refused.push(format!("{} -> {p}", path.display()));
+                }
+            }
+        }
+    }
+    println!("real memory files checked: {checked}");
+    assert!(checked >= 100, "{checked} files");
+    assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
 }

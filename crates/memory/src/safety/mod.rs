@@ -12,5 +12,5 @@ pub use containment::ContainmentGate;
 pub(crate) use containment::warn_refused;
 pub use lock::DirLock;
 pub(crate) use names::read_target_to_rel_path;
-pub use names::{topic_to_rel_path, validate_rel_path, validate_topic};
+pub use names::{title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic};
 pub use secrets::{SecretFilter, SecretPattern};

@@ -24,11 +24,39 @@ enum Confirm {
     Assignment,
     /// Group 1 is a value that must not be a placeholder (connection-string passwords, flags).
     Value,
+    /// Group 1 is a value in prose ("the password is ..."): it must look like a credential
+    /// (see [`strong_value`]).
+    Prose,
 }
 
 /// Credential-like keys: the key may carry a prefix (`DB_PASSWORD`, `github.token`,
 /// `AWS_SECRET_ACCESS_KEY`) but must end with the credential word.
-const KEY: &str = r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|pwd|secret|token|(?:api|secret|access|private|account|signing|encryption|master)[_ -]?key|apikey|client[_-]?secret|credentials?)|(?:[A-Za-z0-9_.-]*[_.-])?pass";
+const KEY: &str = r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|passcode|pwd|secret|token|(?:api|secret|access|private|account|signing|encryption|master)[_ -]?key|apikey|client[_-]?secret|credentials?)|(?:[A-Za-z0-9_.-]*[_.-])?(?:pass|pw|psw|pword)";
+
+/// Credential words in other Latin- and Cyrillic-script languages (Chinese, Japanese, Korean, Russian, Spanish, Portuguese,
+/// German, French, Italian). Words that are also ordinary vocabulary ("clave" = keyword, "ключ"
+/// = key) only count in their credential phrases.
+const LOCAL_LABEL: &str = r"пароль|пароля|токен|ключ API|API-ключ|секретный ключ|ключ доступа|contraseña|clave secreta|clave de acceso|clave de API|clave API|senha|chave secreta|chave de acesso|chave de API|chave API|passwort|kennwort|api-schlüssel|geheimer schlüssel|mot de passe|mdp|jeton|clé secrète|clé API|clé d'API|parola d'ordine|chiave segreta|chiave API|codice segreto";
+
+/// Credential words in Chinese, Japanese and Korean: no word boundary is needed before them
+/// (`生产数据库密码`, `API密钥`).
+const CJK_LABEL: &str = r"密码|密碼|口令|密钥|密鑰|秘钥|令牌|パスワード|暗証番号|秘密鍵|トークン|APIキー|비밀번호|비번|패스워드|암호|토큰|API ?키";
+
+/// Any credential label: a Latin or Cyrillic one (English `key` words, then `extra`) after a
+/// non-letter, or a CJK one anywhere.
+fn label(extra: &str) -> String {
+    format!(r"(?:(?:^|[^\p{{L}}\p{{N}}_])(?:{extra})|(?:{CJK_LABEL}))")
+}
+
+/// English credential words in prose ("the password is ...").
+const PROSE_LABEL: &str = r"password|passphrase|passcode|pwd|api key|secret key|access key|access token|api token|token|credentials?";
+
+/// A short qualifier between a credential word and its value: "for staging", "от базы",
+/// "de la base", "für den Server".
+const QUALIFIER: &str = r"(?:[ \t]+(?:for|of|on|to|at|de|del|da|do|du|des|für|von|zum|zur|bei|di|della|per|от|для|на|к)(?:[ \t]+(?:the|la|el|le|les|a|o|der|die|das|den|dem|il|lo))?[ \t]+[\p{L}\p{N}_.-]+){0,2}";
+
+/// Separators that are words: "is", "是", "は", "는", "—", "es", "é", "ist", "lautet", "est", "è".
+const WORD_SEP: &str = r"(?:[ \t]+(?:is|was|es|era|é|ist|lautet|est|è|equals)[ \t]+|[ \t]*(?:是|为|為|は|는|은|—|–)[ \t]*)";
 
 fn assignment() -> String {
     // key, optional closing quote of a quoted key, separator (`=`, `:`, `:=`, `=>`), optional
@@ -38,10 +66,38 @@ fn assignment() -> String {
     )
 }
 
+/// A credential word of any language, a qualifier, then `:` / `=` (or a word separator): the
+/// value is ASCII (a password in prose of another script stops at the first non-ASCII letter).
+fn local_assignment() -> String {
+    format!(
+        r#"(?i){}{QUALIFIER}["']?([ \t]*(?::=|=>|==?|:)[ \t]*)(["'`]?)([!#-&(-+\--~]+)"#,
+        label(LOCAL_LABEL)
+    )
+}
+
+/// The prose forms: "the password is hunter2", "密码是 S3cr3t", "la contraseña es X".
+fn prose_assignment() -> String {
+    format!(
+        r#"(?i){}{QUALIFIER}{WORD_SEP}["'`]?([!#-&(-+\--~]+)"#,
+        label(&format!("{LOCAL_LABEL}|{PROSE_LABEL}"))
+    )
+}
+
+/// A credential label alone on its line (`password:`), its value alone on the next.
+fn next_line_value() -> String {
+    format!(
+        r#"(?im){}[ \t]*(?::|=)[ \t]*\r?\n[ \t]*["'`]?([!#-&(-+\--~]+?)["'`]?[ \t]*\r?$"#,
+        label(&format!("{KEY}|{LOCAL_LABEL}"))
+    )
+}
+
 fn patterns() -> &'static [SecretPattern] {
     static PATTERNS: OnceLock<Vec<SecretPattern>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
         let assignment = assignment();
+        let local = local_assignment();
+        let prose = prose_assignment();
+        let next_line = next_line_value();
         let raw: Vec<(&'static str, &str, Confirm)> = vec![
             (
                 "private key block",
@@ -85,6 +141,55 @@ fn patterns() -> &'static [SecretPattern] {
                 r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
                 Confirm::Shape,
             ),
+            ("DigitalOcean token", r"\bdo[opr]_v1_[a-f0-9]{64}\b", Confirm::Shape),
+            (
+                "Shopify token",
+                r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b",
+                Confirm::Shape,
+            ),
+            ("Mailgun key", r"\bkey-[0-9a-f]{32}\b", Confirm::Shape),
+            (
+                "Telegram bot token",
+                r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b",
+                Confirm::Shape,
+            ),
+            (
+                "Google OAuth token or client secret",
+                r"\bya29\.[0-9A-Za-z_-]{20,}|\bGOCSPX-[A-Za-z0-9_-]{20,}",
+                Confirm::Shape,
+            ),
+            ("Stripe webhook secret", r"\bwhsec_[A-Za-z0-9]{24,}", Confirm::Shape),
+            ("Slack app token", r"\bxapp-\d-[A-Za-z0-9-]{20,}", Confirm::Shape),
+            (
+                "Notion token",
+                r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})\b",
+                Confirm::Shape,
+            ),
+            ("Linear API key", r"\blin_api_[A-Za-z0-9]{40}\b", Confirm::Shape),
+            (
+                "HashiCorp Vault token",
+                r"\bhv[sbr]\.[A-Za-z0-9_-]{24,}",
+                Confirm::Shape,
+            ),
+            ("Doppler token", r"\bdp\.(?:pt|st|ct|sa)\.[A-Za-z0-9]{40,}", Confirm::Shape),
+            (
+                "Grafana token",
+                r"\bgl(?:sa|c)_[A-Za-z0-9_+/=-]{32,}",
+                Confirm::Shape,
+            ),
+            ("New Relic key", r"\bNRAK-[A-Z0-9]{27}\b", Confirm::Shape),
+            (
+                "Postman key",
+                r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b",
+                Confirm::Shape,
+            ),
+            ("age secret key", r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b", Confirm::Shape),
+            (
+                "Groq / xAI / Replicate key",
+                r"\b(?:gsk_[A-Za-z0-9]{48,}|xai-[A-Za-z0-9]{70,}|r8_[A-Za-z0-9]{37})\b",
+                Confirm::Shape,
+            ),
+            ("Databricks token", r"\bdapi[a-f0-9]{32}\b", Confirm::Shape),
             (
                 "bearer token",
                 r"(?i)\bbearer[ \t]+[A-Za-z0-9._~+/=-]{20,}",
@@ -106,6 +211,16 @@ fn patterns() -> &'static [SecretPattern] {
                 Confirm::Value,
             ),
             (
+                "password flag glued to its value (mysql -pVALUE)",
+                r"(?i)\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|mariadb-dump|mariadb-admin)\b[^\n|;&]*?[ \t]-p([^\s`-][^\s`]*)",
+                Confirm::Value,
+            ),
+            (
+                "client password argument (sshpass -p, redis-cli -a, curl -u user:pass)",
+                r"(?i)\b(?:sshpass[ \t]+-p[ \t]*|redis-cli\b[^\n|;&]*?[ \t]-a[ \t]+|(?:curl|wget)\b[^\n|;&]*?[ \t](?:-u|--user)[ \t]+[^\s:]+:|docker[ \t]+login\b[^\n|;&]*?[ \t]-p[ \t]+|ldap\w+\b[^\n|;&]*?[ \t]-w[ \t]+|smbclient\b[^\n|;&]*?[ \t]-U[ \t]*[^\s%]+%)([^\s-][^\s]*)",
+                Confirm::Value,
+            ),
+            (
                 "credential element (<password>value</password>)",
                 r"(?i)<(?:password|secret|token|api_?key)>([^<\s]+)</",
                 Confirm::Value,
@@ -114,6 +229,21 @@ fn patterns() -> &'static [SecretPattern] {
                 "credential assignment (password/api_key/token/secret = value)",
                 assignment.as_str(),
                 Confirm::Assignment,
+            ),
+            (
+                "credential assignment in another language (密码: / パスワード: / пароль: / contraseña: value)",
+                local.as_str(),
+                Confirm::Assignment,
+            ),
+            (
+                "credential in prose (the password is / 密码是 / la contraseña es value)",
+                prose.as_str(),
+                Confirm::Prose,
+            ),
+            (
+                "credential label with its value on the next line",
+                next_line.as_str(),
+                Confirm::Value,
             ),
         ];
         raw.into_iter()
@@ -136,7 +266,9 @@ fn patterns() -> &'static [SecretPattern] {
 /// template lookup (`$VAR`, `${VAR}`, `<...>`, `{{...}}`, `%s`, `os.environ[...]`, a call), a
 /// mask (`***`, `xxxx`, `...`), a boolean or null, or a filesystem path.
 fn is_placeholder(v: &str) -> bool {
-    let v = v.trim_end_matches(['.', ':', '!', '?']);
+    let v = v
+        .trim_matches(['"', '\'', '`'])
+        .trim_end_matches(['.', ':', '!', '?']);
     let lower = v.to_ascii_lowercase();
     if v.is_empty()
         || v.starts_with(['$', '<', '{', '%', '*', '[', '/', '~', '…'])
@@ -171,6 +303,29 @@ fn looks_random(v: &str) -> bool {
         .any(|(i, c)| c.is_ascii_digit() || (!c.is_alphanumeric()) || (i > 0 && c.is_uppercase()))
 }
 
+/// Whether a value named in prose looks like a credential rather than a word: after trailing
+/// punctuation is cut, at least 4 characters, not a placeholder, and either letters mixed with
+/// digits, a symbol other than `-` / `_`, or six digits or more; a hyphenated description
+/// ("SHA256-hashed", "base64-encoded") is not.
+fn strong_value(v: &str) -> bool {
+    let v = v.trim_end_matches(['.', ',', ';', ':', '!', '?', ')', '"', '\'']);
+    if v.chars().count() < 4 || is_placeholder(v) {
+        return false;
+    }
+    if let Some((_, last)) = v.rsplit_once('-')
+        && last.len() >= 3
+        && last.chars().all(|c| c.is_ascii_lowercase())
+    {
+        return false;
+    }
+    let digits = v.chars().filter(char::is_ascii_digit).count();
+    let letters = v.chars().filter(char::is_ascii_alphabetic).count();
+    let symbol = v
+        .chars()
+        .any(|c| !c.is_ascii_alphanumeric() && c != '-' && c != '_' && c != '.');
+    digits > 0 && letters > 0 || symbol || digits >= 6 && letters == 0
+}
+
 /// Whether an assignment match is a credential. `password = x`, `wifi password: letmein` and
 /// `token=abc` are; `secret: rotation happens monthly` (prose continues after a plain word),
 /// `api_key: ${KEY}` (a lookup) and `pwd: /src/app` (a path) are not.
@@ -193,7 +348,7 @@ fn assignment_is_secret(text: &str, c: &regex::Captures<'_>) -> bool {
         && line_rest
             .trim_start()
             .starts_with(|ch: char| ch.is_alphabetic());
-    !prose_follows || looks_random(v)
+    !prose_follows || v.chars().count() >= 4 && looks_random(v)
 }
 
 /// Checks text against the credential patterns.
@@ -210,7 +365,21 @@ pub struct SecretFilter;
 
 impl SecretFilter {
     /// The name of the first pattern that matches, if any.
+    ///
+    /// The text is matched in Unicode compatibility form (NFKC), so fullwidth and other
+    /// compatibility characters (`ｐａｓｓｗｏｒｄ＝…`, `密码：…`) match like their ASCII forms.
     pub fn find(text: &str) -> Option<&'static str> {
+        use unicode_normalization::{UnicodeNormalization, is_nfkc_quick};
+        let normalized: String;
+        let text = if matches!(
+            is_nfkc_quick(text.chars()),
+            unicode_normalization::IsNormalized::Yes
+        ) {
+            text
+        } else {
+            normalized = text.nfkc().collect();
+            &normalized
+        };
         patterns().iter().find_map(|p| {
             let hit = match p.confirm {
                 Confirm::Shape => p.regex.is_match(text),
@@ -222,6 +391,10 @@ impl SecretFilter {
                     .regex
                     .captures_iter(text)
                     .any(|c| assignment_is_secret(text, &c)),
+                Confirm::Prose => p
+                    .regex
+                    .captures_iter(text)
+                    .any(|c| c.get(1).is_some_and(|m| strong_value(m.as_str()))),
             };
             hit.then_some(p.name)
         })
