@@ -9,11 +9,11 @@
 //! | `todo` | `project` | `todos/<slug>.md` (open until deleted with `context_manage`) |
 //!
 //! `<slug>` is the title (or the first line of the content) as a file stem
-//! ([`title_file_stem`]): an ASCII title lowercased, with every run of characters other than
-//! letters and digits turned into one `-` (at most 60 characters); any other title transliterated
-//! to ASCII with `_` and 8 hex digits of a hash of the title appended, so titles in any script
-//! (or only emoji) never share a file. Titles that differ only in case, spacing or ASCII
-//! punctuation are the same title. A keyed entry saved before this rule, under the old slug
+//! ([`title_file_stem`]): a title of ASCII letters, digits and spaces lowercased, spaces as `-`
+//! (at most 60 characters); any other title transliterated to ASCII with `_` and 8 hex digits of
+//! a hash of the title appended, so titles in any script (or only emoji, or differing only in
+//! punctuation) never share a file. Titles that differ only in case or spacing are the same
+//! title. A keyed entry saved before this rule, under the old slug
 //! ([`slug`]) and with the same title, keeps its file.
 
 use chrono::{DateTime, Utc};
@@ -92,7 +92,7 @@ impl EntryType {
     }
 
     /// Whether every entry gets its own file (timestamped) instead of being keyed by title.
-    fn append_only(self) -> bool {
+    pub(crate) fn append_only(self) -> bool {
         matches!(self, Self::SessionSummary | Self::Change)
     }
 

@@ -312,8 +312,19 @@ pub async fn save(
         {
             rel = old; // saved under the old naming rule: update it in place
         }
+        let taken = !entry.kind.append_only()
+            && open.store.read(&rel).await.is_ok_and(|f| {
+                f.header.name.as_deref().map(title_key) != Some(title_key(&doc.name))
+            });
         let r = if entry.content.trim().is_empty() {
             Err(("empty_content", "content is empty".to_owned()))
+        } else if taken {
+            // Only a hash collision of two titles (or a hand-edited name) gets here: refuse
+            // rather than replace another entry.
+            Err((
+                "name_taken",
+                format!("{rel} holds an entry with another title; retitle this one"),
+            ))
         } else {
             open.store
                 .write(&rel, &doc, WriteMode::Overwrite)

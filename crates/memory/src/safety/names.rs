@@ -108,30 +108,30 @@ pub(crate) fn read_target_to_rel_path(target: &str) -> Result<String, MemoryErro
 const MAX_STEM_CHARS: usize = 60;
 
 /// What makes two titles the same title: the title in Unicode compatibility form (NFKC, so
-/// fullwidth `ＤＢ` is `DB`), lowercased, with every run of ASCII characters other than letters
-/// and digits (spaces, punctuation) turned into one `-` and trimmed. Every other character
-/// (letters and digits of any script, CJK punctuation, emoji) is kept, so titles that differ
-/// outside ASCII have different keys.
+/// fullwidth `ＤＢ` is `DB`), lowercased, with every run of whitespace or control characters
+/// turned into one space and trimmed. Everything else, punctuation included, is kept: `C++` and
+/// `C#` are different titles.
 ///
 /// ```
 /// use memloop_memory::store::title_key;
-/// assert_eq!(title_key("Use Postgres 16, not MySQL!"), "use-postgres-16-not-mysql");
-/// assert_eq!(title_key("Не использовать Postgres"), "не-использовать-postgres");
+/// assert_eq!(title_key("  Use   Postgres 16! "), "use postgres 16!");
+/// assert_eq!(title_key("Не использовать Postgres"), "не использовать postgres");
 /// assert_eq!(title_key("ＤＢ  choice"), title_key("db choice"));
+/// assert_ne!(title_key("C++"), title_key("C#"));
 /// ```
 pub fn title_key(title: &str) -> String {
     use unicode_normalization::UnicodeNormalization;
     let mut key = String::new();
     for c in title.nfkc().flat_map(char::to_lowercase) {
-        if c.is_ascii() && !c.is_ascii_alphanumeric() || c.is_whitespace() || c.is_control() {
-            if !key.is_empty() && !key.ends_with('-') {
-                key.push('-');
+        if c.is_whitespace() || c.is_control() {
+            if !key.is_empty() && !key.ends_with(' ') {
+                key.push(' ');
             }
         } else {
             key.push(c);
         }
     }
-    key.trim_end_matches('-').to_owned()
+    key.trim_end().to_owned()
 }
 
 /// `text` in lowercase ASCII letters and digits, each other run turned into one `-`, at most
@@ -155,30 +155,34 @@ fn ascii_slug(text: &str, max: usize) -> String {
 /// Readable, stable (the same title gives the same stem on every run and machine) and
 /// one-to-one: two titles with different [`title_key`]s never share a stem.
 ///
-/// - A title whose key is ASCII and at most 60 characters: the key itself
-///   (`Use Postgres 16, not MySQL!` → `use-postgres-16-not-mysql`).
-/// - Any other title (letters outside ASCII, emoji, no letter or digit at all, or a key longer
-///   than 60 characters): the title transliterated to ASCII (at most 60 characters, `fallback`
-///   when nothing is left), `_`, and 8 hex digits of the SHA-256 of its key
-///   (`Не использовать Postgres` → `ne-ispolzovat-postgres_…`). A plain stem never contains `_`,
-///   so the two forms never meet.
+/// - A title made only of ASCII letters, digits and spaces, at most 60 characters: its key with
+///   spaces as `-` (`Deploy days` → `deploy-days`).
+/// - Any other title (punctuation, letters outside ASCII, emoji, no letter or digit at all, or
+///   longer than 60 characters): the title transliterated to ASCII (at most 60 characters,
+///   `fallback` when nothing is left), `_`, and 8 hex digits of the SHA-256 of its key
+///   (`Не использовать Postgres` → `ne-ispolzovat-postgres_…`, `C++` → `c_…`). A plain stem
+///   never contains `_`, so the two forms never meet.
 ///
 /// ```
 /// use memloop_memory::store::title_file_stem;
-/// assert_eq!(title_file_stem("Use Postgres 16, not MySQL!", "decision"), "use-postgres-16-not-mysql");
+/// assert_eq!(title_file_stem("Deploy days", "decision"), "deploy-days");
 /// let a = title_file_stem("Использовать Postgres", "decision");
 /// let b = title_file_stem("Не использовать Postgres", "decision");
 /// assert!(a.starts_with("ispolzovat-postgres_") && b.starts_with("ne-ispolzovat-postgres_"));
 /// assert_ne!(title_file_stem("🎉", "knowledge"), title_file_stem("🚀", "knowledge"));
+/// assert_ne!(title_file_stem("C++", "knowledge"), title_file_stem("C#", "knowledge"));
 /// ```
 pub fn title_file_stem(title: &str, fallback: &str) -> String {
     use sha2::{Digest, Sha256};
     let mut key = title_key(title);
-    if key.is_ascii() && !key.is_empty() && key.len() <= MAX_STEM_CHARS {
-        return key;
+    let plain = key
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b' ');
+    if plain && !key.is_empty() && key.len() <= MAX_STEM_CHARS {
+        return key.replace(' ', "-");
     }
     if key.is_empty() {
-        // Only ASCII punctuation and spaces: the trimmed title itself tells titles apart.
+        // Only whitespace: the title itself tells titles apart.
         key = title.trim().to_owned();
     }
     let mut readable = ascii_slug(
