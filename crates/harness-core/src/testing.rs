@@ -382,6 +382,7 @@ fn ci_value_means_ci(value: Option<&str>) -> bool {
 /// # Panics
 ///
 /// Under CI, always, with `what` in the message.
+#[track_caller]
 #[allow(clippy::print_stderr)]
 pub fn skip_unless_ci(what: impl std::fmt::Display) {
     assert!(
