@@ -819,12 +819,11 @@ fn semantic_search_finds_a_paraphrase_through_an_embeddings_endpoint() {
 #[cfg(feature = "candle")]
 #[test]
 fn semantic_search_with_a_local_model_finds_a_paraphrase() {
-    let Some(model) = std::env::var_os("MEMLOOP_TEST_MINILM_DIR") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must set MEMLOOP_TEST_MINILM_DIR"
+    let Some(model) = std::env::var_os("MEMLOOP_TEST_MINILM_DIR").filter(|d| !d.is_empty()) else {
+        memloop_core::testing::skip_unless_ci(
+            "MEMLOOP_TEST_MINILM_DIR is unset: the local-model search test needs the \
+             all-MiniLM-L6-v2 directory (`.ci/run` fetches it)",
         );
-        eprintln!("MEMLOOP_TEST_MINILM_DIR unset: skipping the local-model search test");
         return;
     };
     let model = model.to_string_lossy().into_owned();

@@ -307,7 +307,16 @@ impl Hook for GatedRecall {
     }
 }
 
-#[tokio::test]
+/// `fut`, or a failure naming `what` if it has not finished after a minute of tokio time. The
+/// tests using it pause the clock, which then jumps ahead as soon as every task waits, so a
+/// turn that blocks on an unsettled attachment fails at once instead of hanging the test run.
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} never finished: something blocks"))
+}
+
+#[tokio::test(start_paused = true)]
 async fn attachment_lands_at_the_first_check_after_it_settles() {
     let release = Arc::new(Notify::new());
     let release_in_tool = release.clone();
@@ -336,7 +345,7 @@ async fn attachment_lands_at_the_first_check_after_it_settles() {
         .tool(Arc::new(Release(release_in_tool)))
         .hook(Arc::new(GatedRecall { release }))
         .build();
-    agent.run_turn("deploy").await.unwrap();
+    within("the turn", agent.run_turn("deploy")).await.unwrap();
     let reqs = model.requests();
     // Not there in the first request, attached to the tool-result message in the second.
     assert!(!format!("{:?}", reqs[0].messages).contains("system-reminder"));
@@ -352,7 +361,7 @@ async fn attachment_lands_at_the_first_check_after_it_settles() {
     check_invariants(agent.messages()).unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn unsettled_attachment_is_dropped_and_cancelled_when_the_turn_ends() {
     let release = Arc::new(Notify::new());
     let cancelled = Arc::new(Notify::new());
@@ -378,8 +387,19 @@ async fn unsettled_attachment_is_dropped_and_cancelled_when_the_turn_ends() {
     let mut agent = Agent::builder(Arc::new(model.clone()))
         .hook(Arc::new(Watch(release, cancelled.clone())))
         .build();
-    agent.run_turn("hello there").await.unwrap();
-    cancelled.notified().await; // the prefetch was cancelled when the turn ended
+    // The prefetch never settles on its own: the turn must neither wait for it nor leave it
+    // running.
+    within(
+        "a turn whose recall never settles",
+        agent.run_turn("hello there"),
+    )
+    .await
+    .unwrap();
+    within(
+        "cancelling the unsettled prefetch when the turn ended",
+        cancelled.notified(),
+    )
+    .await;
     assert!(!format!("{:?}", agent.messages()).contains("system-reminder"));
 }
 

@@ -59,11 +59,9 @@ fn bad_agent_types_are_rejected() {
 
 #[test]
 fn real_agent_memory_dirs_resolve_and_load_as_the_memory_index() {
-    let realmem = support::shared_data().join("realmem");
-    if !realmem.is_dir() {
-        eprintln!("SKIP: {} is absent", realmem.display());
+    let Some(realmem) = support::shared_dir("realmem") else {
         return;
-    }
+    };
     let repo = realmem.join("InfernalRabbit__compose-envkit");
     let base = TempDir::new().unwrap();
     let scopes = AgentMemoryScopes::new(base.path(), &repo, ".claude");

@@ -354,7 +354,16 @@ impl Selector for Stuck {
     }
 }
 
-#[tokio::test]
+/// `fut`, or a failure naming `what` if it has not finished after a minute of tokio time. The
+/// tests using it pause the clock, which then jumps ahead as soon as every task waits, so a
+/// regression that blocks fails at once instead of hanging the test run.
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} never finished: something blocks"))
+}
+
+#[tokio::test(start_paused = true)]
 async fn never_blocks_the_turn_and_is_cancelled_with_it() {
     let (_tmp, store) = store();
     put(&store, "a.md", "anything goes here", "x").await;
@@ -369,28 +378,37 @@ async fn never_blocks_the_turn_and_is_cancelled_with_it() {
     // User cancellation: the prefetch yields nothing and the selector's work is dropped.
     let turn_cancel = CancellationToken::new();
     let ctx = hook_ctx(vec![], &events, turn_cancel.clone());
-    let pending = hook
-        .on_turn_start(&ctx, "anything goes here")
-        .await
-        .unwrap();
+    let pending = within(
+        "on_turn_start with a selector that never answers",
+        hook.on_turn_start(&ctx, "anything goes here"),
+    )
+    .await
+    .unwrap();
     assert!(
         !pending.is_ready(),
         "on_turn_start returned while the selector still runs"
     );
-    started.notified().await;
+    within("the selector's start", started.notified()).await;
     turn_cancel.cancel();
-    assert!(pending.wait().await.is_none());
-    dropped.notified().await;
+    let settled = within("the cancelled prefetch", pending.wait()).await;
+    assert!(settled.is_none());
+    within("dropping the cancelled selector", dropped.notified()).await;
 
     // The turn ended first: dropping the pending attachment stops the work.
     let ctx = hook_ctx(vec![], &events, CancellationToken::new());
-    let pending = hook
-        .on_turn_start(&ctx, "anything goes here")
-        .await
-        .unwrap();
-    started.notified().await;
+    let pending = within(
+        "on_turn_start with a selector that never answers",
+        hook.on_turn_start(&ctx, "anything goes here"),
+    )
+    .await
+    .unwrap();
+    within("the selector's start", started.notified()).await;
     drop(pending);
-    dropped.notified().await;
+    within(
+        "dropping the selector when its attachment is dropped",
+        dropped.notified(),
+    )
+    .await;
     assert!(hook.surfaced().is_empty());
     assert!(
         !events

