@@ -46,10 +46,10 @@ mod compactor;
 mod config;
 mod keep;
 mod notes;
+mod notes_compaction;
 pub mod policy;
 pub mod repair;
 mod rounds;
-mod session_memory;
 pub mod strategies;
 mod summary;
 

@@ -13,7 +13,7 @@
 //! [`CompactionError::Declined`].
 
 use crate::config::{SessionMemoryCompactConfig, SummaryCompactConfig, Thresholds};
-use crate::session_memory::session_memory_compaction;
+use crate::notes_compaction::session_memory_compaction;
 use crate::summary::summary_compaction;
 use async_trait::async_trait;
 use memloop_core::{

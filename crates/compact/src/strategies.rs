@@ -4,7 +4,7 @@
 
 pub use crate::keep::{KeepBounds, KeepPlan, plan_keep};
 pub use crate::notes::SECTION_TRUNCATED;
-pub use crate::session_memory::{
+pub use crate::notes_compaction::{
     DeclineReason, SessionMemoryCompaction, plan_session_memory_compaction,
     session_memory_compaction, wait_for_update,
 };

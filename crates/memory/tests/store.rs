@@ -404,10 +404,10 @@ async fn memory_section_renders_guidance_and_capped_index() {
         "behave as if the index below were empty",
         "confirm it still exists",
         "**Why:**",
-        "Never\n  record negative judgements about the user",
+        "Never record negative judgements about the user",
         "explicitly asks you to remember something, save it right away",
-        "belongs in a plan or a task list, not in memory",
-        "Example: \"pipeline bugs are tracked",
+        "a plan or a task list holds that; memory holds what outlives the task",
+        "Example: \"pipeline bugs are in the Linear project INGEST\"",
     ] {
         assert!(text.contains(must), "prompt lacks {must}");
     }

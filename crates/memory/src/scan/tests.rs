@@ -167,8 +167,8 @@ fn parallel_and_serial_scans_agree() {
 }
 
 fn realmem() -> Option<PathBuf> {
-    // `../shared/data` next to the workspace root; MEMLOOP_SHARED_DATA overrides (worktrees).
-    let data = std::env::var_os("MEMLOOP_SHARED_DATA")
+    // `../shared/data` next to the workspace root; MEMLOOP_TEST_DATA overrides (checkouts elsewhere), as in the integration tests.
+    let data = std::env::var_os("MEMLOOP_TEST_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
     let p = data.join("realmem");
