@@ -158,9 +158,7 @@ fn numbered(text: &str, from: usize) -> String {
 impl AnthropicMemoryTool {
     /// Refuse a path the containment gate does not accept (symlink escapes included).
     fn contained(&self, rel: &str) -> Result<PathBuf, String> {
-        self.store
-            .check_contained(std::path::Path::new(rel))
-            .map_err(|e| e.to_string())
+        self.store.write_target(rel).map_err(|e| e.to_string())
     }
 
     async fn read_raw(&self, rel: &str) -> Result<String, String> {

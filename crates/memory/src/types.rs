@@ -134,7 +134,8 @@ pub enum WriteMode {
 pub struct WriteReport {
     /// Relative path written.
     pub rel_path: String,
-    /// Absolute path written.
+    /// What was written, as tools report it: the absolute file for a directory store, the
+    /// memory path (relative) for other stores.
     pub path: PathBuf,
     /// Whether the file was new.
     pub created: bool,
@@ -212,6 +213,16 @@ pub enum MemoryError {
     SensitiveData {
         /// Name of the pattern that matched (never the secret).
         pattern: String,
+    },
+    /// A write carries a body over the store's limit (`WriteLimits::max_body_bytes`).
+    #[error("refused to store memory `{path}`: its body is {bytes} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// Relative path.
+        path: String,
+        /// Size of the body.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
     },
     /// No such memory.
     #[error("no memory named `{0}`")]
