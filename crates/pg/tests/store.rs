@@ -25,7 +25,8 @@ async fn write_read_scan_index_delete_clear() {
         .await
         .unwrap();
     assert!(w.created);
-    assert!(store.check_contained(&w.path).is_ok());
+    assert!(store.check_contained(w.path.to_str().unwrap()).is_ok());
+    assert_eq!(w.path, std::path::PathBuf::from("project_deploy.md"));
     store
         .write(
             "team/gotchas.md",
@@ -116,7 +117,7 @@ async fn secrets_and_bad_paths_are_refused_and_nothing_is_written() {
     }
     assert!(
         store
-            .check_contained(std::path::Path::new("../../etc/passwd"))
+            .check_contained("../../etc/passwd.md")
             .is_err()
     );
     let rows: i64 = admin()
