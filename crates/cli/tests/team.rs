@@ -184,8 +184,16 @@ fn semantic_search_over_the_database_caches_vectors_in_a_real_dir() {
         "---\nname: Testing\ndescription: integration tests hit a real database\ntype: feedback\n---\n\nNever mock the database.\n",
     )
     .unwrap();
-    let out = memloop(tmp.path(), &alice, &["--database-url", &url, "team", "push"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = memloop(
+        tmp.path(),
+        &alice,
+        &["--database-url", &url, "team", "push"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // An empty local dir: the hits can only come from the database.
     let bob = tmp.path().join("bob");
@@ -207,7 +215,11 @@ fn semantic_search_over_the_database_caches_vectors_in_a_real_dir() {
         "1",
     ];
     let out = memloop(tmp.path(), &bob, &args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v[0]["path"], "deadline.md", "{v}");
 

@@ -184,7 +184,9 @@ async fn seeded_project() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
         store.write(file, &doc, WriteMode::Overwrite).await.unwrap();
     }
     // Five earlier sessions recorded (as the hook records every session), plus this one.
-    let records = memloop_memory::consolidate::SessionRecords::for_memory_dir(store.describe().dir().unwrap());
+    let records = memloop_memory::consolidate::SessionRecords::for_memory_dir(
+        store.describe().dir().unwrap(),
+    );
     for s in ["a", "b", "c", "d", "e", "current"] {
         memloop_memory::consolidate::SessionSource::record(&records, s).unwrap();
     }
@@ -276,7 +278,12 @@ async fn a_failed_dream_rolls_the_lock_back_and_warns() {
         "{events:?}"
     );
     assert!(
-        !store.describe().dir().unwrap().join(CONSOLIDATE_LOCK).exists(),
+        !store
+            .describe()
+            .dir()
+            .unwrap()
+            .join(CONSOLIDATE_LOCK)
+            .exists(),
         "new lock removed on failure"
     );
     assert_eq!(store.scan().await.unwrap().len(), 2, "memories untouched");

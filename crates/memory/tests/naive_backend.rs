@@ -87,7 +87,13 @@ impl MemoryStore for NaiveStore {
     }
 
     async fn clear(&self) -> Result<Vec<String>, MemoryError> {
-        Ok(self.memories.lock().unwrap().drain().map(|(k, _)| k).collect())
+        Ok(self
+            .memories
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(k, _)| k)
+            .collect())
     }
 
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
@@ -143,7 +149,11 @@ async fn a_naive_backend_still_refuses_what_the_rules_refuse() {
         .await
         .unwrap();
     store
-        .write("big.md", &doc(&"a".repeat(1024 * 1024)), WriteMode::Overwrite)
+        .write(
+            "big.md",
+            &doc(&"a".repeat(1024 * 1024)),
+            WriteMode::Overwrite,
+        )
         .await
         .unwrap();
     store.delete("big.md").await.unwrap();
@@ -151,7 +161,10 @@ async fn a_naive_backend_still_refuses_what_the_rules_refuse() {
         *naive.writes.lock().unwrap(),
         vec!["deploy.md", "big.md", "delete big.md"]
     );
-    assert_eq!(store.read("deploy.md").await.unwrap().body, "Tuesdays only.");
+    assert_eq!(
+        store.read("deploy.md").await.unwrap().body,
+        "Tuesdays only."
+    );
     // A database store has no directory: write targets are memory paths.
     assert_eq!(store.describe().dir(), None);
     assert_eq!(

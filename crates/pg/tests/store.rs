@@ -115,11 +115,7 @@ async fn secrets_and_bad_paths_are_refused_and_nothing_is_written() {
             "{bad} accepted"
         );
     }
-    assert!(
-        store
-            .check_contained("../../etc/passwd.md")
-            .is_err()
-    );
+    assert!(store.check_contained("../../etc/passwd.md").is_err());
     let rows: i64 = admin()
         .await
         .query_one(
