@@ -29,7 +29,7 @@ pub struct StoreConfig {
     pub index: IndexCaps,
     /// Scan limits (30 lines per file).
     pub scan: ScanConfig,
-    /// Bytes of a memory file [`MemoryStore::read`] returns (1 MiB); a bigger file is returned
+    /// Bytes of a memory file `read` returns (1 MiB); a bigger file is returned
     /// cut, with a note saying so.
     pub max_read_bytes: u64,
     /// What the write entry point enforces (bodies up to 1 MiB, the same as `max_read_bytes`).

@@ -261,8 +261,8 @@ pub fn identity_local_dir(description: &StoreDescription, purpose: LocalPurpose)
 ///   with [`describe`](Self::describe) and never pretends to be a path;
 /// - a backend implements primitives ([`read_path`](Self::read_path),
 ///   [`write_checked`](Self::write_checked), [`delete_checked`](Self::delete_checked), ...);
-///   everything else calls the entry points on `dyn MemoryStore`: [`write`](Self::write),
-///   [`delete`](Self::delete), [`read`](Self::read). The write entry point applies every rule
+///   everything else calls the entry points on `dyn MemoryStore`: `write`,
+///   `delete`, `read`. The write entry point applies every rule
 ///   (path, `MEMORY.md`, secrets, size) before the backend sees the write, so a backend cannot
 ///   forget them: [`write_checked`](Self::write_checked) takes a [`CheckedWrite`], which only
 ///   [`CheckedWrite::check`] builds;
@@ -295,14 +295,14 @@ pub trait MemoryStore: Send + Sync {
     /// Headers of all memories (never `MEMORY.md`), newest first.
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError>;
 
-    /// Read one memory (primitive: callers use [`read`](Self::read)).
+    /// Read one memory (primitive: callers use `read`).
     async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError>;
 
-    /// Write a memory and its index line (primitive: callers use [`write`](Self::write), which
+    /// Write a memory and its index line (primitive: callers use `write`, which
     /// builds the [`CheckedWrite`]). Atomic and locked.
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError>;
 
-    /// Delete a memory and its index line (primitive: callers use [`delete`](Self::delete)).
+    /// Delete a memory and its index line (primitive: callers use `delete`).
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError>;
 
     /// Delete every memory and the index itself (`memloop memory clear`). Returns the relative
@@ -383,17 +383,16 @@ impl dyn MemoryStore + '_ {
     }
 
     /// A tool's write target for the memory `rel`: [`check_contained`](MemoryStore::check_contained),
-    /// then [`target_path`](Self::target_path).
+    /// then `target_path`.
     pub fn write_target(&self, rel: &str) -> Result<PathBuf, MemoryError> {
         Ok(self.target_path(&self.check_contained(rel)?))
     }
 
-    /// The memory path a tool's write target or written file names ([`target_path`]'s
+    /// The memory path a tool's write target or written file names (`target_path`'s
     /// inverse): for a directory store an absolute path inside the dir (symlinks resolved) or a
     /// path relative to it; for other stores a relative memory path. `Err` when it names no
     /// memory of this store.
-    ///
-    /// [`target_path`]: Self::target_path
+
     pub fn memory_path_of(&self, target: &Path) -> Result<MemoryPath, MemoryError> {
         let outside = || MemoryError::OutsideMemoryDir {
             path: target.to_path_buf(),

@@ -118,7 +118,7 @@ impl MemoryDoc {
     }
 }
 
-/// How [`crate::store::MemoryStore::write`] combines with an existing file.
+/// How a memory write (`dyn MemoryStore::write`) combines with an existing file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WriteMode {

@@ -88,7 +88,7 @@ struct Inner {
     config: PgConfig,
     description: StoreDescription,
     caps: IndexCaps,
-    /// Last version this instance read or wrote, per path: what [`MemoryStore::write`] expects.
+    /// Last version this instance read or wrote, per path: what `MemoryStore::write` expects.
     seen: Mutex<HashMap<String, i64>>,
 }
 
@@ -100,7 +100,7 @@ struct Inner {
 /// is rendered from the rows, so it cannot drift), the index view has the same load caps. On
 /// top: optimistic concurrency. Every row has a version; [`write_versioned`](Self::write_versioned)
 /// refuses a write based on a stale version with [`PgError::Conflict`], and
-/// [`MemoryStore::write`] expects the version this instance last read or wrote for that path
+/// `MemoryStore::write` expects the version this instance last read or wrote for that path
 /// (blind only for a path it has never seen). A lost connection is retried on a fresh one; a
 /// write that landed before the connection dropped is recognised by its write id, never applied
 /// twice.
