@@ -392,7 +392,6 @@ impl dyn MemoryStore + '_ {
     /// inverse): for a directory store an absolute path inside the dir (symlinks resolved) or a
     /// path relative to it; for other stores a relative memory path. `Err` when it names no
     /// memory of this store.
-
     pub fn memory_path_of(&self, target: &Path) -> Result<MemoryPath, MemoryError> {
         let outside = || MemoryError::OutsideMemoryDir {
             path: target.to_path_buf(),
