@@ -7,7 +7,7 @@
 //! `cargo bench --bench store_write -- --warm-up-time 1 --measurement-time 5`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
 use std::path::Path;
 use tempfile::TempDir;
 

@@ -10,7 +10,7 @@ use memloop_core::embed::Embedder;
 use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{ExtractionScheduler, ForkedExtractor, SchedulerConfig};
 use memloop_memory::recall::{
-    Bm25Selector, HybridSelector, RecallHook, Selector, vector_cache_path,
+    Bm25Selector, HybridSelector, RecallHook, Selector, vector_cache_for,
 };
 use memloop_memory::session_memory::{
     FileSessionMemory, NotesEditTool, SessionMemory, SessionMemoryConfig, SessionMemoryError,
@@ -21,7 +21,7 @@ use memloop_memory::{
     instructions::{InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions},
     paths::{MemoryDirResolver, ResolvedMemoryDir},
     prompt::MemorySection,
-    store::{FileMemoryStore, MemoryError, MemoryStore},
+    store::{FileMemoryStore, LocalPurpose, MemoryError, MemoryStore},
     tools::memory_tools,
 };
 use std::path::{Path, PathBuf};
@@ -158,8 +158,8 @@ impl MemorySetup {
     }
 
     /// Recall semantically: the default selector becomes a [`HybridSelector`] (BM25 fused with
-    /// `embedder`'s similarity), its vectors cached beside the memory dir (see
-    /// [`vector_cache_path`]). Memories not embedded yet are embedded during the first
+    /// `embedder`'s similarity), its vectors cached where the store says (beside a memory dir; see
+    /// [`vector_cache_for`]). Memories not embedded yet are embedded during the first
     /// selections, within each selection's time budget; call [`HybridSelector::warm`] on your
     /// own selector and pass it to [`selector`](Self::selector) to embed them up front.
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
@@ -278,7 +278,7 @@ impl MemorySetup {
                     (None, Some(embedder)) => Arc::new(HybridSelector::new(
                         store.clone(),
                         embedder.clone(),
-                        vector_cache_path(store.root(), embedder.model_id()),
+                        vector_cache_for(&**store, embedder.model_id()),
                     )) as Arc<dyn Selector>,
                     (None, None) => Arc::new(Bm25Selector::new(store.clone())),
                 };
@@ -298,7 +298,9 @@ impl MemorySetup {
                 let dream = DreamHook::with_parts(
                     store.clone(),
                     DreamConfig::from_env(&self.env),
-                    Arc::new(SessionRecords::for_memory_dir(store.root())),
+                    Arc::new(SessionRecords::for_memory_dir(
+                        &store.local_dir_or_temp(LocalPurpose::SessionRecords),
+                    )),
                     Consolidator::new(store.clone()),
                 );
                 builder = builder.hook(Arc::new(dream));

@@ -295,10 +295,15 @@ async fn an_embedder_makes_recall_hybrid_with_vectors_cached_beside_the_memory_d
         .build();
     agent.run_turn("when do we deploy?").await.unwrap();
     assert!(agent.drain(Duration::from_secs(30)).await.completed);
-    let cache = memloop::memory::recall::vector_cache_path(store.root(), "concepts-test");
+    let dir = store.describe().dir().unwrap().to_path_buf();
+    let cache = memloop::memory::recall::vector_cache_for(&*store, "concepts-test");
+    assert_eq!(
+        cache,
+        memloop::memory::recall::vector_cache_path(&dir, "concepts-test")
+    );
     assert!(cache.is_file(), "no vector cache at {}", cache.display());
     assert!(
-        !cache.starts_with(store.root()),
+        !cache.starts_with(&dir),
         "the memory dir holds only memories"
     );
     // The query and the one memory.

@@ -7,7 +7,7 @@
 use memloop::MemorySetup;
 use memloop::core::Agent;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
-use memloop::memory::store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
 use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
 use memloop::pg::{PgConfig, PgError, PgMemoryStore};
 use std::sync::Arc;

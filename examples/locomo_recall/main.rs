@@ -423,7 +423,11 @@ async fn pooled(convs: &[Conversation], dirs: &[(Dir, Dir)], params: Bm25Params)
     let root = tmp.path().join("memory");
     let mut units: HashMap<String, (usize, HashSet<String>)> = HashMap::new();
     for (i, (_, quoted)) in dirs.iter().enumerate() {
-        copy_tree(quoted.store.root(), &root.join(format!("conv-{i:02}")))?;
+        let description = quoted.store.describe();
+        let from = description
+            .dir()
+            .ok_or_else(|| std::io::Error::other("the quoted store is not a directory"))?;
+        copy_tree(from, &root.join(format!("conv-{i:02}")))?;
         for (rel, ids) in &quoted.units {
             units.insert(format!("conv-{i:02}/{rel}"), (i, ids.clone()));
         }

@@ -9,6 +9,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use tempfile::TempDir;
 
+#[path = "support/embeddings.rs"]
+mod embeddings;
+
 struct Schema(String);
 
 impl Schema {
@@ -159,4 +162,85 @@ fn a_down_server_or_a_missing_url_is_a_clear_error() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("cannot connect to the team memory database")
     );
+}
+
+/// `memory search --semantic --database-url`: semantic search over the PostgreSQL store, with
+/// the vector cache in a real directory keyed by the store's identity
+/// (`$HOME/.cache/memloop/vectors/<identity hash>/`), not beside an invented memory dir.
+#[test]
+fn semantic_search_over_the_database_caches_vectors_in_a_real_dir() {
+    let schema = Schema::new();
+    let url = schema.url();
+    let tmp = TempDir::new().unwrap();
+    let alice = tmp.path().join("alice");
+    std::fs::create_dir_all(&alice).unwrap();
+    std::fs::write(
+        alice.join("deadline.md"),
+        "---\nname: Release freeze\ndescription: mobile release freeze starts on Thursday\ntype: project\n---\n\nMerges after Thursday wait for the next cycle.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        alice.join("testing.md"),
+        "---\nname: Testing\ndescription: integration tests hit a real database\ntype: feedback\n---\n\nNever mock the database.\n",
+    )
+    .unwrap();
+    let out = memloop(
+        tmp.path(),
+        &alice,
+        &["--database-url", &url, "team", "push"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // An empty local dir: the hits can only come from the database.
+    let bob = tmp.path().join("bob");
+    std::fs::create_dir_all(&bob).unwrap();
+    let embed = embeddings::concept_embeddings_server();
+    let args = [
+        "--database-url",
+        url.as_str(),
+        "--json",
+        "memory",
+        "search",
+        "when does shipping stop?",
+        "--semantic",
+        "--embed-url",
+        embed.as_str(),
+        "--embed-name",
+        "concepts",
+        "--limit",
+        "1",
+    ];
+    let out = memloop(tmp.path(), &bob, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v[0]["path"], "deadline.md", "{v}");
+
+    let vectors = tmp.path().join(".cache/memloop/vectors");
+    let dirs: Vec<_> = std::fs::read_dir(&vectors)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let files: Vec<_> = std::fs::read_dir(&dirs[0])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].extension().is_some_and(|e| e == "bin"));
+    assert!(std::fs::metadata(&files[0]).unwrap().len() > 0);
+    assert!(!tmp.path().join("bob.vectors").exists());
+    assert!(!Path::new("/memloop-team").exists());
+
+    // A second search reuses the same cache file (same identity, same model).
+    let out = memloop(tmp.path(), &bob, &args);
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_dir(&dirs[0]).unwrap().count(), 1);
 }

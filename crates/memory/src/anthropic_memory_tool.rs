@@ -5,7 +5,7 @@
 //! `/memories/<rel>` maps to `<rel>` in the memory dir. Every path passes the store's name rules
 //! (no `..`, no absolute escape, no hidden segment, `.md` files only) and its containment gate
 //! (symlinks resolved: a link leading outside the memory dir is refused); every write goes
-//! through [`MemoryStore::write`] (atomic, locked, secret-filtered, index line kept in step).
+//! through `MemoryStore::write` (atomic, locked, secret-filtered, index line kept in step).
 //! `/memories/MEMORY.md` is the index: viewable, never written directly.
 
 use crate::memory_store::MemoryStore;
@@ -158,9 +158,7 @@ fn numbered(text: &str, from: usize) -> String {
 impl AnthropicMemoryTool {
     /// Refuse a path the containment gate does not accept (symlink escapes included).
     fn contained(&self, rel: &str) -> Result<PathBuf, String> {
-        self.store
-            .check_contained(std::path::Path::new(rel))
-            .map_err(|e| e.to_string())
+        self.store.write_target(rel).map_err(|e| e.to_string())
     }
 
     async fn read_raw(&self, rel: &str) -> Result<String, String> {

@@ -95,7 +95,7 @@ impl Tool for DailyLogTool {
     ) -> Result<Vec<PathBuf>, String> {
         let rel = daily_log_path(Local::now().date_naive());
         self.store
-            .check_contained(rel.as_ref())
+            .write_target(&rel)
             .map(|p| vec![p])
             .map_err(|e| e.to_string())
     }

@@ -7,11 +7,11 @@ use crate::index::{
     INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
     remove_entry, upsert_entry,
 };
-use crate::memory_store::MemoryStore;
-use crate::resolver::ResolvedMemoryDir;
-use crate::safety::{
-    ContainmentGate, DirLock, SecretFilter, atomic_write, remove_temp_files, validate_rel_path,
+use crate::memory_store::{
+    CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
 };
+use crate::resolver::ResolvedMemoryDir;
+use crate::safety::{ContainmentGate, DirLock, atomic_write, remove_temp_files, validate_rel_path};
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
@@ -29,9 +29,11 @@ pub struct StoreConfig {
     pub index: IndexCaps,
     /// Scan limits (30 lines per file).
     pub scan: ScanConfig,
-    /// Bytes of a memory file [`MemoryStore::read`] returns (1 MiB); a bigger file is returned
+    /// Bytes of a memory file `read` returns (1 MiB); a bigger file is returned
     /// cut, with a note saying so.
     pub max_read_bytes: u64,
+    /// What the write entry point enforces (bodies up to 1 MiB, the same as `max_read_bytes`).
+    pub write: WriteLimits,
 }
 
 impl Default for StoreConfig {
@@ -40,6 +42,7 @@ impl Default for StoreConfig {
             index: IndexCaps::default(),
             scan: ScanConfig::default(),
             max_read_bytes: 1024 * 1024,
+            write: WriteLimits::default(),
         }
     }
 }
@@ -123,6 +126,44 @@ impl FileMemoryStore {
         self
     }
 
+    /// The memory dir (absolute, canonical).
+    pub fn root(&self) -> &Path {
+        self.gate.root()
+    }
+
+    /// Where the vector cache of the memory dir `memory_dir` lives: a `<dir name>.vectors/`
+    /// directory beside it (never inside: the memory dir holds only memories).
+    pub fn vectors_dir_of(memory_dir: &Path) -> PathBuf {
+        let name = memory_dir
+            .file_name()
+            .map(|n| format!("{}.vectors", n.to_string_lossy()))
+            .unwrap_or_else(|| "memory.vectors".to_owned());
+        match memory_dir.parent() {
+            Some(parent) => parent.join(name),
+            None => memory_dir.join(".vectors"),
+        }
+    }
+
+    /// Write a memory through the enforcing entry point (`dyn MemoryStore::write`).
+    pub async fn write(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+    ) -> Result<WriteReport, MemoryError> {
+        (self as &dyn MemoryStore).write(rel_path, doc, mode).await
+    }
+
+    /// Delete a memory through the entry point (`dyn MemoryStore::delete`).
+    pub async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
+        (self as &dyn MemoryStore).delete(rel_path).await
+    }
+
+    /// Read a memory through the entry point (`dyn MemoryStore::read`).
+    pub async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
+        (self as &dyn MemoryStore).read(rel_path).await
+    }
+
     /// The store's containment gate (the single gate every memory write passes).
     pub fn gate(&self) -> &ContainmentGate {
         &self.gate
@@ -135,9 +176,11 @@ impl FileMemoryStore {
 
     /// Rename a memory and repoint its index line (title and hook kept), under the lock.
     pub async fn rename(&self, from: &str, to: &str) -> Result<WriteReport, MemoryError> {
+        // Both ends are memory paths (validated, never `MEMORY.md`); the content moves
+        // unchanged, so the secret filter and size cap it passed when written still hold.
         let (from, to) = (
-            validate_rel_path(from)?.to_owned(),
-            validate_rel_path(to)?.to_owned(),
+            MemoryPath::new(from)?.as_str().to_owned(),
+            MemoryPath::new(to)?.as_str().to_owned(),
         );
         let (src, dst) = (
             self.gate.check_write(Path::new(&from))?,
@@ -407,8 +450,24 @@ impl FileMemoryStore {
 
 #[async_trait]
 impl MemoryStore for FileMemoryStore {
-    fn root(&self) -> &Path {
-        self.gate.root()
+    fn describe(&self) -> StoreDescription {
+        StoreDescription::directory(self.root())
+    }
+
+    /// The vector cache beside the memory dir (`<dir name>.vectors/`); locks and session
+    /// records in the memory dir (dot names, never scanned as memories); transcripts in its
+    /// parent, the project dir (`<project dir>/memory/` is the default layout).
+    fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
+        let root = self.root();
+        LocalDir::Dir(match purpose {
+            LocalPurpose::VectorCache => Self::vectors_dir_of(root),
+            LocalPurpose::Transcripts => root.parent().unwrap_or(root).to_path_buf(),
+            _ => root.to_path_buf(),
+        })
+    }
+
+    fn write_limits(&self) -> WriteLimits {
+        self.config.write
     }
 
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
@@ -416,28 +475,20 @@ impl MemoryStore for FileMemoryStore {
         blocking(move || scan_dir_cached(this.root(), &this.config.scan, &this.headers)).await
     }
 
-    async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
-        let rel = validate_rel_path(rel_path)?.to_owned();
+    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
+        let rel = path.as_str().to_owned();
         let this = self.clone();
         blocking(move || this.read_blocking(&rel)).await
     }
 
-    async fn write(
-        &self,
-        rel_path: &str,
-        doc: &MemoryDoc,
-        mode: WriteMode,
-    ) -> Result<WriteReport, MemoryError> {
-        let rel = validate_rel_path(rel_path)?.to_owned();
-        for part in [&doc.name, &doc.description, &doc.body] {
-            SecretFilter::check(part)?;
-        }
-        let (this, doc) = (self.clone(), doc.clone());
-        blocking(move || this.write_blocking(&rel, &doc, mode)).await
+    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
+        let this = self.clone();
+        blocking(move || this.write_blocking(write.path().as_str(), write.doc(), write.mode()))
+            .await
     }
 
-    async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
-        let rel = validate_rel_path(rel_path)?.to_owned();
+    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
+        let rel = path.as_str().to_owned();
         let this = self.clone();
         blocking(move || this.delete_blocking(&rel)).await
     }
@@ -457,7 +508,10 @@ impl MemoryStore for FileMemoryStore {
         blocking(move || Ok(parse_entries(&this.read_index_text()?))).await
     }
 
-    fn check_contained(&self, path: &Path) -> Result<PathBuf, MemoryError> {
-        self.gate.check(path)
+    /// A valid memory path whose file, once symlinks are resolved, is inside the memory dir.
+    fn check_contained(&self, rel: &str) -> Result<MemoryPath, MemoryError> {
+        let path = MemoryPath::new(rel)?;
+        self.gate.check(Path::new(path.as_str()))?;
+        Ok(path)
     }
 }

@@ -1,48 +1,309 @@
-//! The [`MemoryStore`] trait: everything the rest of memloop needs from a memory dir.
+//! The [`MemoryStore`] trait: everything the rest of memloop needs from a memory store, and the
+//! one enforcing entry point every write goes through.
 //!
 //! The embedded default is `FileMemoryStore` (Markdown files plus a `MEMORY.md` index, in Claude
 //! Code's format). Other backends implement the same trait; selectors, recall, extraction and the
 //! memory tools only see `Arc<dyn MemoryStore>`.
 
+use crate::safety::{SecretFilter, validate_rel_path};
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
     WriteReport,
 };
 use async_trait::async_trait;
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+
+/// A memory's address inside its store: relative, `/`-separated, ending in `.md`, never
+/// `MEMORY.md`, with no `..`, no absolute path, no NUL and no leading `.` segment.
+///
+/// Only [`MemoryPath::new`] builds one, and it runs the memory crate's validation
+/// ([`validate_rel_path`]), so a backend primitive that takes a `MemoryPath` cannot receive an
+/// unvalidated path.
+///
+/// ```
+/// use memloop_memory::store::MemoryPath;
+/// assert_eq!(MemoryPath::new("team/grafana.md")?.as_str(), "team/grafana.md");
+/// assert!(MemoryPath::new("../escape.md").is_err());
+/// assert!(MemoryPath::new("/etc/passwd.md").is_err());
+/// assert!(MemoryPath::new("MEMORY.md").is_err());
+/// # Ok::<(), memloop_memory::store::MemoryError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemoryPath(String);
+
+impl MemoryPath {
+    /// Validate `rel` as a memory path.
+    pub fn new(rel: &str) -> Result<Self, MemoryError> {
+        validate_rel_path(rel).map(|r| Self(r.to_owned()))
+    }
+
+    /// The path, `/`-separated.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for MemoryPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for MemoryPath {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The limits the write entry point enforces before a backend sees a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteLimits {
+    /// Largest body (bytes of [`MemoryDoc::body`]) one write may carry: 1 MiB by default, the
+    /// same as the file store's `StoreConfig::max_read_bytes`, so a memory written in one piece
+    /// is read back whole. A bigger body is refused with [`MemoryError::TooLarge`].
+    pub max_body_bytes: usize,
+}
+
+impl Default for WriteLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// A write that passed every rule: the path is a valid [`MemoryPath`] (so never `MEMORY.md`),
+/// no field of the doc looks like a credential ([`SecretFilter`]), and the body is within
+/// [`WriteLimits::max_body_bytes`]. Only [`CheckedWrite::check`] builds one, so a backend's
+/// [`MemoryStore::write_checked`] cannot be handed a write that skipped them.
+#[derive(Debug)]
+pub struct CheckedWrite {
+    path: MemoryPath,
+    doc: MemoryDoc,
+    mode: WriteMode,
+}
+
+impl CheckedWrite {
+    /// Apply the rules to a write. This is the single place they run: `dyn MemoryStore::write`
+    /// calls it, and so does any backend-specific writer (e.g. the team sync's versioned push).
+    pub fn check(
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+        limits: WriteLimits,
+    ) -> Result<Self, MemoryError> {
+        let path = MemoryPath::new(rel_path)?;
+        for part in [&doc.name, &doc.description, &doc.body] {
+            SecretFilter::check(part)?;
+        }
+        if doc.body.len() > limits.max_body_bytes {
+            return Err(MemoryError::TooLarge {
+                path: path.0,
+                bytes: doc.body.len(),
+                limit: limits.max_body_bytes,
+            });
+        }
+        Ok(Self {
+            path,
+            doc: doc.clone(),
+            mode,
+        })
+    }
+
+    /// Where to write.
+    pub fn path(&self) -> &MemoryPath {
+        &self.path
+    }
+
+    /// What to write.
+    pub fn doc(&self) -> &MemoryDoc {
+        &self.doc
+    }
+
+    /// Replace or append.
+    pub fn mode(&self) -> WriteMode {
+        self.mode
+    }
+}
+
+/// Where a store keeps its memories.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreLocation {
+    /// A memory dir on local disk (absolute, canonical).
+    Directory(PathBuf),
+    /// A database.
+    Database {
+        /// The engine (`postgres`).
+        engine: String,
+        /// The connection URL with any password replaced by `***`.
+        url: String,
+        /// The project whose memories this store serves.
+        project: String,
+    },
+}
+
+/// What a store is: where it keeps its memories, and a stable identity (two stores over the
+/// same memories have the same identity; it is usable as a cache key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreDescription {
+    /// Where the memories are.
+    pub location: StoreLocation,
+    /// A stable identity string (`dir:/abs/path`, `postgres:host/db?schema=..#project`).
+    pub identity: String,
+}
+
+impl StoreDescription {
+    /// A directory store at `dir`.
+    pub fn directory(dir: &Path) -> Self {
+        Self {
+            location: StoreLocation::Directory(dir.to_path_buf()),
+            identity: format!("dir:{}", dir.display()),
+        }
+    }
+
+    /// The memory dir, when the store is a directory.
+    pub fn dir(&self) -> Option<&Path> {
+        match &self.location {
+            StoreLocation::Directory(d) => Some(d),
+            StoreLocation::Database { .. } => None,
+        }
+    }
+
+    /// A short hex digest of the identity (16 characters), for directory names.
+    pub fn identity_hash(&self) -> String {
+        let digest = Sha256::digest(self.identity.as_bytes());
+        digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Display for StoreDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.location {
+            StoreLocation::Directory(d) => write!(f, "{}", d.display()),
+            StoreLocation::Database {
+                engine,
+                url,
+                project,
+            } => write!(f, "{engine} database {url}, project `{project}`"),
+        }
+    }
+}
+
+/// Why something needs local disk, for [`MemoryStore::local_dir`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LocalPurpose {
+    /// The semantic-recall vector cache (one file per embedding model).
+    VectorCache,
+    /// Cross-process locks (the consolidation lock).
+    Locks,
+    /// Per-session records the consolidation gate counts.
+    SessionRecords,
+    /// Session transcripts the consolidation reads.
+    Transcripts,
+}
+
+/// The answer to [`MemoryStore::local_dir`]. A directory is the base the consumer lays its own
+/// files out in (the consolidation lock file, the `.sessions/` dir, one vector file per model).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalDir {
+    /// A real directory on this machine (it may not exist yet; the user creates it).
+    Dir(PathBuf),
+    /// This backend keeps it elsewhere (or not at all); the reason says where or why.
+    Elsewhere(String),
+}
+
+/// The per-user base directory `xdg_var` names (e.g. `XDG_CACHE_HOME`), else `$HOME/<fallback>`.
+fn user_dir(xdg_var: &str, home_fallback: &str) -> Option<PathBuf> {
+    std::env::var_os(xdg_var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(home_fallback))
+        })
+}
+
+/// The local dirs of a store that has no directory of its own, keyed by its identity: the
+/// vector cache in `$XDG_CACHE_HOME/memloop/vectors/<identity hash>/` (else `~/.cache/...`),
+/// locks and session records in `$XDG_STATE_HOME/memloop/stores/<identity hash>/` (else
+/// `~/.local/state/...`); transcripts are not the store's to keep. The default of
+/// [`MemoryStore::local_dir`].
+pub fn identity_local_dir(description: &StoreDescription, purpose: LocalPurpose) -> LocalDir {
+    let hash = description.identity_hash();
+    let (base, sub) = match purpose {
+        LocalPurpose::VectorCache => (user_dir("XDG_CACHE_HOME", ".cache"), "vectors"),
+        LocalPurpose::Locks | LocalPurpose::SessionRecords => {
+            (user_dir("XDG_STATE_HOME", ".local/state"), "stores")
+        }
+        LocalPurpose::Transcripts => {
+            return LocalDir::Elsewhere(format!(
+                "{description} keeps no session transcripts on this machine"
+            ));
+        }
+    };
+    match base {
+        Some(base) => LocalDir::Dir(base.join("memloop").join(sub).join(hash)),
+        None => LocalDir::Elsewhere(format!(
+            "no local dir for {description}: neither XDG_CACHE_HOME / XDG_STATE_HOME nor HOME is set"
+        )),
+    }
+}
 
 /// A project's memories. Object-safe; share it as `Arc<dyn MemoryStore>`.
 ///
 /// Contract:
-/// - paths are relative to [`root`](Self::root), `/`-separated, and validated by the store (no
-///   `..`, no absolute paths, no NUL, no leading `.` segment; `.md` files only);
-/// - [`write`](Self::write) is atomic and updates the index line in the same locked operation;
-///   it refuses content that looks like a credential ([`MemoryError::SensitiveData`]);
+/// - memories are addressed by [`MemoryPath`]s (relative, validated); a store says what it is
+///   with [`describe`](Self::describe) and never pretends to be a path;
+/// - a backend implements primitives ([`read_path`](Self::read_path),
+///   [`write_checked`](Self::write_checked), [`delete_checked`](Self::delete_checked), ...);
+///   everything else calls the entry points on `dyn MemoryStore`: `write`,
+///   `delete`, `read`. The write entry point applies every rule
+///   (path, `MEMORY.md`, secrets, size) before the backend sees the write, so a backend cannot
+///   forget them: [`write_checked`](Self::write_checked) takes a [`CheckedWrite`], which only
+///   [`CheckedWrite::check`] builds;
+/// - [`write_checked`](Self::write_checked) is atomic and updates the index line in the same
+///   locked operation;
 /// - [`scan`](Self::scan) lists every memory (newest first) and never fails because of one bad
 ///   file: text that is not valid UTF-8 is read lossily and binary or unreadable files are
-///   skipped, each with a `tracing` warning; every memory it lists can be [`read`](Self::read)
-///   (a very large one is returned cut, with a note).
+///   skipped, each with a `tracing` warning; every memory it lists can be read (a very large one
+///   is returned cut, with a note);
+/// - whatever needs local disk asks [`local_dir`](Self::local_dir) for it, by purpose.
+///
+/// A third backend implements the required methods and gets the rules for free; the recipe is
+/// in `docs/ARCHITECTURE.md` ("Add a memory backend") and `crates/memory/tests/naive_backend.rs`.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
-    /// The memory dir (absolute).
-    fn root(&self) -> &Path;
+    /// What this store is (a directory, a database project, ...) and its stable identity.
+    fn describe(&self) -> StoreDescription;
 
-    /// Headers of all memory files (all `*.md` except `MEMORY.md`), newest first.
+    /// A local directory for `purpose`, or why this backend keeps it elsewhere. The default
+    /// keys dirs by the store's identity ([`identity_local_dir`]).
+    fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
+        identity_local_dir(&self.describe(), purpose)
+    }
+
+    /// The limits the write entry point enforces (1 MiB bodies by default).
+    fn write_limits(&self) -> WriteLimits {
+        WriteLimits::default()
+    }
+
+    /// Headers of all memories (never `MEMORY.md`), newest first.
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError>;
 
-    /// Read one memory.
-    async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError>;
+    /// Read one memory (primitive: callers use `read`).
+    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError>;
 
-    /// Write a memory and its index line (atomic, locked, secret-checked).
-    async fn write(
-        &self,
-        rel_path: &str,
-        doc: &MemoryDoc,
-        mode: WriteMode,
-    ) -> Result<WriteReport, MemoryError>;
+    /// Write a memory and its index line (primitive: callers use `write`, which
+    /// builds the [`CheckedWrite`]). Atomic and locked.
+    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError>;
 
-    /// Delete a memory and its index line.
-    async fn delete(&self, rel_path: &str) -> Result<(), MemoryError>;
+    /// Delete a memory and its index line (primitive: callers use `delete`).
+    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError>;
 
     /// Delete every memory and the index itself (`memloop memory clear`). Returns the relative
     /// paths of the memories deleted. Index lines that name no valid memory file are dropped
@@ -55,37 +316,112 @@ pub trait MemoryStore: Send + Sync {
     /// The parsed index entries (all of them, no caps).
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError>;
 
-    /// The single write-containment gate: `Ok(resolved)` when `path` (absolute, or relative to the
-    /// root) is inside the memory dir after normalisation and symlink resolution. A question,
-    /// not a refusal: implementations log nothing here (callers that refuse a write log it).
-    fn check_contained(&self, path: &Path) -> Result<PathBuf, MemoryError>;
+    /// The containment question for a memory path a tool names (`rel`, relative): `Ok` when it
+    /// is a valid memory path of this store. The default validates it ([`MemoryPath::new`]); the
+    /// file store also resolves symlinks so a link cannot lead out of the memory dir. A
+    /// question, not a refusal: implementations log nothing here.
+    fn check_contained(&self, rel: &str) -> Result<MemoryPath, MemoryError> {
+        MemoryPath::new(rel)
+    }
 }
 
-/// Where a store's memory dir lives on disk, for mapping paths back to store-relative ones.
-#[derive(Debug, Clone)]
-pub(crate) struct RootPaths {
-    root: PathBuf,
-    canonical: PathBuf,
-}
-
-impl RootPaths {
-    /// The root of `store`, as given and canonicalised once.
-    pub(crate) fn of(store: &dyn MemoryStore) -> Self {
-        let root = store.root().to_path_buf();
-        let canonical = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
-        Self { root, canonical }
+impl dyn MemoryStore + '_ {
+    /// Write a memory and its index line: the one enforcing entry point. The rules run here
+    /// ([`CheckedWrite::check`]: valid path, never `MEMORY.md`, no credential, body within
+    /// [`write_limits`](MemoryStore::write_limits)) and then the store's containment question;
+    /// only a write that passes reaches the backend.
+    pub async fn write(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+    ) -> Result<WriteReport, MemoryError> {
+        let checked = CheckedWrite::check(rel_path, doc, mode, self.write_limits())
+            .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
+            .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
+        self.write_checked(checked).await
     }
 
-    /// `path` (absolute) relative to the memory dir, `/`-separated, when the store's containment
-    /// gate accepts it (symlinks resolved, so a path through a symlinked root maps too).
-    pub(crate) fn relative(&self, store: &dyn MemoryStore, path: &Path) -> Option<String> {
-        let resolved = store.check_contained(path).ok()?;
-        let strip = |p: &Path, r: &Path| {
-            let s = p.strip_prefix(r).ok()?.to_string_lossy().replace('\\', "/");
-            (!s.is_empty()).then_some(s)
+    /// Delete a memory and its index line (path validated, never `MEMORY.md`, contained).
+    pub async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
+        let path = self
+            .check_contained(rel_path)
+            .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory delete refused"))?;
+        self.delete_checked(&path).await
+    }
+
+    /// Read one memory (path validated and contained).
+    pub async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
+        let path = self.check_contained(rel_path)?;
+        self.read_path(&path).await
+    }
+
+    /// How a memory is named where a tool reports a written file or a path is shown to the
+    /// model: the absolute file for a directory store, else the memory path itself (relative).
+    pub fn target_path(&self, path: &MemoryPath) -> PathBuf {
+        match self.describe().location {
+            StoreLocation::Directory(root) => root.join(path.as_str()),
+            StoreLocation::Database { .. } => PathBuf::from(path.as_str()),
+        }
+    }
+
+    /// The local dir this store gives for `purpose`; when it keeps that elsewhere, a
+    /// per-identity dir under the system temp dir, with a warning (for consumers that cannot run
+    /// without one: the consolidation lock, the vector cache).
+    pub fn local_dir_or_temp(&self, purpose: LocalPurpose) -> PathBuf {
+        match self.local_dir(purpose) {
+            LocalDir::Dir(d) => d,
+            LocalDir::Elsewhere(why) => {
+                let d = std::env::temp_dir()
+                    .join("memloop")
+                    .join("stores")
+                    .join(self.describe().identity_hash());
+                tracing::warn!(?purpose, reason = %why, dir = %d.display(), "no local dir; using a temp dir");
+                d
+            }
+        }
+    }
+
+    /// A tool's write target for the memory `rel`: [`check_contained`](MemoryStore::check_contained),
+    /// then `target_path`.
+    pub fn write_target(&self, rel: &str) -> Result<PathBuf, MemoryError> {
+        Ok(self.target_path(&self.check_contained(rel)?))
+    }
+
+    /// The memory path a tool's write target or written file names (`target_path`'s
+    /// inverse): for a directory store an absolute path inside the dir (symlinks resolved) or a
+    /// path relative to it; for other stores a relative memory path. `Err` when it names no
+    /// memory of this store.
+    pub fn memory_path_of(&self, target: &Path) -> Result<MemoryPath, MemoryError> {
+        let outside = || MemoryError::OutsideMemoryDir {
+            path: target.to_path_buf(),
+            root: PathBuf::from(self.describe().to_string()),
         };
-        strip(&resolved, &self.canonical)
-            .or_else(|| strip(path, &self.root))
-            .or_else(|| strip(&resolved, &self.root))
+        let rel = match (self.describe().location, target.is_absolute()) {
+            (StoreLocation::Directory(root), true) => {
+                dir_relative(&root, target).ok_or_else(outside)?
+            }
+            (_, true) => return Err(outside()),
+            (_, false) => target.to_str().ok_or_else(outside)?.replace('\\', "/"),
+        };
+        self.check_contained(&rel)
     }
+}
+
+/// `path` (absolute) relative to the directory `root`, `/`-separated: lexically, else through
+/// the canonical forms of both (a path through a symlinked root maps too).
+fn dir_relative(root: &Path, path: &Path) -> Option<String> {
+    let strip = |p: &Path, r: &Path| {
+        let s = p.strip_prefix(r).ok()?.to_string_lossy().replace('\\', "/");
+        (!s.is_empty()).then_some(s)
+    };
+    let normal = memloop_core::builtin_tools::normalize_lexically(path);
+    strip(&normal, root).or_else(|| {
+        let canonical_root = std::fs::canonicalize(root).ok()?;
+        let parent = normal.parent()?;
+        let canonical = std::fs::canonicalize(parent)
+            .ok()?
+            .join(normal.file_name()?);
+        strip(&canonical, &canonical_root)
+    })
 }

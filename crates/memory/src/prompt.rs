@@ -74,7 +74,7 @@ impl SystemSection for MemorySection {
         if !self.enabled {
             return None;
         }
-        let dir = self.store.root().display().to_string();
+        let dir = self.store.describe().to_string();
         let index = match self.store.load_index().await {
             Ok(ix) => ix.content,
             Err(e) => {

@@ -17,7 +17,10 @@
 pub use crate::file_store::{FileMemoryStore, StoreConfig};
 pub use crate::frontmatter::append_to_existing;
 pub use crate::index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
-pub use crate::memory_store::MemoryStore;
+pub use crate::memory_store::{
+    CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, StoreLocation,
+    WriteLimits, identity_local_dir,
+};
 pub use crate::safety::{
     ContainmentGate, SecretFilter, SecretPattern, title_file_stem, title_key, topic_to_rel_path,
     validate_rel_path, validate_topic,

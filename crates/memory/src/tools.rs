@@ -201,10 +201,7 @@ impl Tool for MemoryWriteTool {
     fn write_targets(&self, input: &Value, _ctx: &ToolContext) -> Result<Vec<PathBuf>, String> {
         let input: WriteInput = parse(input, MEMORY_WRITE)?;
         let rel = topic_to_rel_path(&input.topic).map_err(|e| e.to_string())?;
-        let path = self
-            .store
-            .check_contained(rel.as_ref())
-            .map_err(|e| e.to_string())?;
+        let path = self.store.write_target(&rel).map_err(|e| e.to_string())?;
         Ok(vec![path])
     }
 
@@ -279,7 +276,7 @@ impl Tool for MemoryDeleteTool {
     fn write_targets(&self, input: &Value, _ctx: &ToolContext) -> Result<Vec<PathBuf>, String> {
         let rel = delete_target(input)?;
         self.store
-            .check_contained(rel.as_ref())
+            .write_target(&rel)
             .map(|p| vec![p])
             .map_err(|e| e.to_string())
     }

@@ -118,7 +118,7 @@ impl MemoryDoc {
     }
 }
 
-/// How [`crate::store::MemoryStore::write`] combines with an existing file.
+/// How a memory write (`dyn MemoryStore::write`) combines with an existing file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WriteMode {
@@ -134,7 +134,8 @@ pub enum WriteMode {
 pub struct WriteReport {
     /// Relative path written.
     pub rel_path: String,
-    /// Absolute path written.
+    /// What was written, as tools report it: the absolute file for a directory store, the
+    /// memory path (relative) for other stores.
     pub path: PathBuf,
     /// Whether the file was new.
     pub created: bool,
@@ -212,6 +213,18 @@ pub enum MemoryError {
     SensitiveData {
         /// Name of the pattern that matched (never the secret).
         pattern: String,
+    },
+    /// A write carries a body over the store's limit (`WriteLimits::max_body_bytes`).
+    #[error(
+        "refused to store memory `{path}`: its body is {bytes} bytes, over the {limit}-byte limit"
+    )]
+    TooLarge {
+        /// Relative path.
+        path: String,
+        /// Size of the body.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
     },
     /// No such memory.
     #[error("no memory named `{0}`")]

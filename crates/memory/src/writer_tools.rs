@@ -11,11 +11,10 @@
 //! ever changed by the store.
 
 use crate::index::INDEX_FILE;
-use crate::memory_store::MemoryStore;
-use crate::types::{
-    IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
-    WriteReport,
+use crate::memory_store::{
+    CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
 };
+use crate::types::{IndexEntry, LoadedIndex, MemoryError, MemoryFile, MemoryHeader, WriteReport};
 use async_trait::async_trait;
 use memloop_core::fork::ForkedAgentBuilder;
 use memloop_core::tool::{
@@ -48,15 +47,15 @@ impl MemoryWriterGate {
     }
 
     fn check_target(&self, target: &std::path::Path) -> Result<(), String> {
-        let resolved = self.store.check_contained(target).map_err(|e| {
-            crate::safety::warn_refused(&e);
-            e.to_string()
-        })?;
-        if resolved.file_name().is_some_and(|n| n == INDEX_FILE) {
+        if target.file_name().is_some_and(|n| n == INDEX_FILE) {
             return Err(format!(
                 "{INDEX_FILE} is the index and only the memory store changes it"
             ));
         }
+        self.store.memory_path_of(target).map_err(|e| {
+            crate::safety::warn_refused(&e);
+            e.to_string()
+        })?;
         Ok(())
     }
 }
@@ -194,25 +193,26 @@ impl TallyStore {
 
 #[async_trait]
 impl MemoryStore for TallyStore {
-    fn root(&self) -> &std::path::Path {
-        self.inner.root()
+    fn describe(&self) -> StoreDescription {
+        self.inner.describe()
+    }
+    fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
+        self.inner.local_dir(purpose)
+    }
+    fn write_limits(&self) -> WriteLimits {
+        self.inner.write_limits()
     }
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
         self.inner.scan().await
     }
-    async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
-        self.inner.read(rel_path).await
+    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
+        self.inner.read_path(path).await
     }
-    async fn write(
-        &self,
-        rel_path: &str,
-        doc: &MemoryDoc,
-        mode: WriteMode,
-    ) -> Result<WriteReport, MemoryError> {
-        self.record(self.inner.write(rel_path, doc, mode).await)
+    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
+        self.record(self.inner.write_checked(write).await)
     }
-    async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
-        self.record(self.inner.delete(rel_path).await)
+    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
+        self.record(self.inner.delete_checked(path).await)
     }
     async fn clear(&self) -> Result<Vec<String>, MemoryError> {
         self.record(self.inner.clear().await)
@@ -223,8 +223,8 @@ impl MemoryStore for TallyStore {
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
         self.inner.index_entries().await
     }
-    fn check_contained(&self, path: &std::path::Path) -> Result<PathBuf, MemoryError> {
-        self.inner.check_contained(path)
+    fn check_contained(&self, rel: &str) -> Result<MemoryPath, MemoryError> {
+        self.inner.check_contained(rel)
     }
 }
 
@@ -232,11 +232,11 @@ impl MemoryStore for TallyStore {
 /// `MEMORY.md` and without anything outside the dir (what `MemoriesSaved` / `DreamFinished`
 /// report).
 pub(crate) fn relative_to_memory_dir(store: &dyn MemoryStore, paths: &[PathBuf]) -> Vec<String> {
-    let root = crate::memory_store::RootPaths::of(store);
     let mut out: Vec<String> = Vec::new();
     for p in paths {
-        if let Some(rel) = root.relative(store, p) {
-            if rel != INDEX_FILE && !out.contains(&rel) {
+        if let Ok(rel) = store.memory_path_of(p) {
+            let rel = rel.as_str().to_owned();
+            if !out.contains(&rel) {
                 out.push(rel);
             }
         }

@@ -174,7 +174,14 @@ fn child_crash_writer() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = FileMemoryStore::open(&dir).unwrap();
+        // 4 MiB bodies (a wide kill window) are over the default 1 MiB write cap: raise it.
+        let config = memloop_memory::store::StoreConfig {
+            write: memloop_memory::store::WriteLimits {
+                max_body_bytes: 2 * BIG,
+            },
+            ..Default::default()
+        };
+        let store = FileMemoryStore::open(&dir).unwrap().with_config(config);
         for round in 0usize.. {
             let letter = char::from(b'a' + (round % 26) as u8);
             let body: String = std::iter::repeat_n(letter, BIG).collect();

@@ -184,7 +184,9 @@ async fn seeded_project() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
         store.write(file, &doc, WriteMode::Overwrite).await.unwrap();
     }
     // Five earlier sessions recorded (as the hook records every session), plus this one.
-    let records = memloop_memory::consolidate::SessionRecords::for_memory_dir(store.root());
+    let records = memloop_memory::consolidate::SessionRecords::for_memory_dir(
+        store.describe().dir().unwrap(),
+    );
     for s in ["a", "b", "c", "d", "e", "current"] {
         memloop_memory::consolidate::SessionSource::record(&records, s).unwrap();
     }
@@ -240,7 +242,7 @@ async fn dream_hook_consolidates_then_the_time_gate_closes() {
         entries.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(),
         ["testing.md"]
     );
-    let lock = store.root().join(CONSOLIDATE_LOCK);
+    let lock = store.describe().dir().unwrap().join(CONSOLIDATE_LOCK);
     assert_eq!(
         std::fs::read_to_string(&lock).unwrap(),
         std::process::id().to_string()
@@ -276,7 +278,12 @@ async fn a_failed_dream_rolls_the_lock_back_and_warns() {
         "{events:?}"
     );
     assert!(
-        !store.root().join(CONSOLIDATE_LOCK).exists(),
+        !store
+            .describe()
+            .dir()
+            .unwrap()
+            .join(CONSOLIDATE_LOCK)
+            .exists(),
         "new lock removed on failure"
     );
     assert_eq!(store.scan().await.unwrap().len(), 2, "memories untouched");
@@ -328,7 +335,7 @@ async fn daily_log_mode_appends_to_the_dated_log_through_the_store() {
     });
     let (written, _events) = run_extractor(&extractor, model.clone()).await;
     let today = daily_log_path(chrono::Local::now().date_naive());
-    assert_eq!(written, vec![store.root().join(&today)]);
+    assert_eq!(written, vec![store.describe().dir().unwrap().join(&today)]);
     let prompt = model.requests_for(EXTRACTOR_PURPOSE)[0]
         .messages
         .last()

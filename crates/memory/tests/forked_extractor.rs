@@ -323,28 +323,32 @@ struct ReadOnlyDir(FileMemoryStore);
 
 #[async_trait::async_trait]
 impl MemoryStore for ReadOnlyDir {
-    fn root(&self) -> &std::path::Path {
-        self.0.root()
+    fn describe(&self) -> memloop_memory::store::StoreDescription {
+        self.0.describe()
     }
     async fn scan(&self) -> Result<Vec<memloop_memory::store::MemoryHeader>, MemoryError> {
         self.0.scan().await
     }
-    async fn read(&self, rel: &str) -> Result<memloop_memory::store::MemoryFile, MemoryError> {
-        self.0.read(rel).await
-    }
-    async fn write(
+    async fn read_path(
         &self,
-        rel: &str,
-        _doc: &MemoryDoc,
-        _mode: WriteMode,
+        path: &memloop_memory::store::MemoryPath,
+    ) -> Result<memloop_memory::store::MemoryFile, MemoryError> {
+        self.0.read_path(path).await
+    }
+    async fn write_checked(
+        &self,
+        write: memloop_memory::store::CheckedWrite,
     ) -> Result<memloop_memory::store::WriteReport, MemoryError> {
         Err(MemoryError::io(
-            format!("writing {rel}"),
+            format!("writing {}", write.path()),
             std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
         ))
     }
-    async fn delete(&self, rel: &str) -> Result<(), MemoryError> {
-        self.0.delete(rel).await
+    async fn delete_checked(
+        &self,
+        path: &memloop_memory::store::MemoryPath,
+    ) -> Result<(), MemoryError> {
+        self.0.delete_checked(path).await
     }
     async fn clear(&self) -> Result<Vec<String>, MemoryError> {
         self.0.clear().await
@@ -355,8 +359,8 @@ impl MemoryStore for ReadOnlyDir {
     async fn index_entries(&self) -> Result<Vec<memloop_memory::store::IndexEntry>, MemoryError> {
         self.0.index_entries().await
     }
-    fn check_contained(&self, p: &std::path::Path) -> Result<std::path::PathBuf, MemoryError> {
-        self.0.check_contained(p)
+    fn check_contained(&self, rel: &str) -> Result<memloop_memory::store::MemoryPath, MemoryError> {
+        self.0.check_contained(rel)
     }
 }
 

@@ -87,7 +87,13 @@ async fn surfaces_a_cut_memory_with_header_and_note() {
     let text = turn(&hook, vec![], "how do we ship a release?", &events)
         .await
         .unwrap();
-    let path = store.root().join("release.md").display().to_string();
+    let path = store
+        .describe()
+        .dir()
+        .unwrap()
+        .join("release.md")
+        .display()
+        .to_string();
     assert!(text.starts_with(&format!(
         "<system-reminder>\nMemory (saved today): {path}:\n---\n"
     )));
@@ -115,7 +121,13 @@ async fn header_age_crosses_day_boundaries() {
     )
     .await;
     let mtime = store.scan().await.unwrap()[0].mtime;
-    let path = store.root().join("note.md").display().to_string();
+    let path = store
+        .describe()
+        .dir()
+        .unwrap()
+        .join("note.md")
+        .display()
+        .to_string();
     let hour = Duration::from_secs(3_600);
     let cases = [
         (mtime - hour, "Memory (saved today)".to_string()), // clock behind the file: never negative
@@ -244,7 +256,13 @@ async fn dedup_against_surfaced_and_read_files_and_reset_after_compaction() {
     assert!(hook.surfaced().is_empty() && hook.spent_bytes() == 0);
 
     // The model read deploy.md in full with memory_read, and rollback.md only partly with Read.
-    let abs = store.root().join("rollback.md").display().to_string();
+    let abs = store
+        .describe()
+        .dir()
+        .unwrap()
+        .join("rollback.md")
+        .display()
+        .to_string();
     let messages = vec![
         Message::new(
             Role::Assistant,

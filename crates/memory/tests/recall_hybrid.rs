@@ -11,7 +11,7 @@ mod recall_common;
 use memloop_core::embed::{EmbedError, Embedder, normalize};
 use memloop_core::events::{AgentEvent, VecSink};
 use memloop_memory::recall::{
-    HybridConfig, HybridSelector, SelectionContext, Selector, SelectorError, vector_cache_path,
+    HybridConfig, HybridSelector, SelectionContext, Selector, SelectorError, vector_cache_for,
 };
 use memloop_memory::store::MemoryStore;
 use recall_common::{put, store};
@@ -111,7 +111,7 @@ fn selector(
     embedder: Arc<Concepts>,
     config: HybridConfig,
 ) -> HybridSelector {
-    let cache = vector_cache_path(store.root(), embedder.model_id());
+    let cache = vector_cache_for(&**store, embedder.model_id());
     HybridSelector::with_config(store.clone(), embedder, cache, config)
 }
 
@@ -147,7 +147,7 @@ async fn the_cache_is_incremental_across_sessions_and_edits() {
         .await
         .unwrap();
     assert_eq!((report.embedded, report.pending), (3, 0));
-    let cache = vector_cache_path(store.root(), "concepts-v1");
+    let cache = vector_cache_for(&*store, "concepts-v1");
     assert!(cache.is_file(), "{}", cache.display());
 
     // A new session: everything comes from the file.

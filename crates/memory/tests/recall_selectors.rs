@@ -166,7 +166,7 @@ async fn bm25_index_is_updated_incrementally() {
     let before = store.scan().await.unwrap();
     let old = before.iter().find(|h| h.rel_path == "b.md").unwrap().mtime;
     put(&store, "b.md", "beta", "blueberries are blue").await;
-    let path = store.root().join("b.md");
+    let path = store.describe().dir().unwrap().join("b.md");
     let newer = old + Duration::from_secs(5);
     std::fs::File::options()
         .write(true)

@@ -217,7 +217,11 @@ fn asking_whether_a_path_is_contained_logs_nothing_refusing_a_write_warns() {
         assert!(!g.contains(outside));
         assert!(g.contains(Path::new("notes.md")));
         assert!(g.check(outside).is_err());
-        assert!(memloop_memory::store::MemoryStore::check_contained(&store, outside).is_err());
+        assert!(
+            memloop_memory::store::MemoryStore::check_contained(&store, "../else/main.md").is_err()
+        );
+        let dyn_store: &dyn memloop_memory::store::MemoryStore = &store;
+        assert!(dyn_store.memory_path_of(outside).is_err());
     });
     assert_eq!(
         warnings.messages(),

@@ -43,6 +43,36 @@ impl std::fmt::Debug for PgConfig {
 }
 
 impl PgConfig {
+    /// The connection URL without its password (`postgres://user@host:port/db`), for logs and
+    /// [`StoreDescription`](memloop_memory::store::StoreDescription)s.
+    pub fn redacted_url(&self) -> String {
+        let Ok(c) = self.url.parse::<tokio_postgres::Config>() else {
+            return "postgres://(unparsable url)".into();
+        };
+        let hosts: Vec<String> = c
+            .get_hosts()
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let host = match h {
+                    tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                    #[allow(unreachable_patterns)]
+                    other => format!("{other:?}"),
+                };
+                match c.get_ports().get(i).or(c.get_ports().first()) {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host,
+                }
+            })
+            .collect();
+        format!(
+            "postgres://{}@{}/{}",
+            c.get_user().unwrap_or(""),
+            hosts.join(","),
+            c.get_dbname().unwrap_or("")
+        )
+    }
+
     /// A config for `project_id` at `url`, with defaults: writer from `USER`@hostname, default
     /// schema, `application_name` `memloop`, 4 connections, 3 retries, 5 s connect timeout.
     pub fn new(url: impl Into<String>, project_id: impl Into<String>) -> Self {

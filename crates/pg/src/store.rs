@@ -7,14 +7,13 @@ use crate::error::{PgError, StoreError, VersionLabel};
 use crate::migrations::migrate;
 use async_trait::async_trait;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
-use memloop_core::builtin_tools::normalize_lexically;
 use memloop_memory::store::{
-    IndexCaps, IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader,
-    MemoryStore, MemoryType, SecretFilter, WriteMode, WriteReport, append_to_existing,
-    format_entry_line, load_capped, validate_rel_path,
+    CheckedWrite, IndexCaps, IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile,
+    MemoryHeader, MemoryPath, MemoryStore, MemoryType, StoreDescription, StoreLocation, WriteMode,
+    WriteReport, append_to_existing, format_entry_line, load_capped, validate_rel_path,
 };
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 use tokio_postgres::Row;
@@ -87,9 +86,9 @@ pub struct PgWrite {
 struct Inner {
     pool: Pool,
     config: PgConfig,
-    root: PathBuf,
+    description: StoreDescription,
     caps: IndexCaps,
-    /// Last version this instance read or wrote, per path: what [`MemoryStore::write`] expects.
+    /// Last version this instance read or wrote, per path: what `MemoryStore::write` expects.
     seen: Mutex<HashMap<String, i64>>,
 }
 
@@ -101,7 +100,7 @@ struct Inner {
 /// is rendered from the rows, so it cannot drift), the index view has the same load caps. On
 /// top: optimistic concurrency. Every row has a version; [`write_versioned`](Self::write_versioned)
 /// refuses a write based on a stale version with [`PgError::Conflict`], and
-/// [`MemoryStore::write`] expects the version this instance last read or wrote for that path
+/// `MemoryStore::write` expects the version this instance last read or wrote for that path
 /// (blind only for a path it has never seen). A lost connection is retried on a fresh one; a
 /// write that landed before the connection dropped is recognised by its write id, never applied
 /// twice.
@@ -175,15 +174,23 @@ impl PgMemoryStore {
             .max_size(config.pool_size.max(1))
             .build()
             .map_err(|e| PgError::Connect(e.to_string()))?;
-        let slug: String = config
-            .project_id
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
+        let url = config.redacted_url();
+        let description = StoreDescription {
+            identity: format!(
+                "postgres:{url}?schema={}#{}",
+                config.schema.as_deref().unwrap_or(""),
+                config.project_id
+            ),
+            location: StoreLocation::Database {
+                engine: "postgres".into(),
+                url,
+                project: config.project_id.clone(),
+            },
+        };
         let store = Self {
             inner: Arc::new(Inner {
                 pool,
-                root: PathBuf::from(format!("/memloop-team/{slug}")),
+                description,
                 caps: IndexCaps::default(),
                 seen: Mutex::new(HashMap::new()),
                 config,
@@ -193,6 +200,26 @@ impl PgMemoryStore {
         migrate(&mut client, store.inner.config.schema.as_deref()).await?;
         tracing::info!(project = %store.inner.config.project_id, "team memory store opened");
         Ok(store)
+    }
+
+    /// Write a memory through the enforcing entry point (`dyn MemoryStore::write`).
+    pub async fn write(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+    ) -> Result<WriteReport, MemoryError> {
+        (self as &dyn MemoryStore).write(rel_path, doc, mode).await
+    }
+
+    /// Delete a memory through the entry point (`dyn MemoryStore::delete`).
+    pub async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
+        (self as &dyn MemoryStore).delete(rel_path).await
+    }
+
+    /// Read a memory through the entry point (`dyn MemoryStore::read`).
+    pub async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
+        (self as &dyn MemoryStore).read(rel_path).await
     }
 
     /// The project this store serves.
@@ -300,7 +327,8 @@ impl PgMemoryStore {
     /// Write `doc` at `rel_path` if the memory is at the `expected` version; otherwise nothing is
     /// written and the error is [`PgError::Conflict`]. The write is one transaction (row locked,
     /// version checked, content and index view changed together). Secret-checked and
-    /// path-validated first.
+    /// path-validated first, by the same rules as every store write ([`CheckedWrite::check`]:
+    /// valid path, never `MEMORY.md`, no credential, body within the size limit).
     pub async fn write_versioned(
         &self,
         rel_path: &str,
@@ -308,10 +336,21 @@ impl PgMemoryStore {
         mode: WriteMode,
         expected: Expected,
     ) -> Result<PgWrite, StoreError> {
-        let rel = validate_rel_path(rel_path)?.to_owned();
-        for part in [&doc.name, &doc.description, &doc.body] {
-            SecretFilter::check(part)?;
-        }
+        let checked = CheckedWrite::check(rel_path, doc, mode, self.write_limits())?;
+        self.write_checked_versioned(&checked, expected).await
+    }
+
+    /// [`write_versioned`](Self::write_versioned) of a write that already passed the rules.
+    async fn write_checked_versioned(
+        &self,
+        checked: &CheckedWrite,
+        expected: Expected,
+    ) -> Result<PgWrite, StoreError> {
+        let (rel, doc, mode) = (
+            checked.path().as_str().to_owned(),
+            checked.doc(),
+            checked.mode(),
+        );
         let write_id = Uuid::new_v4();
         let span = tracing::debug_span!("team_memory_write", rel = %rel, ?mode);
         let mut races = 0;
@@ -605,8 +644,8 @@ impl PgMemoryStore {
 
 #[async_trait]
 impl MemoryStore for PgMemoryStore {
-    fn root(&self) -> &Path {
-        &self.inner.root
+    fn describe(&self) -> StoreDescription {
+        self.inner.description.clone()
     }
 
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
@@ -648,11 +687,11 @@ impl MemoryStore for PgMemoryStore {
         Ok(out)
     }
 
-    async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
+    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
         let m = self
-            .get(rel_path)
+            .get(path.as_str())
             .await?
-            .ok_or_else(|| MemoryError::NotFound(rel_path.to_owned()))?;
+            .ok_or_else(|| MemoryError::NotFound(path.as_str().to_owned()))?;
         Ok(MemoryFile {
             header: header_of(&m),
             body: m.doc.body,
@@ -660,26 +699,19 @@ impl MemoryStore for PgMemoryStore {
         })
     }
 
-    async fn write(
-        &self,
-        rel_path: &str,
-        doc: &MemoryDoc,
-        mode: WriteMode,
-    ) -> Result<WriteReport, MemoryError> {
-        let rel = validate_rel_path(rel_path)?.to_owned();
-        let w = self
-            .write_versioned(&rel, doc, mode, self.last_seen(&rel))
-            .await?;
+    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
+        let expected = self.last_seen(write.path().as_str());
+        let w = self.write_checked_versioned(&write, expected).await?;
         Ok(WriteReport {
-            path: self.inner.root.join(&w.rel_path),
+            path: PathBuf::from(&w.rel_path),
             rel_path: w.rel_path,
             created: w.created,
         })
     }
 
-    async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
-        let rel = validate_rel_path(rel_path)?.to_owned();
-        Ok(self.delete_versioned(&rel, self.last_seen(&rel)).await?)
+    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
+        let rel = path.as_str();
+        Ok(self.delete_versioned(rel, self.last_seen(rel)).await?)
     }
 
     async fn clear(&self) -> Result<Vec<String>, MemoryError> {
@@ -721,23 +753,5 @@ impl MemoryStore for PgMemoryStore {
             .into_iter()
             .map(|(file, title, hook)| IndexEntry { title, file, hook })
             .collect())
-    }
-
-    fn check_contained(&self, path: &Path) -> Result<PathBuf, MemoryError> {
-        let root = &self.inner.root;
-        let joined = if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            root.join(path)
-        };
-        let normal = normalize_lexically(&joined);
-        if normal.starts_with(root) {
-            Ok(normal)
-        } else {
-            Err(MemoryError::OutsideMemoryDir {
-                path: path.to_path_buf(),
-                root: root.clone(),
-            })
-        }
     }
 }

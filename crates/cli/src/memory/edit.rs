@@ -3,7 +3,7 @@
 //! The editor works on a private temp copy (mode 0600, in the system temp dir), never on the
 //! memory file itself, so a half-saved or refused edit cannot corrupt the memory dir. The result
 //! must have parseable frontmatter and must not look like it holds a credential; it is then
-//! written with [`MemoryStore::write`] (which re-renders the file in the canonical layout and
+//! written with `MemoryStore::write` (which re-renders the file in the canonical layout and
 //! updates its `MEMORY.md` line under the store lock). If the memory changed on disk while the
 //! editor was open, the edit is refused rather than clobbering that change (the check runs just
 //! before the write; a writer landing in between those two steps still wins the race). When

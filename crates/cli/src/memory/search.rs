@@ -7,7 +7,7 @@ use super::header_json;
 use crate::context::{Context, Io, write_json};
 use memloop_core::embed::Embedder;
 use memloop_memory::recall::{
-    Bm25Selector, HybridSelector, SelectionContext, Selector, vector_cache_path,
+    Bm25Selector, HybridSelector, SelectionContext, Selector, vector_cache_for,
 };
 use memloop_memory::store::{MemoryHeader, MemoryStore};
 use serde_json::{Value, json};
@@ -24,7 +24,7 @@ pub async fn ranked(
     let headers = store.scan().await?;
     let selector: Arc<dyn Selector> = match embedder {
         Some(embedder) => {
-            let cache = vector_cache_path(store.root(), embedder.model_id());
+            let cache = vector_cache_for(&*store, embedder.model_id());
             let hybrid = HybridSelector::new(store, embedder, cache);
             let report = hybrid.warm(&headers).await?;
             tracing::info!(?report, "memories embedded");

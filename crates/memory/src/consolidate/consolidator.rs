@@ -35,7 +35,7 @@ pub struct Consolidator {
 impl std::fmt::Debug for Consolidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consolidator")
-            .field("root", &self.store.root())
+            .field("store", &self.store.describe().to_string())
             .field("max_turns", &self.max_turns)
             .finish_non_exhaustive()
     }
@@ -70,7 +70,7 @@ impl Consolidator {
         Ok(render_template(
             TEMPLATE,
             &[
-                ("memory_dir", &self.store.root().display().to_string()),
+                ("memory_dir", &self.store.describe().to_string()),
                 ("today", &today),
                 ("index", &index),
                 ("manifest", &manifest),
@@ -85,7 +85,9 @@ impl Consolidator {
     pub async fn run(&self, hook: &HookContext) -> Result<Vec<PathBuf>, ExtractError> {
         let prompt = self.prompt().await?;
         let mut base = hook.clone();
-        base.cwd = self.store.root().to_path_buf();
+        if let Some(dir) = self.store.describe().dir() {
+            base.cwd = dir.to_path_buf();
+        }
         let fork = ForkedAgentBuilder::new(base, DREAM_PURPOSE)
             .share_prefix(false)
             .gate(memory_writer_gate(&self.store, CONSOLIDATOR_WRITES));

@@ -17,7 +17,7 @@ pub use consolidator::{Consolidator, DREAM_PURPOSE};
 pub use lock::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt, LockGuard, pid_alive};
 pub use sessions::{ProjectDirSessions, SESSIONS_DIR, SessionRecords, SessionSource};
 
-use crate::memory_store::MemoryStore;
+use crate::memory_store::{LocalPurpose, MemoryStore};
 use crate::writer_tools::relative_to_memory_dir;
 use memloop_core::Hook;
 use memloop_core::{HookContext, events::AgentEvent};
@@ -117,7 +117,7 @@ pub struct DreamHook {
 impl std::fmt::Debug for DreamHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DreamHook")
-            .field("root", &self.inner.store.root())
+            .field("store", &self.inner.store.describe().to_string())
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
@@ -136,7 +136,9 @@ impl DreamHook {
     /// A hook with the default config, counting the session records it writes itself
     /// ([`SessionRecords::for_memory_dir`]) and the default [`Consolidator`].
     pub fn new(store: Arc<dyn MemoryStore>) -> Self {
-        let sessions = Arc::new(SessionRecords::for_memory_dir(store.root()));
+        let sessions = Arc::new(SessionRecords::for_memory_dir(
+            &store.local_dir_or_temp(LocalPurpose::SessionRecords),
+        ));
         let consolidator = Consolidator::new(store.clone());
         Self::with_parts(store, DreamConfig::default(), sessions, consolidator)
     }
@@ -148,7 +150,8 @@ impl DreamHook {
         sessions: Arc<dyn SessionSource>,
         consolidator: Consolidator,
     ) -> Self {
-        let lock = ConsolidationLock::new(store.root()).stale_after(config.stale_lock_after);
+        let lock = ConsolidationLock::new(&store.local_dir_or_temp(LocalPurpose::Locks))
+            .stale_after(config.stale_lock_after);
         Self {
             inner: Arc::new(Inner {
                 store,

@@ -66,7 +66,7 @@ pub struct ForkedExtractor {
 impl std::fmt::Debug for ForkedExtractor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ForkedExtractor")
-            .field("root", &self.store.root())
+            .field("store", &self.store.describe().to_string())
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
@@ -100,7 +100,7 @@ impl ForkedExtractor {
         let headers = self.store.scan().await?;
         let manifest = format_manifest_capped(&headers, self.config.manifest_limit, "(none yet)");
         let shown = new_messages.min(self.config.recent_messages).to_string();
-        let root = self.store.root().display().to_string();
+        let root = self.store.describe().to_string();
         let turns = self.config.max_turns.to_string();
         let daily = if self.config.daily_log { DAILY_LOG } else { "" };
         Ok(render(
@@ -121,7 +121,9 @@ impl Extractor for ForkedExtractor {
     async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
         let prompt = self.prompt(ctx.new_messages.len()).await?;
         let mut base = ctx.hook.clone();
-        base.cwd = self.store.root().to_path_buf();
+        if let Some(dir) = self.store.describe().dir() {
+            base.cwd = dir.to_path_buf();
+        }
         // The memory tools write through a tally, so a run whose every write failed (a
         // read-only dir, a held lock) is reported as failed and its messages offered again.
         let tally = Arc::new(TallyStore::new(self.store.clone()));

@@ -89,7 +89,7 @@ pub struct ExtractionScheduler {
 impl std::fmt::Debug for ExtractionScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExtractionScheduler")
-            .field("root", &self.inner.store.root())
+            .field("store", &self.inner.store.describe().to_string())
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
@@ -116,7 +116,7 @@ impl ExtractionScheduler {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                slot: slot_for(store.root()),
+                slot: slot_for(&store.describe().identity),
                 store,
                 extractor,
                 config,
@@ -157,7 +157,7 @@ impl ExtractionScheduler {
             };
         }
         let state = self.inner.slot.lock();
-        let root = self.inner.store.root().display().to_string();
+        let root = self.inner.store.describe().to_string();
         let mut still = Vec::new();
         if let Some(r) = &state.running {
             let kind = if r.trailing {
@@ -350,7 +350,7 @@ impl Inner {
         m.meta
             .files_written
             .iter()
-            .any(|f| self.store.check_contained(f).is_ok())
+            .any(|f| self.store.memory_path_of(f).is_ok())
     }
 }
 

@@ -3,7 +3,6 @@
 
 use memloop_core::HookContext;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use tokio::sync::watch;
 
@@ -49,11 +48,11 @@ impl<O> DirSlot<O> {
     }
 }
 
-/// The slot of `root` in this process (created on first use, dropped with its last scheduler).
-pub(crate) fn slot_for<O: Send + Sync + 'static>(root: &Path) -> Arc<DirSlot<O>> {
-    type Registry = Mutex<HashMap<PathBuf, Weak<dyn std::any::Any + Send + Sync>>>;
+/// The slot of the store with this identity in this process (created on first use, dropped with its last scheduler).
+pub(crate) fn slot_for<O: Send + Sync + 'static>(identity: &str) -> Arc<DirSlot<O>> {
+    type Registry = Mutex<HashMap<String, Weak<dyn std::any::Any + Send + Sync>>>;
     static SLOTS: OnceLock<Registry> = OnceLock::new();
-    let key = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let key = identity.to_owned();
     let mut slots = SLOTS
         .get_or_init(Default::default)
         .lock()

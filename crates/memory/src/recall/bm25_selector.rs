@@ -72,7 +72,7 @@ impl Synced {
 impl std::fmt::Debug for Bm25Selector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bm25Selector")
-            .field("root", &self.store.root())
+            .field("store", &self.store.describe().to_string())
             .finish_non_exhaustive()
     }
 }

@@ -15,6 +15,7 @@ use memloop_core::{
     message::{ContentBlock, Message},
 };
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// The attachment kind recall produces.
@@ -129,7 +130,7 @@ pub struct RecallHook {
 impl std::fmt::Debug for RecallHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecallHook")
-            .field("root", &self.store.root())
+            .field("store", &self.store.describe().to_string())
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
@@ -326,7 +327,9 @@ impl Job {
                 .iter()
                 .find(|h| &h.rel_path == rel)
                 .map_or(file.header.mtime, |h| h.mtime);
-            let shown = self.store.root().join(rel);
+            let shown = crate::memory_store::MemoryPath::new(rel)
+                .map(|p| self.store.target_path(&p))
+                .unwrap_or_else(|_| PathBuf::from(rel));
             let text = render_surfaced(
                 &shown.to_string_lossy(),
                 &file.raw,

@@ -125,8 +125,8 @@ impl Default for HybridConfig {
 /// ```no_run
 /// # async fn demo(store: std::sync::Arc<dyn memloop_memory::store::MemoryStore>,
 /// #               embedder: std::sync::Arc<dyn memloop_core::embed::Embedder>) {
-/// use memloop_memory::recall::{HybridSelector, vector_cache_path};
-/// let cache = vector_cache_path(store.root(), embedder.model_id());
+/// use memloop_memory::recall::{HybridSelector, vector_cache_for};
+/// let cache = vector_cache_for(&*store, embedder.model_id());
 /// let selector = HybridSelector::new(store, embedder, cache);
 /// # }
 /// ```

@@ -39,4 +39,4 @@ pub use surface::{
     render_surfaced, truncation_note,
 };
 pub use text::{Analyzer, is_stop_word, words};
-pub use vectors::{VectorSyncReport, vector_cache_path};
+pub use vectors::{VectorSyncReport, vector_cache_for, vector_cache_path};

@@ -2,7 +2,7 @@
 //! them again): successful `memory_read` calls, and whole-file reads of paths inside the memory
 //! dir by the host's file-read tools.
 
-use crate::memory_store::{MemoryStore, RootPaths};
+use crate::memory_store::MemoryStore;
 use crate::safety::read_target_to_rel_path;
 use memloop_core::builtin_tools::resolve_path;
 use memloop_core::message::{ContentBlock, Message};
@@ -53,7 +53,6 @@ pub fn read_in_full(
             }
         }
     }
-    let root = RootPaths::of(store);
     let mut out = HashSet::new();
     for m in messages {
         for (id, name, input) in m.tool_uses() {
@@ -66,7 +65,9 @@ pub fn read_in_full(
                     .and_then(|t| t.as_str())
                     .and_then(|t| read_target_to_rel_path(t).ok())
             } else if tools.file_read.iter().any(|t| t == name) {
-                whole_file_path(input, cwd).and_then(|abs| root.relative(store, &abs))
+                whole_file_path(input, cwd)
+                    .and_then(|abs| store.memory_path_of(&abs).ok())
+                    .map(|p| p.as_str().to_owned())
             } else {
                 None
             };

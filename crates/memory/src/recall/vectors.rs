@@ -9,7 +9,8 @@
 //! lengths do not add up is torn or foreign: it is discarded with a warning and rebuilt. A file
 //! written for another model (a different id or dimension) is rebuilt too.
 
-use crate::memory_store::MemoryStore;
+use crate::file_store::FileMemoryStore;
+use crate::memory_store::{LocalPurpose, MemoryStore};
 use crate::safety::atomic_write;
 use crate::types::MemoryHeader;
 use futures::StreamExt;
@@ -30,16 +31,22 @@ const MAX_EMBED_BYTES: usize = 2_000;
 /// `<dir name>.vectors/` directory beside it (never inside: the memory dir holds only
 /// memories), one file per model.
 pub fn vector_cache_path(memory_dir: &Path, model_id: &str) -> PathBuf {
+    FileMemoryStore::vectors_dir_of(memory_dir).join(vector_file_name(model_id))
+}
+
+/// Where the vectors of `store` embedded by `model_id` are cached: one file per model in the
+/// dir the store gives for [`LocalPurpose::VectorCache`] (beside a memory dir; for a database
+/// store, a cache dir keyed by the store's identity). A store that keeps no local cache gets a
+/// per-identity dir under the system temp dir, with a warning.
+pub fn vector_cache_for(store: &dyn MemoryStore, model_id: &str) -> PathBuf {
+    store
+        .local_dir_or_temp(LocalPurpose::VectorCache)
+        .join(vector_file_name(model_id))
+}
+
+fn vector_file_name(model_id: &str) -> String {
     let digest = Sha256::digest(model_id.as_bytes());
-    let file = format!("{}.bin", hex(&digest[..8]));
-    let name = memory_dir
-        .file_name()
-        .map(|n| format!("{}.vectors", n.to_string_lossy()))
-        .unwrap_or_else(|| "memory.vectors".to_owned());
-    match memory_dir.parent() {
-        Some(parent) => parent.join(name).join(file),
-        None => memory_dir.join(".vectors").join(file),
-    }
+    format!("{}.bin", hex(&digest[..8]))
 }
 
 fn hex(bytes: &[u8]) -> String {

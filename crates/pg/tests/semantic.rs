@@ -1,0 +1,113 @@
+//! Semantic recall over the PostgreSQL store through the library: the hybrid selector's vector
+//! cache is a real file in the cache dir the store gives, keyed by the store's identity.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use memloop_core::embed::{EmbedError, Embedder, normalize};
+use memloop_memory::recall::{HybridSelector, SelectionContext, Selector, vector_cache_for};
+use memloop_memory::store::{
+    LocalDir, LocalPurpose, MemoryDoc, MemoryStore, MemoryType, StoreLocation, WriteMode,
+};
+use std::sync::Arc;
+use support::TestSchema;
+
+/// A deterministic concept embedder (a stand-in for a model).
+struct Concepts;
+
+const CONCEPTS: [&[&str]; 2] = [
+    &["release", "ship", "freeze", "merge"],
+    &["database", "test"],
+];
+
+#[async_trait::async_trait]
+impl Embedder for Concepts {
+    fn model_id(&self) -> &str {
+        "concepts-pg"
+    }
+    fn dimension(&self) -> usize {
+        CONCEPTS.len() + 1
+    }
+    fn max_batch(&self) -> usize {
+        32
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let lower = t.to_lowercase();
+                let mut v: Vec<f32> = CONCEPTS
+                    .iter()
+                    .map(|ws| ws.iter().filter(|w| lower.contains(*w)).count() as f32)
+                    .collect();
+                v.push(0.1);
+                normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn semantic_search_over_postgres_caches_vectors_in_a_real_dir() {
+    let schema = TestSchema::new();
+    let store: Arc<dyn MemoryStore> = Arc::new(schema.open("acme/api").await);
+    for (rel, name, body) in [
+        (
+            "deadline.md",
+            "Release freeze",
+            "Merges after Thursday wait.",
+        ),
+        ("testing.md", "Testing", "Never mock the database."),
+    ] {
+        let doc = MemoryDoc::new(name, name.to_lowercase(), MemoryType::Project, body);
+        store.write(rel, &doc, WriteMode::Overwrite).await.unwrap();
+    }
+
+    // The store says what it is: a database project, no directory, password-free URL.
+    let description = store.describe();
+    assert!(
+        matches!(&description.location, StoreLocation::Database { project, .. } if project == "acme/api")
+    );
+    assert_eq!(description.dir(), None);
+    let LocalDir::Dir(cache_dir) = store.local_dir(LocalPurpose::VectorCache) else {
+        panic!("a PostgreSQL store has a local vector cache dir");
+    };
+    assert!(cache_dir.is_absolute());
+    assert!(cache_dir.ends_with(format!("memloop/vectors/{}", description.identity_hash())));
+
+    let cache = vector_cache_for(&*store, "concepts-pg");
+    assert_eq!(cache.parent(), Some(cache_dir.as_path()));
+    let hybrid = Arc::new(HybridSelector::new(
+        store.clone(),
+        Arc::new(Concepts),
+        cache.clone(),
+    ));
+    let headers = store.scan().await.unwrap();
+    hybrid.warm(&headers).await.unwrap();
+    let selector: Arc<dyn Selector> = hybrid;
+    let hits = selector
+        .select_checked(
+            "when does shipping stop?",
+            &headers,
+            &SelectionContext::with_limit(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits, ["deadline.md"]);
+    assert!(std::fs::metadata(&cache).unwrap().len() > 0, "{cache:?}");
+
+    // Another project has another identity, so another cache dir; the same project reopened
+    // finds the same one.
+    let other: Arc<dyn MemoryStore> = Arc::new(schema.open("acme/web").await);
+    assert_ne!(
+        other.local_dir(LocalPurpose::VectorCache),
+        LocalDir::Dir(cache_dir.clone())
+    );
+    let again: Arc<dyn MemoryStore> = Arc::new(schema.open("acme/api").await);
+    assert_eq!(
+        again.local_dir(LocalPurpose::VectorCache),
+        LocalDir::Dir(cache_dir.clone())
+    );
+    std::fs::remove_dir_all(&cache_dir).unwrap();
+}
