@@ -15,6 +15,7 @@ pub mod instructions;
 pub mod mcp;
 pub mod memory;
 #[cfg(feature = "postgres")]
+pub mod table;
 pub mod team;
 
 pub use args::Cli;
