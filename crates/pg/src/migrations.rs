@@ -56,14 +56,20 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
         'g') AS m,
         generate_series(1, greatest(char_length(m[1]) - 1, 1)) AS i
 $f$;
+-- `t` (NFKC) with spaces around every Han/Kana, Hangul and Thai run, so a Latin word glued to
+-- Chinese text ("使用PostgreSQL作为") is a word of its own for the parser.
+CREATE FUNCTION memloop_words(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT regexp_replace(normalize(t, NFKC), '([\u3005-\u3007\u303b\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]+|[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff]+|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]+)', ' \1 ', 'g')
+$f$;
 -- Words through the `russian` configuration (Snowball Russian for Cyrillic words, Snowball
 -- English for ASCII ones), plus the bigrams; name over description over body.
 ALTER TABLE memloop_memories ADD COLUMN search_text tsvector GENERATED ALWAYS AS (
-    setweight(to_tsvector('russian', normalize(name, NFKC))
+    setweight(to_tsvector('russian', memloop_words(name))
         || to_tsvector('simple', memloop_grams(name)), 'A') ||
-    setweight(to_tsvector('russian', normalize(description, NFKC))
+    setweight(to_tsvector('russian', memloop_words(description))
         || to_tsvector('simple', memloop_grams(description)), 'B') ||
-    setweight(to_tsvector('russian', normalize(body, NFKC))
+    setweight(to_tsvector('russian', memloop_words(body))
         || to_tsvector('simple', memloop_grams(body)), 'C')
 ) STORED;
 CREATE INDEX memloop_memories_search_text ON memloop_memories
