@@ -14,8 +14,8 @@ pub mod exit;
 pub mod instructions;
 pub mod mcp;
 pub mod memory;
-#[cfg(feature = "postgres")]
 pub mod table;
+#[cfg(feature = "postgres")]
 pub mod team;
 
 pub use args::Cli;
