@@ -11,8 +11,9 @@
 //!   per token by its script: English for Latin, Russian for Cyrillic, Greek, Arabic; other
 //!   scripts are kept as written. English rules never touch another script.
 //! - Han and Kana (Chinese, Japanese), which have no spaces, become overlapping character
-//!   bigrams (a run of one character stays a unigram), as Lucene's CJK analyzer does: measured on
-//!   CMRC 2018 against unigrams and unigrams + bigrams (see the README).
+//!   bigrams (a run of one character stays a unigram), as Lucene's CJK analyzer does: R@5 99.4
+//!   on CMRC 2018 with the default BM25, against 99.6 for a plain character-bigram BM25 (see the
+//!   README); no dictionary needed.
 //! - Hangul words are kept whole *and* as character bigrams, so a particle glued to a noun
 //!   (`캐시는`) still shares the noun's term (`캐시`).
 //! - Thai (no spaces) becomes character bigrams like Han.
