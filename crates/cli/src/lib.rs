@@ -14,6 +14,7 @@ pub mod exit;
 pub mod instructions;
 pub mod mcp;
 pub mod memory;
+pub mod table;
 #[cfg(feature = "postgres")]
 pub mod team;
 

@@ -586,7 +586,7 @@ fn search_ranks_with_bm25_over_name_description_and_body() {
     assert_eq!(code(&o), 0);
     assert_eq!(
         stdout(&o),
-        " 1. [reference] team/grafana.md: grafana board for API latency\n"
+        " 1. [reference] team/grafana.md  grafana board for API latency\n"
     );
     let o = s.mem_run(&["memory", "search", "kubernetes"]);
     assert_eq!(code(&o), 0);
@@ -595,6 +595,88 @@ fn search_ranks_with_bm25_over_name_description_and_body() {
         code(&s.mem_run(&["memory", "search", "x", "--limit", "0"])),
         2
     );
+}
+
+#[test]
+fn search_finds_chinese_japanese_korean_and_russian_memories() {
+    let s = Sandbox::new();
+    s.seed();
+    s.write_memory(
+        "zh/数据库.md",
+        "数据库选型",
+        "我们决定使用PostgreSQL作为主数据库",
+        "project",
+        "团队熟悉它的事务和扩展；备份每晚执行。",
+    );
+    s.write_memory(
+        "ja-cache.md",
+        "キャッシュ",
+        "セッション情報はRedisにキャッシュし、有効期限は三十分とする",
+        "project",
+        "期限切れのキーは自動で削除される。",
+    );
+    s.write_memory(
+        "ko-cache.md",
+        "캐시 정책",
+        "세션 캐시는 레디스에 저장한다",
+        "project",
+        "만료 시간은 삼십 분으로 정했다.",
+    );
+    s.write_memory(
+        "ru-backup.md",
+        "Резервные копии",
+        "Резервное копирование базы данных каждую ночь",
+        "project",
+        "Копии хранятся две недели.",
+    );
+    for (query, want) in [
+        ("数据库", "zh/数据库.md"),
+        ("キャッシュの有効期限", "ja-cache.md"),
+        ("캐시를", "ko-cache.md"),
+        ("копирование баз", "ru-backup.md"),
+    ] {
+        let v = json(&s.mem_run(&["memory", "search", query, "--json"]));
+        assert_eq!(paths(&v)[0], want, "{query}");
+    }
+    // JSON carries the text as UTF-8, not \u escapes.
+    let o = s.mem_run(&["memory", "search", "数据库", "--json"]);
+    let raw = stdout(&o);
+    assert!(raw.contains("我们决定使用PostgreSQL作为主数据库"), "{raw}");
+    assert!(!raw.contains("\\u"), "{raw}");
+
+    // The table lines up in display columns: a Han character is two columns wide.
+    let o = s.mem_run(&["memory", "search", "数据库", "PostgreSQL", "database"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() >= 2, "{out}");
+    let desc_col = |line: &str, desc: &str| {
+        let at = line
+            .find(desc)
+            .unwrap_or_else(|| panic!("{desc} in {line}"));
+        unicode_width::UnicodeWidthStr::width(&line[..at])
+    };
+    let zh = lines.iter().find(|l| l.contains("zh/数据库.md")).unwrap();
+    let en = lines.iter().find(|l| l.contains("testing.md")).unwrap();
+    assert_eq!(
+        desc_col(zh, "我们决定"),
+        desc_col(en, "integration tests"),
+        "{out}"
+    );
+}
+
+#[test]
+fn search_table_cuts_long_descriptions_on_character_boundaries() {
+    let s = Sandbox::new();
+    let long = "数据库备份策略".repeat(20);
+    s.write_memory("long.md", "长描述", &long, "project", "数据库");
+    let o = s.mem_run(&["memory", "search", "数据库"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let line = stdout(&o);
+    let line = line.trim_end();
+    assert!(line.ends_with('…'), "{line}");
+    let desc = &line[line.find("数据库备份").unwrap()..];
+    assert!(unicode_width::UnicodeWidthStr::width(desc) <= 80, "{desc}");
 }
 
 fn write(path: &Path, text: &str) {

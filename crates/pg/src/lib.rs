@@ -31,6 +31,7 @@ mod content;
 mod error;
 mod hook;
 mod migrations;
+mod search;
 mod selector;
 mod store;
 mod sync;

@@ -5,10 +5,11 @@ use crate::error::PgError;
 use deadpool_postgres::Client;
 
 /// The migrations, in order. Never edit a released one: add a new version.
-pub(crate) const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "memories table, full-text index",
-    r#"
+pub(crate) const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "memories table, full-text index",
+        r#"
 CREATE TABLE memloop_memories (
     project_id   text        NOT NULL,
     rel_path     text        NOT NULL,
@@ -38,7 +39,47 @@ CREATE INDEX memloop_memories_search ON memloop_memories USING gin (search) WITH
 CREATE INDEX memloop_memories_recent ON memloop_memories (project_id, updated_at DESC);
 CREATE INDEX memloop_memories_order ON memloop_memories (project_id, seq);
 "#,
-)];
+    ),
+    (
+        2,
+        "search in every script: words and CJK/Hangul/Thai character bigrams",
+        r#"
+-- Overlapping character bigrams of every Han/Kana, Hangul and Thai run of `t` (NFKC,
+-- lowercase; a one-character run is its own term), space-separated: the same n-grams the recall
+-- analyzer makes, so `to_tsvector('simple', ..)` indexes them as words.
+CREATE FUNCTION memloop_grams(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT coalesce(string_agg(substr(m[1], i, 2), ' '), '')
+    FROM regexp_matches(
+        lower(normalize(t, NFKC)),
+        '([\u3005-\u3007\u303b\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]+|[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff]+|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]+)',
+        'g') AS m,
+        generate_series(1, greatest(char_length(m[1]) - 1, 1)) AS i
+$f$;
+-- `t` (NFKC) with spaces around every Han/Kana, Hangul and Thai run, so a Latin word glued to
+-- Chinese text ("使用PostgreSQL作为") is a word of its own for the parser.
+CREATE FUNCTION memloop_words(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT regexp_replace(normalize(t, NFKC), '([\u3005-\u3007\u303b\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]+|[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff]+|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]+)', ' \1 ', 'g')
+$f$;
+-- Words through the `russian` configuration (Snowball Russian for Cyrillic words, Snowball
+-- English for ASCII ones), plus the bigrams; name over description over body.
+ALTER TABLE memloop_memories ADD COLUMN search_text tsvector GENERATED ALWAYS AS (
+    setweight(to_tsvector('russian', memloop_words(name))
+        || to_tsvector('simple', memloop_grams(name)), 'A') ||
+    setweight(to_tsvector('russian', memloop_words(description))
+        || to_tsvector('simple', memloop_grams(description)), 'B') ||
+    setweight(to_tsvector('russian', memloop_words(body))
+        || to_tsvector('simple', memloop_grams(body)), 'C')
+) STORED;
+CREATE INDEX memloop_memories_search_text ON memloop_memories
+    USING gin (search_text) WITH (fastupdate = off);
+-- The English-only column it replaces.
+DROP INDEX memloop_memories_search;
+ALTER TABLE memloop_memories DROP COLUMN search;
+"#,
+    ),
+];
 
 /// The newest schema version this build knows.
 pub(crate) fn latest() -> i32 {

@@ -6,8 +6,10 @@ use memloop_memory::recall::{SelectionContext, Selector, SelectorError};
 use memloop_memory::store::{MemoryError, MemoryHeader};
 
 /// Chooses memories with the database's full-text search: a weighted `tsvector` (name over
-/// description over body, English stemming) under a GIN index, ranked with `ts_rank`; any query
-/// word may match. Memories already surfaced are excluded in the query, so the `limit` slots go
+/// description over body) of stemmed words (Snowball English for ASCII words, Russian for
+/// Cyrillic) and character bigrams of Han, Kana, Hangul and Thai runs, under a GIN index, ranked
+/// with `ts_rank`; the query is cut by the recall analyzer's tokens the same way, and any of its
+/// terms may match. Memories already surfaced are excluded in the query, so the `limit` slots go
 /// to new ones. Callers go through `select_checked` like for every selector.
 #[derive(Debug, Clone)]
 pub struct PgFtsSelector {

@@ -575,34 +575,26 @@ impl PgMemoryStore {
         limit: usize,
         exclude: &[String],
     ) -> Result<Vec<(String, f32)>, StoreError> {
-        let terms: Vec<String> = {
-            let mut seen = std::collections::BTreeSet::new();
-            query
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| w.chars().count() >= 2)
-                .map(str::to_lowercase)
-                .filter(|w| seen.insert(w.clone()))
-                .collect()
+        let Some(terms) = crate::search::query_terms(query) else {
+            return Ok(Vec::new());
         };
-        if terms.is_empty() || limit == 0 {
+        if limit == 0 {
             return Ok(Vec::new());
         }
-        let tsquery = terms.join(" | ");
+        let sql = crate::search::search_sql(&terms);
         let project = self.project_id().to_owned();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.retrying("search", |client| {
-            let (tsquery, project) = (&tsquery, &project);
+            let (sql, terms, project) = (&sql, &terms, &project);
             async move {
-                let rows = client
-                    .query(
-                        "SELECT rel_path, ts_rank(search, q) AS rank
-                         FROM memloop_memories, to_tsquery('english', $2) q
-                         WHERE project_id = $1 AND search @@ q AND NOT (rel_path = ANY($3))
-                         ORDER BY rank DESC, updated_at DESC LIMIT $4",
-                        &[project, tsquery, &exclude, &limit],
-                    )
-                    .await
-                    .map_err(db)?;
+                let mut params: Vec<&(dyn ToSql + Sync)> = vec![project, &exclude, &limit];
+                params.extend(
+                    [&terms.words, &terms.grams]
+                        .into_iter()
+                        .filter(|t| !t.is_empty())
+                        .map(|t| t as &(dyn ToSql + Sync)),
+                );
+                let rows = client.query(sql.as_str(), &params).await.map_err(db)?;
                 Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
             }
         })

@@ -105,3 +105,83 @@ async fn full_text_selector_ranks_and_obeys_the_contract() {
     ctx.cancel.cancel();
     assert!(selector.select("deploy", &headers, &ctx).await.is_err());
 }
+
+#[tokio::test]
+async fn finds_chinese_japanese_korean_russian_and_english_memories() {
+    let schema = TestSchema::new();
+    let store = schema.open("multilingual").await;
+    let mems = [
+        (
+            "zh-db.md",
+            "主数据库",
+            "数据库的选择",
+            "我们决定使用PostgreSQL作为主数据库，因为团队熟悉它的事务和扩展。",
+        ),
+        (
+            "zh-deploy.md",
+            "发布流程",
+            "什么时候发布",
+            "每周五下午不发布新版本，紧急修复需要两位同事审核。",
+        ),
+        (
+            "ja-cache.md",
+            "キャッシュ",
+            "キャッシュの方針",
+            "セッション情報はRedisにキャッシュし、有効期限は三十分とする。",
+        ),
+        (
+            "ko-cache.md",
+            "캐시 정책",
+            "세션 캐시는 레디스에 저장한다",
+            "만료 시간은 삼십 분으로 정했다.",
+        ),
+        (
+            "ru-backup.md",
+            "Резервные копии",
+            "Резервное копирование базы данных",
+            "Копирование выполняется каждую ночь в три часа.",
+        ),
+        (
+            "en-deploy.md",
+            "Deploy freeze",
+            "no releases on Fridays",
+            "We never ship releases on Friday afternoons.",
+        ),
+    ];
+    for (rel, name, desc, body) in mems {
+        store
+            .write(
+                rel,
+                &MemoryDoc::new(name, desc, MemoryType::Project, body),
+                WriteMode::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+    let headers = store.scan().await.unwrap();
+    let selector: Arc<dyn Selector> = Arc::new(PgFtsSelector::new(store.clone()));
+    for (query, want) in [
+        ("数据库", "zh-db.md"),
+        ("我们用什么数据库？", "zh-db.md"),
+        ("キャッシュの有効期限", "ja-cache.md"),
+        ("캐시를", "ko-cache.md"),
+        ("копии базы данных", "ru-backup.md"),
+        ("shipping a release on friday", "en-deploy.md"),
+        ("ＰｏｓｔｇｒｅＳＱＬ", "zh-db.md"),
+    ] {
+        let got = selector
+            .select_checked(query, &headers, &SelectionContext::with_limit(3))
+            .await
+            .unwrap();
+        assert_eq!(
+            got.first().map(String::as_str),
+            Some(want),
+            "{query}: {got:?}"
+        );
+    }
+    let got = selector
+        .select_checked("天气预报", &headers, &SelectionContext::with_limit(3))
+        .await
+        .unwrap();
+    assert!(got.is_empty(), "{got:?}");
+}

@@ -5,6 +5,7 @@
 
 use super::header_json;
 use crate::context::{Context, Io, write_json};
+use crate::table;
 use memloop_core::embed::Embedder;
 use memloop_memory::recall::{
     Bm25Selector, HybridSelector, SelectionContext, Selector, vector_cache_for,
@@ -12,6 +13,9 @@ use memloop_memory::recall::{
 use memloop_memory::store::{MemoryHeader, MemoryStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
+
+/// A description longer than this many display columns is cut (with `…`) in the table.
+const DESCRIPTION_COLUMNS: usize = 80;
 
 /// The memories best matching `query`, best first, at most `limit`; with an embedder, every
 /// memory without a cached vector is embedded first.
@@ -72,10 +76,25 @@ pub async fn search(
             resolved.dir.display()
         )?;
     }
-    for (h, rank) in hits.iter().zip(1..) {
-        let kind = h.memory_type.map(|t| format!("[{t}] ")).unwrap_or_default();
-        let desc = h.description.as_deref().unwrap_or("");
-        writeln!(io.out, "{rank:>2}. {kind}{}: {desc}", h.rel_path)?;
+    // Columns line up in display width (a CJK character is two columns wide).
+    let kinds: Vec<String> = hits
+        .iter()
+        .map(|h| h.memory_type.map(|t| format!("[{t}]")).unwrap_or_default())
+        .collect();
+    let kind_w = kinds.iter().map(|k| table::width(k)).max().unwrap_or(0);
+    let path_w = hits
+        .iter()
+        .map(|h| table::width(&h.rel_path))
+        .max()
+        .unwrap_or(0);
+    for ((h, kind), rank) in hits.iter().zip(&kinds).zip(1..) {
+        let desc = table::clip(h.description.as_deref().unwrap_or(""), DESCRIPTION_COLUMNS);
+        let line = format!(
+            "{rank:>2}. {} {}  {desc}",
+            table::pad(kind, kind_w),
+            table::pad(&h.rel_path, path_w)
+        );
+        writeln!(io.out, "{}", line.trim_end())?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! score of another memory in the same directory, so that e.g. a session summary lifts the notes
 //! filed next to it).
 
-use super::text::Analyzer;
+use super::analyzer::Analyzer;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
@@ -175,11 +175,11 @@ impl Bm25Index {
         let mut tfs: HashMap<u32, [u16; FIELDS]> = HashMap::new();
         let mut lens = [0u32; FIELDS];
         for (f, field) in fields.iter().enumerate() {
-            let uni = self.analyzer.unigrams(field);
-            lens[f] = u32::try_from(uni.len()).unwrap_or(u32::MAX);
-            for term in self.analyzer.terms(field) {
-                let bigram = term.contains('_');
-                let tid = self.term_id(term, bigram);
+            let terms = self.analyzer.analyze(field);
+            lens[f] = u32::try_from(terms.single.len()).unwrap_or(u32::MAX);
+            let single = terms.single.into_iter().map(|t| (t, false));
+            for (term, pair) in single.chain(terms.pairs.into_iter().map(|t| (t, true))) {
+                let tid = self.term_id(term, pair);
                 let e = tfs.entry(tid).or_insert([0; FIELDS]);
                 e[f] = e[f].saturating_add(1);
             }

@@ -2,8 +2,8 @@
 //! model, no body reads: a linear pass over the headers (their analysed words are memoised by
 //! path and mtime).
 
+use super::analyzer::Analyzer;
 use super::selector::{SelectionContext, Selector, SelectorError};
-use super::text::Analyzer;
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};

@@ -8,6 +8,7 @@
 //! - [`RecallHook`] runs the pipeline once per user turn in the background and yields a
 //!   `relevant_memories` system-reminder attachment.
 
+mod analyzer;
 mod bm25;
 mod bm25_selector;
 mod fallback;
@@ -18,10 +19,10 @@ mod llm;
 mod reads;
 mod selector;
 mod surface;
-mod text;
 mod vectors;
 
 pub use crate::manifest::format_manifest;
+pub use analyzer::{Analyzer, Script, is_stop_word, nfkc, normalize, tokens, words};
 pub use bm25::{Bm25Index, Bm25Params, IndexText};
 pub use bm25_selector::{Bm25Selector, SyncReport};
 pub use fallback::FallbackSelector;
@@ -38,5 +39,4 @@ pub use surface::{
     Clock, Cut, ManualClock, SystemClock, age_days, cut_whole_lines, memory_header,
     render_surfaced, truncation_note,
 };
-pub use text::{Analyzer, is_stop_word, words};
 pub use vectors::{VectorSyncReport, vector_cache_for, vector_cache_path};

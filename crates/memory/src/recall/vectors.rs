@@ -85,7 +85,7 @@ pub(crate) struct VectorCache {
     dirty: bool,
 }
 
-/// The text of a memory that gets embedded: its name, its description, and the start of its
+/// The text of a memory that gets embedded (NFKC): its name, its description, and the start of its
 /// body (without repeating the description when the body begins with it).
 pub(crate) fn embed_text(name: &str, description: &str, body: &str) -> String {
     let body = body.trim();
@@ -99,6 +99,8 @@ pub(crate) fn embed_text(name: &str, description: &str, body: &str) -> String {
         text.push('\n');
         text.push_str(body);
     }
+    // NFKC like the lexical side (case kept: the model decides about case).
+    let text = super::analyzer::nfkc(&text);
     memloop_core::text::truncate_utf8(&text, MAX_EMBED_BYTES).to_owned()
 }
 

@@ -1,0 +1,604 @@
+//! The one text analyzer of recall: every lexical selector (BM25, keyword, the MCP and CLI
+//! search through them), the PostgreSQL team search's query side and the vector cache's text go
+//! through it, so a memory and a query in the same language always meet.
+//!
+//! **Normalisation**: Unicode NFKC (full-width Latin and half-width Katakana fold to their usual
+//! forms, ligatures split), then lowercase.
+//!
+//! **Tokens**: text is cut into runs of one script class ([`Script`]).
+//! - Words of scripts written with spaces (Latin, Cyrillic, Greek, Arabic, Hebrew, Devanagari,
+//!   ...; digits join the word) are whole tokens. Stop words and a Snowball stemmer are chosen
+//!   per token by its script: English for Latin, Russian for Cyrillic, Greek, Arabic; other
+//!   scripts are kept as written. English rules never touch another script.
+//! - Han and Kana (Chinese, Japanese), which have no spaces, become overlapping character
+//!   bigrams (a run of one character stays a unigram), as Lucene's CJK analyzer does: R@5 99.4
+//!   on CMRC 2018 with the default BM25, against 99.6 for a plain character-bigram BM25 (see the
+//!   README); no dictionary needed.
+//! - Hangul words are kept whole *and* as character bigrams, so a particle glued to a noun
+//!   (`캐시는`) still shares the noun's term (`캐시`).
+//! - Thai (no spaces) becomes character bigrams like Han.
+//!
+//! Combining marks stay in their word.
+
+use rust_stemmers::{Algorithm, Stemmer};
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::OnceLock;
+use unicode_general_category::{GeneralCategory, get_general_category};
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
+
+/// Common English function words that carry no topic. Our own list: short on purpose, so that
+/// content words such as "first" or "new" still count.
+const ENGLISH_STOP_WORDS: &[&str] = &[
+    "a",
+    "about",
+    "after",
+    "again",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "been",
+    "before",
+    "being",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "during",
+    "each",
+    "for",
+    "from",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "me",
+    "might",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "of",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "out",
+    "over",
+    "own",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "s",
+    "t",
+    "d",
+    "ll",
+    "m",
+    "re",
+    "ve",
+    "don",
+    "didn",
+    "doesn",
+    "isn",
+    "wasn",
+    "weren",
+    "won",
+    "let",
+    "us",
+    "may",
+    "much",
+    "many",
+    "kind",
+    "ever",
+    "likely",
+    "please",
+    "tell",
+    "know",
+    "think",
+    "way",
+    "thing",
+    "things",
+];
+
+/// Common Russian function words (pronouns, prepositions, conjunctions, particles, forms of
+/// "to be"). Our own list, short like the English one.
+const RUSSIAN_STOP_WORDS: &[&str] = &[
+    "а",
+    "без",
+    "бы",
+    "был",
+    "была",
+    "были",
+    "было",
+    "быть",
+    "в",
+    "вам",
+    "вас",
+    "весь",
+    "во",
+    "вот",
+    "все",
+    "всё",
+    "всех",
+    "вы",
+    "где",
+    "да",
+    "для",
+    "до",
+    "его",
+    "её",
+    "ее",
+    "если",
+    "есть",
+    "ещё",
+    "еще",
+    "же",
+    "за",
+    "здесь",
+    "и",
+    "из",
+    "или",
+    "им",
+    "их",
+    "к",
+    "как",
+    "когда",
+    "кто",
+    "ли",
+    "мне",
+    "мы",
+    "на",
+    "над",
+    "нам",
+    "нас",
+    "не",
+    "него",
+    "неё",
+    "нет",
+    "ни",
+    "но",
+    "о",
+    "об",
+    "он",
+    "она",
+    "они",
+    "оно",
+    "от",
+    "по",
+    "под",
+    "при",
+    "с",
+    "со",
+    "так",
+    "также",
+    "там",
+    "то",
+    "тоже",
+    "только",
+    "ты",
+    "у",
+    "уже",
+    "чем",
+    "что",
+    "чтобы",
+    "эта",
+    "эти",
+    "это",
+    "этот",
+    "я",
+];
+
+fn stop_words(script: Script) -> Option<&'static HashSet<&'static str>> {
+    static EN: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    static RU: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    match script {
+        Script::Latin => Some(EN.get_or_init(|| ENGLISH_STOP_WORDS.iter().copied().collect())),
+        Script::Cyrillic => Some(RU.get_or_init(|| RUSSIAN_STOP_WORDS.iter().copied().collect())),
+        _ => None,
+    }
+}
+
+/// Whether `word` (normalised, see [`normalize`]) is a stop word of its script's language
+/// (English for Latin words, Russian for Cyrillic ones; no other script has stop words).
+///
+/// ```
+/// use memloop_memory::recall::is_stop_word;
+/// assert!(is_stop_word("the") && is_stop_word("это"));
+/// assert!(!is_stop_word("database") && !is_stop_word("的"));
+/// ```
+pub fn is_stop_word(word: &str) -> bool {
+    stop_words(word_script(word)).is_some_and(|set| set.contains(word))
+}
+
+/// The script class of a token, which decides how it is analysed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Script {
+    /// Latin letters (and words of digits only): English stop words and stemming.
+    Latin,
+    /// Cyrillic: Russian stop words and stemming.
+    Cyrillic,
+    /// Greek: Greek stemming.
+    Greek,
+    /// Arabic: Arabic stemming.
+    Arabic,
+    /// Another script written with spaces (Hebrew, Devanagari, Armenian, ...): kept as written.
+    OtherWord,
+    /// Han ideographs and Japanese Kana: character bigrams.
+    Cjk,
+    /// Hangul: the word and its character bigrams.
+    Hangul,
+    /// Thai (and Lao, Khmer, Myanmar: no spaces either): character bigrams.
+    Thai,
+}
+
+/// The coarse class of one character: which run it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Word,
+    Cjk,
+    Hangul,
+    Thai,
+    Mark,
+    Break,
+}
+
+fn class(c: char) -> Class {
+    let u = c as u32;
+    if c.is_ascii() {
+        return if c.is_ascii_alphanumeric() {
+            Class::Word
+        } else {
+            Class::Break
+        };
+    }
+    match u {
+        0x3040..=0x30FF | 0x31F0..=0x31FF | 0x3005 | 0x3006 | 0x3007 | 0x303B => Class::Cjk,
+        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x3FFFF => Class::Cjk,
+        0xFF66..=0xFF9F => Class::Cjk,
+        0x1100..=0x11FF | 0x3130..=0x318F | 0xA960..=0xA97F | 0xAC00..=0xD7FF => Class::Hangul,
+        0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF => Class::Thai,
+        _ if c.is_alphanumeric() => Class::Word,
+        _ => match get_general_category(c) {
+            GeneralCategory::NonspacingMark
+            | GeneralCategory::SpacingMark
+            | GeneralCategory::EnclosingMark => Class::Mark,
+            _ => Class::Break,
+        },
+    }
+}
+
+/// The script of a word-class token: by its first letter that says (digits say nothing).
+fn word_script(word: &str) -> Script {
+    for c in word.chars() {
+        match c as u32 {
+            0x30..=0x39 => continue,
+            0x00..=0x024F | 0x1E00..=0x1EFF => return Script::Latin,
+            0x0370..=0x03FF | 0x1F00..=0x1FFF => return Script::Greek,
+            0x0400..=0x052F | 0x1C80..=0x1C8F | 0x2DE0..=0x2DFF | 0xA640..=0xA69F => {
+                return Script::Cyrillic;
+            }
+            0x0600..=0x06FF
+            | 0x0750..=0x077F
+            | 0x08A0..=0x08FF
+            | 0xFB50..=0xFDFF
+            | 0xFE70..=0xFEFF => return Script::Arabic,
+            _ => match class(c) {
+                Class::Cjk => return Script::Cjk,
+                Class::Hangul => return Script::Hangul,
+                Class::Thai => return Script::Thai,
+                _ => return Script::OtherWord,
+            },
+        }
+    }
+    Script::Latin
+}
+
+/// Unicode NFKC of `text` (full-width Latin and digits, half-width Katakana and ligatures
+/// folded; case kept): the form the vector cache embeds.
+///
+/// ```
+/// use memloop_memory::recall::nfkc;
+/// assert_eq!(nfkc("ＡＰＩ ｶﾞｲﾄﾞ"), "API ガイド");
+/// ```
+pub fn nfkc(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() || is_nfkc_quick(text.chars()) == IsNormalized::Yes {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(text.nfkc().collect())
+    }
+}
+
+/// NFKC, then lowercase: the form every memory and every query is analysed in. ASCII text is
+/// only lowercased (it is already NFKC).
+///
+/// ```
+/// use memloop_memory::recall::normalize;
+/// assert_eq!(normalize("ＰｏｓｔｇｒｅＳＱＬ ｶﾀｶﾅ"), "postgresql カタカナ");
+/// ```
+pub fn normalize(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        if text.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Cow::Owned(text.to_ascii_lowercase());
+        }
+        return Cow::Borrowed(text);
+    }
+    let folded = nfkc(text);
+    if folded.chars().any(char::is_uppercase) {
+        Cow::Owned(folded.to_lowercase())
+    } else {
+        folded
+    }
+}
+
+/// The tokens of `text` after [`normalize`], in order: each a run of one script class (see the
+/// module docs), with its [`Script`]. No stop words are removed and nothing is stemmed or split
+/// into n-grams here.
+///
+/// ```
+/// use memloop_memory::recall::{Script, tokens};
+/// let t = tokens("我们决定使用PostgreSQL作为主数据库");
+/// assert_eq!(t[1], ("postgresql".to_owned(), Script::Latin));
+/// assert_eq!(t[2], ("作为主数据库".to_owned(), Script::Cjk));
+/// ```
+pub fn tokens(text: &str) -> Vec<(String, Script)> {
+    let text = normalize(text);
+    let mut out: Vec<(String, Script)> = Vec::new();
+    let mut cur = String::new();
+    let mut cur_class = Class::Break;
+    let flush = |cur: &mut String, out: &mut Vec<(String, Script)>| {
+        if !cur.is_empty() {
+            let word = std::mem::take(cur);
+            let script = word_script(&word);
+            out.push((word, script));
+        }
+    };
+    for c in text.chars() {
+        let k = class(c);
+        match k {
+            Class::Break => {
+                flush(&mut cur, &mut out);
+                cur_class = Class::Break;
+            }
+            // A combining mark stays with the letter before it; alone it is dropped.
+            Class::Mark => {
+                if !cur.is_empty() {
+                    cur.push(c);
+                }
+            }
+            _ => {
+                if k != cur_class {
+                    flush(&mut cur, &mut out);
+                    cur_class = k;
+                }
+                cur.push(c);
+            }
+        }
+    }
+    flush(&mut cur, &mut out);
+    out
+}
+
+/// The normalised words of `text` in order (see [`tokens`]): runs of one script, so a Chinese
+/// sentence with an English name in it is three words, not one (apostrophes split words:
+/// `Melanie's` → `melanie`, `s`).
+pub fn words(text: &str) -> impl Iterator<Item = String> {
+    tokens(text).into_iter().map(|(w, _)| w)
+}
+
+/// The separator of a pair term (`run_test`): never part of a token, so pair terms and single
+/// terms cannot collide.
+const PAIR: char = '_';
+
+/// Turns text into index terms: [`tokens`] (normalised, one script per token), stop words
+/// removed and stemmed by the token's language, Han/Kana/Thai as character bigrams, Hangul as
+/// the word plus its bigrams; optionally adjacent-word pairs (`a_b`, over the stemmed,
+/// stop-word-free words; n-grams make no pairs).
+pub struct Analyzer {
+    english: Stemmer,
+    russian: Stemmer,
+    greek: Stemmer,
+    arabic: Stemmer,
+    bigrams: bool,
+}
+
+impl std::fmt::Debug for Analyzer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Analyzer")
+            .field("bigrams", &self.bigrams)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The analysed terms of one text: single terms (words and n-grams), then the pair terms.
+#[derive(Debug, Default)]
+pub(crate) struct Terms {
+    /// Words (stemmed) and character n-grams, in order.
+    pub(crate) single: Vec<String>,
+    /// Adjacent-word pairs (empty unless the analyzer makes them).
+    pub(crate) pairs: Vec<String>,
+}
+
+/// Overlapping character bigrams of `run`; a one-character run is its own term.
+fn char_bigrams(run: &str, out: &mut Vec<String>) {
+    let chars: Vec<char> = run.chars().collect();
+    if chars.len() == 1 {
+        out.push(run.to_owned());
+        return;
+    }
+    for w in chars.windows(2) {
+        out.push(w.iter().collect());
+    }
+}
+
+impl Analyzer {
+    /// An analyzer for every script; `bigrams` adds adjacent-word pair terms.
+    pub fn new(bigrams: bool) -> Self {
+        Self {
+            english: Stemmer::create(Algorithm::English),
+            russian: Stemmer::create(Algorithm::Russian),
+            greek: Stemmer::create(Algorithm::Greek),
+            arabic: Stemmer::create(Algorithm::Arabic),
+            bigrams,
+        }
+    }
+
+    fn stem(&self, word: String, script: Script) -> String {
+        let stemmer = match script {
+            Script::Latin => &self.english,
+            Script::Cyrillic => &self.russian,
+            Script::Greek => &self.greek,
+            Script::Arabic => &self.arabic,
+            _ => return word,
+        };
+        match stemmer.stem(&word) {
+            Cow::Borrowed(s) if s.len() == word.len() => word,
+            stemmed => stemmed.into_owned(),
+        }
+    }
+
+    pub(crate) fn analyze(&self, text: &str) -> Terms {
+        let mut single = Vec::new();
+        let mut pairs = Vec::new();
+        let mut prev_word: Option<usize> = None;
+        for (token, script) in tokens(text) {
+            match script {
+                Script::Cjk | Script::Thai => {
+                    char_bigrams(&token, &mut single);
+                    prev_word = None;
+                }
+                _ => {
+                    if stop_words(script).is_some_and(|set| set.contains(token.as_str())) {
+                        continue;
+                    }
+                    let hangul_grams = script == Script::Hangul && token.chars().count() > 2;
+                    let grams_of = hangul_grams.then(|| token.clone());
+                    let word = self.stem(token, script);
+                    if let Some(p) = prev_word.filter(|_| self.bigrams) {
+                        pairs.push(format!("{}{PAIR}{word}", single[p]));
+                    }
+                    prev_word = Some(single.len());
+                    single.push(word);
+                    if let Some(run) = grams_of {
+                        char_bigrams(&run, &mut single);
+                    }
+                }
+            }
+        }
+        Terms { single, pairs }
+    }
+
+    /// The single terms of `text` (stemmed words and character n-grams), in order, stop words
+    /// removed.
+    pub fn unigrams(&self, text: &str) -> Vec<String> {
+        self.analyze(text).single
+    }
+
+    /// Single terms, then adjacent-word pairs when enabled.
+    ///
+    /// ```
+    /// use memloop_memory::recall::Analyzer;
+    /// let a = Analyzer::new(true);
+    /// assert_eq!(a.terms("The running tests"), vec!["run", "test", "run_test"]);
+    /// assert_eq!(a.terms("主数据库"), vec!["主数", "数据", "据库"]);
+    /// assert_eq!(a.terms("Базы данных"), vec!["баз", "дан", "баз_дан"]);
+    /// ```
+    pub fn terms(&self, text: &str) -> Vec<String> {
+        let Terms { mut single, pairs } = self.analyze(text);
+        single.extend(pairs);
+        single
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_and_drops_stop_words() {
+        let a = Analyzer::new(false);
+        assert_eq!(
+            a.terms("What did Melanie's kids paint?"),
+            vec!["melani", "kid", "paint"]
+        );
+    }
+
+    #[test]
+    fn non_ascii_words_survive() {
+        let a = Analyzer::new(false);
+        assert_eq!(a.terms("Café déjà-vu"), vec!["café", "déjà", "vu"]);
+    }
+}
