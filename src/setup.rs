@@ -23,6 +23,9 @@ use memloop_memory::{
     prompt::MemorySection,
     store::{FileMemoryStore, LocalPurpose, MemoryError, MemoryStore},
     tools::memory_tools,
+    transcripts::{
+        PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
+    },
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,6 +66,7 @@ pub struct MemorySetup {
     dream: bool,
     compaction: Option<(CompactConfig, SessionMemoryConfig)>,
     instructions: Option<InstructionConfig>,
+    transcripts: TranscriptConfig,
     working_dir: PathBuf,
     #[cfg(feature = "postgres")]
     team: Option<memloop_pg::TeamSync>,
@@ -123,6 +127,7 @@ impl MemorySetup {
             dream: true,
             compaction: None,
             instructions: None,
+            transcripts: TranscriptConfig::default(),
             working_dir,
             #[cfg(feature = "postgres")]
             team: None,
@@ -199,6 +204,16 @@ impl MemorySetup {
         self
     }
 
+    /// Keep session transcripts (default on, 30 days): every conversation is appended to
+    /// `<project dir>/<session id>.jsonl` (where the store keeps transcripts), the main agent
+    /// gets the `transcript_search` tool over past sessions and the "searching past context"
+    /// guidance, and transcripts older than the retention are deleted when an agent is attached.
+    /// `TranscriptConfig { enabled: false, .. }` turns all of it off.
+    pub fn transcripts(mut self, config: TranscriptConfig) -> Self {
+        self.transcripts = config;
+        self
+    }
+
     /// Attach a team store: the memory dir is pulled from it (in the background) when a
     /// session starts; push with [`TeamSync::push`](memloop_pg::TeamSync::push) or
     /// `memloop team push`.
@@ -268,6 +283,7 @@ impl MemorySetup {
                 builder = builder.tool(tool);
             }
             builder = builder.section(Arc::new(MemorySection::from_env(store.clone(), &self.env)));
+            builder = self.attach_transcripts(store.as_ref(), builder);
             #[cfg(feature = "postgres")]
             if let Some(sync) = &self.team {
                 builder = builder.hook(Arc::new(memloop_pg::TeamPullHook::new(sync.clone())));
@@ -325,5 +341,32 @@ impl MemorySetup {
                 .compactor(Arc::new(compactor));
         }
         Ok(builder)
+    }
+
+    /// The transcript writer, the search tool and its guidance, after applying the retention.
+    fn attach_transcripts(&self, store: &dyn MemoryStore, builder: AgentBuilder) -> AgentBuilder {
+        if !self.transcripts.enabled {
+            return builder;
+        }
+        let dir = match TranscriptDir::for_store(store) {
+            Ok(dir) => dir,
+            Err(why) => {
+                tracing::info!(reason = %why, "no session transcripts");
+                return builder;
+            }
+        };
+        if let Some(retention) = self.transcripts.retention {
+            if let Err(e) = dir.prune(
+                retention,
+                std::time::SystemTime::now(),
+                builder.session_id(),
+            ) {
+                tracing::warn!(error = %e, "could not apply the transcript retention");
+            }
+        }
+        builder
+            .section(Arc::new(PastContextSection))
+            .tool(Arc::new(TranscriptSearchTool::new(dir.clone())))
+            .hook(Arc::new(TranscriptHook::new(dir)))
     }
 }

@@ -295,12 +295,64 @@ async fn an_embedder_makes_recall_hybrid_with_vectors_cached_beside_the_memory_d
         .build();
     agent.run_turn("when do we deploy?").await.unwrap();
     assert!(agent.drain(Duration::from_secs(30)).await.completed);
-    let cache = memloop::memory::recall::vector_cache_path(store.root(), "concepts-test");
+    let root = store.describe().dir().unwrap().to_path_buf();
+    let cache = memloop::memory::recall::vector_cache_path(&root, "concepts-test");
     assert!(cache.is_file(), "no vector cache at {}", cache.display());
     assert!(
-        !cache.starts_with(store.root()),
+        !cache.starts_with(&root),
         "the memory dir holds only memories"
     );
     // The query and the one memory.
     assert_eq!(embedder.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// Transcripts are on by default: the conversation lands in `<project dir>/<session>.jsonl`, the
+/// agent gets the search tool and the guidance; switched off, none of the three.
+#[tokio::test]
+async fn transcripts_are_written_by_default_and_can_be_switched_off() {
+    use memloop::memory::transcripts::{TRANSCRIPT_SEARCH, TranscriptConfig, TranscriptDir};
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let (model, _events, memory) = run(env.clone(), project.path()).await;
+    let main = &model.requests_for("main")[0];
+    assert!(main.tools.iter().any(|t| t.name == TRANSCRIPT_SEARCH));
+    assert!(
+        main.system
+            .iter()
+            .any(|s| s.contains("## Searching past context"))
+    );
+    let dir = TranscriptDir::new(memory.project_dir().unwrap());
+    let sessions = dir.list().unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let t = dir.load(&sessions[0].id).unwrap();
+    assert_eq!(t.conversation().len(), 2);
+    assert!(t.conversation()[0].text().contains("first Monday"));
+
+    let off = tempfile::tempdir().unwrap();
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(off.path()), env)
+        .unwrap()
+        .transcripts(TranscriptConfig {
+            enabled: false,
+            ..TranscriptConfig::default()
+        });
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")));
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model.clone())))
+        .unwrap()
+        .build();
+    agent.run_turn("hello there").await.unwrap();
+    agent.drain(Duration::from_secs(30)).await;
+    let main = &model.requests_for("main")[0];
+    assert!(!main.tools.iter().any(|t| t.name == TRANSCRIPT_SEARCH));
+    assert!(
+        !main
+            .system
+            .iter()
+            .any(|s| s.contains("Searching past context"))
+    );
+    let dir = TranscriptDir::new(memory.project_dir().unwrap());
+    assert!(dir.list().unwrap().is_empty());
 }

@@ -851,3 +851,94 @@ fn semantic_search_with_a_local_model_finds_a_paraphrase() {
     let v = json(&s.mem_run(&args));
     assert_eq!(paths(&v), ["melanie.md"]);
 }
+
+/// `sessions list|show|search` read the transcripts in the project dir that holds the memory
+/// dir (Claude Code's `<projects dir>/<slug>/<session id>.jsonl`), skipping a torn last line.
+#[test]
+fn sessions_list_show_and_search_read_the_projects_transcripts() {
+    use memloop_core::message::{ContentBlock, Message, Role};
+    use memloop_memory::transcripts::{TranscriptDir, TranscriptRecord};
+    let s = Sandbox::new();
+    let v = json(&s.run(&["memory", "path", "--json"]));
+    let mem = PathBuf::from(v["dir"].as_str().unwrap());
+    std::fs::create_dir_all(&mem).unwrap();
+    let project_dir = mem.parent().unwrap();
+    assert!(project_dir.starts_with(s.memloop_home().join("projects")));
+    let dir = TranscriptDir::new(project_dir);
+    let rec = |id: &str, m: &Message| TranscriptRecord::for_message(id, m).unwrap();
+    let tool_call = Message::new(
+        Role::Assistant,
+        vec![ContentBlock::tool_use(
+            "t1",
+            "bash",
+            serde_json::json!({"cmd": "make deploy"}),
+        )],
+    );
+    let tool_result = Message::new(
+        Role::User,
+        vec![ContentBlock::tool_result(
+            "t1",
+            "deploy to staging failed: ERR_42",
+            true,
+        )],
+    );
+    dir.append(
+        "aaa",
+        &[
+            rec("aaa", &Message::user("why does the staging deploy fail?")),
+            rec("aaa", &tool_call),
+            rec("aaa", &tool_result),
+            rec(
+                "aaa",
+                &Message::assistant("The staging deploy fails with ERR_42."),
+            ),
+        ],
+    )
+    .unwrap();
+    dir.append("bbb", &[rec("bbb", &Message::user("rename the logger"))])
+        .unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path_of("bbb").unwrap())
+        .unwrap();
+    f.write_all(br#"{"type":"assistant","sessionId":"bbb","mess"#)
+        .unwrap();
+
+    let list = json(&s.run(&["sessions", "list", "--json"]));
+    let rows = list.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{list}");
+    let a = rows.iter().find(|r| r["id"] == "aaa").unwrap();
+    assert_eq!(a["messages"], 4);
+    assert_eq!(a["first"], "why does the staging deploy fail?");
+    let human = stdout(&s.run(&["sessions", "list"]));
+    assert!(
+        human.contains("bbb") && human.contains("rename the logger"),
+        "{human}"
+    );
+
+    let shown = s.run(&["sessions", "show", "aaa"]);
+    assert_eq!(code(&shown), 0, "{}", stderr(&shown));
+    let text = stdout(&shown);
+    assert!(text.contains("→ bash"), "{text}");
+    assert!(
+        text.contains("← (error) deploy to staging failed"),
+        "{text}"
+    );
+    let torn = s.run(&["sessions", "show", "bbb"]);
+    assert_eq!(code(&torn), 0, "{}", stderr(&torn));
+    assert!(stdout(&torn).contains("rename the logger"));
+    assert!(
+        stderr(&torn).contains("1 unreadable line"),
+        "{}",
+        stderr(&torn)
+    );
+    assert_eq!(code(&s.run(&["sessions", "show", "nope"])), 3);
+    assert_eq!(code(&s.run(&["sessions", "show", "../aaa"])), 4);
+
+    let hits = json(&s.run(&["sessions", "search", "staging", "err_42", "--json"]));
+    let hits = hits.as_array().unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert!(hits.iter().all(|h| h["session_id"] == "aaa"));
+    let none = stdout(&s.run(&["sessions", "search", "kubernetes"]));
+    assert!(none.contains("no past message matches"), "{none}");
+}

@@ -11,9 +11,7 @@ use crate::memory_store::{
     CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
 };
 use crate::resolver::ResolvedMemoryDir;
-use crate::safety::{
-    ContainmentGate, DirLock, atomic_write, remove_temp_files, validate_rel_path,
-};
+use crate::safety::{ContainmentGate, DirLock, atomic_write, remove_temp_files, validate_rel_path};
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,

@@ -15,6 +15,7 @@
 //! | [`instructions`] | `CLAUDE.md` / `AGENTS.md` loading with `@includes` |
 //! | [`tools`] | the `memory_read` / `memory_write` tools the main agent gets, and Anthropic's `memory_20250818` command set |
 //! | [`prompt`] | the system-prompt section with the memory guidance and the index |
+//! | [`transcripts`] | session transcripts (JSONL, Claude Code's layout): the writer hook, reading, resuming, the bounded search and its tool |
 //! | [`env`](mod@env) | the environment switches (`MEMLOOP_*`) |
 #![warn(missing_docs)]
 
@@ -28,6 +29,7 @@ pub mod recall;
 pub mod session_memory;
 pub mod store;
 pub mod tools;
+pub mod transcripts;
 
 mod anthropic_memory_tool;
 mod daily_log;

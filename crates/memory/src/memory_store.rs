@@ -404,10 +404,7 @@ impl dyn MemoryStore + '_ {
                 dir_relative(&root, target).ok_or_else(outside)?
             }
             (_, true) => return Err(outside()),
-            (_, false) => target
-                .to_str()
-                .ok_or_else(outside)?
-                .replace('\\', "/"),
+            (_, false) => target.to_str().ok_or_else(outside)?.replace('\\', "/"),
         };
         self.check_contained(&rel)
     }
@@ -424,8 +421,9 @@ fn dir_relative(root: &Path, path: &Path) -> Option<String> {
     strip(&normal, root).or_else(|| {
         let canonical_root = std::fs::canonicalize(root).ok()?;
         let parent = normal.parent()?;
-        let canonical = std::fs::canonicalize(parent).ok()?.join(normal.file_name()?);
+        let canonical = std::fs::canonicalize(parent)
+            .ok()?
+            .join(normal.file_name()?);
         strip(&canonical, &canonical_root)
     })
 }
-

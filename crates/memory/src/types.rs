@@ -215,7 +215,9 @@ pub enum MemoryError {
         pattern: String,
     },
     /// A write carries a body over the store's limit (`WriteLimits::max_body_bytes`).
-    #[error("refused to store memory `{path}`: its body is {bytes} bytes, over the {limit}-byte limit")]
+    #[error(
+        "refused to store memory `{path}`: its body is {bytes} bytes, over the {limit}-byte limit"
+    )]
     TooLarge {
         /// Relative path.
         path: String,

@@ -14,9 +14,7 @@ use crate::index::INDEX_FILE;
 use crate::memory_store::{
     CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
 };
-use crate::types::{
-    IndexEntry, LoadedIndex, MemoryError, MemoryFile, MemoryHeader, WriteReport,
-};
+use crate::types::{IndexEntry, LoadedIndex, MemoryError, MemoryFile, MemoryHeader, WriteReport};
 use async_trait::async_trait;
 use memloop_core::fork::ForkedAgentBuilder;
 use memloop_core::tool::{

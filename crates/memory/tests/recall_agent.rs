@@ -104,7 +104,13 @@ async fn surfaced_memories_reach_the_model_as_a_system_reminder() {
             _ => None,
         });
     let reminder = reminder.expect("the surfaced memory is attached as a system reminder");
-    let path = store.root().join("feedback/tests.md").display().to_string();
+    let path = store
+        .describe()
+        .dir()
+        .unwrap()
+        .join("feedback/tests.md")
+        .display()
+        .to_string();
     assert!(reminder.contains(&format!("Memory (saved today): {path}:")));
     assert!(reminder.contains("Never mock the db."));
     assert!(!reminder.contains("colour palette"));

@@ -150,7 +150,8 @@ impl DreamHook {
         sessions: Arc<dyn SessionSource>,
         consolidator: Consolidator,
     ) -> Self {
-        let lock = ConsolidationLock::new(&store.local_dir_or_temp(LocalPurpose::Locks)).stale_after(config.stale_lock_after);
+        let lock = ConsolidationLock::new(&store.local_dir_or_temp(LocalPurpose::Locks))
+            .stale_after(config.stale_lock_after);
         Self {
             inner: Arc::new(Inner {
                 store,

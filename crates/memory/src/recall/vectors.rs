@@ -39,7 +39,9 @@ pub fn vector_cache_path(memory_dir: &Path, model_id: &str) -> PathBuf {
 /// store, a cache dir keyed by the store's identity). A store that keeps no local cache gets a
 /// per-identity dir under the system temp dir, with a warning.
 pub fn vector_cache_for(store: &dyn MemoryStore, model_id: &str) -> PathBuf {
-    store.local_dir_or_temp(LocalPurpose::VectorCache).join(vector_file_name(model_id))
+    store
+        .local_dir_or_temp(LocalPurpose::VectorCache)
+        .join(vector_file_name(model_id))
 }
 
 fn vector_file_name(model_id: &str) -> String {
