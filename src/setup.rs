@@ -214,6 +214,30 @@ impl MemorySetup {
         self
     }
 
+    /// Where this setup keeps session transcripts (`None` when memory or transcripts are off,
+    /// or the store keeps none).
+    pub fn transcript_dir(&self) -> Option<TranscriptDir> {
+        let on = self.on.as_ref()?;
+        if !self.transcripts.enabled {
+            return None;
+        }
+        TranscriptDir::for_store(on.store.as_ref()).ok()
+    }
+
+    /// The conversation of an earlier session, read back from its transcript (the messages
+    /// after its last compaction or clear), to resume it: pass it to
+    /// [`AgentBuilder::messages`] with the same `session_id` and the transcript continues where
+    /// it stopped; recall rebuilds what that conversation already surfaced.
+    pub fn resume(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<memloop_core::message::Message>, SetupError> {
+        let dir = self.transcript_dir().ok_or_else(|| {
+            MemoryError::NotFound(format!("session {session_id} (no transcripts kept)"))
+        })?;
+        Ok(dir.load(session_id)?.conversation())
+    }
+
     /// Attach a team store: the memory dir is pulled from it (in the background) when a
     /// session starts; push with [`TeamSync::push`](memloop_pg::TeamSync::push) or
     /// `memloop team push`.

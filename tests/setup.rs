@@ -356,3 +356,42 @@ async fn transcripts_are_written_by_default_and_can_be_switched_off() {
     let dir = TranscriptDir::new(memory.project_dir().unwrap());
     assert!(dir.list().unwrap().is_empty());
 }
+
+/// `MemorySetup::resume` reads a session's conversation back from its transcript; an agent built
+/// on it under the same session id continues the transcript without writing a message twice.
+#[tokio::test]
+async fn a_session_resumed_through_the_setup_continues_its_transcript() {
+    use memloop::core::AgentConfig;
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env).unwrap();
+    let config = AgentConfig {
+        session_id: "resume-me".into(),
+        ..AgentConfig::default()
+    };
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")));
+    for turn in ["first turn", "second turn"] {
+        let history = memory.resume("resume-me").unwrap_or_default();
+        let mut agent = memory
+            .attach(
+                Agent::builder(Arc::new(model.clone()))
+                    .config(config.clone())
+                    .messages(history),
+            )
+            .unwrap()
+            .build();
+        agent.run_turn(turn).await.unwrap();
+        agent.drain(Duration::from_secs(30)).await;
+    }
+    let history = memory.resume("resume-me").unwrap();
+    let texts: Vec<String> = history.iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["first turn", "ok", "second turn", "ok"]);
+    let t = memory.transcript_dir().unwrap().load("resume-me").unwrap();
+    assert_eq!(t.records.len(), 4);
+    // The second session's first request carried the first session's conversation.
+    let last = model.requests_for("main").pop().unwrap();
+    assert_eq!(last.messages.len(), 3);
+}

@@ -286,3 +286,45 @@ fn session_ids_cannot_name_other_files() {
         assert!(dir.path_of(bad).is_err(), "{bad}");
     }
 }
+
+/// Attaches a reminder that is ready at once, so it lands on the user's message before the first
+/// model call.
+struct InstantAttachment;
+
+#[async_trait::async_trait]
+impl memloop_core::Hook for InstantAttachment {
+    async fn on_turn_start(
+        &self,
+        _ctx: &memloop_core::HookContext,
+        _user_text: &str,
+    ) -> Option<memloop_core::hooks::PendingAttachment> {
+        Some(memloop_core::hooks::PendingAttachment::spawn(
+            Default::default(),
+            async {
+                Some(memloop_core::hooks::Attachment {
+                    kind: "test".into(),
+                    text: "attached reminder".into(),
+                })
+            },
+        ))
+    }
+}
+
+#[tokio::test]
+async fn the_user_message_is_written_with_the_attachments_that_landed_on_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    let mut agent = Agent::builder(Arc::new(
+        ScriptedModel::new().then(ScriptStep::text("answer")),
+    ))
+    .config(config("s"))
+    .hook(Arc::new(TranscriptHook::new(dir.clone())))
+    .hook(Arc::new(InstantAttachment))
+    .build();
+    agent.run_turn("question").await.unwrap();
+    assert!(agent.messages()[0].text().contains("attached reminder"));
+    assert_eq!(
+        dir.load("s").unwrap().conversation(),
+        agent.messages().to_vec()
+    );
+}

@@ -36,7 +36,7 @@ pub use reads::{ReadTools, read_in_full};
 pub use selector::{SelectionContext, Selector, SelectorError};
 pub use surface::{
     Clock, Cut, ManualClock, SystemClock, age_days, cut_whole_lines, memory_header,
-    render_surfaced, truncation_note,
+    render_surfaced, surfaced_in, truncation_note,
 };
 pub use text::{Analyzer, is_stop_word, words};
 pub use vectors::{VectorSyncReport, vector_cache_for, vector_cache_path};
