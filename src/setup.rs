@@ -67,6 +67,7 @@ pub struct MemorySetup {
     compaction: Option<(CompactConfig, SessionMemoryConfig)>,
     instructions: Option<InstructionConfig>,
     transcripts: TranscriptConfig,
+    saved_notice: bool,
     working_dir: PathBuf,
     #[cfg(feature = "postgres")]
     team: Option<memloop_pg::TeamSync>,
@@ -128,6 +129,7 @@ impl MemorySetup {
             compaction: None,
             instructions: None,
             transcripts: TranscriptConfig::default(),
+            saved_notice: false,
             working_dir,
             #[cfg(feature = "postgres")]
             team: None,
@@ -181,6 +183,14 @@ impl MemorySetup {
     /// Turn background extraction on or off (default on).
     pub fn extraction(mut self, on: bool) -> Self {
         self.extraction = on;
+        self
+    }
+
+    /// Put a short `Memory saved: a.md, b.md` line in the conversation (on the next user
+    /// message) when the extractor saved memories, besides the `MemoriesSaved` event. Default
+    /// off, as in Claude Code, whose notice is shown to the user but never sent to the model.
+    pub fn saved_notice(mut self, on: bool) -> Self {
+        self.saved_notice = on;
         self
     }
 
@@ -330,7 +340,10 @@ impl MemorySetup {
                 let scheduler = ExtractionScheduler::with_config(
                     store.clone(),
                     extractor,
-                    SchedulerConfig::from_env(&self.env),
+                    SchedulerConfig {
+                        notice_in_conversation: self.saved_notice,
+                        ..SchedulerConfig::from_env(&self.env)
+                    },
                 );
                 builder = builder.hook(Arc::new(scheduler));
             }
