@@ -29,18 +29,11 @@ fn texts(m: &Message) -> String {
         .join("|")
 }
 
-async fn three_turns(notice: bool) -> (Vec<Message>, VecSink) {
+async fn three_turns(config: SchedulerConfig) -> (Vec<Message>, VecSink) {
     let tmp = tempfile::tempdir().unwrap();
     let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(tmp.path()).unwrap());
     let root = store.describe().dir().unwrap().to_path_buf();
-    let scheduler = ExtractionScheduler::with_config(
-        store,
-        Arc::new(Reports(root)),
-        SchedulerConfig {
-            notice_in_conversation: notice,
-            ..SchedulerConfig::default()
-        },
-    );
+    let scheduler = ExtractionScheduler::with_config(store, Arc::new(Reports(root)), config);
     let events = VecSink::default();
     let model = ScriptedModel::new()
         .then(ScriptStep::text("one"))
@@ -61,7 +54,11 @@ async fn three_turns(notice: bool) -> (Vec<Message>, VecSink) {
 
 #[tokio::test]
 async fn the_notice_lands_on_the_next_user_message_when_switched_on() {
-    let (messages, events) = three_turns(true).await;
+    let (messages, events) = three_turns(SchedulerConfig {
+        notice_in_conversation: true,
+        ..SchedulerConfig::default()
+    })
+    .await;
     let users: Vec<String> = messages
         .iter()
         .filter(|m| m.role == memloop_core::message::Role::User)
@@ -86,7 +83,7 @@ async fn the_notice_lands_on_the_next_user_message_when_switched_on() {
 
 #[tokio::test]
 async fn by_default_only_the_event_reports_saved_memories() {
-    let (messages, events) = three_turns(false).await;
+    let (messages, events) = three_turns(SchedulerConfig::default()).await;
     assert!(
         messages.iter().all(|m| !texts(m).contains("Memory saved")),
         "{messages:?}"
