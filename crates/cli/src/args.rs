@@ -157,6 +157,16 @@ pub enum MemoryCommand {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Consolidate the memory dir now (merge, dedup, prune) with a forked agent on the model
+    /// `--provider` / `--model` name; the dream's gates apply unless `--force`, its lock always.
+    Dream {
+        /// Skip the time, scan-throttle and session-count gates (the lock still applies).
+        #[arg(long)]
+        force: bool,
+        /// The model that consolidates.
+        #[command(flatten)]
+        model: ModelArgs,
+    },
     /// Ranked search over memory names, descriptions and bodies.
     Search {
         /// Words to look for.
@@ -199,6 +209,19 @@ pub struct EmbedArgs {
         default_value = "text-embedding-3-small"
     )]
     pub embed_name: String,
+}
+
+/// The chat model a command runs (`memory dream`), configured as the providers read their
+/// environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL` / `ANTHROPIC_MODEL`, or
+/// `OPENAI_BASE_URL` / `OPENAI_API_KEY` / `OPENAI_MODEL` (any OpenAI-compatible server).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ModelArgs {
+    /// `anthropic` or `openai` (an OpenAI-compatible endpoint).
+    #[arg(long, env = "MEMLOOP_PROVIDER", value_name = "PROVIDER")]
+    pub provider: Option<String>,
+    /// The model name (default: the provider's `*_MODEL` variable, else its default).
+    #[arg(long, env = "MEMLOOP_MODEL", value_name = "NAME")]
+    pub model: Option<String>,
 }
 
 /// `memloop instructions`.
