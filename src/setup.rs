@@ -1,16 +1,21 @@
-//! [`MemorySetup`]: the common case in one call. Resolves the project's memory dir, opens the file
-//! store and wires memory into an [`AgentBuilder`] (tools, the memory section of the system
-//! prompt, recall, extraction, consolidation, session notes and compaction), honouring the
-//! environment switches (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
-//! `MEMLOOP_DISABLE_COMPACT`, `MEMLOOP_DISABLE_AUTO_COMPACT`, `MEMLOOP_AUTOCOMPACT_PCT`).
+//! [`MemorySetup`]: the common case in one call, with Claude Code's defaults. Resolves the
+//! project's memory dir, opens the file store and wires memory into an [`AgentBuilder`] (tools,
+//! project instructions, the memory section of the system prompt, recall, extraction,
+//! consolidation, session notes and compaction, transcripts), honouring the settings files
+//! (`autoMemoryEnabled`, the managed memory dir) and the environment switches
+//! (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
+//! `MEMLOOP_MEMORY_EXTRA_GUIDELINES`, `MEMLOOP_DISABLE_COMPACT`, `MEMLOOP_DISABLE_AUTO_COMPACT`,
+//! `MEMLOOP_AUTOCOMPACT_PCT`).
 
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
+use memloop_core::model::Model;
 use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{ExtractionScheduler, ForkedExtractor, SchedulerConfig};
 use memloop_memory::recall::{
-    Bm25Selector, HybridSelector, RecallHook, Selector, vector_cache_for,
+    Bm25Selector, FallbackSelector, HybridSelector, LlmSelector, LlmSelectorConfig, RecallHook,
+    Selector, vector_cache_for,
 };
 use memloop_memory::session_memory::{
     FileSessionMemory, NotesEditTool, SessionMemory, SessionMemoryConfig, SessionMemoryError,
@@ -61,16 +66,28 @@ pub struct MemorySetup {
     on: Option<Resolved>,
     selector: Option<Arc<dyn Selector>>,
     embedder: Option<Arc<dyn Embedder>>,
+    side_model: Option<Arc<dyn Model>>,
     recall: bool,
     extraction: bool,
     dream: bool,
-    compaction: Option<(CompactConfig, SessionMemoryConfig)>,
+    compaction: Compaction,
     instructions: Option<InstructionConfig>,
     transcripts: TranscriptConfig,
     saved_notice: bool,
     working_dir: PathBuf,
     #[cfg(feature = "postgres")]
     team: Option<memloop_pg::TeamSync>,
+}
+
+/// Which compaction [`MemorySetup::attach`] wires.
+#[derive(Clone)]
+enum Compaction {
+    /// Session notes with the default settings (when memory is on).
+    Default,
+    /// These settings.
+    Custom(Box<(CompactConfig, SessionMemoryConfig)>),
+    /// None.
+    Off,
 }
 
 /// What an enabled setup resolved and opened.
@@ -102,10 +119,19 @@ impl MemorySetup {
     /// nothing is resolved or opened: no disk access, and no `HOME` needed.
     pub fn with_resolver(resolver: MemoryDirResolver, env: EnvVars) -> Result<Self, SetupError> {
         let working_dir = resolver.project().to_path_buf();
+        let resolver = resolver.env(env.clone());
+        let setting = if env.auto_memory_disabled() {
+            None
+        } else {
+            resolver.auto_memory_setting()
+        };
         let on = if env.auto_memory_disabled() {
             tracing::info!(
                 "memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY; memory dir not resolved"
             );
+            None
+        } else if let Some((false, file)) = setting {
+            tracing::info!(settings = %file.display(), "memory disabled by autoMemoryEnabled: false");
             None
         } else {
             let resolver = resolver.env(env.clone());
@@ -123,11 +149,12 @@ impl MemorySetup {
             on,
             selector: None,
             embedder: None,
+            side_model: None,
             recall: true,
             extraction: true,
             dream: true,
-            compaction: None,
-            instructions: None,
+            compaction: Compaction::Default,
+            instructions: Some(InstructionConfig::claude()),
             transcripts: TranscriptConfig::default(),
             saved_notice: false,
             working_dir,
@@ -152,7 +179,8 @@ impl MemorySetup {
         self.on.as_ref().map(|o| o.project_dir.as_path())
     }
 
-    /// Whether memory is on (`MEMLOOP_DISABLE_AUTO_MEMORY` is not truthy).
+    /// Whether memory is on (`MEMLOOP_DISABLE_AUTO_MEMORY` is not truthy and no settings file
+    /// says `autoMemoryEnabled: false`).
     pub fn enabled(&self) -> bool {
         self.on.is_some()
     }
@@ -171,6 +199,15 @@ impl MemorySetup {
     /// own selector and pass it to [`selector`](Self::selector) to embed them up front.
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
+        self
+    }
+
+    /// A small, fast model for side queries (Claude Code uses its small model): recall then
+    /// selects with one side query to it ([`LlmSelector`]), with the lexical selector (or the
+    /// hybrid one, with an [`embedder`](Self::embedder)) as the fallback when the query fails
+    /// or takes over 10 s. An explicit [`selector`](Self::selector) still wins.
+    pub fn side_model(mut self, model: Arc<dyn Model>) -> Self {
+        self.side_model = Some(model);
         self
     }
 
@@ -201,16 +238,32 @@ impl MemorySetup {
     }
 
     /// Keep session notes and compact with them, with these settings (the env switches of
-    /// compaction are applied on top). Off unless called.
+    /// compaction are applied on top). Without this call, memory on means session notes and
+    /// compaction with the defaults ([`default_notes_config`](Self::default_notes_config)), as
+    /// in Claude Code; [`without_compaction`](Self::without_compaction) opts out.
     pub fn compaction(mut self, compact: CompactConfig, notes: SessionMemoryConfig) -> Self {
-        self.compaction = Some((compact, notes));
+        self.compaction = Compaction::Custom(Box::new((compact, notes)));
+        self
+    }
+
+    /// No session notes and no compaction.
+    pub fn without_compaction(mut self) -> Self {
+        self.compaction = Compaction::Off;
         self
     }
 
     /// Load project instructions (CLAUDE.md / AGENTS.md family, with `@includes`) from the
-    /// project dir into a cached system-prompt section placed before the memory section.
+    /// project dir into a cached system-prompt section placed before the memory section. On by
+    /// default with [`InstructionConfig::claude`] (CLAUDE.md), as Claude Code does; this call
+    /// picks another family or settings.
     pub fn instructions(mut self, config: InstructionConfig) -> Self {
         self.instructions = Some(config);
+        self
+    }
+
+    /// Load no project instructions.
+    pub fn without_instructions(mut self) -> Self {
+        self.instructions = None;
         self
     }
 
@@ -323,14 +376,22 @@ impl MemorySetup {
                 builder = builder.hook(Arc::new(memloop_pg::TeamPullHook::new(sync.clone())));
             }
             if self.recall {
-                let selector = match (&self.selector, &self.embedder) {
-                    (Some(selector), _) => selector.clone(),
-                    (None, Some(embedder)) => Arc::new(HybridSelector::new(
+                let lexical = match &self.embedder {
+                    Some(embedder) => Arc::new(HybridSelector::new(
                         store.clone(),
                         embedder.clone(),
                         vector_cache_for(&**store, embedder.model_id()),
                     )) as Arc<dyn Selector>,
-                    (None, None) => Arc::new(Bm25Selector::new(store.clone())),
+                    None => Arc::new(Bm25Selector::new(store.clone())),
+                };
+                let selector = match (&self.selector, &self.side_model) {
+                    (Some(selector), _) => selector.clone(),
+                    (None, Some(model)) => Arc::new(FallbackSelector::new(
+                        Arc::new(LlmSelector::new(model.clone())),
+                        lexical,
+                        LlmSelectorConfig::default().timeout,
+                    )) as Arc<dyn Selector>,
+                    (None, None) => lexical,
                 };
                 let recall = Arc::new(RecallHook::new(store.clone(), selector));
                 builder = builder.hook(recall);
@@ -361,7 +422,14 @@ impl MemorySetup {
         } else {
             tracing::info!("memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY");
         }
-        if let Some((compact, notes)) = &self.compaction {
+        let compaction = match &self.compaction {
+            Compaction::Custom(both) => Some((**both).clone()),
+            Compaction::Default => self
+                .default_notes_config()
+                .map(|notes| (CompactConfig::default(), notes)),
+            Compaction::Off => None,
+        };
+        if let Some((compact, notes)) = &compaction {
             let session = builder.session_id().to_owned();
             let session_dir = notes.session_dir(&session);
             let notes = Arc::new(FileSessionMemory::new(notes.clone(), &session)?);

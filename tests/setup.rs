@@ -119,7 +119,7 @@ async fn project_instructions_load_into_the_system_prompt_before_memory() {
     assert!(instructions < memory_section);
 }
 
-/// With `MemorySetup`'s defaults (no compaction, no transcripts) the dream's session gate counts
+/// With `MemorySetup`'s defaults the dream's session gate counts
 /// the session records memloop writes itself: sessions one to five are skipped at the session
 /// gate, the sixth consolidates.
 #[tokio::test]

@@ -27,6 +27,7 @@ const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
 pub struct MemorySection {
     store: Arc<dyn MemoryStore>,
     enabled: bool,
+    extra: Option<String>,
 }
 
 impl MemorySection {
@@ -38,12 +39,25 @@ impl MemorySection {
         Self {
             store,
             enabled: true,
+            extra: None,
         }
     }
 
-    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`, with the
+    /// text of `MEMLOOP_MEMORY_EXTRA_GUIDELINES` (when set and not blank) appended.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
-        Self::new(store).enabled(!env.auto_memory_disabled())
+        let section = Self::new(store).enabled(!env.auto_memory_disabled());
+        match env.get(crate::env::MEMORY_EXTRA_GUIDELINES) {
+            Some(extra) => section.extra_guidelines(extra),
+            None => section,
+        }
+    }
+
+    /// Append `text` to the guidance, under "Additional guidelines" (blank text adds nothing).
+    pub fn extra_guidelines(mut self, text: &str) -> Self {
+        let text = text.trim();
+        self.extra = (!text.is_empty()).then(|| text.to_owned());
+        self
     }
 
     /// Turn the section off (e.g. when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy): it renders
@@ -82,6 +96,11 @@ impl SystemSection for MemorySection {
                 format!("(MEMORY.md could not be read: {e})")
             }
         };
-        Some(Self::render(&dir, &index))
+        let mut text = Self::render(&dir, &index);
+        if let Some(extra) = &self.extra {
+            text.push_str("\n\n## Additional guidelines\n\n");
+            text.push_str(extra);
+        }
+        Some(text)
     }
 }
