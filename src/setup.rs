@@ -11,8 +11,12 @@ use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
 use memloop_core::model::Model;
-use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, SessionRecords};
-use memloop_memory::extract::{ExtractionScheduler, ForkedExtractor, SchedulerConfig};
+use memloop_memory::consolidate::{
+    Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords,
+};
+use memloop_memory::extract::{
+    ExtractionScheduler, ExtractorConfig, ForkedExtractor, SchedulerConfig,
+};
 use memloop_memory::recall::{
     Bm25Selector, FallbackSelector, HybridSelector, LlmSelector, LlmSelectorConfig, RecallHook,
     Selector, vector_cache_for,
@@ -74,6 +78,7 @@ pub struct MemorySetup {
     instructions: Option<InstructionConfig>,
     transcripts: TranscriptConfig,
     saved_notice: bool,
+    daily_log: bool,
     working_dir: PathBuf,
     #[cfg(feature = "postgres")]
     team: Option<memloop_pg::TeamSync>,
@@ -157,6 +162,7 @@ impl MemorySetup {
             instructions: Some(InstructionConfig::claude()),
             transcripts: TranscriptConfig::default(),
             saved_notice: false,
+            daily_log: false,
             working_dir,
             #[cfg(feature = "postgres")]
             team: None,
@@ -228,6 +234,15 @@ impl MemorySetup {
     /// off, as in Claude Code, whose notice is shown to the user but never sent to the model.
     pub fn saved_notice(mut self, on: bool) -> Self {
         self.saved_notice = on;
+        self
+    }
+
+    /// Daily-log mode (default off): the main agent's memory guidance and the extractor both
+    /// append one line per fact to today's log (`logs/YYYY/MM/YYYY-MM-DD.md`, with the
+    /// `memory_log_append` tool the main agent gets too) instead of writing topic files; the
+    /// dream distils the logs into topic files.
+    pub fn daily_log(mut self, on: bool) -> Self {
+        self.daily_log = on;
         self
     }
 
@@ -369,7 +384,12 @@ impl MemorySetup {
             for tool in memory_tools(store.clone()) {
                 builder = builder.tool(tool);
             }
-            builder = builder.section(Arc::new(MemorySection::from_env(store.clone(), &self.env)));
+            builder = builder.section(Arc::new(
+                MemorySection::from_env(store.clone(), &self.env).daily_log(self.daily_log),
+            ));
+            if self.daily_log {
+                builder = builder.tool(Arc::new(DailyLogTool::new(store.clone())));
+            }
             builder = self.attach_transcripts(store.as_ref(), builder);
             #[cfg(feature = "postgres")]
             if let Some(sync) = &self.team {
@@ -397,7 +417,11 @@ impl MemorySetup {
                 builder = builder.hook(recall);
             }
             if self.extraction {
-                let extractor = Arc::new(ForkedExtractor::new(store.clone()));
+                let extractor =
+                    Arc::new(ForkedExtractor::new(store.clone()).config(ExtractorConfig {
+                        daily_log: self.daily_log,
+                        ..ExtractorConfig::default()
+                    }));
                 let scheduler = ExtractionScheduler::with_config(
                     store.clone(),
                     extractor,

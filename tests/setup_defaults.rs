@@ -237,3 +237,41 @@ async fn an_environment_variable_appends_guidelines_to_the_memory_prompt() {
     let section = req.system.iter().find(|s| s.contains("MEMORY.md")).unwrap();
     assert!(section.contains("## Additional guidelines\n\nNever save anything about customers."));
 }
+
+#[tokio::test]
+async fn daily_log_mode_switches_the_main_agents_prompt_and_tools_too() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let memory = MemorySetup::with_resolver(resolver(project.path()), env(home.path())).unwrap();
+    let req = first_request(&memory).await;
+    assert!(!req.tools.iter().any(|t| t.name == "memory_log_append"));
+    assert!(req.system.iter().all(|s| !s.contains("Daily-log mode")));
+
+    let memory = memory.daily_log(true);
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")));
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model.clone())))
+        .unwrap()
+        .build();
+    agent.run_turn("we ship on tuesdays").await.unwrap();
+    agent.drain(Duration::from_secs(30)).await;
+    let main = &model.requests_for("main")[0];
+    assert!(main.tools.iter().any(|t| t.name == "memory_log_append"));
+    let section = main
+        .system
+        .iter()
+        .find(|s| s.contains("MEMORY.md"))
+        .unwrap();
+    assert!(section.contains("## Daily-log mode"), "{section}");
+    assert!(section.contains("memory_log_append"));
+    // The extractor runs in daily-log mode as well (its prompt says so).
+    let extractor = &model.requests_for("extractor")[0];
+    assert!(
+        extractor
+            .last_user_text()
+            .unwrap()
+            .contains("Daily-log mode is on")
+    );
+}

@@ -28,6 +28,7 @@ pub struct MemorySection {
     store: Arc<dyn MemoryStore>,
     enabled: bool,
     extra: Option<String>,
+    daily_log: bool,
 }
 
 impl MemorySection {
@@ -40,6 +41,7 @@ impl MemorySection {
             store,
             enabled: true,
             extra: None,
+            daily_log: false,
         }
     }
 
@@ -51,6 +53,14 @@ impl MemorySection {
             Some(extra) => section.extra_guidelines(extra),
             None => section,
         }
+    }
+
+    /// Daily-log mode: the guidance tells the agent to append one line per fact to today's log
+    /// with `memory_log_append` instead of writing topic files (the extractor's rule too); the
+    /// agent needs the [`DailyLogTool`](crate::consolidate::DailyLogTool).
+    pub fn daily_log(mut self, on: bool) -> Self {
+        self.daily_log = on;
+        self
     }
 
     /// Append `text` to the guidance, under "Additional guidelines" (blank text adds nothing).
@@ -97,6 +107,11 @@ impl SystemSection for MemorySection {
             }
         };
         let mut text = Self::render(&dir, &index);
+        if self.daily_log {
+            text.push_str("\n\n## Daily-log mode\n\n");
+            text.push_str(crate::daily_log::DAILY_LOG_GUIDANCE.trim());
+            text.push_str(" This replaces \"How to save\" above.");
+        }
         if let Some(extra) = &self.extra {
             text.push_str("\n\n## Additional guidelines\n\n");
             text.push_str(extra);
