@@ -1,16 +1,25 @@
-//! [`MemorySetup`]: the common case in one call. Resolves the project's memory dir, opens the file
-//! store and wires memory into an [`AgentBuilder`] (tools, the memory section of the system
-//! prompt, recall, extraction, consolidation, session notes and compaction), honouring the
-//! environment switches (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
-//! `MEMLOOP_DISABLE_COMPACT`, `MEMLOOP_DISABLE_AUTO_COMPACT`, `MEMLOOP_AUTOCOMPACT_PCT`).
+//! [`MemorySetup`]: the common case in one call, with Claude Code's defaults. Resolves the
+//! project's memory dir, opens the file store and wires memory into an [`AgentBuilder`] (tools,
+//! project instructions, the memory section of the system prompt, recall, extraction,
+//! consolidation, session notes and compaction, transcripts), honouring the settings files
+//! (`autoMemoryEnabled`, the managed memory dir) and the environment switches
+//! (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
+//! `MEMLOOP_MEMORY_EXTRA_GUIDELINES`, `MEMLOOP_DISABLE_COMPACT`, `MEMLOOP_DISABLE_AUTO_COMPACT`,
+//! `MEMLOOP_AUTOCOMPACT_PCT`).
 
 use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
-use memloop_memory::consolidate::{Consolidator, DreamConfig, DreamHook, SessionRecords};
-use memloop_memory::extract::{ExtractionScheduler, ForkedExtractor, SchedulerConfig};
+use memloop_core::model::Model;
+use memloop_memory::consolidate::{
+    Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords,
+};
+use memloop_memory::extract::{
+    ExtractionScheduler, ExtractorConfig, ForkedExtractor, SchedulerConfig,
+};
 use memloop_memory::recall::{
-    Bm25Selector, HybridSelector, RecallHook, Selector, vector_cache_for,
+    Bm25Selector, FallbackSelector, HybridSelector, LlmSelector, LlmSelectorConfig, RecallHook,
+    Selector, vector_cache_for,
 };
 use memloop_memory::session_memory::{
     FileSessionMemory, NotesEditTool, SessionMemory, SessionMemoryConfig, SessionMemoryError,
@@ -23,6 +32,9 @@ use memloop_memory::{
     prompt::MemorySection,
     store::{FileMemoryStore, LocalPurpose, MemoryError, MemoryStore},
     tools::memory_tools,
+    transcripts::{
+        PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
+    },
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -58,14 +70,29 @@ pub struct MemorySetup {
     on: Option<Resolved>,
     selector: Option<Arc<dyn Selector>>,
     embedder: Option<Arc<dyn Embedder>>,
+    side_model: Option<Arc<dyn Model>>,
     recall: bool,
     extraction: bool,
     dream: bool,
-    compaction: Option<(CompactConfig, SessionMemoryConfig)>,
+    compaction: Compaction,
     instructions: Option<InstructionConfig>,
+    transcripts: TranscriptConfig,
+    saved_notice: bool,
+    daily_log: bool,
     working_dir: PathBuf,
     #[cfg(feature = "postgres")]
     team: Option<memloop_pg::TeamSync>,
+}
+
+/// Which compaction [`MemorySetup::attach`] wires.
+#[derive(Clone)]
+enum Compaction {
+    /// Session notes with the default settings (when memory is on).
+    Default,
+    /// These settings.
+    Custom(Box<(CompactConfig, SessionMemoryConfig)>),
+    /// None.
+    Off,
 }
 
 /// What an enabled setup resolved and opened.
@@ -97,10 +124,19 @@ impl MemorySetup {
     /// nothing is resolved or opened: no disk access, and no `HOME` needed.
     pub fn with_resolver(resolver: MemoryDirResolver, env: EnvVars) -> Result<Self, SetupError> {
         let working_dir = resolver.project().to_path_buf();
+        let resolver = resolver.env(env.clone());
+        let setting = if env.switch(memloop_memory::env::DISABLE_AUTO_MEMORY) {
+            None
+        } else {
+            resolver.auto_memory_setting()
+        };
         let on = if env.switch(memloop_memory::env::DISABLE_AUTO_MEMORY) {
             tracing::info!(
                 "memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY; memory dir not resolved"
             );
+            None
+        } else if let Some((false, file)) = setting {
+            tracing::info!(settings = %file.display(), "memory disabled by autoMemoryEnabled: false");
             None
         } else {
             let resolver = resolver.env(env.clone());
@@ -118,11 +154,15 @@ impl MemorySetup {
             on,
             selector: None,
             embedder: None,
+            side_model: None,
             recall: true,
             extraction: true,
             dream: true,
-            compaction: None,
-            instructions: None,
+            compaction: Compaction::Default,
+            instructions: Some(InstructionConfig::claude()),
+            transcripts: TranscriptConfig::default(),
+            saved_notice: false,
+            daily_log: false,
             working_dir,
             #[cfg(feature = "postgres")]
             team: None,
@@ -145,7 +185,8 @@ impl MemorySetup {
         self.on.as_ref().map(|o| o.project_dir.as_path())
     }
 
-    /// Whether memory is on (`MEMLOOP_DISABLE_AUTO_MEMORY` is not truthy).
+    /// Whether memory is on (`MEMLOOP_DISABLE_AUTO_MEMORY` is not truthy and no settings file
+    /// says `autoMemoryEnabled: false`).
     pub fn enabled(&self) -> bool {
         self.on.is_some()
     }
@@ -167,6 +208,15 @@ impl MemorySetup {
         self
     }
 
+    /// A small, fast model for side queries (Claude Code uses its small model): recall then
+    /// selects with one side query to it ([`LlmSelector`]), with the lexical selector (or the
+    /// hybrid one, with an [`embedder`](Self::embedder)) as the fallback when the query fails
+    /// or takes over 10 s. An explicit [`selector`](Self::selector) still wins.
+    pub fn side_model(mut self, model: Arc<dyn Model>) -> Self {
+        self.side_model = Some(model);
+        self
+    }
+
     /// Whether recall surfaces relevant memories each turn (default on).
     pub fn recall(mut self, on: bool) -> Self {
         self.recall = on;
@@ -179,6 +229,23 @@ impl MemorySetup {
         self
     }
 
+    /// Put a short `Memory saved: a.md, b.md` line in the conversation (on the next user
+    /// message) when the extractor saved memories, besides the `MemoriesSaved` event. Default
+    /// off, as in Claude Code, whose notice is shown to the user but never sent to the model.
+    pub fn saved_notice(mut self, on: bool) -> Self {
+        self.saved_notice = on;
+        self
+    }
+
+    /// Daily-log mode (default off): the main agent's memory guidance and the extractor both
+    /// append one line per fact to today's log (`logs/YYYY/MM/YYYY-MM-DD.md`, with the
+    /// `memory_log_append` tool the main agent gets too) instead of writing topic files; the
+    /// dream distils the logs into topic files.
+    pub fn daily_log(mut self, on: bool) -> Self {
+        self.daily_log = on;
+        self
+    }
+
     /// Turn consolidation on or off (default on).
     pub fn dream(mut self, on: bool) -> Self {
         self.dream = on;
@@ -186,17 +253,67 @@ impl MemorySetup {
     }
 
     /// Keep session notes and compact with them, with these settings (the env switches of
-    /// compaction are applied on top). Off unless called.
+    /// compaction are applied on top). Without this call, memory on means session notes and
+    /// compaction with the defaults ([`default_notes_config`](Self::default_notes_config)), as
+    /// in Claude Code; [`without_compaction`](Self::without_compaction) opts out.
     pub fn compaction(mut self, compact: CompactConfig, notes: SessionMemoryConfig) -> Self {
-        self.compaction = Some((compact, notes));
+        self.compaction = Compaction::Custom(Box::new((compact, notes)));
+        self
+    }
+
+    /// No session notes and no compaction.
+    pub fn without_compaction(mut self) -> Self {
+        self.compaction = Compaction::Off;
         self
     }
 
     /// Load project instructions (CLAUDE.md / AGENTS.md family, with `@includes`) from the
-    /// project dir into a cached system-prompt section placed before the memory section.
+    /// project dir into a cached system-prompt section placed before the memory section. On by
+    /// default with [`InstructionConfig::claude`] (CLAUDE.md), as Claude Code does; this call
+    /// picks another family or settings.
     pub fn instructions(mut self, config: InstructionConfig) -> Self {
         self.instructions = Some(config);
         self
+    }
+
+    /// Load no project instructions.
+    pub fn without_instructions(mut self) -> Self {
+        self.instructions = None;
+        self
+    }
+
+    /// Keep session transcripts (default on, 30 days): every conversation is appended to
+    /// `<project dir>/<session id>.jsonl` (where the store keeps transcripts), the main agent
+    /// gets the `transcript_search` tool over past sessions and the "searching past context"
+    /// guidance, and transcripts older than the retention are deleted when an agent is attached.
+    /// `TranscriptConfig { enabled: false, .. }` turns all of it off.
+    pub fn transcripts(mut self, config: TranscriptConfig) -> Self {
+        self.transcripts = config;
+        self
+    }
+
+    /// Where this setup keeps session transcripts (`None` when memory or transcripts are off,
+    /// or the store keeps none).
+    pub fn transcript_dir(&self) -> Option<TranscriptDir> {
+        let on = self.on.as_ref()?;
+        if !self.transcripts.enabled {
+            return None;
+        }
+        TranscriptDir::for_store(on.store.as_ref()).ok()
+    }
+
+    /// The conversation of an earlier session, read back from its transcript (the messages
+    /// after its last compaction or clear), to resume it: pass it to
+    /// [`AgentBuilder::messages`] with the same `session_id` and the transcript continues where
+    /// it stopped; recall rebuilds what that conversation already surfaced.
+    pub fn resume(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<memloop_core::message::Message>, SetupError> {
+        let dir = self.transcript_dir().ok_or_else(|| {
+            MemoryError::NotFound(format!("session {session_id} (no transcripts kept)"))
+        })?;
+        Ok(dir.load(session_id)?.conversation())
     }
 
     /// Attach a team store: the memory dir is pulled from it (in the background) when a
@@ -267,30 +384,51 @@ impl MemorySetup {
             for tool in memory_tools(store.clone()) {
                 builder = builder.tool(tool);
             }
-            builder = builder.section(Arc::new(MemorySection::from_env(store.clone(), &self.env)));
+            builder = builder.section(Arc::new(
+                MemorySection::from_env(store.clone(), &self.env).daily_log(self.daily_log),
+            ));
+            if self.daily_log {
+                builder = builder.tool(Arc::new(DailyLogTool::new(store.clone())));
+            }
+            builder = self.attach_transcripts(store.as_ref(), builder);
             #[cfg(feature = "postgres")]
             if let Some(sync) = &self.team {
                 builder = builder.hook(Arc::new(memloop_pg::TeamPullHook::new(sync.clone())));
             }
             if self.recall {
-                let selector = match (&self.selector, &self.embedder) {
-                    (Some(selector), _) => selector.clone(),
-                    (None, Some(embedder)) => Arc::new(HybridSelector::new(
+                let lexical = match &self.embedder {
+                    Some(embedder) => Arc::new(HybridSelector::new(
                         store.clone(),
                         embedder.clone(),
                         vector_cache_for(&**store, embedder.model_id()),
                     )) as Arc<dyn Selector>,
-                    (None, None) => Arc::new(Bm25Selector::new(store.clone())),
+                    None => Arc::new(Bm25Selector::new(store.clone())),
+                };
+                let selector = match (&self.selector, &self.side_model) {
+                    (Some(selector), _) => selector.clone(),
+                    (None, Some(model)) => Arc::new(FallbackSelector::new(
+                        Arc::new(LlmSelector::new(model.clone())),
+                        lexical,
+                        LlmSelectorConfig::default().timeout,
+                    )) as Arc<dyn Selector>,
+                    (None, None) => lexical,
                 };
                 let recall = Arc::new(RecallHook::new(store.clone(), selector));
                 builder = builder.hook(recall);
             }
             if self.extraction {
-                let extractor = Arc::new(ForkedExtractor::new(store.clone()));
+                let extractor =
+                    Arc::new(ForkedExtractor::new(store.clone()).config(ExtractorConfig {
+                        daily_log: self.daily_log,
+                        ..ExtractorConfig::default()
+                    }));
                 let scheduler = ExtractionScheduler::with_config(
                     store.clone(),
                     extractor,
-                    SchedulerConfig::from_env(&self.env),
+                    SchedulerConfig {
+                        notice_in_conversation: self.saved_notice,
+                        ..SchedulerConfig::from_env(&self.env)
+                    },
                 );
                 builder = builder.hook(Arc::new(scheduler));
             }
@@ -308,7 +446,14 @@ impl MemorySetup {
         } else {
             tracing::info!("memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY");
         }
-        if let Some((compact, notes)) = &self.compaction {
+        let compaction = match &self.compaction {
+            Compaction::Custom(both) => Some((**both).clone()),
+            Compaction::Default => self
+                .default_notes_config()
+                .map(|notes| (CompactConfig::default(), notes)),
+            Compaction::Off => None,
+        };
+        if let Some((compact, notes)) = &compaction {
             let session = builder.session_id().to_owned();
             let session_dir = notes.session_dir(&session);
             let notes = Arc::new(FileSessionMemory::new(notes.clone(), &session)?);
@@ -325,5 +470,32 @@ impl MemorySetup {
                 .compactor(Arc::new(compactor));
         }
         Ok(builder)
+    }
+
+    /// The transcript writer, the search tool and its guidance, after applying the retention.
+    fn attach_transcripts(&self, store: &dyn MemoryStore, builder: AgentBuilder) -> AgentBuilder {
+        if !self.transcripts.enabled {
+            return builder;
+        }
+        let dir = match TranscriptDir::for_store(store) {
+            Ok(dir) => dir,
+            Err(why) => {
+                tracing::info!(reason = %why, "no session transcripts");
+                return builder;
+            }
+        };
+        if let Some(retention) = self.transcripts.retention {
+            if let Err(e) = dir.prune(
+                retention,
+                std::time::SystemTime::now(),
+                builder.session_id(),
+            ) {
+                tracing::warn!(error = %e, "could not apply the transcript retention");
+            }
+        }
+        builder
+            .section(Arc::new(PastContextSection))
+            .tool(Arc::new(TranscriptSearchTool::new(dir.clone())))
+            .hook(Arc::new(TranscriptHook::new(dir)))
     }
 }

@@ -447,7 +447,8 @@ async fn every_memory_fork_sends_the_parents_request_prefix_byte_for_byte() {
             "edit_session_notes",
             "memory_delete",
             "memory_read",
-            "memory_write"
+            "memory_write",
+            "transcript_search"
         ]
     );
 }

@@ -119,7 +119,7 @@ async fn project_instructions_load_into_the_system_prompt_before_memory() {
     assert!(instructions < memory_section);
 }
 
-/// With `MemorySetup`'s defaults (no compaction, no transcripts) the dream's session gate counts
+/// With `MemorySetup`'s defaults the dream's session gate counts
 /// the session records memloop writes itself: sessions one to five are skipped at the session
 /// gate, the sixth consolidates.
 #[tokio::test]
@@ -308,4 +308,94 @@ async fn an_embedder_makes_recall_hybrid_with_vectors_cached_beside_the_memory_d
     );
     // The query and the one memory.
     assert_eq!(embedder.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// Transcripts are on by default: the conversation lands in `<project dir>/<session>.jsonl`, the
+/// agent gets the search tool and the guidance; switched off, none of the three.
+#[tokio::test]
+async fn transcripts_are_written_by_default_and_can_be_switched_off() {
+    use memloop::memory::transcripts::{TRANSCRIPT_SEARCH, TranscriptConfig, TranscriptDir};
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let (model, _events, memory) = run(env.clone(), project.path()).await;
+    let main = &model.requests_for("main")[0];
+    assert!(main.tools.iter().any(|t| t.name == TRANSCRIPT_SEARCH));
+    assert!(
+        main.system
+            .iter()
+            .any(|s| s.contains("## Searching past context"))
+    );
+    let dir = TranscriptDir::new(memory.project_dir().unwrap());
+    let sessions = dir.list().unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let t = dir.load(&sessions[0].id).unwrap();
+    assert_eq!(t.conversation().len(), 2);
+    assert!(t.conversation()[0].text().contains("first Monday"));
+
+    let off = tempfile::tempdir().unwrap();
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(off.path()), env)
+        .unwrap()
+        .transcripts(TranscriptConfig {
+            enabled: false,
+            ..TranscriptConfig::default()
+        });
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")));
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model.clone())))
+        .unwrap()
+        .build();
+    agent.run_turn("hello there").await.unwrap();
+    agent.drain(Duration::from_secs(30)).await;
+    let main = &model.requests_for("main")[0];
+    assert!(!main.tools.iter().any(|t| t.name == TRANSCRIPT_SEARCH));
+    assert!(
+        !main
+            .system
+            .iter()
+            .any(|s| s.contains("Searching past context"))
+    );
+    let dir = TranscriptDir::new(memory.project_dir().unwrap());
+    assert!(dir.list().unwrap().is_empty());
+}
+
+/// `MemorySetup::resume` reads a session's conversation back from its transcript; an agent built
+/// on it under the same session id continues the transcript without writing a message twice.
+#[tokio::test]
+async fn a_session_resumed_through_the_setup_continues_its_transcript() {
+    use memloop::core::AgentConfig;
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env).unwrap();
+    let config = AgentConfig {
+        session_id: "resume-me".into(),
+        ..AgentConfig::default()
+    };
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")));
+    for turn in ["first turn", "second turn"] {
+        let history = memory.resume("resume-me").unwrap_or_default();
+        let mut agent = memory
+            .attach(
+                Agent::builder(Arc::new(model.clone()))
+                    .config(config.clone())
+                    .messages(history),
+            )
+            .unwrap()
+            .build();
+        agent.run_turn(turn).await.unwrap();
+        agent.drain(Duration::from_secs(30)).await;
+    }
+    let history = memory.resume("resume-me").unwrap();
+    let texts: Vec<String> = history.iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["first turn", "ok", "second turn", "ok"]);
+    let t = memory.transcript_dir().unwrap().load("resume-me").unwrap();
+    assert_eq!(t.records.len(), 4);
+    // The second session's first request carried the first session's conversation.
+    let last = model.requests_for("main").pop().unwrap();
+    assert_eq!(last.messages.len(), 3);
 }

@@ -53,6 +53,9 @@ pub enum Command {
     /// Which CLAUDE.md / AGENTS.md files load for the project, their sizes, and what was skipped.
     #[command(after_help = EXIT_CODES_HELP)]
     Instructions(InstructionsArgs),
+    /// Past sessions of the project: list their transcripts, show one, search them.
+    #[command(subcommand, after_help = EXIT_CODES_HELP)]
+    Sessions(SessionsCommand),
     /// Serve project memory to MCP clients (Claude Code, ...) over stdio: tools context_load,
     /// context_search, context_save, context_manage and the index as a resource.
     Mcp(McpArgs),
@@ -60,6 +63,28 @@ pub enum Command {
     #[cfg(feature = "postgres")]
     #[command(subcommand, after_help = EXIT_CODES_HELP)]
     Team(TeamCommand),
+}
+
+/// `memloop sessions ...`: the project's session transcripts (`<session id>.jsonl` where the
+/// memory store keeps transcripts: the project dir holding the memory dir).
+#[derive(Debug, clap::Subcommand)]
+pub enum SessionsCommand {
+    /// Sessions, newest first: id, last modified, messages, first user message.
+    List,
+    /// Print a session's messages.
+    Show {
+        /// The session id (as `sessions list` shows it).
+        id: String,
+    },
+    /// Messages of past sessions containing every word of the query, newest session first.
+    Search {
+        /// Words that must all appear (case-insensitive).
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Show at most this many messages.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: u32,
+    },
 }
 
 /// `memloop mcp`.
@@ -132,6 +157,16 @@ pub enum MemoryCommand {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Consolidate the memory dir now (merge, dedup, prune) with a forked agent on the model
+    /// `--provider` / `--model` name; the dream's gates apply unless `--force`, its lock always.
+    Dream {
+        /// Skip the time, scan-throttle and session-count gates (the lock still applies).
+        #[arg(long)]
+        force: bool,
+        /// The model that consolidates.
+        #[command(flatten)]
+        model: ModelArgs,
+    },
     /// Ranked search over memory names, descriptions and bodies.
     Search {
         /// Words to look for.
@@ -174,6 +209,19 @@ pub struct EmbedArgs {
         default_value = "text-embedding-3-small"
     )]
     pub embed_name: String,
+}
+
+/// The chat model a command runs (`memory dream`), configured as the providers read their
+/// environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL` / `ANTHROPIC_MODEL`, or
+/// `OPENAI_BASE_URL` / `OPENAI_API_KEY` / `OPENAI_MODEL` (any OpenAI-compatible server).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ModelArgs {
+    /// `anthropic` or `openai` (an OpenAI-compatible endpoint).
+    #[arg(long, env = "MEMLOOP_PROVIDER", value_name = "PROVIDER")]
+    pub provider: Option<String>,
+    /// The model name (default: the provider's `*_MODEL` variable, else its default).
+    #[arg(long, env = "MEMLOOP_MODEL", value_name = "NAME")]
+    pub model: Option<String>,
 }
 
 /// `memloop instructions`.

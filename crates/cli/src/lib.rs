@@ -1,7 +1,8 @@
 //! # memloop-cli
 //!
 //! The `memloop` command line: inspect and edit a project's memory dir (`memory path|list|show|
-//! edit|rm|clear|search`), see which instruction files load (`instructions`), serve project
+//! edit|rm|clear|search`), list, show and search past sessions' transcripts (`sessions
+//! list|show|search`), see which instruction files load (`instructions`), serve project
 //! memory to MCP clients (`mcp`), and with the `postgres` feature sync it with the team store
 //! (`team push|pull|status`). Every command
 //! prints human text, or JSON with `--json`, and exits with a code from [`Exit`].
@@ -14,6 +15,7 @@ pub mod exit;
 pub mod instructions;
 pub mod mcp;
 pub mod memory;
+pub mod sessions;
 pub mod table;
 #[cfg(feature = "postgres")]
 pub mod team;
@@ -29,6 +31,7 @@ pub async fn run(cli: &Cli, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()
     match &cli.command {
         Command::Memory(cmd) => memory::run(cmd, ctx, io).await,
         Command::Instructions(args) => instructions::run(args, ctx, io).await,
+        Command::Sessions(cmd) => sessions::run(cmd, ctx, io).await,
         Command::Mcp(args) => mcp::run(args, ctx).await,
         #[cfg(feature = "postgres")]
         Command::Team(cmd) => team::run(cmd, ctx, io).await,

@@ -881,3 +881,208 @@ fn semantic_search_with_a_local_model_finds_a_paraphrase() {
     let v = json(&s.mem_run(&args));
     assert_eq!(paths(&v), ["melanie.md"]);
 }
+
+/// `sessions list|show|search` read the transcripts in the project dir that holds the memory
+/// dir (Claude Code's `<projects dir>/<slug>/<session id>.jsonl`), skipping a torn last line.
+#[test]
+fn sessions_list_show_and_search_read_the_projects_transcripts() {
+    use memloop_core::message::{ContentBlock, Message, Role};
+    use memloop_memory::transcripts::{TranscriptDir, TranscriptRecord};
+    let s = Sandbox::new();
+    let v = json(&s.run(&["memory", "path", "--json"]));
+    let mem = PathBuf::from(v["dir"].as_str().unwrap());
+    std::fs::create_dir_all(&mem).unwrap();
+    let project_dir = mem.parent().unwrap();
+    assert!(project_dir.starts_with(s.memloop_home().join("projects")));
+    let dir = TranscriptDir::new(project_dir);
+    let rec = |id: &str, m: &Message| TranscriptRecord::for_message(id, m).unwrap();
+    let tool_call = Message::new(
+        Role::Assistant,
+        vec![ContentBlock::tool_use(
+            "t1",
+            "bash",
+            serde_json::json!({"cmd": "make deploy"}),
+        )],
+    );
+    let tool_result = Message::new(
+        Role::User,
+        vec![ContentBlock::tool_result(
+            "t1",
+            "deploy to staging failed: ERR_42",
+            true,
+        )],
+    );
+    dir.append(
+        "aaa",
+        &[
+            rec("aaa", &Message::user("why does the staging deploy fail?")),
+            rec("aaa", &tool_call),
+            rec("aaa", &tool_result),
+            rec(
+                "aaa",
+                &Message::assistant("The staging deploy fails with ERR_42."),
+            ),
+        ],
+    )
+    .unwrap();
+    dir.append("bbb", &[rec("bbb", &Message::user("rename the logger"))])
+        .unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path_of("bbb").unwrap())
+        .unwrap();
+    f.write_all(br#"{"type":"assistant","sessionId":"bbb","mess"#)
+        .unwrap();
+
+    let list = json(&s.run(&["sessions", "list", "--json"]));
+    let rows = list.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{list}");
+    let a = rows.iter().find(|r| r["id"] == "aaa").unwrap();
+    assert_eq!(a["messages"], 4);
+    assert_eq!(a["first"], "why does the staging deploy fail?");
+    let human = stdout(&s.run(&["sessions", "list"]));
+    assert!(
+        human.contains("bbb") && human.contains("rename the logger"),
+        "{human}"
+    );
+
+    let shown = s.run(&["sessions", "show", "aaa"]);
+    assert_eq!(code(&shown), 0, "{}", stderr(&shown));
+    let text = stdout(&shown);
+    assert!(text.contains("→ bash"), "{text}");
+    assert!(
+        text.contains("← (error) deploy to staging failed"),
+        "{text}"
+    );
+    let torn = s.run(&["sessions", "show", "bbb"]);
+    assert_eq!(code(&torn), 0, "{}", stderr(&torn));
+    assert!(stdout(&torn).contains("rename the logger"));
+    assert!(
+        stderr(&torn).contains("1 unreadable line"),
+        "{}",
+        stderr(&torn)
+    );
+    assert_eq!(code(&s.run(&["sessions", "show", "nope"])), 3);
+    assert_eq!(code(&s.run(&["sessions", "show", "../aaa"])), 4);
+
+    let hits = json(&s.run(&["sessions", "search", "staging", "err_42", "--json"]));
+    let hits = hits.as_array().unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert!(hits.iter().all(|h| h["session_id"] == "aaa"));
+    let none = stdout(&s.run(&["sessions", "search", "kubernetes"]));
+    assert!(none.contains("no past message matches"), "{none}");
+}
+
+/// A loopback Anthropic Messages API (a thread on an ephemeral port): the first request gets a
+/// `memory_write` tool call, every later one a plain answer. Returns the base URL and the request
+/// count.
+fn consolidating_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let n = seen.fetch_add(1, Ordering::SeqCst);
+            let (content, stop) = if n == 0 {
+                (
+                    serde_json::json!([{"type": "tool_use", "id": "toolu_1", "name": "memory_write",
+                        "input": {"topic": "project_freeze", "name": "Release freeze",
+                                  "description": "mobile release freeze from Thursday",
+                                  "type": "project", "mode": "overwrite",
+                                  "content": "Merged: the mobile release freeze starts on Thursday."}}]),
+                    "tool_use",
+                )
+            } else {
+                (
+                    serde_json::json!([{"type": "text", "text": "consolidated"}]),
+                    "end_turn",
+                )
+            };
+            let answer = serde_json::json!({
+                "id": format!("msg_{n}"), "type": "message", "role": "assistant",
+                "model": "loopback", "content": content, "stop_reason": stop,
+                "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 5}
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    (url, count)
+}
+
+/// `memory dream` runs the consolidator on a configured model: the session gate stops it
+/// without `--force`, `--force` runs it (through the store), and a model is required.
+#[test]
+fn memory_dream_consolidates_with_a_model_and_force_skips_the_gates() {
+    use std::sync::atomic::Ordering;
+    let s = Sandbox::new();
+    s.seed();
+    let mem = s.mem.to_string_lossy().into_owned();
+    let no_model = s.mem_run(&["memory", "dream"]);
+    assert_ne!(code(&no_model), 0);
+    assert!(
+        stderr(&no_model).contains("--provider"),
+        "{}",
+        stderr(&no_model)
+    );
+
+    let (url, count) = consolidating_server();
+    let env = [
+        ("ANTHROPIC_API_KEY", "test-key"),
+        ("ANTHROPIC_BASE_URL", url.as_str()),
+    ];
+    let args = [
+        "memory",
+        "dream",
+        "--provider",
+        "anthropic",
+        "--model",
+        "loopback",
+        "--json",
+        "--memory-dir",
+        mem.as_str(),
+    ];
+    let gated = s.run_with(&args, &env, "");
+    let v: Value = serde_json::from_slice(&gated.stdout).unwrap_or_default();
+    assert_eq!(code(&gated), 0, "{}", stderr(&gated));
+    assert_eq!(v["status"], "skipped");
+    assert_eq!(v["gate"], "sessions");
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        0,
+        "no model call behind a gate"
+    );
+
+    let mut forced: Vec<&str> = args.to_vec();
+    forced.push("--force");
+    let o = s.run_with(&forced, &env, "");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["status"], "finished", "{v}");
+    assert_eq!(v["written"], serde_json::json!(["project_freeze.md"]));
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    let text = std::fs::read_to_string(s.mem.join("project_freeze.md")).unwrap();
+    assert!(text.contains("Merged: the mobile release freeze"));
+    let index = std::fs::read_to_string(s.mem.join("MEMORY.md")).unwrap();
+    assert!(index.contains("(project_freeze.md)"), "{index}");
+    assert!(s.mem.join(".consolidate-lock").is_file());
+}

@@ -128,12 +128,21 @@ impl Agent {
         self.session_cancel.clone()
     }
 
-    /// Forget the conversation and the cached system sections (`/clear`).
+    /// Forget the conversation and the cached system sections (`/clear`), and tell every hook
+    /// ([`Hook::on_cleared`]: recall forgets what it surfaced and refills its budget).
     pub async fn clear(&mut self) {
         self.messages = Arc::new(Vec::new());
+        self.rollback_point = None;
         self.tokens.reset();
         self.system.invalidate().await;
+        self.last_system = Arc::new(Vec::new());
         self.recent_tools.clear();
+        if !self.hooks.is_empty() {
+            let ctx = self.hook_context(self.session_cancel.child_token());
+            for hook in self.hooks.clone() {
+                hook.on_cleared(&ctx).await;
+            }
+        }
     }
 
     /// Wait for background work (stop hooks, extraction, ...) up to `timeout`.

@@ -75,6 +75,7 @@ impl Drop for PendingAttachment {
 /// | [`after_sampling`](Self::after_sampling) | after every main-agent model response | no: spawn slow work on `ctx.background` |
 /// | [`on_stop`](Self::on_stop) | the turn ended with an answer (no tool calls) | never: it runs as a tracked background task |
 /// | [`on_compacted`](Self::on_compacted) | the conversation was replaced by a compacted one | briefly |
+/// | [`on_cleared`](Self::on_cleared) | the host cleared the conversation ([`Agent::clear`](crate::Agent::clear)) | briefly |
 ///
 /// ```
 /// use memloop_core::{Hook, HookContext};
@@ -118,6 +119,13 @@ pub trait Hook: Send + Sync {
     /// The conversation in `ctx.messages` is a freshly compacted one (attachments are gone;
     /// reset per-conversation baselines here).
     async fn on_compacted(&self, ctx: &HookContext) {
+        let _ = ctx;
+    }
+
+    /// The host cleared the conversation ([`Agent::clear`](crate::Agent::clear)); `ctx.messages`
+    /// is empty. Reset per-conversation state here (what recall surfaced, a transcript's
+    /// position).
+    async fn on_cleared(&self, ctx: &HookContext) {
         let _ = ctx;
     }
 }

@@ -10,6 +10,10 @@ use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The daily-log guidance, shared by the extractor's prompt and the main agent's memory section:
+/// no topic files, one line per fact with `memory_log_append`.
+pub(crate) const DAILY_LOG_GUIDANCE: &str = include_str!("../templates/daily_log.md");
+
 /// Name of the daily-log tool.
 pub const MEMORY_LOG_APPEND: &str = "memory_log_append";
 

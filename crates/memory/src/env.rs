@@ -15,3 +15,6 @@ pub const MEMORY_DIR: &str = "MEMLOOP_MEMORY_DIR";
 pub const MEMLOOP_HOME: &str = "MEMLOOP_HOME";
 /// Claude Code's config home (default `~/.claude`).
 pub const CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
+/// Extra guidelines appended to the memory section of the system prompt (the host's or the
+/// user's own rules about what to remember).
+pub const MEMORY_EXTRA_GUIDELINES: &str = "MEMLOOP_MEMORY_EXTRA_GUIDELINES";

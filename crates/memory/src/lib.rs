@@ -15,6 +15,7 @@
 //! | [`instructions`] | `CLAUDE.md` / `AGENTS.md` loading with `@includes` |
 //! | [`tools`] | the `memory_read` / `memory_write` tools the main agent gets, and Anthropic's `memory_20250818` command set |
 //! | [`prompt`] | the system-prompt section with the memory guidance and the index |
+//! | [`transcripts`] | session transcripts (JSONL, Claude Code's layout): the writer hook, reading, resuming, the bounded search and its tool |
 //! | [`env`](mod@env) | the environment switches (`MEMLOOP_*`) |
 #![warn(missing_docs)]
 
@@ -27,6 +28,7 @@ pub mod prompt;
 pub mod recall;
 pub mod store;
 pub mod tools;
+pub mod transcripts;
 
 /// Per-session notes, used as the summary when compacting: the `memloop-session-notes` crate,
 /// re-exported here so memory users find it beside the rest of memory.

@@ -27,6 +27,8 @@ const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
 pub struct MemorySection {
     store: Arc<dyn MemoryStore>,
     enabled: bool,
+    extra: Option<String>,
+    daily_log: bool,
 }
 
 impl MemorySection {
@@ -38,12 +40,34 @@ impl MemorySection {
         Self {
             store,
             enabled: true,
+            extra: None,
+            daily_log: false,
         }
     }
 
-    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`, with the
+    /// text of `MEMLOOP_MEMORY_EXTRA_GUIDELINES` (when set and not blank) appended.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
-        Self::new(store).enabled(!env.switch(crate::env::DISABLE_AUTO_MEMORY))
+        let section = Self::new(store).enabled(!env.switch(crate::env::DISABLE_AUTO_MEMORY));
+        match env.get(crate::env::MEMORY_EXTRA_GUIDELINES) {
+            Some(extra) => section.extra_guidelines(extra),
+            None => section,
+        }
+    }
+
+    /// Daily-log mode: the guidance tells the agent to append one line per fact to today's log
+    /// with `memory_log_append` instead of writing topic files (the extractor's rule too); the
+    /// agent needs the [`DailyLogTool`](crate::consolidate::DailyLogTool).
+    pub fn daily_log(mut self, on: bool) -> Self {
+        self.daily_log = on;
+        self
+    }
+
+    /// Append `text` to the guidance, under "Additional guidelines" (blank text adds nothing).
+    pub fn extra_guidelines(mut self, text: &str) -> Self {
+        let text = text.trim();
+        self.extra = (!text.is_empty()).then(|| text.to_owned());
+        self
     }
 
     /// Turn the section off (e.g. when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy): it renders
@@ -82,6 +106,16 @@ impl SystemSection for MemorySection {
                 format!("(MEMORY.md could not be read: {e})")
             }
         };
-        Some(Self::render(&dir, &index))
+        let mut text = Self::render(&dir, &index);
+        if self.daily_log {
+            text.push_str("\n\n## Daily-log mode\n\n");
+            text.push_str(crate::daily_log::DAILY_LOG_GUIDANCE.trim());
+            text.push_str(" This replaces \"How to save\" above.");
+        }
+        if let Some(extra) = &self.extra {
+            text.push_str("\n\n## Additional guidelines\n\n");
+            text.push_str(extra);
+        }
+        Some(text)
     }
 }

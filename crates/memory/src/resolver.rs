@@ -1,5 +1,5 @@
 //! Where the memory dir is: the resolution chain (explicit dir or `MEMLOOP_MEMORY_DIR`, then
-//! local or user settings, then the per-project default), its reason, and validation of
+//! managed (policy), local or user settings, then the per-project default), its reason, and validation of
 //! configured paths.
 
 use crate::env::{CLAUDE_CONFIG_DIR, EnvVars, MEMLOOP_HOME, MEMORY_DIR};
@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 pub const SETTINGS_KEY: &str = "memory_dir";
 /// The same key in Claude Code's settings files.
 pub const CLAUDE_SETTINGS_KEY: &str = "autoMemoryDirectory";
+/// The settings key that switches memory on or off (a boolean; Claude Code's name).
+pub const AUTO_MEMORY_KEY: &str = "autoMemoryEnabled";
 
 /// Which config home layout to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,6 +43,15 @@ impl ConfigFlavor {
         }
     }
 
+    /// The system-wide managed (policy) settings file: `/etc/memloop/managed-settings.json`,
+    /// or Claude Code's `/etc/claude-code/managed-settings.json`.
+    pub fn managed_settings_path(self) -> PathBuf {
+        PathBuf::from(match self {
+            Self::Memloop => "/etc/memloop/managed-settings.json",
+            Self::ClaudeCode => "/etc/claude-code/managed-settings.json",
+        })
+    }
+
     /// The per-user and per-project config dir name (`.memloop` or `.claude`).
     pub fn dir_name(self) -> &'static str {
         match self {
@@ -63,6 +74,8 @@ pub enum ResolutionRule {
     UserSettings,
     /// `<base>/projects/<slug>/memory/`.
     Default,
+    /// The memory dir key in the managed (policy) settings file.
+    ManagedSettings,
 }
 
 impl fmt::Display for ResolutionRule {
@@ -73,6 +86,7 @@ impl fmt::Display for ResolutionRule {
             Self::LocalSettings => "local-settings",
             Self::UserSettings => "user-settings",
             Self::Default => "default",
+            Self::ManagedSettings => "managed-settings",
         })
     }
 }
@@ -103,6 +117,7 @@ pub struct MemoryDirResolver {
     flavor: ConfigFlavor,
     override_dir: Option<PathBuf>,
     env: EnvVars,
+    managed: Option<PathBuf>,
 }
 
 impl MemoryDirResolver {
@@ -118,6 +133,7 @@ impl MemoryDirResolver {
             flavor: ConfigFlavor::Memloop,
             override_dir: None,
             env: EnvVars::from_process(),
+            managed: None,
         }
     }
 
@@ -142,6 +158,42 @@ impl MemoryDirResolver {
     pub fn override_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.override_dir = Some(dir.into());
         self
+    }
+
+    /// Read the managed (policy) settings from `path` instead of the flavor's system-wide file
+    /// ([`ConfigFlavor::managed_settings_path`]).
+    pub fn managed_settings(mut self, path: impl Into<PathBuf>) -> Self {
+        self.managed = Some(path.into());
+        self
+    }
+
+    /// The managed (policy) settings file this resolver reads.
+    pub fn managed_settings_path(&self) -> PathBuf {
+        self.managed
+            .clone()
+            .unwrap_or_else(|| self.flavor.managed_settings_path())
+    }
+
+    /// Whether a settings file switches memory on or off with `autoMemoryEnabled` (a boolean):
+    /// the first file that sets it wins, in the order managed (policy), local
+    /// (`<project>/.memloop/settings.local.json`), project (`.memloop/settings.json`: switching
+    /// memory off is safe to let a repository do), user (`<base>/settings.json`). `None` when
+    /// no file sets it; otherwise the value and the file.
+    pub fn auto_memory_setting(&self) -> Option<(bool, PathBuf)> {
+        let app = self.project.join(self.flavor.dir_name());
+        let mut files = vec![
+            self.managed_settings_path(),
+            app.join("settings.local.json"),
+            app.join("settings.json"),
+        ];
+        if let Ok(base) = self.base_dir() {
+            files.push(base.join("settings.json"));
+        }
+        files.into_iter().find_map(|f| {
+            settings_value(&f, AUTO_MEMORY_KEY)
+                .and_then(|v| v.as_bool())
+                .map(|on| (on, f))
+        })
     }
 
     /// The config home: `MEMLOOP_HOME` (or `CLAUDE_CONFIG_DIR`), else `~/.memloop` (`~/.claude`).
@@ -196,8 +248,17 @@ impl MemoryDirResolver {
             );
         }
         let home = self.env.home_dir();
-        let app = self.project.join(self.flavor.dir_name());
         let key = self.flavor.settings_key();
+        let managed = self.managed_settings_path();
+        if let Some(raw) = settings_memory_dir(&managed, key) {
+            let dir = validate_memory_dir(&raw, home.as_deref())?;
+            return done(
+                dir,
+                ResolutionRule::ManagedSettings,
+                format!("{key} in managed settings {}", managed.display()),
+            );
+        }
+        let app = self.project.join(self.flavor.dir_name());
         warn_project_settings(&app.join("settings.json"), key);
         let local = app.join("settings.local.json");
         if let Some(raw) = settings_memory_dir(&local, key) {
@@ -241,15 +302,19 @@ fn hint_env(e: MemoryError) -> MemoryError {
 }
 
 /// `key` from a JSON settings file; missing file or key → `None`, broken JSON → warning.
-fn settings_memory_dir(path: &Path, key: &str) -> Option<String> {
+fn settings_value(path: &Path, key: &str) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(path).ok()?;
     match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(v) => v.get(key)?.as_str().map(str::to_owned),
+        Ok(mut v) => v.get_mut(key).map(serde_json::Value::take),
         Err(e) => {
             tracing::warn!(settings = %path.display(), error = %e, "ignoring unreadable settings file");
             None
         }
     }
+}
+
+fn settings_memory_dir(path: &Path, key: &str) -> Option<String> {
+    settings_value(path, key)?.as_str().map(str::to_owned)
 }
 
 fn warn_project_settings(path: &Path, key: &str) {

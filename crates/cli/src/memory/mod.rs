@@ -1,5 +1,6 @@
 //! `memloop memory ...`: one module per command group.
 
+mod dream;
 mod edit;
 mod path;
 mod remove;
@@ -20,6 +21,7 @@ pub async fn run(cmd: &MemoryCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow:
         MemoryCommand::Edit { topic } => edit::edit(ctx, io, topic).await,
         MemoryCommand::Rm { topic } => remove::rm(ctx, io, topic).await,
         MemoryCommand::Clear { yes } => remove::clear(ctx, io, *yes).await,
+        MemoryCommand::Dream { force, model } => dream::dream(ctx, io, *force, model).await,
         MemoryCommand::Search {
             query,
             limit,

@@ -81,6 +81,33 @@ impl Consolidator {
         ))
     }
 
+    /// Run one consolidation outside any agent (no [`HookContext`] at hand): forked from a
+    /// bare context over `model` (no conversation, no system prompt, only the memory tools),
+    /// in the memory dir. Takes no lock: [`DreamHook::run_now`](super::DreamHook::run_now) is the
+    /// locked, gated entry point.
+    pub async fn run_standalone(
+        &self,
+        model: Arc<dyn memloop_core::model::Model>,
+    ) -> Result<Vec<PathBuf>, ExtractError> {
+        let hook = HookContext {
+            session_id: format!("manual-dream-{}", uuid::Uuid::new_v4()),
+            turn: 0,
+            agent: memloop_core::tool::AgentKind::Main,
+            cwd: std::env::temp_dir(),
+            model,
+            system: Arc::new(Vec::new()),
+            messages: Arc::new(Vec::new()),
+            tools: memloop_core::tool::ToolRegistry::new(),
+            context_tokens: 0,
+            recent_tools: Vec::new(),
+            window: memloop_core::window::ContextWindow::default(),
+            events: Arc::new(memloop_core::events::NullSink),
+            background: memloop_core::BackgroundTasks::new(),
+            cancel: memloop_core::CancellationToken::new(),
+        };
+        self.run(&hook).await
+    }
+
     /// Run one consolidation forked from `hook`; returns the files written.
     pub async fn run(&self, hook: &HookContext) -> Result<Vec<PathBuf>, ExtractError> {
         let prompt = self.prompt().await?;

@@ -1,7 +1,8 @@
 //! Dream (consolidation): an occasional background forked agent that merges,
 //! dedups and prunes the memory dir, behind gates checked cheapest first.
 //!
-//! - [`DreamHook`]: the [`Hook`] (on stop) that checks the gates and runs the [`Consolidator`].
+//! - [`DreamHook`]: the [`Hook`] (on stop) that checks the gates and runs the [`Consolidator`];
+//!   [`DreamHook::run_now`] does the same on demand, outside any agent (`memloop memory dream`).
 //! - [`ConsolidationLock`]: the PID lock file whose mtime is the last consolidation.
 //! - [`SessionSource`]: what "sessions touched" means; [`SessionRecords`] (default) counts the
 //!   one-record-per-session files the hook itself writes, [`ProjectDirSessions`] counts
@@ -170,6 +171,57 @@ impl DreamHook {
     pub async fn check_gates(&self, session_id: &str) -> Result<LockGuard, DreamGate> {
         self.inner.check_gates(session_id).await
     }
+
+    /// Consolidate now, outside any agent turn (`memloop memory dream`): the gates in order
+    /// (time, scan throttle, sessions; `force` skips them), then the same cross-process lock as
+    /// the stop hook (never skipped: a consolidation running elsewhere is reported as
+    /// [`DreamGate::Lock`]), then [`Consolidator::run_standalone`] over `model`. Like the hook,
+    /// success leaves the lock's mtime at now and failure rolls it back. `enabled` is not
+    /// checked: asking for a consolidation is the switch.
+    pub async fn run_now(
+        &self,
+        model: Arc<dyn memloop_core::model::Model>,
+        force: bool,
+    ) -> Result<ManualDream, crate::extract::ExtractError> {
+        let gates = if force {
+            self.inner.acquire_lock().await
+        } else {
+            self.inner.check_gates("manual-dream").await
+        };
+        let guard = match gates {
+            Ok(g) => g,
+            Err(gate) => return Ok(ManualDream::Skipped(gate)),
+        };
+        match self.inner.consolidator.run_standalone(model).await {
+            Ok(paths) => {
+                if let Err(e) = guard.commit() {
+                    tracing::warn!(error = %e, "dream: cannot touch the lock");
+                }
+                Ok(ManualDream::Finished {
+                    paths: relative_to_memory_dir(self.inner.store.as_ref(), &paths),
+                })
+            }
+            Err(e) => {
+                if let Err(e) = guard.rollback() {
+                    tracing::warn!(error = %e, "dream: cannot roll the lock back");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What [`DreamHook::run_now`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ManualDream {
+    /// The consolidator ran; these memories were written (relative paths, `MEMORY.md`
+    /// excluded).
+    Finished {
+        /// Files written.
+        paths: Vec<String>,
+    },
+    /// A gate stopped it (only [`DreamGate::Lock`] when forced).
+    Skipped(DreamGate),
 }
 
 impl Inner {
@@ -215,6 +267,11 @@ impl Inner {
                 return Err(DreamGate::Sessions);
             }
         }
+        self.acquire_lock().await
+    }
+
+    /// The last gate: the cross-process lock.
+    async fn acquire_lock(&self) -> Result<LockGuard, DreamGate> {
         let lock = self.lock.clone();
         match tokio::task::spawn_blocking(move || lock.acquire()).await {
             Ok(Ok(LockAttempt::Acquired(guard))) => Ok(guard),

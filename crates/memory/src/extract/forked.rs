@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub const EXTRACTOR_PURPOSE: &str = "extractor";
 
 const TEMPLATE: &str = include_str!("../../templates/extract.md");
-const DAILY_LOG: &str = include_str!("../../templates/daily_log.md");
+use crate::daily_log::DAILY_LOG_GUIDANCE as DAILY_LOG;
 
 /// Settings of the [`ForkedExtractor`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -67,4 +67,4 @@ mod slot;
 
 pub use extractor::{ExtractError, ExtractionContext, Extractor};
 pub use forked::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
-pub use scheduler::{ExtractionScheduler, SchedulerConfig};
+pub use scheduler::{ExtractionScheduler, MEMORY_SAVED_ATTACHMENT_KIND, SchedulerConfig};

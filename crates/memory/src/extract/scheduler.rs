@@ -10,6 +10,7 @@ use memloop_core::Hook;
 use memloop_core::{
     DrainReport, HookContext,
     events::AgentEvent,
+    hooks::{Attachment, PendingAttachment},
     message::{Message, MessageId, MessageKind},
 };
 use std::collections::HashMap;
@@ -26,6 +27,12 @@ pub struct SchedulerConfig {
     pub every_n_turns: u32,
     /// Timeout of [`ExtractionScheduler::drain_default`]. Default 60 s.
     pub drain_timeout: Duration,
+    /// Besides the [`AgentEvent::MemoriesSaved`] event, put a short `Memory saved: a.md, b.md`
+    /// line in the conversation (a `memory_saved` system reminder on the next user message).
+    /// Default off: Claude Code shows its notice to the user only (a display message that never
+    /// reaches the model), and memloop's conversation is what the model reads; a host's UI shows
+    /// the event instead.
+    pub notice_in_conversation: bool,
 }
 
 impl SchedulerConfig {
@@ -51,6 +58,7 @@ impl Default for SchedulerConfig {
             enabled: true,
             every_n_turns: 1,
             drain_timeout: Duration::from_secs(60),
+            notice_in_conversation: false,
         }
     }
 }
@@ -60,7 +68,15 @@ impl Default for SchedulerConfig {
 struct Local {
     cursors: HashMap<String, MessageId>,
     turns_since_run: u32,
+    /// Saved paths per session not yet noticed in the conversation.
+    unnoticed: HashMap<String, Vec<String>>,
+    /// Per session, the notice attached at the last turn start and its paths (re-queued when it
+    /// did not land: the turn ended before it settled).
+    in_flight: HashMap<String, (String, Vec<String>)>,
 }
+
+/// The attachment kind of the saved-memories notice.
+pub const MEMORY_SAVED_ATTACHMENT_KIND: &str = "memory_saved";
 
 struct Inner {
     store: Arc<dyn MemoryStore>,
@@ -188,8 +204,53 @@ impl ExtractionScheduler {
     }
 }
 
+impl Inner {
+    /// The saved-memories notice for the next user message, if memories were saved since the
+    /// last one that landed.
+    fn notice(&self, ctx: &HookContext) -> Option<Attachment> {
+        let mut local = lock(&self.local);
+        if let Some((rendered, paths)) = local.in_flight.remove(&ctx.session_id) {
+            let landed = ctx.messages.iter().flat_map(|m| &m.content).any(
+                |b| matches!(b, memloop_core::message::ContentBlock::Text { text } if *text == rendered),
+            );
+            if !landed {
+                let queue = local.unnoticed.entry(ctx.session_id.clone()).or_default();
+                let mut back = paths;
+                back.append(queue);
+                *queue = back;
+            }
+        }
+        let mut paths = local.unnoticed.remove(&ctx.session_id)?;
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|p| seen.insert(p.clone()));
+        let attachment = Attachment {
+            kind: MEMORY_SAVED_ATTACHMENT_KIND.into(),
+            text: format!("Memory saved: {}", paths.join(", ")),
+        };
+        local
+            .in_flight
+            .insert(ctx.session_id.clone(), (attachment.render(), paths));
+        Some(attachment)
+    }
+}
+
 #[async_trait::async_trait]
 impl Hook for ExtractionScheduler {
+    async fn on_turn_start(
+        &self,
+        ctx: &HookContext,
+        _user_text: &str,
+    ) -> Option<PendingAttachment> {
+        if !ctx.is_main() || !self.inner.config.notice_in_conversation {
+            return None;
+        }
+        let attachment = self.inner.notice(ctx)?;
+        Some(PendingAttachment::spawn(
+            ctx.cancel.child_token(),
+            async move { Some(attachment) },
+        ))
+    }
+
     async fn on_stop(&self, ctx: HookContext) {
         if !ctx.is_main() || !self.inner.config.enabled {
             return;
@@ -330,6 +391,13 @@ impl Inner {
                 let saved = relative_to_memory_dir(self.store.as_ref(), &paths);
                 tracing::info!(saved = ?saved, trailing, "extraction finished");
                 if !saved.is_empty() {
+                    if self.config.notice_in_conversation {
+                        lock(&self.local)
+                            .unnoticed
+                            .entry(ctx.session_id.clone())
+                            .or_default()
+                            .extend(saved.iter().cloned());
+                    }
                     ctx.emit(AgentEvent::MemoriesSaved { paths: saved });
                 }
             }

@@ -4,7 +4,7 @@
 
 use super::reads::{ReadTools, read_in_full};
 use super::selector::{SelectionContext, Selector};
-use super::surface::{Clock, SystemClock, age_days, render_surfaced};
+use super::surface::{Clock, SystemClock, age_days, render_surfaced, surfaced_in};
 use crate::memory_store::MemoryStore;
 use crate::types::MemoryHeader;
 use memloop_core::Hook;
@@ -89,9 +89,46 @@ struct State {
     provisional: Vec<Provisional>,
     /// Bumped by every reset (compaction): a job started before it must not commit.
     generation: u64,
+    /// The conversation the hook first saw was read for earlier surfacings (a resumed session).
+    seeded: bool,
 }
 
 impl State {
+    /// Count what the recall attachments already in `messages` surfaced (an agent started from
+    /// an earlier history, or a transcript): their paths join the surfaced set and their bytes
+    /// the spent budget. Paths that name no memory of `store` are ignored.
+    fn seed(&mut self, messages: &[Message], store: &dyn MemoryStore) {
+        if std::mem::replace(&mut self.seeded, true) {
+            return;
+        }
+        for text in messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(ContentBlock::as_text)
+        {
+            let Some((shown, bytes)) = surfaced_in(text) else {
+                continue;
+            };
+            let paths: Vec<String> = shown
+                .iter()
+                .filter_map(|p| store.memory_path_of(std::path::Path::new(p)).ok())
+                .map(|p| p.as_str().to_owned())
+                .collect();
+            if paths.is_empty() {
+                continue;
+            }
+            self.spent += bytes;
+            self.surfaced.extend(paths);
+        }
+        if self.spent > 0 {
+            tracing::debug!(
+                surfaced = self.surfaced.len(),
+                bytes = self.spent,
+                "recall state rebuilt from the conversation"
+            );
+        }
+    }
+
     /// Confirm surfacings that made it into the conversation; roll back the others.
     fn reconcile(&mut self, messages: &[Message]) {
         for p in std::mem::take(&mut self.provisional) {
@@ -112,8 +149,11 @@ impl State {
     }
 }
 
-/// Recall as a [`Hook`](memloop_core::Hook): it starts at turn start, and on compaction the
-/// surfaced set and the byte budget reset.
+/// Recall as a [`Hook`](memloop_core::Hook): it starts at turn start; on compaction and on
+/// `Agent::clear` the surfaced set and the byte budget reset. On an agent started from an earlier
+/// conversation (`AgentBuilder::messages`, e.g. a transcript's), the first turn rebuilds both
+/// from the recall attachments in it, so a resumed session neither surfaces a memory again nor
+/// gets a fresh budget.
 ///
 /// Per user turn it returns at once with a [`PendingAttachment`]; in the background it scans the
 /// store, asks the selector (errors count as "nothing selected"), reads and renders the chosen
@@ -170,12 +210,13 @@ impl RecallHook {
         self.lock(|s| s.spent)
     }
 
-    /// Forget what was surfaced and refill the budget (what compaction does). A recall job
-    /// still running from before the reset attaches nothing.
+    /// Forget what was surfaced and refill the budget (what compaction and `Agent::clear` do).
+    /// A recall job still running from before the reset attaches nothing.
     pub fn reset(&self) {
         self.lock(|s| {
             *s = State {
                 generation: s.generation.wrapping_add(1),
+                seeded: true,
                 ..State::default()
             }
         });
@@ -206,7 +247,10 @@ impl Hook for RecallHook {
         if !self.config.enabled {
             return None;
         }
-        self.lock(|s| s.reconcile(&ctx.messages));
+        self.lock(|s| {
+            s.seed(&ctx.messages, self.store.as_ref());
+            s.reconcile(&ctx.messages);
+        });
         if let Some(reason) = self.skip_reason(user_text) {
             ctx.emit(AgentEvent::RecallSkipped {
                 reason: reason.into(),
@@ -236,6 +280,10 @@ impl Hook for RecallHook {
         }))
     }
     async fn on_compacted(&self, _ctx: &HookContext) {
+        self.reset();
+    }
+
+    async fn on_cleared(&self, _ctx: &HookContext) {
         self.reset();
     }
 }

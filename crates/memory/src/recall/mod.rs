@@ -37,6 +37,6 @@ pub use reads::{ReadTools, read_in_full};
 pub use selector::{SelectionContext, Selector, SelectorError};
 pub use surface::{
     Clock, Cut, ManualClock, SystemClock, age_days, cut_whole_lines, memory_header,
-    render_surfaced, truncation_note,
+    render_surfaced, surfaced_in, truncation_note,
 };
 pub use vectors::{VectorSyncReport, vector_cache_for, vector_cache_path};

@@ -159,3 +159,39 @@ pub fn render_surfaced(
     }
     out
 }
+
+/// The memories a recall attachment in the conversation surfaced: for a text block rendered as
+/// a `<system-reminder>` holding [`render_surfaced`] blocks joined by blank lines, the path shown
+/// in each block's [`memory_header`] and the bytes the blocks took (what the session budget
+/// counted). `None` for any other text.
+///
+/// ```
+/// use memloop_memory::recall::{render_surfaced, surfaced_in};
+/// let a = render_surfaced("/m/a.md", "alpha", 0, 200, 4096);
+/// let b = render_surfaced("/m/b.md", "beta", 9, 200, 4096);
+/// let block = format!("<system-reminder>\n{a}\n\n{b}\n</system-reminder>");
+/// let (paths, bytes) = surfaced_in(&block).unwrap();
+/// assert_eq!(paths, ["/m/a.md", "/m/b.md"]);
+/// assert_eq!(bytes, a.len() + b.len());
+/// assert!(surfaced_in("Memory: not an attachment:").is_none());
+/// ```
+pub fn surfaced_in(text: &str) -> Option<(Vec<String>, usize)> {
+    let inner = text
+        .strip_prefix("<system-reminder>\n")?
+        .strip_suffix("\n</system-reminder>")?;
+    let mut paths = Vec::new();
+    for line in inner.lines() {
+        let rest = line
+            .strip_prefix("Memory (saved today): ")
+            .or_else(|| line.strip_prefix("Memory (saved yesterday): "))
+            .or_else(|| line.strip_prefix("Memory: "));
+        if let Some(path) = rest.and_then(|r| r.strip_suffix(':')) {
+            paths.push(path.to_owned());
+        }
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    let separators = 2 * (paths.len() - 1);
+    Some((paths, inner.len().saturating_sub(separators)))
+}

@@ -1,0 +1,135 @@
+//! Resumed sessions: an agent started from an earlier conversation (here: read back from its
+//! transcript) rebuilds recall's surfaced set and byte budget from the recall attachments in it;
+//! `Agent::clear` resets both.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod recall_common;
+
+use memloop_core::testing::{ScriptStep, ScriptedModel};
+use memloop_core::{
+    Agent, AgentConfig,
+    events::{AgentEvent, EventSink, FanoutSink, VecSink},
+    tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
+};
+use memloop_memory::recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
+use memloop_memory::transcripts::{TranscriptDir, TranscriptHook};
+use recall_common::{put, store};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Returns once recall surfaced something, so the attachment lands during the turn.
+struct WaitForRecall(Arc<Notify>);
+
+#[async_trait::async_trait]
+impl Tool for WaitForRecall {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "wait_for_recall".into(),
+            description: "test tool".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            effect: ToolEffect::ReadOnly,
+        }
+    }
+    async fn call(&self, _input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
+        self.0.notified().await;
+        ToolOutput::ok("recall settled")
+    }
+}
+
+fn selecting(path: &'static str) -> ScriptedModel {
+    ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, move |_| {
+        Some(ScriptStep::text(format!(
+            r#"{{"selected_memories": ["{path}"]}}"#
+        )))
+    })
+}
+
+#[tokio::test]
+async fn a_resumed_session_does_not_resurface_and_keeps_its_budget_until_clear() {
+    let (tmp, store) = store();
+    put(
+        &store,
+        "feedback/tests.md",
+        "integration tests must hit a real database",
+        "Never mock the db.",
+    )
+    .await;
+    let transcripts = TranscriptDir::new(tmp.path());
+
+    // Session 1: recall surfaces the memory; the transcript records the attachment.
+    let model = selecting("feedback/tests.md");
+    model.push_for(
+        "main",
+        ScriptStep::tool("wait_for_recall", serde_json::json!({})),
+    );
+    model.push_for("main", ScriptStep::text("I will use a real database."));
+    let settled = Arc::new(Notify::new());
+    let signal = settled.clone();
+    let on_surfaced = move |e: AgentEvent| {
+        if matches!(e, AgentEvent::MemoriesSurfaced { .. }) {
+            signal.notify_one();
+        }
+    };
+    let recall1 = Arc::new(RecallHook::new(
+        store.clone(),
+        Arc::new(LlmSelector::new(Arc::new(model.clone()))),
+    ));
+    let config = AgentConfig {
+        session_id: "s1".into(),
+        ..AgentConfig::default()
+    };
+    let mut first = Agent::builder(Arc::new(model.clone()))
+        .config(config.clone())
+        .tool(Arc::new(WaitForRecall(settled)))
+        .hook(recall1.clone())
+        .hook(Arc::new(TranscriptHook::new(transcripts.clone())))
+        .events(Arc::new(on_surfaced))
+        .build();
+    first
+        .run_turn("how should I write the integration tests?")
+        .await
+        .unwrap();
+    let spent = recall1.spent_bytes();
+    assert!(spent > 0);
+    drop(first);
+
+    // Session 1 resumed from its transcript with a fresh recall hook.
+    let history = transcripts.load("s1").unwrap().conversation();
+    // This session's selector chooses nothing: whatever it surfaced was rebuilt, not chosen.
+    let model = ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, |_| {
+        Some(ScriptStep::text(r#"{"selected_memories": []}"#))
+    });
+    model.push_for("main", ScriptStep::text("ok"));
+    model.push_for("main", ScriptStep::text("cleared"));
+    model.push_for("main", ScriptStep::text("again"));
+    let recall2 = Arc::new(RecallHook::new(
+        store.clone(),
+        Arc::new(LlmSelector::new(Arc::new(model.clone()))),
+    ));
+    let events = VecSink::default();
+    let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(events.clone())];
+    let mut resumed = Agent::builder(Arc::new(model.clone()))
+        .config(config)
+        .hook(recall2.clone())
+        .events(Arc::new(FanoutSink(sinks)))
+        .messages(history)
+        .build();
+    resumed
+        .run_turn("and the database tests again?")
+        .await
+        .unwrap();
+    assert_eq!(
+        recall2.surfaced(),
+        ["feedback/tests.md".to_owned()].into_iter().collect()
+    );
+    assert!(recall2.spent_bytes() >= spent, "the budget is not refilled");
+    assert_eq!(
+        recall2.spent_bytes(),
+        spent,
+        "counted once, as session 1 did"
+    );
+
+    resumed.clear().await;
+    assert!(recall2.surfaced().is_empty());
+    assert_eq!(recall2.spent_bytes(), 0);
+}

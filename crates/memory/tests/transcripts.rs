@@ -1,0 +1,330 @@
+//! Transcripts: the writer hook on a real agent (scripted model), crash-safe reading, resuming,
+//! clearing, the bounded search and its tool, retention.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use memloop_core::testing::{ScriptStep, ScriptedModel};
+use memloop_core::{
+    Agent, AgentConfig,
+    message::Message,
+    tool::{AgentKind, Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
+};
+use memloop_memory::transcripts::{
+    RecordKind, SearchOptions, TranscriptDir, TranscriptHook, TranscriptSearchTool,
+};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+struct Echo;
+
+#[async_trait::async_trait]
+impl Tool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "echo".into(),
+            description: "echo".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            effect: ToolEffect::ReadOnly,
+        }
+    }
+    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
+        ToolOutput::ok(format!("echoed {input}"))
+    }
+}
+
+fn config(session: &str) -> AgentConfig {
+    AgentConfig {
+        session_id: session.into(),
+        ..AgentConfig::default()
+    }
+}
+
+fn agent(dir: &TranscriptDir, session: &str, model: ScriptedModel, history: Vec<Message>) -> Agent {
+    Agent::builder(Arc::new(model))
+        .config(config(session))
+        .tool(Arc::new(Echo))
+        .hook(Arc::new(TranscriptHook::new(dir.clone())))
+        .messages(history)
+        .build()
+}
+
+fn ids(messages: &[Message]) -> Vec<String> {
+    messages.iter().map(|m| m.id.to_string()).collect()
+}
+
+#[tokio::test]
+async fn every_message_is_one_line_in_order_with_tool_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path().join("projects").join("-repo"));
+    let model = ScriptedModel::new()
+        .then(ScriptStep::tool(
+            "echo",
+            serde_json::json!({"x": "grafana-42"}),
+        ))
+        .then(ScriptStep::text("done with the tool"))
+        .then(ScriptStep::text("second answer"));
+    let mut agent = agent(&dir, "s1", model, Vec::new());
+    agent.run_turn("first question").await.unwrap();
+    agent.run_turn("second question").await.unwrap();
+
+    let path = dir.path_of("s1").unwrap();
+    assert_eq!(path, tmp.path().join("projects/-repo/s1.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    // user, assistant(tool use), tool results, assistant, user, assistant
+    assert_eq!(text.lines().count(), 6, "{text}");
+    let t = dir.load("s1").unwrap();
+    assert_eq!(t.skipped_lines, 0);
+    assert_eq!(ids(&t.conversation()), ids(agent.messages()));
+    assert_eq!(t.conversation(), agent.messages().to_vec());
+    assert!(t.records.iter().all(|r| r.session_id == "s1"));
+    assert_eq!(t.records[0].kind, RecordKind::User);
+    assert!(
+        t.records[2].text().contains("echoed"),
+        "tool result recorded"
+    );
+}
+
+#[test]
+fn a_torn_last_line_is_skipped_and_the_rest_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    let m1 = Message::user("hello there");
+    let m2 = Message::assistant("hi");
+    dir.append(
+        "s",
+        &[
+            memloop_memory::transcripts::TranscriptRecord::for_message("s", &m1).unwrap(),
+            memloop_memory::transcripts::TranscriptRecord::for_message("s", &m2).unwrap(),
+        ],
+    )
+    .unwrap();
+    // A crash in the middle of the next write.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path_of("s").unwrap())
+        .unwrap();
+    f.write_all(br#"{"type":"user","sessionId":"s","message":{"id":"x","ro"#)
+        .unwrap();
+    let t = dir.load("s").unwrap();
+    assert_eq!(t.skipped_lines, 1);
+    assert_eq!(t.conversation(), vec![m1, m2]);
+}
+
+#[tokio::test]
+async fn a_resumed_session_appends_only_new_messages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    let mut first = agent(
+        &dir,
+        "s",
+        ScriptedModel::new().then(ScriptStep::text("one")),
+        Vec::new(),
+    );
+    first.run_turn("turn one").await.unwrap();
+    drop(first);
+
+    let history = dir.load("s").unwrap().conversation();
+    assert_eq!(history.len(), 2);
+    let mut resumed = agent(
+        &dir,
+        "s",
+        ScriptedModel::new().then(ScriptStep::text("two")),
+        history,
+    );
+    resumed.run_turn("turn two").await.unwrap();
+    let t = dir.load("s").unwrap();
+    assert_eq!(t.records.len(), 4, "no message written twice, no reset");
+    assert_eq!(t.conversation(), resumed.messages().to_vec());
+
+    // Another conversation under the same id: a reset line, then all of it.
+    let mut other = agent(
+        &dir,
+        "s",
+        ScriptedModel::new().then(ScriptStep::text("three")),
+        vec![Message::user("unrelated"), Message::assistant("ok")],
+    );
+    other.run_turn("turn three").await.unwrap();
+    let t = dir.load("s").unwrap();
+    assert_eq!(t.records[4].kind, RecordKind::Reset);
+    assert_eq!(t.conversation(), other.messages().to_vec());
+}
+
+#[tokio::test]
+async fn clear_starts_a_new_conversation_in_the_transcript() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    let model = ScriptedModel::new()
+        .then(ScriptStep::text("one"))
+        .then(ScriptStep::text("two"));
+    let mut agent = agent(&dir, "s", model, Vec::new());
+    agent.run_turn("before clear").await.unwrap();
+    agent.clear().await;
+    agent.run_turn("after clear").await.unwrap();
+    let t = dir.load("s").unwrap();
+    assert_eq!(t.records[2].kind, RecordKind::Reset);
+    assert_eq!(t.records[2].reason.as_deref(), Some("clear"));
+    assert_eq!(t.conversation(), agent.messages().to_vec());
+    assert_eq!(t.message_records().len(), 4, "the old conversation is kept");
+}
+
+fn write_session(dir: &TranscriptDir, id: &str, texts: &[&str]) {
+    let records: Vec<_> = texts
+        .iter()
+        .map(|t| {
+            memloop_memory::transcripts::TranscriptRecord::for_message(id, &Message::user(*t))
+                .unwrap()
+        })
+        .collect();
+    dir.append(id, &records).unwrap();
+}
+
+#[test]
+fn search_needs_every_term_is_bounded_and_skips_the_current_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    write_session(
+        &dir,
+        "old",
+        &[
+            "the deploy failed with ERR_CONN_RESET on staging",
+            "deploy went fine",
+            "ERR_CONN_RESET again on deploy",
+        ],
+    );
+    write_session(&dir, "current", &["deploy ERR_CONN_RESET"]);
+    let opts = SearchOptions {
+        exclude_session: Some("current".into()),
+        ..SearchOptions::default()
+    };
+    let hits = dir.search("err_conn_reset DEPLOY", &opts).unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert!(hits.iter().all(|h| h.session_id == "old"));
+    assert!(hits[0].snippet.contains("ERR_CONN_RESET on staging"));
+    let both = dir.search("deploy staging", &opts).unwrap();
+    assert_eq!(both.len(), 1, "every term must appear: {both:?}");
+    let one = dir
+        .search(
+            "deploy",
+            &SearchOptions {
+                limit: 1,
+                ..opts.clone()
+            },
+        )
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert!(dir.search("   ", &opts).unwrap().is_empty());
+    // Only the newest part of a big transcript is read (here: the last line and a bit).
+    let text = std::fs::read_to_string(dir.path_of("old").unwrap()).unwrap();
+    let last = text.lines().last().unwrap().len() as u64;
+    let small = SearchOptions {
+        max_bytes_per_session: last + 20,
+        ..opts
+    };
+    let tail = dir.search("deploy", &small).unwrap();
+    assert_eq!(tail.len(), 1);
+    assert!(tail[0].snippet.contains("again"));
+}
+
+#[tokio::test]
+async fn the_tool_searches_past_sessions_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    write_session(&dir, "past", &["we chose pgbouncer in transaction mode"]);
+    write_session(&dir, "now", &["pgbouncer question"]);
+    let tool = TranscriptSearchTool::new(dir);
+    let ctx = ToolContext {
+        session_id: "now".into(),
+        cwd: tmp.path().into(),
+        agent: AgentKind::Main,
+        cancel: Default::default(),
+    };
+    let out = tool
+        .call(serde_json::json!({"query": "pgbouncer"}), &ctx)
+        .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("[session past"), "{}", out.content);
+    assert!(!out.content.contains("session now"));
+    let none = tool
+        .call(serde_json::json!({"query": "kubernetes"}), &ctx)
+        .await;
+    assert!(none.content.contains("No past session"));
+    assert!(tool.call(serde_json::json!({}), &ctx).await.is_error);
+}
+
+#[test]
+fn retention_deletes_old_transcripts_but_not_the_current_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    for id in ["old", "fresh", "current"] {
+        write_session(&dir, id, &["x"]);
+    }
+    let now = SystemTime::now();
+    let long_ago = now - Duration::from_secs(40 * 24 * 3600);
+    for id in ["old", "current"] {
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path_of(id).unwrap())
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    }
+    std::fs::create_dir(tmp.path().join("memory")).unwrap();
+    let deleted = dir
+        .prune(Duration::from_secs(30 * 24 * 3600), now, "current")
+        .unwrap();
+    assert_eq!(deleted, vec!["old".to_owned()]);
+    let left: Vec<_> = dir.list().unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(left.len(), 2);
+    assert!(left.contains(&"current".to_owned()) && left.contains(&"fresh".to_owned()));
+    assert!(tmp.path().join("memory").is_dir());
+}
+
+#[test]
+fn session_ids_cannot_name_other_files() {
+    let dir = TranscriptDir::new("/tmp/x");
+    for bad in ["", "../a", "a/b", ".hidden"] {
+        assert!(dir.path_of(bad).is_err(), "{bad}");
+    }
+}
+
+/// Attaches a reminder that is ready at once, so it lands on the user's message before the first
+/// model call.
+struct InstantAttachment;
+
+#[async_trait::async_trait]
+impl memloop_core::Hook for InstantAttachment {
+    async fn on_turn_start(
+        &self,
+        _ctx: &memloop_core::HookContext,
+        _user_text: &str,
+    ) -> Option<memloop_core::hooks::PendingAttachment> {
+        Some(memloop_core::hooks::PendingAttachment::spawn(
+            Default::default(),
+            async {
+                Some(memloop_core::hooks::Attachment {
+                    kind: "test".into(),
+                    text: "attached reminder".into(),
+                })
+            },
+        ))
+    }
+}
+
+#[tokio::test]
+async fn the_user_message_is_written_with_the_attachments_that_landed_on_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    let mut agent = Agent::builder(Arc::new(
+        ScriptedModel::new().then(ScriptStep::text("answer")),
+    ))
+    .config(config("s"))
+    .hook(Arc::new(TranscriptHook::new(dir.clone())))
+    .hook(Arc::new(InstantAttachment))
+    .build();
+    agent.run_turn("question").await.unwrap();
+    assert!(agent.messages()[0].text().contains("attached reminder"));
+    assert_eq!(
+        dir.load("s").unwrap().conversation(),
+        agent.messages().to_vec()
+    );
+}

@@ -1,0 +1,277 @@
+//! `MemorySetup`'s Claude Code defaults: project instructions and session-notes compaction on
+//! (each with an opt-out), a side model for selection with the lexical fallback, settings that
+//! switch memory off, managed settings that set the memory dir, extra prompt guidelines.
+#![allow(clippy::unwrap_used)]
+
+use memloop::MemorySetup;
+use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::core::{
+    Agent,
+    events::AgentEvent,
+    model::{Model, ModelError, ModelRequest, ModelResponse},
+};
+use memloop::memory::paths::{MemoryDirResolver, ResolutionRule};
+use memloop::memory::{env::EnvVars, recall::SELECTOR_PURPOSE};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn env(home: &Path) -> EnvVars {
+    EnvVars::from_pairs([("MEMLOOP_HOME", home.to_str().unwrap())])
+}
+
+/// A resolver that reads no system-wide managed settings (a test must not depend on /etc).
+fn resolver(project: &Path) -> MemoryDirResolver {
+    MemoryDirResolver::new(project).managed_settings(project.join("no-managed-settings.json"))
+}
+
+async fn first_request(memory: &MemorySetup) -> ModelRequest {
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")));
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model.clone())))
+        .unwrap()
+        .build();
+    agent.run_turn("hello there").await.unwrap();
+    agent.drain(Duration::from_secs(30)).await;
+    model.requests_for("main").remove(0)
+}
+
+#[tokio::test]
+async fn instructions_and_compaction_are_on_by_default_each_with_an_opt_out() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("CLAUDE.md"), "Always use tabs.\n").unwrap();
+    let memory = MemorySetup::with_resolver(resolver(project.path()), env(home.path())).unwrap();
+    let req = first_request(&memory).await;
+    assert!(req.system.iter().any(|s| s.contains("Always use tabs.")));
+    assert!(req.tools.iter().any(|t| t.name == "edit_session_notes"));
+
+    let memory = memory.without_instructions().without_compaction();
+    let req = first_request(&memory).await;
+    assert!(!req.system.iter().any(|s| s.contains("Always use tabs.")));
+    assert!(!req.tools.iter().any(|t| t.name == "edit_session_notes"));
+}
+
+/// A side model that always fails.
+struct Broken;
+
+#[async_trait::async_trait]
+impl Model for Broken {
+    fn name(&self) -> &str {
+        "broken"
+    }
+    async fn complete(
+        &self,
+        _req: ModelRequest,
+        _cancel: memloop::core::CancellationToken,
+    ) -> Result<ModelResponse, ModelError> {
+        Err(ModelError::Other("side model down".into()))
+    }
+}
+
+async fn surfaced_with(side: Arc<dyn Model>, home: &Path, project: &Path) -> Vec<String> {
+    let memory = MemorySetup::with_resolver(resolver(project), env(home))
+        .unwrap()
+        .without_compaction()
+        .side_model(side);
+    let store = memory.store().unwrap().clone();
+    let doc = memloop::memory::store::MemoryDoc {
+        name: "deploy days".into(),
+        description: "we deploy on tuesdays only".into(),
+        memory_type: Some(memloop::memory::store::MemoryType::Project),
+        body: "Deploys happen on Tuesdays.".into(),
+    };
+    store
+        .write(
+            "deploy.md",
+            &doc,
+            memloop::memory::store::WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    // The first main call waits until recall settled, so the outcome does not depend on timing.
+    let surfaced = Arc::new(tokio::sync::Notify::new());
+    let signal = surfaced.clone();
+    let paths = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = paths.clone();
+    let sink = move |e: AgentEvent| {
+        if let AgentEvent::MemoriesSurfaced { paths, .. } = e {
+            seen.lock().unwrap().extend(paths);
+            signal.notify_one();
+        }
+    };
+    let main = ScriptedModel::new()
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")))
+        .then(ScriptStep::text("ok"));
+    let waiting = WaitThen(surfaced, main);
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(waiting)).events(Arc::new(sink)))
+        .unwrap()
+        .build();
+    agent.run_turn("which day do we deploy?").await.unwrap();
+    agent.drain(Duration::from_secs(30)).await;
+    paths.lock().map(|p| p.clone()).unwrap()
+}
+
+/// The main model: its first call waits for `Notify`.
+struct WaitThen(Arc<tokio::sync::Notify>, ScriptedModel);
+
+#[async_trait::async_trait]
+impl Model for WaitThen {
+    fn name(&self) -> &str {
+        "main"
+    }
+    async fn complete(
+        &self,
+        req: ModelRequest,
+        cancel: memloop::core::CancellationToken,
+    ) -> Result<ModelResponse, ModelError> {
+        if req.purpose == "main" {
+            // Bounded, so a recall that never surfaces fails the test instead of hanging it.
+            let _ = tokio::time::timeout(Duration::from_secs(10), self.0.notified()).await;
+        }
+        self.1.complete(req, cancel).await
+    }
+}
+
+#[tokio::test]
+async fn a_side_model_selects_with_one_query_and_the_lexical_selector_backs_it_up() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let side = ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, |_| {
+        Some(ScriptStep::text(r#"{"selected_memories": ["deploy.md"]}"#))
+    });
+    let got = surfaced_with(Arc::new(side.clone()), home.path(), project.path()).await;
+    assert_eq!(got, ["deploy.md"]);
+    assert_eq!(
+        side.requests_for(SELECTOR_PURPOSE).len(),
+        1,
+        "one side query"
+    );
+
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let got = surfaced_with(Arc::new(Broken), home.path(), project.path()).await;
+    assert_eq!(
+        got,
+        ["deploy.md"],
+        "BM25 answered when the side model failed"
+    );
+}
+
+#[tokio::test]
+async fn settings_can_switch_memory_off_and_the_nearest_file_wins() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let app = project.path().join(".memloop");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(app.join("settings.json"), r#"{"autoMemoryEnabled": false}"#).unwrap();
+    let memory = MemorySetup::with_resolver(resolver(project.path()), env(home.path())).unwrap();
+    assert!(!memory.enabled());
+    let req = first_request(&memory).await;
+    assert!(req.system.iter().all(|s| !s.contains("MEMORY.md")));
+
+    std::fs::write(
+        app.join("settings.local.json"),
+        r#"{"autoMemoryEnabled": true}"#,
+    )
+    .unwrap();
+    let memory = MemorySetup::with_resolver(resolver(project.path()), env(home.path())).unwrap();
+    assert!(memory.enabled());
+
+    // Managed (policy) settings come first.
+    let managed = project.path().join("managed.json");
+    std::fs::write(&managed, r#"{"autoMemoryEnabled": false}"#).unwrap();
+    let memory = MemorySetup::with_resolver(
+        MemoryDirResolver::new(project.path()).managed_settings(&managed),
+        env(home.path()),
+    )
+    .unwrap();
+    assert!(!memory.enabled());
+}
+
+#[tokio::test]
+async fn managed_settings_set_the_memory_dir_over_user_and_local_settings() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let app = project.path().join(".memloop");
+    std::fs::create_dir_all(&app).unwrap();
+    let local = home.path().join("local-mem");
+    std::fs::write(
+        app.join("settings.local.json"),
+        serde_json::json!({"memory_dir": local}).to_string(),
+    )
+    .unwrap();
+    let policy = home.path().join("policy-mem");
+    let managed = home.path().join("managed-settings.json");
+    std::fs::write(
+        &managed,
+        serde_json::json!({"memory_dir": policy}).to_string(),
+    )
+    .unwrap();
+    let r = MemoryDirResolver::new(project.path())
+        .env(env(home.path()))
+        .managed_settings(&managed)
+        .resolve()
+        .unwrap();
+    assert_eq!((r.rule, r.dir), (ResolutionRule::ManagedSettings, policy));
+    let r = resolver(project.path())
+        .env(env(home.path()))
+        .resolve()
+        .unwrap();
+    assert_eq!((r.rule, r.dir), (ResolutionRule::LocalSettings, local));
+}
+
+#[tokio::test]
+async fn an_environment_variable_appends_guidelines_to_the_memory_prompt() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = env(home.path()).with(
+        "MEMLOOP_MEMORY_EXTRA_GUIDELINES",
+        "Never save anything about customers.",
+    );
+    let memory = MemorySetup::with_resolver(resolver(project.path()), env).unwrap();
+    let req = first_request(&memory).await;
+    let section = req.system.iter().find(|s| s.contains("MEMORY.md")).unwrap();
+    assert!(section.contains("## Additional guidelines\n\nNever save anything about customers."));
+}
+
+#[tokio::test]
+async fn daily_log_mode_switches_the_main_agents_prompt_and_tools_too() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let memory = MemorySetup::with_resolver(resolver(project.path()), env(home.path())).unwrap();
+    let req = first_request(&memory).await;
+    assert!(!req.tools.iter().any(|t| t.name == "memory_log_append"));
+    assert!(req.system.iter().all(|s| !s.contains("Daily-log mode")));
+
+    let memory = memory.daily_log(true);
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("ok")))
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")));
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model.clone())))
+        .unwrap()
+        .build();
+    agent.run_turn("we ship on tuesdays").await.unwrap();
+    agent.drain(Duration::from_secs(30)).await;
+    let main = &model.requests_for("main")[0];
+    assert!(main.tools.iter().any(|t| t.name == "memory_log_append"));
+    let section = main
+        .system
+        .iter()
+        .find(|s| s.contains("MEMORY.md"))
+        .unwrap();
+    assert!(section.contains("## Daily-log mode"), "{section}");
+    assert!(section.contains("memory_log_append"));
+    // The extractor runs in daily-log mode as well (its prompt says so).
+    let extractor = &model.requests_for("extractor")[0];
+    assert!(
+        extractor
+            .last_user_text()
+            .unwrap()
+            .contains("Daily-log mode is on")
+    );
+}
