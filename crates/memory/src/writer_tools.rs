@@ -16,12 +16,28 @@ use crate::memory_store::{
 };
 use crate::types::{IndexEntry, LoadedIndex, MemoryError, MemoryFile, MemoryHeader, WriteReport};
 use async_trait::async_trait;
+use memloop_core::AgentError;
 use memloop_core::fork::ForkedAgentBuilder;
 use memloop_core::tool::{
     PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext, ToolEffect,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Why a background memory writer (the extractor or the consolidator) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriterError {
+    /// The forked agent failed (model error, cancellation, ...).
+    #[error("forked agent failed: {0}")]
+    Agent(#[from] AgentError),
+    /// The memory store failed.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// Any other failure (of a custom extractor, say).
+    #[error("extraction failed: {0}")]
+    Failed(String),
+}
 
 /// The store-backed writes of the extractor: `memory_write`, and `memory_log_append` in
 /// daily-log mode. It never deletes.

@@ -1,11 +1,11 @@
 //! The forked consolidator: a consolidation prompt, the parent's tools, and a gate that lets it
 //! write only with `memory_write` and `memory_delete` inside the memory dir.
 
-use crate::extract::ExtractError;
 use crate::index::IndexCaps;
 use crate::manifest::format_manifest_capped;
 use crate::memory_store::MemoryStore;
 use crate::tools::memory_tools;
+use crate::writer_tools::WriterError;
 use crate::writer_tools::{CONSOLIDATOR_WRITES, bind_tools, memory_writer_gate};
 use memloop_core::text::render_template;
 use memloop_core::{HookContext, fork::ForkedAgentBuilder, tool::Tool};
@@ -56,7 +56,7 @@ impl Consolidator {
     }
 
     /// The prompt for one consolidation.
-    pub async fn prompt(&self) -> Result<String, ExtractError> {
+    pub async fn prompt(&self) -> Result<String, WriterError> {
         let headers = self.store.scan().await?;
         let manifest = format_manifest_capped(&headers, self.manifest_limit, "(none)");
         let index = self.store.load_index().await?.content;
@@ -88,7 +88,7 @@ impl Consolidator {
     pub async fn run_standalone(
         &self,
         model: Arc<dyn memloop_core::model::Model>,
-    ) -> Result<Vec<PathBuf>, ExtractError> {
+    ) -> Result<Vec<PathBuf>, WriterError> {
         let hook = HookContext {
             session_id: format!("manual-dream-{}", uuid::Uuid::new_v4()),
             turn: 0,
@@ -109,7 +109,7 @@ impl Consolidator {
     }
 
     /// Run one consolidation forked from `hook`; returns the files written.
-    pub async fn run(&self, hook: &HookContext) -> Result<Vec<PathBuf>, ExtractError> {
+    pub async fn run(&self, hook: &HookContext) -> Result<Vec<PathBuf>, WriterError> {
         let prompt = self.prompt().await?;
         let mut base = hook.clone();
         if let Some(dir) = self.store.describe().dir() {

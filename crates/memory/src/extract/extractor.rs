@@ -1,8 +1,8 @@
 //! The [`Extractor`] trait: what a run gets and how it fails.
 
-use crate::types::MemoryError;
+pub use crate::writer_tools::WriterError;
 use async_trait::async_trait;
-use memloop_core::{AgentError, HookContext, message::Message};
+use memloop_core::{HookContext, message::Message};
 use std::path::PathBuf;
 
 /// What an [`Extractor`] gets for one run.
@@ -16,22 +16,11 @@ pub struct ExtractionContext {
     pub trailing: bool,
 }
 
-/// Why an extraction failed. The scheduler reports it as
+/// Why an extraction failed: the background writers' error (shared with the consolidator). The
+/// scheduler reports it as
 /// [`AgentEvent::ExtractionFailed`](memloop_core::events::AgentEvent::ExtractionFailed) and keeps the
 /// cursor where it was.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExtractError {
-    /// The forked agent failed (model error, cancellation, ...).
-    #[error("forked agent failed: {0}")]
-    Agent(#[from] AgentError),
-    /// The memory store failed.
-    #[error(transparent)]
-    Memory(#[from] MemoryError),
-    /// Any other failure of a custom extractor.
-    #[error("extraction failed: {0}")]
-    Failed(String),
-}
+pub type ExtractError = WriterError;
 
 /// Turns the new part of a conversation into memory files. Object-safe; share it as
 /// `Arc<dyn Extractor>`.
