@@ -26,6 +26,7 @@ pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
         env: ctx.env.clone(),
         claude: ctx.claude,
         memory_dir: ctx.memory_dir.clone(),
+        limits: Default::default(),
     }
 }
 

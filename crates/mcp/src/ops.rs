@@ -2,7 +2,8 @@
 //! [`Refusal`] when the request itself is not acceptable (the project path, a target name).
 //! A failing backend is not a refusal: the answer says `available: false` and why.
 
-use crate::mapping::{EntryType, Scope, entry_to_memory};
+use crate::answer::McpLimits;
+use crate::mapping::{EntryType, Scope, entry_to_memory, first_line};
 use crate::projects::{OpenProject, Project, Projects};
 use memloop_memory::recall::{Selector, format_manifest};
 use memloop_memory::store::{
@@ -17,7 +18,7 @@ use std::sync::Arc;
 const RECENT_SESSIONS: usize = 3;
 /// How many todos and decisions `context_load` lists at most.
 const LOAD_LIST_CAP: usize = 50;
-/// Most entries one `context_save` call accepts.
+/// Most entries one `context_save` call accepts by default ([`McpLimits::max_batch_entries`]).
 pub const MAX_BATCH: usize = 100;
 /// Most results one `context_search` returns.
 pub const MAX_LIMIT: usize = 50;
@@ -60,7 +61,8 @@ pub enum ManageAction {
     Delete,
     /// Replace the body of the memory at `target` with `content` (title and type kept).
     Update,
-    /// Create the project's memory dir (and index) if it does not exist yet.
+    /// Create the project's memory dir if it does not exist yet (its index, `MEMORY.md`, is
+    /// written with the first saved entry).
     InitProject,
 }
 
@@ -267,9 +269,34 @@ fn refusal_reason(e: &MemoryError) -> (&'static str, String) {
     let code = match e {
         MemoryError::SensitiveData { .. } => "secret_refused",
         MemoryError::InvalidName { .. } | MemoryError::OutsideMemoryDir { .. } => "invalid_path",
+        MemoryError::TooLarge { .. } => "too_large",
         _ => "write_failed",
     };
     (code, e.to_string())
+}
+
+/// Whether `e` refuses the request itself (a bad or escaping target, a credential, a size, a
+/// missing memory) rather than reporting a failing backend.
+fn is_refusal(e: &MemoryError) -> bool {
+    matches!(
+        e,
+        MemoryError::InvalidName { .. }
+            | MemoryError::OutsideMemoryDir { .. }
+            | MemoryError::InvalidMemoryDir { .. }
+            | MemoryError::SensitiveData { .. }
+            | MemoryError::TooLarge { .. }
+            | MemoryError::NotFound(_)
+    )
+}
+
+/// A store error as the answer: a tool error with the reason when the request is refused
+/// (`what` names the action, e.g. "update `todos/x.md`"), else `available: false`.
+fn store_failure(project: &Project, what: &str, e: MemoryError) -> Result<Value, Refusal> {
+    match e {
+        MemoryError::NotFound(_) => Err(Refusal(format!("{what}: no such memory"))),
+        e if is_refusal(&e) => Err(Refusal(format!("{what} refused: {e}"))),
+        e => Ok(unavailable(project, e)),
+    }
 }
 
 /// `context_save`: each entry written through the store; per entry what was written or why not.
@@ -277,15 +304,24 @@ pub async fn save(
     projects: &Projects,
     project_path: &str,
     entries: &[SaveEntry],
+    limits: McpLimits,
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     if entries.is_empty() {
         return Err(Refusal("entries is empty: nothing to save".into()));
     }
-    if entries.len() > MAX_BATCH {
+    if entries.len() > limits.max_batch_entries {
         return Err(Refusal(format!(
-            "{} entries in one batch; at most {MAX_BATCH}",
-            entries.len()
+            "{} entries in one batch; at most {}",
+            entries.len(),
+            limits.max_batch_entries
+        )));
+    }
+    let total: usize = entries.iter().map(|e| e.content.len()).sum();
+    if total > limits.max_batch_bytes {
+        return Err(Refusal(format!(
+            "the batch's contents are {total} bytes; at most {} in one call (split it)",
+            limits.max_batch_bytes
         )));
     }
     let open = match projects.open(&project, true).await {
@@ -306,6 +342,15 @@ pub async fn save(
         );
         let r = if entry.content.trim().is_empty() {
             Err(("empty_content", "content is empty".to_owned()))
+        } else if entry.content.len() > limits.max_entry_bytes {
+            Err((
+                "too_large",
+                format!(
+                    "content is {} bytes; at most {} per entry (split it or summarise)",
+                    entry.content.len(),
+                    limits.max_entry_bytes
+                ),
+            ))
         } else {
             open.store
                 .write(&rel, &doc, WriteMode::Overwrite)
@@ -347,9 +392,11 @@ pub async fn manage(
     action: ManageAction,
     target: Option<&str>,
     content: Option<&str>,
+    limits: McpLimits,
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     let create = action == ManageAction::InitProject;
+    let existed = project.known();
     let open = match projects.open(&project, create).await {
         Ok(Some(open)) => open,
         Ok(None) => {
@@ -400,13 +447,7 @@ pub async fn manage(
             let rel = target_path()?;
             match store.delete(&rel).await {
                 Ok(()) => Ok(base(json!({ "deleted": rel }))),
-                Err(MemoryError::NotFound(_)) => {
-                    Err(Refusal(format!("no memory at `{rel}` to delete")))
-                }
-                Err(
-                    e @ (MemoryError::InvalidName { .. } | MemoryError::OutsideMemoryDir { .. }),
-                ) => Err(Refusal(e.to_string())),
-                Err(e) => Ok(unavailable(&project, e)),
+                Err(e) => store_failure(&project, &format!("delete `{rel}`"), e),
             }
         }
         ManageAction::Update => {
@@ -414,30 +455,39 @@ pub async fn manage(
             let content = content
                 .filter(|c| !c.trim().is_empty())
                 .ok_or_else(|| Refusal("update needs non-empty content".into()))?;
+            if content.len() > limits.max_entry_bytes {
+                return Err(Refusal(format!(
+                    "update `{rel}` refused: content is {} bytes; at most {} per entry",
+                    content.len(),
+                    limits.max_entry_bytes
+                )));
+            }
+            let what = format!("update `{rel}`");
             let old = match store.read(&rel).await {
                 Ok(f) => f,
-                Err(MemoryError::NotFound(_)) => {
-                    return Err(Refusal(format!("no memory at `{rel}` to update")));
-                }
-                Err(e) => return Ok(unavailable(&project, e)),
+                Err(e) => return store_failure(&project, &what, e),
             };
             let h = &old.header;
-            let doc = MemoryDoc::new(
-                title_of(h),
-                h.description.clone().unwrap_or_default(),
-                h.memory_type,
-                content,
-            );
+            let title = title_of(h);
+            let mut description = first_line(content, 150);
+            if description.is_empty() {
+                description = title.clone();
+            }
+            let doc = MemoryDoc::new(title, description, h.memory_type, content);
             match store.write(&rel, &doc, WriteMode::Overwrite).await {
-                Ok(report) => Ok(base(json!({ "updated": report.rel_path }))),
-                Err(e @ MemoryError::SensitiveData { .. }) => Err(Refusal(e.to_string())),
-                Err(e) => Ok(unavailable(&project, e)),
+                Ok(report) => Ok(base(
+                    json!({ "updated": report.rel_path, "description": doc.description }),
+                )),
+                Err(e) => store_failure(&project, &what, e),
             }
         }
-        ManageAction::InitProject => match store.load_index().await {
-            Ok(_) => Ok(base(json!({ "initialized": true }))),
-            Err(e) => Ok(unavailable(&project, e)),
-        },
+        ManageAction::InitProject => Ok(base(json!({
+            "initialized": true,
+            "created": !existed,
+            "memory_dir": project.memory.dir,
+            "note": "the memory dir exists; its index (MEMORY.md) is written with the first \
+                     saved entry",
+        }))),
     }
 }
 

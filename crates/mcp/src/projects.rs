@@ -32,6 +32,8 @@ pub struct McpConfig {
     pub claude: bool,
     /// One memory dir for every project (the CLI's `--memory-dir`).
     pub memory_dir: Option<PathBuf>,
+    /// Size caps on entries, batches and answers.
+    pub limits: crate::answer::McpLimits,
 }
 
 /// Why a project path was refused.
@@ -69,6 +71,9 @@ pub fn project_id(canonical: &Path) -> String {
     digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
+/// Most projects `resources/list` names.
+const MAX_LISTED: usize = 1000;
+
 /// An open project: its store and the BM25 selector kept in step with it.
 pub(crate) struct OpenProject {
     pub(crate) store: Arc<dyn MemoryStore>,
@@ -97,6 +102,11 @@ impl Projects {
             open: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The size caps.
+    pub(crate) fn limits(&self) -> crate::answer::McpLimits {
+        self.config.limits
     }
 
     /// The canonical roots.
@@ -160,18 +170,38 @@ impl Projects {
         })
     }
 
-    /// The projects a client may know about: the roots (when they are projects with memory) and
-    /// every project resolved in this session.
+    /// The projects a client may know about: each root and each directory directly under a
+    /// root (hidden ones skipped, at most [`MAX_LISTED`] in all), then every project resolved
+    /// in this session. Only the validated projects; whether they have memory is the caller's
+    /// question.
     pub(crate) async fn listed(&self) -> Vec<Project> {
-        let mut out: Vec<Project> = self
-            .roots
-            .iter()
-            .filter_map(|r| self.project_at(r.clone()).ok())
-            .collect();
-        for p in self.seen.lock().await.values() {
-            if !out.iter().any(|o| o.id == p.id) {
-                out.push(p.clone());
+        let mut out: Vec<Project> = Vec::new();
+        let push = |p: Project, out: &mut Vec<Project>| {
+            if out.len() < MAX_LISTED && !out.iter().any(|o| o.id == p.id) {
+                out.push(p);
             }
+        };
+        for root in &self.roots {
+            let mut candidates = vec![root.clone()];
+            if let Ok(entries) = std::fs::read_dir(root) {
+                let mut children: Vec<PathBuf> = entries
+                    .flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .filter_map(|e| std::fs::canonicalize(e.path()).ok())
+                    .filter(|p| p.is_dir() && p.starts_with(root))
+                    .collect();
+                children.sort();
+                candidates.extend(children);
+            }
+            for c in candidates {
+                match self.project_at(c) {
+                    Ok(p) => push(p, &mut out),
+                    Err(e) => tracing::debug!(error = %e, "project not listed"),
+                }
+            }
+        }
+        for p in self.seen.lock().await.values() {
+            push(p.clone(), &mut out);
         }
         out
     }
@@ -214,6 +244,7 @@ mod tests {
             env: EnvVars::from_pairs([("MEMLOOP_HOME", home.to_string_lossy().into_owned())]),
             claude: false,
             memory_dir: None,
+            limits: Default::default(),
         }
     }
 
