@@ -72,6 +72,10 @@ pub struct McpArgs {
     /// Serve any existing project directory a client names.
     #[arg(long)]
     pub allow_any_project: bool,
+    /// `init_project` leaves the project's CLAUDE.md alone (by default it writes the usage
+    /// block there, between markers).
+    #[arg(long)]
+    pub no_claude_md: bool,
 }
 
 /// `memloop team ...`: sync between the local memory dir and the team store.

@@ -27,6 +27,7 @@ pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
         claude: ctx.claude,
         memory_dir: ctx.memory_dir.clone(),
         limits: Default::default(),
+        no_claude_md: args.no_claude_md,
     }
 }
 

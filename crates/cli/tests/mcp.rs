@@ -78,7 +78,9 @@ async fn python_sdk_client_session() {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/python/client_session.py");
     let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0");
-    let probe = std::process::Command::new("python3")
+    // `.ci/run` installs the SDK into a virtualenv with pinned dependencies and names its python.
+    let python = std::env::var("MEMLOOP_MCP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = std::process::Command::new(&python)
         .args(["-c", "import mcp.client.stdio"])
         .output();
     match probe {
@@ -90,13 +92,13 @@ async fn python_sdk_client_session() {
             };
             assert!(
                 !ci,
-                "CI: the MCP Python SDK is required (`python3 -m pip install mcp`): {why}"
+                "CI: the MCP Python SDK is required (`.ci/run` installs it; MEMLOOP_MCP_PYTHON={python}): {why}"
             );
             eprintln!("skipping: python3 with the `mcp` package is not available: {why}");
             return;
         }
     }
-    let out = tokio::process::Command::new("python3")
+    let out = tokio::process::Command::new(&python)
         .arg(&script)
         .arg(BIN)
         .arg(&fx.project)

@@ -12,6 +12,7 @@ fn run(home: &Path, project: &Path, args: &[&str]) -> Output {
         .env("HOME", home)
         .env("MEMLOOP_HOME", home.join(".memloop"))
         .env("MEMLOOP_LOG", "warn")
+        .env("EDITOR", "true")
         .current_dir(project)
         .args(args)
         .output()

@@ -10,13 +10,15 @@
 
 mod answer;
 mod mapping;
+mod onboarding;
 mod ops;
 mod projects;
 mod server;
 
 pub use answer::McpLimits;
 pub use mapping::{EntryType, Scope, entry_to_memory, slug};
-pub use ops::{MAX_BATCH, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
+pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
+pub use ops::{GLOBAL_PREFIX, MAX_BATCH, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
 pub use projects::{McpConfig, Project, ProjectRefused, project_id};
 pub use server::{
     INDEX_MIME, LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,

@@ -49,6 +49,10 @@ pub struct SaveEntry {
     /// Optional tags, stored with the entry and searchable.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Store it once in the global memory shared by every project (e.g. knowledge that is not
+    /// about this project) instead of the project's. Default false.
+    #[serde(default)]
+    pub global: bool,
 }
 
 /// What `context_manage` does.
@@ -110,18 +114,47 @@ async fn with_body(store: &dyn MemoryStore, h: &MemoryHeader) -> Value {
     v
 }
 
-/// `context_load`.
+/// The hint an unregistered project gets.
+const INIT_HINT: &str = "this project has no memory yet: call context_manage with action \
+                         init_project (or save entries with context_save) to start one";
+
+/// The day of an RFC 3339 time (`2026-02-28`).
+fn day_of(rfc3339: &str) -> String {
+    rfc3339.chars().take(10).collect()
+}
+
+/// A session's overview for `recent_sessions[].summary`: the body's first paragraph, at most
+/// 500 characters.
+fn overview(body: &str) -> String {
+    let para = body
+        .split("\n\n")
+        .map(str::trim)
+        .find(|p| !p.is_empty())
+        .unwrap_or("");
+    let mut out: String = para.chars().take(500).collect();
+    if out.len() < para.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// `context_load`: the seed's shape (`project_id`, `registered`, `last_session`, `summary`,
+/// `recent_sessions[{date, summary}]`, `pending_items`, `active_decisions` as strings) plus
+/// memloop's details (`project`, `index`, `open_todos`, `decisions`, `global_knowledge`).
 pub async fn load(projects: &Projects, project_path: &str) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
+    let global = global_listing(projects).await;
     let open = match projects.open(&project, false).await {
         Ok(Some(open)) => open,
         Ok(None) => {
             return Ok(json!({
+                "project_id": project.id,
+                "registered": false,
                 "project": project_json(&project),
                 "available": true,
                 "known": false,
-                "hint": "no memory yet for this project: save entries with context_save (or \
-                         context_manage init_project) to start one",
+                "hint": INIT_HINT,
+                "global_knowledge": global,
             }));
         }
         Err(e) => return Ok(unavailable(&project, e)),
@@ -140,33 +173,128 @@ pub async fn load(projects: &Projects, project_path: &str) -> Result<Value, Refu
     let sessions: Vec<&MemoryHeader> = in_folder("sessions/").collect();
     let mut recent = Vec::new();
     for h in sessions.iter().take(RECENT_SESSIONS) {
-        recent.push(with_body(store, h).await);
+        let mut v = with_body(store, h).await;
+        let body = v["content"].as_str().unwrap_or_default().to_owned();
+        if let Value::Object(map) = &mut v {
+            map.insert("date".into(), json!(day_of(&h.modified_rfc3339())));
+            map.insert("summary".into(), json!(overview(&body)));
+        }
+        recent.push(v);
     }
     let mut todos = Vec::new();
     for h in in_folder("todos/") {
         todos.push(with_body(store, h).await);
     }
+    let decisions: Vec<&MemoryHeader> = in_folder("decisions/").collect();
+    let line = |h: &MemoryHeader| {
+        let title = title_of(h);
+        match h.description.as_deref() {
+            Some(d) if !d.is_empty() && d != title => format!("{title}: {d}"),
+            _ => title,
+        }
+    };
+    let count = |f: &str| headers.iter().filter(|h| h.rel_path.starts_with(f)).count();
+    let summary = format!(
+        "{} memories ({} sessions, {} decisions, {} changes, {} knowledge, {} open todos){}",
+        headers.len(),
+        count("sessions/"),
+        count("decisions/"),
+        count("changes/"),
+        count("knowledge/"),
+        count("todos/"),
+        sessions
+            .first()
+            .map(|h| format!("; last session: {}", line(h)))
+            .unwrap_or_default()
+    );
     Ok(json!({
+        "project_id": project.id,
+        "registered": true,
+        "last_session": sessions.first().map(|h| h.modified_rfc3339()),
+        "summary": summary,
+        "recent_sessions": recent,
+        "pending_items": in_folder("todos/").map(title_of).collect::<Vec<_>>(),
+        "active_decisions": decisions.iter().map(|h| line(h)).collect::<Vec<_>>(),
         "project": project_json(&project),
         "available": true,
         "known": true,
         "memories": headers.len(),
-        "last_session": sessions.first().map(|h| h.modified_rfc3339()),
         "index": {
             "content": index.content,
             "truncated": index.truncated_by_lines || index.truncated_by_bytes,
         },
-        "recent_sessions": recent,
         "open_todos": todos,
-        "active_decisions": in_folder("decisions/").map(header_json).collect::<Vec<_>>(),
+        "decisions": decisions.iter().map(|h| header_json(h)).collect::<Vec<_>>(),
+        "global_knowledge": global,
     }))
 }
 
-/// A search hit: the memory and its score (none when listing).
-type Hit<'a> = (&'a MemoryHeader, Option<f32>);
+/// The prefix of global memories' paths in answers and targets.
+pub const GLOBAL_PREFIX: &str = "global/";
 
-/// `context_search`: BM25F through the recall layer's selector; when that fails, the memories
-/// in scope newest first (`mode: "listing"`).
+/// A search hit: the memory, its score (none when listing), and whether it is global.
+struct Hit {
+    header: MemoryHeader,
+    score: Option<f32>,
+    global: bool,
+}
+
+/// Search one store: ranked hits, or (when ranking fails) the newest in scope and why.
+async fn search_store(
+    open: &OpenProject,
+    query: &str,
+    scope: Scope,
+    limit: usize,
+    global: bool,
+) -> Result<(Vec<Hit>, Option<String>), MemoryError> {
+    let in_scope: Vec<MemoryHeader> = open
+        .store
+        .scan()
+        .await?
+        .into_iter()
+        .filter(|h| scope.contains(&h.rel_path))
+        .collect();
+    let hit = |h: &MemoryHeader, score| Hit {
+        header: h.clone(),
+        score,
+        global,
+    };
+    Ok(match ranked(open, query, &in_scope, limit).await {
+        Ok(scored) => (
+            scored
+                .iter()
+                .filter_map(|(p, s)| {
+                    in_scope
+                        .iter()
+                        .find(|h| &h.rel_path == p)
+                        .map(|h| hit(h, Some(*s)))
+                })
+                .collect(),
+            None,
+        ),
+        Err(e) => (
+            in_scope.iter().take(limit).map(|h| hit(h, None)).collect(),
+            Some(e),
+        ),
+    })
+}
+
+/// The kind of a memory for search results (`session`, `decision`, ...), from its folder.
+fn kind_of(rel_path: &str) -> &'static str {
+    match rel_path.split('/').next() {
+        Some("sessions") => "session",
+        Some("decisions") => "decision",
+        Some("changes") => "change",
+        Some("knowledge") => "knowledge",
+        Some("todos") => "todo",
+        _ => "memory",
+    }
+}
+
+/// `context_search`: BM25F through the recall layer's selector over the project's memories and
+/// the global ones; when ranking fails, the memories in scope newest first (`mode: "listing"`).
+/// Each result has the seed's fields (`type`, `date`, `relevance` in 0..1 relative to the best
+/// hit, `content`) plus `path`, `title`, `score`, `global`.
 pub async fn search(
     projects: &Projects,
     project_path: &str,
@@ -176,64 +304,104 @@ pub async fn search(
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     let limit = limit.clamp(1, MAX_LIMIT);
-    let open = match projects.open(&project, false).await {
-        Ok(Some(open)) => open,
-        Ok(None) => {
-            return Ok(json!({
-                "project": project_json(&project), "available": true, "known": false,
-                "mode": "bm25", "results": [],
-            }));
+    let mut hits = Vec::new();
+    let mut reasons = Vec::new();
+    let known = match projects.open(&project, false).await {
+        Ok(Some(open)) => {
+            match search_store(&open, query, scope, limit, false).await {
+                Ok((h, reason)) => {
+                    hits.extend(h);
+                    reasons.extend(reason);
+                }
+                Err(e) => return Ok(unavailable(&project, e)),
+            }
+            true
         }
+        Ok(None) => false,
         Err(e) => return Ok(unavailable(&project, e)),
     };
-    let headers = match open.store.scan().await {
-        Ok(h) => h,
-        Err(e) => return Ok(unavailable(&project, e)),
-    };
-    let in_scope: Vec<MemoryHeader> = headers
-        .into_iter()
-        .filter(|h| scope.contains(&h.rel_path))
-        .collect();
-    let ranked = ranked(&open, query, &in_scope, limit).await;
-    let (mode, reason, hits): (&str, Option<String>, Vec<Hit<'_>>) = match ranked {
-        Ok(scored) => (
-            "bm25",
-            None,
-            scored
-                .iter()
-                .filter_map(|(p, s)| {
-                    in_scope
-                        .iter()
-                        .find(|h| &h.rel_path == p)
-                        .map(|h| (h, Some(*s)))
-                })
-                .collect(),
-        ),
-        Err(e) => (
-            "listing",
-            Some(e),
-            in_scope.iter().take(limit).map(|h| (h, None)).collect(),
-        ),
-    };
+    if let Ok(Some(global)) = projects.open_global(false).await {
+        match search_store(&global, query, scope, limit, true).await {
+            Ok((h, reason)) => {
+                hits.extend(h);
+                reasons.extend(reason);
+            }
+            Err(e) => tracing::warn!(error = %e, "global memory unavailable for search"),
+        }
+    }
+    let listing = !reasons.is_empty();
+    if listing {
+        hits.sort_by(|a, b| b.header.mtime.cmp(&a.header.mtime));
+    } else {
+        hits.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)));
+    }
+    hits.truncate(limit);
+    let top = hits.iter().filter_map(|h| h.score).fold(0.0f32, f32::max);
     let mut results = Vec::new();
-    for (h, score) in hits {
-        let mut v = with_body(open.store.as_ref(), h).await;
+    for hit in &hits {
+        let store = if hit.global {
+            projects.open_global(false).await.ok().flatten()
+        } else {
+            projects.open(&project, false).await.ok().flatten()
+        };
+        let mut v = match &store {
+            Some(open) => with_body(open.store.as_ref(), &hit.header).await,
+            None => header_json(&hit.header),
+        };
         if let Value::Object(map) = &mut v {
-            map.insert("score".into(), json!(score));
+            map.insert("type".into(), json!(kind_of(&hit.header.rel_path)));
+            map.insert("date".into(), json!(day_of(&hit.header.modified_rfc3339())));
+            map.insert("score".into(), json!(hit.score));
+            let relevance = match hit.score {
+                Some(s) if top > 0.0 => (s / top).clamp(0.0, 1.0),
+                _ => 0.0,
+            };
+            map.insert("relevance".into(), json!(relevance));
+            map.insert("global".into(), json!(hit.global));
+            if hit.global {
+                map.insert(
+                    "path".into(),
+                    json!(format!("{GLOBAL_PREFIX}{}", hit.header.rel_path)),
+                );
+            }
         }
         results.push(v);
     }
     let mut out = json!({
+        "project_id": project.id,
         "project": project_json(&project),
         "available": true,
-        "known": true,
-        "mode": mode,
+        "known": known,
+        "mode": if listing { "listing" } else { "bm25" },
         "results": results,
     });
-    if let (Value::Object(map), Some(reason)) = (&mut out, reason) {
-        map.insert("degraded_reason".into(), Value::String(reason));
+    if let (Value::Object(map), false) = (&mut out, reasons.is_empty()) {
+        map.insert("degraded_reason".into(), Value::String(reasons.join("; ")));
     }
     Ok(out)
+}
+
+/// The global memories (titles and paths, marked global) for `context_load`.
+async fn global_listing(projects: &Projects) -> Vec<Value> {
+    let Ok(Some(global)) = projects.open_global(false).await else {
+        return Vec::new();
+    };
+    match global.store.scan().await {
+        Ok(headers) => headers
+            .iter()
+            .take(LOAD_LIST_CAP)
+            .map(|h| {
+                let mut v = header_json(h);
+                v["path"] = json!(format!("{GLOBAL_PREFIX}{}", h.rel_path));
+                v["global"] = json!(true);
+                v
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "global memory unavailable");
+            Vec::new()
+        }
+    }
 }
 
 /// Rank through the selector (contract enforced by `select_checked`), with BM25F scores.
@@ -324,10 +492,22 @@ pub async fn save(
             limits.max_batch_bytes
         )));
     }
-    let open = match projects.open(&project, true).await {
-        Ok(Some(open)) => open,
-        Ok(None) => return Ok(unavailable(&project, "memory dir could not be created")),
-        Err(e) => return Ok(unavailable(&project, e)),
+    let open = if entries.iter().any(|e| !e.global) {
+        match projects.open(&project, true).await {
+            Ok(Some(open)) => Some(open),
+            Ok(None) => return Ok(unavailable(&project, "memory dir could not be created")),
+            Err(e) => return Ok(unavailable(&project, e)),
+        }
+    } else {
+        None
+    };
+    let global = if entries.iter().any(|e| e.global) {
+        projects.open_global(true).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "global memory unavailable");
+            None
+        })
+    } else {
+        None
     };
     let now = chrono::Utc::now();
     let mut results = Vec::new();
@@ -352,17 +532,29 @@ pub async fn save(
                 ),
             ))
         } else {
-            open.store
-                .write(&rel, &doc, WriteMode::Overwrite)
-                .await
-                .map_err(|e| refusal_reason(&e))
+            match if entry.global { &global } else { &open } {
+                Some(o) => o
+                    .store
+                    .write(&rel, &doc, WriteMode::Overwrite)
+                    .await
+                    .map_err(|e| refusal_reason(&e)),
+                None => Err((
+                    "unavailable",
+                    "the global memory dir cannot be opened (no home directory?)".to_owned(),
+                )),
+            }
         };
         match r {
             Ok(report) => {
                 written += 1;
+                let path = if entry.global {
+                    format!("{GLOBAL_PREFIX}{}", report.rel_path)
+                } else {
+                    report.rel_path
+                };
                 results.push(json!({
                     "index": i, "type": entry.kind.as_str(), "status": "written",
-                    "path": report.rel_path, "created": report.created,
+                    "path": path, "created": report.created, "global": entry.global,
                     "memory_type": doc.memory_type.map(|t| t.as_str()),
                 }));
             }
@@ -393,11 +585,19 @@ pub async fn manage(
     target: Option<&str>,
     content: Option<&str>,
     limits: McpLimits,
+    claude_md: bool,
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     let create = action == ManageAction::InitProject;
     let existed = project.known();
-    let open = match projects.open(&project, create).await {
+    let global_target = target.and_then(|t| t.trim().strip_prefix(GLOBAL_PREFIX));
+    let target = global_target.or(target);
+    let opened = if global_target.is_some() && !create {
+        projects.open_global(false).await
+    } else {
+        projects.open(&project, create).await
+    };
+    let open = match opened {
         Ok(Some(open)) => open,
         Ok(None) => {
             return Ok(json!({
@@ -421,7 +621,7 @@ pub async fn manage(
     let base = |extra: Value| -> Value {
         let mut v = json!({
             "project": project_json(&project), "available": true, "known": true,
-            "action": action_name(action),
+            "action": action_name(action), "global": global_target.is_some(),
         });
         if let (Value::Object(map), Value::Object(more)) = (&mut v, extra) {
             map.extend(more);
@@ -481,13 +681,27 @@ pub async fn manage(
                 Err(e) => store_failure(&project, &what, e),
             }
         }
-        ManageAction::InitProject => Ok(base(json!({
-            "initialized": true,
-            "created": !existed,
-            "memory_dir": project.memory.dir,
-            "note": "the memory dir exists; its index (MEMORY.md) is written with the first \
-                     saved entry",
-        }))),
+        ManageAction::InitProject => {
+            let claude_md = if claude_md {
+                match crate::onboarding::write_usage_block(&project.path) {
+                    Ok(w) => json!(w.as_str()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "CLAUDE.md not written");
+                        json!(format!("not written: {e}"))
+                    }
+                }
+            } else {
+                json!("skipped")
+            };
+            Ok(base(json!({
+                "initialized": true,
+                "created": !existed,
+                "memory_dir": project.memory.dir,
+                "claude_md": claude_md,
+                "note": "the memory dir exists; its index (MEMORY.md) is written with the first \
+                         saved entry",
+            })))
+        }
     }
 }
 

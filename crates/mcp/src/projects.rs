@@ -34,6 +34,8 @@ pub struct McpConfig {
     pub memory_dir: Option<PathBuf>,
     /// Size caps on entries, batches and answers.
     pub limits: crate::answer::McpLimits,
+    /// `init_project` leaves the project's `CLAUDE.md` alone (the CLI's `--no-claude-md`).
+    pub no_claude_md: bool,
 }
 
 /// Why a project path was refused.
@@ -102,6 +104,11 @@ impl Projects {
             open: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether `init_project` may write the usage block into `CLAUDE.md`.
+    pub(crate) fn claude_md(&self) -> bool {
+        !self.config.no_claude_md
     }
 
     /// The size caps.
@@ -213,21 +220,57 @@ impl Projects {
         project: &Project,
         create: bool,
     ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
+        self.open_dir(&project.memory.dir, create).await
+    }
+
+    /// The global memory dir shared by every project: `<base>/global/memory` (`MEMLOOP_HOME`
+    /// or `~/.memloop`; with `--claude`, `CLAUDE_CONFIG_DIR` or `~/.claude`). `None` when there
+    /// is no base (no home directory).
+    pub(crate) fn global_dir(&self) -> Option<PathBuf> {
+        let resolver = if self.config.claude {
+            MemoryDirResolver::claude_code("/")
+        } else {
+            MemoryDirResolver::new("/")
+        };
+        resolver
+            .env(self.config.env.clone())
+            .base_dir()
+            .ok()
+            .map(|b| b.join("global").join("memory"))
+    }
+
+    /// Open the global memory (creating it when `create`); `Ok(None)` when it does not exist
+    /// (or there is no base dir).
+    pub(crate) async fn open_global(
+        &self,
+        create: bool,
+    ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
+        match self.global_dir() {
+            Some(dir) => self.open_dir(&dir, create).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn open_dir(
+        &self,
+        dir: &Path,
+        create: bool,
+    ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
         let mut open = self.open.lock().await;
-        if let Some(p) = open.get(&project.memory.dir) {
-            if project.known() {
+        let exists = dir.is_dir();
+        if let Some(p) = open.get(dir) {
+            if exists {
                 return Ok(Some(p.clone()));
             }
-            open.remove(&project.memory.dir);
+            open.remove(dir);
         }
-        if !create && !project.known() {
+        if !create && !exists {
             return Ok(None);
         }
-        let store: Arc<dyn MemoryStore> =
-            Arc::new(FileMemoryStore::open_resolved(&project.memory)?);
+        let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(dir)?);
         let selector = Arc::new(Bm25Selector::new(store.clone()));
         let opened = Arc::new(OpenProject { store, selector });
-        open.insert(project.memory.dir.clone(), opened.clone());
+        open.insert(dir.to_path_buf(), opened.clone());
         Ok(Some(opened))
     }
 }
@@ -245,6 +288,7 @@ mod tests {
             claude: false,
             memory_dir: None,
             limits: Default::default(),
+            no_claude_md: false,
         }
     }
 

@@ -71,6 +71,10 @@ pub struct ManageParams {
     /// For `update`: the new body.
     #[serde(default)]
     pub content: Option<String>,
+    /// For `init_project`: write the usage block into the project's CLAUDE.md (between
+    /// `<!-- memloop:begin ... -->` and `<!-- memloop:end -->` markers; default true).
+    #[serde(default)]
+    pub claude_md: Option<bool>,
 }
 
 /// The MCP server over memloop memory dirs. Clone it freely: clones share the open stores.
@@ -180,6 +184,7 @@ impl MemoryServer {
                 p.target.as_deref(),
                 p.content.as_deref(),
                 self.projects.limits(),
+                p.claude_md.unwrap_or(true) && self.projects.claude_md(),
             )
             .await,
         )

@@ -55,6 +55,7 @@ impl Fixture {
             claude: false,
             memory_dir: None,
             limits: McpLimits::default(),
+            no_claude_md: false,
         }
     }
 
