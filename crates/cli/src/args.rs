@@ -76,6 +76,10 @@ pub struct McpArgs {
     /// block there, between markers).
     #[arg(long)]
     pub no_claude_md: bool,
+    /// `context_search` ranks with the hybrid selector when an embedder is named here, or when
+    /// all-MiniLM-L6-v2 is in the Hugging Face cache (`candle` builds); else with BM25.
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 }
 
 /// `memloop team ...`: sync between the local memory dir and the team store.

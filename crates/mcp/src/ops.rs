@@ -236,17 +236,28 @@ pub const GLOBAL_PREFIX: &str = "global/";
 struct Hit {
     header: MemoryHeader,
     score: Option<f32>,
+    /// Relevance in 0..1 within its store's ranking.
+    relevance: f32,
     global: bool,
 }
 
-/// Search one store: ranked hits, or (when ranking fails) the newest in scope and why.
+/// One store's search: the hits, how they were ranked (`hybrid`, `bm25`, `listing`) and why
+/// it degraded, if it did.
+struct StoreSearch {
+    hits: Vec<Hit>,
+    mode: &'static str,
+    reason: Option<String>,
+}
+
+/// Search one store: ranked hits (relevance relative to the best BM25F score, or by rank
+/// when the hybrid selector ranked them), or, when ranking fails, the newest in scope.
 async fn search_store(
     open: &OpenProject,
     query: &str,
     scope: Scope,
     limit: usize,
     global: bool,
-) -> Result<(Vec<Hit>, Option<String>), MemoryError> {
+) -> Result<StoreSearch, MemoryError> {
     let in_scope: Vec<MemoryHeader> = open
         .store
         .scan()
@@ -254,28 +265,49 @@ async fn search_store(
         .into_iter()
         .filter(|h| scope.contains(&h.rel_path))
         .collect();
-    let hit = |h: &MemoryHeader, score| Hit {
+    let hit = |h: &MemoryHeader, score, relevance| Hit {
         header: h.clone(),
         score,
+        relevance,
         global,
     };
     Ok(match ranked(open, query, &in_scope, limit).await {
-        Ok(scored) => (
-            scored
+        Ok(r) => {
+            let n = r.scored.len().max(1) as f32;
+            let top = r.scored.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
+            let hits = r
+                .scored
                 .iter()
-                .filter_map(|(p, s)| {
+                .enumerate()
+                .filter_map(|(i, (p, s))| {
+                    let relevance = if r.mode == "hybrid" {
+                        1.0 - i as f32 / n
+                    } else if top > 0.0 {
+                        (s / top).clamp(0.0, 1.0)
+                    } else {
+                        0.0
+                    };
                     in_scope
                         .iter()
                         .find(|h| &h.rel_path == p)
-                        .map(|h| hit(h, Some(*s)))
+                        .map(|h| hit(h, Some(*s), relevance))
                 })
+                .collect();
+            StoreSearch {
+                hits,
+                mode: r.mode,
+                reason: r.degraded,
+            }
+        }
+        Err(e) => StoreSearch {
+            hits: in_scope
+                .iter()
+                .take(limit)
+                .map(|h| hit(h, None, 0.0))
                 .collect(),
-            None,
-        ),
-        Err(e) => (
-            in_scope.iter().take(limit).map(|h| hit(h, None)).collect(),
-            Some(e),
-        ),
+            mode: "listing",
+            reason: Some(e),
+        },
     })
 }
 
@@ -304,15 +336,11 @@ pub async fn search(
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     let limit = limit.clamp(1, MAX_LIMIT);
-    let mut hits = Vec::new();
-    let mut reasons = Vec::new();
+    let mut searches = Vec::new();
     let known = match projects.open(&project, false).await {
         Ok(Some(open)) => {
             match search_store(&open, query, scope, limit, false).await {
-                Ok((h, reason)) => {
-                    hits.extend(h);
-                    reasons.extend(reason);
-                }
+                Ok(found) => searches.push(found),
                 Err(e) => return Ok(unavailable(&project, e)),
             }
             true
@@ -322,21 +350,33 @@ pub async fn search(
     };
     if let Ok(Some(global)) = projects.open_global(false).await {
         match search_store(&global, query, scope, limit, true).await {
-            Ok((h, reason)) => {
-                hits.extend(h);
-                reasons.extend(reason);
-            }
+            Ok(found) => searches.push(found),
             Err(e) => tracing::warn!(error = %e, "global memory unavailable for search"),
         }
     }
-    let listing = !reasons.is_empty();
-    if listing {
+    // The weakest mode of the stores searched: listing < bm25 < hybrid.
+    let rank_of = |m: &str| match m {
+        "listing" => 0,
+        "bm25" => 1,
+        _ => 2,
+    };
+    let mode = searches
+        .iter()
+        .map(|f| f.mode)
+        .min_by_key(|m| rank_of(m))
+        .unwrap_or(if projects.has_embedder() {
+            "hybrid"
+        } else {
+            "bm25"
+        });
+    let reasons: Vec<String> = searches.iter().filter_map(|f| f.reason.clone()).collect();
+    let mut hits: Vec<Hit> = searches.into_iter().flat_map(|f| f.hits).collect();
+    if mode == "listing" {
         hits.sort_by(|a, b| b.header.mtime.cmp(&a.header.mtime));
     } else {
-        hits.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)));
+        hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     }
     hits.truncate(limit);
-    let top = hits.iter().filter_map(|h| h.score).fold(0.0f32, f32::max);
     let mut results = Vec::new();
     for hit in &hits {
         let store = if hit.global {
@@ -352,11 +392,7 @@ pub async fn search(
             map.insert("type".into(), json!(kind_of(&hit.header.rel_path)));
             map.insert("date".into(), json!(day_of(&hit.header.modified_rfc3339())));
             map.insert("score".into(), json!(hit.score));
-            let relevance = match hit.score {
-                Some(s) if top > 0.0 => (s / top).clamp(0.0, 1.0),
-                _ => 0.0,
-            };
-            map.insert("relevance".into(), json!(relevance));
+            map.insert("relevance".into(), json!(hit.relevance));
             map.insert("global".into(), json!(hit.global));
             if hit.global {
                 map.insert(
@@ -372,7 +408,7 @@ pub async fn search(
         "project": project_json(&project),
         "available": true,
         "known": known,
-        "mode": if listing { "listing" } else { "bm25" },
+        "mode": mode,
         "results": results,
     });
     if let (Value::Object(map), false) = (&mut out, reasons.is_empty()) {
@@ -404,24 +440,49 @@ async fn global_listing(projects: &Projects) -> Vec<Value> {
     }
 }
 
-/// Rank through the selector (contract enforced by `select_checked`), with BM25F scores.
+/// How one store's search was ranked.
+struct Ranked {
+    /// Paths best first, with their BM25F scores (0 for a memory only the dense half found).
+    scored: Vec<(String, f32)>,
+    /// `hybrid` or `bm25`.
+    mode: &'static str,
+    /// Why the hybrid selector fell back to BM25, if it did.
+    degraded: Option<String>,
+}
+
+/// Rank through the hybrid selector when there is one, else BM25 (the contract enforced by
+/// `select_checked`); the BM25F scores of the chosen memories come along.
 async fn ranked(
     open: &OpenProject,
     query: &str,
     headers: &[MemoryHeader],
     limit: usize,
-) -> Result<Vec<(String, f32)>, String> {
-    let selector: Arc<dyn Selector> = open.selector.clone();
-    let ctx = memloop_memory::recall::SelectionContext::with_limit(limit);
+) -> Result<Ranked, String> {
+    let events = Arc::new(memloop_core::events::VecSink::default());
+    let mut ctx = memloop_memory::recall::SelectionContext::with_limit(limit);
+    ctx.events = events.clone();
+    let (selector, mut mode): (Arc<dyn Selector>, &'static str) = match &open.hybrid {
+        Some(h) => (h.clone(), "hybrid"),
+        None => (open.selector.clone(), "bm25"),
+    };
     let chosen = selector
         .select_checked(query, headers, &ctx)
         .await
         .map_err(|e| format!("search backend failed: {e}"))?;
+    let degraded = events.events().into_iter().find_map(|e| match e {
+        memloop_core::events::AgentEvent::RecallDegraded { reason, .. } => Some(reason),
+        _ => None,
+    });
+    if degraded.is_some() {
+        mode = "bm25";
+    }
     let scores = open
         .selector
-        .scored(query, headers, limit, |p| chosen.iter().any(|c| c == p))
+        .scored(query, headers, limit.max(chosen.len()) * 4, |p| {
+            chosen.iter().any(|c| c == p)
+        })
         .await;
-    Ok(chosen
+    let scored = chosen
         .into_iter()
         .map(|p| {
             let s = scores
@@ -430,7 +491,12 @@ async fn ranked(
                 .map_or(0.0, |(_, s)| *s);
             (p, s)
         })
-        .collect())
+        .collect();
+    Ok(Ranked {
+        scored,
+        mode,
+        degraded,
+    })
 }
 
 fn refusal_reason(e: &MemoryError) -> (&'static str, String) {

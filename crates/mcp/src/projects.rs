@@ -6,10 +6,11 @@
 //! ([`MemoryDirResolver`]); its id is the first 12 hex characters of the SHA-256 of its canonical
 //! path.
 
+use memloop_core::embed::Embedder;
 use memloop_memory::{
     env::EnvVars,
     paths::{MemoryDirResolver, ResolvedMemoryDir},
-    recall::Bm25Selector,
+    recall::{Bm25Selector, HybridSelector, vector_cache_for},
     store::{FileMemoryStore, MemoryStore},
 };
 use sha2::{Digest, Sha256};
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 /// How the server was started: the roots it serves and how it resolves memory dirs.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct McpConfig {
     /// Project paths must lie inside one of these (canonicalised when the server starts).
     /// The CLI passes the current directory unless `--root` is given.
@@ -36,6 +37,26 @@ pub struct McpConfig {
     pub limits: crate::answer::McpLimits,
     /// `init_project` leaves the project's `CLAUDE.md` alone (the CLI's `--no-claude-md`).
     pub no_claude_md: bool,
+    /// When set, `context_search` ranks with the hybrid selector (BM25 fused with these
+    /// embeddings; vectors cached beside each memory dir), else with BM25 alone.
+    pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl std::fmt::Debug for McpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpConfig")
+            .field("roots", &self.roots)
+            .field("allow_any_project", &self.allow_any_project)
+            .field("claude", &self.claude)
+            .field("memory_dir", &self.memory_dir)
+            .field("limits", &self.limits)
+            .field("no_claude_md", &self.no_claude_md)
+            .field(
+                "embedder",
+                &self.embedder.as_ref().map(|e| e.model_id().to_owned()),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a project path was refused.
@@ -80,6 +101,8 @@ const MAX_LISTED: usize = 1000;
 pub(crate) struct OpenProject {
     pub(crate) store: Arc<dyn MemoryStore>,
     pub(crate) selector: Arc<Bm25Selector>,
+    /// The hybrid selector when the server has an embedder.
+    pub(crate) hybrid: Option<Arc<HybridSelector>>,
 }
 
 /// The server's projects: validation, resolution and the open stores (one per memory dir, so
@@ -109,6 +132,11 @@ impl Projects {
     /// Whether `init_project` may write the usage block into `CLAUDE.md`.
     pub(crate) fn claude_md(&self) -> bool {
         !self.config.no_claude_md
+    }
+
+    /// Whether searches rank with the hybrid selector.
+    pub(crate) fn has_embedder(&self) -> bool {
+        self.config.embedder.is_some()
     }
 
     /// The size caps.
@@ -269,7 +297,15 @@ impl Projects {
         }
         let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(dir)?);
         let selector = Arc::new(Bm25Selector::new(store.clone()));
-        let opened = Arc::new(OpenProject { store, selector });
+        let hybrid = self.config.embedder.as_ref().map(|embedder| {
+            let cache = vector_cache_for(store.as_ref(), embedder.model_id());
+            Arc::new(HybridSelector::new(store.clone(), embedder.clone(), cache))
+        });
+        let opened = Arc::new(OpenProject {
+            store,
+            selector,
+            hybrid,
+        });
         open.insert(dir.to_path_buf(), opened.clone());
         Ok(Some(opened))
     }
@@ -289,6 +325,7 @@ mod tests {
             memory_dir: None,
             limits: Default::default(),
             no_claude_md: false,
+            embedder: None,
         }
     }
 

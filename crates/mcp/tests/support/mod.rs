@@ -56,6 +56,7 @@ impl Fixture {
             memory_dir: None,
             limits: McpLimits::default(),
             no_claude_md: false,
+            embedder: None,
         }
     }
 
