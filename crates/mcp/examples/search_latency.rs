@@ -14,7 +14,7 @@
 use memloop_core::embed::Embedder;
 use memloop_mcp::{McpConfig, MemoryServer};
 use memloop_memory::env::EnvVars;
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
 use rmcp::{ServiceExt, model::CallToolRequestParams};
 use serde_json::json;
 use std::sync::Arc;

@@ -5,6 +5,9 @@
 use memloop_memory::store::redact_secrets;
 use serde_json::{Value, json};
 
+/// Most entries one `context_save` call accepts by default ([`McpLimits::max_batch_entries`]).
+pub const MAX_BATCH: usize = 100;
+
 /// Size caps of the server (bytes unless said otherwise). Configurable through
 /// [`McpConfig::limits`](crate::McpConfig::limits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +29,7 @@ impl Default for McpLimits {
     fn default() -> Self {
         Self {
             max_entry_bytes: 64 * 1024,
-            max_batch_entries: crate::ops::MAX_BATCH,
+            max_batch_entries: MAX_BATCH,
             max_batch_bytes: 1024 * 1024,
             max_answer_bytes: 256 * 1024,
         }

@@ -15,10 +15,10 @@ mod ops;
 mod projects;
 mod server;
 
-pub use answer::McpLimits;
+pub use answer::{MAX_BATCH, McpLimits};
 pub use mapping::{EntryType, Scope, entry_to_memory, slug};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
-pub use ops::{GLOBAL_PREFIX, MAX_BATCH, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
+pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
 pub use projects::{McpConfig, Project, ProjectRefused, project_id};
 pub use server::{
     INDEX_MIME, LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,

@@ -48,11 +48,11 @@ impl BlockWrite {
 /// `text` with the block put in: replaced between existing markers, else appended.
 fn with_block(text: &str) -> String {
     let block = format!("{BLOCK_BEGIN}\n{USAGE_BLOCK}\n{BLOCK_END}");
-    if let Some(start) = text.find(BLOCK_BEGIN) {
-        if let Some(end_rel) = text[start..].find(BLOCK_END) {
-            let end = start + end_rel + BLOCK_END.len();
-            return format!("{}{block}{}", &text[..start], &text[end..]);
-        }
+    if let Some(start) = text.find(BLOCK_BEGIN)
+        && let Some(end_rel) = text[start..].find(BLOCK_END)
+    {
+        let end = start + end_rel + BLOCK_END.len();
+        return format!("{}{block}{}", &text[..start], &text[end..]);
     }
     if text.trim().is_empty() {
         return format!("{block}\n");

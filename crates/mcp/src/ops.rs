@@ -18,8 +18,6 @@ use std::sync::Arc;
 const RECENT_SESSIONS: usize = 3;
 /// How many todos and decisions `context_load` lists at most.
 const LOAD_LIST_CAP: usize = 50;
-/// Most entries one `context_save` call accepts by default ([`McpLimits::max_batch_entries`]).
-pub const MAX_BATCH: usize = 100;
 /// Most results one `context_search` returns.
 pub const MAX_LIMIT: usize = 50;
 
@@ -372,7 +370,7 @@ pub async fn search(
     let reasons: Vec<String> = searches.iter().filter_map(|f| f.reason.clone()).collect();
     let mut hits: Vec<Hit> = searches.into_iter().flat_map(|f| f.hits).collect();
     if mode == "listing" {
-        hits.sort_by(|a, b| b.header.mtime.cmp(&a.header.mtime));
+        hits.sort_by_key(|h| std::cmp::Reverse(h.header.mtime));
     } else {
         hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     }
