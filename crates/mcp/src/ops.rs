@@ -460,7 +460,15 @@ async fn ranked(
     let mut ctx = memloop_memory::recall::SelectionContext::with_limit(limit);
     ctx.events = events.clone();
     let (selector, mut mode): (Arc<dyn Selector>, &'static str) = match &open.hybrid {
-        Some(h) => (h.clone(), "hybrid"),
+        Some(h) => {
+            // Embed every memory without a vector first (no time budget: the first search of a
+            // large store pays for it once; later ones only embed what changed). A failure
+            // here shows again in the selection, which falls back to BM25.
+            if let Err(e) = h.warm(headers).await {
+                tracing::warn!(error = %e, "embedding memories failed");
+            }
+            (h.clone(), "hybrid")
+        }
         None => (open.selector.clone(), "bm25"),
     };
     let chosen = selector
