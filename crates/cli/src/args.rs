@@ -97,6 +97,23 @@ pub struct McpArgs {
     /// Serve any existing project directory a client names.
     #[arg(long)]
     pub allow_any_project: bool,
+    /// `init_project` leaves the project's CLAUDE.md alone (by default it writes the usage
+    /// block there, between markers).
+    #[arg(long)]
+    pub no_claude_md: bool,
+    /// Largest `content` of one saved entry, in bytes (default 65536).
+    #[arg(long, value_name = "BYTES")]
+    pub max_entry_bytes: Option<usize>,
+    /// Largest total `content` of one `context_save` call, in bytes (default 1048576).
+    #[arg(long, value_name = "BYTES")]
+    pub max_batch_bytes: Option<usize>,
+    /// Largest answer, in bytes of JSON (default 262144); longer ones are cut with a note.
+    #[arg(long, value_name = "BYTES")]
+    pub max_answer_bytes: Option<usize>,
+    /// `context_search` ranks with the hybrid selector when an embedder is named here, or when
+    /// all-MiniLM-L6-v2 is in the Hugging Face cache (`candle` builds); else with BM25.
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 }
 
 /// `memloop team ...`: sync between the local memory dir and the team store.

@@ -27,6 +27,43 @@ pub async fn embedder(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
     )
 }
 
+/// The embedder `args` name, else all-MiniLM-L6-v2 found in the Hugging Face cache
+/// ([`hf_cache_model`], `candle` builds only), else none.
+pub async fn embedder_if_configured(
+    args: &EmbedArgs,
+    env: &memloop_memory::env::EnvVars,
+) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    if args.embed_url.is_some() || args.embed_model.is_some() {
+        return embedder(args).await.map(Some);
+    }
+    match hf_cache_model(env) {
+        Some(dir) if cfg!(feature = "candle") => local(&dir).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The newest snapshot of `sentence-transformers/all-MiniLM-L6-v2` in the Hugging Face cache
+/// (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`) that has its
+/// weights, if any.
+pub fn hf_cache_model(env: &memloop_memory::env::EnvVars) -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let hub = env
+        .get("HF_HUB_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| env.get("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
+        .or_else(|| env.home_dir().map(|h| h.join(".cache/huggingface/hub")))?;
+    let snapshots = hub.join("models--sentence-transformers--all-MiniLM-L6-v2/snapshots");
+    let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(snapshots)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("model.safetensors").is_file() && p.join("tokenizer.json").is_file())
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .collect();
+    dirs.sort();
+    dirs.pop().map(|(_, p)| p)
+}
+
 #[cfg(feature = "candle")]
 fn local(dir: &std::path::Path) -> anyhow::Result<Arc<dyn Embedder>> {
     let embedder = memloop_candle::CandleEmbedder::load(dir)

@@ -208,15 +208,16 @@ fn path_reports_override_env_and_default_rules() {
     assert!(text.contains("exists: no"));
 
     // User settings, then local (untracked) project settings, which win over user settings.
+    // The user allows local settings to put the memory in `local-mem` (outside the project).
     let user_dir = s.root.join("user-mem").to_string_lossy().into_owned();
+    let local_dir = s.root.join("local-mem").to_string_lossy().into_owned();
     write(
         &s.memloop_home().join("settings.json"),
-        &format!("{{\"memory_dir\": \"{user_dir}\"}}"),
+        &format!("{{\"memory_dir\": \"{user_dir}\", \"allowed_memory_dirs\": [\"{local_dir}\"]}}"),
     );
     let v = json(&s.run(&["memory", "path", "--json"]));
     assert_eq!(v["rule"], "user-settings");
     assert_eq!(v["dir"], user_dir.as_str());
-    let local_dir = s.root.join("local-mem").to_string_lossy().into_owned();
     write(
         &s.project.join(".memloop/settings.local.json"),
         &format!("{{\"memory_dir\": \"{local_dir}\"}}"),

@@ -77,7 +77,9 @@ async fn python_sdk_client_session() {
     let fx = fixture();
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/python/client_session.py");
-    let probe = std::process::Command::new("python3")
+    // `.ci/run` installs the SDK into a virtualenv with pinned dependencies and names its python.
+    let python = std::env::var("MEMLOOP_MCP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = std::process::Command::new(&python)
         .args(["-c", "import mcp.client.stdio"])
         .output();
     match probe {
@@ -88,13 +90,13 @@ async fn python_sdk_client_session() {
                 Err(e) => e.to_string(),
             };
             memloop_core::testing::skip_unless_ci(format!(
-                "python3 with the MCP Python SDK is not available \
-                 (`python3 -m pip install mcp`): {why}"
+                "the MCP Python SDK is not available (`.ci/run` installs it; \
+                 MEMLOOP_MCP_PYTHON={python}): {why}"
             ));
             return;
         }
     }
-    let out = tokio::process::Command::new("python3")
+    let out = tokio::process::Command::new(&python)
         .arg(&script)
         .arg(BIN)
         .arg(&fx.project)
@@ -384,4 +386,138 @@ async fn titles_in_any_script_never_share_a_file() {
     let text = std::fs::read_to_string(dir.join("decisions/postgres.md")).unwrap();
     assert!(text.contains("new body"), "{text}");
     client.cancel().await.unwrap();
+}
+
+/// The MCP Inspector's CLI mode (`npx @modelcontextprotocol/inspector@0.15.0 --cli`, pinned:
+/// later versions need Node 22), one call per run, `memloop mcp` as the server.
+fn inspector(fx: &Fixture, method: &[&str]) -> Option<Value> {
+    let ci = memloop_core::testing::under_ci();
+    let mut cmd = std::process::Command::new("npx");
+    cmd.args(["-y", "@modelcontextprotocol/inspector@0.15.0", "--cli"])
+        .arg("-e")
+        .arg(format!("MEMLOOP_HOME={}", fx.home.display()))
+        .arg("-e")
+        .arg("MEMLOOP_LOG=error")
+        .arg(BIN)
+        .arg("--project")
+        .arg(&fx.project)
+        .arg("mcp")
+        .args(method)
+        .env_remove("MEMLOOP_MEMORY_DIR");
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) => {
+            memloop_core::testing::skip_unless_ci(format!(
+                "npx (Node 20) is required for the Inspector test: {e}"
+            ));
+            return None;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match serde_json::from_str::<Value>(&stdout) {
+        Ok(v) => Some(v),
+        Err(_) if !out.status.success() && !ci && stderr.contains("ENOTFOUND") => {
+            eprintln!("skipping: the npm registry is not reachable: {stderr}");
+            None
+        }
+        Err(e) => panic!("inspector {method:?}: {e}\nstdout: {stdout}\nstderr: {stderr}"),
+    }
+}
+
+fn tool_call<'a>(tool: &'a str, args: &'a [String]) -> Vec<&'a str> {
+    let mut v = vec!["--method", "tools/call", "--tool-name", tool];
+    for a in args {
+        v.push("--tool-arg");
+        v.push(a);
+    }
+    v
+}
+
+#[test]
+fn mcp_inspector_cli_session_with_the_hostile_cases() {
+    let fx = fixture();
+    let p = format!("project_path={}", fx.project.display());
+    let Some(tools) = inspector(&fx, &["--method", "tools/list"]) else {
+        return;
+    };
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+
+    // A batch with one oversized entry: refused alone, the rest written.
+    let big = "x".repeat(70_000);
+    let entries = json!([
+        { "type": "decision", "title": "Database", "content": "Use Postgres 16." },
+        { "type": "knowledge", "title": "big", "content": big },
+    ]);
+    let args = [p.clone(), format!("entries={entries}")];
+    let r = inspector(&fx, &tool_call("context_save", &args)).unwrap();
+    let results = &r["structuredContent"]["results"];
+    assert_eq!(results[0]["status"], "written", "{r}");
+    assert_eq!(results[1]["code"], "too_large", "{r}");
+
+    // A symlink out of the memory dir: a tool error, for update as for delete.
+    let mem = PathBuf::from(
+        r["structuredContent"]["project"]["memory_dir"]
+            .as_str()
+            .unwrap(),
+    );
+    let target = fx.outside.join("t.md");
+    std::fs::write(&target, "keep").unwrap();
+    std::os::unix::fs::symlink(&target, mem.join("decisions/link.md")).unwrap();
+    for action in ["update", "delete"] {
+        let args = [
+            p.clone(),
+            format!("action={action}"),
+            "target=decisions/link.md".into(),
+            "content=new".into(),
+        ];
+        let r = inspector(&fx, &tool_call("context_manage", &args)).unwrap();
+        assert_eq!(r["isError"], true, "{action}: {r}");
+        assert!(r["structuredContent"].get("available").is_none(), "{r}");
+    }
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+
+    // A credential in a hand-written file never comes back.
+    let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    std::fs::write(
+        mem.join("decisions/bot.md"),
+        format!("---\nname: bot\ndescription: bot\n---\nThe bot token is {token}\n"),
+    )
+    .unwrap();
+    let args = [p.clone(), "query=bot token".into()];
+    let r = inspector(&fx, &tool_call("context_search", &args)).unwrap();
+    assert!(!r.to_string().contains(token), "{r}");
+    assert!(r.to_string().contains("[redacted: "), "{r}");
+
+    // A project whose own settings point its memory outside it.
+    let cloned = fx.project.join("cloned");
+    std::fs::create_dir_all(cloned.join(".memloop")).unwrap();
+    let stolen = fx.outside.join("stolen");
+    std::fs::write(
+        cloned.join(".memloop/settings.local.json"),
+        json!({ "memory_dir": stolen }).to_string(),
+    )
+    .unwrap();
+    let args = [
+        format!("project_path={}", cloned.display()),
+        format!("entries={}", json!([{ "type": "todo", "content": "x" }])),
+    ];
+    let r = inspector(&fx, &tool_call("context_save", &args)).unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(!stolen.exists());
+
+    // The index resource: listed without a tool call, one MIME type.
+    let listed = inspector(&fx, &["--method", "resources/list"]).unwrap();
+    let res = &listed["resources"][0];
+    assert_eq!(res["mimeType"], "text/markdown", "{listed}");
+    let uri = res["uri"].as_str().unwrap().to_owned();
+    let read = inspector(&fx, &["--method", "resources/read", "--uri", &uri]).unwrap();
+    assert_eq!(read["contents"][0]["mimeType"], "text/markdown", "{read}");
+    assert!(!read.to_string().contains(token));
 }

@@ -8,15 +8,19 @@
 //!
 //! `memloop mcp` runs [`serve_stdio`]; embed [`MemoryServer`] to serve another transport.
 
+mod answer;
 mod mapping;
+mod onboarding;
 mod ops;
 mod projects;
 mod server;
 
+pub use answer::{MAX_BATCH, McpLimits};
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
-pub use ops::{MAX_BATCH, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
+pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
+pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
 pub use projects::{McpConfig, Project, ProjectRefused, project_id};
 pub use server::{
-    LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,
+    INDEX_MIME, LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,
     SearchParams, serve_stdio,
 };

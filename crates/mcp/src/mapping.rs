@@ -132,7 +132,7 @@ pub fn slug(text: &str) -> String {
 }
 
 /// First non-empty line of `content`, at most `max` characters.
-fn first_line(content: &str, max: usize) -> String {
+pub(crate) fn first_line(content: &str, max: usize) -> String {
     let line = content
         .lines()
         .map(str::trim)

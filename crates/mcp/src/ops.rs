@@ -2,7 +2,8 @@
 //! [`Refusal`] when the request itself is not acceptable (the project path, a target name).
 //! A failing backend is not a refusal: the answer says `available: false` and why.
 
-use crate::mapping::{EntryType, Scope, entry_to_memory, legacy_path};
+use crate::answer::McpLimits;
+use crate::mapping::{EntryType, Scope, entry_to_memory, first_line, legacy_path};
 use crate::projects::{OpenProject, Project, Projects};
 use memloop_memory::recall::{Selector, format_manifest};
 use memloop_memory::store::{
@@ -17,8 +18,6 @@ use std::sync::Arc;
 const RECENT_SESSIONS: usize = 3;
 /// How many todos and decisions `context_load` lists at most.
 const LOAD_LIST_CAP: usize = 50;
-/// Most entries one `context_save` call accepts.
-pub const MAX_BATCH: usize = 100;
 /// Most results one `context_search` returns.
 pub const MAX_LIMIT: usize = 50;
 
@@ -48,6 +47,10 @@ pub struct SaveEntry {
     /// Optional tags, stored with the entry and searchable.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Store it once in the global memory shared by every project (e.g. knowledge that is not
+    /// about this project) instead of the project's. Default false.
+    #[serde(default)]
+    pub global: bool,
 }
 
 /// What `context_manage` does.
@@ -60,7 +63,8 @@ pub enum ManageAction {
     Delete,
     /// Replace the body of the memory at `target` with `content` (title and type kept).
     Update,
-    /// Create the project's memory dir (and index) if it does not exist yet.
+    /// Create the project's memory dir if it does not exist yet (its index, `MEMORY.md`, is
+    /// written with the first saved entry).
     InitProject,
 }
 
@@ -108,18 +112,47 @@ async fn with_body(store: &dyn MemoryStore, h: &MemoryHeader) -> Value {
     v
 }
 
-/// `context_load`.
+/// The hint an unregistered project gets.
+const INIT_HINT: &str = "this project has no memory yet: call context_manage with action \
+                         init_project (or save entries with context_save) to start one";
+
+/// The day of an RFC 3339 time (`2026-02-28`).
+fn day_of(rfc3339: &str) -> String {
+    rfc3339.chars().take(10).collect()
+}
+
+/// A session's overview for `recent_sessions[].summary`: the body's first paragraph, at most
+/// 500 characters.
+fn overview(body: &str) -> String {
+    let para = body
+        .split("\n\n")
+        .map(str::trim)
+        .find(|p| !p.is_empty())
+        .unwrap_or("");
+    let mut out: String = para.chars().take(500).collect();
+    if out.len() < para.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// `context_load`: the seed's shape (`project_id`, `registered`, `last_session`, `summary`,
+/// `recent_sessions[{date, summary}]`, `pending_items`, `active_decisions` as strings) plus
+/// memloop's details (`project`, `index`, `open_todos`, `decisions`, `global_knowledge`).
 pub async fn load(projects: &Projects, project_path: &str) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
+    let global = global_listing(projects).await;
     let open = match projects.open(&project, false).await {
         Ok(Some(open)) => open,
         Ok(None) => {
             return Ok(json!({
+                "project_id": project.id,
+                "registered": false,
                 "project": project_json(&project),
                 "available": true,
                 "known": false,
-                "hint": "no memory yet for this project: save entries with context_save (or \
-                         context_manage init_project) to start one",
+                "hint": INIT_HINT,
+                "global_knowledge": global,
             }));
         }
         Err(e) => return Ok(unavailable(&project, e)),
@@ -138,33 +171,160 @@ pub async fn load(projects: &Projects, project_path: &str) -> Result<Value, Refu
     let sessions: Vec<&MemoryHeader> = in_folder("sessions/").collect();
     let mut recent = Vec::new();
     for h in sessions.iter().take(RECENT_SESSIONS) {
-        recent.push(with_body(store, h).await);
+        let mut v = with_body(store, h).await;
+        let body = v["content"].as_str().unwrap_or_default().to_owned();
+        if let Value::Object(map) = &mut v {
+            map.insert("date".into(), json!(day_of(&h.modified_rfc3339())));
+            map.insert("summary".into(), json!(overview(&body)));
+        }
+        recent.push(v);
     }
     let mut todos = Vec::new();
     for h in in_folder("todos/") {
         todos.push(with_body(store, h).await);
     }
+    let decisions: Vec<&MemoryHeader> = in_folder("decisions/").collect();
+    let line = |h: &MemoryHeader| {
+        let title = title_of(h);
+        match h.description.as_deref() {
+            Some(d) if !d.is_empty() && d != title => format!("{title}: {d}"),
+            _ => title,
+        }
+    };
+    let count = |f: &str| headers.iter().filter(|h| h.rel_path.starts_with(f)).count();
+    let summary = format!(
+        "{} memories ({} sessions, {} decisions, {} changes, {} knowledge, {} open todos){}",
+        headers.len(),
+        count("sessions/"),
+        count("decisions/"),
+        count("changes/"),
+        count("knowledge/"),
+        count("todos/"),
+        sessions
+            .first()
+            .map(|h| format!("; last session: {}", line(h)))
+            .unwrap_or_default()
+    );
     Ok(json!({
+        "project_id": project.id,
+        "registered": true,
+        "last_session": sessions.first().map(|h| h.modified_rfc3339()),
+        "summary": summary,
+        "recent_sessions": recent,
+        "pending_items": in_folder("todos/").map(title_of).collect::<Vec<_>>(),
+        "active_decisions": decisions.iter().map(|h| line(h)).collect::<Vec<_>>(),
         "project": project_json(&project),
         "available": true,
         "known": true,
         "memories": headers.len(),
-        "last_session": sessions.first().map(|h| h.modified_rfc3339()),
         "index": {
             "content": index.content,
             "truncated": index.truncated_by_lines || index.truncated_by_bytes,
         },
-        "recent_sessions": recent,
         "open_todos": todos,
-        "active_decisions": in_folder("decisions/").map(header_json).collect::<Vec<_>>(),
+        "decisions": decisions.iter().map(|h| header_json(h)).collect::<Vec<_>>(),
+        "global_knowledge": global,
     }))
 }
 
-/// A search hit: the memory and its score (none when listing).
-type Hit<'a> = (&'a MemoryHeader, Option<f32>);
+/// The prefix of global memories' paths in answers and targets.
+pub const GLOBAL_PREFIX: &str = "global/";
 
-/// `context_search`: BM25F through the recall layer's selector; when that fails, the memories
-/// in scope newest first (`mode: "listing"`).
+/// A search hit: the memory, its score (none when listing), and whether it is global.
+struct Hit {
+    header: MemoryHeader,
+    score: Option<f32>,
+    /// Relevance in 0..1 within its store's ranking.
+    relevance: f32,
+    global: bool,
+}
+
+/// One store's search: the hits, how they were ranked (`hybrid`, `bm25`, `listing`) and why
+/// it degraded, if it did.
+struct StoreSearch {
+    hits: Vec<Hit>,
+    mode: &'static str,
+    reason: Option<String>,
+}
+
+/// Search one store: ranked hits (relevance relative to the best BM25F score, or by rank
+/// when the hybrid selector ranked them), or, when ranking fails, the newest in scope.
+async fn search_store(
+    open: &OpenProject,
+    query: &str,
+    scope: Scope,
+    limit: usize,
+    global: bool,
+) -> Result<StoreSearch, MemoryError> {
+    let in_scope: Vec<MemoryHeader> = open
+        .store
+        .scan()
+        .await?
+        .into_iter()
+        .filter(|h| scope.contains(&h.rel_path))
+        .collect();
+    let hit = |h: &MemoryHeader, score, relevance| Hit {
+        header: h.clone(),
+        score,
+        relevance,
+        global,
+    };
+    Ok(match ranked(open, query, &in_scope, limit).await {
+        Ok(r) => {
+            let n = r.scored.len().max(1) as f32;
+            let top = r.scored.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
+            let hits = r
+                .scored
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (p, s))| {
+                    let relevance = if r.mode == "hybrid" {
+                        1.0 - i as f32 / n
+                    } else if top > 0.0 {
+                        (s / top).clamp(0.0, 1.0)
+                    } else {
+                        0.0
+                    };
+                    in_scope
+                        .iter()
+                        .find(|h| &h.rel_path == p)
+                        .map(|h| hit(h, Some(*s), relevance))
+                })
+                .collect();
+            StoreSearch {
+                hits,
+                mode: r.mode,
+                reason: r.degraded,
+            }
+        }
+        Err(e) => StoreSearch {
+            hits: in_scope
+                .iter()
+                .take(limit)
+                .map(|h| hit(h, None, 0.0))
+                .collect(),
+            mode: "listing",
+            reason: Some(e),
+        },
+    })
+}
+
+/// The kind of a memory for search results (`session`, `decision`, ...), from its folder.
+fn kind_of(rel_path: &str) -> &'static str {
+    match rel_path.split('/').next() {
+        Some("sessions") => "session",
+        Some("decisions") => "decision",
+        Some("changes") => "change",
+        Some("knowledge") => "knowledge",
+        Some("todos") => "todo",
+        _ => "memory",
+    }
+}
+
+/// `context_search`: BM25F through the recall layer's selector over the project's memories and
+/// the global ones; when ranking fails, the memories in scope newest first (`mode: "listing"`).
+/// Each result has the seed's fields (`type`, `date`, `relevance` in 0..1 relative to the best
+/// hit, `content`) plus `path`, `title`, `score`, `global`.
 pub async fn search(
     projects: &Projects,
     project_path: &str,
@@ -174,84 +334,161 @@ pub async fn search(
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     let limit = limit.clamp(1, MAX_LIMIT);
-    let open = match projects.open(&project, false).await {
-        Ok(Some(open)) => open,
-        Ok(None) => {
-            return Ok(json!({
-                "project": project_json(&project), "available": true, "known": false,
-                "mode": "bm25", "results": [],
-            }));
+    let mut searches = Vec::new();
+    let known = match projects.open(&project, false).await {
+        Ok(Some(open)) => {
+            match search_store(&open, query, scope, limit, false).await {
+                Ok(found) => searches.push(found),
+                Err(e) => return Ok(unavailable(&project, e)),
+            }
+            true
         }
+        Ok(None) => false,
         Err(e) => return Ok(unavailable(&project, e)),
     };
-    let headers = match open.store.scan().await {
-        Ok(h) => h,
-        Err(e) => return Ok(unavailable(&project, e)),
+    if let Ok(Some(global)) = projects.open_global(false).await {
+        match search_store(&global, query, scope, limit, true).await {
+            Ok(found) => searches.push(found),
+            Err(e) => tracing::warn!(error = %e, "global memory unavailable for search"),
+        }
+    }
+    // The weakest mode of the stores searched: listing < bm25 < hybrid.
+    let rank_of = |m: &str| match m {
+        "listing" => 0,
+        "bm25" => 1,
+        _ => 2,
     };
-    let in_scope: Vec<MemoryHeader> = headers
-        .into_iter()
-        .filter(|h| scope.contains(&h.rel_path))
-        .collect();
-    let ranked = ranked(&open, query, &in_scope, limit).await;
-    let (mode, reason, hits): (&str, Option<String>, Vec<Hit<'_>>) = match ranked {
-        Ok(scored) => (
-            "bm25",
-            None,
-            scored
-                .iter()
-                .filter_map(|(p, s)| {
-                    in_scope
-                        .iter()
-                        .find(|h| &h.rel_path == p)
-                        .map(|h| (h, Some(*s)))
-                })
-                .collect(),
-        ),
-        Err(e) => (
-            "listing",
-            Some(e),
-            in_scope.iter().take(limit).map(|h| (h, None)).collect(),
-        ),
-    };
+    let mode = searches
+        .iter()
+        .map(|f| f.mode)
+        .min_by_key(|m| rank_of(m))
+        .unwrap_or(if projects.has_embedder() {
+            "hybrid"
+        } else {
+            "bm25"
+        });
+    let reasons: Vec<String> = searches.iter().filter_map(|f| f.reason.clone()).collect();
+    let mut hits: Vec<Hit> = searches.into_iter().flat_map(|f| f.hits).collect();
+    if mode == "listing" {
+        hits.sort_by_key(|h| std::cmp::Reverse(h.header.mtime));
+    } else {
+        hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
+    }
+    hits.truncate(limit);
     let mut results = Vec::new();
-    for (h, score) in hits {
-        let mut v = with_body(open.store.as_ref(), h).await;
+    for hit in &hits {
+        let store = if hit.global {
+            projects.open_global(false).await.ok().flatten()
+        } else {
+            projects.open(&project, false).await.ok().flatten()
+        };
+        let mut v = match &store {
+            Some(open) => with_body(open.store.as_ref(), &hit.header).await,
+            None => header_json(&hit.header),
+        };
         if let Value::Object(map) = &mut v {
-            map.insert("score".into(), json!(score));
+            map.insert("type".into(), json!(kind_of(&hit.header.rel_path)));
+            map.insert("date".into(), json!(day_of(&hit.header.modified_rfc3339())));
+            map.insert("score".into(), json!(hit.score));
+            map.insert("relevance".into(), json!(hit.relevance));
+            map.insert("global".into(), json!(hit.global));
+            if hit.global {
+                map.insert(
+                    "path".into(),
+                    json!(format!("{GLOBAL_PREFIX}{}", hit.header.rel_path)),
+                );
+            }
         }
         results.push(v);
     }
     let mut out = json!({
+        "project_id": project.id,
         "project": project_json(&project),
         "available": true,
-        "known": true,
+        "known": known,
         "mode": mode,
         "results": results,
     });
-    if let (Value::Object(map), Some(reason)) = (&mut out, reason) {
-        map.insert("degraded_reason".into(), Value::String(reason));
+    if let (Value::Object(map), false) = (&mut out, reasons.is_empty()) {
+        map.insert("degraded_reason".into(), Value::String(reasons.join("; ")));
     }
     Ok(out)
 }
 
-/// Rank through the selector (contract enforced by `select_checked`), with BM25F scores.
+/// The global memories (titles and paths, marked global) for `context_load`.
+async fn global_listing(projects: &Projects) -> Vec<Value> {
+    let Ok(Some(global)) = projects.open_global(false).await else {
+        return Vec::new();
+    };
+    match global.store.scan().await {
+        Ok(headers) => headers
+            .iter()
+            .take(LOAD_LIST_CAP)
+            .map(|h| {
+                let mut v = header_json(h);
+                v["path"] = json!(format!("{GLOBAL_PREFIX}{}", h.rel_path));
+                v["global"] = json!(true);
+                v
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "global memory unavailable");
+            Vec::new()
+        }
+    }
+}
+
+/// How one store's search was ranked.
+struct Ranked {
+    /// Paths best first, with their BM25F scores (0 for a memory only the dense half found).
+    scored: Vec<(String, f32)>,
+    /// `hybrid` or `bm25`.
+    mode: &'static str,
+    /// Why the hybrid selector fell back to BM25, if it did.
+    degraded: Option<String>,
+}
+
+/// Rank through the hybrid selector when there is one, else BM25 (the contract enforced by
+/// `select_checked`); the BM25F scores of the chosen memories come along.
 async fn ranked(
     open: &OpenProject,
     query: &str,
     headers: &[MemoryHeader],
     limit: usize,
-) -> Result<Vec<(String, f32)>, String> {
-    let selector: Arc<dyn Selector> = open.selector.clone();
-    let ctx = memloop_memory::recall::SelectionContext::with_limit(limit);
+) -> Result<Ranked, String> {
+    let events = Arc::new(memloop_core::events::VecSink::default());
+    let mut ctx = memloop_memory::recall::SelectionContext::with_limit(limit);
+    ctx.events = events.clone();
+    let (selector, mut mode): (Arc<dyn Selector>, &'static str) = match &open.hybrid {
+        Some(h) => {
+            // Embed every memory without a vector first (no time budget: the first search of a
+            // large store pays for it once; later ones only embed what changed). A failure
+            // here shows again in the selection, which falls back to BM25.
+            if let Err(e) = h.warm(headers).await {
+                tracing::warn!(error = %e, "embedding memories failed");
+            }
+            (h.clone(), "hybrid")
+        }
+        None => (open.selector.clone(), "bm25"),
+    };
     let chosen = selector
         .select_checked(query, headers, &ctx)
         .await
         .map_err(|e| format!("search backend failed: {e}"))?;
+    let degraded = events.events().into_iter().find_map(|e| match e {
+        memloop_core::events::AgentEvent::RecallDegraded { reason, .. } => Some(reason),
+        _ => None,
+    });
+    if degraded.is_some() {
+        mode = "bm25";
+    }
     let scores = open
         .selector
-        .scored(query, headers, limit, |p| chosen.iter().any(|c| c == p))
+        .scored(query, headers, limit.max(chosen.len()) * 4, |p| {
+            chosen.iter().any(|c| c == p)
+        })
         .await;
-    Ok(chosen
+    let scored = chosen
         .into_iter()
         .map(|p| {
             let s = scores
@@ -260,16 +497,46 @@ async fn ranked(
                 .map_or(0.0, |(_, s)| *s);
             (p, s)
         })
-        .collect())
+        .collect();
+    Ok(Ranked {
+        scored,
+        mode,
+        degraded,
+    })
 }
 
 fn refusal_reason(e: &MemoryError) -> (&'static str, String) {
     let code = match e {
         MemoryError::SensitiveData { .. } => "secret_refused",
         MemoryError::InvalidName { .. } | MemoryError::OutsideMemoryDir { .. } => "invalid_path",
+        MemoryError::TooLarge { .. } => "too_large",
         _ => "write_failed",
     };
     (code, e.to_string())
+}
+
+/// Whether `e` refuses the request itself (a bad or escaping target, a credential, a size, a
+/// missing memory) rather than reporting a failing backend.
+fn is_refusal(e: &MemoryError) -> bool {
+    matches!(
+        e,
+        MemoryError::InvalidName { .. }
+            | MemoryError::OutsideMemoryDir { .. }
+            | MemoryError::InvalidMemoryDir { .. }
+            | MemoryError::SensitiveData { .. }
+            | MemoryError::TooLarge { .. }
+            | MemoryError::NotFound(_)
+    )
+}
+
+/// A store error as the answer: a tool error with the reason when the request is refused
+/// (`what` names the action, e.g. "update `todos/x.md`"), else `available: false`.
+fn store_failure(project: &Project, what: &str, e: MemoryError) -> Result<Value, Refusal> {
+    match e {
+        MemoryError::NotFound(_) => Err(Refusal(format!("{what}: no such memory"))),
+        e if is_refusal(&e) => Err(Refusal(format!("{what} refused: {e}"))),
+        e => Ok(unavailable(project, e)),
+    }
 }
 
 /// `context_save`: each entry written through the store; per entry what was written or why not.
@@ -277,21 +544,42 @@ pub async fn save(
     projects: &Projects,
     project_path: &str,
     entries: &[SaveEntry],
+    limits: McpLimits,
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     if entries.is_empty() {
         return Err(Refusal("entries is empty: nothing to save".into()));
     }
-    if entries.len() > MAX_BATCH {
+    if entries.len() > limits.max_batch_entries {
         return Err(Refusal(format!(
-            "{} entries in one batch; at most {MAX_BATCH}",
-            entries.len()
+            "{} entries in one batch; at most {}",
+            entries.len(),
+            limits.max_batch_entries
         )));
     }
-    let open = match projects.open(&project, true).await {
-        Ok(Some(open)) => open,
-        Ok(None) => return Ok(unavailable(&project, "memory dir could not be created")),
-        Err(e) => return Ok(unavailable(&project, e)),
+    let total: usize = entries.iter().map(|e| e.content.len()).sum();
+    if total > limits.max_batch_bytes {
+        return Err(Refusal(format!(
+            "the batch's contents are {total} bytes; at most {} in one call (split it)",
+            limits.max_batch_bytes
+        )));
+    }
+    let open = if entries.iter().any(|e| !e.global) {
+        match projects.open(&project, true).await {
+            Ok(Some(open)) => Some(open),
+            Ok(None) => return Ok(unavailable(&project, "memory dir could not be created")),
+            Err(e) => return Ok(unavailable(&project, e)),
+        }
+    } else {
+        None
+    };
+    let global = if entries.iter().any(|e| e.global) {
+        projects.open_global(true).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "global memory unavailable");
+            None
+        })
+    } else {
+        None
     };
     let now = chrono::Utc::now();
     let mut results = Vec::new();
@@ -304,20 +592,33 @@ pub async fn save(
             &entry.tags,
             now,
         );
-        if let Some(old) = legacy_path(entry.kind, entry.title.as_deref(), &entry.content)
-            && open.store.read(&rel).await.is_err()
-            && open.store.read(&old).await.is_ok_and(|f| {
-                f.header.name.as_deref().map(title_key) == Some(title_key(&doc.name))
-            })
-        {
-            rel = old; // saved under the old naming rule: update it in place
+        let target = if entry.global { &global } else { &open };
+        let mut taken = false;
+        if let Some(o) = target {
+            if let Some(old) = legacy_path(entry.kind, entry.title.as_deref(), &entry.content)
+                && o.store.read(&rel).await.is_err()
+                && o.store.read(&old).await.is_ok_and(|f| {
+                    f.header.name.as_deref().map(title_key) == Some(title_key(&doc.name))
+                })
+            {
+                rel = old; // saved under the old naming rule: update it in place
+            }
+            taken = !entry.kind.append_only()
+                && o.store.read(&rel).await.is_ok_and(|f| {
+                    f.header.name.as_deref().map(title_key) != Some(title_key(&doc.name))
+                });
         }
-        let taken = !entry.kind.append_only()
-            && open.store.read(&rel).await.is_ok_and(|f| {
-                f.header.name.as_deref().map(title_key) != Some(title_key(&doc.name))
-            });
         let r = if entry.content.trim().is_empty() {
             Err(("empty_content", "content is empty".to_owned()))
+        } else if entry.content.len() > limits.max_entry_bytes {
+            Err((
+                "too_large",
+                format!(
+                    "content is {} bytes; at most {} per entry (split it or summarise)",
+                    entry.content.len(),
+                    limits.max_entry_bytes
+                ),
+            ))
         } else if taken {
             // Only a hash collision of two titles (or a hand-edited name) gets here: refuse
             // rather than replace another entry.
@@ -326,17 +627,29 @@ pub async fn save(
                 format!("{rel} holds an entry with another title; retitle this one"),
             ))
         } else {
-            open.store
-                .write(&rel, &doc, WriteMode::Overwrite)
-                .await
-                .map_err(|e| refusal_reason(&e))
+            match target {
+                Some(o) => o
+                    .store
+                    .write(&rel, &doc, WriteMode::Overwrite)
+                    .await
+                    .map_err(|e| refusal_reason(&e)),
+                None => Err((
+                    "unavailable",
+                    "the global memory dir cannot be opened (no home directory?)".to_owned(),
+                )),
+            }
         };
         match r {
             Ok(report) => {
                 written += 1;
+                let path = if entry.global {
+                    format!("{GLOBAL_PREFIX}{}", report.rel_path)
+                } else {
+                    report.rel_path
+                };
                 results.push(json!({
                     "index": i, "type": entry.kind.as_str(), "status": "written",
-                    "path": report.rel_path, "created": report.created,
+                    "path": path, "created": report.created, "global": entry.global,
                     "memory_type": doc.memory_type.map(|t| t.as_str()),
                 }));
             }
@@ -366,10 +679,20 @@ pub async fn manage(
     action: ManageAction,
     target: Option<&str>,
     content: Option<&str>,
+    limits: McpLimits,
+    claude_md: bool,
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     let create = action == ManageAction::InitProject;
-    let open = match projects.open(&project, create).await {
+    let existed = project.known();
+    let global_target = target.and_then(|t| t.trim().strip_prefix(GLOBAL_PREFIX));
+    let target = global_target.or(target);
+    let opened = if global_target.is_some() && !create {
+        projects.open_global(false).await
+    } else {
+        projects.open(&project, create).await
+    };
+    let open = match opened {
         Ok(Some(open)) => open,
         Ok(None) => {
             return Ok(json!({
@@ -393,7 +716,7 @@ pub async fn manage(
     let base = |extra: Value| -> Value {
         let mut v = json!({
             "project": project_json(&project), "available": true, "known": true,
-            "action": action_name(action),
+            "action": action_name(action), "global": global_target.is_some(),
         });
         if let (Value::Object(map), Value::Object(more)) = (&mut v, extra) {
             map.extend(more);
@@ -419,13 +742,7 @@ pub async fn manage(
             let rel = target_path()?;
             match store.delete(&rel).await {
                 Ok(()) => Ok(base(json!({ "deleted": rel }))),
-                Err(MemoryError::NotFound(_)) => {
-                    Err(Refusal(format!("no memory at `{rel}` to delete")))
-                }
-                Err(
-                    e @ (MemoryError::InvalidName { .. } | MemoryError::OutsideMemoryDir { .. }),
-                ) => Err(Refusal(e.to_string())),
-                Err(e) => Ok(unavailable(&project, e)),
+                Err(e) => store_failure(&project, &format!("delete `{rel}`"), e),
             }
         }
         ManageAction::Update => {
@@ -433,30 +750,53 @@ pub async fn manage(
             let content = content
                 .filter(|c| !c.trim().is_empty())
                 .ok_or_else(|| Refusal("update needs non-empty content".into()))?;
+            if content.len() > limits.max_entry_bytes {
+                return Err(Refusal(format!(
+                    "update `{rel}` refused: content is {} bytes; at most {} per entry",
+                    content.len(),
+                    limits.max_entry_bytes
+                )));
+            }
+            let what = format!("update `{rel}`");
             let old = match store.read(&rel).await {
                 Ok(f) => f,
-                Err(MemoryError::NotFound(_)) => {
-                    return Err(Refusal(format!("no memory at `{rel}` to update")));
-                }
-                Err(e) => return Ok(unavailable(&project, e)),
+                Err(e) => return store_failure(&project, &what, e),
             };
             let h = &old.header;
-            let doc = MemoryDoc::new(
-                title_of(h),
-                h.description.clone().unwrap_or_default(),
-                h.memory_type,
-                content,
-            );
+            let title = title_of(h);
+            let mut description = first_line(content, 150);
+            if description.is_empty() {
+                description = title.clone();
+            }
+            let doc = MemoryDoc::new(title, description, h.memory_type, content);
             match store.write(&rel, &doc, WriteMode::Overwrite).await {
-                Ok(report) => Ok(base(json!({ "updated": report.rel_path }))),
-                Err(e @ MemoryError::SensitiveData { .. }) => Err(Refusal(e.to_string())),
-                Err(e) => Ok(unavailable(&project, e)),
+                Ok(report) => Ok(base(
+                    json!({ "updated": report.rel_path, "description": doc.description }),
+                )),
+                Err(e) => store_failure(&project, &what, e),
             }
         }
-        ManageAction::InitProject => match store.load_index().await {
-            Ok(_) => Ok(base(json!({ "initialized": true }))),
-            Err(e) => Ok(unavailable(&project, e)),
-        },
+        ManageAction::InitProject => {
+            let claude_md = if claude_md {
+                match crate::onboarding::write_usage_block(&project.path) {
+                    Ok(w) => json!(w.as_str()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "CLAUDE.md not written");
+                        json!(format!("not written: {e}"))
+                    }
+                }
+            } else {
+                json!("skipped")
+            };
+            Ok(base(json!({
+                "initialized": true,
+                "created": !existed,
+                "memory_dir": project.memory.dir,
+                "claude_md": claude_md,
+                "note": "the memory dir exists; its index (MEMORY.md) is written with the first \
+                         saved entry",
+            })))
+        }
     }
 }
 

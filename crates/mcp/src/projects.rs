@@ -6,10 +6,11 @@
 //! ([`MemoryDirResolver`]); its id is the first 12 hex characters of the SHA-256 of its canonical
 //! path.
 
+use memloop_core::embed::Embedder;
 use memloop_memory::{
     env::EnvVars,
     paths::{MemoryDirResolver, ResolvedMemoryDir},
-    recall::Bm25Selector,
+    recall::{Bm25Selector, HybridSelector, vector_cache_for},
     store::{FileMemoryStore, MemoryStore},
 };
 use sha2::{Digest, Sha256};
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 /// How the server was started: the roots it serves and how it resolves memory dirs.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct McpConfig {
     /// Project paths must lie inside one of these (canonicalised when the server starts).
     /// The CLI passes the current directory unless `--root` is given.
@@ -32,6 +33,30 @@ pub struct McpConfig {
     pub claude: bool,
     /// One memory dir for every project (the CLI's `--memory-dir`).
     pub memory_dir: Option<PathBuf>,
+    /// Size caps on entries, batches and answers.
+    pub limits: crate::answer::McpLimits,
+    /// `init_project` leaves the project's `CLAUDE.md` alone (the CLI's `--no-claude-md`).
+    pub no_claude_md: bool,
+    /// When set, `context_search` ranks with the hybrid selector (BM25 fused with these
+    /// embeddings; vectors cached beside each memory dir), else with BM25 alone.
+    pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl std::fmt::Debug for McpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpConfig")
+            .field("roots", &self.roots)
+            .field("allow_any_project", &self.allow_any_project)
+            .field("claude", &self.claude)
+            .field("memory_dir", &self.memory_dir)
+            .field("limits", &self.limits)
+            .field("no_claude_md", &self.no_claude_md)
+            .field(
+                "embedder",
+                &self.embedder.as_ref().map(|e| e.model_id().to_owned()),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a project path was refused.
@@ -69,10 +94,15 @@ pub fn project_id(canonical: &Path) -> String {
     digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
+/// Most projects `resources/list` names.
+const MAX_LISTED: usize = 1000;
+
 /// An open project: its store and the BM25 selector kept in step with it.
 pub(crate) struct OpenProject {
     pub(crate) store: Arc<dyn MemoryStore>,
     pub(crate) selector: Arc<Bm25Selector>,
+    /// The hybrid selector when the server has an embedder.
+    pub(crate) hybrid: Option<Arc<HybridSelector>>,
 }
 
 /// The server's projects: validation, resolution and the open stores (one per memory dir, so
@@ -97,6 +127,21 @@ impl Projects {
             open: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether `init_project` may write the usage block into `CLAUDE.md`.
+    pub(crate) fn claude_md(&self) -> bool {
+        !self.config.no_claude_md
+    }
+
+    /// Whether searches rank with the hybrid selector.
+    pub(crate) fn has_embedder(&self) -> bool {
+        self.config.embedder.is_some()
+    }
+
+    /// The size caps.
+    pub(crate) fn limits(&self) -> crate::answer::McpLimits {
+        self.config.limits
     }
 
     /// The canonical roots.
@@ -160,18 +205,38 @@ impl Projects {
         })
     }
 
-    /// The projects a client may know about: the roots (when they are projects with memory) and
-    /// every project resolved in this session.
+    /// The projects a client may know about: each root and each directory directly under a
+    /// root (hidden ones skipped, at most [`MAX_LISTED`] in all), then every project resolved
+    /// in this session. Only the validated projects; whether they have memory is the caller's
+    /// question.
     pub(crate) async fn listed(&self) -> Vec<Project> {
-        let mut out: Vec<Project> = self
-            .roots
-            .iter()
-            .filter_map(|r| self.project_at(r.clone()).ok())
-            .collect();
-        for p in self.seen.lock().await.values() {
-            if !out.iter().any(|o| o.id == p.id) {
-                out.push(p.clone());
+        let mut out: Vec<Project> = Vec::new();
+        let push = |p: Project, out: &mut Vec<Project>| {
+            if out.len() < MAX_LISTED && !out.iter().any(|o| o.id == p.id) {
+                out.push(p);
             }
+        };
+        for root in &self.roots {
+            let mut candidates = vec![root.clone()];
+            if let Ok(entries) = std::fs::read_dir(root) {
+                let mut children: Vec<PathBuf> = entries
+                    .flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .filter_map(|e| std::fs::canonicalize(e.path()).ok())
+                    .filter(|p| p.is_dir() && p.starts_with(root))
+                    .collect();
+                children.sort();
+                candidates.extend(children);
+            }
+            for c in candidates {
+                match self.project_at(c) {
+                    Ok(p) => push(p, &mut out),
+                    Err(e) => tracing::debug!(error = %e, "project not listed"),
+                }
+            }
+        }
+        for p in self.seen.lock().await.values() {
+            push(p.clone(), &mut out);
         }
         out
     }
@@ -183,21 +248,65 @@ impl Projects {
         project: &Project,
         create: bool,
     ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
+        self.open_dir(&project.memory.dir, create).await
+    }
+
+    /// The global memory dir shared by every project: `<base>/global/memory` (`MEMLOOP_HOME`
+    /// or `~/.memloop`; with `--claude`, `CLAUDE_CONFIG_DIR` or `~/.claude`). `None` when there
+    /// is no base (no home directory).
+    pub(crate) fn global_dir(&self) -> Option<PathBuf> {
+        let resolver = if self.config.claude {
+            MemoryDirResolver::claude_code("/")
+        } else {
+            MemoryDirResolver::new("/")
+        };
+        resolver
+            .env(self.config.env.clone())
+            .base_dir()
+            .ok()
+            .map(|b| b.join("global").join("memory"))
+    }
+
+    /// Open the global memory (creating it when `create`); `Ok(None)` when it does not exist
+    /// (or there is no base dir).
+    pub(crate) async fn open_global(
+        &self,
+        create: bool,
+    ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
+        match self.global_dir() {
+            Some(dir) => self.open_dir(&dir, create).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn open_dir(
+        &self,
+        dir: &Path,
+        create: bool,
+    ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
         let mut open = self.open.lock().await;
-        if let Some(p) = open.get(&project.memory.dir) {
-            if project.known() {
+        let exists = dir.is_dir();
+        if let Some(p) = open.get(dir) {
+            if exists {
                 return Ok(Some(p.clone()));
             }
-            open.remove(&project.memory.dir);
+            open.remove(dir);
         }
-        if !create && !project.known() {
+        if !create && !exists {
             return Ok(None);
         }
-        let store: Arc<dyn MemoryStore> =
-            Arc::new(FileMemoryStore::open_resolved(&project.memory)?);
+        let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(dir)?);
         let selector = Arc::new(Bm25Selector::new(store.clone()));
-        let opened = Arc::new(OpenProject { store, selector });
-        open.insert(project.memory.dir.clone(), opened.clone());
+        let hybrid = self.config.embedder.as_ref().map(|embedder| {
+            let cache = vector_cache_for(store.as_ref(), embedder.model_id());
+            Arc::new(HybridSelector::new(store.clone(), embedder.clone(), cache))
+        });
+        let opened = Arc::new(OpenProject {
+            store,
+            selector,
+            hybrid,
+        });
+        open.insert(dir.to_path_buf(), opened.clone());
         Ok(Some(opened))
     }
 }
@@ -214,6 +323,9 @@ mod tests {
             env: EnvVars::from_pairs([("MEMLOOP_HOME", home.to_string_lossy().into_owned())]),
             claude: false,
             memory_dir: None,
+            limits: Default::default(),
+            no_claude_md: false,
+            embedder: None,
         }
     }
 

@@ -71,6 +71,10 @@ pub struct ManageParams {
     /// For `update`: the new body.
     #[serde(default)]
     pub content: Option<String>,
+    /// For `init_project`: write the usage block into the project's CLAUDE.md (between
+    /// `<!-- memloop:begin ... -->` and `<!-- memloop:end -->` markers; default true).
+    #[serde(default)]
+    pub claude_md: Option<bool>,
 }
 
 /// The MCP server over memloop memory dirs. Clone it freely: clones share the open stores.
@@ -88,13 +92,22 @@ impl std::fmt::Debug for MemoryServer {
     }
 }
 
-fn answer(r: Result<Value, Refusal>) -> Result<CallToolResult, ErrorData> {
-    Ok(match r {
-        Ok(v) => CallToolResult::structured(v),
-        Err(Refusal(reason)) => {
-            CallToolResult::structured_error(json!({ "refused": true, "reason": reason }))
-        }
-    })
+/// The MIME type of the index resources, the same in `resources/list` and `resources/read`.
+pub const INDEX_MIME: &str = "text/markdown";
+
+impl MemoryServer {
+    /// The tool result: the answer redacted and fitted to the size cap, or the refusal as a
+    /// tool error.
+    fn answer(&self, r: Result<Value, Refusal>) -> Result<CallToolResult, ErrorData> {
+        let max = self.projects.limits().max_answer_bytes;
+        Ok(match r {
+            Ok(v) => CallToolResult::structured(crate::answer::finish(v, max)),
+            Err(Refusal(reason)) => CallToolResult::structured_error(crate::answer::finish(
+                json!({ "refused": true, "reason": reason }),
+                max,
+            )),
+        })
+    }
 }
 
 #[tool_router]
@@ -118,7 +131,7 @@ impl MemoryServer {
         &self,
         Parameters(p): Parameters<LoadParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        answer(ops::load(&self.projects, &p.project_path).await)
+        self.answer(ops::load(&self.projects, &p.project_path).await)
     }
 
     #[tool(
@@ -132,7 +145,7 @@ impl MemoryServer {
         &self,
         Parameters(p): Parameters<SearchParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        answer(ops::search(&self.projects, &p.project_path, &p.query, p.scope, p.limit).await)
+        self.answer(ops::search(&self.projects, &p.project_path, &p.query, p.scope, p.limit).await)
     }
 
     #[tool(
@@ -148,26 +161,30 @@ impl MemoryServer {
         &self,
         Parameters(p): Parameters<SaveParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        answer(ops::save(&self.projects, &p.project_path, &p.entries).await)
+        let limits = self.projects.limits();
+        self.answer(ops::save(&self.projects, &p.project_path, &p.entries, limits).await)
     }
 
     #[tool(
         name = "context_manage",
         description = "Manage a project's memory: list (optionally by path prefix in target), \
-        delete target, update target with new content, or init_project to create the memory \
-        directory. Targets are paths as returned by list/search (e.g. todos/fix-ci.md)."
+        delete target, update target with new content (its description follows the new first \
+        line), or init_project to create the memory directory (MEMORY.md is written with the \
+        first saved entry). Targets are paths as returned by list/search (e.g. todos/fix-ci.md)."
     )]
     async fn context_manage(
         &self,
         Parameters(p): Parameters<ManageParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        answer(
+        self.answer(
             ops::manage(
                 &self.projects,
                 &p.project_path,
                 p.action,
                 p.target.as_deref(),
                 p.content.as_deref(),
+                self.projects.limits(),
+                p.claude_md.unwrap_or(true) && self.projects.claude_md(),
             )
             .await,
         )
@@ -213,7 +230,7 @@ impl ServerHandler for MemoryServer {
                     p.id,
                     p.memory.dir.display()
                 ))
-                .with_mime_type("text/markdown")
+                .with_mime_type(INDEX_MIME)
             })
             .collect();
         Ok(ListResourcesResult::with_all_items(resources))
@@ -251,7 +268,11 @@ impl ServerHandler for MemoryServer {
             Ok(None) => String::new(),
             Err(e) => format!("(memory index unavailable: {e})"),
         };
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
+        let (text, _) = memloop_memory::store::redact_secrets(&text);
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, uri).with_mime_type(INDEX_MIME),
+        ])
+        .into())
     }
 }
 

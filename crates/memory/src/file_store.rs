@@ -11,7 +11,9 @@ use crate::memory_store::{
     CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
 };
 use crate::resolver::ResolvedMemoryDir;
-use crate::safety::{ContainmentGate, DirLock, atomic_write, remove_temp_files, validate_rel_path};
+use crate::safety::{
+    ContainmentGate, DirLock, atomic_write, has_temp_files, remove_temp_files, validate_rel_path,
+};
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
@@ -110,7 +112,12 @@ impl FileMemoryStore {
     /// Remove temp files (`.memloop-tmp-*`) left behind by a writer that was killed mid-write;
     /// returns how many went. Every store write holds the dir lock while its temp file exists,
     /// so taking the lock here guarantees no in-flight write is touched. Runs on [`open`](Self::open).
+    /// A dir without temp files is left untouched (no lock file is created): opening a store to
+    /// read it never creates a file.
     pub fn sweep_temp_files(&self) -> Result<usize, MemoryError> {
+        if !has_temp_files(self.root()) {
+            return Ok(0);
+        }
         let _lock = DirLock::acquire(self.root())?;
         remove_temp_files(self.root())
     }

@@ -4,8 +4,8 @@
 
 pub use crate::project::{canonical_project_root, find_git_root, project_dir, project_slug};
 pub use crate::resolver::{
-    AUTO_MEMORY_KEY, CLAUDE_SETTINGS_KEY, ConfigFlavor, MemoryDirResolver, ResolutionRule,
-    ResolvedMemoryDir, SETTINGS_KEY, validate_memory_dir,
+    ALLOWED_DIRS_KEY, AUTO_MEMORY_KEY, CLAUDE_SETTINGS_KEY, ConfigFlavor, MemoryDirResolver,
+    ResolutionRule, ResolvedMemoryDir, SETTINGS_KEY, validate_memory_dir,
 };
 pub use crate::scopes::{
     AgentMemoryDir, AgentMemoryScope, AgentMemoryScopes, ScopeError, sanitize_agent_type,

@@ -263,6 +263,7 @@ impl MemoryDirResolver {
         let local = app.join("settings.local.json");
         if let Some(raw) = settings_memory_dir(&local, key) {
             let dir = validate_memory_dir(&raw, home.as_deref())?;
+            self.check_project_redirect(&dir, &local, home.as_deref())?;
             return done(
                 dir,
                 ResolutionRule::LocalSettings,
@@ -289,6 +290,85 @@ impl MemoryDirResolver {
             ),
         )
     }
+}
+
+impl MemoryDirResolver {
+    /// A memory dir named by settings inside the project (`settings.local.json`: a cloned
+    /// repository can ship one) must lie inside the project, or inside a dir the user's own
+    /// settings list under [`ALLOWED_DIRS_KEY`]. Both sides are compared with symlinks
+    /// resolved, so a link inside the project cannot lead out of it.
+    fn check_project_redirect(
+        &self,
+        dir: &Path,
+        settings: &Path,
+        home: Option<&Path>,
+    ) -> Result<(), MemoryError> {
+        let target = canonical_prefix(dir);
+        let mut allowed = vec![canonical_prefix(&self.project)];
+        if let Ok(base) = self.base_dir() {
+            allowed.extend(
+                settings_list(&base.join("settings.json"), ALLOWED_DIRS_KEY)
+                    .iter()
+                    .filter_map(|raw| validate_memory_dir(raw, home).ok())
+                    .map(|d| canonical_prefix(&d)),
+            );
+        }
+        if allowed.iter().any(|a| target.starts_with(a)) {
+            return Ok(());
+        }
+        tracing::warn!(
+            settings = %settings.display(),
+            dir = %dir.display(),
+            "refusing a project-controlled memory dir outside the project"
+        );
+        Err(MemoryError::InvalidMemoryDir {
+            path: dir.display().to_string(),
+            reason: format!(
+                "it is set by {} inside the project and lies outside the project; settings a \
+                 project ships may not move its memory elsewhere (list the dir under `{}` in \
+                 your user settings to allow it)",
+                settings.display(),
+                ALLOWED_DIRS_KEY
+            ),
+        })
+    }
+}
+
+/// User-settings key listing the dirs a project's own settings may put its memory dir in
+/// (outside the project itself): `"allowed_memory_dirs": ["~/notes"]`.
+pub const ALLOWED_DIRS_KEY: &str = "allowed_memory_dirs";
+
+/// `path` with symlinks resolved as far as it exists (the missing tail joined on lexically).
+fn canonical_prefix(path: &Path) -> PathBuf {
+    let normal = normalize_lexically(path);
+    let mut existing = normal.as_path();
+    let mut tail = Vec::new();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(existing) {
+            return tail.iter().rev().fold(c, |acc: PathBuf, t| acc.join(t));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return normal,
+        }
+    }
+}
+
+/// A list of strings under `key` in a JSON settings file (missing or not a list → empty).
+fn settings_list(path: &Path, key: &str) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get(key)?.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
 }
 
 fn hint_env(e: MemoryError) -> MemoryError {

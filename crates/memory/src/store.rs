@@ -22,8 +22,8 @@ pub use crate::memory_store::{
     WriteLimits, identity_local_dir,
 };
 pub use crate::safety::{
-    ContainmentGate, SecretFilter, SecretPattern, title_file_stem, title_key, topic_to_rel_path,
-    validate_rel_path, validate_topic,
+    ContainmentGate, REDACTED_PREFIX, SecretFilter, SecretPattern, redact_secrets, title_file_stem,
+    title_key, topic_to_rel_path, validate_rel_path, validate_topic,
 };
 pub use crate::scan::ScanConfig;
 pub use crate::types::{

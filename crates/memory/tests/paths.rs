@@ -103,9 +103,10 @@ fn claude_code_flavor_uses_claude_base_and_config_dir() {
 fn chain_order_override_env_local_user() {
     let w = world();
     std::fs::create_dir_all(w.home.join(".memloop")).unwrap();
+    // The user allows the project's local settings to put its memory in `~/local-mem`.
     std::fs::write(
         w.home.join(".memloop/settings.json"),
-        r#"{"memory_dir": "~/user-mem"}"#,
+        r#"{"memory_dir": "~/user-mem", "allowed_memory_dirs": ["~/local-mem"]}"#,
     )
     .unwrap();
     let r = w.resolver().resolve().unwrap();
@@ -385,7 +386,7 @@ fn claude_code_flavor_reads_auto_memory_directory_from_user_and_local_settings()
     std::fs::create_dir_all(w.home.join(".claude")).unwrap();
     std::fs::write(
         w.home.join(".claude/settings.json"),
-        r#"{"autoMemoryDirectory": "~/cc-mem", "memory_dir": "/ignored"}"#,
+        r#"{"autoMemoryDirectory": "~/cc-mem", "memory_dir": "/ignored", "allowed_memory_dirs": ["/srv/cc-local"]}"#,
     )
     .unwrap();
     let r = MemoryDirResolver::claude_code(&w.project)

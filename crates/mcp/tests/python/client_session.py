@@ -32,10 +32,11 @@ async def main(binary, project, home, outside):
             for t in tools.values():
                 assert t.description and t.inputSchema.get("properties", {}).get("project_path"), t
 
-            # Unknown project: known false, nothing written.
+            # Unknown project: registered false with a hint, nothing written.
             loaded = payload(await session.call_tool("context_load", {"project_path": project}))
             assert loaded["available"] and not loaded["known"], loaded
-            assert len(loaded["project"]["id"]) == 12
+            assert loaded["registered"] is False and "init_project" in loaded["hint"], loaded
+            assert len(loaded["project"]["id"]) == 12 and loaded["project_id"] == loaded["project"]["id"]
 
             # A batch: every type, plus a secret that must be refused.
             entries = [
@@ -69,7 +70,10 @@ async def main(binary, project, home, outside):
             assert "decisions/database.md" in loaded["index"]["content"], loaded["index"]
             assert loaded["recent_sessions"][0]["content"].startswith("Migrated"), loaded
             assert [t["path"] for t in loaded["open_todos"]] == ["todos/fix-flaky-ci.md"], loaded
-            assert [d["path"] for d in loaded["active_decisions"]] == ["decisions/database.md"], loaded
+            assert [d["path"] for d in loaded["decisions"]] == ["decisions/database.md"], loaded
+            assert loaded["registered"] and loaded["pending_items"] == ["Fix flaky CI"], loaded
+            assert loaded["active_decisions"][0].startswith("Database"), loaded
+            assert loaded["recent_sessions"][0]["summary"].startswith("Migrated"), loaded
 
             # Manage: list, update, delete.
             listed = payload(await session.call_tool("context_manage", {"project_path": project, "action": "list"}))
@@ -85,8 +89,12 @@ async def main(binary, project, home, outside):
             resources = (await session.list_resources()).resources
             uri = f"memloop://project/{loaded['project']['id']}/MEMORY.md"
             assert str(resources[0].uri) == uri, resources
-            text = (await session.read_resource(uri)).contents[0].text
+            contents = (await session.read_resource(uri)).contents[0]
+            text = contents.text
             assert "decisions/database.md" in text and "todos/fix-flaky-ci.md" not in text, text
+            assert contents.mimeType == resources[0].mimeType == "text/markdown", (contents, resources[0])
+            assert updated["description"] == "Use Postgres 17.", updated
+            assert "Use Postgres 17." in text, text
 
             # Hostile paths: a target escaping the memory dir, a project outside the root.
             hostile = await session.call_tool("context_manage", {"project_path": project, "action": "delete", "target": "../../../etc/passwd.md"})
@@ -95,6 +103,43 @@ async def main(binary, project, home, outside):
             assert outside_res.isError and "outside" in payload(outside_res)["reason"], outside_res
             relative = await session.call_tool("context_search", {"project_path": "../x", "query": "a"})
             assert relative.isError, relative
+
+            # A symlink out of the memory dir: a tool error for update and delete alike.
+            memory_dir = loaded["project"]["memory_dir"]
+            secret_file = os.path.join(outside, "target.md")
+            with open(secret_file, "w") as f:
+                f.write("---\nname: t\n---\nkeep me\n")
+            os.symlink(secret_file, os.path.join(memory_dir, "knowledge", "link.md"))
+            for action in ("update", "delete"):
+                r = await session.call_tool("context_manage", {"project_path": project, "action": action, "target": "knowledge/link.md", "content": "x"})
+                assert r.isError and "available" not in payload(r), (action, r)
+            assert open(secret_file).read() == "---\nname: t\n---\nkeep me\n"
+
+            # An oversized entry is refused on its own; the batch goes on.
+            big = [{"type": "knowledge", "title": "big", "content": "x" * 70000}, {"type": "todo", "title": "small", "content": "ok"}]
+            saved = payload(await session.call_tool("context_save", {"project_path": project, "entries": big}))
+            assert [r["status"] for r in saved["results"]] == ["refused", "written"], saved
+            assert saved["results"][0]["code"] == "too_large", saved
+
+            # A credential already in a hand-written file is redacted in every answer.
+            token = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+            with open(os.path.join(memory_dir, "knowledge", "hand.md"), "w") as f:
+                f.write(f"---\nname: ci bot\ndescription: ci bot\n---\nThe ci bot token is {token} today.\n")
+            for tool, args in (("context_search", {"query": "ci bot token"}), ("context_load", {})):
+                r = payload(await session.call_tool(tool, dict(args, project_path=project)))
+                assert token not in json.dumps(r), (tool, r)
+            r = payload(await session.call_tool("context_search", {"project_path": project, "query": "ci bot token"}))
+            assert "[redacted: " in json.dumps(r) and r["redacted"]["count"] >= 1, r
+
+            # A served project whose own settings point its memory outside it is refused.
+            sub = os.path.join(project, "cloned")
+            os.makedirs(os.path.join(sub, ".memloop"), exist_ok=True)
+            stolen = os.path.join(outside, "stolen")
+            with open(os.path.join(sub, ".memloop", "settings.local.json"), "w") as f:
+                json.dump({"memory_dir": stolen}, f)
+            r = await session.call_tool("context_save", {"project_path": sub, "entries": [{"type": "todo", "content": "x"}]})
+            assert r.isError and "outside the project" in payload(r)["reason"], r
+            assert not os.path.exists(stolen), "memory written outside the project"
 
             # A malformed request: a JSON-RPC error, and the server keeps serving.
             try:

@@ -141,7 +141,15 @@ pub fn truncation_note(cut: Cut, max_lines: usize, max_bytes: usize, path: &str)
     format!("[This memory was cut because it is {why}. Read the full file at {path} for the rest.]")
 }
 
-/// One memory rendered for surfacing: header, (possibly cut) content, note.
+/// One memory rendered for surfacing: header, (possibly cut) content, note. Credential-shaped
+/// text in the content (a hand-written file can hold one) is replaced by a `[redacted: ...]`
+/// marker, since surfaced text is sent to the model provider.
+///
+/// ```
+/// use memloop_memory::recall::render_surfaced;
+/// let text = render_surfaced("/m/a.md", "key: ghp_abcdefghijklmnopqrstuvwxyz0123456789\n", 0, 200, 4096);
+/// assert!(text.contains("[redacted: ") && !text.contains("ghp_abc"));
+/// ```
 pub fn render_surfaced(
     path: &str,
     content: &str,
@@ -149,7 +157,8 @@ pub fn render_surfaced(
     max_lines: usize,
     max_bytes: usize,
 ) -> String {
-    let (kept, cut) = cut_whole_lines(content, max_lines, max_bytes);
+    let (content, _) = crate::safety::redact_secrets(content);
+    let (kept, cut) = cut_whole_lines(&content, max_lines, max_bytes);
     let mut out = memory_header(path, days);
     out.push('\n');
     out.push_str(kept.trim_end_matches('\n'));

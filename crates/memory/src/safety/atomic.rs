@@ -48,11 +48,9 @@ fn sync_dir(dir: &Path) {
 #[cfg(not(unix))]
 fn sync_dir(_dir: &Path) {}
 
-/// Remove every temp file ([`TEMP_PREFIX`]) under `root` (recursively, symlinks not followed);
-/// returns how many went. Only call it while holding the dir lock: writers keep their temp
-/// files under that lock, so what is found then was left by a killed writer.
-pub fn remove_temp_files(root: &Path) -> Result<usize, MemoryError> {
-    let mut removed = 0;
+/// Every temp file ([`TEMP_PREFIX`]) under `root` (recursively, symlinks not followed).
+fn temp_files(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -63,13 +61,28 @@ pub fn remove_temp_files(root: &Path) -> Result<usize, MemoryError> {
             if ft.is_dir() {
                 stack.push(e.path());
             } else if ft.is_file() && e.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-                std::fs::remove_file(e.path())
-                    .map_err(|err| MemoryError::io("removing a leftover temp file", err))?;
-                removed += 1;
+                found.push(e.path());
             }
         }
     }
-    Ok(removed)
+    found
+}
+
+/// Whether any temp file ([`TEMP_PREFIX`]) lies under `root` (a read-only look: no lock).
+pub fn has_temp_files(root: &Path) -> bool {
+    !temp_files(root).is_empty()
+}
+
+/// Remove every temp file ([`TEMP_PREFIX`]) under `root` (recursively, symlinks not followed);
+/// returns how many went. Only call it while holding the dir lock: writers keep their temp
+/// files under that lock, so what is found then was left by a killed writer.
+pub fn remove_temp_files(root: &Path) -> Result<usize, MemoryError> {
+    let found = temp_files(root);
+    for path in &found {
+        std::fs::remove_file(path)
+            .map_err(|err| MemoryError::io("removing a leftover temp file", err))?;
+    }
+    Ok(found.len())
 }
 
 #[cfg(test)]

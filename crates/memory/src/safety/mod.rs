@@ -5,12 +5,14 @@ mod atomic;
 mod containment;
 mod lock;
 mod names;
+mod redact;
 mod secrets;
 
-pub use atomic::{atomic_write, remove_temp_files};
+pub use atomic::{atomic_write, has_temp_files, remove_temp_files};
 pub use containment::ContainmentGate;
 pub(crate) use containment::warn_refused;
 pub use lock::DirLock;
 pub(crate) use names::read_target_to_rel_path;
 pub use names::{title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic};
+pub use redact::{REDACTED_PREFIX, redact_secrets};
 pub use secrets::{SecretFilter, SecretPattern};

@@ -413,3 +413,62 @@ impl SecretFilter {
         }
     }
 }
+
+impl SecretFilter {
+    /// Every credential-shaped span of `text` (byte ranges, sorted, not overlapping) and the
+    /// name of the pattern that found it: the whole match for a token shape, only the value for
+    /// an assignment or a connection-string password. The spans [`SecretFilter::find`] would
+    /// report; used to redact text that is already stored.
+    ///
+    /// Text with compatibility characters (fullwidth letters, ...) is matched in its NFKC form,
+    /// as [`SecretFilter::find`] does; since those byte ranges do not map back onto the text,
+    /// each line holding a credential is then one span.
+    pub fn spans(text: &str) -> Vec<(std::ops::Range<usize>, &'static str)> {
+        use unicode_normalization::{IsNormalized, is_nfkc_quick};
+        if !matches!(is_nfkc_quick(text.chars()), IsNormalized::Yes) {
+            let mut out = Vec::new();
+            let mut start = 0;
+            for line in text.split_inclusive('\n') {
+                let body = line.trim_end_matches(['\n', '\r']);
+                if let Some(name) = Self::find(body) {
+                    out.push((start..start + body.len(), name));
+                }
+                start += line.len();
+            }
+            return out;
+        }
+        let mut spans: Vec<(std::ops::Range<usize>, &'static str)> = Vec::new();
+        for p in patterns() {
+            match p.confirm {
+                Confirm::Shape => {
+                    spans.extend(p.regex.find_iter(text).map(|m| (m.range(), p.name)));
+                }
+                Confirm::Value => spans.extend(p.regex.captures_iter(text).filter_map(|c| {
+                    c.get(1)
+                        .filter(|m| !is_placeholder(m.as_str()))
+                        .map(|m| (m.range(), p.name))
+                })),
+                Confirm::Assignment => spans.extend(
+                    p.regex
+                        .captures_iter(text)
+                        .filter(|c| assignment_is_secret(text, c))
+                        .filter_map(|c| c.get(3).map(|m| (m.range(), p.name))),
+                ),
+                Confirm::Prose => spans.extend(p.regex.captures_iter(text).filter_map(|c| {
+                    c.get(1)
+                        .filter(|m| strong_value(m.as_str()))
+                        .map(|m| (m.range(), p.name))
+                })),
+            }
+        }
+        spans.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+        let mut merged: Vec<(std::ops::Range<usize>, &'static str)> = Vec::new();
+        for (r, name) in spans {
+            match merged.last_mut() {
+                Some((last, _)) if r.start < last.end => last.end = last.end.max(r.end),
+                _ => merged.push((r, name)),
+            }
+        }
+        merged
+    }
+}

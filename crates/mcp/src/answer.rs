@@ -1,0 +1,191 @@
+//! What every answer passes through before it leaves the process: credential-shaped text is
+//! redacted (a hand-written memory file can hold one) and the answer is cut to the size cap,
+//! with a note saying what was cut.
+
+use memloop_memory::store::redact_secrets;
+use serde_json::{Value, json};
+
+/// Most entries one `context_save` call accepts by default ([`McpLimits::max_batch_entries`]).
+pub const MAX_BATCH: usize = 100;
+
+/// Size caps of the server (bytes unless said otherwise). Configurable through
+/// [`McpConfig::limits`](crate::McpConfig::limits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McpLimits {
+    /// Largest `content` of one `context_save` entry (64 KiB): a bigger entry is refused
+    /// (`code: too_large`), the rest of the batch is still saved.
+    pub max_entry_bytes: usize,
+    /// Most entries in one `context_save` call (100).
+    pub max_batch_entries: usize,
+    /// Largest total `content` of one `context_save` call (1 MiB): a bigger batch is refused
+    /// whole, as a tool error.
+    pub max_batch_bytes: usize,
+    /// Largest answer (serialized JSON, 256 KiB): the longest `content` fields are cut first,
+    /// then trailing list items are dropped; the answer then carries `cut` with a note.
+    pub max_answer_bytes: usize,
+}
+
+impl Default for McpLimits {
+    fn default() -> Self {
+        Self {
+            max_entry_bytes: 64 * 1024,
+            max_batch_entries: MAX_BATCH,
+            max_batch_bytes: 1024 * 1024,
+            max_answer_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// Replace credential-shaped text in every string of `v`; returns how many were replaced.
+pub(crate) fn redact_value(v: &mut Value) -> usize {
+    match v {
+        Value::String(s) => {
+            let (out, n) = redact_secrets(s);
+            if n > 0 {
+                *s = out;
+            }
+            n
+        }
+        Value::Array(items) => items.iter_mut().map(redact_value).sum(),
+        Value::Object(map) => map.values_mut().map(redact_value).sum(),
+        _ => 0,
+    }
+}
+
+/// Redact `v` and fit it into `max_bytes`; adds `redacted` (how many credentials were withheld)
+/// and `cut` (what was cut) when they apply.
+pub(crate) fn finish(mut v: Value, max_bytes: usize) -> Value {
+    let redacted = redact_value(&mut v);
+    if let (Value::Object(map), true) = (&mut v, redacted > 0) {
+        map.insert(
+            "redacted".into(),
+            json!({
+                "count": redacted,
+                "note": "credential-shaped text in stored memories was withheld: \
+                         [redacted: <kind>] marks each place",
+            }),
+        );
+    }
+    fit(v, max_bytes)
+}
+
+fn size(v: &Value) -> usize {
+    serde_json::to_string(v).map_or(0, |s| s.len())
+}
+
+/// The lengths of every `content` string of `v` (at any depth).
+fn content_lens(v: &Value, out: &mut Vec<usize>) {
+    match v {
+        Value::Object(map) => {
+            for (k, item) in map {
+                match item {
+                    Value::String(s) if k == "content" => out.push(s.len()),
+                    other => content_lens(other, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| content_lens(i, out)),
+        _ => {}
+    }
+}
+
+/// Cut every `content` string of `v` longer than `share`; returns how many were cut.
+fn cut_contents(v: &mut Value, share: usize) -> usize {
+    match v {
+        Value::Object(map) => map
+            .iter_mut()
+            .map(|(k, item)| match item {
+                Value::String(s) if k == "content" => {
+                    if s.len() > share {
+                        cut_string(s, share.saturating_sub(200));
+                        1
+                    } else {
+                        0
+                    }
+                }
+                other => cut_contents(other, share),
+            })
+            .sum(),
+        Value::Array(items) => items.iter_mut().map(|i| cut_contents(i, share)).sum(),
+        _ => 0,
+    }
+}
+
+/// `s` cut to at most `max` bytes (on a char boundary) with a note.
+fn cut_string(s: &mut String, max: usize) {
+    let total = s.len();
+    let mut end = max.min(total);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push_str(&format!(
+        "\n[cut: {end} of {total} bytes shown (answer size cap); read the entry alone with \
+         context_search and a narrower query, or open the file]"
+    ));
+}
+
+/// Room kept for the `cut` note itself.
+const NOTE_ROOM: usize = 512;
+
+fn fit(mut v: Value, max_bytes: usize) -> Value {
+    let before = size(&v);
+    if before <= max_bytes {
+        return v;
+    }
+    let target = max_bytes.saturating_sub(NOTE_ROOM);
+    // 1. Cut the longest contents to an equal share of what the rest leaves.
+    let mut lens = Vec::new();
+    content_lens(&v, &mut lens);
+    let mut cut = 0usize;
+    if !lens.is_empty() {
+        let rest = before.saturating_sub(lens.iter().sum());
+        let share = (target.saturating_sub(rest) / lens.len()).max(256);
+        cut = cut_contents(&mut v, share);
+    }
+    // 2. Drop trailing items of the longest lists until it fits.
+    let mut dropped = 0usize;
+    while size(&v) > target {
+        if !drop_last_item(&mut v) {
+            break;
+        }
+        dropped += 1;
+    }
+    if let Value::Object(map) = &mut v {
+        map.insert(
+            "cut".into(),
+            json!({
+                "note": format!(
+                    "the answer was {before} bytes, over the {max_bytes}-byte cap: {cut} \
+                     content field(s) were cut and {dropped} list item(s) left out; ask for fewer \
+                     results or a narrower scope"
+                ),
+                "contents_cut": cut,
+                "items_omitted": dropped,
+            }),
+        );
+    }
+    v
+}
+
+/// Remove the last element of the longest non-empty array in `v`; false when none is left.
+fn drop_last_item(v: &mut Value) -> bool {
+    fn longest<'a>(v: &'a mut Value, best: &mut Option<(usize, &'a mut Vec<Value>)>) {
+        match v {
+            Value::Array(items) => {
+                let n = size(&Value::Array(items.clone()));
+                if !items.is_empty() && best.as_ref().is_none_or(|(b, _)| n > *b) {
+                    *best = Some((n, items));
+                }
+            }
+            Value::Object(map) => map.values_mut().for_each(|i| longest(i, best)),
+            _ => {}
+        }
+    }
+    let mut best = None;
+    longest(v, &mut best);
+    match best {
+        Some((_, items)) => items.pop().is_some(),
+        None => false,
+    }
+}

@@ -1,0 +1,138 @@
+//! An in-process client for `MemoryServer` over a duplex pipe (the real MCP protocol, rmcp's
+//! client), and a fixture with a root of projects and a `MEMLOOP_HOME`.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use memloop_mcp::{McpConfig, McpLimits, MemoryServer};
+use memloop_memory::env::EnvVars;
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::{CallToolRequestParams, ReadResourceRequestParams},
+    service::RunningService,
+};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+pub struct Fixture {
+    _tmp: tempfile::TempDir,
+    pub base: PathBuf,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub user_home: PathBuf,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (root, home, user_home) = (base.join("root"), base.join("mlhome"), base.join("user"));
+        for d in [&root, &home, &user_home] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self {
+            _tmp: tmp,
+            base,
+            root,
+            home,
+            user_home,
+        }
+    }
+
+    /// A project dir under the root.
+    pub fn project(&self, name: &str) -> PathBuf {
+        let p = self.root.join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    pub fn config(&self) -> McpConfig {
+        McpConfig {
+            roots: vec![self.root.clone()],
+            allow_any_project: false,
+            env: EnvVars::from_pairs([
+                ("MEMLOOP_HOME", self.home.to_string_lossy().into_owned()),
+                ("HOME", self.user_home.to_string_lossy().into_owned()),
+            ]),
+            claude: false,
+            memory_dir: None,
+            limits: McpLimits::default(),
+            no_claude_md: false,
+            embedder: None,
+        }
+    }
+
+    /// Every file under `dir`, relative, sorted.
+    pub fn files_under(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(p.clone());
+                }
+                out.push(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+pub type Client = RunningService<RoleClient, ()>;
+
+/// Serve `config` in this process and connect rmcp's client to it.
+pub async fn connect(config: McpConfig) -> Client {
+    let (client_io, server_io) = tokio::io::duplex(1 << 22);
+    let server = MemoryServer::new(config);
+    tokio::spawn(async move {
+        let (r, w) = tokio::io::split(server_io);
+        if let Ok(running) = server.serve((r, w)).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (r, w) = tokio::io::split(client_io);
+    ().serve((r, w)).await.unwrap()
+}
+
+/// Call `tool`; the structured answer with `is_error` added.
+pub async fn call(client: &Client, tool: &'static str, args: Value) -> Value {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object")
+    };
+    let result = client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(map))
+        .await
+        .unwrap();
+    let mut v = result.structured_content.expect("structured result");
+    v["is_error"] = json!(result.is_error.unwrap_or(false));
+    v
+}
+
+/// `resources/read` of `uri`: (text, mime type).
+pub async fn read_resource(client: &Client, uri: &str) -> (String, Option<String>) {
+    let r = client
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    let v = serde_json::to_value(&r.contents[0]).unwrap();
+    (
+        v["text"].as_str().unwrap_or_default().to_owned(),
+        v["mimeType"].as_str().map(str::to_owned),
+    )
+}
+
+pub fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+pub async fn save(client: &Client, project: &Path, entries: Value) -> Value {
+    call(
+        client,
+        "context_save",
+        json!({ "project_path": s(project), "entries": entries }),
+    )
+    .await
+}
