@@ -443,6 +443,10 @@ impl Agent {
 
     async fn apply_compaction(&mut self, outcome: CompactionOutcome, cancel: &CancellationToken) {
         tracing::info!(strategy = %outcome.strategy, before = outcome.tokens_before, after = outcome.tokens_after, "compacted");
+        let before = self.hook_context(cancel.clone());
+        for hook in self.hooks.clone() {
+            hook.on_compacting(&before).await;
+        }
         self.messages = Arc::new(outcome.messages);
         self.rollback_point = None;
         self.tokens.reset();

@@ -74,6 +74,7 @@ impl Drop for PendingAttachment {
 /// | [`on_turn_start`](Self::on_turn_start) | a user message arrived, before the first model call | no: return a [`PendingAttachment`] for slow work |
 /// | [`after_sampling`](Self::after_sampling) | after every main-agent model response | no: spawn slow work on `ctx.background` |
 /// | [`on_stop`](Self::on_stop) | the turn ended with an answer (no tool calls) | never: it runs as a tracked background task |
+/// | [`on_compacting`](Self::on_compacting) | a compaction is about to replace the conversation (`ctx.messages` is the old one) | briefly |
 /// | [`on_compacted`](Self::on_compacted) | the conversation was replaced by a compacted one | briefly |
 /// | [`on_cleared`](Self::on_cleared) | the host cleared the conversation ([`Agent::clear`](crate::Agent::clear)) | briefly |
 ///
@@ -113,6 +114,13 @@ pub trait Hook: Send + Sync {
     /// a tracked background task (so [`Agent::drain`](crate::Agent::drain) can wait for it);
     /// the next turn never waits for it.
     async fn on_stop(&self, ctx: HookContext) {
+        let _ = ctx;
+    }
+
+    /// A compaction succeeded and is about to replace the conversation: `ctx.messages` is the
+    /// conversation before it, the last chance to see the messages it drops (extraction keeps
+    /// the ones it has not processed yet). [`on_compacted`](Self::on_compacted) follows.
+    async fn on_compacting(&self, ctx: &HookContext) {
         let _ = ctx;
     }
 

@@ -21,7 +21,7 @@
 //! | [`invariants`] | the API invariant checker run before every request |
 //! | [`text`] | small text helpers |
 //! | [`window`] | the shared [`ContextWindow`](window::ContextWindow) and output budgets |
-//! | [`env`] | [`EnvVars`](env::EnvVars), the injectable environment snapshot every switch is read from |
+//! | [`env`](mod@env) | [`EnvVars`](env::EnvVars), the injectable environment snapshot every switch is read from |
 //! | [`fit`] | fitting messages into a token budget: middle cuts, dropping oldest rounds |
 //! | [`testing`] | [`ScriptedModel`](testing::ScriptedModel), a deterministic model for tests and demos |
 //! | `providers` | Anthropic and OpenAI-compatible HTTP models (feature `providers`) |

@@ -394,6 +394,51 @@ async fn a_vanished_cursor_covers_all_normal_messages() {
     assert_eq!(sched.cursor("s1").unwrap().as_str(), "a3");
 }
 
+/// A fact stated early and compacted away before any extraction saw it still reaches the
+/// extractor: the scheduler keeps what the compaction drops (`on_compacting`), the next run gets
+/// it ahead of the new messages, and nothing is offered twice afterwards.
+#[tokio::test(start_paused = true)]
+async fn messages_compacted_away_before_extraction_still_reach_the_extractor() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ex, _started) = TestExtractor::new(false);
+    let sched = ExtractionScheduler::new(store(&dir), ex.clone());
+    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
+    sched.on_stop(hook(1, conversation(1), &events, &bg)).await;
+    assert!(sched.drain(Duration::from_secs(1)).await.completed);
+    assert_eq!(sched.cursor("s1").unwrap().as_str(), "a1");
+
+    // Turns 2-3 happen, then a compaction keeps only turn 3 behind a summary before the stop
+    // hook of turn 3 ran: u2/a2 exist only in the conversation the compaction replaces.
+    let before = conversation(3);
+    sched.on_compacting(&hook(3, before, &events, &bg)).await;
+    let mut compacted = vec![
+        Message::user("summary of earlier work")
+            .with_id("sum")
+            .with_kind(memloop_core::message::MessageKind::CompactSummary),
+    ];
+    compacted.extend(conversation(3).into_iter().skip(4));
+    sched
+        .on_compacted(&hook(3, compacted.clone(), &events, &bg))
+        .await;
+    compacted.extend(conversation(4).into_iter().skip(6));
+    sched
+        .on_stop(hook(4, compacted.clone(), &events, &bg))
+        .await;
+    assert!(sched.drain(Duration::from_secs(1)).await.completed);
+    assert_eq!(
+        ex.calls()[1].ids,
+        ids(2..=4),
+        "turn 2 was compacted away, still extracted"
+    );
+    assert_eq!(sched.cursor("s1").unwrap().as_str(), "a4");
+
+    // The carried messages went with that run: the next one sees only what is new.
+    compacted.extend(conversation(5).into_iter().skip(8));
+    sched.on_stop(hook(5, compacted, &events, &bg)).await;
+    assert!(sched.drain(Duration::from_secs(1)).await.completed);
+    assert_eq!(ex.calls()[2].ids, ids(5..=5));
+}
+
 #[tokio::test(start_paused = true)]
 async fn two_schedulers_on_one_dir_share_the_mutex() {
     let dir = tempfile::tempdir().unwrap();

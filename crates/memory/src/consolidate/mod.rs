@@ -1,7 +1,7 @@
 //! Dream (consolidation): an occasional background forked agent that merges,
 //! dedups and prunes the memory dir, behind gates checked cheapest first.
 //!
-//! - [`DreamHook`]: the [`Hook`] (on stop) that checks the gates and runs the [`Consolidator`];
+//! - [`DreamHook`]: the [`Hook`](memloop_core::Hook) (on stop) that checks the gates and runs the [`Consolidator`];
 //!   [`DreamHook::run_now`] does the same on demand, outside any agent (`memloop memory dream`).
 //! - [`ConsolidationLock`]: the PID lock file whose mtime is the last consolidation.
 //! - [`SessionSource`]: what "sessions touched" means; [`SessionRecords`] (default) counts the

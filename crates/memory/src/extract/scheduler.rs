@@ -67,6 +67,9 @@ impl Default for SchedulerConfig {
 #[derive(Default)]
 struct Local {
     cursors: HashMap<String, MessageId>,
+    /// Per session, the normal messages a compaction dropped before an extraction saw them
+    /// (oldest first, at most [`MAX_CARRIED`]): the next run gets them ahead of the new ones.
+    carried: HashMap<String, Vec<Message>>,
     turns_since_run: u32,
     /// Saved paths per session not yet noticed in the conversation.
     unnoticed: HashMap<String, Vec<String>>,
@@ -74,6 +77,10 @@ struct Local {
     /// did not land: the turn ended before it settled).
     in_flight: HashMap<String, (String, Vec<String>)>,
 }
+
+/// Most messages carried across compactions per session (the oldest are dropped beyond it,
+/// with a warning): extraction that keeps failing must not grow without bound.
+const MAX_CARRIED: usize = 400;
 
 /// The attachment kind of the saved-memories notice.
 pub const MEMORY_SAVED_ATTACHMENT_KIND: &str = "memory_saved";
@@ -251,6 +258,48 @@ impl Hook for ExtractionScheduler {
         ))
     }
 
+    /// Keep the messages after the cursor that the compaction is about to drop, so the next
+    /// extraction sees them (a fact stated early in a long session is not lost to compaction).
+    async fn on_compacting(&self, ctx: &HookContext) {
+        if !ctx.is_main() || !self.inner.config.enabled {
+            return;
+        }
+        let mut local = lock(&self.inner.local);
+        let cursor = local.cursors.get(&ctx.session_id).cloned();
+        let unseen: Vec<Message> = messages_after(&ctx.messages, cursor.as_ref())
+            .iter()
+            .filter(|m| m.meta.kind == MessageKind::Normal || self.inner.wrote_memory(m))
+            .cloned()
+            .collect();
+        if unseen.is_empty() {
+            return;
+        }
+        let carried = local.carried.entry(ctx.session_id.clone()).or_default();
+        carried.extend(unseen);
+        if carried.len() > MAX_CARRIED {
+            let dropped = carried.len() - MAX_CARRIED;
+            carried.drain(..dropped);
+            tracing::warn!(
+                dropped,
+                "too many messages carried across compactions; oldest dropped"
+            );
+        }
+    }
+
+    /// Everything in the compacted conversation was either carried or is the summary: the
+    /// cursor moves to its end.
+    async fn on_compacted(&self, ctx: &HookContext) {
+        if !ctx.is_main() || !self.inner.config.enabled {
+            return;
+        }
+        let carrying = lock(&self.inner.local)
+            .carried
+            .contains_key(&ctx.session_id);
+        if let (true, Some(last)) = (carrying, ctx.messages.last()) {
+            self.inner.advance(&ctx.session_id, last.id.clone());
+        }
+    }
+
     async fn on_stop(&self, ctx: HookContext) {
         if !ctx.is_main() || !self.inner.config.enabled {
             return;
@@ -341,10 +390,19 @@ impl Inner {
         let Some(last_id) = ctx.messages.last().map(|m| m.id.clone()) else {
             return;
         };
-        let cursor = lock(&self.local).cursors.get(&ctx.session_id).cloned();
+        let (cursor, carried) = {
+            let local = lock(&self.local);
+            let carried = local
+                .carried
+                .get(&ctx.session_id)
+                .cloned()
+                .unwrap_or_default();
+            (local.cursors.get(&ctx.session_id).cloned(), carried)
+        };
         let after = messages_after(&ctx.messages, cursor.as_ref());
-        if after.iter().any(|m| self.wrote_memory(m)) {
+        if carried.iter().chain(after).any(|m| self.wrote_memory(m)) {
             self.advance(&ctx.session_id, last_id);
+            self.drop_carried(&ctx.session_id, carried.len());
             ctx.emit(AgentEvent::ExtractionSkipped {
                 reason: "the main agent already wrote to the memory directory since the last \
                          extraction"
@@ -352,8 +410,9 @@ impl Inner {
             });
             return;
         }
-        let new_messages: Vec<Message> = after
+        let new_messages: Vec<Message> = carried
             .iter()
+            .chain(after)
             .filter(|m| m.meta.kind == MessageKind::Normal)
             .cloned()
             .collect();
@@ -388,6 +447,7 @@ impl Inner {
         match result {
             Ok(paths) => {
                 self.advance(&ctx.session_id, last_id);
+                self.drop_carried(&ctx.session_id, carried.len());
                 let saved = relative_to_memory_dir(self.store.as_ref(), &paths);
                 tracing::info!(saved = ?saved, trailing, "extraction finished");
                 if !saved.is_empty() {
@@ -414,6 +474,18 @@ impl Inner {
         lock(&self.local).cursors.insert(session.to_owned(), to);
     }
 
+    /// Forget the first `n` carried messages of `session` (the ones a finished run covered;
+    /// a compaction during the run may have carried more).
+    fn drop_carried(&self, session: &str, n: usize) {
+        let mut local = lock(&self.local);
+        if let Some(carried) = local.carried.get_mut(session) {
+            carried.drain(..n.min(carried.len()));
+            if carried.is_empty() {
+                local.carried.remove(session);
+            }
+        }
+    }
+
     fn wrote_memory(&self, m: &Message) -> bool {
         m.meta
             .files_written
@@ -422,7 +494,8 @@ impl Inner {
     }
 }
 
-/// Messages after the cursor; all of them when there is no cursor or it is gone (compaction).
+/// Messages after the cursor; all of them when there is no cursor or it is gone (a compaction
+/// without a carry: the cursor was set before the conversation was replaced some other way).
 fn messages_after<'a>(messages: &'a [Message], cursor: Option<&MessageId>) -> &'a [Message] {
     match cursor.and_then(|c| messages.iter().position(|m| &m.id == c)) {
         Some(i) => &messages[i + 1..],
