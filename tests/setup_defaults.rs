@@ -198,7 +198,8 @@ async fn managed_settings_set_the_memory_dir_over_user_and_local_settings() {
     let project = tempfile::tempdir().unwrap();
     let app = project.path().join(".memloop");
     std::fs::create_dir_all(&app).unwrap();
-    let local = home.path().join("local-mem");
+    // Inside the project: settings a project ships may not move its memory elsewhere.
+    let local = project.path().join("local-mem");
     std::fs::write(
         app.join("settings.local.json"),
         serde_json::json!({"memory_dir": local}).to_string(),
