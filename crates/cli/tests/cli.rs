@@ -978,54 +978,31 @@ fn sessions_list_show_and_search_read_the_projects_transcripts() {
 /// `memory_write` tool call, every later one a plain answer. Returns the base URL and the request
 /// count.
 fn consolidating_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{BufRead, BufReader, Read};
     use std::sync::atomic::Ordering;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = count.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            let mut line = String::new();
-            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-                line.clear();
-            }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let n = seen.fetch_add(1, Ordering::SeqCst);
-            let (content, stop) = if n == 0 {
-                (
-                    serde_json::json!([{"type": "tool_use", "id": "toolu_1", "name": "memory_write",
-                        "input": {"topic": "project_freeze", "name": "Release freeze",
-                                  "description": "mobile release freeze from Thursday",
-                                  "type": "project", "mode": "overwrite",
-                                  "content": "Merged: the mobile release freeze starts on Thursday."}}]),
-                    "tool_use",
-                )
-            } else {
-                (
-                    serde_json::json!([{"type": "text", "text": "consolidated"}]),
-                    "end_turn",
-                )
-            };
-            let answer = serde_json::json!({
-                "id": format!("msg_{n}"), "type": "message", "role": "assistant",
-                "model": "loopback", "content": content, "stop_reason": stop,
-                "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 5}
-            })
-            .to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-                answer.len()
-            );
-        }
+    let url = embeddings::json_server(move |_request| {
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        let (content, stop) = if n == 0 {
+            (
+                serde_json::json!([{"type": "tool_use", "id": "toolu_1", "name": "memory_write",
+                "input": {"topic": "project_freeze", "name": "Release freeze",
+                          "description": "mobile release freeze from Thursday",
+                          "type": "project", "mode": "overwrite",
+                          "content": "Merged: the mobile release freeze starts on Thursday."}}]),
+                "tool_use",
+            )
+        } else {
+            (
+                serde_json::json!([{"type": "text", "text": "consolidated"}]),
+                "end_turn",
+            )
+        };
+        serde_json::json!({
+            "id": format!("msg_{n}"), "type": "message", "role": "assistant",
+            "model": "loopback", "content": content, "stop_reason": stop,
+            "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 5}
+        })
     });
     (url, count)
 }

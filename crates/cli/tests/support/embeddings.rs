@@ -8,14 +8,38 @@ use std::io::Write;
 /// embeds by concept word lists: a deterministic stand-in for an embedding model, speaking the
 /// documented wire shape to the real binary's HTTP client. Returns the base URL.
 pub fn concept_embeddings_server() -> String {
-    use std::io::{BufRead, BufReader, Read};
     const CONCEPTS: [&[&str]; 3] = [
         &["release", "ship", "freeze", "merge"],
         &["database", "test"],
         &["latency", "grafana", "dashboard"],
     ];
+    let url = json_server(move |request: Value| {
+        let data: Vec<Value> = request["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let text = text.as_str().unwrap().to_lowercase();
+                let mut v: Vec<f32> = CONCEPTS
+                    .iter()
+                    .map(|ws| ws.iter().filter(|w| text.contains(*w)).count() as f32)
+                    .collect();
+                v.push(0.1);
+                serde_json::json!({"object": "embedding", "index": i, "embedding": v})
+            })
+            .collect();
+        serde_json::json!({"object": "list", "data": data, "model": request["model"]})
+    });
+    format!("{url}/v1")
+}
+
+/// A loopback HTTP server (a thread on an ephemeral port) that answers every POST with the JSON
+/// `answer` returns for the request's JSON body. Returns `http://127.0.0.1:<port>`.
+pub fn json_server(answer: impl Fn(Value) -> Value + Send + 'static) -> String {
+    use std::io::{BufRead, BufReader, Read};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
@@ -31,24 +55,7 @@ pub fn concept_embeddings_server() -> String {
             let mut body = vec![0; length];
             reader.read_exact(&mut body).unwrap();
             let request: Value = serde_json::from_slice(&body).unwrap();
-            let data: Vec<Value> = request["input"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .enumerate()
-                .map(|(i, text)| {
-                    let text = text.as_str().unwrap().to_lowercase();
-                    let mut v: Vec<f32> = CONCEPTS
-                        .iter()
-                        .map(|ws| ws.iter().filter(|w| text.contains(*w)).count() as f32)
-                        .collect();
-                    v.push(0.1);
-                    serde_json::json!({"object": "embedding", "index": i, "embedding": v})
-                })
-                .collect();
-            let answer =
-                serde_json::json!({"object": "list", "data": data, "model": request["model"]})
-                    .to_string();
+            let answer = answer(request).to_string();
             let _ = write!(
                 stream,
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
