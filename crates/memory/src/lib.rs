@@ -35,6 +35,7 @@ pub mod transcripts;
 pub use memloop_session_notes as session_memory;
 
 mod anthropic_memory_tool;
+mod changes;
 mod daily_log;
 mod file_store;
 mod frontmatter;

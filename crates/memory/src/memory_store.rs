@@ -5,6 +5,7 @@
 //! Code's format). Other backends implement the same trait; selectors, recall, extraction and the
 //! memory tools only see `Arc<dyn MemoryStore>`.
 
+use crate::changes::{ChangeCursor, Changes};
 use crate::safety::{SecretFilter, validate_rel_path};
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
@@ -290,6 +291,14 @@ pub trait MemoryStore: Send + Sync {
     /// The limits the write entry point enforces (1 MiB bodies by default).
     fn write_limits(&self) -> WriteLimits {
         WriteLimits::default()
+    }
+
+    /// What changed since `since` (the change feed, [`crate::store::Changes`]): a cache calls
+    /// this each turn instead of [`scan`](Self::scan). The default has no feed and always asks
+    /// for a rescan, which is correct for any backend.
+    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
+        let _ = since;
+        Ok(Changes::Rescan { cursor: None })
     }
 
     /// Headers of all memories (never `MEMORY.md`), newest first.

@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+pub use crate::changes::{ChangeCursor, Changes};
 pub use crate::file_store::{FileMemoryStore, StoreConfig};
 pub use crate::frontmatter::append_to_existing;
 pub use crate::index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
