@@ -328,3 +328,80 @@ async fn the_user_message_is_written_with_the_attachments_that_landed_on_it() {
         agent.messages().to_vec()
     );
 }
+
+#[test]
+fn search_works_in_every_language() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    write_session(
+        &dir,
+        "old",
+        &[
+            "我们决定把主数据库迁移到PostgreSQL，下周三完成",
+            "デプロイは金曜日に延期しました",
+            "Мы перенесли базы данных на новый сервер",
+            "캐시는 Redis로 바꾸기로 했다",
+            "ＡＰＩキーの更新は来月",
+            "unrelated English line about lunch",
+        ],
+    );
+    let opts = SearchOptions::default();
+    let first = |q: &str| {
+        let hits = dir.search(q, &opts).unwrap();
+        assert_eq!(hits.len(), 1, "{q}: {hits:?}");
+        hits[0].snippet.clone()
+    };
+    // A query mixing scripts with no spaces, its words in another order than in the message.
+    assert!(first("PostgreSQL数据库").contains("主数据库"));
+    assert!(first("金曜日デプロイ").contains("デプロイ"));
+    // Another inflection of the same Russian words.
+    assert!(first("база данных").contains("базы данных"));
+    // A Korean particle does not hide its noun.
+    assert!(first("캐시").contains("Redis"));
+    // Full-width Latin in the message, ASCII in the query.
+    assert!(first("api キー").contains("api"));
+    // A term missing from every message finds nothing.
+    assert!(dir.search("数据库 Oracle", &opts).unwrap().is_empty());
+}
+
+#[test]
+fn a_malformed_line_in_the_middle_is_skipped_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    let m1 = Message::user("第一条消息");
+    let m2 = Message::assistant("второе сообщение");
+    let rec = |m: &Message| {
+        let line = serde_json::to_string(
+            &memloop_memory::transcripts::TranscriptRecord::for_message("s", m).unwrap(),
+        )
+        .unwrap();
+        line.into_bytes()
+    };
+    let mut bytes = rec(&m1);
+    bytes.extend_from_slice(b"\nnot json at all\n");
+    // A record that is not UTF-8 (a foreign tool wrote Latin-1 into the file): read lossily.
+    let latin1: Vec<u8> = String::from_utf8(rec(&Message::user("café")))
+        .unwrap()
+        .replace('é', "\u{1}")
+        .into_bytes()
+        .into_iter()
+        .map(|b| if b == 1 { 0xE9 } else { b })
+        .collect();
+    bytes.extend_from_slice(&latin1);
+    bytes.push(b'\n');
+    bytes.extend_from_slice(&rec(&m2));
+    bytes.push(b'\n');
+    std::fs::create_dir_all(dir.path_of("s").unwrap().parent().unwrap()).unwrap();
+    std::fs::write(dir.path_of("s").unwrap(), bytes).unwrap();
+    let t = dir.load("s").unwrap();
+    assert_eq!(t.skipped_lines, 1, "the line that is no record is counted");
+    let conversation = t.conversation();
+    assert_eq!(conversation.len(), 3, "{conversation:?}");
+    assert_eq!(conversation[0], m1, "the line before survives");
+    assert_eq!(conversation[2], m2, "the line after survives");
+    assert!(
+        format!("{:?}", conversation[1]).contains("caf\u{FFFD}"),
+        "the Latin-1 record is kept, its bad byte replaced: {:?}",
+        conversation[1]
+    );
+}

@@ -1,7 +1,9 @@
 //! The bounded search over a project's transcripts.
 
 use super::file::{TranscriptDir, TranscriptRecord};
+use crate::recall::{Analyzer, normalize, words};
 use crate::types::MemoryError;
+use std::collections::BTreeSet;
 use std::io::{Read, Seek, SeekFrom};
 
 /// How much a search may read and return.
@@ -45,13 +47,79 @@ pub struct SearchHit {
     pub snippet: String,
 }
 
-/// The lowercase terms of a query (words of at least 2 characters).
-fn terms(query: &str) -> Vec<String> {
-    query
-        .split_whitespace()
-        .map(str::to_lowercase)
-        .filter(|t| t.chars().count() >= 2)
-        .collect()
+/// What a search looks for: the query's analysed terms (the recall analyzer: NFKC, case folded,
+/// stop words dropped, stemmed by script, Han/Kana/Thai as character bigrams), so a Chinese query
+/// with no spaces finds a message whose words come in another order and `база данных` finds
+/// `базы данных`. A query of stop words only falls back to its plain normalised words.
+struct Query {
+    analyzer: Analyzer,
+    /// Terms a message must all contain.
+    terms: BTreeSet<String>,
+    /// Whether `terms` are analysed terms (else plain normalised words).
+    analysed: bool,
+    /// The query's normalised words, for placing the snippet.
+    words: Vec<String>,
+}
+
+impl Query {
+    fn new(query: &str) -> Self {
+        let analyzer = Analyzer::new(false);
+        let words: Vec<String> = words(query).collect();
+        let mut analysed_terms: BTreeSet<String> = analyzer.unigrams(query).into_iter().collect();
+        // In Japanese a change between kanji, hiragana and katakana usually marks a word
+        // boundary: a bigram across one is not required (金曜日デプロイ finds デプロイは金曜日).
+        let within_words: BTreeSet<String> = analysed_terms
+            .iter()
+            .filter(|t| !crosses_kana_boundary(t))
+            .cloned()
+            .collect();
+        if !within_words.is_empty() {
+            analysed_terms = within_words;
+        }
+        let analysed = !analysed_terms.is_empty();
+        let terms = if analysed {
+            analysed_terms
+        } else {
+            words.iter().cloned().collect()
+        };
+        Self {
+            analyzer,
+            terms,
+            analysed,
+            words,
+        }
+    }
+
+    fn matches(&self, text: &str) -> bool {
+        let found: BTreeSet<String> = if self.analysed {
+            self.analyzer.unigrams(text).into_iter().collect()
+        } else {
+            words(text).collect()
+        };
+        self.terms.iter().all(|t| found.contains(t))
+    }
+}
+
+/// Which of kanji (Han), hiragana and katakana `c` is, if any.
+fn japanese_kind(c: char) -> Option<u8> {
+    match c {
+        '\u{3040}'..='\u{309F}' => Some(1),
+        '\u{30A0}'..='\u{30FF}' | '\u{31F0}'..='\u{31FF}' => Some(2),
+        '\u{4E00}'..='\u{9FFF}' | '\u{3400}'..='\u{4DBF}' => Some(3),
+        _ => None,
+    }
+}
+
+/// Whether `term` is a two-character gram whose characters are of different Japanese kinds.
+fn crosses_kana_boundary(term: &str) -> bool {
+    let mut chars = term.chars();
+    match (chars.next(), chars.next(), chars.next()) {
+        (Some(a), Some(b), None) => match (japanese_kind(a), japanese_kind(b)) {
+            (Some(x), Some(y)) => x != y,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// The text around byte offset `at` of `text`, about `chars` characters, whitespace collapsed.
@@ -99,16 +167,18 @@ fn read_tail(path: &std::path::Path, max: u64) -> std::io::Result<String> {
 }
 
 impl TranscriptDir {
-    /// Messages of past sessions containing every term of `query` (case-insensitive), newest
-    /// session first, within `options`' bounds. An empty query finds nothing.
+    /// Messages of past sessions containing every term of `query`, newest session first, within
+    /// `options`' bounds. Terms are compared as recall compares them (Unicode-normalised, case
+    /// folded, stemmed, CJK as character bigrams), so the search works in every language. An
+    /// empty query finds nothing.
     pub fn search(
         &self,
         query: &str,
         options: &SearchOptions,
     ) -> Result<Vec<SearchHit>, MemoryError> {
-        let terms = terms(query);
+        let query = Query::new(query);
         let mut hits = Vec::new();
-        if terms.is_empty() || options.limit == 0 {
+        if query.terms.is_empty() || options.limit == 0 {
             return Ok(hits);
         }
         let sessions = self
@@ -126,7 +196,7 @@ impl TranscriptDir {
             };
             let transcript = super::file::Transcript::parse(&text, &s.path);
             for r in transcript.message_records() {
-                if let Some(hit) = match_record(r, &s.id, &terms, options.snippet_chars) {
+                if let Some(hit) = match_record(r, &s.id, &query, options.snippet_chars) {
                     hits.push(hit);
                     if hits.len() >= options.limit {
                         return Ok(hits);
@@ -141,21 +211,28 @@ impl TranscriptDir {
 fn match_record(
     r: &TranscriptRecord,
     session: &str,
-    terms: &[String],
+    query: &Query,
     snippet_chars: usize,
 ) -> Option<SearchHit> {
     let text = r.text();
-    let lower = text.to_lowercase();
-    // Lowercasing can change byte lengths; search and cut on the lowercased text then.
-    let (hay, shown) = if lower.len() == text.len() {
-        (lower.as_str(), text.as_str())
-    } else {
-        (lower.as_str(), lower.as_str())
-    };
-    if !terms.iter().all(|t| hay.contains(t.as_str())) {
+    if !query.matches(&text) {
         return None;
     }
-    let at = hay.find(terms[0].as_str())?;
+    // Place the snippet at the first query word found in the normalised text. When normalising
+    // kept every character's byte length (ASCII case, most accents) offsets agree and the text
+    // is shown as written; otherwise the normalised text is shown.
+    let normalised = normalize(&text);
+    let same_offsets = text
+        .chars()
+        .map(char::len_utf8)
+        .eq(normalised.chars().map(char::len_utf8));
+    let shown: &str = if same_offsets { &text } else { &normalised };
+    let at = query
+        .words
+        .iter()
+        .filter_map(|w| normalised.find(w.as_str()))
+        .min()
+        .unwrap_or(0);
     Some(SearchHit {
         session_id: session.to_owned(),
         timestamp: r.timestamp.clone(),
