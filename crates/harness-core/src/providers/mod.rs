@@ -32,6 +32,7 @@ mod naming;
 pub mod openai;
 mod openai_embed;
 mod openai_wire;
+mod pick;
 pub mod retry;
 mod settings;
 pub mod sse;
@@ -40,50 +41,6 @@ pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use http::HttpTransport;
 pub use openai::{OpenAiCompatModel, OpenAiConfig};
 pub use openai_embed::{DEFAULT_EMBEDDING_MODEL, OpenAiEmbedConfig, OpenAiEmbedder};
+pub use pick::{from_env, from_env_with};
 pub use retry::RetryPolicy;
 pub use settings::{EnvLookup, ProviderError, process_env};
-
-use crate::model::Model;
-use std::sync::Arc;
-
-/// A model for `provider` (`anthropic` or `openai`, case-insensitive) configured from the
-/// process environment; `model` overrides `ANTHROPIC_MODEL` / `OPENAI_MODEL`.
-///
-/// See [`AnthropicConfig::from_env_with`] and [`OpenAiConfig::from_env_with`] for the variables.
-pub fn from_env(provider: &str, model: Option<&str>) -> Result<Arc<dyn Model>, ProviderError> {
-    from_env_with(provider, model, &process_env)
-}
-
-/// [`from_env`] with an injected environment.
-///
-/// ```
-/// use memloop_core::providers::{from_env_with, ProviderError};
-/// let env = |k: &str| (k == "OPENAI_BASE_URL").then(|| "http://127.0.0.1:8080/v1".to_owned());
-/// let model = from_env_with("openai", Some("qwen2.5"), &env).unwrap();
-/// assert_eq!(model.name(), "qwen2.5");
-/// let err = from_env_with("anthropic", None, &|_: &str| None).err().unwrap();
-/// assert!(matches!(err, ProviderError::MissingEnv { var: "ANTHROPIC_API_KEY", .. }));
-/// ```
-pub fn from_env_with(
-    provider: &str,
-    model: Option<&str>,
-    env: EnvLookup<'_>,
-) -> Result<Arc<dyn Model>, ProviderError> {
-    match provider.trim().to_ascii_lowercase().as_str() {
-        "anthropic" => {
-            let mut config = AnthropicConfig::from_env_with(env)?;
-            if let Some(m) = model {
-                config.model = m.to_owned();
-            }
-            Ok(Arc::new(AnthropicModel::new(config)?))
-        }
-        "openai" => {
-            let mut config = OpenAiConfig::from_env_with(env)?;
-            if let Some(m) = model {
-                config.model = m.to_owned();
-            }
-            Ok(Arc::new(OpenAiCompatModel::new(config)?))
-        }
-        other => Err(ProviderError::UnknownProvider(other.to_owned())),
-    }
-}
