@@ -31,12 +31,16 @@ impl Tool for WaitForRecall {
         }
     }
     async fn call(&self, _input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        self.0.notified().await;
-        ToolOutput::ok("recall settled")
+        // Bounded, so a recall that never surfaces fails the test instead of hanging it.
+        match tokio::time::timeout(std::time::Duration::from_secs(60), self.0.notified()).await {
+            Ok(()) => ToolOutput::ok("recall settled"),
+            Err(_) => ToolOutput::error("recall surfaced nothing"),
+        }
     }
 }
 
-fn selecting(path: &'static str) -> ScriptedModel {
+fn selecting(path: &str) -> ScriptedModel {
+    let path = path.to_owned();
     ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, move |_| {
         Some(ScriptStep::text(format!(
             r#"{{"selected_memories": ["{path}"]}}"#
@@ -46,18 +50,38 @@ fn selecting(path: &'static str) -> ScriptedModel {
 
 #[tokio::test]
 async fn a_resumed_session_does_not_resurface_and_keeps_its_budget_until_clear() {
-    let (tmp, store) = store();
-    put(
-        &store,
+    resume_rebuilds(
         "feedback/tests.md",
         "integration tests must hit a real database",
         "Never mock the db.",
+        [
+            "how should I write the integration tests?",
+            "and the database tests again?",
+        ],
     )
     .await;
+}
+
+/// The same in Chinese: a memory file named in Chinese with a Chinese body (multi-byte text
+/// in the attachment the rebuild parses and the budget counts).
+#[tokio::test]
+async fn a_resumed_chinese_session_rebuilds_the_same_way() {
+    resume_rebuilds(
+        "feedback/集成测试.md",
+        "集成测试必须连接真实数据库",
+        "不要模拟数据库；测试前先清空「测试库」。",
+        ["集成测试应该怎么写？", "数据库测试再说一遍？"],
+    )
+    .await;
+}
+
+async fn resume_rebuilds(path: &str, description: &str, body: &str, questions: [&str; 2]) {
+    let (tmp, store) = store();
+    put(&store, path, description, body).await;
     let transcripts = TranscriptDir::new(tmp.path());
 
     // Session 1: recall surfaces the memory; the transcript records the attachment.
-    let model = selecting("feedback/tests.md");
+    let model = selecting(path);
     model.push_for(
         "main",
         ScriptStep::tool("wait_for_recall", serde_json::json!({})),
@@ -85,10 +109,7 @@ async fn a_resumed_session_does_not_resurface_and_keeps_its_budget_until_clear()
         .hook(Arc::new(TranscriptHook::new(transcripts.clone())))
         .events(Arc::new(on_surfaced))
         .build();
-    first
-        .run_turn("how should I write the integration tests?")
-        .await
-        .unwrap();
+    first.run_turn(questions[0]).await.unwrap();
     let spent = recall1.spent_bytes();
     assert!(spent > 0);
     drop(first);
@@ -114,14 +135,8 @@ async fn a_resumed_session_does_not_resurface_and_keeps_its_budget_until_clear()
         .events(Arc::new(FanoutSink(sinks)))
         .messages(history)
         .build();
-    resumed
-        .run_turn("and the database tests again?")
-        .await
-        .unwrap();
-    assert_eq!(
-        recall2.surfaced(),
-        ["feedback/tests.md".to_owned()].into_iter().collect()
-    );
+    resumed.run_turn(questions[1]).await.unwrap();
+    assert_eq!(recall2.surfaced(), [path.to_owned()].into_iter().collect());
     assert!(recall2.spent_bytes() >= spent, "the budget is not refilled");
     assert_eq!(
         recall2.spent_bytes(),

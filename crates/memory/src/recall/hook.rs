@@ -34,7 +34,10 @@ pub struct RecallConfig {
     pub max_bytes: usize,
     /// Bytes surfaced per session (until compaction). Default 60 KiB.
     pub session_budget_bytes: usize,
-    /// Skip a message that is a single word (`ok`, `thanks`). Default true.
+    /// Skip a message that is a single word (`ok`, `thanks`, `谢谢`, `继续`). Words are counted
+    /// per script: a run of Chinese or Japanese characters (written without spaces) counts one
+    /// word per two characters (Thai: per six), so `集成测试应该怎么写？` is a question, not a word.
+    /// Default true.
     pub skip_single_word: bool,
     /// Tools whose successful whole-file reads mean "already read".
     pub read_tools: ReadTools,
@@ -227,7 +230,7 @@ impl RecallHook {
     }
 
     fn skip_reason(&self, user_text: &str) -> Option<&'static str> {
-        let words = user_text.split_whitespace().count();
+        let words = message_words(user_text);
         if words == 0 {
             return Some("empty message");
         }
@@ -239,6 +242,32 @@ impl RecallHook {
         }
         None
     }
+}
+
+/// About how many words `text` holds: whitespace-separated pieces, where a piece holding runs of
+/// Chinese, Japanese or Thai (scripts written without spaces) counts one word per two characters
+/// of each Chinese or Japanese run and per six of each Thai run (at least one), plus one per
+/// other token in it.
+fn message_words(text: &str) -> usize {
+    text.split_whitespace()
+        .map(|piece| {
+            let runs = super::tokens(piece);
+            if !runs
+                .iter()
+                .any(|(_, script)| matches!(script, super::Script::Cjk | super::Script::Thai))
+            {
+                return 1;
+            }
+            runs.iter()
+                .map(|(run, script)| match script {
+                    super::Script::Cjk => run.chars().count().div_ceil(2),
+                    // Thai words are longer, and vowel and tone marks are characters too.
+                    super::Script::Thai => run.chars().count().div_ceil(6),
+                    _ => 1,
+                })
+                .sum()
+        })
+        .sum()
 }
 
 #[async_trait::async_trait]
@@ -430,5 +459,33 @@ impl Job {
         tracing::info!(?paths, bytes, "memories surfaced");
         self.ctx.emit(AgentEvent::MemoriesSurfaced { paths, bytes });
         Some(att)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::message_words;
+
+    #[test]
+    fn words_are_counted_per_script() {
+        for single in [
+            "ok",
+            "thanks!",
+            "谢谢",
+            "继续",
+            "はい",
+            "ขอบคุณ",
+            "  Спасибо  ",
+        ] {
+            assert_eq!(message_words(single), 1, "{single}");
+        }
+        assert_eq!(message_words(""), 0);
+        assert_eq!(message_words("how are you"), 3);
+        // Questions written without spaces are questions.
+        assert!(message_words("集成测试应该怎么写？") > 1);
+        assert!(message_words("デプロイ手順を教えて") > 1);
+        assert!(message_words("PostgreSQL数据库") > 1);
+        assert_eq!(message_words("캐시는 어떻게 해요?"), 3);
+        assert!(message_words("ใช้ฐานข้อมูลอะไรดีครับ") > 1);
     }
 }
