@@ -20,19 +20,62 @@ pub trait TokenCounter: Send + Sync {
     fn count(&self, text: &str) -> u64;
 }
 
-/// The cheap estimator: one token per four bytes, rounded up.
+/// The cheap estimator: about four bytes of text per token, rounded up, with characters of the
+/// scripts tokenizers spend more on weighted up so that the estimate does not fall short of a
+/// real BPE count in any language (measured against `cl100k_base`, the most expensive of the
+/// common encodings for non-English text):
+///
+/// | characters | weight (bytes) | tokens per character: estimate / `cl100k_base` |
+/// |---|---|---|
+/// | ASCII | 1 | 0.25 / 0.20 (English) |
+/// | Cyrillic | 2 (its UTF-8 length) | 0.50 / 0.40 (Russian) |
+/// | Han, Kana, Hangul | 5 | 1.25 / 1.21 (Chinese), 1.05 (Japanese), 0.83-1.0 (Korean) |
+/// | accented Latin | 6 | covers a Vietnamese test sentence (48 `cl100k_base` tokens) |
+/// | Indic scripts (Devanagari to Sinhala) | 6 | covers a Hindi test sentence (60 `cl100k_base` tokens) |
+/// | every other character of the BMP | 4 | 1.00 / 0.67-0.95 (Arabic), 0.77 (Thai) |
+/// | emoji and the rest beyond the BMP | 10 | 2.50 / 2-3 |
 ///
 /// ```
 /// use memloop_core::tokens::{CharEstimator, TokenCounter};
 /// assert_eq!(CharEstimator.count("abcdefgh"), 2);
 /// assert_eq!(CharEstimator.count("abc"), 1);
+/// assert_eq!(CharEstimator.count("数据库"), 4); // 3 × 5 bytes / 4, rounded up
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CharEstimator;
 
+/// The weight of `c` in [`CharEstimator`]'s bytes.
+fn char_weight(c: char) -> u64 {
+    match u32::from(c) {
+        0..=0x7F => 1,
+        // Cyrillic and its supplement: about as cheap as their two UTF-8 bytes.
+        0x400..=0x52F => 2,
+        // Accented Latin: a tokenizer splits the syllable around it (Vietnamese, most).
+        0x80..=0x24F | 0x1E00..=0x1EFF => 6,
+        // Indic scripts (Devanagari to Sinhala): about one token per character and mark.
+        0x900..=0xDFF => 6,
+        // Hiragana, Katakana, CJK unified ideographs (and extension A), compatibility
+        // ideographs, half-width Katakana, ideographs beyond the BMP.
+        0x3040..=0x30FF
+        | 0x3400..=0x4DBF
+        | 0x4E00..=0x9FFF
+        | 0xF900..=0xFAFF
+        | 0xFF66..=0xFF9F
+        | 0x20000..=0x3FFFF => 5,
+        // Hangul syllables and jamo.
+        0xAC00..=0xD7AF | 0x1100..=0x11FF | 0x3130..=0x318F => 5,
+        // Emoji and other characters beyond the BMP: two or three tokens each.
+        _ if c.len_utf8() == 4 => 10,
+        _ => 4,
+    }
+}
+
 impl TokenCounter for CharEstimator {
     fn count(&self, text: &str) -> u64 {
-        (text.len() as u64).div_ceil(4)
+        if text.is_ascii() {
+            return (text.len() as u64).div_ceil(4);
+        }
+        text.chars().map(char_weight).sum::<u64>().div_ceil(4)
     }
 }
 
@@ -280,6 +323,65 @@ mod tests {
     use super::*;
     use crate::message::{MediaSource, Usage};
     use serde_json::json;
+
+    /// The cheap estimate never falls short of a real BPE count, in any language (a shortfall
+    /// means compaction starts too late and the request overflows the window).
+    #[test]
+    fn the_estimate_covers_a_real_tokenizer_in_every_language() {
+        let samples = [
+            (
+                "en",
+                "Integration tests must hit a real database; never mock the db. Deploys run on Tuesdays after the staging check.",
+            ),
+            (
+                "zh",
+                "《战国无双3》是由光荣和ω-force开发的战国无双系列的正统第三续作。本作以三大故事为主轴，分别是以武田信玄等人为主的《关东三国志》。我们决定使用PostgreSQL作为主数据库，放弃MySQL。",
+            ),
+            (
+                "ja",
+                "デプロイは毎週金曜日にステージングで確認してから本番に出す。データベースのマイグレーションは必ずレビューを受けること。",
+            ),
+            (
+                "ko",
+                "캐시는 Redis로 바꾸기로 했다. 데이터베이스 마이그레이션은 반드시 리뷰를 받아야 하고 테스트는 실제 데이터베이스에 연결해서 실행한다.",
+            ),
+            (
+                "ru",
+                "Логи храним в ClickHouse, базы данных для логов не трогаем. Миграции базы данных всегда проходят ревью.",
+            ),
+            (
+                "ar",
+                "قررنا استخدام قاعدة بيانات PostgreSQL الرئيسية، ويجب أن تتصل الاختبارات بقاعدة بيانات حقيقية دائماً.",
+            ),
+            (
+                "th",
+                "เราตัดสินใจใช้ PostgreSQL เป็นฐานข้อมูลหลัก การทดสอบต้องเชื่อมต่อกับฐานข้อมูลจริงเสมอ ห้ามใช้ม็อก",
+            ),
+            (
+                "vi",
+                "Chúng tôi quyết định dùng PostgreSQL làm cơ sở dữ liệu chính; kiểm thử luôn kết nối cơ sở dữ liệu thật.",
+            ),
+            (
+                "el",
+                "Αποφασίσαμε να χρησιμοποιήσουμε την PostgreSQL ως κύρια βάση δεδομένων.",
+            ),
+            (
+                "hi",
+                "हमने PostgreSQL को मुख्य डेटाबेस के रूप में उपयोग करने का निर्णय लिया।",
+            ),
+            ("emoji", "Release party 🎉🚀🔥💯 went great 👍😀"),
+        ];
+        for encoding in [Encoding::Cl100kBase, Encoding::O200kBase] {
+            let real = TiktokenCounter::new(encoding).unwrap();
+            for (lang, text) in samples {
+                let (estimate, bpe) = (CharEstimator.count(text), real.count(text));
+                assert!(
+                    estimate >= bpe,
+                    "{lang} ({encoding:?}): estimate {estimate} < {bpe} tokens"
+                );
+            }
+        }
+    }
 
     #[test]
     fn estimates_every_block_kind() {
