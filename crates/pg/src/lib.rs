@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod changes;
 mod config;
 mod content;
 mod error;

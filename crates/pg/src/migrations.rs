@@ -79,6 +79,47 @@ DROP INDEX memloop_memories_search;
 ALTER TABLE memloop_memories DROP COLUMN search;
 "#,
     ),
+    (
+        3,
+        "change feed: the last change of every memory path, by transaction",
+        r#"
+-- One row per memory path ever written: whether it is deleted now, and the transaction that
+-- changed it last. A reader asks for the rows whose transaction is not older than the oldest one
+-- that was still running when it last looked (the snapshot's xmin), so a write that commits late
+-- is never skipped (it may be reported twice, which is harmless).
+CREATE TABLE memloop_changes (
+    project_id text    NOT NULL,
+    rel_path   text    NOT NULL,
+    deleted    boolean NOT NULL,
+    txid       xid8    NOT NULL DEFAULT pg_current_xact_id(),
+    PRIMARY KEY (project_id, rel_path)
+);
+CREATE INDEX memloop_changes_since ON memloop_changes (project_id, txid);
+-- The change table is named with the trigger's own schema, so a writer whose search_path
+-- differs (an admin session, another tool) is recorded too.
+CREATE FUNCTION memloop_record_change() RETURNS trigger
+LANGUAGE plpgsql AS $f$
+DECLARE
+    record_sql text := format(
+        'INSERT INTO %I.memloop_changes (project_id, rel_path, deleted) VALUES ($1, $2, $3)
+         ON CONFLICT (project_id, rel_path)
+         DO UPDATE SET deleted = EXCLUDED.deleted, txid = pg_current_xact_id()',
+        TG_TABLE_SCHEMA);
+BEGIN
+    IF TG_OP <> 'INSERT' AND (TG_OP = 'DELETE' OR OLD.project_id <> NEW.project_id
+                              OR OLD.rel_path <> NEW.rel_path) THEN
+        EXECUTE record_sql USING OLD.project_id, OLD.rel_path, true;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        EXECUTE record_sql USING NEW.project_id, NEW.rel_path, false;
+    END IF;
+    RETURN NULL;
+END
+$f$;
+CREATE TRIGGER memloop_changes_feed AFTER INSERT OR UPDATE OR DELETE ON memloop_memories
+    FOR EACH ROW EXECUTE FUNCTION memloop_record_change();
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -8,9 +8,10 @@ use crate::migrations::migrate;
 use async_trait::async_trait;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
 use memloop_memory::store::{
-    CheckedWrite, IndexCaps, IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile,
-    MemoryHeader, MemoryPath, MemoryStore, MemoryType, StoreDescription, StoreLocation, WriteMode,
-    WriteReport, append_to_existing, format_entry_line, load_capped, validate_rel_path,
+    ChangeCursor, Changes, CheckedWrite, IndexCaps, IndexEntry, LoadedIndex, MemoryDoc,
+    MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryStore, MemoryType, StoreDescription,
+    StoreLocation, WriteMode, WriteReport, append_to_existing, format_entry_line, load_capped,
+    validate_rel_path,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -117,11 +118,11 @@ impl std::fmt::Debug for PgMemoryStore {
     }
 }
 
-fn db(e: tokio_postgres::Error) -> StoreError {
+pub(crate) fn db(e: tokio_postgres::Error) -> StoreError {
     StoreError::Pg(PgError::from_db(&e))
 }
 
-fn parse_type(s: Option<String>) -> Option<MemoryType> {
+pub(crate) fn parse_type(s: Option<String>) -> Option<MemoryType> {
     s.as_deref().and_then(MemoryType::parse)
 }
 
@@ -261,7 +262,7 @@ impl PgMemoryStore {
     }
 
     /// Run `op` with retries on connection loss (fresh connection each time, short backoff).
-    async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, StoreError>
+    pub(crate) async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, StoreError>
     where
         F: FnMut(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>>,
@@ -638,6 +639,10 @@ impl PgMemoryStore {
 impl MemoryStore for PgMemoryStore {
     fn describe(&self) -> StoreDescription {
         self.inner.description.clone()
+    }
+
+    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
+        Ok(self.changes_since(since).await?)
     }
 
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {

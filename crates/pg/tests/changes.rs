@@ -1,0 +1,203 @@
+//! The team store's change feed on the machine's PostgreSQL: writes, deletes and renames by other
+//! instances are reported once asked, a transaction that commits late is never skipped, a cursor
+//! from another project asks for a rescan, and a killed connection never yields a wrong answer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use memloop_memory::store::{ChangeCursor, Changes, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_pg::PgMemoryStore;
+use support::{TestSchema, URL, admin};
+
+fn doc(name: &str, body: &str) -> MemoryDoc {
+    MemoryDoc::new(name, format!("about {name}"), MemoryType::Project, body)
+}
+
+async fn put(store: &PgMemoryStore, rel: &str, name: &str) {
+    store
+        .write(rel, &doc(name, "body"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+}
+
+/// A first cursor (the answer to `None` is always a rescan).
+async fn start(store: &PgMemoryStore) -> ChangeCursor {
+    match store.changes(None).await.unwrap() {
+        Changes::Rescan { cursor: Some(c) } => c,
+        other => panic!("expected a rescan with a cursor, got {other:?}"),
+    }
+}
+
+/// The paths written and removed since `cursor`, and the next cursor.
+async fn delta(
+    store: &PgMemoryStore,
+    cursor: &ChangeCursor,
+) -> (Vec<String>, Vec<String>, ChangeCursor) {
+    match store.changes(Some(cursor)).await.unwrap() {
+        Changes::Unchanged => (Vec::new(), Vec::new(), cursor.clone()),
+        Changes::Changed {
+            cursor,
+            written,
+            removed,
+        } => {
+            let mut w: Vec<String> = written.into_iter().map(|h| h.rel_path).collect();
+            let mut r: Vec<String> = removed.into_iter().map(|p| p.as_str().to_owned()).collect();
+            w.sort();
+            r.sort();
+            (w, r, cursor)
+        }
+        Changes::Rescan { .. } => panic!("a cursor of this project must not ask for a rescan"),
+    }
+}
+
+#[tokio::test]
+async fn writes_deletes_and_renames_by_another_instance_are_reported() {
+    let schema = TestSchema::new();
+    let mine = schema.open("团队/api").await;
+    let theirs = schema.open("团队/api").await;
+    let c0 = start(&mine).await;
+    assert!(matches!(
+        mine.changes(Some(&c0)).await.unwrap(),
+        Changes::Unchanged
+    ));
+
+    put(&theirs, "decisions/数据库.md", "数据库选型").await;
+    put(&theirs, "team/deploy.md", "Deploys").await;
+    let (w, r, c1) = delta(&mine, &c0).await;
+    assert_eq!(w, ["decisions/数据库.md", "team/deploy.md"]);
+    assert!(r.is_empty());
+    match mine.changes(Some(&c1)).await.unwrap() {
+        Changes::Changed { written, .. } => {
+            assert!(written.is_empty() || written.iter().all(|h| h.rel_path != "x"))
+        }
+        Changes::Unchanged => {}
+        other => panic!("{other:?}"),
+    }
+
+    // A rewrite carries the new header.
+    theirs
+        .write(
+            "team/deploy.md",
+            &MemoryDoc::new("Deploys", "Fridays now", MemoryType::Project, "b"),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    match mine.changes(Some(&c1)).await.unwrap() {
+        Changes::Changed { written, .. } => {
+            let h = written
+                .iter()
+                .find(|h| h.rel_path == "team/deploy.md")
+                .unwrap();
+            assert_eq!(h.description.as_deref(), Some("Fridays now"));
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A delete, and a rename done by another writer straight in the database.
+    theirs.delete("decisions/数据库.md").await.unwrap();
+    let (_, r, c2) = delta(&mine, &c1).await;
+    assert_eq!(r, ["decisions/数据库.md"]);
+    admin()
+        .await
+        .execute(
+            &format!(
+                "UPDATE {}.memloop_memories SET rel_path = 'team/release.md'
+                 WHERE project_id = '团队/api' AND rel_path = 'team/deploy.md'",
+                schema.name
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let (w, r, _) = delta(&mine, &c2).await;
+    assert_eq!(w, ["team/release.md"]);
+    assert_eq!(r, ["team/deploy.md"]);
+
+    // Another project's writes are not this project's changes, and its cursor means a rescan.
+    let other = schema.open("other").await;
+    let oc = start(&other).await;
+    put(&other, "x.md", "X").await;
+    let (w, r, _) = delta(&mine, &c2).await;
+    assert!(!w.contains(&"x.md".to_owned()) && !r.contains(&"x.md".to_owned()));
+    assert!(matches!(
+        mine.changes(Some(&oc)).await.unwrap(),
+        Changes::Rescan { .. }
+    ));
+    assert!(matches!(
+        mine.changes(Some(&ChangeCursor::new("gen:12")))
+            .await
+            .unwrap(),
+        Changes::Rescan { .. }
+    ));
+}
+
+/// A transaction that started before a reader looked and commits after it is still reported:
+/// the cursor never moves past a transaction that was running.
+#[tokio::test]
+async fn a_write_that_commits_late_is_not_skipped() {
+    let schema = TestSchema::new();
+    let store = schema.open("p").await;
+    put(&store, "a.md", "A").await;
+    let c0 = start(&store).await;
+
+    let (slow, conn) = tokio_postgres::connect(URL, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    slow.batch_execute(&format!(
+        "BEGIN; SET LOCAL search_path TO {s};
+         INSERT INTO {s}.memloop_memories
+            (project_id, rel_path, name, description, memory_type, body, content, sha256,
+             version, updated_by, write_id)
+         VALUES ('p', 'late.md', 'Late', 'late', 'project', 'b', 'c', 'h', 1, 'slow',
+                 gen_random_uuid())",
+        s = schema.name
+    ))
+    .await
+    .unwrap();
+
+    // Meanwhile a quick write commits and is read.
+    put(&store, "quick.md", "Quick").await;
+    let (w, _, c1) = delta(&store, &c0).await;
+    assert_eq!(
+        w,
+        ["quick.md"],
+        "the running transaction is not visible yet"
+    );
+
+    slow.batch_execute("COMMIT").await.unwrap();
+    let (w, _, _) = delta(&store, &c1).await;
+    assert!(
+        w.contains(&"late.md".to_owned()),
+        "the late commit must be reported after the quick one was: {w:?}"
+    );
+}
+
+/// Killing the store's connections in the middle never produces a wrong "unchanged".
+#[tokio::test]
+async fn a_killed_connection_gives_the_right_answer_or_an_error() {
+    let schema = TestSchema::new();
+    // Its own application name, so only this store's connections are killed.
+    let name = format!("memloop-kill-{}", &schema.name[schema.name.len() - 8..]);
+    let store = PgMemoryStore::open(schema.config("p").application_name(&name))
+        .await
+        .unwrap();
+    let c0 = start(&store).await;
+    put(&store, "a.md", "A").await;
+    admin()
+        .await
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .await
+        .unwrap();
+    match store.changes(Some(&c0)).await {
+        Ok(Changes::Changed { written, .. }) => {
+            assert_eq!(written[0].rel_path, "a.md")
+        }
+        Ok(other) => panic!("wrong answer after a killed connection: {other:?}"),
+        Err(_) => {} // a clear error is acceptable; a wrong answer is not
+    }
+}
