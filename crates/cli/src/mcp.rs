@@ -29,6 +29,7 @@ pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
         limits: limits(args),
         no_claude_md: args.no_claude_md,
         embedder: None,
+        summaries: Default::default(),
     }
 }
 

@@ -57,6 +57,7 @@ impl Fixture {
             limits: McpLimits::default(),
             no_claude_md: false,
             embedder: None,
+            summaries: Default::default(),
         }
     }
 
