@@ -114,6 +114,34 @@ pub struct McpArgs {
     /// all-MiniLM-L6-v2 is in the Hugging Face cache (`candle` builds); else with BM25.
     #[command(flatten)]
     pub embed: EmbedArgs,
+    /// Which models write each saved entry's abstract and overview in the background.
+    #[command(flatten)]
+    pub summary: SummaryArgs,
+}
+
+/// Background summaries of `memloop mcp`: off unless a provider or a fallback URL is given.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SummaryArgs {
+    /// The provider that writes summaries: `anthropic` or `openai` (configured by its usual
+    /// variables: ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL, or OPENAI_BASE_URL / OPENAI_API_KEY).
+    #[arg(long, env = "MEMLOOP_SUMMARY_PROVIDER", value_name = "PROVIDER")]
+    pub summary_provider: Option<String>,
+    /// Its model name (default: the provider's `*_MODEL` variable, else its default).
+    #[arg(long, env = "MEMLOOP_SUMMARY_MODEL", value_name = "NAME")]
+    pub summary_model: Option<String>,
+    /// An OpenAI-compatible endpoint tried when the provider fails (base URL with the version
+    /// path, e.g. http://127.0.0.1:8089/v1 for llama.cpp or http://127.0.0.1:11434/v1 for
+    /// Ollama); no key is sent.
+    #[arg(long, env = "MEMLOOP_SUMMARY_FALLBACK_URL", value_name = "URL")]
+    pub summary_fallback_url: Option<String>,
+    /// The fallback endpoint's model name.
+    #[arg(
+        long,
+        env = "MEMLOOP_SUMMARY_FALLBACK_MODEL",
+        value_name = "NAME",
+        default_value = "local"
+    )]
+    pub summary_fallback_model: String,
 }
 
 /// `memloop team ...`: sync between the local memory dir and the team store.

@@ -1,8 +1,13 @@
 //! `memloop mcp`: the MCP server of `memloop-mcp` on stdio, configured from the global flags.
 
-use crate::args::McpArgs;
+use crate::args::{McpArgs, SummaryArgs};
 use crate::context::Context;
+use anyhow::{Context as _, bail};
+use memloop_core::model::Model;
+use memloop_core::providers::{OpenAiCompatModel, OpenAiConfig};
 use memloop_mcp::McpConfig;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The server configuration for `args` and the global flags: roots default to the project.
 pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
@@ -29,6 +34,7 @@ pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
         limits: limits(args),
         no_claude_md: args.no_claude_md,
         embedder: None,
+        summaries: Default::default(),
     }
 }
 
@@ -43,12 +49,54 @@ fn limits(args: &McpArgs) -> memloop_mcp::McpLimits {
     }
 }
 
+/// The summary models `args` name: the provider configured from the environment the CLI was
+/// given, and the fallback endpoint. A model name without a provider is an error.
+pub fn summary_config(
+    args: &SummaryArgs,
+    ctx: &Context,
+) -> anyhow::Result<memloop_mcp::SummaryConfig> {
+    let model = match (&args.summary_provider, &args.summary_model) {
+        (Some(provider), name) => {
+            let env = |k: &str| ctx.env.get(k).map(str::to_owned);
+            Some(
+                memloop_core::providers::from_env_with(provider, name.as_deref(), &env)
+                    .with_context(|| format!("cannot configure the {provider} summary model"))?,
+            )
+        }
+        (None, Some(name)) => bail!(
+            "--summary-model {name} needs --summary-provider anthropic|openai (or \
+             MEMLOOP_SUMMARY_PROVIDER)"
+        ),
+        (None, None) => None,
+    };
+    let fallback = match &args.summary_fallback_url {
+        Some(url) => {
+            let mut c = OpenAiConfig::new(url.clone(), args.summary_fallback_model.clone());
+            c.timeout = Some(Duration::from_secs(120));
+            let m: Arc<dyn Model> = Arc::new(
+                OpenAiCompatModel::new(c).context("cannot configure the summary fallback")?,
+            );
+            Some(m)
+        }
+        None => None,
+    };
+    Ok(memloop_mcp::SummaryConfig {
+        model,
+        fallback,
+        ..Default::default()
+    })
+}
+
 /// Serve until the client closes stdin. stdout carries the protocol only; logs go to stderr.
 /// With an embedder (`--embed-url`, `--embed-model`, or the model in the Hugging Face cache),
 /// `context_search` ranks with the hybrid selector; one that cannot be set up is a warning and
 /// the server ranks with BM25.
 pub async fn run(args: &McpArgs, ctx: &Context) -> anyhow::Result<()> {
     let mut config = config(args, ctx);
+    config.summaries = summary_config(&args.summary, ctx)?;
+    if config.summaries.enabled() {
+        tracing::info!(summaries = ?config.summaries, "background summaries on");
+    }
     config.embedder = match crate::embed::embedder_if_configured(&args.embed, &ctx.env).await {
         Ok(e) => e,
         Err(e) => {
@@ -93,5 +141,55 @@ mod tests {
         assert_eq!(c.limits.max_answer_bytes, 2000);
         assert_eq!(c.limits.max_batch_bytes, d.max_batch_bytes);
         assert!(c.no_claude_md);
+    }
+
+    fn summary_args(argv: &[&str]) -> SummaryArgs {
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Mcp(args) = cli.command else {
+            panic!("not the mcp command")
+        };
+        args.summary
+    }
+
+    #[test]
+    fn summary_flags_configure_the_provider_and_the_fallback() {
+        let ctx = |pairs: Vec<(&str, &str)>| {
+            let cli = Cli::try_parse_from(["memloop", "mcp"]).unwrap();
+            Context::new(
+                &cli,
+                "/w".into(),
+                memloop_memory::env::EnvVars::from_pairs(pairs),
+            )
+        };
+        let none = summary_config(&summary_args(&["memloop", "mcp"]), &ctx(vec![])).unwrap();
+        assert!(!none.enabled());
+        let both = summary_config(
+            &summary_args(&[
+                "memloop",
+                "mcp",
+                "--summary-provider",
+                "openai",
+                "--summary-model",
+                "qwen2.5",
+                "--summary-fallback-url",
+                "http://127.0.0.1:8089/v1",
+            ]),
+            &ctx(vec![("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]),
+        )
+        .unwrap();
+        assert_eq!(both.model.as_ref().unwrap().name(), "qwen2.5");
+        assert_eq!(both.fallback.as_ref().unwrap().name(), "local");
+        let err = summary_config(
+            &summary_args(&["memloop", "mcp", "--summary-model", "x"]),
+            &ctx(vec![]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("--summary-provider"), "{err}");
+        let err = summary_config(
+            &summary_args(&["memloop", "mcp", "--summary-provider", "anthropic"]),
+            &ctx(vec![]),
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("ANTHROPIC_API_KEY"), "{err:#}");
     }
 }

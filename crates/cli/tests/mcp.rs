@@ -16,6 +16,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const BIN: &str = env!("CARGO_BIN_EXE_memloop");
 
+#[path = "support/embeddings.rs"]
+mod loopback;
+
 /// A project dir and a `MEMLOOP_HOME`, both temporary.
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -520,4 +523,77 @@ fn mcp_inspector_cli_session_with_the_hostile_cases() {
     let read = inspector(&fx, &["--method", "resources/read", "--uri", &uri]).unwrap();
     assert_eq!(read["contents"][0]["mimeType"], "text/markdown", "{read}");
     assert!(!read.to_string().contains(token));
+}
+
+/// `memloop mcp --summary-fallback-url`: a summary pending when the server process is killed
+/// (its endpoint down) is written by the next process (endpoint up), from a real loopback
+/// OpenAI-compatible server.
+#[tokio::test]
+async fn a_killed_server_leaves_its_pending_summary_to_the_next_one() {
+    let fx = fixture();
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", l.local_addr().unwrap())
+    };
+    let mut first = server_command(&fx);
+    first.args(["--summary-fallback-url", &down]);
+    let client = ().serve(TokioChildProcess::new(first).unwrap()).await.unwrap();
+    let p = project_str(&fx.project);
+    let saved = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": [
+            {"type": "decision", "title": "Queue", "content": "Use NATS for the job queue; Kafka is too heavy."}
+        ]}),
+    )
+    .await;
+    assert_eq!(saved["results"][0]["summary_state"], "pending", "{saved}");
+    let dir = PathBuf::from(saved["project"]["memory_dir"].as_str().unwrap());
+    let file = dir.join(saved["results"][0]["path"].as_str().unwrap());
+    client.cancel().await.unwrap(); // the process ends with the summary still pending
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("memloop:summary pending")
+    );
+
+    let up = loopback::json_server(|_| {
+        let text = json!({"abstract": "Job queue: NATS", "overview": "NATS runs the job queue; Kafka was rejected as too heavy."}).to_string();
+        json!({"id": "c", "model": "local", "choices": [{"index": 0, "finish_reason": "stop",
+               "message": {"role": "assistant", "content": text}}]})
+    });
+    let mut second = server_command(&fx);
+    second.args(["--summary-fallback-url", &format!("{up}/v1")]);
+    let client = ().serve(TokioChildProcess::new(second).unwrap()).await.unwrap();
+    // Another process writes the file: wait for it (bounded), then check through the server.
+    let mut written = String::new();
+    for _ in 0..600 {
+        written = std::fs::read_to_string(&file).unwrap();
+        if written.contains("memloop:overview") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        written.contains("description: \"Job queue: NATS\"")
+            || written.contains("description: Job queue: NATS"),
+        "{written}"
+    );
+    let found = call(
+        &client,
+        "context_search",
+        json!({"project_path": p, "query": "nats queue"}),
+    )
+    .await;
+    assert_eq!(
+        found["results"][0]["content"], "NATS runs the job queue; Kafka was rejected as too heavy.",
+        "{found}"
+    );
+    assert!(
+        !dir.join(".memloop-summaries")
+            .read_dir()
+            .unwrap()
+            .any(|_| true)
+    );
+    client.cancel().await.unwrap();
 }

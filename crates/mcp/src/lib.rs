@@ -14,6 +14,8 @@ mod onboarding;
 mod ops;
 mod projects;
 mod server;
+mod summaries;
+mod tiers;
 
 pub use answer::{MAX_BATCH, McpLimits};
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
@@ -24,3 +26,5 @@ pub use server::{
     INDEX_MIME, LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,
     SearchParams, serve_stdio,
 };
+pub use summaries::{SUMMARY_PURPOSE, SummaryConfig};
+pub use tiers::{Detail, L1_MAX_BYTES};

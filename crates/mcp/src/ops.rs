@@ -5,6 +5,7 @@
 use crate::answer::McpLimits;
 use crate::mapping::{EntryType, Scope, entry_to_memory, first_line, legacy_path};
 use crate::projects::{OpenProject, Project, Projects};
+use crate::tiers::{self, Detail};
 use memloop_memory::recall::{Selector, format_manifest};
 use memloop_memory::store::{
     MemoryDoc, MemoryError, MemoryHeader, MemoryStore, WriteMode, title_key, validate_rel_path,
@@ -104,10 +105,11 @@ fn header_json(h: &MemoryHeader) -> Value {
     })
 }
 
-async fn with_body(store: &dyn MemoryStore, h: &MemoryHeader) -> Value {
+/// A memory's header and its body at `detail` ([`tiers::body_fields`]).
+async fn with_body(store: &dyn MemoryStore, h: &MemoryHeader, detail: Detail) -> Value {
     let mut v = header_json(h);
     if let (Value::Object(map), Ok(file)) = (&mut v, store.read(&h.rel_path).await) {
-        map.insert("content".into(), Value::String(file.body));
+        map.extend(tiers::body_fields(&file.body, detail));
     }
     v
 }
@@ -121,25 +123,16 @@ fn day_of(rfc3339: &str) -> String {
     rfc3339.chars().take(10).collect()
 }
 
-/// A session's overview for `recent_sessions[].summary`: the body's first paragraph, at most
-/// 500 characters.
-fn overview(body: &str) -> String {
-    let para = body
-        .split("\n\n")
-        .map(str::trim)
-        .find(|p| !p.is_empty())
-        .unwrap_or("");
-    let mut out: String = para.chars().take(500).collect();
-    if out.len() < para.len() {
-        out.push('…');
-    }
-    out
-}
-
 /// `context_load`: the seed's shape (`project_id`, `registered`, `last_session`, `summary`,
 /// `recent_sessions[{date, summary}]`, `pending_items`, `active_decisions` as strings) plus
 /// memloop's details (`project`, `index`, `open_todos`, `decisions`, `global_knowledge`).
-pub async fn load(projects: &Projects, project_path: &str) -> Result<Value, Refusal> {
+/// Sessions and todos carry their overview (L1) as `content` unless `detail` is `full`; lists
+/// carry the one-line abstract (L0, `description`).
+pub async fn load(
+    projects: &Projects,
+    project_path: &str,
+    detail: Detail,
+) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     let global = global_listing(projects).await;
     let open = match projects.open(&project, false).await {
@@ -171,17 +164,20 @@ pub async fn load(projects: &Projects, project_path: &str) -> Result<Value, Refu
     let sessions: Vec<&MemoryHeader> = in_folder("sessions/").collect();
     let mut recent = Vec::new();
     for h in sessions.iter().take(RECENT_SESSIONS) {
-        let mut v = with_body(store, h).await;
-        let body = v["content"].as_str().unwrap_or_default().to_owned();
+        let mut v = with_body(store, h, detail).await;
+        let l1 = match store.read(&h.rel_path).await {
+            Ok(f) => tiers::l1(&tiers::split(&f.body)).0,
+            Err(_) => h.description.clone().unwrap_or_default(),
+        };
         if let Value::Object(map) = &mut v {
             map.insert("date".into(), json!(day_of(&h.modified_rfc3339())));
-            map.insert("summary".into(), json!(overview(&body)));
+            map.insert("summary".into(), json!(l1));
         }
         recent.push(v);
     }
     let mut todos = Vec::new();
     for h in in_folder("todos/") {
-        todos.push(with_body(store, h).await);
+        todos.push(with_body(store, h, detail).await);
     }
     let decisions: Vec<&MemoryHeader> = in_folder("decisions/").collect();
     let line = |h: &MemoryHeader| {
@@ -213,6 +209,7 @@ pub async fn load(projects: &Projects, project_path: &str) -> Result<Value, Refu
         "recent_sessions": recent,
         "pending_items": in_folder("todos/").map(title_of).collect::<Vec<_>>(),
         "active_decisions": decisions.iter().map(|h| line(h)).collect::<Vec<_>>(),
+        "detail": detail_name(detail),
         "project": project_json(&project),
         "available": true,
         "known": true,
@@ -324,13 +321,15 @@ fn kind_of(rel_path: &str) -> &'static str {
 /// `context_search`: BM25F through the recall layer's selector over the project's memories and
 /// the global ones; when ranking fails, the memories in scope newest first (`mode: "listing"`).
 /// Each result has the seed's fields (`type`, `date`, `relevance` in 0..1 relative to the best
-/// hit, `content`) plus `path`, `title`, `score`, `global`.
+/// hit, `content`) plus `path`, `title`, `score`, `global`. `content` is the overview (L1)
+/// unless `detail` is `full` (L2).
 pub async fn search(
     projects: &Projects,
     project_path: &str,
     query: &str,
     scope: Scope,
     limit: usize,
+    detail: Detail,
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     let limit = limit.clamp(1, MAX_LIMIT);
@@ -383,7 +382,7 @@ pub async fn search(
             projects.open(&project, false).await.ok().flatten()
         };
         let mut v = match &store {
-            Some(open) => with_body(open.store.as_ref(), &hit.header).await,
+            Some(open) => with_body(open.store.as_ref(), &hit.header, detail).await,
             None => header_json(&hit.header),
         };
         if let Value::Object(map) = &mut v {
@@ -407,6 +406,7 @@ pub async fn search(
         "available": true,
         "known": known,
         "mode": mode,
+        "detail": detail_name(detail),
         "results": results,
     });
     if let (Value::Object(map), false) = (&mut out, reasons.is_empty()) {
@@ -582,16 +582,20 @@ pub async fn save(
         None
     };
     let now = chrono::Utc::now();
+    let summariser = projects.summariser();
     let mut results = Vec::new();
     let (mut written, mut refused) = (0usize, 0usize);
     for (i, entry) in entries.iter().enumerate() {
-        let (mut rel, doc) = entry_to_memory(
+        let (mut rel, mut doc) = entry_to_memory(
             entry.kind,
             entry.title.as_deref(),
             &entry.content,
             &entry.tags,
             now,
         );
+        if summariser.is_some() {
+            doc.body = tiers::with_pending(&doc.body);
+        }
         let target = if entry.global { &global } else { &open };
         let mut taken = false;
         if let Some(o) = target {
@@ -642,6 +646,9 @@ pub async fn save(
         match r {
             Ok(report) => {
                 written += 1;
+                if let (Some(s), Some(o)) = (summariser, target) {
+                    s.enqueue(&o.store, &report.rel_path);
+                }
                 let path = if entry.global {
                     format!("{GLOBAL_PREFIX}{}", report.rel_path)
                 } else {
@@ -651,6 +658,7 @@ pub async fn save(
                     "index": i, "type": entry.kind.as_str(), "status": "written",
                     "path": path, "created": report.created, "global": entry.global,
                     "memory_type": doc.memory_type.map(|t| t.as_str()),
+                    "summary_state": if summariser.is_some() { "pending" } else { "none" },
                 }));
             }
             Err((code, reason)) => {
@@ -768,11 +776,22 @@ pub async fn manage(
             if description.is_empty() {
                 description = title.clone();
             }
-            let doc = MemoryDoc::new(title, description, h.memory_type, content);
+            let summariser = projects.summariser();
+            let body = match summariser {
+                Some(_) => tiers::with_pending(content),
+                None => content.to_owned(),
+            };
+            let doc = MemoryDoc::new(title, description, h.memory_type, body);
             match store.write(&rel, &doc, WriteMode::Overwrite).await {
-                Ok(report) => Ok(base(
-                    json!({ "updated": report.rel_path, "description": doc.description }),
-                )),
+                Ok(report) => {
+                    if let Some(s) = summariser {
+                        s.enqueue(&open.store, &report.rel_path);
+                    }
+                    Ok(base(json!({
+                        "updated": report.rel_path, "description": doc.description,
+                        "summary_state": if summariser.is_some() { "pending" } else { "none" },
+                    })))
+                }
                 Err(e) => store_failure(&project, &what, e),
             }
         }
@@ -797,6 +816,13 @@ pub async fn manage(
                          saved entry",
             })))
         }
+    }
+}
+
+fn detail_name(d: Detail) -> &'static str {
+    match d {
+        Detail::Summary => "summary",
+        Detail::Full => "full",
     }
 }
 

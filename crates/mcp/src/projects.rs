@@ -40,6 +40,9 @@ pub struct McpConfig {
     /// When set, `context_search` ranks with the hybrid selector (BM25 fused with these
     /// embeddings; vectors cached beside each memory dir), else with BM25 alone.
     pub embedder: Option<Arc<dyn Embedder>>,
+    /// The models that write each saved entry's abstract (L0) and overview (L1) in the
+    /// background; off by default.
+    pub summaries: crate::summaries::SummaryConfig,
 }
 
 impl std::fmt::Debug for McpConfig {
@@ -55,6 +58,7 @@ impl std::fmt::Debug for McpConfig {
                 "embedder",
                 &self.embedder.as_ref().map(|e| e.model_id().to_owned()),
             )
+            .field("summaries", &self.summaries)
             .finish_non_exhaustive()
     }
 }
@@ -112,6 +116,8 @@ pub(crate) struct Projects {
     roots: Vec<PathBuf>,
     open: Mutex<HashMap<PathBuf, Arc<OpenProject>>>,
     seen: Mutex<HashMap<String, Project>>,
+    /// The background summariser, when summaries are on.
+    summariser: Option<crate::summaries::Summariser>,
 }
 
 impl Projects {
@@ -121,11 +127,35 @@ impl Projects {
             .iter()
             .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone()))
             .collect();
+        let summariser = crate::summaries::Summariser::start(&config.summaries);
         Self {
             config,
             roots,
             open: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
+            summariser,
+        }
+    }
+
+    /// The background summariser, when summaries are on.
+    pub(crate) fn summariser(&self) -> Option<&crate::summaries::Summariser> {
+        self.summariser.as_ref()
+    }
+
+    /// Open every project under the roots and the global memory, so the summariser resumes
+    /// their pending summaries (a store resumes when it is first opened). Nothing is created.
+    /// The caller holds a [`scanning`](crate::summaries::Summariser::scanning) guard meanwhile.
+    pub(crate) async fn resume_pending(&self) {
+        if self.summariser.is_none() {
+            return;
+        }
+        for p in self.listed().await {
+            if let Err(e) = self.open(&p, false).await {
+                tracing::debug!(error = %e, project = %p.path.display(), "not resumed");
+            }
+        }
+        if let Err(e) = self.open_global(false).await {
+            tracing::debug!(error = %e, "global memory not resumed");
         }
     }
 
@@ -301,6 +331,9 @@ impl Projects {
             let cache = vector_cache_for(store.as_ref(), embedder.model_id());
             Arc::new(HybridSelector::new(store.clone(), embedder.clone(), cache))
         });
+        if let Some(s) = &self.summariser {
+            s.resume(&store);
+        }
         let opened = Arc::new(OpenProject {
             store,
             selector,
@@ -326,6 +359,7 @@ mod tests {
             limits: Default::default(),
             no_claude_md: false,
             embedder: None,
+            summaries: Default::default(),
         }
     }
 

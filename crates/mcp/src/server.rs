@@ -3,6 +3,7 @@
 use crate::mapping::Scope;
 use crate::ops::{self, ManageAction, Refusal, SaveEntry};
 use crate::projects::{McpConfig, Projects};
+use crate::tiers::Detail;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     handler::server::{router::tool::ToolRouter, wrapper::Parameters},
@@ -27,6 +28,9 @@ pub const RESOURCE_PREFIX: &str = "memloop://project/";
 pub struct LoadParams {
     /// Absolute path of the project directory (its repository root or any directory in it).
     pub project_path: String,
+    /// `summary` (default): sessions and todos as their overview; `full`: their whole text.
+    #[serde(default)]
+    pub detail: Detail,
 }
 
 fn default_limit() -> usize {
@@ -46,6 +50,9 @@ pub struct SearchParams {
     /// Most results to return (default 5, at most 50).
     #[serde(default = "default_limit")]
     pub limit: usize,
+    /// `summary` (default): each result's overview; `full`: its whole text.
+    #[serde(default)]
+    pub detail: Detail,
 }
 
 /// `context_save` arguments.
@@ -112,11 +119,32 @@ impl MemoryServer {
 
 #[tool_router]
 impl MemoryServer {
-    /// A server for `config`.
+    /// A server for `config`. With summaries on, it starts the background summariser and
+    /// resumes the summaries left pending in the projects under its roots and in the global
+    /// memory (others resume when a client first names them).
     pub fn new(config: McpConfig) -> Self {
+        let projects = Arc::new(Projects::new(config));
+        if let Some(scan) = projects.summariser().map(|s| s.scanning()) {
+            let weak = Arc::downgrade(&projects);
+            tokio::spawn(async move {
+                if let Some(p) = weak.upgrade() {
+                    p.resume_pending().await;
+                }
+                drop(scan);
+            });
+        }
         Self {
-            projects: Arc::new(Projects::new(config)),
+            projects,
             tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Wait until no background summary is queued or being written (at once when summaries
+    /// are off). A host calls it before shutting down to let pending summaries finish; what is
+    /// still pending when the server stops resumes when a server opens that memory again.
+    pub async fn summaries_settled(&self) {
+        if let Some(s) = self.projects.summariser() {
+            s.settled().await;
         }
     }
 
@@ -124,20 +152,22 @@ impl MemoryServer {
         name = "context_load",
         description = "Load a project's memory at the start of a session: whether the project is \
         known, when the last session was, the memory index (MEMORY.md, capped at 200 lines / \
-        25 KB), the most recent session summaries in full, open todos and active decisions. \
-        Call this first in every session."
+        25 KB), the most recent session summaries and open todos as overviews (detail: full \
+        for their whole text), and active decisions as one-line abstracts. Call this first in \
+        every session."
     )]
     async fn context_load(
         &self,
         Parameters(p): Parameters<LoadParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(ops::load(&self.projects, &p.project_path).await)
+        self.answer(ops::load(&self.projects, &p.project_path, p.detail).await)
     }
 
     #[tool(
         name = "context_search",
         description = "Search a project's memory (BM25 over titles, descriptions and bodies). \
-        Returns the best matches with their full content and a relevance score. Use a scope \
+        Returns the best matches with their overview as content (detail: full for the whole \
+        text) and a relevance score. Use a scope \
         (sessions, decisions, changes, knowledge) to narrow it. If ranking is unavailable the \
         newest memories in scope are listed instead (mode: listing)."
     )]
@@ -145,7 +175,17 @@ impl MemoryServer {
         &self,
         Parameters(p): Parameters<SearchParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(ops::search(&self.projects, &p.project_path, &p.query, p.scope, p.limit).await)
+        self.answer(
+            ops::search(
+                &self.projects,
+                &p.project_path,
+                &p.query,
+                p.scope,
+                p.limit,
+                p.detail,
+            )
+            .await,
+        )
     }
 
     #[tool(

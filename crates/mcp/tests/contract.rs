@@ -37,7 +37,13 @@ async fn context_load_has_the_seeds_shape() {
     assert!(l["summary"].as_str().unwrap().contains("1 sessions"), "{l}");
     let recent = &l["recent_sessions"][0];
     assert_eq!(recent["date"].as_str().unwrap().len(), 10, "{recent}");
-    assert_eq!(recent["summary"], "Finished the shopping cart.");
+    // No summary model: the overview (L1) is the text itself, cut at 1 KiB.
+    assert_eq!(
+        recent["summary"],
+        "Finished the shopping cart.\n\nDetails follow."
+    );
+    assert_eq!(recent["tier"], "L1");
+    assert_eq!(recent["summary_state"], "none");
     assert_eq!(l["pending_items"], json!(["Payment API"]));
     assert_eq!(
         l["active_decisions"],

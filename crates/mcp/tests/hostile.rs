@@ -141,7 +141,8 @@ async fn entries_batches_and_answers_are_capped_with_a_note() {
     assert_eq!(save(&client, &project, json!(six)).await["is_error"], true);
     assert!(!mem.join("knowledge/t0.md").exists() && !mem.join("todos/t0.md").exists());
 
-    // Hand-written big files: load and search answers stay under the cap, with a note.
+    // Hand-written big files: load and search answers stay under the cap, with a note (the
+    // full text, L2, is what can overflow it; overviews are cut at 1 KiB).
     for i in 0..8 {
         hand_write(
             &mem,
@@ -152,10 +153,13 @@ async fn entries_batches_and_answers_are_capped_with_a_note() {
     }
     let p = s(&project);
     for (tool, args) in [
-        ("context_load", json!({ "project_path": p })),
+        (
+            "context_load",
+            json!({ "project_path": p, "detail": "full" }),
+        ),
         (
             "context_search",
-            json!({ "project_path": p, "query": "deploy notes", "limit": 50 }),
+            json!({ "project_path": p, "query": "deploy notes", "limit": 50, "detail": "full" }),
         ),
     ] {
         let r = call(&client, tool, args).await;

@@ -461,8 +461,8 @@ impl MemoryStore for FileMemoryStore {
         StoreDescription::directory(self.root())
     }
 
-    /// The vector cache beside the memory dir (`<dir name>.vectors/`); locks and session
-    /// records in the memory dir (dot names, never scanned as memories); transcripts in its
+    /// The vector cache beside the memory dir (`<dir name>.vectors/`); locks, session records
+    /// and pending work in the memory dir (dot names, never scanned as memories); transcripts in its
     /// parent, the project dir (`<project dir>/memory/` is the default layout).
     fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
         let root = self.root();

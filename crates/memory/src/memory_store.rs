@@ -204,6 +204,8 @@ pub enum LocalPurpose {
     SessionRecords,
     /// Session transcripts the consolidation reads.
     Transcripts,
+    /// Work that must survive a restart (the MCP server's pending background summaries).
+    PendingWork,
 }
 
 /// The answer to [`MemoryStore::local_dir`]. A directory is the base the consumer lays its own
@@ -231,14 +233,14 @@ fn user_dir(xdg_var: &str, home_fallback: &str) -> Option<PathBuf> {
 
 /// The local dirs of a store that has no directory of its own, keyed by its identity: the
 /// vector cache in `$XDG_CACHE_HOME/memloop/vectors/<identity hash>/` (else `~/.cache/...`),
-/// locks and session records in `$XDG_STATE_HOME/memloop/stores/<identity hash>/` (else
+/// locks, session records and pending work in `$XDG_STATE_HOME/memloop/stores/<identity hash>/` (else
 /// `~/.local/state/...`); transcripts are not the store's to keep. The default of
 /// [`MemoryStore::local_dir`].
 pub fn identity_local_dir(description: &StoreDescription, purpose: LocalPurpose) -> LocalDir {
     let hash = description.identity_hash();
     let (base, sub) = match purpose {
         LocalPurpose::VectorCache => (user_dir("XDG_CACHE_HOME", ".cache"), "vectors"),
-        LocalPurpose::Locks | LocalPurpose::SessionRecords => {
+        LocalPurpose::Locks | LocalPurpose::SessionRecords | LocalPurpose::PendingWork => {
             (user_dir("XDG_STATE_HOME", ".local/state"), "stores")
         }
         LocalPurpose::Transcripts => {

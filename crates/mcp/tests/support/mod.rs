@@ -57,6 +57,7 @@ impl Fixture {
             limits: McpLimits::default(),
             no_claude_md: false,
             embedder: None,
+            summaries: Default::default(),
         }
     }
 
@@ -85,8 +86,15 @@ pub type Client = RunningService<RoleClient, ()>;
 
 /// Serve `config` in this process and connect rmcp's client to it.
 pub async fn connect(config: McpConfig) -> Client {
+    connect_with_server(config).await.0
+}
+
+/// [`connect`], also returning a clone of the server (it shares the open stores and the
+/// summariser with the one serving the client).
+pub async fn connect_with_server(config: McpConfig) -> (Client, MemoryServer) {
     let (client_io, server_io) = tokio::io::duplex(1 << 22);
     let server = MemoryServer::new(config);
+    let handle = server.clone();
     tokio::spawn(async move {
         let (r, w) = tokio::io::split(server_io);
         if let Ok(running) = server.serve((r, w)).await {
@@ -94,7 +102,7 @@ pub async fn connect(config: McpConfig) -> Client {
         }
     });
     let (r, w) = tokio::io::split(client_io);
-    ().serve((r, w)).await.unwrap()
+    (().serve((r, w)).await.unwrap(), handle)
 }
 
 /// Call `tool`; the structured answer with `is_error` added.
