@@ -2,6 +2,8 @@
 //! a `MEMORY.md` index, in Claude Code's format: atomic writes confined to the memory dir, index
 //! updates under a cross-process lock, and the sensitive-data filter.
 
+use crate::changes::{ChangeCursor, Changes};
+use crate::file_feed::{FeedMode, FileFeed};
 use crate::frontmatter::{append_to_existing, parse_memory, render_memory};
 use crate::index::{
     INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
@@ -36,6 +38,11 @@ pub struct StoreConfig {
     pub max_read_bytes: u64,
     /// What the write entry point enforces (bodies up to 1 MiB, the same as `max_read_bytes`).
     pub write: WriteLimits,
+    /// Watch the memory dir for changes (filesystem notifications) so the change feed
+    /// ([`MemoryStore::changes`]) costs O(changes) per call. Default true. When false, or where
+    /// watching cannot work (network and FUSE filesystems, a watcher error), the feed polls:
+    /// each call compares every file's size, mtime, ctime and inode with the last call.
+    pub watch: bool,
 }
 
 impl Default for StoreConfig {
@@ -45,6 +52,7 @@ impl Default for StoreConfig {
             scan: ScanConfig::default(),
             max_read_bytes: 1024 * 1024,
             write: WriteLimits::default(),
+            watch: true,
         }
     }
 }
@@ -75,6 +83,7 @@ pub struct FileMemoryStore {
     gate: ContainmentGate,
     config: StoreConfig,
     headers: Arc<HeaderCache>,
+    feed: Arc<FileFeed>,
 }
 
 fn join_err(e: tokio::task::JoinError) -> MemoryError {
@@ -93,10 +102,17 @@ impl FileMemoryStore {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|e| MemoryError::io(format!("creating memory dir {}", dir.display()), e))?;
+        let gate = ContainmentGate::new(dir)?;
+        let feed = Arc::new(FileFeed::new(
+            gate.root(),
+            ScanConfig::default(),
+            FeedMode::Watch,
+        ));
         let store = Self {
-            gate: ContainmentGate::new(dir)?,
+            gate,
             config: StoreConfig::default(),
             headers: Arc::new(HeaderCache::default()),
+            feed,
         };
         match store.sweep_temp_files() {
             Ok(0) => {}
@@ -130,6 +146,12 @@ impl FileMemoryStore {
     /// Replace the limits (builder style).
     pub fn with_config(mut self, config: StoreConfig) -> Self {
         self.config = config;
+        let mode = if config.watch {
+            FeedMode::Watch
+        } else {
+            FeedMode::Poll
+        };
+        self.feed = Arc::new(FileFeed::new(self.root(), config.scan, mode));
         self
     }
 
@@ -475,6 +497,14 @@ impl MemoryStore for FileMemoryStore {
 
     fn write_limits(&self) -> WriteLimits {
         self.config.write
+    }
+
+    /// The memory dir's change feed: filesystem notifications where they work, else polling
+    /// (see [`StoreConfig::watch`]); it sees every writer, memloop or not.
+    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
+        let feed = self.feed.clone();
+        let since = since.cloned();
+        blocking(move || feed.changes(since.as_ref())).await
     }
 
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {

@@ -37,6 +37,7 @@ pub use memloop_session_notes as session_memory;
 mod anthropic_memory_tool;
 mod changes;
 mod daily_log;
+mod file_feed;
 mod file_store;
 mod frontmatter;
 mod index;
