@@ -638,3 +638,7 @@ impl Snapshot {
         changed
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

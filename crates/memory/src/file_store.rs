@@ -155,6 +155,12 @@ impl FileMemoryStore {
         self
     }
 
+    /// The change feed (tests look at its source).
+    #[cfg(test)]
+    pub(crate) fn feed(&self) -> &FileFeed {
+        &self.feed
+    }
+
     /// The memory dir (absolute, canonical).
     pub fn root(&self) -> &Path {
         self.gate.root()
