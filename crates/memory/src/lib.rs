@@ -47,6 +47,7 @@ mod project;
 mod resolver;
 mod safety;
 mod scan;
+mod scan_cache;
 mod scopes;
 mod types;
 mod writer_tools;
