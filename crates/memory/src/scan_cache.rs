@@ -27,11 +27,56 @@ pub enum ScanChange {
     Rescanned,
 }
 
-/// One refresh: every header (newest first, like [`MemoryStore::scan`]) and what changed.
+/// Every memory's header, newest first (ties by path) like [`MemoryStore::scan`], with an
+/// O(1) lookup by path. Derefs to the slice.
+#[derive(Debug, Clone, Default)]
+pub struct Headers {
+    list: Vec<MemoryHeader>,
+    /// Each listed path's mtime: where it sits in `list`.
+    mtimes: HashMap<String, SystemTime>,
+    version: u64,
+}
+
+impl Headers {
+    /// Bumped by every refresh that changed something: equal versions from one [`ScanCache`]
+    /// mean equal lists (so derived data can be kept per version).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The headers, newest first.
+    pub fn as_slice(&self) -> &[MemoryHeader] {
+        &self.list
+    }
+
+    /// The header of `path`, if it is listed.
+    pub fn get(&self, path: &str) -> Option<&MemoryHeader> {
+        let mtime = *self.mtimes.get(path)?;
+        let probe = (Reverse(mtime), path);
+        self.list
+            .binary_search_by(|h| key(h).cmp(&probe))
+            .ok()
+            .map(|i| &self.list[i])
+    }
+
+    /// Whether `path` is listed.
+    pub fn contains(&self, path: &str) -> bool {
+        self.mtimes.contains_key(path)
+    }
+}
+
+impl std::ops::Deref for Headers {
+    type Target = [MemoryHeader];
+    fn deref(&self) -> &[MemoryHeader] {
+        &self.list
+    }
+}
+
+/// One refresh: every header and what changed.
 #[derive(Debug, Clone)]
 pub struct ScanUpdate {
     /// All memories, newest first (ties by path).
-    pub headers: Arc<Vec<MemoryHeader>>,
+    pub headers: Arc<Headers>,
     /// What changed since the previous refresh.
     pub change: ScanChange,
 }
@@ -73,9 +118,7 @@ struct State {
     /// `None` until the first refresh, and after [`ScanCache::invalidate`].
     cursor: Option<ChangeCursor>,
     loaded: bool,
-    headers: Arc<Vec<MemoryHeader>>,
-    /// Each listed path's mtime: where it sits in `headers`.
-    mtimes: HashMap<String, SystemTime>,
+    headers: Arc<Headers>,
 }
 
 /// The sort key of the scan order: newest first, then by path.
@@ -84,36 +127,40 @@ fn key(h: &MemoryHeader) -> (Reverse<SystemTime>, &str) {
 }
 
 impl State {
-    fn replace(&mut self, headers: Vec<MemoryHeader>) {
-        self.mtimes = headers
-            .iter()
-            .map(|h| (h.rel_path.clone(), h.mtime))
-            .collect();
-        self.headers = Arc::new(headers);
+    fn replace(&mut self, list: Vec<MemoryHeader>) {
+        let mtimes = list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
+        let version = self.headers.version + 1;
+        self.headers = Arc::new(Headers {
+            list,
+            mtimes,
+            version,
+        });
         self.loaded = true;
     }
 
-    /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each).
+    /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each;
+    /// the list is copied only when a caller still holds the previous one).
     fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
-        let headers = Arc::make_mut(&mut self.headers);
-        let mut drop_path = |path: &str, headers: &mut Vec<MemoryHeader>| {
-            if let Some(mtime) = self.mtimes.remove(path) {
+        let h = Arc::make_mut(&mut self.headers);
+        h.version += 1;
+        let mut drop_path = |path: &str| {
+            if let Some(mtime) = h.mtimes.remove(path) {
                 let probe = (Reverse(mtime), path);
-                if let Ok(i) = headers.binary_search_by(|h| key(h).cmp(&probe)) {
-                    headers.remove(i);
+                if let Ok(i) = h.list.binary_search_by(|x| key(x).cmp(&probe)) {
+                    h.list.remove(i);
                 }
             }
         };
         for p in removed {
-            drop_path(p, headers);
+            drop_path(p);
         }
-        for h in written {
-            drop_path(&h.rel_path, headers);
+        for w in written {
+            drop_path(&w.rel_path);
         }
-        for h in written {
-            let i = headers.partition_point(|x| key(x) < key(h));
-            headers.insert(i, h.clone());
-            self.mtimes.insert(h.rel_path.clone(), h.mtime);
+        for w in written {
+            let i = h.list.partition_point(|x| key(x) < key(w));
+            h.list.insert(i, w.clone());
+            h.mtimes.insert(w.rel_path.clone(), w.mtime);
         }
     }
 }
@@ -133,7 +180,7 @@ impl ScanCache {
     }
 
     /// Every header, current (newest first).
-    pub async fn headers(&self) -> Result<Arc<Vec<MemoryHeader>>, MemoryError> {
+    pub async fn headers(&self) -> Result<Arc<Headers>, MemoryError> {
         Ok(self.refresh().await?.headers)
     }
 
@@ -207,6 +254,8 @@ mod tests {
         );
         let order: Vec<String> = s.headers.iter().map(|h| h.rel_path.clone()).collect();
         assert_eq!(order, ["b.md", "d.md", "a.md"]);
+        assert_eq!(s.headers.get("d.md").unwrap().mtime, header("d.md", 25).mtime);
+        assert!(s.headers.get("c.md").is_none() && !s.headers.contains("c.md"));
         // Applying the same delta again changes nothing (harmless duplicates).
         s.apply(&[header("b.md", 40)], &["c.md".to_owned()]);
         let again: Vec<String> = s.headers.iter().map(|h| h.rel_path.clone()).collect();
@@ -235,12 +284,12 @@ mod tests {
                     "write {i}: {:?}",
                     u.change
                 );
-                assert_eq!(*u.headers, store.scan().await.unwrap());
+                assert_eq!(u.headers.as_slice(), store.scan().await.unwrap());
             }
             store.delete("два.md").await.unwrap();
             std::fs::write(dir.path().join("一.md"), "---\nname: Один\n---\nx\n").unwrap();
             let u = cache.refresh().await.unwrap();
-            assert_eq!(*u.headers, store.scan().await.unwrap());
+            assert_eq!(u.headers.as_slice(), store.scan().await.unwrap());
             assert_eq!(
                 cache.refresh().await.unwrap().change,
                 ScanChange::Unchanged,
