@@ -12,6 +12,7 @@ use crate::index::{
 use crate::memory_store::{
     CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
 };
+use crate::index_file::{IndexLines, Upsert};
 use crate::resolver::ResolvedMemoryDir;
 use crate::safety::{
     ContainmentGate, DirLock, atomic_write, has_temp_files, remove_temp_files, validate_rel_path,
@@ -84,6 +85,8 @@ pub struct FileMemoryStore {
     config: StoreConfig,
     headers: Arc<HeaderCache>,
     feed: Arc<FileFeed>,
+    /// What `MEMORY.md`'s entry lines link to, so a new line is appended, not a rewrite.
+    index_lines: Arc<std::sync::Mutex<IndexLines>>,
 }
 
 fn join_err(e: tokio::task::JoinError) -> MemoryError {
@@ -113,6 +116,7 @@ impl FileMemoryStore {
             config: StoreConfig::default(),
             headers: Arc::new(HeaderCache::default()),
             feed,
+            index_lines: Arc::default(),
         };
         match store.sweep_temp_files() {
             Ok(0) => {}
@@ -370,9 +374,17 @@ impl FileMemoryStore {
         if existing.as_deref() != Some(text.as_str()) {
             atomic_write(&path, text.as_bytes())?;
         }
+        let index_path = self.gate.check_write(Path::new(INDEX_FILE))?;
+        let mut lines = self
+            .index_lines
+            .lock()
+            .map_err(|_| MemoryError::io("MEMORY.md", std::io::Error::other("poisoned")))?;
         if crate::daily_log::is_daily_log(rel) {
             // Daily logs are raw notes: no index line (the dream distils them).
-            self.edit_index(|idx| remove_entry(idx, rel).0)?;
+            if lines.links_to(&index_path, rel)? {
+                lines.invalidate();
+                self.edit_index(|idx| remove_entry(idx, rel).0)?;
+            }
         } else {
             let fm = parse_memory(&text).frontmatter.unwrap_or_default();
             let line = format_entry_line(
@@ -381,8 +393,17 @@ impl FileMemoryStore {
                 fm.description.as_deref().unwrap_or(""),
                 self.config.index.max_entry_chars,
             );
-            self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+            // A new line is appended, an unchanged one left alone; only a changed line
+            // rewrites the index.
+            let upsert = lines.upsert(&index_path, rel, &line);
+            if !matches!(upsert, Ok(Upsert::Unchanged | Upsert::Appended)) {
+                lines.invalidate();
+            }
+            if upsert? == Upsert::Rewrite {
+                self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+            }
         }
+        drop(lines);
         tracing::info!(rel, created, bytes = text.len(), "memory written");
         Ok(WriteReport {
             rel_path: rel.to_owned(),

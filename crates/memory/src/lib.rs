@@ -41,6 +41,7 @@ mod file_feed;
 mod file_store;
 mod frontmatter;
 mod index;
+mod index_file;
 mod manifest;
 mod memory_store;
 mod project;

@@ -9,6 +9,7 @@ mod redact;
 mod secrets;
 
 pub use atomic::{atomic_write, has_temp_files, remove_temp_files};
+pub(crate) use atomic::sync_parent_dir;
 pub use containment::ContainmentGate;
 pub(crate) use containment::warn_refused;
 pub use lock::DirLock;
