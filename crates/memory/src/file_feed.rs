@@ -50,8 +50,20 @@ const JOURNAL_CAP: usize = 65_536;
 
 /// Filesystems where a local watcher does not see other machines' changes (or sees none).
 const UNWATCHABLE_FS: &[&str] = &[
-    "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "afs", "glusterfs", "lustre", "gpfs",
-    "virtiofs", "fuse", "fuseblk",
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "9p",
+    "ceph",
+    "afs",
+    "glusterfs",
+    "lustre",
+    "gpfs",
+    "virtiofs",
+    "fuse",
+    "fuseblk",
 ];
 
 /// Distinguishes feeds (and so their cursors) within a process.
@@ -388,11 +400,9 @@ impl Watch {
         let shared = Arc::new(Shared::default());
         let barrier_path = barrier_dir.path().to_path_buf();
         let handler_shared = shared.clone();
-        let mut watcher = notify::recommended_watcher(
-            move |res: notify::Result<notify::Event>| {
-                handle(&handler_shared, &barrier_path, res);
-            },
-        )
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            handle(&handler_shared, &barrier_path, res);
+        })
         .map_err(|e| format!("starting the watcher: {e}"))?;
         watcher
             .watch(barrier_dir.path(), RecursiveMode::NonRecursive)
@@ -405,8 +415,8 @@ impl Watch {
             watcher
                 .watch(&dir, RecursiveMode::NonRecursive)
                 .map_err(|e| format!("watching {}: {e}", dir.display()))?;
-            let entries = std::fs::read_dir(&dir)
-                .map_err(|e| format!("listing {}: {e}", dir.display()))?;
+            let entries =
+                std::fs::read_dir(&dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
             for e in entries.flatten() {
                 let hidden = e.file_name().to_string_lossy().starts_with('.');
                 if !hidden && e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -447,9 +457,7 @@ impl Watch {
             return Err(Lost::Broken(why));
         }
         if wait.timed_out() {
-            return Err(Lost::Broken(format!(
-                "no watcher event within {timeout:?}"
-            )));
+            return Err(Lost::Broken(format!("no watcher event within {timeout:?}")));
         }
         if std::mem::take(&mut events.rescan) {
             return Err(Lost::Rescan);
@@ -615,9 +623,7 @@ impl Snapshot {
             let (differs, hash) = match old {
                 None => (true, None),
                 Some(o) if o.stamp != stamp => (true, None),
-                Some(Seen {
-                    racy: Some(h), ..
-                }) => {
+                Some(Seen { racy: Some(h), .. }) => {
                     let now = content_hash(&f.abs);
                     (now != Some(h), now)
                 }

@@ -9,10 +9,10 @@ use crate::index::{
     INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
     remove_entry, upsert_entry,
 };
+use crate::index_file::{IndexLines, Upsert};
 use crate::memory_store::{
     CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
 };
-use crate::index_file::{IndexLines, Upsert};
 use crate::resolver::ResolvedMemoryDir;
 use crate::safety::{
     ContainmentGate, DirLock, atomic_write, has_temp_files, remove_temp_files, validate_rel_path,

@@ -152,9 +152,7 @@ impl IndexLines {
             // A new file: make its directory entry durable too.
             crate::safety::sync_parent_dir(path);
         }
-        let meta = f
-            .metadata()
-            .map_err(|e| MemoryError::io("MEMORY.md", e))?;
+        let meta = f.metadata().map_err(|e| MemoryError::io("MEMORY.md", e))?;
         self.links.insert(file.to_owned(), (1, line.to_owned()));
         self.stamp = Some(stamp_of(&meta));
         Ok(Upsert::Appended)
@@ -265,6 +263,9 @@ mod tests {
             .write("c.md", &doc("C", "three"), WriteMode::Overwrite)
             .await
             .unwrap();
-        assert!(index(tmp.path()).ends_with("- [C](c.md) — three\r\n"), "CRLF kept");
+        assert!(
+            index(tmp.path()).ends_with("- [C](c.md) — three\r\n"),
+            "CRLF kept"
+        );
     }
 }

@@ -246,7 +246,11 @@ mod tests {
     #[test]
     fn a_delta_keeps_the_scan_order() {
         let mut s = State::default();
-        s.replace(vec![header("c.md", 30), header("a.md", 20), header("b.md", 20)]);
+        s.replace(vec![
+            header("c.md", 30),
+            header("a.md", 20),
+            header("b.md", 20),
+        ]);
         // b moves to the front, c goes, d arrives in the middle.
         s.apply(
             &[header("b.md", 40), header("d.md", 25)],
@@ -254,7 +258,10 @@ mod tests {
         );
         let order: Vec<String> = s.headers.iter().map(|h| h.rel_path.clone()).collect();
         assert_eq!(order, ["b.md", "d.md", "a.md"]);
-        assert_eq!(s.headers.get("d.md").unwrap().mtime, header("d.md", 25).mtime);
+        assert_eq!(
+            s.headers.get("d.md").unwrap().mtime,
+            header("d.md", 25).mtime
+        );
         assert!(s.headers.get("c.md").is_none() && !s.headers.contains("c.md"));
         // Applying the same delta again changes nothing (harmless duplicates).
         s.apply(&[header("b.md", 40)], &["c.md".to_owned()]);
@@ -277,7 +284,10 @@ mod tests {
             assert_eq!(first.change, ScanChange::Rescanned);
             let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
             for (i, name) in ["一.md", "два.md", "세.md", "four.md"].iter().enumerate() {
-                store.write(name, &doc(name), WriteMode::Overwrite).await.unwrap();
+                store
+                    .write(name, &doc(name), WriteMode::Overwrite)
+                    .await
+                    .unwrap();
                 let u = cache.refresh().await.unwrap();
                 assert!(
                     matches!(&u.change, ScanChange::Changed { written, .. } if written.len() == 1),

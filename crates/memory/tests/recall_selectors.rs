@@ -452,7 +452,10 @@ async fn bm25_follows_outside_changes_through_the_feed() {
         )
         .unwrap();
         assert_eq!(top("кошка").await, ["a.md"], "watch={watch}");
-        assert!(top("apples").await.is_empty(), "old text gone, watch={watch}");
+        assert!(
+            top("apples").await.is_empty(),
+            "old text gone, watch={watch}"
+        );
         assert_eq!(top("東京").await, ["c.md"], "watch={watch}");
         std::fs::remove_file(dir.join("b.md")).unwrap();
         assert!(top("bananas").await.is_empty(), "watch={watch}");

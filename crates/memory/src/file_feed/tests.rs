@@ -8,10 +8,12 @@ use std::collections::BTreeSet;
 use std::io::Write;
 
 fn store(dir: &Path, watch: bool) -> FileMemoryStore {
-    FileMemoryStore::open(dir).unwrap().with_config(StoreConfig {
-        watch,
-        ..StoreConfig::default()
-    })
+    FileMemoryStore::open(dir)
+        .unwrap()
+        .with_config(StoreConfig {
+            watch,
+            ..StoreConfig::default()
+        })
 }
 
 fn memory(name: &str, body: &str) -> String {
@@ -192,7 +194,9 @@ async fn a_cursor_from_another_store_or_garbage_gets_a_rescan() {
         Changes::Rescan { cursor: Some(_) }
     ));
     assert!(matches!(
-        b.changes(Some(&ChangeCursor::new("nonsense"))).await.unwrap(),
+        b.changes(Some(&ChangeCursor::new("nonsense")))
+            .await
+            .unwrap(),
         Changes::Rescan { cursor: Some(_) }
     ));
     // Clones share the feed: their cursors stay valid.
@@ -214,7 +218,11 @@ async fn reading_the_feed_creates_nothing_in_the_memory_dir() {
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("a.md")], "watch={watch}");
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("a.md")],
+            "watch={watch}"
+        );
     }
 }
 
@@ -261,8 +269,7 @@ fn network_and_fuse_filesystems_are_not_watched() {
         .and_then(|l| l.split(" - ").nth(1))
         .and_then(|r| r.split(' ').next())
         .unwrap_or("");
-    let expect_watch =
-        !(UNWATCHABLE_FS.contains(&root_fs) || root_fs.starts_with("fuse."));
+    let expect_watch = !(UNWATCHABLE_FS.contains(&root_fs) || root_fs.starts_with("fuse."));
     assert_eq!(watchable(Path::new("/")).is_ok(), expect_watch, "{root_fs}");
 }
 
