@@ -253,20 +253,25 @@ async fn search_store(
     limit: usize,
     global: bool,
 ) -> Result<StoreSearch, MemoryError> {
-    let in_scope: Vec<MemoryHeader> = open
-        .store
-        .scan()
-        .await?
-        .into_iter()
-        .filter(|h| scope.contains(&h.rel_path))
-        .collect();
+    let all = open.headers.headers().await?;
+    let filtered: Vec<MemoryHeader>;
+    let in_scope: &[MemoryHeader] = if matches!(scope, Scope::All) {
+        all.as_slice()
+    } else {
+        filtered = all
+            .iter()
+            .filter(|h| scope.contains(&h.rel_path))
+            .cloned()
+            .collect();
+        &filtered
+    };
     let hit = |h: &MemoryHeader, score, relevance| Hit {
         header: h.clone(),
         score,
         relevance,
         global,
     };
-    Ok(match ranked(open, query, &in_scope, limit).await {
+    Ok(match ranked(open, query, in_scope, limit).await {
         Ok(r) => {
             let n = r.scored.len().max(1) as f32;
             let top = r.scored.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
@@ -282,9 +287,8 @@ async fn search_store(
                     } else {
                         0.0
                     };
-                    in_scope
-                        .iter()
-                        .find(|h| &h.rel_path == p)
+                    all.get(p)
+                        .filter(|h| scope.contains(&h.rel_path))
                         .map(|h| hit(h, Some(*s), relevance))
                 })
                 .collect();

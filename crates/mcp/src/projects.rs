@@ -11,7 +11,7 @@ use memloop_memory::{
     env::EnvVars,
     paths::{MemoryDirResolver, ResolvedMemoryDir},
     recall::{Bm25Selector, HybridSelector, vector_cache_for},
-    store::{FileMemoryStore, MemoryStore},
+    store::{FileMemoryStore, MemoryStore, ScanCache},
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -104,6 +104,8 @@ const MAX_LISTED: usize = 1000;
 /// An open project: its store and the BM25 selector kept in step with it.
 pub(crate) struct OpenProject {
     pub(crate) store: Arc<dyn MemoryStore>,
+    /// The store's headers, kept current through its change feed (searches do not rescan).
+    pub(crate) headers: ScanCache,
     pub(crate) selector: Arc<Bm25Selector>,
     /// The hybrid selector when the server has an embedder.
     pub(crate) hybrid: Option<Arc<HybridSelector>>,
@@ -335,6 +337,7 @@ impl Projects {
             s.resume(&store);
         }
         let opened = Arc::new(OpenProject {
+            headers: ScanCache::new(store.clone()),
             store,
             selector,
             hybrid,

@@ -2,11 +2,14 @@
 //! a `MEMORY.md` index, in Claude Code's format: atomic writes confined to the memory dir, index
 //! updates under a cross-process lock, and the sensitive-data filter.
 
+use crate::changes::{ChangeCursor, Changes};
+use crate::file_feed::{FeedMode, FileFeed};
 use crate::frontmatter::{append_to_existing, parse_memory, render_memory};
 use crate::index::{
     INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
     remove_entry, upsert_entry,
 };
+use crate::index_file::{IndexLines, Upsert};
 use crate::memory_store::{
     CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
 };
@@ -36,6 +39,11 @@ pub struct StoreConfig {
     pub max_read_bytes: u64,
     /// What the write entry point enforces (bodies up to 1 MiB, the same as `max_read_bytes`).
     pub write: WriteLimits,
+    /// Watch the memory dir for changes (filesystem notifications) so the change feed
+    /// ([`MemoryStore::changes`]) costs O(changes) per call. Default true. When false, or where
+    /// watching cannot work (network and FUSE filesystems, a watcher error), the feed polls:
+    /// each call compares every file's size, mtime, ctime and inode with the last call.
+    pub watch: bool,
 }
 
 impl Default for StoreConfig {
@@ -45,6 +53,7 @@ impl Default for StoreConfig {
             scan: ScanConfig::default(),
             max_read_bytes: 1024 * 1024,
             write: WriteLimits::default(),
+            watch: true,
         }
     }
 }
@@ -75,6 +84,9 @@ pub struct FileMemoryStore {
     gate: ContainmentGate,
     config: StoreConfig,
     headers: Arc<HeaderCache>,
+    feed: Arc<FileFeed>,
+    /// What `MEMORY.md`'s entry lines link to, so a new line is appended, not a rewrite.
+    index_lines: Arc<std::sync::Mutex<IndexLines>>,
 }
 
 fn join_err(e: tokio::task::JoinError) -> MemoryError {
@@ -93,10 +105,18 @@ impl FileMemoryStore {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|e| MemoryError::io(format!("creating memory dir {}", dir.display()), e))?;
+        let gate = ContainmentGate::new(dir)?;
+        let feed = Arc::new(FileFeed::new(
+            gate.root(),
+            ScanConfig::default(),
+            FeedMode::Watch,
+        ));
         let store = Self {
-            gate: ContainmentGate::new(dir)?,
+            gate,
             config: StoreConfig::default(),
             headers: Arc::new(HeaderCache::default()),
+            feed,
+            index_lines: Arc::default(),
         };
         match store.sweep_temp_files() {
             Ok(0) => {}
@@ -130,7 +150,19 @@ impl FileMemoryStore {
     /// Replace the limits (builder style).
     pub fn with_config(mut self, config: StoreConfig) -> Self {
         self.config = config;
+        let mode = if config.watch {
+            FeedMode::Watch
+        } else {
+            FeedMode::Poll
+        };
+        self.feed = Arc::new(FileFeed::new(self.root(), config.scan, mode));
         self
+    }
+
+    /// The change feed (tests look at its source).
+    #[cfg(test)]
+    pub(crate) fn feed(&self) -> &FileFeed {
+        &self.feed
     }
 
     /// The memory dir (absolute, canonical).
@@ -342,9 +374,17 @@ impl FileMemoryStore {
         if existing.as_deref() != Some(text.as_str()) {
             atomic_write(&path, text.as_bytes())?;
         }
+        let index_path = self.gate.check_write(Path::new(INDEX_FILE))?;
+        let mut lines = self
+            .index_lines
+            .lock()
+            .map_err(|_| MemoryError::io("MEMORY.md", std::io::Error::other("poisoned")))?;
         if crate::daily_log::is_daily_log(rel) {
             // Daily logs are raw notes: no index line (the dream distils them).
-            self.edit_index(|idx| remove_entry(idx, rel).0)?;
+            if lines.links_to(&index_path, rel)? {
+                lines.invalidate();
+                self.edit_index(|idx| remove_entry(idx, rel).0)?;
+            }
         } else {
             let fm = parse_memory(&text).frontmatter.unwrap_or_default();
             let line = format_entry_line(
@@ -353,8 +393,17 @@ impl FileMemoryStore {
                 fm.description.as_deref().unwrap_or(""),
                 self.config.index.max_entry_chars,
             );
-            self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+            // A new line is appended, an unchanged one left alone; only a changed line
+            // rewrites the index.
+            let upsert = lines.upsert(&index_path, rel, &line);
+            if !matches!(upsert, Ok(Upsert::Unchanged | Upsert::Appended)) {
+                lines.invalidate();
+            }
+            if upsert? == Upsert::Rewrite {
+                self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+            }
         }
+        drop(lines);
         tracing::info!(rel, created, bytes = text.len(), "memory written");
         Ok(WriteReport {
             rel_path: rel.to_owned(),
@@ -475,6 +524,14 @@ impl MemoryStore for FileMemoryStore {
 
     fn write_limits(&self) -> WriteLimits {
         self.config.write
+    }
+
+    /// The memory dir's change feed: filesystem notifications where they work, else polling
+    /// (see [`StoreConfig::watch`]); it sees every writer, memloop or not.
+    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
+        let feed = self.feed.clone();
+        let since = since.cloned();
+        blocking(move || feed.changes(since.as_ref())).await
     }
 
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {

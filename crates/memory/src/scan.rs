@@ -143,12 +143,44 @@ fn header_for(
 }
 
 /// A memory file found by the walk: absolute path and `/`-separated relative path.
-struct Found {
-    abs: PathBuf,
-    rel: String,
+pub(crate) struct Found {
+    pub(crate) abs: PathBuf,
+    pub(crate) rel: String,
 }
 
-fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
+/// The header of the one memory file `rel` under `root`, by the walk's rules (a regular `*.md`
+/// file other than `MEMORY.md`, or a symlink resolving to a file inside the dir; not hidden),
+/// or `None` when there is no such memory (gone, not a memory, or skipped as unreadable).
+pub(crate) fn header_at(root: &Path, rel: &str, cfg: &ScanConfig) -> Option<MemoryHeader> {
+    let hidden = rel.split('/').any(|c| c.starts_with('.') || c.is_empty());
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    if hidden || !name.ends_with(".md") || rel == INDEX_FILE {
+        return None;
+    }
+    let abs = root.join(rel);
+    let meta = std::fs::symlink_metadata(&abs).ok()?;
+    let ft = meta.file_type();
+    let memory = ft.is_file()
+        || (ft.is_symlink()
+            && std::fs::canonicalize(&abs).ok().is_some_and(|t| {
+                t.is_file()
+                    && std::fs::canonicalize(root)
+                        .ok()
+                        .is_some_and(|r| t.starts_with(r))
+            }));
+    if !memory {
+        return None;
+    }
+    let found = Found {
+        abs,
+        rel: rel.to_owned(),
+    };
+    read_header(&found, cfg).and_then(|c| c.header)
+}
+
+/// Every memory file under `root` (the scan's walk: hidden entries skipped, symlinked dirs not
+/// followed). Blocking.
+pub(crate) fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
     let mut out = Vec::new();
     let canonical_root = std::fs::canonicalize(root).ok();
     let mut stack = vec![(root.to_path_buf(), String::new())];

@@ -27,6 +27,7 @@ pub use crate::safety::{
     title_key, topic_to_rel_path, validate_rel_path, validate_topic,
 };
 pub use crate::scan::ScanConfig;
+pub use crate::scan_cache::{Headers, ScanCache, ScanChange, ScanUpdate};
 pub use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryType,
     WriteMode, WriteReport,

@@ -407,3 +407,58 @@ async fn llm_selector_accepts_only_paths_from_the_manifest_it_was_shown() {
     let user = model.requests()[0].last_user_text().unwrap();
     assert!(!user.contains("m240.md") && !user.contains("m002.md"));
 }
+
+/// The BM25 index follows the store's change feed: an outside edit, a new file and a delete
+/// reach the index on the next selection, and only those files are read, whatever headers
+/// the caller passes (here: none at all), watching and polling alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bm25_follows_outside_changes_through_the_feed() {
+    use memloop_memory::store::{FileMemoryStore, MemoryStore, StoreConfig};
+    for watch in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store: Arc<dyn MemoryStore> = Arc::new(
+            FileMemoryStore::open(tmp.path())
+                .unwrap()
+                .with_config(StoreConfig {
+                    watch,
+                    ..StoreConfig::default()
+                }),
+        );
+        put(&store, "a.md", "alpha", "apples grow on trees").await;
+        put(&store, "b.md", "beta", "bananas are yellow").await;
+        let bm25 = Bm25Selector::new(store.clone());
+        let top = |q: &'static str| {
+            let bm25 = &bm25;
+            async move {
+                bm25.scored(q, &[], 3, |_| true)
+                    .await
+                    .into_iter()
+                    .map(|(p, _)| p)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(top("apples").await, ["a.md"], "watch={watch}");
+        assert_eq!(bm25.indexed().await, 2);
+        let dir = store.describe().dir().unwrap().to_path_buf();
+        // An editor rewrites a.md in place (Russian), another tool adds c.md (Japanese).
+        std::fs::write(
+            dir.join("a.md"),
+            "---\nname: alpha\ndescription: заметка\n---\n\nкошка спит на диване\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("c.md"),
+            "---\nname: gamma\ndescription: メモ\n---\n\n東京の天気は晴れです\n",
+        )
+        .unwrap();
+        assert_eq!(top("кошка").await, ["a.md"], "watch={watch}");
+        assert!(
+            top("apples").await.is_empty(),
+            "old text gone, watch={watch}"
+        );
+        assert_eq!(top("東京").await, ["c.md"], "watch={watch}");
+        std::fs::remove_file(dir.join("b.md")).unwrap();
+        assert!(top("bananas").await.is_empty(), "watch={watch}");
+        assert_eq!(bm25.indexed().await, 2);
+    }
+}

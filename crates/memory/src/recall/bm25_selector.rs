@@ -3,6 +3,7 @@
 use super::bm25::{Bm25Index, Bm25Params, IndexText};
 use super::keyword::display_name;
 use super::selector::{SelectionContext, Selector, SelectorError};
+use crate::changes::{ChangeCursor, Changes};
 use crate::memory_store::MemoryStore;
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
@@ -30,8 +31,11 @@ pub struct SyncReport {
 
 /// BM25F over name, description and body of ALL memories (not only the newest 200).
 ///
-/// The index is updated incrementally on each selection: the headers are diffed by path and
-/// mtime, only new or changed files are read through the store, and vanished ones are removed.
+/// The index follows the store's change feed ([`MemoryStore::changes`]): each selection asks
+/// what changed since the last one and reads only those memories, so a turn with no change
+/// costs one feed call, not a look at every header. When the store answers `Rescan` (the first
+/// selection, a feed that lost track) the index is diffed against a fresh scan by path and
+/// mtime; a store without a feed is diffed against the headers the caller passes.
 pub struct Bm25Selector {
     store: Arc<dyn MemoryStore>,
     index: Mutex<Synced>,
@@ -43,9 +47,89 @@ pub struct Bm25Selector {
 struct Synced {
     index: Bm25Index,
     seen: Vec<(String, SystemTime)>,
+    /// Where the index stands in the store's change feed (`None`: not following it).
+    cursor: Option<ChangeCursor>,
+    /// Memories the feed reported that could not be read: tried again on the next selection.
+    retry: Vec<MemoryHeader>,
 }
 
 impl Synced {
+    /// Catch up with the store through its change feed; `headers` (the caller's scan) is used
+    /// only when the store has no feed.
+    async fn follow(&mut self, store: &dyn MemoryStore, headers: &[MemoryHeader]) -> SyncReport {
+        match store.changes(self.cursor.as_ref()).await {
+            Ok(Changes::Unchanged) if self.retry.is_empty() => SyncReport::default(),
+            Ok(Changes::Unchanged) => {
+                let retry = std::mem::take(&mut self.retry);
+                self.read(store, retry, SyncReport::default()).await
+            }
+            Ok(Changes::Changed {
+                cursor,
+                written,
+                removed,
+            }) => {
+                let mut report = SyncReport::default();
+                for p in &removed {
+                    if self.index.mtime(p.as_str()).is_some() {
+                        self.index.remove(p.as_str());
+                        report.removed += 1;
+                    }
+                }
+                let removed: HashSet<&str> = removed.iter().map(|p| p.as_str()).collect();
+                let mut stale = std::mem::take(&mut self.retry);
+                stale.retain(|h| {
+                    !removed.contains(h.rel_path.as_str())
+                        && !written.iter().any(|w| w.rel_path == h.rel_path)
+                });
+                stale.extend(written);
+                self.cursor = Some(cursor);
+                self.seen.clear();
+                self.read(store, stale, report).await
+            }
+            Ok(Changes::Rescan {
+                cursor: Some(cursor),
+            }) => match store.scan().await {
+                // The cursor was taken before this scan, so nothing made during it is lost.
+                Ok(fresh) => {
+                    self.retry.clear();
+                    let report = self.sync(store, &fresh).await;
+                    // A memory that could not be read is retried by the next rescan.
+                    self.cursor = (report.failed == 0).then_some(cursor);
+                    report
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "memory scan failed; indexing the caller's headers");
+                    self.cursor = None;
+                    self.sync(store, headers).await
+                }
+            },
+            Ok(Changes::Rescan { cursor: None }) => {
+                self.cursor = None;
+                self.sync(store, headers).await
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "memory change feed failed; indexing the caller's headers");
+                self.cursor = None;
+                self.sync(store, headers).await
+            }
+        }
+    }
+
+    /// Read and (re)index `stale`; unreadable ones go to `retry`.
+    async fn read(
+        &mut self,
+        store: &dyn MemoryStore,
+        stale: Vec<MemoryHeader>,
+        mut report: SyncReport,
+    ) -> SyncReport {
+        let failed = read_into(&mut self.index, store, stale, &mut report).await;
+        self.retry.extend(failed);
+        if report != SyncReport::default() {
+            tracing::debug!(?report, "bm25 index followed the change feed");
+        }
+        report
+    }
+
     async fn sync(&mut self, store: &dyn MemoryStore, headers: &[MemoryHeader]) -> SyncReport {
         let unchanged = self.seen.len() == headers.len()
             && self
@@ -57,6 +141,7 @@ impl Synced {
             return SyncReport::default();
         }
         let report = sync_index(&mut self.index, store, headers).await;
+        // Retried through the list compare below (or by the next rescan when following).
         self.seen = if report.failed == 0 {
             headers
                 .iter()
@@ -89,15 +174,17 @@ impl Bm25Selector {
             store,
             index: Mutex::new(Synced {
                 index: Bm25Index::new(params),
-                seen: Vec::new(),
+                ..Synced::default()
             }),
         }
     }
 
     /// Bring the index in line with `headers` (the store's scan): re-read changed files, drop
-    /// removed ones.
+    /// removed ones. The next selection then asks the store for a rescan before following its
+    /// change feed again.
     pub async fn sync(&self, headers: &[MemoryHeader]) -> SyncReport {
         let mut synced = self.index.lock().await;
+        synced.cursor = None;
         synced.sync(self.store.as_ref(), headers).await
     }
 
@@ -106,7 +193,7 @@ impl Bm25Selector {
         self.index.lock().await.index.len()
     }
 
-    /// Sync with `headers`, then the best `limit` memories for `query` that `keep` accepts, with
+    /// Catch up with the store (its change feed; `headers` when it has none), then the best `limit` memories for `query` that `keep` accepts, with
     /// their BM25F scores, best first (what [`Selector::select`] returns, plus the scores).
     pub async fn scored(
         &self,
@@ -116,7 +203,7 @@ impl Bm25Selector {
         keep: impl Fn(&str) -> bool + Send,
     ) -> Vec<(String, f32)> {
         let mut synced = self.index.lock().await;
-        synced.sync(self.store.as_ref(), headers).await;
+        synced.follow(self.store.as_ref(), headers).await;
         synced.index.search(query, limit, keep)
     }
 }
@@ -157,6 +244,20 @@ async fn sync_index(
     if stale.is_empty() {
         return report;
     }
+    read_into(index, store, stale, &mut report).await;
+    tracing::debug!(?report, "bm25 index synced");
+    report
+}
+
+/// Read and (re)index `stale` through the store; returns the ones that could not be read
+/// (dropped from the index, counted as failed).
+async fn read_into(
+    index: &mut Bm25Index,
+    store: &dyn MemoryStore,
+    stale: Vec<MemoryHeader>,
+    report: &mut SyncReport,
+) -> Vec<MemoryHeader> {
+    let mut failed = Vec::new();
     let mut reads = futures::stream::iter(stale)
         .map(|h| async move {
             let read = store.read(&h.rel_path).await;
@@ -183,11 +284,11 @@ async fn sync_index(
                 tracing::warn!(path = %h.rel_path, error = %e, "cannot index memory; skipped");
                 index.remove(&h.rel_path);
                 report.failed += 1;
+                failed.push(h);
             }
         }
     }
-    tracing::debug!(?report, "bm25 index synced");
-    report
+    failed
 }
 
 #[async_trait]
@@ -199,7 +300,7 @@ impl Selector for Bm25Selector {
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError> {
         let mut synced = self.index.lock().await;
-        synced.sync(self.store.as_ref(), headers).await;
+        synced.follow(self.store.as_ref(), headers).await;
         Ok(synced
             .index
             .search(query, ctx.limit, |p| !ctx.already_surfaced.contains(p))

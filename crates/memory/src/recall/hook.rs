@@ -6,7 +6,7 @@ use super::reads::{ReadTools, read_in_full};
 use super::selector::{SelectionContext, Selector};
 use super::surface::{Clock, SystemClock, age_days, render_surfaced, surfaced_in};
 use crate::memory_store::MemoryStore;
-use crate::types::MemoryHeader;
+use crate::scan_cache::{Headers, ScanCache};
 use memloop_core::Hook;
 use memloop_core::{
     HookContext,
@@ -164,6 +164,10 @@ impl State {
 /// or [`AgentEvent::RecallSkipped`].
 pub struct RecallHook {
     store: Arc<dyn MemoryStore>,
+    /// The store's headers, kept current through its change feed.
+    headers: Arc<ScanCache>,
+    /// The daily logs among them (never surfaced), for one version of the headers.
+    logs: Arc<Mutex<(u64, Arc<HashSet<String>>)>>,
     selector: Arc<dyn Selector>,
     config: RecallConfig,
     clock: Arc<dyn Clock>,
@@ -183,6 +187,8 @@ impl RecallHook {
     /// Recall over `store` with `selector` and the default config.
     pub fn new(store: Arc<dyn MemoryStore>, selector: Arc<dyn Selector>) -> Self {
         Self {
+            headers: Arc::new(ScanCache::new(store.clone())),
+            logs: Arc::default(),
             store,
             selector,
             config: RecallConfig::default(),
@@ -290,6 +296,8 @@ impl Hook for RecallHook {
         let generation = self.lock(|s| s.generation);
         let job = Job {
             store: self.store.clone(),
+            headers: self.headers.clone(),
+            logs: self.logs.clone(),
             selector: self.selector.clone(),
             config: self.config.clone(),
             clock: self.clock.clone(),
@@ -320,6 +328,8 @@ impl Hook for RecallHook {
 /// One turn's background recall.
 struct Job {
     store: Arc<dyn MemoryStore>,
+    headers: Arc<ScanCache>,
+    logs: Arc<Mutex<(u64, Arc<HashSet<String>>)>>,
     selector: Arc<dyn Selector>,
     config: RecallConfig,
     clock: Arc<dyn Clock>,
@@ -339,26 +349,42 @@ impl Job {
         None
     }
 
+    /// The daily logs among `headers`: found once per version of the headers, so a turn with
+    /// no change does not look at every header.
+    fn daily_logs(&self, headers: &Headers) -> Arc<HashSet<String>> {
+        let Ok(mut cached) = self.logs.lock() else {
+            return Arc::default();
+        };
+        if cached.0 != headers.version() || headers.version() == 0 {
+            let logs = headers
+                .iter()
+                .filter(|h| crate::daily_log::is_daily_log(&h.rel_path))
+                .map(|h| h.rel_path.clone())
+                .collect();
+            *cached = (headers.version(), Arc::new(logs));
+        }
+        cached.1.clone()
+    }
+
     async fn run(self) -> Option<Attachment> {
-        let headers = match self.store.scan().await {
-            // Daily logs are raw notes waiting for the dream, not memories to surface.
-            Ok(h) => h
-                .into_iter()
-                .filter(|h| !crate::daily_log::is_daily_log(&h.rel_path))
-                .collect::<Vec<_>>(),
+        let headers = match self.headers.headers().await {
+            Ok(h) => h,
             Err(e) => return self.skipped(format!("memory scan failed: {e}")),
         };
-        if headers.is_empty() {
+        // Daily logs are raw notes waiting for the dream, not memories to surface: they are
+        // excluded like memories already surfaced.
+        let logs = self.daily_logs(&headers);
+        if headers.len() == logs.len() {
             return self.skipped("no memories");
         }
-        let known: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
         let mut exclude = read_in_full(
             &self.ctx.messages,
             self.store.as_ref(),
             &self.ctx.cwd,
             &self.config.read_tools,
-            &known,
+            &|p: &str| headers.contains(p) && !logs.contains(p),
         );
+        exclude.extend(logs.iter().cloned());
         exclude.extend(
             self.state
                 .lock()
@@ -374,7 +400,7 @@ impl Job {
         };
         let chosen = match self
             .selector
-            .select_checked(&self.query, &headers, &sel_ctx)
+            .select_checked(&self.query, headers.as_slice(), &sel_ctx)
             .await
         {
             Ok(c) if c.is_empty() => return self.skipped("no relevant memories"),
@@ -389,7 +415,7 @@ impl Job {
     }
 
     /// Read and render the chosen files (unreadable ones are skipped).
-    async fn render(&self, chosen: &[String], headers: &[MemoryHeader]) -> Vec<(String, String)> {
+    async fn render(&self, chosen: &[String], headers: &Headers) -> Vec<(String, String)> {
         let now = self.clock.now();
         let mut out = Vec::new();
         for rel in chosen {
@@ -400,10 +426,7 @@ impl Job {
                     continue;
                 }
             };
-            let mtime = headers
-                .iter()
-                .find(|h| &h.rel_path == rel)
-                .map_or(file.header.mtime, |h| h.mtime);
+            let mtime = headers.get(rel).map_or(file.header.mtime, |h| h.mtime);
             let shown = crate::memory_store::MemoryPath::new(rel)
                 .map(|p| self.store.target_path(&p))
                 .unwrap_or_else(|_| PathBuf::from(rel));

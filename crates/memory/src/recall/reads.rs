@@ -29,7 +29,7 @@ impl Default for ReadTools {
 }
 
 /// Relative paths (as the store names them) that successful tool calls in `messages` read in
-/// full. `known` is the set of memory paths. `memory_read` topics map through
+/// full. `known` says which paths are memories. `memory_read` topics map through
 /// [`topic_to_rel_path`](crate::store::topic_to_rel_path) (or are store paths); file-read paths are resolved against `cwd` (as the file tools do) and
 /// mapped through the store's containment gate, so relative paths and paths through a
 /// symlinked memory dir count too.
@@ -38,7 +38,7 @@ pub fn read_in_full(
     store: &dyn MemoryStore,
     cwd: &Path,
     tools: &ReadTools,
-    known: &HashSet<&str>,
+    known: &dyn Fn(&str) -> bool,
 ) -> HashSet<String> {
     let mut failed: HashMap<&str, bool> = HashMap::new();
     for m in messages {
@@ -71,7 +71,7 @@ pub fn read_in_full(
             } else {
                 None
             };
-            if let Some(rel) = candidate.filter(|c| known.contains(c.as_str())) {
+            if let Some(rel) = candidate.filter(|c| known(c.as_str())) {
                 out.insert(rel);
             }
         }

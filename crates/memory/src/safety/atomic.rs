@@ -38,6 +38,13 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), MemoryError> {
     Ok(())
 }
 
+/// Make the directory entry of `path` durable (fsync its parent dir; best effort).
+pub(crate) fn sync_parent_dir(path: &Path) {
+    if let Some(dir) = path.parent() {
+        sync_dir(dir);
+    }
+}
+
 #[cfg(unix)]
 fn sync_dir(dir: &Path) {
     if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {

@@ -8,6 +8,7 @@ mod names;
 mod redact;
 mod secrets;
 
+pub(crate) use atomic::sync_parent_dir;
 pub use atomic::{atomic_write, has_temp_files, remove_temp_files};
 pub use containment::ContainmentGate;
 pub(crate) use containment::warn_refused;
