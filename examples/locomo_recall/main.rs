@@ -682,18 +682,26 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-/// The PostgreSQL full-text selector on the observation levels: one team-store project per
-/// conversation, in a scratch schema dropped at the end.
+/// The team store on the observation levels: one team-store project per conversation, in a
+/// scratch schema dropped at the end, searched by the database's full-text search and by the
+/// in-process BM25 over the same rows (what a team server uses).
 async fn postgres_rows(url: &str, convs: &[Conversation]) -> Result<()> {
     use memloop_pg::{PgConfig, PgFtsSelector, PgMemoryStore};
     let schema = format!("memloop_locomo_{}", std::process::id());
     let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
     let result = async {
-        for (level, quoted) in [("observation", false), ("observation + source turn", true)] {
+        for (ranker, level, quoted) in [
+            ("postgres full-text", "observation", false),
+            ("postgres full-text", "observation + source turn", true),
+            ("team store, in-process BM25", "observation", false),
+            ("team store, in-process BM25", "observation + source turn", true),
+        ] {
+            let in_process = ranker.starts_with("team");
             let mut tally = Tally::default();
             for (i, conv) in convs.iter().enumerate() {
-                let config = PgConfig::new(url, format!("locomo-{i}-{quoted}")).schema(&schema);
+                let config = PgConfig::new(url, format!("locomo-{i}-{quoted}-{in_process}"))
+                    .schema(&schema);
                 let store = PgMemoryStore::open(config).await?;
                 let units = if quoted { &conv.quoted } else { &conv.observations };
                 let mut ids = HashMap::new();
@@ -704,7 +712,13 @@ async fn postgres_rows(url: &str, convs: &[Conversation]) -> Result<()> {
                 }
                 let headers = store.scan().await?;
                 tally.memories += headers.len();
-                let selector: Arc<dyn Selector> = Arc::new(PgFtsSelector::new(store));
+                let selector: Arc<dyn Selector> = if in_process {
+                    let bm25 = Bm25Selector::new(Arc::new(store));
+                    bm25.sync(&headers).await;
+                    Arc::new(bm25)
+                } else {
+                    Arc::new(PgFtsSelector::new(store))
+                };
                 for q in &conv.questions {
                     let t = Instant::now();
                     let chosen = selector
@@ -719,7 +733,7 @@ async fn postgres_rows(url: &str, convs: &[Conversation]) -> Result<()> {
             }
             let (r5, r10) = tally.recall(None);
             println!(
-                "| postgres full-text | {level} | {} | R@5 **{r5:.1}** | R@10 {r10:.1} | p50 {:.0} µs | p99 {:.0} µs |",
+                "| {ranker} | {level} | {} | R@5 **{r5:.1}** | R@10 {r10:.1} | p50 {:.0} µs | p99 {:.0} µs |",
                 tally.memories / convs.len().max(1),
                 tally.percentile(0.5).as_secs_f64() * 1e6,
                 tally.percentile(0.99).as_secs_f64() * 1e6,

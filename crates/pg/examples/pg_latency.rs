@@ -9,13 +9,17 @@
 //! the end). Writes: 300 overwrites of existing
 //! memories through `MemoryStore::write` (one transaction each: row lock, version check, index
 //! view). Selects: 300 queries through `select_checked` (PostgreSQL full-text search vs the
-//! in-process BM25, whose index is built before timing). The file store's dir is populated with
+//! in-process BM25, whose index is built before timing). Turns on the team store: the change
+//! feed refresh plus the in-process BM25 select, with no change and with one row rewritten by
+//! another instance before each turn. The file store's dir is populated with
 //! plain file writes plus one `MEMORY.md` (populating it through the store rewrites the index on
 //! every write, quadratic at 20,000).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use memloop_memory::recall::{Bm25Selector, SelectionContext, Selector};
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::{
+    FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, ScanCache, WriteMode,
+};
 use memloop_pg::{PgConfig, PgFtsSelector, PgMemoryStore};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -111,6 +115,39 @@ async fn time_selects(
     out
 }
 
+/// What the recall hook does per turn on the team store with the in-process index: refresh the
+/// headers through the change feed, then select with BM25 over them. With `writer`, another
+/// instance rewrites one memory before each turn (untimed), so every turn applies one change.
+async fn time_turns(
+    cache: &ScanCache,
+    selector: &dyn Selector,
+    writer: Option<(&PgMemoryStore, usize)>,
+    vocab: &[String],
+    rng: &mut Rng,
+) -> Vec<Duration> {
+    let mut out = Vec::new();
+    for _ in 0..300 {
+        if let Some((w, n)) = writer {
+            let (rel, doc) = memory(rng.below(n), vocab, rng);
+            if let Err(e) = w.write(&rel, &doc, WriteMode::Overwrite).await {
+                eprintln!("write failed: {e}");
+            }
+        }
+        let q = format!("what about {}?", sentence(vocab, 4, rng));
+        let t = Instant::now();
+        match cache.headers().await {
+            Ok(headers) => {
+                let _ = selector
+                    .select_checked(&q, &headers, &SelectionContext::default())
+                    .await;
+            }
+            Err(e) => eprintln!("refresh failed: {e}"),
+        }
+        out.push(t.elapsed());
+    }
+    out
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args()
@@ -174,6 +211,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             pct(&mut w, 0.99),
             pct(&mut s, 0.5),
             pct(&mut s, 0.99)
+        );
+
+        // The same database with the in-process BM25 kept current by the change feed.
+        let team: Arc<dyn MemoryStore> = Arc::new(fresh.clone());
+        let cache = ScanCache::new(team.clone());
+        let bm25 = Bm25Selector::new(team.clone());
+        let cold = Instant::now();
+        bm25.sync(&cache.headers().await?).await;
+        eprintln!(
+            "postgres: in-process BM25 index of {n} memories built in {:.1} s",
+            cold.elapsed().as_secs_f64()
+        );
+        let mut quiet = time_turns(&cache, &bm25, None, &vocab, &mut rng).await;
+        let other = PgMemoryStore::open(PgConfig::new(&url, "bench").schema(&schema)).await?;
+        let mut busy = time_turns(&cache, &bm25, Some((&other, n)), &vocab, &mut rng).await;
+        println!(
+            "| PostgreSQL, in-process BM25 over the change feed, per turn (no change / one changed row) | {n} | | {:.2} / {:.2} ms; {:.2} / {:.2} ms |",
+            pct(&mut quiet, 0.5),
+            pct(&mut quiet, 0.99),
+            pct(&mut busy, 0.5),
+            pct(&mut busy, 0.99)
         );
         admin
             .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
