@@ -438,7 +438,11 @@ impl Tool for SubAgentTool {
 /// next to the user's message as one system reminder (kind `subagent_results`).
 #[async_trait]
 impl Hook for SubAgentTool {
-    async fn on_turn_start(&self, _ctx: &HookContext, _user_text: &str) -> Option<PendingAttachment> {
+    async fn on_turn_start(
+        &self,
+        _ctx: &HookContext,
+        _user_text: &str,
+    ) -> Option<PendingAttachment> {
         self.inbox.take_attachment().map(PendingAttachment::ready)
     }
 }
