@@ -39,7 +39,9 @@ impl Tool for Upper {
         }
     }
     async fn call(&self, input: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
-        self.callers.lock().unwrap().push(ctx.agent.clone());
+        if let Ok(mut callers) = self.callers.lock() {
+            callers.push(ctx.agent.clone());
+        }
         ToolOutput::ok(input["text"].as_str().unwrap_or_default().to_uppercase())
     }
 }
