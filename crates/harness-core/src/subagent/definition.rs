@@ -1,7 +1,7 @@
 //! What a sub-agent is made of: its [`AgentDefinition`], and the [`ChildKit`] that
 //! [`ChildExtension`]s adjust before it runs.
 
-use crate::tool::{PermissionGate, ToolRegistry};
+use crate::tool::{PermissionGate, Tool, ToolRegistry};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -102,6 +102,13 @@ impl ChildKit {
     pub fn withhold(&mut self, tool: &str, reason: impl Into<String>) {
         self.tools.remove(tool);
         self.withheld.insert(tool.to_owned(), reason.into());
+    }
+
+    /// Give the sub-agent `tool`, replacing a tool of the same name (e.g. a memory tool bound
+    /// to the sub-agent's own memory dir); it is no longer withheld.
+    pub fn give(&mut self, tool: Arc<dyn Tool>) {
+        self.withheld.remove(&tool.spec().name);
+        self.tools.register(tool);
     }
 
     /// The reason a withheld tool is refused with, if it was withheld.
