@@ -262,15 +262,15 @@ impl LoopStep {
             );
         }
         let Some(tool) = self.tools.get(name) else {
-            let known = self.tools.names().join(", ");
             let why = match self.withheld.get(name) {
                 Some(reason) => format!("`{name}` is not available: {reason}."),
                 None => format!("Unknown tool `{name}`."),
             };
-            return (
-                ToolOutput::error(format!("{why} Available tools: {known}.")),
-                false,
-            );
+            let known = match self.tools.names() {
+                names if names.is_empty() => "This agent has no tools.".to_owned(),
+                names => format!("Available tools: {}.", names.join(", ")),
+            };
+            return (ToolOutput::error(format!("{why} {known}")), false);
         };
         let spec = tool.spec();
         let call = ToolCallRequest {

@@ -664,7 +664,7 @@ async fn extensions_adjust_a_child_before_it_runs() {
     assert!(upper.callers.lock().unwrap().is_empty());
     assert!(
         out.text.starts_with(
-            "[error=false] `upper` is not available: this agent may not shout. Available tools:"
+            "[error=false] `upper` is not available: this agent may not shout. This agent has no tools."
         ),
         "{}",
         out.text
