@@ -236,7 +236,7 @@ fn world() -> World {
     World {
         parent_dir: std::fs::canonicalize(&parent_dir).unwrap(),
         project,
-        home: home,
+        home,
         parent,
         scopes,
     }
