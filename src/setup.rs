@@ -83,6 +83,8 @@ pub struct MemorySetup {
     daily_log: bool,
     /// `None`: no sub-agents.
     subagents: Option<SubAgentConfig>,
+    /// Models sub-agent definitions may name (`model: haiku`).
+    subagent_models: Vec<(String, Arc<dyn Model>)>,
     working_dir: PathBuf,
     /// The project's config dir name (`.memloop` or `.claude`), for agent memory scopes.
     app_dir: &'static str,
@@ -171,6 +173,7 @@ impl MemorySetup {
             saved_notice: false,
             daily_log: false,
             subagents: Some(SubAgentConfig::default()),
+            subagent_models: Vec::new(),
             working_dir,
             app_dir,
             #[cfg(feature = "postgres")]
@@ -269,6 +272,13 @@ impl MemorySetup {
     /// Sub-agents, with these limits (depth, iterations, time, background runs).
     pub fn subagent_config(mut self, config: SubAgentConfig) -> Self {
         self.subagents = Some(config);
+        self
+    }
+
+    /// Run sub-agent definitions that name `name` (`model: haiku`) on `model`; a definition
+    /// naming a model not registered here runs on the main agent's (with a warning).
+    pub fn subagent_model(mut self, name: impl Into<String>, model: Arc<dyn Model>) -> Self {
+        self.subagent_models.push((name.into(), model));
         self
     }
 
@@ -506,9 +516,12 @@ impl MemorySetup {
             if loaded.definitions.is_empty() {
                 tracing::debug!("no sub-agent definitions found; no `agent` tool");
             } else {
-                let tool = SubAgentTool::new(loaded.definitions)
+                let mut tool = SubAgentTool::new(loaded.definitions)
                     .config(config.clone())
                     .extension(Arc::new(self.agent_memory()));
+                for (name, model) in &self.subagent_models {
+                    tool = tool.model(name.clone(), model.clone());
+                }
                 builder = builder.subagents(Arc::new(tool));
             }
         }

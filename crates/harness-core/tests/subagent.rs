@@ -575,10 +575,6 @@ async fn bad_calls_fail_with_a_clear_tool_error_and_start_nothing() {
             "The prompt is empty",
         ),
         (
-            json!({"agent": "fancy", "prompt": "x"}),
-            "agent `fancy` asks for the model `opus`, which this host does not provide (available: haiku, inherit)",
-        ),
-        (
             json!({"prompt": "x"}),
             "agent: invalid input: missing field `agent`",
         ),
@@ -605,6 +601,24 @@ async fn bad_calls_fail_with_a_clear_tool_error_and_start_nothing() {
         assert!(out.text.contains(expected), "{} lacks {expected}", out.text);
         assert!(sub_events(&sink).is_empty());
     }
+}
+
+#[tokio::test]
+async fn a_definition_naming_an_unknown_model_runs_on_the_parents_with_a_warning() {
+    let model = delegating("fancy", "x", false).on_purpose("subagent:fancy", |_| {
+        Some(ScriptStep::text("from the parent's model"))
+    });
+    let sink = VecSink::default();
+    let tool =
+        SubAgentTool::new([AgentDefinition::new("fancy", "Fancy.", "Fancy.").with_model("opus")])
+            .model("haiku", Arc::new(ScriptedModel::new()));
+    let mut agent = Agent::builder(Arc::new(model.clone()))
+        .events(Arc::new(sink.clone()))
+        .subagents(Arc::new(tool))
+        .build();
+    let out = agent.run_turn("go").await.unwrap();
+    assert_eq!(out.text, "[error=false] from the parent's model");
+    assert!(sink.events().iter().any(|e| matches!(e, AgentEvent::Warning { message } if message.contains("agent `fancy` asks for the model `opus`, which this host does not provide (registered: haiku, inherit)"))));
 }
 
 #[tokio::test]

@@ -35,7 +35,8 @@ pub struct AgentDefinition {
     /// The parent's tools it gets, by name; `None` inherits all of them.
     pub tools: Option<Vec<String>>,
     /// A model the host registered under this name
-    /// ([`SubAgentTool::model`](super::SubAgentTool::model)); `None` uses the parent's.
+    /// ([`SubAgentTool::model`](super::SubAgentTool::model)); `None`, or a name the host did
+    /// not register, uses the parent's.
     pub model: Option<String>,
     /// Further settings for [`ChildExtension`]s, by key (the memory crate reads `memory`:
     /// `user`, `project` or `local`).

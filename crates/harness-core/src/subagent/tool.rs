@@ -148,8 +148,9 @@ impl SubAgentTool {
     }
 
     /// Make `model` available to definitions that name it (`model: haiku`) (builder style).
-    /// A definition naming a model that was not registered cannot start (the call fails with
-    /// a message saying so); `inherit`, or no model, runs on the parent's.
+    /// A definition naming a model that was not registered runs on its parent's model, with a
+    /// `Warning` event saying so (definitions written for Claude Code name `sonnet`, `opus`,
+    /// `haiku`); `inherit`, or no model, runs on the parent's.
     pub fn model(mut self, name: impl Into<String>, model: Arc<dyn Model>) -> Self {
         self.models.insert(name.into(), model);
         self
@@ -242,9 +243,9 @@ impl SubAgentTool {
             Some(name) => match self.models.get(name) {
                 Some(model) => (model.clone(), ContextWindow::default()),
                 None => {
-                    return Err(format!(
+                    let message = format!(
                         "agent `{}` asks for the model `{name}`, which this host does not provide \
-                         (available: {})",
+                         (registered: {}); it runs on its parent's model",
                         def.name,
                         self.models
                             .keys()
@@ -252,7 +253,10 @@ impl SubAgentTool {
                             .chain(["inherit".to_owned()])
                             .collect::<Vec<_>>()
                             .join(", ")
-                    ));
+                    );
+                    tracing::warn!("{message}");
+                    caller.events.emit(AgentEvent::Warning { message });
+                    (caller.model.clone(), caller.window.clone())
                 }
             },
         };
