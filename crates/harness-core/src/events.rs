@@ -2,7 +2,8 @@
 //!
 //! **The event model.** Every event is an [`AgentEvent`]. Sinks receive it through
 //! [`EventSink::emit_envelope`] wrapped in an [`EventEnvelope`] that says which agent emitted it
-//! (the main agent, or a fork with its purpose and id) and in which user turn; sinks that only
+//! (the main agent, a fork with its purpose and id, or a sub-agent with its name, id and depth)
+//! and in which user turn; sinks that only
 //! care about the event implement [`EventSink::emit`] alone.
 //!
 //! One turn reads: `TurnStarted`, then per model call `ModelRequest`, the deltas as they stream
