@@ -1,7 +1,7 @@
 //! [`MemorySetup`]: the common case in one call, with Claude Code's defaults. Resolves the
 //! project's memory dir, opens the file store and wires memory into an [`AgentBuilder`] (tools,
 //! project instructions, the memory section of the system prompt, recall, extraction,
-//! consolidation, session notes and compaction, transcripts), honouring the settings files
+//! consolidation, session notes and compaction, transcripts, sub-agents), honouring the settings files
 //! (`autoMemoryEnabled`, the managed memory dir) and the environment switches
 //! (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
 //! `MEMLOOP_MEMORY_EXTRA_GUIDELINES`, `MEMLOOP_DISABLE_COMPACT`, `MEMLOOP_DISABLE_AUTO_COMPACT`,
@@ -11,6 +11,8 @@ use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
 use memloop_core::model::Model;
+use memloop_core::subagent::{SubAgentConfig, SubAgentTool};
+use memloop_memory::agents::{AgentDirs, AgentMemory, LoadedAgents};
 use memloop_memory::consolidate::{
     Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords,
 };
@@ -28,7 +30,7 @@ use memloop_memory::session_memory::{
 use memloop_memory::{
     env::EnvVars,
     instructions::{InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions},
-    paths::{MemoryDirResolver, ResolvedMemoryDir},
+    paths::{AgentMemoryScopes, MemoryDirResolver, ResolvedMemoryDir},
     prompt::MemorySection,
     store::{FileMemoryStore, LocalPurpose, MemoryError, MemoryStore},
     tools::memory_tools,
@@ -79,7 +81,13 @@ pub struct MemorySetup {
     transcripts: TranscriptConfig,
     saved_notice: bool,
     daily_log: bool,
+    /// `None`: no sub-agents.
+    subagents: Option<SubAgentConfig>,
+    /// Models sub-agent definitions may name (`model: haiku`).
+    subagent_models: Vec<(String, Arc<dyn Model>)>,
     working_dir: PathBuf,
+    /// The project's config dir name (`.memloop` or `.claude`), for agent memory scopes.
+    app_dir: &'static str,
     #[cfg(feature = "postgres")]
     team: Option<memloop_pg::TeamSync>,
 }
@@ -124,6 +132,7 @@ impl MemorySetup {
     /// nothing is resolved or opened: no disk access, and no `HOME` needed.
     pub fn with_resolver(resolver: MemoryDirResolver, env: EnvVars) -> Result<Self, SetupError> {
         let working_dir = resolver.project().to_path_buf();
+        let app_dir = resolver.config_flavor().dir_name();
         let resolver = resolver.env(env.clone());
         let setting = if env.switch(memloop_memory::env::DISABLE_AUTO_MEMORY) {
             None
@@ -163,7 +172,10 @@ impl MemorySetup {
             transcripts: TranscriptConfig::default(),
             saved_notice: false,
             daily_log: false,
+            subagents: Some(SubAgentConfig::default()),
+            subagent_models: Vec::new(),
             working_dir,
+            app_dir,
             #[cfg(feature = "postgres")]
             team: None,
         })
@@ -244,6 +256,58 @@ impl MemorySetup {
     pub fn daily_log(mut self, on: bool) -> Self {
         self.daily_log = on;
         self
+    }
+
+    /// Give the agent the `agent` tool over the sub-agent definitions found on disk (default on;
+    /// see [`agent_dirs`](Self::agent_dirs)). Nothing is added when no definition is found.
+    /// Each sub-agent gets the memory its definition asks for (`memory: user | project |
+    /// local`, in its own dir) and no other: it never gets the main agent's memory tools, and
+    /// its writes into the main agent's memory dir are refused.
+    pub fn subagents(mut self, on: bool) -> Self {
+        let config = self.subagents.take().unwrap_or_default();
+        self.subagents = on.then_some(config);
+        self
+    }
+
+    /// Sub-agents, with these limits (depth, iterations, time, background runs).
+    pub fn subagent_config(mut self, config: SubAgentConfig) -> Self {
+        self.subagents = Some(config);
+        self
+    }
+
+    /// Run sub-agent definitions that name `name` (`model: haiku`) on `model`; a definition
+    /// naming a model not registered here runs on the main agent's (with a warning).
+    pub fn subagent_model(mut self, name: impl Into<String>, model: Arc<dyn Model>) -> Self {
+        self.subagent_models.push((name.into(), model));
+        self
+    }
+
+    /// Where sub-agent definitions are read from: the project's `.memloop/agents/` and
+    /// `.claude/agents/`, then the user's `~/.memloop/agents/` and `~/.claude/agents/`
+    /// (`MEMLOOP_HOME` and `CLAUDE_CONFIG_DIR` move them); the project's win on a name clash.
+    pub fn agent_dirs(&self) -> AgentDirs {
+        AgentDirs::standard(&self.working_dir, &self.env)
+    }
+
+    /// Read the sub-agent definitions now (what [`attach`](Self::attach) does), with the
+    /// files skipped and why.
+    pub fn load_agents(&self) -> LoadedAgents {
+        self.agent_dirs().load()
+    }
+
+    /// The sub-agents' memory: scopes under the config home and the project, the main
+    /// agent's memory dir and project dir protected; off when memory is.
+    fn agent_memory(&self) -> AgentMemory {
+        let Some(on) = &self.on else {
+            return AgentMemory::off();
+        };
+        AgentMemory::new(AgentMemoryScopes::new(
+            &on.base,
+            &self.working_dir,
+            self.app_dir,
+        ))
+        .protect(&on.resolved.dir)
+        .protect(&on.project_dir)
     }
 
     /// Turn consolidation on or off (default on).
@@ -364,7 +428,8 @@ impl MemorySetup {
     }
 
     /// Wire memory into `builder`. With memory disabled by the environment, only compaction (if
-    /// configured) is added: no memory tools, no index, no recall, no extraction, no dream.
+    /// configured) and sub-agents (without memory) are added: no memory tools, no index, no
+    /// recall, no extraction, no dream.
     ///
     /// The agent gets every tool its memory forks use (`memory_read`, `memory_write`,
     /// `memory_delete`, and `edit_session_notes` with compaction), because a fork declares its
@@ -445,6 +510,20 @@ impl MemorySetup {
             }
         } else {
             tracing::info!("memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY");
+        }
+        if let Some(config) = &self.subagents {
+            let loaded = self.load_agents();
+            if loaded.definitions.is_empty() {
+                tracing::debug!("no sub-agent definitions found; no `agent` tool");
+            } else {
+                let mut tool = SubAgentTool::new(loaded.definitions)
+                    .config(config.clone())
+                    .extension(Arc::new(self.agent_memory()));
+                for (name, model) in &self.subagent_models {
+                    tool = tool.model(name.clone(), model.clone());
+                }
+                builder = builder.subagents(Arc::new(tool));
+            }
         }
         let compaction = match &self.compaction {
             Compaction::Custom(both) => Some((**both).clone()),

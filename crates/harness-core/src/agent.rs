@@ -313,6 +313,10 @@ impl Agent {
             tool_timeout: self.config.tool_timeout,
             max_tool_output_bytes: self.config.max_tool_output_bytes,
             spill_dir: self.config.spill_dir.clone(),
+            window: self.window.clone(),
+            background: self.background.clone(),
+            depth: 0,
+            withheld: BTreeMap::new(),
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! **The event model.** Every event is an [`AgentEvent`]. Sinks receive it through
 //! [`EventSink::emit_envelope`] wrapped in an [`EventEnvelope`] that says which agent emitted it
-//! (the main agent, or a fork with its purpose and id) and in which user turn; sinks that only
+//! (the main agent, a fork with its purpose and id, or a sub-agent with its name, id and depth)
+//! and in which user turn; sinks that only
 //! care about the event implement [`EventSink::emit`] alone.
 //!
 //! One turn reads: `TurnStarted`, then per model call `ModelRequest`, the deltas as they stream
@@ -241,11 +242,69 @@ pub enum AgentEvent {
         /// Why.
         reason: String,
     },
+    /// A sub-agent started (see [`crate::subagent`]); its own events follow, stamped with
+    /// [`EventAgent::SubAgent`] and the same id.
+    SubAgentStarted {
+        /// Its id (`agent_…`), unique per run.
+        id: String,
+        /// The agent definition it runs.
+        name: String,
+        /// Whether the parent continues without waiting for it.
+        background: bool,
+        /// Its nesting depth (1 for a sub-agent of the main agent).
+        depth: u32,
+    },
+    /// A sub-agent ended (exactly one per [`AgentEvent::SubAgentStarted`]).
+    SubAgentFinished {
+        /// Its id.
+        id: String,
+        /// The agent definition it ran.
+        name: String,
+        /// Whether it ran in the background.
+        background: bool,
+        /// How it ended.
+        end: SubAgentEnd,
+        /// Model calls it made.
+        turns: u32,
+        /// Its final text (truncated to 500 bytes; the parent gets all of it).
+        text: String,
+    },
     /// A non-fatal problem worth showing.
     Warning {
         /// Description.
         message: String,
     },
+}
+
+/// How a sub-agent run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SubAgentEnd {
+    /// It answered without tool calls.
+    Completed,
+    /// Its iteration limit stopped it.
+    MaxIterations,
+    /// Its time limit stopped it.
+    TimedOut,
+    /// The parent was cancelled, and the sub-agent with it.
+    Cancelled,
+    /// It failed (a model error, a context too large, ...).
+    Failed {
+        /// The error.
+        error: String,
+    },
+}
+
+impl std::fmt::Display for SubAgentEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Completed => f.write_str("completed"),
+            Self::MaxIterations => f.write_str("stopped by its iteration limit"),
+            Self::TimedOut => f.write_str("stopped by its time limit"),
+            Self::Cancelled => f.write_str("cancelled"),
+            Self::Failed { error } => write!(f, "failed: {error}"),
+        }
+    }
 }
 
 impl AgentEvent {
@@ -278,6 +337,15 @@ pub enum EventAgent {
         purpose: String,
         /// A unique id of this fork run.
         id: String,
+    },
+    /// A sub-agent the model delegated a task to ([`crate::subagent`]).
+    SubAgent {
+        /// The agent definition it runs.
+        name: String,
+        /// A unique id of this run (the one in its `SubAgentStarted` event).
+        id: String,
+        /// Its nesting depth (1 for a sub-agent of the main agent).
+        depth: u32,
     },
 }
 
@@ -341,6 +409,21 @@ impl ScopedSink {
             agent: Some(EventAgent::Fork {
                 purpose: purpose.to_owned(),
                 id: id.to_owned(),
+            }),
+            turn: 0,
+        }
+    }
+}
+
+impl ScopedSink {
+    /// Events of a sub-agent; the turn comes from the scope around `inner` (its parent's).
+    pub fn subagent(inner: Arc<dyn EventSink>, name: &str, id: &str, depth: u32) -> Self {
+        Self {
+            inner,
+            agent: Some(EventAgent::SubAgent {
+                name: name.to_owned(),
+                id: id.to_owned(),
+                depth,
             }),
             turn: 0,
         }

@@ -251,6 +251,10 @@ async fn run_fork(
         tool_timeout: b.tool_timeout,
         max_tool_output_bytes: b.max_tool_output_bytes,
         spill_dir: None,
+        window: b.base.window.clone(),
+        background: b.base.background.clone(),
+        depth: 0,
+        withheld: std::collections::BTreeMap::new(),
     };
     // What is sent besides the parent's prefix: system sections, tool specs, the prompt.
     let fixed = step.request_overhead(&b.base.system) + CharEstimator.count(&prompt);

@@ -30,8 +30,18 @@ impl Attachment {
 /// dropped, which cancels and aborts the work.
 #[derive(Debug)]
 pub struct PendingAttachment {
-    handle: JoinHandle<Option<Attachment>>,
-    cancel: CancellationToken,
+    state: Pending,
+}
+
+#[derive(Debug)]
+enum Pending {
+    /// Known at turn start: attached at the first check.
+    Ready(Option<Attachment>),
+    /// Work on the runtime.
+    Spawned {
+        handle: JoinHandle<Option<Attachment>>,
+        cancel: CancellationToken,
+    },
 }
 
 impl PendingAttachment {
@@ -41,27 +51,45 @@ impl PendingAttachment {
         F: std::future::Future<Output = Option<Attachment>> + Send + 'static,
     {
         Self {
-            handle: tokio::spawn(fut),
-            cancel,
+            state: Pending::Spawned {
+                handle: tokio::spawn(fut),
+                cancel,
+            },
+        }
+    }
+
+    /// An attachment that is already known: the loop attaches it at its first check, before
+    /// the first model call (nothing runs in the background).
+    pub fn ready(attachment: Attachment) -> Self {
+        Self {
+            state: Pending::Ready(Some(attachment)),
         }
     }
 
     /// Whether the work has settled.
     pub fn is_ready(&self) -> bool {
-        self.handle.is_finished()
+        match &self.state {
+            Pending::Ready(_) => true,
+            Pending::Spawned { handle, .. } => handle.is_finished(),
+        }
     }
 
     /// Wait for the result (a panicked or aborted task yields `None`).
     pub async fn wait(mut self) -> Option<Attachment> {
-        (&mut self.handle).await.ok().flatten()
+        match &mut self.state {
+            Pending::Ready(attachment) => attachment.take(),
+            Pending::Spawned { handle, .. } => handle.await.ok().flatten(),
+        }
     }
 }
 
 impl Drop for PendingAttachment {
     fn drop(&mut self) {
-        if !self.handle.is_finished() {
-            self.cancel.cancel();
-            self.handle.abort();
+        if let Pending::Spawned { handle, cancel } = &self.state {
+            if !handle.is_finished() {
+                cancel.cancel();
+                handle.abort();
+            }
         }
     }
 }

@@ -15,6 +15,7 @@
 //! | [`hooks`] | the [`Hook`] trait and turn-start attachments |
 //! | [`events`] | typed [`AgentEvent`](events::AgentEvent)s (deltas, terminal events) with their origin, and sinks for hosts |
 //! | [`fork`] | forked sub-agents that share the parent's prompt prefix |
+//! | [`subagent`] | the `agent` tool: delegating a task to a child agent with its own prompt, tools and gate, in the foreground or background |
 //! | [`compaction`] | the compactor interface the loop calls before each request |
 //! | [`prompt`] | cached system-prompt sections |
 //! | [`tokens`] | token counters and the conversation size rule |
@@ -48,6 +49,7 @@ mod agent;
 mod background;
 mod builder;
 pub mod builtin_tools;
+mod caller;
 pub mod clearing;
 pub mod compaction;
 mod compaction_strategy;
@@ -67,6 +69,7 @@ pub mod model;
 pub mod prompt;
 #[cfg(feature = "providers")]
 pub mod providers;
+pub mod subagent;
 pub mod testing;
 pub mod text;
 pub mod tokens;

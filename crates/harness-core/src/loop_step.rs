@@ -3,6 +3,8 @@
 //! the gate: consecutive read-only calls concurrently, every call under a timeout, every output
 //! capped.
 
+use crate::background::BackgroundTasks;
+use crate::caller::{self, Caller};
 use crate::events::{AgentEvent, EventSink};
 use crate::fit::{cut_middle, spill};
 use crate::message::{ContentBlock, Message, Role, ToolResultContent};
@@ -15,7 +17,9 @@ use crate::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect, ToolOutput,
     ToolRegistry,
 };
+use crate::window::ContextWindow;
 use futures::StreamExt;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +48,15 @@ pub(crate) struct LoopStep {
     pub max_tool_output_bytes: usize,
     /// Where the full text of a cut output is kept (see `AgentConfig::spill_dir`).
     pub spill_dir: Option<std::path::PathBuf>,
+    /// The agent's context window (a sub-agent on the same model shares it).
+    pub window: ContextWindow,
+    /// Where a background sub-agent is spawned (so `drain` waits for it).
+    pub background: BackgroundTasks,
+    /// Sub-agent nesting depth: 0 for the main agent and its forks.
+    pub depth: u32,
+    /// Tools this agent was deliberately not given, with the reason a call to one is refused
+    /// (a sub-agent without memory has no memory tools).
+    pub withheld: BTreeMap<String, String>,
 }
 
 const EVENT_OUTPUT_BYTES: usize = 500;
@@ -202,6 +215,22 @@ impl LoopStep {
         (msg, outcomes)
     }
 
+    /// This agent as the caller of its tools (see [`crate::caller`]).
+    fn caller(&self) -> Caller {
+        Caller {
+            model: self.model.clone(),
+            tools: self.tools.clone(),
+            gate: self.gate.clone(),
+            events: self.events.clone(),
+            window: self.window.clone(),
+            background: self.background.clone(),
+            depth: self.depth,
+            tool_timeout: self.tool_timeout,
+            max_tool_output_bytes: self.max_tool_output_bytes,
+            spill_dir: self.spill_dir.clone(),
+        }
+    }
+
     fn is_read_only(&self, name: &str) -> bool {
         self.tools
             .get(name)
@@ -233,11 +262,15 @@ impl LoopStep {
             );
         }
         let Some(tool) = self.tools.get(name) else {
-            let known = self.tools.names().join(", ");
-            return (
-                ToolOutput::error(format!("Unknown tool `{name}`. Available tools: {known}.")),
-                false,
-            );
+            let why = match self.withheld.get(name) {
+                Some(reason) => format!("`{name}` is not available: {reason}."),
+                None => format!("Unknown tool `{name}`."),
+            };
+            let known = match self.tools.names() {
+                names if names.is_empty() => "This agent has no tools.".to_owned(),
+                names => format!("Available tools: {}.", names.join(", ")),
+            };
+            return (ToolOutput::error(format!("{why} {known}")), false);
         };
         let spec = tool.spec();
         let call = ToolCallRequest {
@@ -265,7 +298,7 @@ impl LoopStep {
         let output = tokio::select! {
             biased;
             _ = cancel.cancelled() => ToolOutput::error("Cancelled by the user while this tool ran."),
-            o = tokio::time::timeout(limit, tracing::Instrument::instrument(tool.call(input.clone(), &self.tool_ctx), span)) => {
+            o = tokio::time::timeout(limit, tracing::Instrument::instrument(caller::scope(self.caller(), tool.call(input.clone(), &self.tool_ctx)), span)) => {
                 o.unwrap_or_else(|_| {
                     tracing::warn!(tool = name, ?limit, "tool call timed out");
                     ToolOutput::error(format!("The tool call timed out after {} s and was stopped.", limit.as_secs_f64()))

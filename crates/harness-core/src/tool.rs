@@ -41,6 +41,8 @@ pub enum AgentKind {
     Main,
     /// A forked agent (extractor, session-memory updater, ...), with its purpose.
     Forked(String),
+    /// A sub-agent the model delegated a task to ([`crate::subagent`]), with its agent name.
+    SubAgent(String),
 }
 
 /// What a tool sees when it runs.
@@ -179,6 +181,11 @@ impl ToolRegistry {
     pub fn with(mut self, tool: Arc<dyn Tool>) -> Self {
         self.register(tool);
         self
+    }
+
+    /// Remove a tool; returns it when it was there.
+    pub fn remove(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.remove(name)
     }
 
     /// Look a tool up.

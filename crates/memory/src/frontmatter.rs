@@ -116,6 +116,12 @@ fn parse_mapping(yaml: &str) -> Option<Mapping> {
     }
 }
 
+/// A frontmatter block as a YAML mapping, with the same quoting retry as memory files (an
+/// unquoted `: ` in a value); `None` when not even that parses.
+pub(crate) fn parse_frontmatter_mapping(yaml: &str) -> Option<Mapping> {
+    parse_mapping(yaml).or_else(|| parse_mapping(&quote_values(yaml)))
+}
+
 fn simple_line() -> Option<&'static Regex> {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     RE.get_or_init(|| Regex::new(r"^([ \t]*)([A-Za-z_][\w-]*):[ \t]+(.*?)[ \t]*$").ok())

@@ -7,6 +7,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`store`] | the [`MemoryStore`](store::MemoryStore) trait, [`FileMemoryStore`](store::FileMemoryStore), the memory types and the name / secret rules every write obeys |
+//! | [`agents`] | sub-agent definitions on disk (Claude Code's `.claude/agents/*.md` format) and each sub-agent's own memory scope |
 //! | [`paths`] | where a project's memory dir lives (settings, environment, git root, agent scopes) |
 //! | [`recall`] | [`Selector`](recall::Selector)s and the hook that surfaces relevant memories each turn |
 //! | [`extract`] | the stop hook that writes new memories in the background with a forked agent |
@@ -19,6 +20,7 @@
 //! | [`env`](mod@env) | the environment switches (`MEMLOOP_*`) |
 #![warn(missing_docs)]
 
+pub mod agents;
 pub mod consolidate;
 pub mod env;
 pub mod extract;

@@ -148,6 +148,11 @@ impl MemoryDirResolver {
         self
     }
 
+    /// The layout this resolver uses.
+    pub fn config_flavor(&self) -> ConfigFlavor {
+        self.flavor
+    }
+
     /// Use this environment instead of the process's.
     pub fn env(mut self, env: EnvVars) -> Self {
         self.env = env;

@@ -25,6 +25,33 @@ pub enum AgentMemoryScope {
 impl AgentMemoryScope {
     /// All scopes.
     pub const ALL: [AgentMemoryScope; 3] = [Self::User, Self::Project, Self::Local];
+
+    /// The scope's name as an agent definition writes it (`memory: project`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Project => "project",
+            Self::Local => "local",
+        }
+    }
+}
+
+impl std::fmt::Display for AgentMemoryScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for AgentMemoryScope {
+    type Err = String;
+
+    /// `user`, `project` or `local` (exactly, as Claude Code writes them).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|scope| scope.as_str() == s.trim())
+            .ok_or_else(|| format!("unknown memory scope `{s}` (use user, project or local)"))
+    }
 }
 
 /// A resolved agent memory dir.
@@ -86,11 +113,7 @@ impl AgentMemoryScopes {
         agent_type: &str,
     ) -> Result<AgentMemoryDir, ScopeError> {
         let name = sanitize_agent_type(agent_type)?;
-        let dir = match scope {
-            AgentMemoryScope::User => self.base.join("agent-memory").join(&name),
-            AgentMemoryScope::Project => self.app_path("agent-memory").join(&name),
-            AgentMemoryScope::Local => self.app_path("agent-memory-local").join(&name),
-        };
+        let dir = self.root(scope).join(&name);
         Ok(AgentMemoryDir {
             scope,
             agent_type: name,
@@ -102,14 +125,19 @@ impl AgentMemoryScopes {
         self.project_root.join(&self.app_dir).join(sub)
     }
 
-    /// The agent memory dirs that exist in `scope`, sorted by agent type (unreadable or
-    /// absent scope dirs give an empty list).
-    pub fn existing(&self, scope: AgentMemoryScope) -> Vec<AgentMemoryDir> {
-        let parent = match scope {
+    /// The dir holding every agent type's memory dir in `scope` (it may not exist yet).
+    pub fn root(&self, scope: AgentMemoryScope) -> PathBuf {
+        match scope {
             AgentMemoryScope::User => self.base.join("agent-memory"),
             AgentMemoryScope::Project => self.app_path("agent-memory"),
             AgentMemoryScope::Local => self.app_path("agent-memory-local"),
-        };
+        }
+    }
+
+    /// The agent memory dirs that exist in `scope`, sorted by agent type (unreadable or
+    /// absent scope dirs give an empty list).
+    pub fn existing(&self, scope: AgentMemoryScope) -> Vec<AgentMemoryDir> {
+        let parent = self.root(scope);
         let Ok(entries) = std::fs::read_dir(&parent) else {
             return Vec::new();
         };

@@ -97,7 +97,7 @@ pub(crate) fn warn_refused(error: &MemoryError) {
 
 /// Canonicalise the deepest existing ancestor of `path` (which is absolute and normalised) and
 /// append the rest. `None` when a component is a dangling symlink (it could point anywhere).
-fn resolve_existing_prefix(path: &Path) -> Option<PathBuf> {
+pub(crate) fn resolve_existing_prefix(path: &Path) -> Option<PathBuf> {
     let mut existing = path.to_path_buf();
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
     loop {

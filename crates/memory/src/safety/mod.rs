@@ -11,7 +11,7 @@ mod secrets;
 pub(crate) use atomic::sync_parent_dir;
 pub use atomic::{atomic_write, has_temp_files, remove_temp_files};
 pub use containment::ContainmentGate;
-pub(crate) use containment::warn_refused;
+pub(crate) use containment::{resolve_existing_prefix, warn_refused};
 pub use lock::DirLock;
 pub(crate) use names::read_target_to_rel_path;
 pub use names::{title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic};
