@@ -80,19 +80,28 @@ impl Turn {
         }
     }
 
-    async fn run(&self) -> usize {
+    /// One turn with `query`.
+    async fn run_query(&self, query: &str) -> usize {
         let Ok(headers) = self.headers.headers().await else {
             return 0;
         };
         let ctx = SelectionContext::with_limit(5);
         self.selector
-            .select_checked(
-                "why does the billing queue retry on timeout",
-                &headers,
-                &ctx,
-            )
+            .select_checked(query, &headers, &ctx)
             .await
             .map_or(0, |c| c.len())
+    }
+
+    /// A turn whose query shares words with a third of the memories: BM25 scoring dominates.
+    async fn run(&self) -> usize {
+        self.run_query("why does the billing queue retry on timeout")
+            .await
+    }
+
+    /// A turn whose query matches no memory: what is left is the feed, the BM25 follow and the
+    /// selection machinery.
+    async fn run_feed(&self) -> usize {
+        self.run_query("zebra quokka").await
     }
 }
 
@@ -121,6 +130,27 @@ fn bench_turn(c: &mut Criterion) {
             let turn = Turn::new(store);
             rt.block_on(turn.run()); // the first turn scans and indexes everything
             let mode = if watch { "watch" } else { "poll" };
+            if watch {
+                group.bench_with_input(BenchmarkId::new("feed/unchanged", n), &n, |b, _| {
+                    b.iter(|| rt.block_on(turn.run_feed()))
+                });
+                let mut rev = 1_000_000usize;
+                group.bench_with_input(BenchmarkId::new("feed/one_changed", n), &n, |b, &n| {
+                    b.iter_custom(|iters| {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            rev += 1;
+                            let i = (rev * 7919) % n;
+                            let path = dir.path().join(format!("topic{}/m{i}.md", i % 10));
+                            std::fs::write(&path, text(i, rev)).ok();
+                            let start = Instant::now();
+                            std::hint::black_box(rt.block_on(turn.run_feed()));
+                            total += start.elapsed();
+                        }
+                        total
+                    })
+                });
+            }
             group.bench_with_input(
                 BenchmarkId::new(format!("{mode}/unchanged"), n),
                 &n,

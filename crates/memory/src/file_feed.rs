@@ -11,8 +11,9 @@
 //!   so once the barrier's event is in, every change completed before the refresh started has
 //!   been seen: no refresh trusts an event that "has not arrived yet". Anything the watcher
 //!   cannot describe exactly (a directory created, deleted or renamed, a queue overflow) starts a
-//!   new epoch: every cursor then gets [`Changes::Rescan`]. A watcher error, a barrier that
-//!   times out or a watcher that cannot start switches the feed to polling for good.
+//!   new epoch: every cursor then gets [`Changes::Rescan`]; so does a barrier that times out
+//!   (the watcher is restarted). A watcher error or a watcher that cannot start switches the
+//!   feed to polling for good.
 //! - **polling** (network and FUSE filesystems, where other machines' changes raise no local
 //!   event; `StoreConfig::watch = false`; a failed watcher): each refresh walks the dir and
 //!   compares every memory file's (size, mtime, ctime, inode) with the last walk, then reads only
@@ -457,7 +458,10 @@ impl Watch {
             return Err(Lost::Broken(why));
         }
         if wait.timed_out() {
-            return Err(Lost::Broken(format!("no watcher event within {timeout:?}")));
+            // A stalled watcher thread (an overloaded machine): start a fresh watcher and let
+            // every cache rescan, rather than trust events that may never come.
+            tracing::warn!(?timeout, "memory dir watcher did not answer; restarting it");
+            return Err(Lost::Rescan);
         }
         if std::mem::take(&mut events.rescan) {
             return Err(Lost::Rescan);
