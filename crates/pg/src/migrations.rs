@@ -127,9 +127,48 @@ pub(crate) fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.0)
 }
 
-/// Bring the schema up to [`latest`]. Idempotent; safe to run from many processes at once.
+/// The schema version recorded in the database, `None` when no migration ever ran there. Reads
+/// only: a role with nothing but SELECT on the tables can ask.
+async fn recorded_version(client: &Client) -> Result<Option<i32>, PgError> {
+    let db = |e: tokio_postgres::Error| PgError::from_db(&e);
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('memloop_schema_migrations') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(db)?
+        .get(0);
+    if !exists {
+        return Ok(None);
+    }
+    let version: i32 = client
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM memloop_schema_migrations",
+            &[],
+        )
+        .await
+        .map_err(db)?
+        .get(0);
+    Ok(Some(version))
+}
+
+/// Bring the schema up to [`latest`]. Idempotent; safe to run from many processes at once. When
+/// the schema is already current nothing is created or locked, so a role with only
+/// SELECT / INSERT / UPDATE / DELETE on the tables opens the store; creating or upgrading the
+/// schema needs CREATE (once, by an owner role).
 pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result<i32, PgError> {
     let db = |e: tokio_postgres::Error| PgError::from_db(&e);
+    match recorded_version(client).await? {
+        Some(v) if v == latest() => return Ok(v),
+        Some(v) if v > latest() => {
+            return Err(PgError::SchemaTooNew {
+                found: v,
+                known: latest(),
+            });
+        }
+        _ => {}
+    }
     if let Some(schema) = schema {
         // Concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide: serialise on a lock.
         let tx = client.transaction().await.map_err(db)?;

@@ -364,3 +364,60 @@ async fn wrong_url_down_server_and_missing_permission_are_clear_errors() {
         .unwrap();
     assert!(matches!(err, PgError::Permission(_)), "{err:?}");
 }
+
+/// Once an owner has migrated the schema, a role with only SELECT / INSERT / UPDATE / DELETE on
+/// the tables opens the store, writes, reads, searches and deletes: opening creates nothing.
+#[tokio::test]
+async fn a_read_write_role_works_once_the_schema_is_current() {
+    let schema = TestSchema::new();
+    let owner = schema.open("p").await; // migrates as the owner (root)
+    drop(owner);
+    let role = format!("memloop_rw_{}", &schema.name[schema.name.len() - 8..]);
+    let admin = admin().await;
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN;
+             GRANT USAGE ON SCHEMA {s} TO {role};
+             GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {role};",
+            s = schema.name
+        ))
+        .await
+        .unwrap();
+    let url = format!("host=127.0.0.1 port=5432 user={role} dbname=test");
+    let result = async {
+        let store = PgMemoryStore::open(
+            PgConfig::new(&url, "p")
+                .schema(&schema.name)
+                .writer("rw@test"),
+        )
+        .await?;
+        store
+            .write(
+                "team/约定.md",
+                &doc("约定", "提交前先跑测试。"),
+                WriteMode::Overwrite,
+            )
+            .await
+            .map_err(|e| PgError::Connect(e.to_string()))?;
+        let found = store
+            .search("测试", 5, &[])
+            .await
+            .map_err(|e| PgError::Connect(e.to_string()))?;
+        store
+            .delete("team/约定.md")
+            .await
+            .map_err(|e| PgError::Connect(e.to_string()))?;
+        Ok::<_, PgError>(found)
+    }
+    .await;
+    admin
+        .batch_execute(&format!(
+            "REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {role};
+             REVOKE ALL ON SCHEMA {s} FROM {role}; DROP ROLE {role};",
+            s = schema.name
+        ))
+        .await
+        .unwrap();
+    let found = result.expect("a read-write role must be able to use a current schema");
+    assert_eq!(found[0].0, "team/约定.md");
+}
