@@ -11,7 +11,9 @@ Exit codes:
   2  usage error (unknown command, bad flag or argument)
   3  not found (no such memory topic, no memory directory, no project directory)
   4  refused (secret filter, path containment, name or frontmatter validation)
-  5  aborted (`memory clear` not confirmed)";
+  5  aborted (`memory clear` not confirmed)
+  6  team push/pull: some entries failed or were refused (secret filter)
+  7  team push/pull: some entries conflict (and none failed)";
 
 /// `memloop`: inspect and edit a project's memory dir and its instruction files.
 #[derive(Debug, clap::Parser)]

@@ -17,6 +17,11 @@ pub enum Exit {
     Refused = 4,
     /// 5: aborted by the user.
     Aborted = 5,
+    /// 6: `team push|pull`: some entries failed (a write the database refused, a file that could
+    /// not be read or parsed, a body the secret filter kept on this machine).
+    SyncFailed = 6,
+    /// 7: `team push|pull`: some entries conflict (edited on both sides) and nothing failed.
+    SyncConflict = 7,
 }
 
 impl Exit {

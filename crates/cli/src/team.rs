@@ -4,7 +4,7 @@ use crate::args::{TeamCommand, TeamSyncArgs};
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
 use memloop_memory::store::{FileMemoryStore, validate_rel_path};
-use memloop_pg::{PgConfig, SyncAction, SyncOptions, TeamSync};
+use memloop_pg::{PgConfig, SyncAction, SyncOptions, SyncReport, TeamSync};
 
 /// Run a `team` subcommand.
 pub async fn run(cmd: &TeamCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()> {
@@ -31,7 +31,8 @@ pub async fn run(cmd: &TeamCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow::R
         TeamCommand::Status(_) => sync.status().await?,
     };
     if ctx.json {
-        return write_json(io.out, &report);
+        write_json(io.out, &report)?;
+        return outcome(&report, verb);
     }
     if report.items.is_empty() {
         writeln!(io.out, "team memory {verb}: everything in sync")?;
@@ -62,10 +63,37 @@ pub async fn run(cmd: &TeamCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow::R
             item.rel_path
         )?;
     }
-    if report.conflicts() > 0 {
-        writeln!(io.err, "{} conflict(s)", report.conflicts())?;
+    outcome(&report, verb)
+}
+
+/// The run's exit: failures (including secret refusals) before conflicts, each with a one-line
+/// summary (printed on stderr by `main`); `Ok` when every entry went through.
+fn outcome(report: &SyncReport, verb: &str) -> anyhow::Result<()> {
+    let failed = report.count(|a| matches!(a, SyncAction::Failed { .. }));
+    let refused = report.count(|a| matches!(a, SyncAction::SecretRefused { .. }));
+    let conflicts = report.conflicts();
+    if failed + refused + conflicts == 0 {
+        return Ok(());
     }
-    Ok(())
+    let done = report.count(|a| {
+        matches!(
+            a,
+            SyncAction::Pushed { .. }
+                | SyncAction::Pulled { .. }
+                | SyncAction::DeletedRemote
+                | SyncAction::DeletedLocal
+        )
+    });
+    let summary = format!(
+        "team {verb}: {done} synced, {failed} failed, {refused} refused by the secret filter, \
+         {conflicts} conflict(s)"
+    );
+    let exit = if failed + refused > 0 {
+        Exit::SyncFailed
+    } else {
+        Exit::SyncConflict
+    };
+    Err(Failure::new(exit, summary).into())
 }
 
 async fn open_sync(ctx: &Context, args: &TeamSyncArgs, url: &str) -> anyhow::Result<TeamSync> {

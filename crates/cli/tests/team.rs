@@ -244,3 +244,62 @@ fn semantic_search_over_the_database_caches_vectors_in_a_real_dir() {
     assert!(out.status.success());
     assert_eq!(std::fs::read_dir(&dirs[0]).unwrap().count(), 1);
 }
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A push or pull that did not go through says so in its exit code and on stderr: conflicts
+/// exit 7, failures (a body the secret filter keeps local, here a Chinese credential) exit 6,
+/// with or without `--json`; a clean run exits 0.
+#[test]
+fn conflicts_and_failures_have_their_own_exit_codes() {
+    let schema = Schema::new();
+    let url = schema.url();
+    let tmp = TempDir::new().unwrap();
+    let (alice, bob) = (tmp.path().join("alice"), tmp.path().join("bob"));
+    std::fs::create_dir_all(&alice).unwrap();
+    let memory = |text: &str| {
+        format!("---\nname: 部署\ndescription: 什么时候部署\ntype: project\n---\n\n{text}\n")
+    };
+    std::fs::write(alice.join("deploy.md"), memory("每周二部署。")).unwrap();
+    let team = |dir: &Path, args: &[&str]| {
+        let mut all = vec!["--database-url", url.as_str()];
+        all.extend_from_slice(args);
+        memloop(tmp.path(), dir, &all)
+    };
+    assert!(team(&alice, &["team", "push"]).status.success());
+    assert!(team(&bob, &["team", "pull"]).status.success());
+
+    // Both edit the same memory; Alice pushes first, Bob's push conflicts.
+    std::fs::write(alice.join("deploy.md"), memory("改成每周三部署。")).unwrap();
+    assert!(team(&alice, &["team", "push"]).status.success());
+    std::fs::write(bob.join("deploy.md"), memory("改成每周四部署。")).unwrap();
+    let out = team(&bob, &["team", "push"]);
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    assert!(stderr(&out).contains("1 conflict(s)"), "{}", stderr(&out));
+    let out = team(&bob, &["--json", "team", "push"]);
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        report["items"][0]["action"]["action"], "conflict",
+        "{report}"
+    );
+
+    // A credential written in Chinese never leaves the machine, and the push says it failed.
+    std::fs::write(
+        alice.join("db.md"),
+        "---\nname: 数据库\ndescription: 生产数据库\ntype: reference\n---\n\n生产数据库密码是 S3cr3tPass2024\n",
+    )
+    .unwrap();
+    let out = team(&alice, &["team", "push"]);
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
+    assert!(
+        stderr(&out).contains("1 refused by the secret filter"),
+        "{}",
+        stderr(&out)
+    );
+    let out = team(&alice, &["--json", "team", "push"]);
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
+    assert!(!stdout(&out).contains("S3cr3tPass2024"));
+}
