@@ -160,20 +160,138 @@ pub(crate) fn valid_ident(s: &str) -> bool {
 /// The default team project id for a project dir: its git `origin` URL (the same on every
 /// clone, so every machine lands in one project), else the dir's name.
 pub fn project_id_for(project_dir: &std::path::Path) -> String {
-    let origin = std::process::Command::new("git")
+    project_id_from(project_dir, git_origin(project_dir))
+}
+
+/// The `remote.origin.url` of the repository at `dir`, if any.
+fn git_origin(dir: &std::path::Path) -> Option<String> {
+    std::process::Command::new("git")
         .arg("-C")
-        .arg(project_dir)
+        .arg(dir)
         .args(["config", "--get", "remote.origin.url"])
         .output()
         .ok()
         .filter(|o| o.status.success())
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty());
+        .filter(|s| !s.is_empty())
+}
+
+/// [`project_id_for`] given the origin URL: credentials in it (`https://user:token@host/...`)
+/// are dropped, never stored in rows or logged.
+fn project_id_from(project_dir: &std::path::Path, origin: Option<String>) -> String {
+    let origin = origin.map(|url| match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let host_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..host_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url,
+            }
+        }
+        None => url,
+    });
     origin.unwrap_or_else(|| {
         project_dir.file_name().map_or_else(
             || "default".to_owned(),
             |n| n.to_string_lossy().into_owned(),
         )
     })
+}
+
+/// The longest project id accepted, in characters.
+pub const MAX_PROJECT_ID_CHARS: usize = 256;
+
+/// The rule a team project id obeys: 1 to [`MAX_PROJECT_ID_CHARS`] characters, no leading or
+/// trailing whitespace, no control characters (newlines, NUL, escapes), no `.` or `..` segment
+/// between `/` or `\`. Letters of every script are welcome.
+///
+/// ```
+/// use memloop_pg::validate_project_id;
+/// assert!(validate_project_id("github.com/acme/api").is_ok());
+/// assert!(validate_project_id("团队记忆/后端").is_ok());
+/// assert!(validate_project_id("../x").is_err());
+/// assert!(validate_project_id("a\nb").is_err());
+/// assert!(validate_project_id(&"x".repeat(10_000)).is_err());
+/// ```
+pub fn validate_project_id(id: &str) -> Result<(), crate::PgError> {
+    let bad = |why: &str| Err(crate::PgError::InvalidProject(why.to_owned()));
+    if id.trim().is_empty() {
+        return bad("the project id is empty");
+    }
+    if id.trim() != id {
+        return bad("the project id starts or ends with whitespace");
+    }
+    if id.chars().count() > MAX_PROJECT_ID_CHARS {
+        return bad(&format!(
+            "the project id is longer than {MAX_PROJECT_ID_CHARS} characters"
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return bad("the project id contains a control character (newline, NUL, escape)");
+    }
+    if id.split(['/', '\\']).any(|seg| seg == "." || seg == "..") {
+        return bad("the project id contains a `.` or `..` segment");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod project_id_tests {
+    use super::*;
+
+    #[test]
+    fn hostile_ids_are_refused_and_every_script_is_welcome() {
+        for bad in [
+            "",
+            "   ",
+            " lead",
+            "trail ",
+            "../x",
+            "a/../b",
+            "./x",
+            "a\\..\\b",
+            "line\nbreak",
+            "nul\0",
+            "esc\u{1b}[31m",
+        ] {
+            assert!(validate_project_id(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_project_id(&"x".repeat(MAX_PROJECT_ID_CHARS + 1)).is_err());
+        for good in [
+            "github.com/acme/api",
+            "git@github.com:acme/api.git",
+            "团队记忆",
+            "チーム/バックエンド",
+            "команда-api",
+            "팀 메모리",
+            "v1.2",
+            "a..b",
+        ] {
+            assert!(validate_project_id(good).is_ok(), "{good:?}");
+        }
+        assert!(validate_project_id(&"记".repeat(MAX_PROJECT_ID_CHARS)).is_ok());
+    }
+
+    #[test]
+    fn credentials_in_the_origin_url_never_become_the_project_id() {
+        let dir = std::path::Path::new("/work/app");
+        let id = |origin: &str| project_id_from(dir, Some(origin.to_owned()));
+        assert_eq!(
+            id("https://alice:ghp_secret123@github.com/acme/api.git"),
+            "https://github.com/acme/api.git"
+        );
+        assert_eq!(
+            id("https://oauth2:glpat-XYZ@gitlab.example.com/g/p"),
+            "https://gitlab.example.com/g/p"
+        );
+        assert_eq!(
+            id("https://github.com/acme/a@b.git"),
+            "https://github.com/acme/a@b.git"
+        );
+        assert_eq!(
+            id("git@github.com:acme/api.git"),
+            "git@github.com:acme/api.git"
+        );
+        assert_eq!(project_id_from(dir, None), "app");
+    }
 }

@@ -10,6 +10,9 @@ pub enum PgError {
     /// The connection URL could not be parsed.
     #[error("invalid database URL: {0}")]
     InvalidUrl(String),
+    /// The project id breaks the rule [`validate_project_id`](crate::validate_project_id) states.
+    #[error("invalid team project id: {0}")]
+    InvalidProject(String),
     /// The server could not be reached or refused the connection (down, wrong host, wrong
     /// database, authentication failed).
     #[error("cannot connect to the team memory database: {0}")]

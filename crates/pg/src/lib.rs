@@ -37,7 +37,9 @@ mod selector;
 mod store;
 mod sync;
 
-pub use config::{DATABASE_URL_ENV, PgConfig, project_id_for};
+pub use config::{
+    DATABASE_URL_ENV, MAX_PROJECT_ID_CHARS, PgConfig, project_id_for, validate_project_id,
+};
 pub use content::{canonical_text, sha256_hex};
 pub use error::{PgError, StoreError, VersionLabel};
 pub use hook::TeamPullHook;

@@ -160,9 +160,7 @@ impl PgMemoryStore {
     /// Connect, run the migrations, and return the store for `config.project_id`. A wrong URL,
     /// a down server or a missing permission is a clear [`PgError`].
     pub async fn open(config: PgConfig) -> Result<Self, PgError> {
-        if config.project_id.trim().is_empty() {
-            return Err(PgError::InvalidUrl("the project id is empty".into()));
-        }
+        crate::validate_project_id(&config.project_id)?;
         let driver = config.driver_config()?;
         let manager = Manager::from_config(
             driver,
