@@ -159,9 +159,12 @@ fn a_down_server_or_a_missing_url_is_a_clear_error() {
         ],
     );
     assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cannot connect to the team memory database")
+        err.contains("cannot connect to the team memory database"),
+        "{err}"
     );
+    assert!(err.contains("127.0.0.1:1"), "names the server: {err}");
 }
 
 /// `memory search --semantic --database-url`: semantic search over the PostgreSQL store, with

@@ -295,3 +295,40 @@ mod project_id_tests {
         assert_eq!(project_id_from(dir, None), "app");
     }
 }
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::*;
+
+    #[test]
+    fn no_url_form_leaks_its_password() {
+        let cases = [
+            ("postgres://alice:S3cr3t!@db.example.com/team", "S3cr3t!"),
+            (
+                "postgresql://alice:hunter2@db:5433/team?sslmode=require",
+                "hunter2",
+            ),
+            ("postgres://alice@db/team?password=qwerty123", "qwerty123"),
+            ("postgres://alice:p%40ss%2Fw0rd@db/team", "p%40ss%2Fw0rd"),
+            (
+                "postgres://alice:%E5%AF%86%E7%A0%81123@db/team",
+                "%E5%AF%86",
+            ),
+            (
+                "host=db user=alice password=Tr0ub4dor dbname=team",
+                "Tr0ub4dor",
+            ),
+            (
+                "host=db user=alice password='密码 很长' dbname=team",
+                "密码",
+            ),
+        ];
+        for (url, secret) in cases {
+            let shown = PgConfig::new(url, "p").redacted_url();
+            assert!(!shown.contains(secret), "{url} -> {shown}");
+            assert!(shown.contains("db"), "{url} -> {shown}: names the host");
+            let debug = format!("{:?}", PgConfig::new(url, "p"));
+            assert!(!debug.contains(secret), "{url} -> {debug}");
+        }
+    }
+}

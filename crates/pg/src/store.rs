@@ -195,8 +195,26 @@ impl PgMemoryStore {
                 config,
             }),
         };
-        let mut client = store.client().await?;
-        migrate(&mut client, store.inner.config.schema.as_deref()).await?;
+        // A connection lost while opening (a restarting server, a proxy dropping it, a killed
+        // backend) is retried on a fresh one, like every operation.
+        let mut attempt = 0u32;
+        loop {
+            let opened = async {
+                let mut client = store.client().await?;
+                migrate(&mut client, store.inner.config.schema.as_deref()).await
+            }
+            .await;
+            match opened {
+                Ok(_) => break,
+                Err(e) if e.is_connection() && attempt < store.inner.config.retries => {
+                    attempt += 1;
+                    tracing::warn!(attempt, error = %e, "team memory connection lost while opening; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(attempt)))
+                        .await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         tracing::info!(project = %store.inner.config.project_id, "team memory store opened");
         Ok(store)
     }
@@ -232,12 +250,16 @@ impl PgMemoryStore {
     }
 
     pub(crate) async fn client(&self) -> Result<Client, PgError> {
+        // A connection error names the server it tried (the URL without its password).
+        let at = || format!("server: {}", self.inner.config.redacted_url());
         self.inner.pool.get().await.map_err(|e| match e {
             deadpool_postgres::PoolError::Backend(e) => match PgError::from_db(&e) {
-                PgError::ConnectionLost(m) => PgError::Connect(m),
+                PgError::ConnectionLost(m) | PgError::Connect(m) => {
+                    PgError::Connect(format!("{m} ({})", at()))
+                }
                 other => other,
             },
-            other => PgError::Connect(other.to_string()),
+            other => PgError::Connect(format!("{other} ({})", at())),
         })
     }
 

@@ -421,3 +421,39 @@ async fn a_read_write_role_works_once_the_schema_is_current() {
     let found = result.expect("a read-write role must be able to use a current schema");
     assert_eq!(found[0].0, "team/约定.md");
 }
+
+/// A connection dropped while the store opens is retried on a fresh one: here a loopback proxy
+/// in front of the server closes the first connection it accepts.
+#[tokio::test]
+async fn opening_survives_a_dropped_first_connection() {
+    use tokio::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = dropped.clone();
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((mut client, _)) = listener.accept().await {
+            if std::mem::take(&mut first) {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(client); // the server "restarts" under the first connection
+                continue;
+            }
+            tokio::spawn(async move {
+                if let Ok(mut server) = TcpStream::connect("127.0.0.1:5432").await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    let schema = TestSchema::new();
+    let url = format!("host=127.0.0.1 port={port} user=root dbname=test");
+    let store = PgMemoryStore::open(PgConfig::new(&url, "p").schema(&schema.name))
+        .await
+        .expect("the open is retried after the dropped connection");
+    assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
+    store
+        .write("x.md", &doc("X", "after a retry"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+}
