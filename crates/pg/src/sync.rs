@@ -13,7 +13,7 @@ use crate::content::{canonical_text, sha256_hex, stem};
 use crate::error::StoreError;
 use crate::store::{Expected, PgMemory, PgMemoryStore};
 use memloop_memory::store::{
-    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode,
+    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, SecretFilter, WriteMode,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -348,12 +348,55 @@ impl TeamSync {
             });
         }
         self.save_state(&state)?;
+        if dir == Direction::Pull {
+            self.repair_index(&local).await;
+        }
         tracing::info!(
             items = report.items.len(),
             conflicts = report.conflicts(),
             "team memory sync finished"
         );
         Ok(report)
+    }
+
+    /// Give every local memory its `MEMORY.md` line: a pull killed between writing a file and
+    /// its index line (or a file copied in by hand) leaves one missing, and the next pull puts
+    /// it back, so pulls converge. The file is rewritten through the store with the document it
+    /// holds (the store keeps frontmatter keys it does not know).
+    async fn repair_index(&self, local: &BTreeMap<String, Local>) {
+        let indexed: BTreeSet<String> = match self.local.index_entries().await {
+            Ok(entries) => entries.into_iter().map(|e| e.file).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "memory index unreadable; not repaired");
+                return;
+            }
+        };
+        for rel in local.keys().filter(|r| !indexed.contains(*r)) {
+            let repaired = match self.local.read(rel).await {
+                Ok(file) => {
+                    let h = &file.header;
+                    let name = h.name.clone().unwrap_or_else(|| {
+                        rel.rsplit('/')
+                            .next()
+                            .unwrap_or(rel)
+                            .trim_end_matches(".md")
+                            .to_owned()
+                    });
+                    let doc = MemoryDoc::new(
+                        name,
+                        h.description.clone().unwrap_or_default(),
+                        h.memory_type.unwrap_or(MemoryType::Project),
+                        file.body,
+                    );
+                    self.local.write(rel, &doc, WriteMode::Overwrite).await
+                }
+                Err(e) => Err(e),
+            };
+            match repaired {
+                Ok(_) => tracing::info!(rel = %rel, "memory index line restored"),
+                Err(e) => tracing::warn!(rel = %rel, error = %e, "memory index line not restored"),
+            }
+        }
     }
 
     async fn push_one(

@@ -220,3 +220,50 @@ async fn secrets_never_leave_the_machine() {
         .collect();
     assert_eq!(names, vec!["ok.md".to_owned()]);
 }
+
+/// A pull killed between writing a memory and its index line leaves the file without its
+/// `MEMORY.md` line; the next pull puts the line back (pulls converge), and keeps the file's
+/// bytes and its unknown frontmatter.
+#[tokio::test]
+async fn a_later_pull_restores_a_missing_index_line() {
+    let schema = TestSchema::new();
+    let alice = machine(&schema, "memory").await;
+    let bob = machine(&schema, "memory").await;
+    for (rel, name) in [("deploy.md", "部署"), ("ci.md", "CI")] {
+        alice
+            .local
+            .write(rel, &doc(name, "正文。"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+    }
+    alice.sync.push(PULL).await.unwrap();
+    bob.sync.pull(PULL).await.unwrap();
+    let index = bob.local.root().join("MEMORY.md");
+    let full = std::fs::read_to_string(&index).unwrap();
+    assert!(full.contains("deploy.md") && full.contains("ci.md"), "{full}");
+
+    // The kill: deploy.md is on disk, its line is not.
+    let cut: String = full
+        .lines()
+        .filter(|l| !l.contains("deploy.md"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&index, cut).unwrap();
+    let before = std::fs::read(bob.local.root().join("deploy.md")).unwrap();
+
+    bob.sync.pull(PULL).await.unwrap();
+    let repaired = std::fs::read_to_string(&index).unwrap();
+    assert!(repaired.contains("deploy.md"), "{repaired}");
+    assert!(repaired.contains("部署"), "{repaired}");
+    assert_eq!(
+        repaired.matches("ci.md").count(),
+        1,
+        "the other line is not duplicated: {repaired}"
+    );
+    let after = std::fs::read(bob.local.root().join("deploy.md")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&after),
+        String::from_utf8_lossy(&before),
+        "the memory itself is unchanged"
+    );
+}
