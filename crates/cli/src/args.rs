@@ -119,6 +119,18 @@ pub struct McpArgs {
     /// Which models write each saved entry's abstract and overview in the background.
     #[command(flatten)]
     pub summary: SummaryArgs,
+    /// Serve over MCP's Streamable HTTP transport at this address (`127.0.0.1:8765`; the
+    /// endpoint is `/mcp`) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Accepted bearer tokens, one per line: `TOKEN [PROJECT-GLOB] [read|write]` (with `--http`;
+    /// required for a non-loopback address).
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub token_file: Option<PathBuf>,
+    /// Serve a non-loopback `--http` address without tokens (every client on the network can
+    /// read and write every served project).
+    #[arg(long, requires = "http")]
+    pub insecure_no_auth: bool,
 }
 
 /// Background summaries of `memloop mcp`: off unless a provider or a fallback URL is given.

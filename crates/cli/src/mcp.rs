@@ -1,4 +1,5 @@
-//! `memloop mcp`: the MCP server of `memloop-mcp` on stdio, configured from the global flags.
+//! `memloop mcp`: the MCP server of `memloop-mcp` on stdio (or Streamable HTTP with `--http`),
+//! configured from the global flags.
 
 use crate::args::{McpArgs, SummaryArgs};
 use crate::context::Context;
@@ -104,7 +105,65 @@ pub async fn run(args: &McpArgs, ctx: &Context) -> anyhow::Result<()> {
             None
         }
     };
-    memloop_mcp::serve_stdio(config).await?;
+    match args.http {
+        Some(addr) => serve_http(args, addr, config).await,
+        None => {
+            memloop_mcp::serve_stdio(config).await?;
+            Ok(())
+        }
+    }
+}
+
+/// `--http ADDR`: serve until SIGINT or SIGTERM; warnings (a network address without TLS) go to
+/// stderr.
+async fn serve_http(
+    args: &McpArgs,
+    addr: std::net::SocketAddr,
+    config: memloop_mcp::McpConfig,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let tokens = match &args.token_file {
+        Some(path) => Some(memloop_mcp::Tokens::load(path)?),
+        None => None,
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let options = memloop_mcp::HttpOptions {
+        addr,
+        tokens,
+        insecure_no_auth: args.insecure_no_auth,
+        shutdown: shutdown.clone(),
+    };
+    if let Some(warning) = memloop_mcp::check_bind(&options)? {
+        let _ = writeln!(std::io::stderr(), "memloop: warning: {warning}");
+    }
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let term = async {
+            #[cfg(unix)]
+            if let Ok(mut s) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            {
+                s.recv().await;
+                return;
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            () = term => {},
+        }
+        stop.cancel();
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        if let Ok(bound) = rx.await {
+            let _ = writeln!(
+                std::io::stderr(),
+                "memloop: serving MCP on http://{bound}/mcp"
+            );
+        }
+    });
+    memloop_mcp::serve_http(memloop_mcp::MemoryServer::new(config), options, Some(tx)).await?;
     Ok(())
 }
 

@@ -597,3 +597,108 @@ async fn a_killed_server_leaves_its_pending_summary_to_the_next_one() {
     );
     client.cancel().await.unwrap();
 }
+
+/// `memloop mcp --http`: a real process on a free loopback port, found from its stderr line.
+struct HttpServer {
+    child: tokio::process::Child,
+    url: String,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+async fn http_server(fx: &Fixture, extra: &[&str]) -> HttpServer {
+    let mut child = tokio::process::Command::new(BIN)
+        .env("MEMLOOP_HOME", &fx.home)
+        .env("MEMLOOP_LOG", "error")
+        .arg("--project")
+        .arg(&fx.project)
+        .args(["mcp", "--http", "127.0.0.1:0"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the server prints its address")
+            .unwrap()
+            .expect("the server exited before listening");
+        if let Some(url) = line.strip_prefix("memloop: serving MCP on ") {
+            break url.to_owned();
+        }
+    };
+    HttpServer { child, url }
+}
+
+#[tokio::test]
+async fn http_transport_with_tokens_and_the_inspector_over_http() {
+    let fx = fixture();
+    let tokens = fx.home.join("tokens");
+    std::fs::write(&tokens, "# team\nteam-token-0123456789abcdef\n").unwrap();
+    let guarded = http_server(&fx, &["--token-file", tokens.to_str().unwrap()]).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let status = reqwest::Client::new()
+        .post(&guarded.url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&list)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401);
+    drop(guarded);
+
+    // A network address without tokens is refused before binding.
+    let out = std::process::Command::new(BIN)
+        .env("MEMLOOP_HOME", &fx.home)
+        .args(["mcp", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token-file"));
+
+    // The Inspector's CLI mode over HTTP (loopback, no tokens).
+    let open = http_server(&fx, &[]).await;
+    let p = format!("project_path={}", fx.project.display());
+    let mut cmd = std::process::Command::new("npx");
+    cmd.args(["-y", "@modelcontextprotocol/inspector@0.15.0", "--cli"])
+        .arg(&open.url)
+        .args([
+            "--transport",
+            "http",
+            "--method",
+            "tools/call",
+            "--tool-name",
+        ])
+        .args([
+            "context_search",
+            "--tool-arg",
+            &p,
+            "--tool-arg",
+            "query=数据库",
+        ]);
+    let out = match cmd.output() {
+        Ok(out) if out.status.success() => out,
+        other => {
+            let why = format!("{other:?}");
+            memloop_core::testing::skip_unless_ci(format!(
+                "the MCP Inspector CLI is not available: {why}"
+            ));
+            return;
+        }
+    };
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["isError"], false, "{answer}");
+    assert!(
+        answer["structuredContent"]["results"].is_array(),
+        "{answer}"
+    );
+}

@@ -1,14 +1,16 @@
 //! # memloop-mcp
 //!
-//! An MCP server (stdio) that gives any MCP client project memory, on the same memory dirs the
+//! An MCP server (stdio or Streamable HTTP) that gives any MCP client project memory, on the same memory dirs the
 //! memloop library and CLI use: `context_load`, `context_search`, `context_save`,
 //! `context_manage`, plus each project's `MEMORY.md` as a resource. Every write goes through
 //! [`MemoryStore`](memloop_memory::store::MemoryStore) (atomic, locked, secret-filtered,
 //! indexed); search goes through the recall layer's BM25 selector.
 //!
-//! `memloop mcp` runs [`serve_stdio`]; embed [`MemoryServer`] to serve another transport.
+//! `memloop mcp` runs [`serve_stdio`], and `memloop mcp --http ADDR` runs [`serve_http`]
+//! (Streamable HTTP behind bearer [`Tokens`]); embed [`MemoryServer`] to serve another transport.
 
 mod answer;
+mod http;
 mod mapping;
 mod onboarding;
 mod ops;
@@ -18,6 +20,7 @@ mod summaries;
 mod tiers;
 
 pub use answer::{MAX_BATCH, McpLimits};
+pub use http::{HttpOptions, TokenFileError, TokenScope, Tokens, check_bind, serve_http};
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
 pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};

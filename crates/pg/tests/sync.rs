@@ -240,7 +240,10 @@ async fn a_later_pull_restores_a_missing_index_line() {
     bob.sync.pull(PULL).await.unwrap();
     let index = bob.local.root().join("MEMORY.md");
     let full = std::fs::read_to_string(&index).unwrap();
-    assert!(full.contains("deploy.md") && full.contains("ci.md"), "{full}");
+    assert!(
+        full.contains("deploy.md") && full.contains("ci.md"),
+        "{full}"
+    );
 
     // The kill: deploy.md is on disk, its line is not.
     let cut: String = full

@@ -1,0 +1,166 @@
+//! `serve_http`: the tools over Streamable HTTP behind bearer tokens, driven by the official MCP
+//! Python SDK's streamable HTTP client and by plain HTTP requests for the refusals.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use memloop_mcp::{HttpOptions, MemoryServer, Tokens, check_bind, serve_http};
+use std::net::SocketAddr;
+use support::{Fixture, s};
+use tokio_util::sync::CancellationToken;
+
+const WRITER: &str = "writer-token-0123456789";
+const READER: &str = "reader-token-0123456789";
+
+/// A server on a free loopback port; cancelled when the guard drops.
+struct Running {
+    url: String,
+    stop: CancellationToken,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn start(fx: &Fixture, tokens: Option<Tokens>) -> Running {
+    let stop = CancellationToken::new();
+    let options = HttpOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tokens,
+        insecure_no_auth: false,
+        shutdown: stop.clone(),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = MemoryServer::new(fx.config());
+    tokio::spawn(async move { serve_http(server, options, Some(tx)).await });
+    let addr: SocketAddr = rx.await.unwrap();
+    Running {
+        url: format!("http://{addr}/mcp"),
+        stop,
+    }
+}
+
+fn tokens(fx: &Fixture) -> Tokens {
+    Tokens::parse(&format!(
+        "# the team\n{WRITER}\n{READER} {}/* read\n",
+        fx.root.display()
+    ))
+    .unwrap()
+}
+
+fn call(tool: &str, project: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut args = serde_json::json!({ "project_path": project });
+    if let (Some(a), serde_json::Value::Object(e)) = (args.as_object_mut(), extra) {
+        a.extend(e);
+    }
+    serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": tool, "arguments": args}})
+}
+
+async fn post(url: &str, token: Option<&str>, body: &serde_json::Value) -> reqwest::Response {
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_token_get_401_and_scopes_are_enforced_with_403() {
+    let fx = Fixture::new();
+    let project = fx.project("app");
+    let server = start(&fx, Some(tokens(&fx))).await;
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    for token in [None, Some("wrong-token-0123456789"), Some("")] {
+        let r = post(&server.url, token, &init).await;
+        assert_eq!(r.status(), 401, "{token:?}");
+        assert!(r.headers().get("www-authenticate").is_some());
+    }
+    assert_eq!(post(&server.url, Some(WRITER), &init).await.status(), 200);
+    assert_eq!(post(&server.url, Some(READER), &init).await.status(), 200);
+
+    // A read-only token may search but not save; outside its projects it may do nothing.
+    let save = call(
+        "context_save",
+        &s(&project),
+        serde_json::json!({"entries": [{"type": "knowledge", "content": "x"}]}),
+    );
+    let r = post(&server.url, Some(READER), &save).await;
+    assert_eq!(r.status(), 403);
+    assert!(r.text().await.unwrap().contains("read-only"));
+    let elsewhere = call("context_load", "/somewhere/else", serde_json::json!({}));
+    assert_eq!(
+        post(&server.url, Some(READER), &elsewhere).await.status(),
+        403
+    );
+    // Nothing was written by the refused save.
+    assert!(
+        !Fixture::files_under(&fx.base)
+            .iter()
+            .any(|f| f.ends_with(".md"))
+    );
+}
+
+#[tokio::test]
+async fn the_python_sdk_talks_to_the_server_over_streamable_http() {
+    let python = std::env::var("MEMLOOP_MCP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = std::process::Command::new(&python)
+        .args(["-c", "import mcp.client.streamable_http"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        memloop_core::testing::skip_unless_ci(format!(
+            "the MCP Python SDK is not available (`.ci/run` installs it; MEMLOOP_MCP_PYTHON={python})"
+        ));
+        return;
+    }
+    let fx = Fixture::new();
+    let project = fx.project("团队项目");
+    let server = start(&fx, Some(tokens(&fx))).await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_session.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(&server.url)
+        .arg(WRITER)
+        .arg(s(&project))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python client failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+}
+
+#[test]
+fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
+    let options = |tokens: Option<Tokens>, insecure: bool| HttpOptions {
+        addr: "0.0.0.0:8765".parse().unwrap(),
+        tokens,
+        insecure_no_auth: insecure,
+        shutdown: CancellationToken::new(),
+    };
+    let err = check_bind(&options(None, false)).unwrap_err();
+    assert!(err.to_string().contains("--token-file"), "{err}");
+    let t = Tokens::parse(WRITER).unwrap();
+    let warning = check_bind(&options(Some(t), false)).unwrap();
+    assert!(warning.unwrap().contains("unencrypted"));
+    assert!(check_bind(&options(None, true)).unwrap().is_some());
+    let local = HttpOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tokens: None,
+        insecure_no_auth: false,
+        shutdown: CancellationToken::new(),
+    };
+    assert_eq!(check_bind(&local).unwrap(), None);
+}
