@@ -14,7 +14,7 @@
 //! - A backend without a feed keeps the default, which always answers `Rescan { cursor: None }`:
 //!   correct, and as slow as before.
 
-use crate::memory_store::MemoryPath;
+use crate::memory_path::MemoryPath;
 use crate::types::MemoryHeader;
 
 /// An opaque position in a store's change feed. Only the store that issued a cursor can

@@ -26,7 +26,7 @@
 //! store instance; another one's cursor gets `Rescan`).
 
 use crate::changes::{ChangeCursor, Changes};
-use crate::memory_store::MemoryPath;
+use crate::memory_path::MemoryPath;
 use crate::scan::{ScanConfig, header_at, walk};
 use crate::types::{MemoryError, MemoryHeader};
 use notify::{EventKind, RecursiveMode, Watcher};

@@ -45,6 +45,7 @@ mod frontmatter;
 mod index;
 mod index_file;
 mod manifest;
+mod memory_path;
 mod memory_store;
 mod project;
 mod resolver;

@@ -6,7 +6,8 @@
 //! memory tools only see `Arc<dyn MemoryStore>`.
 
 use crate::changes::{ChangeCursor, Changes};
-use crate::safety::{SecretFilter, validate_rel_path};
+pub use crate::memory_path::MemoryPath;
+use crate::safety::SecretFilter;
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
     WriteReport,
@@ -14,48 +15,6 @@ use crate::types::{
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-
-/// A memory's address inside its store: relative, `/`-separated, ending in `.md`, never
-/// `MEMORY.md`, with no `..`, no absolute path, no NUL and no leading `.` segment.
-///
-/// Only [`MemoryPath::new`] builds one, and it runs the memory crate's validation
-/// ([`validate_rel_path`]), so a backend primitive that takes a `MemoryPath` cannot receive an
-/// unvalidated path.
-///
-/// ```
-/// use memloop_memory::store::MemoryPath;
-/// assert_eq!(MemoryPath::new("team/grafana.md")?.as_str(), "team/grafana.md");
-/// assert!(MemoryPath::new("../escape.md").is_err());
-/// assert!(MemoryPath::new("/etc/passwd.md").is_err());
-/// assert!(MemoryPath::new("MEMORY.md").is_err());
-/// # Ok::<(), memloop_memory::store::MemoryError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MemoryPath(String);
-
-impl MemoryPath {
-    /// Validate `rel` as a memory path.
-    pub fn new(rel: &str) -> Result<Self, MemoryError> {
-        validate_rel_path(rel).map(|r| Self(r.to_owned()))
-    }
-
-    /// The path, `/`-separated.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for MemoryPath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl AsRef<str> for MemoryPath {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
 
 /// The limits the write entry point enforces before a backend sees a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +59,7 @@ impl CheckedWrite {
         }
         if doc.body.len() > limits.max_body_bytes {
             return Err(MemoryError::TooLarge {
-                path: path.0,
+                path: path.into_string(),
                 bytes: doc.body.len(),
                 limit: limits.max_body_bytes,
             });

@@ -257,18 +257,20 @@ impl RecallHook {
 fn message_words(text: &str) -> usize {
     text.split_whitespace()
         .map(|piece| {
-            let runs = super::tokens(piece);
-            if !runs
-                .iter()
-                .any(|(_, script)| matches!(script, super::Script::Cjk | super::Script::Thai))
-            {
+            let runs = super::analyzer::tokens(piece);
+            if !runs.iter().any(|(_, script)| {
+                matches!(
+                    script,
+                    super::analyzer::Script::Cjk | super::analyzer::Script::Thai
+                )
+            }) {
                 return 1;
             }
             runs.iter()
                 .map(|(run, script)| match script {
-                    super::Script::Cjk => run.chars().count().div_ceil(2),
+                    super::analyzer::Script::Cjk => run.chars().count().div_ceil(2),
                     // Thai words are longer, and vowel and tone marks are characters too.
-                    super::Script::Thai => run.chars().count().div_ceil(6),
+                    super::analyzer::Script::Thai => run.chars().count().div_ceil(6),
                     _ => 1,
                 })
                 .sum()
@@ -427,7 +429,7 @@ impl Job {
                 }
             };
             let mtime = headers.get(rel).map_or(file.header.mtime, |h| h.mtime);
-            let shown = crate::memory_store::MemoryPath::new(rel)
+            let shown = crate::memory_path::MemoryPath::new(rel)
                 .map(|p| self.store.target_path(&p))
                 .unwrap_or_else(|_| PathBuf::from(rel));
             let text = render_surfaced(
