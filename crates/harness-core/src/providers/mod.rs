@@ -1,4 +1,4 @@
-//! HTTP [`Model`] providers (cargo feature `providers`).
+//! HTTP [`Model`](crate::model::Model) providers (cargo feature `providers`).
 //!
 //! - [`AnthropicModel`]: the Anthropic Messages API.
 //! - [`OpenAiCompatModel`]: OpenAI-compatible chat completions, which also covers local servers
