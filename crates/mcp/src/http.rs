@@ -97,10 +97,10 @@ impl Tokens {
     ///
     /// ```
     /// use memloop_mcp::{TokenScope, Tokens};
-    /// let t = Tokens::parse("# team\nalpha-token-123\nbeta-token-456 /srv/app* read\n").unwrap();
-    /// assert_eq!(t.scope_of("alpha-token-123", Some("/any")), Ok(TokenScope::Write));
-    /// assert_eq!(t.scope_of("beta-token-456", Some("/srv/app1")), Ok(TokenScope::Read));
-    /// assert!(t.scope_of("beta-token-456", Some("/srv/other")).is_err());
+    /// let t = Tokens::parse("# team\nalpha-token-0123456789\nbeta-token-0123456789 /srv/app* read\n").unwrap();
+    /// assert_eq!(t.scope_of("alpha-token-0123456789", Some("/any")), Ok(TokenScope::Write));
+    /// assert_eq!(t.scope_of("beta-token-0123456789", Some("/srv/app1")), Ok(TokenScope::Read));
+    /// assert!(t.scope_of("beta-token-0123456789", Some("/srv/other")).is_err());
     /// assert!(t.scope_of("nope", None).is_err());
     /// ```
     pub fn parse(text: &str) -> Result<Self, TokenFileError> {
