@@ -413,7 +413,9 @@ impl MemorySetup {
         let project = project_id
             .map(str::to_owned)
             .unwrap_or_else(|| memloop_pg::project_id_for(&self.working_dir));
-        let team = memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project)).await?;
+        let team =
+            memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project).env(&self.env))
+                .await?;
         let local = FileMemoryStore::open_resolved(&on.resolved)
             .map_err(|e| memloop_pg::PgError::Db(e.to_string()))?;
         Ok(Some(memloop_pg::TeamSync::new(local, team)))

@@ -177,42 +177,71 @@ pub enum LocalDir {
     Elsewhere(String),
 }
 
-/// The per-user base directory `xdg_var` names (e.g. `XDG_CACHE_HOME`), else `$HOME/<fallback>`.
-fn user_dir(xdg_var: &str, home_fallback: &str) -> Option<PathBuf> {
-    std::env::var_os(xdg_var)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .map(|h| h.join(home_fallback))
-        })
+/// Where a store with no directory of its own keeps what needs local disk, keyed by the store's
+/// identity: the vector cache under `<cache>/memloop/vectors/<identity hash>/`, locks, session
+/// records and pending work under `<state>/memloop/stores/<identity hash>/`; transcripts are
+/// not such a store's to keep. `<cache>` is `XDG_CACHE_HOME` (else `$HOME/.cache`), `<state>`
+/// is `XDG_STATE_HOME` (else `$HOME/.local/state`; `USERPROFILE` stands for `HOME` where that
+/// is unset), read from the environment it is built from;
+/// a relative value is ignored, as the XDG rules say.
+///
+/// ```
+/// use memloop_memory::env::EnvVars;
+/// use memloop_memory::store::{LocalBases, LocalDir, LocalPurpose, StoreDescription, StoreLocation};
+///
+/// let bases = LocalBases::from_env(&EnvVars::from_pairs([("HOME", "/home/ann")]));
+/// let store = StoreDescription {
+///     identity: "postgres:db/team#web".into(),
+///     location: StoreLocation::Database {
+///         engine: "postgres".into(),
+///         url: "postgres://db/team".into(),
+///         project: "web".into(),
+///     },
+/// };
+/// let LocalDir::Dir(dir) = bases.local_dir(&store, LocalPurpose::VectorCache) else {
+///     panic!("HOME is set")
+/// };
+/// assert!(dir.starts_with("/home/ann/.cache/memloop/vectors"));
+/// assert!(matches!(bases.local_dir(&store, LocalPurpose::Transcripts), LocalDir::Elsewhere(_)));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalBases {
+    cache: Option<PathBuf>,
+    state: Option<PathBuf>,
 }
 
-/// The local dirs of a store that has no directory of its own, keyed by its identity: the
-/// vector cache in `$XDG_CACHE_HOME/memloop/vectors/<identity hash>/` (else `~/.cache/...`),
-/// locks, session records and pending work in `$XDG_STATE_HOME/memloop/stores/<identity hash>/` (else
-/// `~/.local/state/...`); transcripts are not the store's to keep. The default of
-/// [`MemoryStore::local_dir`].
-pub fn identity_local_dir(description: &StoreDescription, purpose: LocalPurpose) -> LocalDir {
-    let hash = description.identity_hash();
-    let (base, sub) = match purpose {
-        LocalPurpose::VectorCache => (user_dir("XDG_CACHE_HOME", ".cache"), "vectors"),
-        LocalPurpose::Locks | LocalPurpose::SessionRecords | LocalPurpose::PendingWork => {
-            (user_dir("XDG_STATE_HOME", ".local/state"), "stores")
+impl LocalBases {
+    /// The bases `env` names (`XDG_CACHE_HOME`, `XDG_STATE_HOME`, `HOME`).
+    pub fn from_env(env: &memloop_core::env::EnvVars) -> Self {
+        let absolute = |key: &str| env.get(key).map(PathBuf::from).filter(|p| p.is_absolute());
+        let home = env.home_dir().filter(|p| p.is_absolute());
+        Self {
+            cache: absolute("XDG_CACHE_HOME").or_else(|| home.as_ref().map(|h| h.join(".cache"))),
+            state: absolute("XDG_STATE_HOME")
+                .or_else(|| home.as_ref().map(|h| h.join(".local/state"))),
         }
-        LocalPurpose::Transcripts => {
-            return LocalDir::Elsewhere(format!(
-                "{description} keeps no session transcripts on this machine"
-            ));
+    }
+
+    /// The local dir for `purpose` of the store `description` describes.
+    pub fn local_dir(&self, description: &StoreDescription, purpose: LocalPurpose) -> LocalDir {
+        let hash = description.identity_hash();
+        let (base, sub) = match purpose {
+            LocalPurpose::VectorCache => (&self.cache, "vectors"),
+            LocalPurpose::Locks | LocalPurpose::SessionRecords | LocalPurpose::PendingWork => {
+                (&self.state, "stores")
+            }
+            LocalPurpose::Transcripts => {
+                return LocalDir::Elsewhere(format!(
+                    "{description} keeps no session transcripts on this machine"
+                ));
+            }
+        };
+        match base {
+            Some(base) => LocalDir::Dir(base.join("memloop").join(sub).join(hash)),
+            None => LocalDir::Elsewhere(format!(
+                "no local dir for {description}: neither XDG_CACHE_HOME / XDG_STATE_HOME nor HOME is set"
+            )),
         }
-    };
-    match base {
-        Some(base) => LocalDir::Dir(base.join("memloop").join(sub).join(hash)),
-        None => LocalDir::Elsewhere(format!(
-            "no local dir for {description}: neither XDG_CACHE_HOME / XDG_STATE_HOME nor HOME is set"
-        )),
     }
 }
 
@@ -244,9 +273,12 @@ pub trait MemoryStore: Send + Sync {
     fn describe(&self) -> StoreDescription;
 
     /// A local directory for `purpose`, or why this backend keeps it elsewhere. The default
-    /// keys dirs by the store's identity ([`identity_local_dir`]).
+    /// keys dirs by the store's identity under the process environment's [`LocalBases`]; a
+    /// backend that is given an environment (as `memloop-pg`'s config is) overrides this with
+    /// [`LocalBases::local_dir`] over its own.
     fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
-        identity_local_dir(&self.describe(), purpose)
+        LocalBases::from_env(&memloop_core::env::EnvVars::from_process())
+            .local_dir(&self.describe(), purpose)
     }
 
     /// The limits the write entry point enforces (1 MiB bodies by default).

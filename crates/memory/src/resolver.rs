@@ -423,15 +423,6 @@ fn invalid(path: &str, reason: &str) -> MemoryError {
 /// UNC (`\\` or `//`), drive roots (`C:`), relative, shorter than 3 characters after
 /// normalising, and `~` forms expanding to the home dir itself or above. Returns the
 /// normalised absolute path.
-///
-/// ```
-/// use memloop_memory::paths::validate_memory_dir;
-/// use std::path::Path;
-/// assert!(validate_memory_dir("/srv/mem", None).is_ok());
-/// assert!(validate_memory_dir("relative/mem", None).is_err());
-/// assert!(validate_memory_dir("~/..", Some(Path::new("/home/ann"))).is_err());
-/// assert_eq!(validate_memory_dir("~/mem", Some(Path::new("/home/ann"))).unwrap(), Path::new("/home/ann/mem"));
-/// ```
 pub fn validate_memory_dir(raw: &str, home: Option<&Path>) -> Result<PathBuf, MemoryError> {
     if raw.trim().is_empty() {
         return Err(invalid(raw, "it is empty"));
@@ -478,4 +469,66 @@ pub fn validate_memory_dir(raw: &str, home: Option<&Path>) -> Result<PathBuf, Me
         ));
     }
     Ok(normal)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn validation_rules() {
+        let home = Path::new("/home/ann");
+        let bad = [
+            ("", "empty"),
+            ("   ", "empty"),
+            ("rel/dir", "absolute"),
+            ("/a", "short"),
+            ("/", "short"),
+            ("/./a/..", "short"),
+            ("C:", "drive"),
+            ("c:\\", "drive"),
+            ("\\\\server\\share", "UNC"),
+            ("//server/share", "UNC"),
+            ("/tmp/a\0b", "NUL"),
+            ("~", "home"),
+            ("~/", "home"),
+            ("~/.", "home"),
+            ("~/..", "home"),
+            ("~/../..", "home"),
+        ];
+        for (raw, why) in bad {
+            let err = validate_memory_dir(raw, Some(home))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.to_lowercase().contains(&why.to_lowercase()),
+                "{raw:?}: {err}"
+            );
+            assert!(!err.contains('\0'));
+        }
+        assert_eq!(
+            validate_memory_dir("~/notes/../mem", Some(home)).unwrap(),
+            Path::new("/home/ann/mem")
+        );
+        assert_eq!(
+            validate_memory_dir("/abc", None).unwrap(),
+            Path::new("/abc")
+        );
+        // Without expansion a `~` path is relative.
+        assert!(validate_memory_dir("~/x", None).is_err());
+    }
+
+    #[test]
+    fn validate_memory_dir_example() {
+        use std::path::Path;
+        assert!(validate_memory_dir("/srv/mem", None).is_ok());
+        assert!(validate_memory_dir("relative/mem", None).is_err());
+        assert!(validate_memory_dir("~/..", Some(Path::new("/home/ann"))).is_err());
+        assert_eq!(
+            validate_memory_dir("~/mem", Some(Path::new("/home/ann"))).unwrap(),
+            Path::new("/home/ann/mem")
+        );
+    }
 }

@@ -164,12 +164,6 @@ impl AgentMemoryScopes {
 
 /// The on-disk name of an agent type: `:` becomes `-`. Rejects empty names, path separators,
 /// NUL, `..`, and a leading `.`.
-///
-/// ```
-/// use memloop_memory::paths::sanitize_agent_type;
-/// assert_eq!(sanitize_agent_type("ns:code-reviewer").unwrap(), "ns-code-reviewer");
-/// assert!(sanitize_agent_type("a/b").is_err());
-/// ```
 pub fn sanitize_agent_type(agent_type: &str) -> Result<String, ScopeError> {
     let reject = |reason| {
         Err(ScopeError {
@@ -193,4 +187,28 @@ pub fn sanitize_agent_type(agent_type: &str) -> Result<String, ScopeError> {
         return reject("it starts with `.`");
     }
     Ok(agent_type.replace(':', "-"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_agent_types_are_rejected() {
+        for bad in ["", "  ", "a/b", "a\\b", "..", "x..y", ".hidden", "nul\0"] {
+            let err = sanitize_agent_type(bad).unwrap_err();
+            assert!(err.to_string().contains("invalid agent type"), "{err}");
+        }
+        assert_eq!(sanitize_agent_type("a:b:c").unwrap(), "a-b-c");
+    }
+
+    #[test]
+    fn sanitize_agent_type_example() {
+        assert_eq!(
+            sanitize_agent_type("ns:code-reviewer").unwrap(),
+            "ns-code-reviewer"
+        );
+        assert!(sanitize_agent_type("a/b").is_err());
+    }
 }

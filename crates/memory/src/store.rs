@@ -19,12 +19,12 @@ pub use crate::file_store::{FileMemoryStore, StoreConfig};
 pub use crate::frontmatter::append_to_existing;
 pub use crate::index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use crate::memory_store::{
-    CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, StoreLocation,
-    WriteLimits, identity_local_dir,
+    CheckedWrite, LocalBases, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription,
+    StoreLocation, WriteLimits,
 };
 pub use crate::safety::{
-    ContainmentGate, REDACTED_PREFIX, SecretFilter, SecretPattern, redact_secrets, title_file_stem,
-    title_key, topic_to_rel_path, validate_rel_path, validate_topic,
+    ContainmentGate, SecretFilter, redact_secrets, title_file_stem, title_key, topic_to_rel_path,
+    validate_rel_path,
 };
 pub use crate::scan::ScanConfig;
 pub use crate::scan_cache::{Headers, ScanCache, ScanChange, ScanUpdate};

@@ -5,7 +5,7 @@
 //! store.
 
 pub use crate::anthropic_memory_tool::{
-    ANTHROPIC_MEMORY_TOOL, ANTHROPIC_MEMORY_TOOL_TYPE, AnthropicMemoryTool, MEMORIES_ROOT,
+    ANTHROPIC_MEMORY_TOOL, ANTHROPIC_MEMORY_TOOL_TYPE, AnthropicMemoryTool,
 };
 
 use crate::manifest::format_manifest;
@@ -26,9 +26,9 @@ pub const MEMORY_WRITE: &str = "memory_write";
 /// Name of the delete tool (a memory and its index line, through the store).
 pub const MEMORY_DELETE: &str = "memory_delete";
 /// Topic that reads the index.
-pub const INDEX_TOPIC: &str = "MEMORY";
+pub(crate) const INDEX_TOPIC: &str = "MEMORY";
 /// Topic that lists all memories (the manifest).
-pub const LIST_TOPIC: &str = "_list";
+pub(crate) const LIST_TOPIC: &str = "_list";
 
 /// The three memory tools over one store: read, write, delete. The background writers (extractor,
 /// consolidator) declare the same tools as the agent they fork from, so registering these on the

@@ -11,7 +11,7 @@ use memloop_core::{
 };
 use memloop_memory::recall::{
     KeywordSelector, ManualClock, RecallConfig, RecallHook, SelectionContext, Selector,
-    SelectorError, cut_whole_lines, render_surfaced,
+    SelectorError,
 };
 use memloop_memory::store::MemoryHeader;
 use recall_common::{hook_ctx, put, store};
@@ -46,37 +46,6 @@ fn landed(rendered: &str) -> Vec<Message> {
     )]
 }
 
-#[test]
-fn cuts_are_byte_exact_at_whole_lines() {
-    let lines: String = (0..250).map(|i| format!("line {i}\n")).collect();
-    let (kept, cut) = cut_whole_lines(&lines, 200, 4_096);
-    assert_eq!(kept.lines().count(), 200);
-    assert!(kept.ends_with("line 199\n"));
-    assert!(cut.unwrap().by_lines && !cut.unwrap().by_bytes);
-
-    let hundred = format!("{}\n", "x".repeat(99));
-    let big = hundred.repeat(41); // 4,100 bytes
-    let (kept, cut) = cut_whole_lines(&big, 200, 4_096);
-    assert_eq!(kept.len(), 4_000);
-    assert!(cut.unwrap().by_bytes);
-
-    let exact = format!("{}{}", hundred.repeat(40), "y".repeat(96)); // exactly 4,096 bytes
-    assert_eq!(cut_whole_lines(&exact, 200, 4_096), (exact.as_str(), None));
-
-    let wide = "é".repeat(3_000); // one 6,000-byte line: hard cut on a char boundary
-    let (kept, cut) = cut_whole_lines(&wide, 200, 4_096);
-    assert_eq!(kept.len(), 4_096);
-    assert!(cut.unwrap().by_bytes);
-    let shifted = format!("a{wide}");
-    let (kept, _) = cut_whole_lines(&shifted, 200, 4_096);
-    assert_eq!(kept.len(), 4_095);
-
-    let shown = render_surfaced("/m/big.md", &big, 0, 200, 4_096);
-    assert!(
-        shown.ends_with("more than 4096 bytes. Read the full file at /m/big.md for the rest.]")
-    );
-}
-
 #[tokio::test]
 async fn surfaces_a_cut_memory_with_header_and_note() {
     let (_tmp, store) = store();
@@ -98,9 +67,14 @@ async fn surfaces_a_cut_memory_with_header_and_note() {
         "<system-reminder>\nMemory (saved today): {path}:\n---\n"
     )));
     assert!(text.contains(&format!("Read the full file at {path} for the rest.]")));
-    let raw = store.read("release.md").await.unwrap().raw;
-    let (kept, cut) = cut_whole_lines(&raw, 200, 4_096);
-    assert!(cut.is_some() && text.contains(kept.trim_end()));
+    // Cut at a whole line: the start is shown, the tail is not, and no line is shown in part.
+    assert!(text.contains("release step 0\nrelease step 1\n"));
+    assert!(!text.contains("release step 299"));
+    let last_shown = (0..300)
+        .rev()
+        .find(|i| text.contains(&format!("release step {i}\n")))
+        .unwrap();
+    assert!(!text.contains(&format!("release step {}", last_shown + 1)));
     let surfaced = events.events().into_iter().find_map(|e| match e {
         AgentEvent::MemoriesSurfaced { paths, bytes } => Some((paths, bytes)),
         _ => None,

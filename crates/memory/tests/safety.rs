@@ -8,7 +8,6 @@
 
 use memloop_memory::store::{
     ContainmentGate, MemoryError, SecretFilter, topic_to_rel_path, validate_rel_path,
-    validate_topic,
 };
 use std::path::Path;
 use tempfile::TempDir;
@@ -108,7 +107,7 @@ fn topic_and_path_validation() {
         "\n",
         &"x".repeat(201),
     ] {
-        assert!(validate_topic(bad).is_err(), "{bad:?}");
+        assert!(topic_to_rel_path(bad).is_err(), "{bad:?}");
     }
     assert_eq!(topic_to_rel_path("user_role").unwrap(), "user_role.md");
     assert_eq!(topic_to_rel_path("user_role.md").unwrap(), "user_role.md");
@@ -128,7 +127,7 @@ fn topic_and_path_validation() {
     ] {
         assert!(validate_rel_path(bad).is_err(), "{bad:?}");
     }
-    let msg = validate_topic("a\0b").unwrap_err().to_string();
+    let msg = topic_to_rel_path("a\0b").unwrap_err().to_string();
     assert!(!msg.contains('\0'), "NUL is escaped in the message");
 }
 

@@ -2,6 +2,7 @@
 
 use crate::error::PgError;
 use memloop_memory::env::EnvVars;
+use memloop_memory::store::LocalBases;
 
 /// Environment variable holding the team store's connection URL.
 pub const DATABASE_URL_ENV: &str = "MEMLOOP_DATABASE_URL";
@@ -27,6 +28,10 @@ pub struct PgConfig {
     pub retries: u32,
     /// Connect timeout.
     pub connect_timeout: std::time::Duration,
+    /// Where the store keeps what needs local disk (the vector cache, locks, pending work),
+    /// keyed by its identity; from the process environment unless [`env`](Self::env) says
+    /// otherwise.
+    pub local_bases: LocalBases,
 }
 
 impl std::fmt::Debug for PgConfig {
@@ -74,22 +79,30 @@ impl PgConfig {
     }
 
     /// A config for `project_id` at `url`, with defaults: writer from `USER`@hostname, default
-    /// schema, `application_name` `memloop`, 4 connections, 3 retries, 5 s connect timeout.
+    /// schema, `application_name` `memloop`, 4 connections, 3 retries, 5 s connect timeout,
+    /// local dirs from the process environment (see [`env`](Self::env) to give another).
     pub fn new(url: impl Into<String>, project_id: impl Into<String>) -> Self {
-        let user = std::env::var("USER").unwrap_or_else(|_| "memloop".into());
-        let host = std::fs::read_to_string("/etc/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_else(|_| "localhost".into());
+        let env = EnvVars::from_process();
         Self {
             url: url.into(),
             project_id: project_id.into(),
-            writer: format!("{user}@{host}"),
+            writer: writer_from(&env),
             schema: None,
             application_name: "memloop".into(),
             pool_size: 4,
             retries: 3,
             connect_timeout: std::time::Duration::from_secs(5),
+            local_bases: LocalBases::from_env(&env),
         }
+    }
+
+    /// Take the writer's user name (`USER`) and the local dirs' bases (`XDG_CACHE_HOME`,
+    /// `XDG_STATE_HOME`, `HOME`: [`LocalBases`]) from `env` instead of the process environment
+    /// (builder style), as a host that injects its environment does.
+    pub fn env(mut self, env: &EnvVars) -> Self {
+        self.writer = writer_from(env);
+        self.local_bases = LocalBases::from_env(env);
+        self
     }
 
     /// The URL from `MEMLOOP_DATABASE_URL` in `env`, if set and non-empty.
@@ -155,6 +168,15 @@ pub(crate) fn valid_ident(s: &str) -> bool {
         && s.len() <= 63
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !s.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// `USER@hostname`, the default writer recorded on every row.
+fn writer_from(env: &EnvVars) -> String {
+    let user = env.get("USER").unwrap_or("memloop");
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{user}@{host}")
 }
 
 /// The default team project id for a project dir: its git `origin` URL (the same on every

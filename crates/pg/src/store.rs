@@ -8,10 +8,10 @@ use crate::migrations::migrate;
 use async_trait::async_trait;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
 use memloop_memory::store::{
-    ChangeCursor, Changes, CheckedWrite, IndexCaps, IndexEntry, LoadedIndex, MemoryDoc,
-    MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryStore, MemoryType, StoreDescription,
-    StoreLocation, WriteMode, WriteReport, append_to_existing, format_entry_line, load_capped,
-    validate_rel_path,
+    ChangeCursor, Changes, CheckedWrite, IndexCaps, IndexEntry, LoadedIndex, LocalDir,
+    LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryStore,
+    MemoryType, StoreDescription, StoreLocation, WriteMode, WriteReport, append_to_existing,
+    format_entry_line, load_capped, validate_rel_path,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -659,6 +659,13 @@ impl PgMemoryStore {
 impl MemoryStore for PgMemoryStore {
     fn describe(&self) -> StoreDescription {
         self.inner.description.clone()
+    }
+
+    fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
+        self.inner
+            .config
+            .local_bases
+            .local_dir(&self.inner.description, purpose)
     }
 
     async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {

@@ -5,10 +5,12 @@
 mod support;
 
 use memloop_core::embed::{EmbedError, Embedder, normalize};
+use memloop_memory::env::EnvVars;
 use memloop_memory::recall::{HybridSelector, SelectionContext, Selector, vector_cache_for};
 use memloop_memory::store::{
     LocalDir, LocalPurpose, MemoryDoc, MemoryStore, MemoryType, StoreLocation, WriteMode,
 };
+use memloop_pg::PgMemoryStore;
 use std::sync::Arc;
 use support::TestSchema;
 
@@ -110,4 +112,41 @@ async fn semantic_search_over_postgres_caches_vectors_in_a_real_dir() {
         LocalDir::Dir(cache_dir.clone())
     );
     std::fs::remove_dir_all(&cache_dir).unwrap();
+}
+
+#[tokio::test]
+async fn local_dirs_come_from_the_injected_environment_not_the_process() {
+    let schema = TestSchema::new();
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join("state");
+    let env = EnvVars::from_pairs([
+        ("HOME", home.path().display().to_string()),
+        ("XDG_STATE_HOME", state.display().to_string()),
+        ("USER", "林美".to_owned()),
+    ]);
+    let store = PgMemoryStore::open(schema.config("acme/api").env(&env))
+        .await
+        .unwrap();
+    let hash = store.describe().identity_hash();
+    assert_eq!(
+        store.local_dir(LocalPurpose::VectorCache),
+        LocalDir::Dir(home.path().join(".cache/memloop/vectors").join(&hash))
+    );
+    assert_eq!(
+        store.local_dir(LocalPurpose::Locks),
+        LocalDir::Dir(state.join("memloop/stores").join(&hash))
+    );
+    assert!(store.config().writer.starts_with("林美@"));
+    // Vectors are cached in the injected home, whatever the process's HOME is.
+    let cache = vector_cache_for(&store, "concepts-pg");
+    assert!(cache.starts_with(home.path()), "{cache:?}");
+
+    // An environment with no home has no local dirs: the store says so instead of guessing.
+    let bare = PgMemoryStore::open(schema.config("acme/api").env(&EnvVars::default()))
+        .await
+        .unwrap();
+    match bare.local_dir(LocalPurpose::VectorCache) {
+        LocalDir::Elsewhere(why) => assert!(why.contains("HOME"), "{why}"),
+        dir => panic!("no HOME, yet {dir:?}"),
+    }
 }

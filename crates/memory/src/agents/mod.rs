@@ -30,7 +30,6 @@ mod memory;
 mod parse;
 
 pub use memory::AgentMemory;
-pub use parse::MEMORY_KEY;
 
 use crate::env::EnvVars;
 use crate::paths::MemoryDirResolver;

@@ -38,7 +38,7 @@ pub struct ConsolidationLock {
 
 /// Whether process `pid` is alive (Linux: `/proc/<pid>`; other Unix: `kill -0`; elsewhere the
 /// PID is assumed alive and only the age makes a lock stale).
-pub fn pid_alive(pid: u32) -> bool {
+pub(crate) fn pid_alive(pid: u32) -> bool {
     if cfg!(unix) {
         if Path::new("/proc/self").exists() {
             return Path::new("/proc").join(pid.to_string()).exists();

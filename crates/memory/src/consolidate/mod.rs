@@ -18,5 +18,5 @@ pub use crate::daily_log::{DailyLogTool, MEMORY_LOG_APPEND, daily_log_path};
 pub use crate::writer_tools::WriterError;
 pub use consolidator::{Consolidator, DREAM_PURPOSE};
 pub use dream::{DreamConfig, DreamGate, DreamHook, ManualDream};
-pub use lock::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt, LockGuard, pid_alive};
-pub use sessions::{ProjectDirSessions, SESSIONS_DIR, SessionRecords, SessionSource};
+pub use lock::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt, LockGuard};
+pub use sessions::{ProjectDirSessions, SessionRecords, SessionSource};

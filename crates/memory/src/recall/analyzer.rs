@@ -272,18 +272,6 @@ fn stop_words(script: Script) -> Option<&'static HashSet<&'static str>> {
     }
 }
 
-/// Whether `word` (normalised, see [`normalize`]) is a stop word of its script's language
-/// (English for Latin words, Russian for Cyrillic ones; no other script has stop words).
-///
-/// ```
-/// use memloop_memory::recall::is_stop_word;
-/// assert!(is_stop_word("the") && is_stop_word("это"));
-/// assert!(!is_stop_word("database") && !is_stop_word("的"));
-/// ```
-pub fn is_stop_word(word: &str) -> bool {
-    stop_words(word_script(word)).is_some_and(|set| set.contains(word))
-}
-
 /// The script class of a token, which decides how it is analysed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Script {
@@ -369,11 +357,6 @@ fn word_script(word: &str) -> Script {
 
 /// Unicode NFKC of `text` (full-width Latin and digits, half-width Katakana and ligatures
 /// folded; case kept): the form the vector cache embeds.
-///
-/// ```
-/// use memloop_memory::recall::nfkc;
-/// assert_eq!(nfkc("ＡＰＩ ｶﾞｲﾄﾞ"), "API ガイド");
-/// ```
 pub fn nfkc(text: &str) -> Cow<'_, str> {
     if text.is_ascii() || is_nfkc_quick(text.chars()) == IsNormalized::Yes {
         Cow::Borrowed(text)
@@ -600,5 +583,10 @@ mod tests {
     fn non_ascii_words_survive() {
         let a = Analyzer::new(false);
         assert_eq!(a.terms("Café déjà-vu"), vec!["café", "déjà", "vu"]);
+    }
+
+    #[test]
+    fn nfkc_example() {
+        assert_eq!(nfkc("ＡＰＩ ｶﾞｲﾄﾞ"), "API ガイド");
     }
 }

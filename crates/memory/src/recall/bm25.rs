@@ -130,19 +130,9 @@ impl Bm25Index {
         }
     }
 
-    /// The parameters.
-    pub fn params(&self) -> &Bm25Params {
-        &self.params
-    }
-
     /// Number of indexed memories.
     pub fn len(&self) -> usize {
         self.by_path.len()
-    }
-
-    /// Whether nothing is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.by_path.is_empty()
     }
 
     /// The mtime recorded for `path`, if indexed.
@@ -161,14 +151,6 @@ impl Bm25Index {
     }
 
     /// Add or replace the memory at `path`.
-    ///
-    /// ```
-    /// use memloop_memory::recall::{Bm25Index, IndexText};
-    /// let mut idx = Bm25Index::default();
-    /// let t = IndexText { name: "Deploys", description: "how we ship releases", body: "tag then push" };
-    /// idx.upsert("deploy.md", std::time::SystemTime::UNIX_EPOCH, t);
-    /// assert_eq!(idx.search("shipping a release", 5, |_| true)[0].0, "deploy.md");
-    /// ```
     pub fn upsert(&mut self, path: &str, mtime: SystemTime, text: IndexText<'_>) {
         self.remove(path);
         let fields = [text.name, text.description, text.body];
@@ -554,6 +536,21 @@ mod tests {
         assert!(
             !got.contains(&"root-b.md".to_owned()),
             "the root dir never lifts"
+        );
+    }
+
+    #[test]
+    fn upsert_example() {
+        let mut idx = Bm25Index::default();
+        let t = IndexText {
+            name: "Deploys",
+            description: "how we ship releases",
+            body: "tag then push",
+        };
+        idx.upsert("deploy.md", std::time::SystemTime::UNIX_EPOCH, t);
+        assert_eq!(
+            idx.search("shipping a release", 5, |_| true)[0].0,
+            "deploy.md"
         );
     }
 }

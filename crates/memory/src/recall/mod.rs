@@ -22,21 +22,17 @@ mod surface;
 mod vectors;
 
 pub use crate::manifest::format_manifest;
-pub use analyzer::{Analyzer, Script, is_stop_word, nfkc, normalize, tokens, words};
-pub use bm25::{Bm25Index, Bm25Params, IndexText};
+pub use analyzer::{Analyzer, Script, normalize, tokens, words};
+pub use bm25::Bm25Params;
 pub use bm25_selector::{Bm25Selector, SyncReport};
 pub use fallback::FallbackSelector;
 pub use hook::{RECALL_ATTACHMENT_KIND, RecallConfig, RecallHook};
 pub use hybrid::{Fusion, HybridConfig, HybridSelector};
 pub use keyword::{KeywordConfig, KeywordSelector};
 pub use llm::{
-    LlmSelector, LlmSelectorConfig, SELECTOR_PROMPT, SELECTOR_PURPOSE, parse_selection,
-    selection_schema,
+    LlmSelector, LlmSelectorConfig, SELECTOR_PURPOSE, parse_selection, selection_schema,
 };
 pub use reads::{ReadTools, read_in_full};
 pub use selector::{SelectionContext, Selector, SelectorError};
-pub use surface::{
-    Clock, Cut, ManualClock, SystemClock, age_days, cut_whole_lines, memory_header,
-    render_surfaced, surfaced_in, truncation_note,
-};
+pub use surface::{Clock, ManualClock, SystemClock};
 pub use vectors::{VectorSyncReport, vector_cache_for, vector_cache_path};

@@ -15,5 +15,5 @@ pub(crate) use containment::{resolve_existing_prefix, warn_refused};
 pub use lock::DirLock;
 pub(crate) use names::read_target_to_rel_path;
 pub use names::{title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic};
-pub use redact::{REDACTED_PREFIX, redact_secrets};
-pub use secrets::{SecretFilter, SecretPattern};
+pub use redact::redact_secrets;
+pub use secrets::SecretFilter;

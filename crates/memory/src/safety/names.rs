@@ -14,13 +14,6 @@ const MAX_TOPIC_CHARS: usize = 200;
 
 /// Validate a topic name from a tool: non-empty, at most 200 characters, no
 /// `..`, `/`, `\`, NUL or other control characters, no leading `.`.
-///
-/// ```
-/// use memloop_memory::store::validate_topic;
-/// assert!(validate_topic("testing_prefs").is_ok());
-/// assert!(validate_topic("../etc/passwd").is_err());
-/// assert!(validate_topic(".hidden").is_err());
-/// ```
 pub fn validate_topic(topic: &str) -> Result<&str, MemoryError> {
     let t = topic;
     if t.trim().is_empty() {
@@ -201,5 +194,17 @@ pub fn title_file_stem(title: &str, fallback: &str) -> String {
         hash
     } else {
         format!("{readable}_{hash}")
+    }
+}
+
+#[cfg(test)]
+mod examples {
+    use super::*;
+
+    #[test]
+    fn validate_topic_example() {
+        assert!(validate_topic("testing_prefs").is_ok());
+        assert!(validate_topic("../etc/passwd").is_err());
+        assert!(validate_topic(".hidden").is_err());
     }
 }

@@ -16,8 +16,7 @@ mod search;
 mod tool;
 
 pub use file::{
-    RecordKind, SessionInfo, TRANSCRIPT_EXT, Transcript, TranscriptConfig, TranscriptDir,
-    TranscriptRecord,
+    RecordKind, SessionInfo, Transcript, TranscriptConfig, TranscriptDir, TranscriptRecord,
 };
 pub use hook::TranscriptHook;
 pub use search::{SearchHit, SearchOptions};
