@@ -151,7 +151,7 @@ impl Context {
             .team_project
             .clone()
             .unwrap_or_else(|| memloop_pg::project_id_for(&self.project));
-        memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project))
+        memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project).env(&self.env))
             .await
             .context("opening the team memory store")
     }

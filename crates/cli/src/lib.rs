@@ -15,6 +15,7 @@ pub mod exit;
 pub mod instructions;
 pub mod mcp;
 pub mod memory;
+pub mod progress;
 pub mod sessions;
 pub mod table;
 #[cfg(feature = "postgres")]

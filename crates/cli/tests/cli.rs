@@ -49,7 +49,12 @@ impl Sandbox {
     }
 
     fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memloop"));
+        self.program(env!("CARGO_BIN_EXE_memloop"), args, env)
+    }
+
+    /// `program` in the sandbox's environment and project dir.
+    fn program(&self, program: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(program);
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &self.home)
@@ -843,6 +848,69 @@ fn semantic_search_finds_a_paraphrase_through_an_embeddings_endpoint() {
     let o = s.mem_run(&["memory", "search", "x", "--semantic"]);
     assert_ne!(code(&o), 0);
     assert!(stderr(&o).contains("--embed-model"), "{}", stderr(&o));
+}
+
+/// Embedding a cold index shows a progress bar on a terminal (a real pty, through `script`),
+/// and nothing when stderr is a pipe or `MEMLOOP_NO_PROGRESS` is set.
+#[test]
+fn embedding_shows_progress_on_a_terminal_only() {
+    if Command::new("script").arg("--version").output().is_err() {
+        memloop_core::testing::skip_unless_ci("`script` (util-linux) is not installed");
+        return;
+    }
+    let s = Sandbox::new();
+    s.seed();
+    s.write_memory(
+        "数据库.md",
+        "数据库",
+        "主数据库是 PostgreSQL",
+        "project",
+        "我们决定使用 PostgreSQL 作为主数据库。",
+    );
+    let url = concept_embeddings_server();
+    let mem = s.mem.to_string_lossy().into_owned();
+    let args = [
+        "--memory-dir",
+        mem.as_str(),
+        "memory",
+        "search",
+        "when does shipping stop?",
+        "--semantic",
+        "--embed-url",
+        url.as_str(),
+        "--embed-name",
+        "concepts",
+    ];
+    let on_a_pty = |extra: &[(&str, &str)]| {
+        // Each run starts cold: the bar is for embedding, a warm cache embeds nothing.
+        let _ = std::fs::remove_dir_all(s.root.join("mem.vectors"));
+        let line = std::iter::once(env!("CARGO_BIN_EXE_memloop"))
+            .chain(args)
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut env = vec![("MEMLOOP_PROGRESS_DELAY_MS", "0"), ("TERM", "xterm")];
+        env.extend_from_slice(extra);
+        let o = s
+            .program("script", &["-qec", line.as_str(), "/dev/null"], &env)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let shown = on_a_pty(&[]);
+    assert!(shown.contains("embedding memories"), "{shown}");
+    assert!(shown.contains("deadline.md"), "{shown}");
+    let off = on_a_pty(&[("MEMLOOP_NO_PROGRESS", "1")]);
+    assert!(!off.contains("embedding memories"), "{off}");
+    assert!(off.contains("deadline.md"), "{off}");
+
+    // A pipe: no bar, whatever the delay.
+    let _ = std::fs::remove_dir_all(s.root.join("mem.vectors"));
+    let o = s.run_with(&args, &[("MEMLOOP_PROGRESS_DELAY_MS", "0")], "");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("embedding memories"), "{}", stderr(&o));
 }
 
 /// The real all-MiniLM-L6-v2 through `--embed-model` (feature `candle`): a paraphrase with no

@@ -177,6 +177,55 @@ async fn the_cache_is_incremental_across_sessions_and_edits() {
 }
 
 #[tokio::test]
+async fn warming_reports_progress_batch_by_batch_up_to_what_needed_embedding() {
+    let (_tmp, store) = store();
+    three(&store).await;
+    put(
+        &store,
+        "数据库.md",
+        "主数据库是 PostgreSQL",
+        "我们决定使用 PostgreSQL。",
+    )
+    .await;
+    put(
+        &store,
+        "デプロイ.md",
+        "デプロイは火曜日",
+        "毎週火曜日にデプロイする。",
+    )
+    .await;
+    let headers = store.scan().await.unwrap();
+    let embedder = Arc::new(Concepts {
+        id: "concepts-progress",
+        batch: Some(2),
+        ..Concepts::default()
+    });
+    let hybrid = selector(&store, embedder.clone(), HybridConfig::default());
+    let seen = std::sync::Mutex::new(Vec::new());
+    let report = hybrid
+        .warm_with_progress(&headers, &|done, total| {
+            seen.lock().unwrap().push((done, total))
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.embedded, 5);
+    // Once before the first batch, then after each batch of two: 2, 4, 5 of 5.
+    assert_eq!(*seen.lock().unwrap(), [(0, 5), (2, 5), (4, 5), (5, 5)]);
+
+    // A warm cache: only what changed counts toward the total.
+    put(&store, "数据库.md", "主数据库是 MySQL", "我们改用 MySQL。").await;
+    let headers = store.scan().await.unwrap();
+    seen.lock().unwrap().clear();
+    hybrid
+        .warm_with_progress(&headers, &|done, total| {
+            seen.lock().unwrap().push((done, total))
+        })
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [(0, 1), (1, 1)]);
+}
+
+#[tokio::test]
 async fn a_model_change_rebuilds_and_a_torn_or_foreign_file_is_discarded() {
     let (tmp, store) = store();
     three(&store).await;

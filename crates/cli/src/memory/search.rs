@@ -5,8 +5,10 @@
 
 use super::header_json;
 use crate::context::{Context, Io, write_json};
+use crate::progress::Progress;
 use crate::table;
 use memloop_core::embed::Embedder;
+use memloop_memory::env::EnvVars;
 use memloop_memory::recall::{
     Bm25Selector, HybridSelector, SelectionContext, Selector, vector_cache_for,
 };
@@ -24,13 +26,18 @@ pub async fn ranked(
     query: &str,
     limit: usize,
     embedder: Option<Arc<dyn Embedder>>,
+    env: &EnvVars,
 ) -> anyhow::Result<Vec<MemoryHeader>> {
     let headers = store.scan().await?;
     let selector: Arc<dyn Selector> = match embedder {
         Some(embedder) => {
             let cache = vector_cache_for(&*store, embedder.model_id());
             let hybrid = HybridSelector::new(store, embedder, cache);
-            let report = hybrid.warm(&headers).await?;
+            let progress = Progress::new("embedding memories", env);
+            let report = hybrid
+                .warm_with_progress(&headers, &|done, total| progress.set(done, total))
+                .await?;
+            progress.finish();
             tracing::info!(?report, "memories embedded");
             Arc::new(hybrid)
         }
@@ -54,7 +61,7 @@ pub async fn search(
     embedder: Option<Arc<dyn Embedder>>,
 ) -> anyhow::Result<()> {
     let (resolved, store) = ctx.open_existing().await?;
-    let hits = ranked(store, query, limit, embedder).await?;
+    let hits = ranked(store, query, limit, embedder, &ctx.env).await?;
     if ctx.json {
         let rows: Vec<Value> = hits
             .iter()

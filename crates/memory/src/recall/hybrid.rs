@@ -180,7 +180,45 @@ impl HybridSelector {
     pub async fn warm(&self, headers: &[MemoryHeader]) -> Result<VectorSyncReport, EmbedError> {
         let mut vectors = self.vectors.lock().await;
         vectors
-            .sync(self.store.as_ref(), self.embedder.as_ref(), headers, None)
+            .sync(
+                self.store.as_ref(),
+                self.embedder.as_ref(),
+                headers,
+                None,
+                None,
+            )
+            .await
+    }
+
+    /// [`warm`](Self::warm), telling `progress` how far it is: `progress(embedded, total)` once
+    /// before the first batch (`embedded` = 0; `total` = the memories whose vector is missing or
+    /// stale, after the cache's hash check) and after every batch the embedder answers. For a
+    /// progress bar over a cold index (thousands of memories take a minute on a CPU).
+    ///
+    /// ```
+    /// # use std::sync::{Arc, Mutex};
+    /// # async fn demo(hybrid: &memloop_memory::recall::HybridSelector,
+    /// #     headers: &[memloop_memory::store::MemoryHeader]) {
+    /// let seen = Mutex::new(Vec::new());
+    /// let report = hybrid
+    ///     .warm_with_progress(headers, &|done, total| seen.lock().unwrap().push((done, total)))
+    ///     .await;
+    /// # }
+    /// ```
+    pub async fn warm_with_progress(
+        &self,
+        headers: &[MemoryHeader],
+        progress: &(dyn Fn(usize, usize) + Send + Sync),
+    ) -> Result<VectorSyncReport, EmbedError> {
+        let mut vectors = self.vectors.lock().await;
+        vectors
+            .sync(
+                self.store.as_ref(),
+                self.embedder.as_ref(),
+                headers,
+                None,
+                Some(progress),
+            )
             .await
     }
 
@@ -217,7 +255,7 @@ impl HybridSelector {
             // are kept and the rest follow on later selections.
             let sync = tokio::time::timeout_at(
                 deadline,
-                vectors.sync(self.store.as_ref(), embedder, headers, Some(deadline)),
+                vectors.sync(self.store.as_ref(), embedder, headers, Some(deadline), None),
             )
             .await;
             match sync {

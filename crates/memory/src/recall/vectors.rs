@@ -167,6 +167,7 @@ impl VectorCache {
         embedder: &dyn Embedder,
         headers: &[MemoryHeader],
         deadline: Option<Instant>,
+        progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
     ) -> Result<VectorSyncReport, EmbedError> {
         let mut report = VectorSyncReport::default();
         let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
@@ -216,6 +217,10 @@ impl VectorCache {
         // Deterministic order, so a partial sync always makes the same progress.
         todo.sort_by(|a, b| a.0.rel_path.cmp(&b.0.rel_path));
         let batch = embedder.max_batch().max(1);
+        let total = todo.len();
+        if let Some(progress) = progress {
+            progress(0, total);
+        }
         let mut result = Ok(());
         let mut chunks = todo.chunks(batch);
         while let Some(chunk) = chunks.next() {
@@ -239,6 +244,9 @@ impl VectorCache {
                         report.embedded += 1;
                     }
                     self.dirty = true;
+                    if let Some(progress) = progress {
+                        progress(report.embedded, total);
+                    }
                 }
                 Err(e) => {
                     report.pending = chunk.len() + chunks.by_ref().map(<[_]>::len).sum::<usize>();
