@@ -18,9 +18,11 @@ mod projects;
 mod server;
 mod summaries;
 mod tiers;
+mod tls;
 
 pub use answer::{MAX_BATCH, McpLimits};
 pub use http::{HttpOptions, TokenFileError, TokenScope, Tokens, check_bind, serve_http};
+pub use tls::TlsIdentity;
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
 pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
