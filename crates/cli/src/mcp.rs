@@ -109,7 +109,9 @@ pub async fn run(args: &McpArgs, ctx: &Context) -> anyhow::Result<()> {
         Some(addr) => serve_http(args, addr, config).await,
         None => {
             if args.tls_cert.is_some() || args.tls_key.is_some() {
-                tracing::warn!("--tls-cert/--tls-key (MEMLOOP_TLS_CERT/KEY) ignored without --http");
+                tracing::warn!(
+                    "--tls-cert/--tls-key (MEMLOOP_TLS_CERT/KEY) ignored without --http"
+                );
             }
             memloop_mcp::serve_stdio(config).await?;
             Ok(())

@@ -22,7 +22,6 @@ mod tls;
 
 pub use answer::{MAX_BATCH, McpLimits};
 pub use http::{HttpOptions, TokenFileError, TokenScope, Tokens, check_bind, serve_http};
-pub use tls::TlsIdentity;
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
 pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
@@ -33,3 +32,4 @@ pub use server::{
 };
 pub use summaries::{SUMMARY_PURPOSE, SummaryConfig};
 pub use tiers::{Detail, L1_MAX_BYTES};
+pub use tls::TlsIdentity;

@@ -269,20 +269,32 @@ fn unusable_certificate_and_key_files_are_named() {
 
     let missing = dir.join("нет.pem");
     let e = err(&missing, &cert.key);
-    assert!(e.contains("certificate file") && e.contains("нет.pem"), "{e}");
+    assert!(
+        e.contains("certificate file") && e.contains("нет.pem"),
+        "{e}"
+    );
     let e = err(&cert.cert, &missing);
     assert!(e.contains("key file") && e.contains("нет.pem"), "{e}");
 
     // A key where the certificate belongs, a certificate where the key belongs.
     let e = err(&cert.key, &cert.key);
-    assert!(e.contains("秘密鍵.pem") && e.contains("no certificate"), "{e}");
+    assert!(
+        e.contains("秘密鍵.pem") && e.contains("no certificate"),
+        "{e}"
+    );
     let e = err(&cert.cert, &cert.cert);
-    assert!(e.contains("сертификат.pem") && e.contains("no usable private key"), "{e}");
+    assert!(
+        e.contains("сертификат.pem") && e.contains("no usable private key"),
+        "{e}"
+    );
 
     // A key of another certificate.
     let other = localhost_cert();
     let e = err(&cert.cert, &other.key);
-    assert!(e.contains("秘密鍵.pem") && e.contains("cannot serve together"), "{e}");
+    assert!(
+        e.contains("秘密鍵.pem") && e.contains("cannot serve together"),
+        "{e}"
+    );
 
     // Never the key material in Debug.
     let id = TlsIdentity::load(&cert.cert, &cert.key).unwrap();
