@@ -316,3 +316,49 @@ fn a_network_bind_warns_about_plain_http_only() {
     let tls = TlsIdentity::load(&cert.cert, &cert.key).unwrap();
     assert_eq!(check_bind(&options(Some(tls))).unwrap(), None);
 }
+
+#[tokio::test]
+async fn the_python_sdk_talks_https_when_it_trusts_the_certificate() {
+    let python = std::env::var("MEMLOOP_MCP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = std::process::Command::new(&python)
+        .args(["-c", "import mcp.client.streamable_http"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        memloop_core::testing::skip_unless_ci(format!(
+            "the MCP Python SDK is not available (`.ci/run` installs it; MEMLOOP_MCP_PYTHON={python})"
+        ));
+        return;
+    }
+    let fx = Fixture::new();
+    let project = fx.project("团队项目");
+    let cert = localhost_cert();
+    let server = start_tls(&fx, &cert).await;
+    let url = format!("https://localhost:{}/mcp", server.addr.port());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_session.py");
+    let run = |ca: Option<&Path>| {
+        let mut cmd = tokio::process::Command::new(&python);
+        cmd.arg(&script).arg(&url).arg(TOKEN).arg(s(&project));
+        // httpx (the SDK's HTTP client) trusts the file SSL_CERT_FILE names.
+        match ca {
+            Some(ca) => cmd.env("SSL_CERT_FILE", ca),
+            None => cmd.env_remove("SSL_CERT_FILE"),
+        };
+        cmd.env_remove("SSL_CERT_DIR").output()
+    };
+    let out = run(Some(&cert.cert)).await.unwrap();
+    assert!(
+        out.status.success(),
+        "python client failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("all checks passed"));
+    // Trusting only its default roots, the SDK refuses the certificate.
+    let out = run(None).await.unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("CERTIFICATE_VERIFY_FAILED"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -76,7 +76,7 @@ async fn require_encrypts_without_verifying() {
     let config = PgConfig::new(kv("127.0.0.1", "sslmode=require"), "p");
     assert_eq!(config.effective_ssl_mode().unwrap(), SslMode::Require);
     assert!(connect_ok(config).await);
-    let url = format!("postgresql://root@127.0.0.1:5432/test?sslmode=require");
+    let url = "postgresql://root@127.0.0.1:5432/test?sslmode=require";
     assert!(connect_ok(PgConfig::new(url, "p")).await);
 }
 
