@@ -60,7 +60,7 @@ pub enum Command {
     Sessions(SessionsCommand),
     /// Serve project memory to MCP clients (Claude Code, ...) over stdio: tools context_load,
     /// context_search, context_save, context_manage and the index as a resource.
-    Mcp(McpArgs),
+    Mcp(Box<McpArgs>),
     /// Sync the memory dir with the team store on PostgreSQL.
     #[cfg(feature = "postgres")]
     #[command(subcommand, after_help = EXIT_CODES_HELP)]
