@@ -112,7 +112,15 @@ async fn writes_deletes_and_renames_by_another_instance_are_reported() {
         .unwrap();
     let (w, r, _) = delta(&mine, &c2).await;
     assert_eq!(w, ["team/release.md"]);
-    assert_eq!(r, ["team/deploy.md"]);
+    // The rename's old path is reported. The delete before `c2` may be reported once more: a
+    // transaction open elsewhere on the server (another test, another client) holds the
+    // snapshot's xmin back, and the feed reports a change twice rather than miss one.
+    assert!(r.contains(&"team/deploy.md".to_owned()), "{r:?}");
+    assert!(
+        r.iter()
+            .all(|p| p == "team/deploy.md" || p == "decisions/数据库.md"),
+        "{r:?}"
+    );
 
     // Another project's writes are not this project's changes, and its cursor means a rescan.
     let other = schema.open("other").await;
@@ -160,10 +168,12 @@ async fn a_write_that_commits_late_is_not_skipped() {
     // Meanwhile a quick write commits and is read.
     put(&store, "quick.md", "Quick").await;
     let (w, _, c1) = delta(&store, &c0).await;
-    assert_eq!(
-        w,
-        ["quick.md"],
-        "the running transaction is not visible yet"
+    // `a.md` may be reported again (another open transaction on the server holds the
+    // snapshot's xmin back: twice rather than never); the running one is not visible yet.
+    assert!(w.contains(&"quick.md".to_owned()), "{w:?}");
+    assert!(
+        !w.contains(&"late.md".to_owned()),
+        "the running transaction is not visible yet: {w:?}"
     );
 
     slow.batch_execute("COMMIT").await.unwrap();

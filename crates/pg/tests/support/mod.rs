@@ -50,8 +50,12 @@ impl Drop for TestSchema {
             rt.block_on(async {
                 let (c, conn) = tokio_postgres::connect(URL, tokio_postgres::NoTls).await?;
                 tokio::spawn(conn);
-                c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .await
+                // Bounded: a test that panicked while its own transaction still holds a lock
+                // in the schema must fail, not hang on its cleanup.
+                c.batch_execute(&format!(
+                    "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {name} CASCADE"
+                ))
+                .await
             })
         })
         .join();
