@@ -60,7 +60,7 @@ pub enum Command {
     Sessions(SessionsCommand),
     /// Serve project memory to MCP clients (Claude Code, ...) over stdio: tools context_load,
     /// context_search, context_save, context_manage and the index as a resource.
-    Mcp(McpArgs),
+    Mcp(Box<McpArgs>),
     /// Sync the memory dir with the team store on PostgreSQL.
     #[cfg(feature = "postgres")]
     #[command(subcommand, after_help = EXIT_CODES_HELP)]
@@ -131,6 +131,23 @@ pub struct McpArgs {
     /// read and write every served project).
     #[arg(long, requires = "http")]
     pub insecure_no_auth: bool,
+    /// Serve `--http` over HTTPS with this PEM certificate chain (server certificate first),
+    /// together with `--tls-key`.
+    #[arg(
+        long,
+        env = "MEMLOOP_TLS_CERT",
+        value_name = "CERT.pem",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `--tls-cert`.
+    #[arg(
+        long,
+        env = "MEMLOOP_TLS_KEY",
+        value_name = "KEY.pem",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Background summaries of `memloop mcp`: off unless a provider or a fallback URL is given.

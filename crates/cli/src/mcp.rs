@@ -108,14 +108,20 @@ pub async fn run(args: &McpArgs, ctx: &Context) -> anyhow::Result<()> {
     match args.http {
         Some(addr) => serve_http(args, addr, config).await,
         None => {
+            if args.tls_cert.is_some() || args.tls_key.is_some() {
+                tracing::warn!(
+                    "--tls-cert/--tls-key (MEMLOOP_TLS_CERT/KEY) ignored without --http"
+                );
+            }
             memloop_mcp::serve_stdio(config).await?;
             Ok(())
         }
     }
 }
 
-/// `--http ADDR`: serve until SIGINT or SIGTERM; warnings (a network address without TLS) go to
-/// stderr.
+/// `--http ADDR`: serve until SIGINT or SIGTERM, over HTTPS with `--tls-cert`/`--tls-key`;
+/// warnings (a network address without TLS) go to stderr. Unusable certificate or key files
+/// stop it before binding, naming the file.
 async fn serve_http(
     args: &McpArgs,
     addr: std::net::SocketAddr,
@@ -126,11 +132,18 @@ async fn serve_http(
         Some(path) => Some(memloop_mcp::Tokens::load(path)?),
         None => None,
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(memloop_mcp::TlsIdentity::load(cert, key)?),
+        (None, None) => None,
+        _ => bail!("--tls-cert and --tls-key go together"),
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let options = memloop_mcp::HttpOptions {
         addr,
         tokens,
         insecure_no_auth: args.insecure_no_auth,
+        tls,
         shutdown: shutdown.clone(),
     };
     if let Some(warning) = memloop_mcp::check_bind(&options)? {
@@ -159,7 +172,7 @@ async fn serve_http(
         if let Ok(bound) = rx.await {
             let _ = writeln!(
                 std::io::stderr(),
-                "memloop: serving MCP on http://{bound}/mcp"
+                "memloop: serving MCP on {scheme}://{bound}/mcp"
             );
         }
     });

@@ -702,3 +702,138 @@ async fn http_transport_with_tokens_and_the_inspector_over_http() {
         "{answer}"
     );
 }
+
+/// A self-signed certificate for `localhost`: (cert file, key file, cert PEM).
+fn localhost_cert(dir: &Path) -> (PathBuf, PathBuf, String) {
+    let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.join("证书.pem"), dir.join("ключ.pem"));
+    let pem = generated.cert.pem();
+    std::fs::write(&cert, &pem).unwrap();
+    std::fs::write(&key, generated.signing_key.serialize_pem()).unwrap();
+    (cert, key, pem)
+}
+
+#[tokio::test]
+async fn https_with_tls_cert_and_key_flags_or_their_variables() {
+    let fx = fixture();
+    let (cert, key, pem) = localhost_cert(&fx.home);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    let client = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let flags = http_server(
+        &fx,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(flags.url.starts_with("https://127.0.0.1:"), "{}", flags.url);
+    let url = flags.url.replace("127.0.0.1", "localhost");
+    let r = client
+        .post(&url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("memloop"));
+    // Plain HTTP on the TLS port gets no answer.
+    let plain = reqwest::Client::new()
+        .post(url.replace("https://", "http://"))
+        .json(&init)
+        .send()
+        .await;
+    assert!(plain.is_err(), "{plain:?}");
+    drop(flags);
+
+    // The same through MEMLOOP_TLS_CERT / MEMLOOP_TLS_KEY, on a network address: no plain-HTTP
+    // warning.
+    let tokens = fx.home.join("tokens");
+    std::fs::write(&tokens, "team-token-0123456789abcdef\n").unwrap();
+    let mut child = tokio::process::Command::new(BIN)
+        .env("MEMLOOP_HOME", &fx.home)
+        .env("MEMLOOP_LOG", "error")
+        .env("MEMLOOP_TLS_CERT", &cert)
+        .env("MEMLOOP_TLS_KEY", &key)
+        .arg("--project")
+        .arg(&fx.project)
+        .args(["mcp", "--http", "0.0.0.0:0", "--token-file"])
+        .arg(&tokens)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut before = Vec::new();
+    let url = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the server prints its address")
+            .unwrap()
+            .expect("the server exited before listening");
+        match line.strip_prefix("memloop: serving MCP on ") {
+            Some(url) => break url.to_owned(),
+            None => before.push(line),
+        }
+    };
+    assert!(url.starts_with("https://0.0.0.0:"), "{url}");
+    assert!(!before.iter().any(|l| l.contains("warning")), "{before:?}");
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/mcp");
+    let r = client
+        .post(format!("https://localhost:{port}/mcp"))
+        .bearer_auth("team-token-0123456789abcdef")
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let _ = child.start_kill();
+
+    // Unusable files stop it at startup, naming the file.
+    let missing = fx.home.join("нет-сертификата.pem");
+    let out = std::process::Command::new(BIN)
+        .env("MEMLOOP_HOME", &fx.home)
+        .args(["mcp", "--http", "127.0.0.1:0", "--tls-cert"])
+        .arg(&missing)
+        .arg("--tls-key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("нет-сертификата.pem"), "{err}");
+    let out = std::process::Command::new(BIN)
+        .env("MEMLOOP_HOME", &fx.home)
+        .args(["mcp", "--http", "127.0.0.1:0", "--tls-cert"])
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("证书.pem") && err.contains("private key"),
+        "{err}"
+    );
+    // One without the other is refused by the argument parser.
+    let out = std::process::Command::new(BIN)
+        .args(["mcp", "--http", "127.0.0.1:0", "--tls-cert"])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tls-key"));
+}

@@ -306,3 +306,53 @@ fn conflicts_and_failures_have_their_own_exit_codes() {
     assert_eq!(out.status.code(), Some(6), "{out:?}");
     assert!(!stdout(&out).contains("S3cr3tPass2024"));
 }
+
+#[test]
+fn team_sync_over_verified_tls_and_a_clear_refusal() {
+    let snakeoil = Path::new("/etc/ssl/certs/ssl-cert-snakeoil.pem");
+    if !snakeoil.exists() {
+        memloop_core::testing::skip_unless_ci(
+            "/etc/ssl/certs/ssl-cert-snakeoil.pem is missing: the local PostgreSQL is expected \
+             to serve TLS with Debian's snakeoil certificate",
+        );
+        return;
+    }
+    let schema = Schema::new();
+    let tls = format!(
+        "sslmode=verify-full sslrootcert='{}' password='Пароль密码'",
+        snakeoil.display()
+    );
+    let good = schema.url().replace("host=127.0.0.1", "host=localhost") + " " + &tls;
+    let tmp = TempDir::new().unwrap();
+    let (alice, bob) = (tmp.path().join("alice"), tmp.path().join("bob"));
+    std::fs::create_dir_all(&alice).unwrap();
+    std::fs::write(
+        alice.join("db.md"),
+        "---\nname: 主数据库\ndescription: 数据库的选择\ntype: project\n---\n\nМы используем PostgreSQL.\n",
+    )
+    .unwrap();
+    let out = memloop(
+        tmp.path(),
+        &alice,
+        &["--database-url", &good, "team", "push"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = memloop(tmp.path(), &bob, &["--database-url", &good, "team", "pull"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        std::fs::read_to_string(bob.join("db.md"))
+            .unwrap()
+            .contains("Мы используем PostgreSQL.")
+    );
+    // The certificate names localhost, not 127.0.0.1: refused, saying so, without the password.
+    let wrong_host = schema.url() + " " + &tls;
+    let out = memloop(
+        tmp.path(),
+        &bob,
+        &["--database-url", &wrong_host, "team", "status"],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not name the host `127.0.0.1`"), "{err}");
+    assert!(!err.contains("Пароль"), "{err}");
+}

@@ -1,5 +1,5 @@
 //! `memloop mcp --http ADDR`: the same tools over MCP's Streamable HTTP transport (rmcp's server
-//! side), behind bearer tokens.
+//! side), behind bearer tokens, over plain HTTP or HTTPS ([`HttpOptions::tls`]).
 //!
 //! Every request passes [`Tokens`] first: without a valid `Authorization: Bearer` token it gets
 //! HTTP 401 (with `WWW-Authenticate: Bearer`); a token used outside its projects, or a read-only
@@ -8,6 +8,7 @@
 //! loopback address, unless the operator says `insecure_no_auth`.
 
 use crate::server::{McpServeError, MemoryServer};
+use crate::tls::TlsIdentity;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
@@ -22,8 +23,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
+use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
+
+/// How long a client has to complete the TLS handshake before its connection is dropped.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The largest request body read (a `context_save` batch is capped well below it).
 const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
@@ -215,12 +220,15 @@ pub struct HttpOptions {
     pub tokens: Option<Tokens>,
     /// Allow a non-loopback bind without tokens.
     pub insecure_no_auth: bool,
+    /// Serve HTTPS with this certificate and key; `None`: plain HTTP.
+    pub tls: Option<TlsIdentity>,
     /// Stops the server when cancelled.
     pub shutdown: CancellationToken,
 }
 
 /// Check `options` before binding: a non-loopback address needs tokens (or the explicit
-/// `insecure_no_auth`). The answer is the warning to print, if any.
+/// `insecure_no_auth`). The answer is the warning to print, if any: a non-loopback address
+/// served over plain HTTP (with [`HttpOptions::tls`] there is none).
 pub fn check_bind(options: &HttpOptions) -> Result<Option<String>, McpServeError> {
     let public = !options.addr.ip().is_loopback();
     if public && options.tokens.is_none() && !options.insecure_no_auth {
@@ -230,10 +238,10 @@ pub fn check_bind(options: &HttpOptions) -> Result<Option<String>, McpServeError
             options.addr
         )));
     }
-    Ok(public.then(|| {
+    Ok((public && options.tls.is_none()).then(|| {
         format!(
             "serving {} over plain HTTP: tokens and memories cross the network unencrypted; put \
-             a TLS-terminating reverse proxy in front of it",
+             a TLS-terminating reverse proxy in front of it or pass --tls-cert and --tls-key",
             options.addr
         )
     }))
@@ -351,7 +359,8 @@ pub async fn serve_http(
         config,
     );
     let tokens = options.tokens.map(Arc::new);
-    tracing::info!(%addr, auth = tokens.is_some(), "MCP server listening (streamable HTTP)");
+    let acceptor = options.tls.as_ref().map(TlsIdentity::acceptor);
+    tracing::info!(%addr, auth = tokens.is_some(), tls = acceptor.is_some(), "MCP server listening (streamable HTTP)");
     if let Some(tx) = bound {
         let _ = tx.send(addr);
     }
@@ -404,9 +413,32 @@ pub async fn serve_http(
             }
         });
         let shutdown = options.shutdown.clone();
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            // With TLS, the handshake first; a client that fails it (plain HTTP, an untrusted
+            // certificate, garbage) loses its own connection only.
+            let io = match acceptor {
+                None => Either::Left(stream),
+                Some(acceptor) => {
+                    let handshake = tokio::select! {
+                        r = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)) => r,
+                        () = shutdown.cancelled() => return,
+                    };
+                    match handshake {
+                        Ok(Ok(tls)) => Either::Right(tls),
+                        Ok(Err(e)) => {
+                            tracing::info!(%peer, error = %e, "TLS handshake failed; connection dropped");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::info!(%peer, "TLS handshake timed out; connection dropped");
+                            return;
+                        }
+                    }
+                }
+            };
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
             tokio::select! {
                 r = conn => if let Err(e) = r {
                     tracing::debug!(error = %e, "HTTP connection ended with an error");

@@ -18,6 +18,7 @@ mod projects;
 mod server;
 mod summaries;
 mod tiers;
+mod tls;
 
 pub use answer::{MAX_BATCH, McpLimits};
 pub use http::{HttpOptions, TokenFileError, TokenScope, Tokens, check_bind, serve_http};
@@ -31,3 +32,4 @@ pub use server::{
 };
 pub use summaries::{SUMMARY_PURPOSE, SummaryConfig};
 pub use tiers::{Detail, L1_MAX_BYTES};
+pub use tls::TlsIdentity;

@@ -30,6 +30,7 @@ async fn start(fx: &Fixture, tokens: Option<Tokens>) -> Running {
         addr: "127.0.0.1:0".parse().unwrap(),
         tokens,
         insecure_no_auth: false,
+        tls: None,
         shutdown: stop.clone(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -148,6 +149,7 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
         addr: "0.0.0.0:8765".parse().unwrap(),
         tokens,
         insecure_no_auth: insecure,
+        tls: None,
         shutdown: CancellationToken::new(),
     };
     let err = check_bind(&options(None, false)).unwrap_err();
@@ -160,6 +162,7 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
         addr: "127.0.0.1:0".parse().unwrap(),
         tokens: None,
         insecure_no_auth: false,
+        tls: None,
         shutdown: CancellationToken::new(),
     };
     assert_eq!(check_bind(&local).unwrap(), None);

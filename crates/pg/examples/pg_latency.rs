@@ -157,8 +157,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(s) => s.split(',').filter_map(|n| n.parse().ok()).collect(),
         None => vec![2_000, 20_000],
     };
-    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
-    tokio::spawn(conn);
+    // The store's URL and TLS settings (`sslmode`, `sslrootcert`) for the admin connection too.
+    let admin = PgConfig::new(&url, "bench").connect().await?;
     let version: String = admin.query_one("SHOW server_version", &[]).await?.get(0);
     println!("PostgreSQL {version}\n");
     println!("| store | memories | write p50 / p99 | select p50 / p99 |");

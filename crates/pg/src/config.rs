@@ -1,6 +1,7 @@
 //! [`PgConfig`]: where the team store lives and which project it serves.
 
 use crate::error::PgError;
+use crate::tls::{MakeRustlsConnect, SslMode, split_tls_params};
 use memloop_memory::env::EnvVars;
 use memloop_memory::store::LocalBases;
 
@@ -32,6 +33,11 @@ pub struct PgConfig {
     /// keyed by its identity; from the process environment unless [`env`](Self::env) says
     /// otherwise.
     pub local_bases: LocalBases,
+    /// TLS mode; `None`: the URL's `sslmode`, else [`SslMode::Prefer`] (libpq's default).
+    pub ssl_mode: Option<SslMode>,
+    /// Root certificate file (PEM) the `verify-ca`/`verify-full` modes trust; `None`: the URL's
+    /// `sslrootcert`, else the bundled Mozilla roots (`webpki-roots`).
+    pub ssl_root_cert: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for PgConfig {
@@ -43,6 +49,8 @@ impl std::fmt::Debug for PgConfig {
             .field("schema", &self.schema)
             .field("application_name", &self.application_name)
             .field("pool_size", &self.pool_size)
+            .field("ssl_mode", &self.ssl_mode)
+            .field("ssl_root_cert", &self.ssl_root_cert)
             .finish_non_exhaustive()
     }
 }
@@ -51,7 +59,10 @@ impl PgConfig {
     /// The connection URL without its password (`postgres://user@host:port/db`), for logs and
     /// [`StoreDescription`](memloop_memory::store::StoreDescription)s.
     pub fn redacted_url(&self) -> String {
-        let Ok(c) = self.url.parse::<tokio_postgres::Config>() else {
+        let Ok(c) = split_tls_params(&self.url)
+            .map_err(|_| ())
+            .and_then(|p| p.rest.parse::<tokio_postgres::Config>().map_err(|_| ()))
+        else {
             return "postgres://(unparsable url)".into();
         };
         let hosts: Vec<String> = c
@@ -93,6 +104,8 @@ impl PgConfig {
             retries: 3,
             connect_timeout: std::time::Duration::from_secs(5),
             local_bases: LocalBases::from_env(&env),
+            ssl_mode: None,
+            ssl_root_cert: None,
         }
     }
 
@@ -142,10 +155,91 @@ impl PgConfig {
         self
     }
 
-    /// The driver config: URL parsed, schema, application name and timeout applied.
-    pub(crate) fn driver_config(&self) -> Result<tokio_postgres::Config, PgError> {
-        let mut cfg: tokio_postgres::Config = self
-            .url
+    /// Set the TLS mode, overriding the URL's `sslmode` (builder style).
+    pub fn ssl_mode(mut self, mode: SslMode) -> Self {
+        self.ssl_mode = Some(mode);
+        self
+    }
+
+    /// Set the root certificate file (PEM, one or more certificates) the `verify-ca` and
+    /// `verify-full` modes trust, overriding the URL's `sslrootcert` (builder style).
+    pub fn ssl_root_cert(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ssl_root_cert = Some(path.into());
+        self
+    }
+
+    /// The TLS mode in effect: [`PgConfig::ssl_mode`], else the URL's `sslmode`, else
+    /// [`SslMode::Prefer`]. An unknown `sslmode` is an [`PgError::InvalidUrl`].
+    ///
+    /// ```
+    /// use memloop_pg::{PgConfig, SslMode};
+    /// let c = PgConfig::new("postgres://db.example.com/team?sslmode=verify-full", "p");
+    /// assert_eq!(c.effective_ssl_mode().unwrap(), SslMode::VerifyFull);
+    /// let c = PgConfig::new("host=db dbname=team", "p");
+    /// assert_eq!(c.effective_ssl_mode().unwrap(), SslMode::Prefer);
+    /// ```
+    pub fn effective_ssl_mode(&self) -> Result<SslMode, PgError> {
+        Ok(self.tls_settings()?.0)
+    }
+
+    /// Mode and root file, from the fields or the URL.
+    fn tls_settings(&self) -> Result<(SslMode, Option<std::path::PathBuf>), PgError> {
+        let params = split_tls_params(&self.url)?;
+        let mode = match (self.ssl_mode, params.sslmode.as_deref()) {
+            (Some(m), _) => m,
+            (None, Some(s)) => SslMode::parse(s).ok_or_else(|| {
+                PgError::InvalidUrl(format!(
+                    "sslmode `{s}` is not one of disable, prefer, require, verify-ca, verify-full"
+                ))
+            })?,
+            (None, None) => SslMode::Prefer,
+        };
+        let root = self
+            .ssl_root_cert
+            .clone()
+            .or_else(|| params.sslrootcert.map(std::path::PathBuf::from));
+        Ok((mode, root))
+    }
+
+    /// The driver config and the TLS connector for it.
+    pub(crate) fn connection(
+        &self,
+    ) -> Result<(tokio_postgres::Config, MakeRustlsConnect), PgError> {
+        let (mode, root) = self.tls_settings()?;
+        let tls = MakeRustlsConnect::new(mode, root.as_deref())?;
+        let mut cfg = self.driver_config()?;
+        cfg.ssl_mode(tls.mode().driver());
+        Ok((cfg, tls))
+    }
+
+    /// One connection with the store's URL, TLS settings, schema and application name, outside
+    /// the store's pool (for administration and diagnostics: `select ssl from pg_stat_ssl where
+    /// pid = pg_backend_pid()`). Its connection task runs on the current tokio runtime.
+    pub async fn connect(&self) -> Result<tokio_postgres::Client, PgError> {
+        let (cfg, tls) = self.connection()?;
+        let (client, conn) = cfg
+            .connect(tls)
+            .await
+            .map_err(|e| match PgError::from_db(&e) {
+                PgError::ConnectionLost(m) | PgError::Connect(m) => {
+                    PgError::Connect(format!("{m} (server: {})", self.redacted_url()))
+                }
+                PgError::Tls(m) => PgError::Tls(format!("{m} (server: {})", self.redacted_url())),
+                other => other,
+            })?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "team memory admin connection closed");
+            }
+        });
+        Ok(client)
+    }
+
+    /// The driver config: URL parsed (without the TLS parameters, which [`Self::connection`]
+    /// handles), schema, application name and timeout applied.
+    fn driver_config(&self) -> Result<tokio_postgres::Config, PgError> {
+        let mut cfg: tokio_postgres::Config = split_tls_params(&self.url)?
+            .rest
             .parse()
             .map_err(|e: tokio_postgres::Error| PgError::InvalidUrl(e.to_string()))?;
         cfg.application_name(&self.application_name);
@@ -331,6 +425,14 @@ mod redaction_tests {
                 "hunter2",
             ),
             ("postgres://alice@db/team?password=qwerty123", "qwerty123"),
+            (
+                "postgres://alice:Zz9secret@db/team?sslmode=verify-full&sslrootcert=/r.pem",
+                "Zz9secret",
+            ),
+            (
+                "host=db sslmode=verify-ca user=alice password='Пароль 1' dbname=team",
+                "Пароль",
+            ),
             ("postgres://alice:p%40ss%2Fw0rd@db/team", "p%40ss%2Fw0rd"),
             (
                 "postgres://alice:%E5%AF%86%E7%A0%81123@db/team",

@@ -17,6 +17,10 @@ pub enum PgError {
     /// database, authentication failed).
     #[error("cannot connect to the team memory database: {0}")]
     Connect(String),
+    /// TLS could not be set up or the server's certificate was refused (not signed by the root
+    /// certificate, not naming the host, unreadable root file). Not retried.
+    #[error("TLS to the team memory database failed: {0}")]
+    Tls(String),
     /// The role lacks a permission the store needs (creating its tables, reading or writing rows).
     #[error("the team memory database refused the operation (missing permission?): {0}")]
     Permission(String),
@@ -86,6 +90,12 @@ impl PgError {
                 return Self::ConnectionLost(db.message().to_owned());
             }
             return Self::Db(format!("{} ({code})", db.message()));
+        }
+        // A certificate refused by this crate's verifier: the message says why.
+        if let Some(tls) = std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<crate::tls::TlsHandshakeError>())
+        {
+            return Self::Tls(tls.0.clone());
         }
         if e.is_closed() {
             return Self::ConnectionLost(e.to_string());

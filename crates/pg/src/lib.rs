@@ -36,6 +36,7 @@ mod search;
 mod selector;
 mod store;
 mod sync;
+mod tls;
 
 pub use config::{
     DATABASE_URL_ENV, MAX_PROJECT_ID_CHARS, PgConfig, project_id_for, validate_project_id,
@@ -48,3 +49,4 @@ pub use store::{Expected, PgMemory, PgMemoryStore, PgWrite};
 pub use sync::{
     CONFLICT_DIR, EntryState, STATE_FILE, SyncAction, SyncItem, SyncOptions, SyncReport, TeamSync,
 };
+pub use tls::SslMode;

@@ -161,10 +161,11 @@ impl PgMemoryStore {
     /// a down server or a missing permission is a clear [`PgError`].
     pub async fn open(config: PgConfig) -> Result<Self, PgError> {
         crate::validate_project_id(&config.project_id)?;
-        let driver = config.driver_config()?;
+        let (driver, tls) = config.connection()?;
+        tracing::debug!(sslmode = %tls.mode(), "team memory TLS mode");
         let manager = Manager::from_config(
             driver,
-            tokio_postgres::NoTls,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -257,6 +258,7 @@ impl PgMemoryStore {
                 PgError::ConnectionLost(m) | PgError::Connect(m) => {
                     PgError::Connect(format!("{m} ({})", at()))
                 }
+                PgError::Tls(m) => PgError::Tls(format!("{m} ({})", at())),
                 other => other,
             },
             other => PgError::Connect(format!("{other} ({})", at())),
