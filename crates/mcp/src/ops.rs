@@ -76,6 +76,7 @@ fn project_json(p: &Project) -> Value {
         "memory_dir": p.memory.dir,
         "resolved_by": p.memory.rule.to_string(),
         "known": p.known(),
+        "store": p.store.as_deref().unwrap_or("memory_dir"),
     })
 }
 
