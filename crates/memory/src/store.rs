@@ -19,8 +19,9 @@ pub use crate::file_store::{FileMemoryStore, StoreConfig};
 pub use crate::frontmatter::append_to_existing;
 pub use crate::index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use crate::memory_store::{
-    CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, StoreLocation,
-    WriteLimits, identity_local_dir,
+    CheckedWrite, ExpectedVersion, LocalDir, LocalPurpose, MemoryPath, MemoryStore,
+    StoreDescription, StoreLocation, VersionedWrite, WriteLimits, content_version,
+    identity_local_dir,
 };
 pub use crate::safety::{
     ContainmentGate, REDACTED_PREFIX, SecretFilter, SecretPattern, redact_secrets, title_file_stem,
