@@ -761,17 +761,16 @@ pub async fn save(
     }))
 }
 
-/// `context_manage`.
+/// `context_manage` (`claude_md`: whether `init_project` may write the usage block).
 pub async fn manage(
     projects: &Projects,
-    project_path: &str,
-    action: ManageAction,
-    target: Option<&str>,
-    content: Option<&str>,
-    expected_version: Option<&str>,
+    p: &crate::server::ManageParams,
     limits: McpLimits,
     claude_md: bool,
 ) -> Result<Value, Refusal> {
+    let (project_path, action) = (p.project_path.as_str(), p.action);
+    let (target, content) = (p.target.as_deref(), p.content.as_deref());
+    let expected_version = p.expected_version.as_deref();
     let project = projects.resolve(project_path).await?;
     let create = action == ManageAction::InitProject;
     let existed = project.known();

@@ -232,11 +232,7 @@ impl MemoryServer {
         self.answer(
             ops::manage(
                 &self.projects,
-                &p.project_path,
-                p.action,
-                p.target.as_deref(),
-                p.content.as_deref(),
-                p.expected_version.as_deref(),
+                &p,
                 self.projects.limits(),
                 p.claude_md.unwrap_or(true) && self.projects.claude_md(),
             )
