@@ -14,6 +14,8 @@ pub mod embed;
 pub mod exit;
 pub mod instructions;
 pub mod mcp;
+#[cfg(feature = "postgres")]
+pub mod mcp_team;
 pub mod memory;
 pub mod progress;
 pub mod sessions;

@@ -36,6 +36,7 @@ pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
         no_claude_md: args.no_claude_md,
         embedder: None,
         summaries: Default::default(),
+        stores: None,
     }
 }
 
@@ -94,6 +95,10 @@ pub fn summary_config(
 /// the server ranks with BM25.
 pub async fn run(args: &McpArgs, ctx: &Context) -> anyhow::Result<()> {
     let mut config = config(args, ctx);
+    #[cfg(feature = "postgres")]
+    {
+        config.stores = crate::mcp_team::from_context(ctx)?;
+    }
     config.summaries = summary_config(&args.summary, ctx)?;
     if config.summaries.enabled() {
         tracing::info!(summaries = ?config.summaries, "background summaries on");

@@ -25,7 +25,7 @@ pub use http::{HttpOptions, TokenFileError, TokenScope, Tokens, check_bind, serv
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
 pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
-pub use projects::{McpConfig, Project, ProjectRefused, project_id};
+pub use projects::{McpConfig, OpenFuture, Project, ProjectRefused, ProjectStores, project_id};
 pub use server::{
     INDEX_MIME, LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,
     SearchParams, serve_stdio,

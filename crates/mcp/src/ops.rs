@@ -8,7 +8,8 @@ use crate::projects::{OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_memory::recall::{Selector, format_manifest};
 use memloop_memory::store::{
-    MemoryDoc, MemoryError, MemoryHeader, MemoryStore, WriteMode, title_key, validate_rel_path,
+    ExpectedVersion, MemoryDoc, MemoryError, MemoryHeader, MemoryStore, WriteMode, content_version,
+    title_key, validate_rel_path,
 };
 use rmcp::schemars;
 use serde::Deserialize;
@@ -22,14 +23,31 @@ const LOAD_LIST_CAP: usize = 50;
 /// Most results one `context_search` returns.
 pub const MAX_LIMIT: usize = 50;
 
-/// The request cannot be served as asked (shown to the model as a tool error).
+/// The request cannot be served as asked (shown to the model as a tool error: `refused: true`,
+/// the `reason`, and any `details`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Refusal(pub String);
+#[error("{reason}")]
+pub struct Refusal {
+    /// Why, for the model.
+    pub reason: String,
+    /// Machine-readable fields added to the error answer (a version conflict's `code`, `path`,
+    /// `expected_version` and `current_version`).
+    pub details: serde_json::Map<String, Value>,
+}
+
+impl Refusal {
+    /// A refusal with only a reason.
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            details: serde_json::Map::new(),
+        }
+    }
+}
 
 impl From<crate::projects::ProjectRefused> for Refusal {
     fn from(e: crate::projects::ProjectRefused) -> Self {
-        Self(e.to_string())
+        Self::new(e.to_string())
     }
 }
 
@@ -52,6 +70,12 @@ pub struct SaveEntry {
     /// about this project) instead of the project's. Default false.
     #[serde(default)]
     pub global: bool,
+    /// Replace the entry only if it is still at this version (the `version` a previous
+    /// `context_load` / `context_search` / `context_save` answer gave for it); a changed entry
+    /// is refused with code `version_conflict` and its current version. Without it, an entry
+    /// with the same title is replaced whatever its version (the answer says `replaced`).
+    #[serde(default)]
+    pub expected_version: Option<String>,
 }
 
 /// What `context_manage` does.
@@ -62,7 +86,9 @@ pub enum ManageAction {
     List,
     /// Delete the memory at `target` (a path as listed, e.g. `todos/fix-ci.md`).
     Delete,
-    /// Replace the body of the memory at `target` with `content` (title and type kept).
+    /// Replace the body of the memory at `target` with `content` (title and type kept), only if
+    /// it is still at `expected_version` (required): a stale update is refused with the
+    /// current version.
     Update,
     /// Create the project's memory dir if it does not exist yet (its index, `MEMORY.md`, is
     /// written with the first saved entry).
@@ -76,6 +102,7 @@ fn project_json(p: &Project) -> Value {
         "memory_dir": p.memory.dir,
         "resolved_by": p.memory.rule.to_string(),
         "known": p.known(),
+        "store": p.store.as_deref().unwrap_or("memory_dir"),
     })
 }
 
@@ -110,8 +137,47 @@ async fn with_body(store: &dyn MemoryStore, h: &MemoryHeader, detail: Detail) ->
     let mut v = header_json(h);
     if let (Value::Object(map), Ok(file)) = (&mut v, store.read(&h.rel_path).await) {
         map.extend(tiers::body_fields(&file.body, detail));
+        map.insert("version".into(), json!(content_version(&file.raw)));
     }
     v
+}
+
+/// The version a client sent, checked: 64 hex digits ([`content_version`]).
+fn expected_of(raw: Option<&str>) -> Result<ExpectedVersion, Refusal> {
+    match raw.map(str::trim) {
+        None => Ok(ExpectedVersion::Any),
+        Some(v) if v.len() == 64 && v.chars().all(|c| c.is_ascii_hexdigit()) => {
+            Ok(ExpectedVersion::Is(v.to_ascii_lowercase()))
+        }
+        Some(v) => Err(Refusal::new(format!(
+            "expected_version `{}` is not a version: use the 64-hex-digit `version` of a \
+             context_load, context_search or context_save answer",
+            v.chars().take(80).collect::<String>()
+        ))),
+    }
+}
+
+/// A version conflict as a tool error: the reason and the machine-readable fields.
+fn conflict_refusal(what: &str, e: &MemoryError) -> Option<Refusal> {
+    let MemoryError::VersionConflict {
+        path,
+        expected,
+        current,
+    } = e
+    else {
+        return None;
+    };
+    let mut r = Refusal::new(format!(
+        "{what} refused: the memory changed since you read it (expected version {expected}, \
+         current version {current}); read it again (context_search or context_load), merge, \
+         and retry with the current version"
+    ));
+    r.details.insert("code".into(), json!("version_conflict"));
+    r.details.insert("path".into(), json!(path));
+    r.details.insert("expected_version".into(), json!(expected));
+    let current = (current != "none").then_some(current);
+    r.details.insert("current_version".into(), json!(current));
+    Some(r)
 }
 
 /// The hint an unregistered project gets.
@@ -514,6 +580,7 @@ fn refusal_reason(e: &MemoryError) -> (&'static str, String) {
         MemoryError::SensitiveData { .. } => "secret_refused",
         MemoryError::InvalidName { .. } | MemoryError::OutsideMemoryDir { .. } => "invalid_path",
         MemoryError::TooLarge { .. } => "too_large",
+        MemoryError::VersionConflict { .. } => "version_conflict",
         _ => "write_failed",
     };
     (code, e.to_string())
@@ -536,9 +603,12 @@ fn is_refusal(e: &MemoryError) -> bool {
 /// A store error as the answer: a tool error with the reason when the request is refused
 /// (`what` names the action, e.g. "update `todos/x.md`"), else `available: false`.
 fn store_failure(project: &Project, what: &str, e: MemoryError) -> Result<Value, Refusal> {
+    if let Some(r) = conflict_refusal(what, &e) {
+        return Err(r);
+    }
     match e {
-        MemoryError::NotFound(_) => Err(Refusal(format!("{what}: no such memory"))),
-        e if is_refusal(&e) => Err(Refusal(format!("{what} refused: {e}"))),
+        MemoryError::NotFound(_) => Err(Refusal::new(format!("{what}: no such memory"))),
+        e if is_refusal(&e) => Err(Refusal::new(format!("{what} refused: {e}"))),
         e => Ok(unavailable(project, e)),
     }
 }
@@ -552,10 +622,10 @@ pub async fn save(
 ) -> Result<Value, Refusal> {
     let project = projects.resolve(project_path).await?;
     if entries.is_empty() {
-        return Err(Refusal("entries is empty: nothing to save".into()));
+        return Err(Refusal::new("entries is empty: nothing to save"));
     }
     if entries.len() > limits.max_batch_entries {
-        return Err(Refusal(format!(
+        return Err(Refusal::new(format!(
             "{} entries in one batch; at most {}",
             entries.len(),
             limits.max_batch_entries
@@ -563,7 +633,7 @@ pub async fn save(
     }
     let total: usize = entries.iter().map(|e| e.content.len()).sum();
     if total > limits.max_batch_bytes {
-        return Err(Refusal(format!(
+        return Err(Refusal::new(format!(
             "the batch's contents are {total} bytes; at most {} in one call (split it)",
             limits.max_batch_bytes
         )));
@@ -616,8 +686,11 @@ pub async fn save(
                     f.header.name.as_deref().map(title_key) != Some(title_key(&doc.name))
                 });
         }
+        let expected = expected_of(entry.expected_version.as_deref());
         let r = if entry.content.trim().is_empty() {
             Err(("empty_content", "content is empty".to_owned()))
+        } else if let Err(Refusal { reason, .. }) = &expected {
+            Err(("invalid_version", reason.clone()))
         } else if entry.content.len() > limits.max_entry_bytes {
             Err((
                 "too_large",
@@ -635,10 +708,11 @@ pub async fn save(
                 format!("{rel} holds an entry with another title; retitle this one"),
             ))
         } else {
+            let expected = expected.unwrap_or(ExpectedVersion::Any);
             match target {
                 Some(o) => o
                     .store
-                    .write(&rel, &doc, WriteMode::Overwrite)
+                    .write_if(&rel, &doc, WriteMode::Overwrite, &expected)
                     .await
                     .map_err(|e| refusal_reason(&e)),
                 None => Err((
@@ -648,7 +722,8 @@ pub async fn save(
             }
         };
         match r {
-            Ok(report) => {
+            Ok(w) => {
+                let (report, version) = (w.report, w.version);
                 written += 1;
                 if let (Some(s), Some(o)) = (summariser, target) {
                     s.enqueue(&o.store, &report.rel_path);
@@ -661,6 +736,8 @@ pub async fn save(
                 results.push(json!({
                     "index": i, "type": entry.kind.as_str(), "status": "written",
                     "path": path, "created": report.created, "global": entry.global,
+                    "replaced": !report.created && !entry.kind.append_only(),
+                    "version": version,
                     "memory_type": doc.memory_type.map(|t| t.as_str()),
                     "summary_state": if summariser.is_some() { "pending" } else { "none" },
                 }));
@@ -684,16 +761,16 @@ pub async fn save(
     }))
 }
 
-/// `context_manage`.
+/// `context_manage` (`claude_md`: whether `init_project` may write the usage block).
 pub async fn manage(
     projects: &Projects,
-    project_path: &str,
-    action: ManageAction,
-    target: Option<&str>,
-    content: Option<&str>,
+    p: &crate::server::ManageParams,
     limits: McpLimits,
     claude_md: bool,
 ) -> Result<Value, Refusal> {
+    let (project_path, action) = (p.project_path.as_str(), p.action);
+    let (target, content) = (p.target.as_deref(), p.content.as_deref());
+    let expected_version = p.expected_version.as_deref();
     let project = projects.resolve(project_path).await?;
     let create = action == ManageAction::InitProject;
     let existed = project.known();
@@ -720,10 +797,10 @@ pub async fn manage(
         let t = target
             .map(str::trim)
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| Refusal(format!("{} needs a target path", action_name(action))))?;
+            .ok_or_else(|| Refusal::new(format!("{} needs a target path", action_name(action))))?;
         validate_rel_path(t)
             .map(str::to_owned)
-            .map_err(|e| Refusal(e.to_string()))
+            .map_err(|e| Refusal::new(e.to_string()))
     };
     let base = |extra: Value| -> Value {
         let mut v = json!({
@@ -761,9 +838,9 @@ pub async fn manage(
             let rel = target_path()?;
             let content = content
                 .filter(|c| !c.trim().is_empty())
-                .ok_or_else(|| Refusal("update needs non-empty content".into()))?;
+                .ok_or_else(|| Refusal::new("update needs non-empty content"))?;
             if content.len() > limits.max_entry_bytes {
-                return Err(Refusal(format!(
+                return Err(Refusal::new(format!(
                     "update `{rel}` refused: content is {} bytes; at most {} per entry",
                     content.len(),
                     limits.max_entry_bytes
@@ -774,6 +851,20 @@ pub async fn manage(
                 Ok(f) => f,
                 Err(e) => return store_failure(&project, &what, e),
             };
+            let expected = match expected_of(expected_version)? {
+                ExpectedVersion::Any => {
+                    return Err(Refusal::new(format!(
+                        "{what} needs expected_version: the `version` of this memory from a \
+                         context_load or context_search answer (or your last save or update), \
+                         so a change you have not seen is never overwritten"
+                    )));
+                }
+                e => e,
+            };
+            let previous = content_version(&old.raw);
+            if !expected.accepts(Some(&previous)) {
+                return store_failure(&project, &what, expected.conflict(&rel, Some(&previous)));
+            }
             let h = &old.header;
             let title = title_of(h);
             let mut description = first_line(content, 150);
@@ -786,13 +877,17 @@ pub async fn manage(
                 None => content.to_owned(),
             };
             let doc = MemoryDoc::new(title, description, h.memory_type, body);
-            match store.write(&rel, &doc, WriteMode::Overwrite).await {
-                Ok(report) => {
+            match store
+                .write_if(&rel, &doc, WriteMode::Overwrite, &expected)
+                .await
+            {
+                Ok(w) => {
                     if let Some(s) = summariser {
-                        s.enqueue(&open.store, &report.rel_path);
+                        s.enqueue(&open.store, &w.report.rel_path);
                     }
                     Ok(base(json!({
-                        "updated": report.rel_path, "description": doc.description,
+                        "updated": w.report.rel_path, "description": doc.description,
+                        "version": w.version, "previous_version": previous,
                         "summary_state": if summariser.is_some() { "pending" } else { "none" },
                     })))
                 }

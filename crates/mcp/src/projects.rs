@@ -4,20 +4,40 @@
 //! with [`McpConfig::allow_any_project`]) inside one of the roots the server was started for.
 //! Its memory dir is chosen by memloop's normal resolution rules
 //! ([`MemoryDirResolver`]); its id is the first 12 hex characters of the SHA-256 of its canonical
-//! path.
+//! path. Its memories live in that dir, or, when the server was given [`ProjectStores`] (the
+//! CLI's `--database-url`), in the store those open for it.
 
 use memloop_core::embed::Embedder;
 use memloop_memory::{
     env::EnvVars,
     paths::{MemoryDirResolver, ResolvedMemoryDir},
     recall::{Bm25Selector, HybridSelector, vector_cache_for},
-    store::{FileMemoryStore, MemoryStore, ScanCache},
+    store::{FileMemoryStore, MemoryError, MemoryStore, ScanCache},
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::Mutex;
+
+/// The future [`ProjectStores::open`] returns.
+pub type OpenFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Arc<dyn MemoryStore>, MemoryError>> + Send + 'a>>;
+
+/// Where the projects' memories live when not in their memory dirs: the CLI's
+/// `memloop mcp --database-url URL` passes one that opens a PostgreSQL team store per project.
+/// The tools only see the `dyn MemoryStore` it returns, whichever backend it is.
+pub trait ProjectStores: Send + Sync {
+    /// A short description for answers and logs (e.g. the database URL without its password).
+    fn describe(&self) -> String;
+
+    /// Open the store holding `project`'s memories. Called once per project (the server keeps
+    /// the store open); an error is reported as `available: false` and retried on the next
+    /// call.
+    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a>;
+}
 
 /// How the server was started: the roots it serves and how it resolves memory dirs.
 #[derive(Clone, Default)]
@@ -43,6 +63,9 @@ pub struct McpConfig {
     /// The models that write each saved entry's abstract (L0) and overview (L1) in the
     /// background; off by default.
     pub summaries: crate::summaries::SummaryConfig,
+    /// Where each project's memories live: `None` (the default) for its memory dir, else these
+    /// stores (e.g. a PostgreSQL team store per project). The global memory stays a directory.
+    pub stores: Option<Arc<dyn ProjectStores>>,
 }
 
 impl std::fmt::Debug for McpConfig {
@@ -59,6 +82,7 @@ impl std::fmt::Debug for McpConfig {
                 &self.embedder.as_ref().map(|e| e.model_id().to_owned()),
             )
             .field("summaries", &self.summaries)
+            .field("stores", &self.stores.as_ref().map(|s| s.describe()))
             .finish_non_exhaustive()
     }
 }
@@ -77,12 +101,16 @@ pub struct Project {
     pub path: PathBuf,
     /// The memory dir, and the rule that chose it.
     pub memory: ResolvedMemoryDir,
+    /// Where the memories live when not in the memory dir (the [`ProjectStores`]' description,
+    /// e.g. the team database); `None` for the memory dir.
+    pub store: Option<String>,
 }
 
 impl Project {
-    /// Whether the project has a memory dir yet.
+    /// Whether the project has memory yet: its memory dir exists, or its memories live in a
+    /// shared store (which always has the project, possibly empty).
     pub fn known(&self) -> bool {
-        self.memory.dir.is_dir()
+        self.store.is_some() || self.memory.dir.is_dir()
     }
 }
 
@@ -117,6 +145,8 @@ pub(crate) struct Projects {
     config: McpConfig,
     roots: Vec<PathBuf>,
     open: Mutex<HashMap<PathBuf, Arc<OpenProject>>>,
+    /// The projects open in the shared stores, by project path.
+    shared: Mutex<HashMap<PathBuf, Arc<OpenProject>>>,
     seen: Mutex<HashMap<String, Project>>,
     /// The background summariser, when summaries are on.
     summariser: Option<crate::summaries::Summariser>,
@@ -134,6 +164,7 @@ impl Projects {
             config,
             roots,
             open: Mutex::new(HashMap::new()),
+            shared: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
             summariser,
         }
@@ -234,6 +265,7 @@ impl Projects {
             id: project_id(&canonical),
             path: canonical,
             memory,
+            store: self.config.stores.as_ref().map(|s| s.describe()),
         })
     }
 
@@ -279,8 +311,45 @@ impl Projects {
         &self,
         project: &Project,
         create: bool,
-    ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
-        self.open_dir(&project.memory.dir, create).await
+    ) -> Result<Option<Arc<OpenProject>>, MemoryError> {
+        match &self.config.stores {
+            Some(stores) => self.open_shared(stores.as_ref(), project).await.map(Some),
+            None => self.open_dir(&project.memory.dir, create).await,
+        }
+    }
+
+    /// Open `project`'s store in the shared stores (once; kept open, keyed by the project path).
+    async fn open_shared(
+        &self,
+        stores: &dyn ProjectStores,
+        project: &Project,
+    ) -> Result<Arc<OpenProject>, MemoryError> {
+        let mut open = self.shared.lock().await;
+        if let Some(p) = open.get(&project.path) {
+            return Ok(p.clone());
+        }
+        let store = stores.open(project).await?;
+        let opened = self.wrap(store);
+        open.insert(project.path.clone(), opened.clone());
+        Ok(opened)
+    }
+
+    /// A freshly opened store with its header cache and selectors.
+    fn wrap(&self, store: Arc<dyn MemoryStore>) -> Arc<OpenProject> {
+        let selector = Arc::new(Bm25Selector::new(store.clone()));
+        let hybrid = self.config.embedder.as_ref().map(|embedder| {
+            let cache = vector_cache_for(store.as_ref(), embedder.model_id());
+            Arc::new(HybridSelector::new(store.clone(), embedder.clone(), cache))
+        });
+        if let Some(s) = &self.summariser {
+            s.resume(&store);
+        }
+        Arc::new(OpenProject {
+            headers: ScanCache::new(store.clone()),
+            store,
+            selector,
+            hybrid,
+        })
     }
 
     /// The global memory dir shared by every project: `<base>/global/memory` (`MEMLOOP_HOME`
@@ -304,7 +373,7 @@ impl Projects {
     pub(crate) async fn open_global(
         &self,
         create: bool,
-    ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
+    ) -> Result<Option<Arc<OpenProject>>, MemoryError> {
         match self.global_dir() {
             Some(dir) => self.open_dir(&dir, create).await,
             None => Ok(None),
@@ -315,7 +384,7 @@ impl Projects {
         &self,
         dir: &Path,
         create: bool,
-    ) -> Result<Option<Arc<OpenProject>>, memloop_memory::store::MemoryError> {
+    ) -> Result<Option<Arc<OpenProject>>, MemoryError> {
         let mut open = self.open.lock().await;
         let exists = dir.is_dir();
         if let Some(p) = open.get(dir) {
@@ -327,21 +396,7 @@ impl Projects {
         if !create && !exists {
             return Ok(None);
         }
-        let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(dir)?);
-        let selector = Arc::new(Bm25Selector::new(store.clone()));
-        let hybrid = self.config.embedder.as_ref().map(|embedder| {
-            let cache = vector_cache_for(store.as_ref(), embedder.model_id());
-            Arc::new(HybridSelector::new(store.clone(), embedder.clone(), cache))
-        });
-        if let Some(s) = &self.summariser {
-            s.resume(&store);
-        }
-        let opened = Arc::new(OpenProject {
-            headers: ScanCache::new(store.clone()),
-            store,
-            selector,
-            hybrid,
-        });
+        let opened = self.wrap(Arc::new(FileMemoryStore::open(dir)?));
         open.insert(dir.to_path_buf(), opened.clone());
         Ok(Some(opened))
     }
@@ -363,6 +418,7 @@ mod tests {
             no_claude_md: false,
             embedder: None,
             summaries: Default::default(),
+            stores: None,
         }
     }
 

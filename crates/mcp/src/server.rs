@@ -78,6 +78,12 @@ pub struct ManageParams {
     /// For `update`: the new body.
     #[serde(default)]
     pub content: Option<String>,
+    /// For `update` (required): the memory's `version` as a previous `context_load`,
+    /// `context_search` or `context_save` answer gave it (64 hex digits, the SHA-256 of its
+    /// stored text). When the memory has changed since, nothing is written and the tool error
+    /// carries `code: "version_conflict"` and the `current_version`.
+    #[serde(default)]
+    pub expected_version: Option<String>,
     /// For `init_project`: write the usage block into the project's CLAUDE.md (between
     /// `<!-- memloop:begin ... -->` and `<!-- memloop:end -->` markers; default true).
     #[serde(default)]
@@ -109,10 +115,13 @@ impl MemoryServer {
         let max = self.projects.limits().max_answer_bytes;
         Ok(match r {
             Ok(v) => CallToolResult::structured(crate::answer::finish(v, max)),
-            Err(Refusal(reason)) => CallToolResult::structured_error(crate::answer::finish(
-                json!({ "refused": true, "reason": reason }),
-                max,
-            )),
+            Err(Refusal { reason, details }) => {
+                let mut v = json!({ "refused": true, "reason": reason });
+                if let Value::Object(map) = &mut v {
+                    map.extend(details);
+                }
+                CallToolResult::structured_error(crate::answer::finish(v, max))
+            }
         })
     }
 }
@@ -193,7 +202,8 @@ impl MemoryServer {
         description = "Save entries to a project's memory in one batch. Types: session_summary \
         (what happened this session), decision (what was decided and why), change (what \
         changed), knowledge (durable facts, pointers), todo (open work). Decisions, knowledge \
-        and todos with an existing title are updated. Each entry is reported as written (with \
+        and todos with an existing title are updated (give expected_version, the `version` \
+        you read, to refuse the update if someone changed it since). Each entry is reported as written (with \
         its path) or refused (with the reason, e.g. it looked like a credential: never save \
         secrets)."
     )]
@@ -210,7 +220,10 @@ impl MemoryServer {
         description = "Manage a project's memory: list (optionally by path prefix in target), \
         delete target, update target with new content (its description follows the new first \
         line), or init_project to create the memory directory (MEMORY.md is written with the \
-        first saved entry). Targets are paths as returned by list/search (e.g. todos/fix-ci.md)."
+        first saved entry). Targets are paths as returned by list/search (e.g. todos/fix-ci.md). \
+        update needs expected_version, the entry's `version` from context_load/context_search: \
+        if someone changed it since, the update is refused with the current version (re-read, \
+        merge, retry)."
     )]
     async fn context_manage(
         &self,
@@ -219,10 +232,7 @@ impl MemoryServer {
         self.answer(
             ops::manage(
                 &self.projects,
-                &p.project_path,
-                p.action,
-                p.target.as_deref(),
-                p.content.as_deref(),
+                &p,
                 self.projects.limits(),
                 p.claude_md.unwrap_or(true) && self.projects.claude_md(),
             )

@@ -278,7 +278,7 @@ async fn update_refreshes_the_description_and_the_index_line() {
     let fx = Fixture::new();
     let client = connect(fx.config()).await;
     let project = fx.project("app");
-    save(
+    let saved = save(
         &client,
         &project,
         json!([{ "type": "decision", "title": "Database", "content": "Use MySQL 8." }]),
@@ -288,7 +288,8 @@ async fn update_refreshes_the_description_and_the_index_line() {
         &client,
         "context_manage",
         json!({ "project_path": s(&project), "action": "update",
-                "target": "decisions/database.md", "content": "Use Postgres 16 instead." }),
+                "target": "decisions/database.md", "content": "Use Postgres 16 instead.",
+                "expected_version": saved["results"][0]["version"] }),
     )
     .await;
     assert_eq!(r["is_error"], false, "{r}");

@@ -76,7 +76,8 @@ async fn entries_in_four_languages_are_saved_found_updated_and_deleted() {
         &client,
         "context_manage",
         json!({ "project_path": p, "action": "update", "target": written[3],
-                "content": "Логи переносим в Loki, ClickHouse больше не используем." }),
+                "content": "Логи переносим в Loki, ClickHouse больше не используем.",
+                "expected_version": saved["results"][3]["version"] }),
     )
     .await;
     assert_eq!(upd["is_error"], false, "{upd}");

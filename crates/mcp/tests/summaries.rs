@@ -220,6 +220,7 @@ async fn save_returns_at_once_and_the_fallback_summarises_when_the_provider_is_d
     assert_eq!(hit["description"], "Payments go through Stripe");
     let l2 = call(&client, "context_search", args("full")).await;
     let hit = &l2["results"][0];
+    let version = hit["version"].clone();
     assert_eq!((&hit["tier"], &hit["detail"]), (&json!("L2"), &Value::Null));
     assert_eq!(hit["content"].as_str().unwrap().trim_end(), content);
     assert!(
@@ -255,7 +256,8 @@ async fn save_returns_at_once_and_the_fallback_summarises_when_the_provider_is_d
         &client,
         "context_manage",
         json!({ "project_path": s(&project), "action": "update", "target": rel,
-                "content": "We moved card payments to Adyen for EU acquiring." }),
+                "content": "We moved card payments to Adyen for EU acquiring.",
+                "expected_version": version }),
     )
     .await;
     assert_eq!(u["summary_state"], "pending", "{u}");

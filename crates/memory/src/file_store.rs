@@ -11,7 +11,8 @@ use crate::index::{
 };
 use crate::index_file::{IndexLines, Upsert};
 use crate::memory_store::{
-    CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
+    CheckedWrite, ExpectedVersion, LocalDir, LocalPurpose, MemoryPath, MemoryStore,
+    StoreDescription, VersionedWrite, WriteLimits, content_version,
 };
 use crate::resolver::ResolvedMemoryDir;
 use crate::safety::{
@@ -339,12 +340,15 @@ impl FileMemoryStore {
         Ok(removed)
     }
 
+    /// Write under the dir lock when the file is at the `expected` version (checked under the
+    /// same lock, so no other writer slips in between).
     fn write_blocking(
         &self,
         rel: &str,
         doc: &MemoryDoc,
         mode: WriteMode,
-    ) -> Result<WriteReport, MemoryError> {
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
         let _span = tracing::debug_span!("memory_write", rel, ?mode).entered();
         let path = self.gate.check_write(Path::new(rel))?;
         let _lock = DirLock::acquire(self.root())?;
@@ -356,6 +360,13 @@ impl FileMemoryStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(MemoryError::io(format!("reading {rel}"), e)),
         };
+        if *expected != ExpectedVersion::Any {
+            let current = existing.as_deref().map(content_version);
+            if !expected.accepts(current.as_deref()) {
+                tracing::info!(rel, "memory write refused: version conflict");
+                return Err(expected.conflict(rel, current.as_deref()));
+            }
+        }
         let created = existing.is_none();
         let stem = rel
             .rsplit('/')
@@ -405,10 +416,13 @@ impl FileMemoryStore {
         }
         drop(lines);
         tracing::info!(rel, created, bytes = text.len(), "memory written");
-        Ok(WriteReport {
-            rel_path: rel.to_owned(),
-            path,
-            created,
+        Ok(VersionedWrite {
+            report: WriteReport {
+                rel_path: rel.to_owned(),
+                path,
+                created,
+            },
+            version: content_version(&text),
         })
     }
 
@@ -547,8 +561,31 @@ impl MemoryStore for FileMemoryStore {
 
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
         let this = self.clone();
-        blocking(move || this.write_blocking(write.path().as_str(), write.doc(), write.mode()))
-            .await
+        blocking(move || {
+            this.write_blocking(
+                write.path().as_str(),
+                write.doc(),
+                write.mode(),
+                &ExpectedVersion::Any,
+            )
+        })
+        .await
+        .map(|w| w.report)
+    }
+
+    /// The version check and the write under one dir lock: atomic against every writer of the
+    /// dir, in this process or another.
+    async fn write_checked_if(
+        &self,
+        write: CheckedWrite,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let this = self.clone();
+        let expected = expected.clone();
+        blocking(move || {
+            this.write_blocking(write.path().as_str(), write.doc(), write.mode(), &expected)
+        })
+        .await
     }
 
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {

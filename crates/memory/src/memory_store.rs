@@ -87,6 +87,66 @@ impl CheckedWrite {
     }
 }
 
+/// The version of a memory: the SHA-256 (lowercase hex) of its text as the store holds it
+/// ([`MemoryFile::raw`] of a read). The same rule on every backend, so a client compares
+/// versions without knowing which backend it talks to.
+///
+/// ```
+/// use memloop_memory::store::content_version;
+/// assert_eq!(content_version("").len(), 64);
+/// assert_ne!(content_version("決定"), content_version("决定"));
+/// ```
+pub fn content_version(raw: &str) -> String {
+    Sha256::digest(raw.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What a conditional write ([`MemoryStore::write_checked_if`]) expects to find at its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpectedVersion {
+    /// Whatever is there (last writer wins); the write still reports the version it made.
+    Any,
+    /// No memory (create only).
+    Absent,
+    /// Exactly this version ([`content_version`] of the text the caller read).
+    Is(String),
+}
+
+impl ExpectedVersion {
+    /// Whether a memory whose current version is `current` (`None`: absent) satisfies it.
+    pub fn accepts(&self, current: Option<&str>) -> bool {
+        match (self, current) {
+            (Self::Any, _) | (Self::Absent, None) => true,
+            (Self::Is(v), Some(c)) => v.eq_ignore_ascii_case(c),
+            _ => false,
+        }
+    }
+
+    /// The conflict error for a memory at `path` whose current version is `current`.
+    pub fn conflict(&self, path: &str, current: Option<&str>) -> MemoryError {
+        MemoryError::VersionConflict {
+            path: path.to_owned(),
+            expected: match self {
+                Self::Is(v) => v.clone(),
+                Self::Absent => "none".into(),
+                Self::Any => "any".into(),
+            },
+            current: current.unwrap_or("none").to_owned(),
+        }
+    }
+}
+
+/// What a conditional write did: the usual report and the memory's new version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionedWrite {
+    /// Where it was written.
+    pub report: WriteReport,
+    /// The memory's version after the write ([`content_version`] of its stored text).
+    pub version: String,
+}
+
 /// Where a store keeps its memories.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -304,6 +364,36 @@ pub trait MemoryStore: Send + Sync {
     /// builds the [`CheckedWrite`]). Atomic and locked.
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError>;
 
+    /// Write a memory and its index line only if its current version is what `expected` says
+    /// (primitive: callers use `write_if`); otherwise nothing is written and the error is
+    /// [`MemoryError::VersionConflict`] naming the current version. Returns the new version.
+    ///
+    /// Both built-in backends make the check and the write one atomic step (the file store
+    /// under its directory lock, the PostgreSQL store on the row's version). The default reads,
+    /// compares and writes without holding anything in between: correct for a store with one
+    /// writer, racy with several; a backend shared by writers overrides it.
+    async fn write_checked_if(
+        &self,
+        write: CheckedWrite,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let rel = write.path().as_str().to_owned();
+        if *expected != ExpectedVersion::Any {
+            let current = match self.read_path(write.path()).await {
+                Ok(f) => Some(content_version(&f.raw)),
+                Err(MemoryError::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            };
+            if !expected.accepts(current.as_deref()) {
+                return Err(expected.conflict(&rel, current.as_deref()));
+            }
+        }
+        let path = write.path().clone();
+        let report = self.write_checked(write).await?;
+        let version = content_version(&self.read_path(&path).await?.raw);
+        Ok(VersionedWrite { report, version })
+    }
+
     /// Delete a memory and its index line (primitive: callers use `delete`).
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError>;
 
@@ -342,6 +432,22 @@ impl dyn MemoryStore + '_ {
             .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
             .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
         self.write_checked(checked).await
+    }
+
+    /// [`write`](Self::write) only if the memory is at the `expected` version
+    /// ([`MemoryStore::write_checked_if`]): the same rules first, then one atomic check-and-write.
+    /// A stale expectation is [`MemoryError::VersionConflict`] with the current version.
+    pub async fn write_if(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let checked = CheckedWrite::check(rel_path, doc, mode, self.write_limits())
+            .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
+            .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
+        self.write_checked_if(checked, expected).await
     }
 
     /// Delete a memory and its index line (path validated, never `MEMORY.md`, contained).

@@ -19,8 +19,8 @@ pub use crate::file_store::{FileMemoryStore, StoreConfig};
 pub use crate::frontmatter::append_to_existing;
 pub use crate::index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use crate::memory_store::{
-    CheckedWrite, LocalBases, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription,
-    StoreLocation, WriteLimits,
+    CheckedWrite, ExpectedVersion, LocalBases, LocalDir, LocalPurpose, MemoryPath, MemoryStore,
+    StoreDescription, StoreLocation, VersionedWrite, WriteLimits, content_version,
 };
 pub use crate::safety::{
     ContainmentGate, SecretFilter, redact_secrets, title_file_stem, title_key, topic_to_rel_path,

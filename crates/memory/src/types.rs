@@ -229,6 +229,20 @@ pub enum MemoryError {
     /// No such memory.
     #[error("no memory named `{0}`")]
     NotFound(String),
+    /// A conditional write ([`ExpectedVersion`](crate::store::ExpectedVersion)) found another
+    /// version than the one it was based on: the memory changed (or appeared, or went) since the
+    /// caller read it. Nothing was written.
+    #[error(
+        "conflict on `{path}`: expected version {expected}, but the current version is {current}; read it again and retry"
+    )]
+    VersionConflict {
+        /// Relative path.
+        path: String,
+        /// The version the write was based on (`none`: it expected no memory there).
+        expected: String,
+        /// The current version (`none`: there is no memory there).
+        current: String,
+    },
     /// The file is not valid UTF-8 text or is too large.
     #[error("cannot read memory `{path}`: {reason}")]
     Unreadable {

@@ -8,10 +8,10 @@ use crate::migrations::migrate;
 use async_trait::async_trait;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
 use memloop_memory::store::{
-    ChangeCursor, Changes, CheckedWrite, IndexCaps, IndexEntry, LoadedIndex, LocalDir,
-    LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryStore,
-    MemoryType, StoreDescription, StoreLocation, WriteMode, WriteReport, append_to_existing,
-    format_entry_line, load_capped, validate_rel_path,
+    ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex,
+    LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
+    MemoryStore, MemoryType, StoreDescription, StoreLocation, VersionedWrite, WriteMode,
+    WriteReport, append_to_existing, format_entry_line, load_capped, validate_rel_path,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -733,6 +733,44 @@ impl MemoryStore for PgMemoryStore {
             rel_path: w.rel_path,
             created: w.created,
         })
+    }
+
+    /// The content version is the row's `sha256` (of the same text a read returns as `raw`).
+    /// The expected hash is matched against the row, then the write expects that row's version
+    /// number, so a writer slipping in between fails the version check: one atomic step.
+    async fn write_checked_if(
+        &self,
+        write: CheckedWrite,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let rel = write.path().as_str().to_owned();
+        let versioned = match expected {
+            ExpectedVersion::Any => Expected::Any,
+            ExpectedVersion::Absent => Expected::Absent,
+            ExpectedVersion::Is(_) => {
+                let current = self.get(&rel).await?;
+                let sha = current.as_ref().map(|m| m.sha256.as_str());
+                match &current {
+                    Some(m) if expected.accepts(sha) => Expected::Version(m.version),
+                    _ => return Err(expected.conflict(&rel, sha)),
+                }
+            }
+        };
+        match self.write_checked_versioned(&write, versioned).await {
+            Ok(w) => Ok(VersionedWrite {
+                report: WriteReport {
+                    path: PathBuf::from(&w.rel_path),
+                    rel_path: w.rel_path,
+                    created: w.created,
+                },
+                version: w.sha256,
+            }),
+            Err(e) if e.as_conflict().is_some() => {
+                let current = self.get(&rel).await?.map(|m| m.sha256);
+                Err(expected.conflict(&rel, current.as_deref()))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {

@@ -78,7 +78,9 @@ async def main(binary, project, home, outside):
             # Manage: list, update, delete.
             listed = payload(await session.call_tool("context_manage", {"project_path": project, "action": "list"}))
             assert len(listed["memories"]) == 5, listed
-            updated = payload(await session.call_tool("context_manage", {"project_path": project, "action": "update", "target": "decisions/database.md", "content": "Use Postgres 17."}))
+            found = payload(await session.call_tool("context_search", {"project_path": project, "query": "database", "scope": "decisions"}))
+            version = next(r["version"] for r in found["results"] if r["path"] == "decisions/database.md")
+            updated = payload(await session.call_tool("context_manage", {"project_path": project, "action": "update", "target": "decisions/database.md", "content": "Use Postgres 17.", "expected_version": version}))
             assert updated["updated"] == "decisions/database.md", updated
             deleted = payload(await session.call_tool("context_manage", {"project_path": project, "action": "delete", "target": "todos/fix-flaky-ci.md"}))
             assert deleted["deleted"] == "todos/fix-flaky-ci.md", deleted

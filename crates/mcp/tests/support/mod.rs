@@ -58,6 +58,7 @@ impl Fixture {
             no_claude_md: false,
             embedder: None,
             summaries: Default::default(),
+            stores: None,
         }
     }
 

@@ -1,0 +1,71 @@
+//! `memloop mcp --database-url URL` (or `MEMLOOP_DATABASE_URL`): every served project keeps its
+//! memories in the PostgreSQL team store, under the same project id `memloop team` uses for
+//! that project dir ([`memloop_pg::project_id_for`]: its git `origin` URL, else its dir name).
+
+use crate::context::Context;
+use anyhow::bail;
+use memloop_mcp::{OpenFuture, Project, ProjectStores};
+use memloop_memory::store::{MemoryError, MemoryStore};
+use memloop_pg::{PgConfig, PgMemoryStore};
+use std::sync::Arc;
+
+/// The `application_name` prefix of the server's database connections; the process id follows
+/// (`memloop-mcp:4242`), so an operator can tell which server holds a connection.
+pub const APPLICATION_NAME: &str = "memloop-mcp";
+
+/// Opens one [`PgMemoryStore`] per served project on one database.
+pub struct TeamStores {
+    url: String,
+    shown: String,
+}
+
+impl TeamStores {
+    /// The team stores at `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        let url = url.into();
+        let shown = PgConfig::new(url.clone(), "-").redacted_url();
+        Self { url, shown }
+    }
+
+    /// The connection settings for `project_id`.
+    pub fn config(&self, project_id: impl Into<String>) -> PgConfig {
+        PgConfig::new(self.url.clone(), project_id)
+            .application_name(format!("{APPLICATION_NAME}:{}", std::process::id()))
+    }
+}
+
+impl ProjectStores for TeamStores {
+    fn describe(&self) -> String {
+        format!("postgres:{}", self.shown)
+    }
+
+    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
+        Box::pin(async move {
+            let id = memloop_pg::project_id_for(&project.path);
+            tracing::info!(project = %project.path.display(), team_project = %id, "opening the team store");
+            let store = PgMemoryStore::open(self.config(id))
+                .await
+                .map_err(MemoryError::from)?;
+            Ok(Arc::new(store) as Arc<dyn MemoryStore>)
+        })
+    }
+}
+
+/// The team stores `--database-url` or `MEMLOOP_DATABASE_URL` names, if any. `--team-project`
+/// names one project and the server serves many, so it is refused here.
+pub fn from_context(ctx: &Context) -> anyhow::Result<Option<Arc<dyn ProjectStores>>> {
+    let url = ctx
+        .database_url
+        .clone()
+        .or_else(|| PgConfig::url_from_env(&ctx.env));
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    if ctx.team_project.is_some() {
+        bail!(
+            "--team-project names one team project, but `memloop mcp` serves many: each \
+             project's id is its git origin URL (else its dir name), as for `memloop team`"
+        );
+    }
+    Ok(Some(Arc::new(TeamStores::new(url))))
+}
