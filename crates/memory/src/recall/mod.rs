@@ -22,7 +22,10 @@ mod surface;
 mod vectors;
 
 pub use crate::manifest::format_manifest;
-pub use analyzer::{Analyzer, Script, is_stop_word, nfkc, normalize, tokens, words};
+pub use analyzer::{
+    Analyzer, Language, Script, UnknownLanguage, detect_language, is_stop_word, nfkc, normalize,
+    tokens, words,
+};
 pub use bm25::{Bm25Index, Bm25Params, IndexText};
 pub use bm25_selector::{Bm25Selector, SyncReport};
 pub use fallback::FallbackSelector;

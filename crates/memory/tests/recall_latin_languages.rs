@@ -1,0 +1,248 @@
+//! Recall in Latin-script languages other than English: Spanish, Portuguese, German, French and
+//! Italian memories found by queries in their language that use other inflections of the same
+//! words (plural and singular, other verb forms), with each memory's language detected; the
+//! same queries analysed as English (the detector bypassed) miss them. Stop words of one
+//! language never remove a content word of another, and mixed text (an English name in a German
+//! sentence) still meets.
+
+mod recall_common;
+
+use memloop_memory::recall::{
+    Analyzer, Bm25Params, Bm25Selector, KeywordConfig, KeywordSelector, Language, SelectionContext,
+    Selector, detect_language,
+};
+use memloop_memory::store::MemoryStore;
+use recall_common::{put, store};
+use std::sync::Arc;
+
+/// (path, language, description, body): two memories per language, so each query has a
+/// distractor in its own language, plus English ones.
+const MEMORIES: &[(&str, Language, &str, &str)] = &[
+    (
+        "es-migraciones.md",
+        Language::Spanish,
+        "Migraciones de la base de datos",
+        "Las migraciones se ejecutan automáticamente antes de cada despliegue y los desarrolladores revisan los scripts.",
+    ),
+    (
+        "es-vacaciones.md",
+        Language::Spanish,
+        "Vacaciones del equipo",
+        "Durante agosto la mitad del equipo está de vacaciones y las guardias se reparten entre los demás.",
+    ),
+    (
+        "pt-senhas.md",
+        Language::Portuguese,
+        "Senhas dos usuários",
+        "As senhas ficam guardadas no cofre de segredos e são trocadas a cada noventa dias pelos administradores.",
+    ),
+    (
+        "pt-reunioes.md",
+        Language::Portuguese,
+        "Reuniões semanais",
+        "As reuniões de planejamento acontecem às segundas-feiras e duram no máximo uma hora.",
+    ),
+    (
+        "de-datenbanken.md",
+        Language::German,
+        "Sicherung der Datenbanken",
+        "Die Datenbanken werden jede Nacht gesichert und die Sicherungen dreißig Tage aufbewahrt.",
+    ),
+    (
+        "de-urlaub.md",
+        Language::German,
+        "Urlaubsplanung",
+        "Urlaubsanträge müssen zwei Wochen vorher beim Teamleiter eingereicht werden.",
+    ),
+    (
+        "fr-donnees.md",
+        Language::French,
+        "Bases de données de production",
+        "Les bases de données de production sont répliquées sur deux serveurs et surveillées en permanence.",
+    ),
+    (
+        "fr-recrutement.md",
+        Language::French,
+        "Recrutement",
+        "Les entretiens techniques se déroulent en deux étapes avec un exercice pratique.",
+    ),
+    (
+        "it-chiavi.md",
+        Language::Italian,
+        "Rotazione delle chiavi",
+        "Le chiavi di cifratura vengono ruotate ogni mese e i certificati scaduti sono rinnovati dal gruppo di sicurezza.",
+    ),
+    (
+        "it-riunioni.md",
+        Language::Italian,
+        "Riunioni del venerdì",
+        "Il venerdì pomeriggio facciamo una breve riunione per discutere i problemi della settimana.",
+    ),
+    (
+        "en-garden.md",
+        Language::English,
+        "Office plants",
+        "The tomato plants by the window will die without water over the holidays.",
+    ),
+    (
+        "en-deploy.md",
+        Language::English,
+        "Deploy freeze on Fridays",
+        "We never ship releases on Friday afternoons; hotfixes need two reviewers.",
+    ),
+    (
+        "de-mixed.md",
+        Language::German,
+        "Verbindungen zur Hauptdatenbank",
+        "Wir nutzen PostgreSQL als Hauptdatenbank; der Connection Pool wird beim Start des Dienstes konfiguriert.",
+    ),
+];
+
+/// (query, the memory it must find first). Every query word that names the topic is another
+/// inflection of the memory's word, one that the English stemmer does not bring together.
+const QUERIES: &[(&str, &str)] = &[
+    ("¿Quién ejecutó la migración?", "es-migraciones.md"),
+    ("Onde guardamos a senha trocada?", "pt-senhas.md"),
+    ("Wie wird eine Datenbank gesichert?", "de-datenbanken.md"),
+    ("Où la donnée est-elle répliquée ?", "fr-donnees.md"),
+    ("Chi rinnova il certificato scaduto?", "it-chiavi.md"),
+    // Mixed: the English words of a German memory, and its German compound inflected.
+    ("connection pooling", "de-mixed.md"),
+    ("Hauptdatenbanken", "de-mixed.md"),
+];
+
+async fn filled() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
+    let (tmp, store) = store();
+    for (rel, _, description, body) in MEMORIES {
+        put(&store, rel, description, body).await;
+    }
+    (tmp, store)
+}
+
+async fn first(sel: &dyn Selector, store: &Arc<dyn MemoryStore>, query: &str) -> Vec<String> {
+    let headers = store.scan().await.expect("scan");
+    sel.select_checked(query, &headers, &SelectionContext::with_limit(3))
+        .await
+        .expect("select")
+}
+
+#[test]
+fn each_memory_is_detected_in_its_language() {
+    for (rel, lang, description, body) in MEMORIES {
+        let text = format!("{description}\n{body}");
+        assert_eq!(detect_language(&text), Some(*lang), "{rel}");
+    }
+    // Chinese with one English name: too few Latin words to tell, so English.
+    assert_eq!(detect_language("我们决定使用PostgreSQL作为主数据库"), None);
+}
+
+#[tokio::test]
+async fn bm25_finds_each_language_by_another_inflection() {
+    let (_tmp, store) = filled().await;
+    let sel = Bm25Selector::new(store.clone());
+    for (query, want) in QUERIES {
+        let got = first(&sel, &store, query).await;
+        assert_eq!(
+            got.first().map(String::as_str),
+            Some(*want),
+            "{query}: {got:?}"
+        );
+    }
+}
+
+/// The inflections the queries above rely on: one stem in their language's stemmer, two under
+/// the English one (which every Latin word got before: the detector bypassed).
+#[test]
+fn inflections_meet_in_their_language_only() {
+    let a = Analyzer::new(false);
+    // (language, query word, memory word, whether the English stemmer misses the pair: a
+    // plural in -s it already joins).
+    for (lang, query_word, memory_word, english_misses) in [
+        (Language::Spanish, "ejecutó", "ejecutan", true),
+        (Language::Spanish, "migración", "migraciones", true),
+        (Language::Portuguese, "guardamos", "guardadas", true),
+        (Language::Portuguese, "trocada", "trocadas", false),
+        (Language::German, "Datenbank", "Datenbanken", true),
+        (Language::German, "Hauptdatenbanken", "Hauptdatenbank", true),
+        (Language::French, "donnée", "données", false),
+        (Language::French, "répliquée", "répliquées", false),
+        (Language::Italian, "rinnova", "rinnovati", true),
+        (Language::Italian, "certificato", "certificati", true),
+    ] {
+        let q = a.terms_in(query_word, lang);
+        assert_eq!(q, a.terms_in(memory_word, lang), "{lang}: {query_word}");
+        assert!(!q.is_empty());
+        if english_misses {
+            assert_ne!(
+                a.terms_in(query_word, Language::English),
+                a.terms_in(memory_word, Language::English),
+                "English already joins {query_word} and {memory_word}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn keyword_selector_meets_inflected_descriptions() {
+    let (_tmp, store) = filled().await;
+    let sel = KeywordSelector::new(KeywordConfig::default());
+    for (query, want) in [
+        ("migración de base de datos", "es-migraciones.md"),
+        ("Sicherungen einer Datenbank", "de-datenbanken.md"),
+        ("rotazioni della chiave", "it-chiavi.md"),
+        ("recrutements", "fr-recrutement.md"),
+    ] {
+        let got = first(&sel, &store, query).await;
+        assert_eq!(
+            got.first().map(String::as_str),
+            Some(want),
+            "{query}: {got:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_stop_word_of_one_language_is_a_content_word_of_another() {
+    let (_tmp, store) = filled().await;
+    let sel = Bm25Selector::new(store.clone());
+    // "die" is an English verb and a German article: the English memory is found, the German
+    // ones (full of the article) are not.
+    let got = first(&sel, &store, "die").await;
+    assert_eq!(got, vec!["en-garden.md".to_owned()]);
+
+    let a = Analyzer::new(false);
+    // Spanish and French function words leave a Spanish or French text, English ones stay in
+    // words English does not know as function words.
+    let es = a.terms("Las migraciones de la base de datos que el equipo revisa");
+    for stop in ["las", "de", "la", "que", "el"] {
+        assert!(!es.contains(&stop.to_owned()), "{stop} in {es:?}");
+    }
+    assert!(es.contains(&"migracion".to_owned()), "{es:?}");
+    let fr = a.terms("Les bases de données sont répliquées sur deux serveurs");
+    assert!(
+        !fr.iter().any(|t| t == "les" || t == "de" || t == "sur"),
+        "{fr:?}"
+    );
+    // The German article is a word of an English text.
+    assert!(
+        a.terms("the plants will die without water")
+            .contains(&"die".to_owned())
+    );
+}
+
+#[test]
+fn the_override_fixes_the_language() {
+    let de = Analyzer::new(false).with_language(Some(Language::German));
+    assert_eq!(de.language_of("the plants will die"), Language::German);
+    assert_eq!(de.terms("Datenbanken"), de.terms("Datenbank"));
+    let auto = Analyzer::new(false);
+    assert_eq!(
+        auto.language_of("Die Datenbanken werden jede Nacht gesichert"),
+        Language::German
+    );
+    // A single word is too little to tell: English.
+    assert_eq!(auto.language_of("Datenbanken"), Language::English);
+    assert_eq!("de".parse::<Language>(), Ok(Language::German));
+    assert_eq!("Portuguese".parse::<Language>(), Ok(Language::Portuguese));
+    assert!("klingon".parse::<Language>().is_err());
+}
