@@ -19,79 +19,79 @@ use std::sync::Arc;
 /// distractor in its own language, plus English ones.
 const MEMORIES: &[(&str, Language, &str, &str)] = &[
     (
-        "es-migraciones.md",
+        "migraciones.md",
         Language::Spanish,
         "Migraciones de la base de datos",
         "Las migraciones se ejecutan automáticamente antes de cada despliegue y los desarrolladores revisan los scripts.",
     ),
     (
-        "es-vacaciones.md",
+        "vacaciones.md",
         Language::Spanish,
         "Vacaciones del equipo",
         "Durante agosto la mitad del equipo está de vacaciones y las guardias se reparten entre los demás.",
     ),
     (
-        "pt-senhas.md",
+        "senhas.md",
         Language::Portuguese,
         "Senhas dos usuários",
         "As senhas ficam guardadas no cofre de segredos e são trocadas a cada noventa dias pelos administradores.",
     ),
     (
-        "pt-reunioes.md",
+        "reunioes.md",
         Language::Portuguese,
         "Reuniões semanais",
         "As reuniões de planejamento acontecem às segundas-feiras e duram no máximo uma hora.",
     ),
     (
-        "de-datenbanken.md",
+        "datenbanken.md",
         Language::German,
         "Sicherung der Datenbanken",
         "Die Datenbanken werden jede Nacht gesichert und die Sicherungen dreißig Tage aufbewahrt.",
     ),
     (
-        "de-urlaub.md",
+        "urlaub.md",
         Language::German,
         "Urlaubsplanung",
         "Urlaubsanträge müssen zwei Wochen vorher beim Teamleiter eingereicht werden.",
     ),
     (
-        "fr-donnees.md",
+        "donnees.md",
         Language::French,
         "Bases de données de production",
         "Les bases de données de production sont répliquées sur deux serveurs et surveillées en permanence.",
     ),
     (
-        "fr-recrutement.md",
+        "recrutement.md",
         Language::French,
         "Recrutement",
         "Les entretiens techniques se déroulent en deux étapes avec un exercice pratique.",
     ),
     (
-        "it-chiavi.md",
+        "chiavi.md",
         Language::Italian,
         "Rotazione delle chiavi",
         "Le chiavi di cifratura vengono ruotate ogni mese e i certificati scaduti sono rinnovati dal gruppo di sicurezza.",
     ),
     (
-        "it-riunioni.md",
+        "riunioni.md",
         Language::Italian,
         "Riunioni del venerdì",
         "Il venerdì pomeriggio facciamo una breve riunione per discutere i problemi della settimana.",
     ),
     (
-        "en-garden.md",
+        "garden.md",
         Language::English,
         "Office plants",
         "The tomato plants by the window will die without water over the holidays.",
     ),
     (
-        "en-deploy.md",
+        "deploy.md",
         Language::English,
         "Deploy freeze on Fridays",
         "We never ship releases on Friday afternoons; hotfixes need two reviewers.",
     ),
     (
-        "de-mixed.md",
+        "hauptdatenbank.md",
         Language::German,
         "Verbindungen zur Hauptdatenbank",
         "Wir nutzen PostgreSQL als Hauptdatenbank; der Connection Pool wird beim Start des Dienstes konfiguriert.",
@@ -101,14 +101,14 @@ const MEMORIES: &[(&str, Language, &str, &str)] = &[
 /// (query, the memory it must find first). Every query word that names the topic is another
 /// inflection of the memory's word, one that the English stemmer does not bring together.
 const QUERIES: &[(&str, &str)] = &[
-    ("¿Quién ejecutó la migración?", "es-migraciones.md"),
-    ("Onde guardamos a senha trocada?", "pt-senhas.md"),
-    ("Wie wird eine Datenbank gesichert?", "de-datenbanken.md"),
-    ("Où la donnée est-elle répliquée ?", "fr-donnees.md"),
-    ("Chi rinnova il certificato scaduto?", "it-chiavi.md"),
+    ("¿Quién ejecutó la migración?", "migraciones.md"),
+    ("Onde guardamos a senha trocada?", "senhas.md"),
+    ("Wie wird eine Datenbank gesichert?", "datenbanken.md"),
+    ("Où la donnée est-elle répliquée ?", "donnees.md"),
+    ("Chi rinnova il certificato scaduto?", "chiavi.md"),
     // Mixed: the English words of a German memory, and its German compound inflected.
-    ("connection pooling", "de-mixed.md"),
-    ("Hauptdatenbanken", "de-mixed.md"),
+    ("connection pooling", "hauptdatenbank.md"),
+    ("Hauptdatenbanken", "hauptdatenbank.md"),
 ];
 
 async fn filled() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
@@ -187,10 +187,10 @@ async fn keyword_selector_meets_inflected_descriptions() {
     let (_tmp, store) = filled().await;
     let sel = KeywordSelector::new(KeywordConfig::default());
     for (query, want) in [
-        ("migración de base de datos", "es-migraciones.md"),
-        ("Sicherungen einer Datenbank", "de-datenbanken.md"),
-        ("rotazioni della chiave", "it-chiavi.md"),
-        ("recrutements", "fr-recrutement.md"),
+        ("migración de base de datos", "migraciones.md"),
+        ("Sicherungen einer Datenbank", "datenbanken.md"),
+        ("rotazioni della chiave", "chiavi.md"),
+        ("recrutements", "recrutement.md"),
     ] {
         let got = first(&sel, &store, query).await;
         assert_eq!(
@@ -208,7 +208,7 @@ async fn a_stop_word_of_one_language_is_a_content_word_of_another() {
     // "die" is an English verb and a German article: the English memory is found, the German
     // ones (full of the article) are not.
     let got = first(&sel, &store, "die").await;
-    assert_eq!(got, vec!["en-garden.md".to_owned()]);
+    assert_eq!(got, vec!["garden.md".to_owned()]);
 
     let a = Analyzer::new(false);
     // Spanish and French function words leave a Spanish or French text, English ones stay in
