@@ -96,6 +96,12 @@ const MEMORIES: &[(&str, Language, &str, &str)] = &[
         "Verbindungen zur Hauptdatenbank",
         "Wir nutzen PostgreSQL als Hauptdatenbank; der Connection Pool wird beim Start des Dienstes konfiguriert.",
     ),
+    (
+        "zhushujuku.md",
+        Language::English,
+        "主数据库的选择",
+        "我们决定使用PostgreSQL作为主数据库，因为团队熟悉它的事务和扩展。",
+    ),
 ];
 
 /// (query, the memory it must find first). Every query word that names the topic is another
@@ -109,6 +115,9 @@ const QUERIES: &[(&str, &str)] = &[
     // Mixed: the English words of a German memory, and its German compound inflected.
     ("connection pooling", "hauptdatenbank.md"),
     ("Hauptdatenbanken", "hauptdatenbank.md"),
+    // Chinese with an English name, among memories in six Latin languages.
+    ("我们用什么数据库？", "zhushujuku.md"),
+    ("PostgreSQL 主数据库", "zhushujuku.md"),
 ];
 
 async fn filled() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
@@ -130,7 +139,8 @@ async fn first(sel: &dyn Selector, store: &Arc<dyn MemoryStore>, query: &str) ->
 fn each_memory_is_detected_in_its_language() {
     for (rel, lang, description, body) in MEMORIES {
         let text = format!("{description}\n{body}");
-        assert_eq!(detect_language(&text), Some(*lang), "{rel}");
+        let want = (*rel != "zhushujuku.md").then_some(*lang);
+        assert_eq!(detect_language(&text), want, "{rel}");
     }
     // Chinese with one English name: too few Latin words to tell, so English.
     assert_eq!(detect_language("我们决定使用PostgreSQL作为主数据库"), None);

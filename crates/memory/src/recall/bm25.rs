@@ -314,7 +314,7 @@ impl Bm25Index {
         if self.by_path.is_empty() || k == 0 {
             return Vec::new();
         }
-        let passes: Vec<(Language, Vec<(u32, f32)>)> = self
+        let mut passes: Vec<(Language, Vec<(u32, f32)>)> = self
             .languages()
             .map(|lang| {
                 let mut qterms: Vec<(u32, f32)> = self
@@ -328,7 +328,22 @@ impl Bm25Index {
                 (lang, qterms)
             })
             .collect();
-        let (scores, touched) = self.score(&passes);
+        // Terms every language's analysis shares (all of them when the memories are in one
+        // language; Han bigrams, Cyrillic stems, numbers otherwise) score every memory in one
+        // pass: a memory would get them in its own language's pass anyway.
+        let has = |list: &[(u32, f32)], tid: u32| list.binary_search_by_key(&tid, |q| q.0).is_ok();
+        let shared: Vec<(u32, f32)> = match passes.split_first() {
+            Some(((_, first), rest)) => first
+                .iter()
+                .filter(|q| rest.iter().all(|(_, r)| has(r, q.0)))
+                .copied()
+                .collect(),
+            None => Vec::new(),
+        };
+        for (_, own) in &mut passes {
+            own.retain(|q| !has(&shared, q.0));
+        }
+        let (scores, touched) = self.score(&shared, &passes);
         let ranked = if self.params.dir_weight > 0.0 {
             self.lift(&scores, &touched)
         } else {
@@ -355,9 +370,13 @@ impl Bm25Index {
         }
     }
 
-    /// BM25F scores of every memory sharing a term with its language's query terms in `passes`
-    /// (dense by doc slot), and the slots touched.
-    fn score(&self, passes: &[(Language, Vec<(u32, f32)>)]) -> (Vec<f32>, Vec<u32>) {
+    /// BM25F scores of every memory sharing a term of `shared` (any memory) or of its
+    /// language's query terms in `passes` (dense by doc slot), and the slots touched.
+    fn score(
+        &self,
+        shared: &[(u32, f32)],
+        passes: &[(Language, Vec<(u32, f32)>)],
+    ) -> (Vec<f32>, Vec<u32>) {
         let n = self.by_path.len().max(1);
         let avg: [f32; FIELDS] =
             std::array::from_fn(|f| (self.len_sum[f] as f32 / n as f32).max(1.0));
@@ -374,9 +393,9 @@ impl Bm25Index {
         let mut matched = vec![0f32; if coord { self.docs.len() } else { 0 }];
         let mut total = [0f32; Language::ALL.len()];
         let mut touched: Vec<u32> = Vec::new();
-        // One language: every memory is in it, no need to compare.
-        let mixed = passes.len() > 1;
-        for (lang, qterms) in passes {
+        let all = std::iter::once((None, shared));
+        let own = passes.iter().map(|(l, q)| (Some(*l), q.as_slice()));
+        for (lang, qterms) in all.chain(own) {
             for &(tid, qw) in qterms {
                 let list = &self.postings[tid as usize];
                 if self.df[tid as usize] == 0 {
@@ -385,12 +404,13 @@ impl Bm25Index {
                 let idf = qw * self.idf(tid);
                 let uni = !self.is_bigram[tid as usize];
                 if uni {
-                    if let Some(t) = total.get_mut((*lang).index()) {
-                        *t += idf;
+                    match lang {
+                        Some(l) => total[l.index()] += idf,
+                        None => total.iter_mut().for_each(|t| *t += idf),
                     }
                 }
                 for p in list {
-                    if !self.alive[p.doc as usize] || (mixed && p.lang != *lang) {
+                    if !self.alive[p.doc as usize] || lang.is_some_and(|l| p.lang != l) {
                         continue;
                     }
                     let mut tf = 0f32;
