@@ -901,10 +901,19 @@ impl Analyzer {
 
     /// The terms of `text` with its Latin-script words in `language`.
     pub(crate) fn analyze_in(&self, text: &str, language: Language) -> Terms {
+        self.analyze_tokens(tokens(text), language)
+    }
+
+    /// The terms of `tokens` (see [`tokens`]) with Latin-script words in `language`.
+    pub(crate) fn analyze_tokens(
+        &self,
+        tokens: Vec<(String, Script)>,
+        language: Language,
+    ) -> Terms {
         let mut single = Vec::new();
         let mut pairs = Vec::new();
         let mut prev_word: Option<usize> = None;
-        for (token, script) in tokens(text) {
+        for (token, script) in tokens {
             match script {
                 Script::Cjk | Script::Thai => {
                     char_bigrams(&token, &mut single);

@@ -3,7 +3,7 @@
 //! score of another memory in the same directory, so that e.g. a session summary lifts the notes
 //! filed next to it).
 
-use super::analyzer::{Analyzer, Language};
+use super::analyzer::{Analyzer, Language, Script, tokens};
 use std::collections::HashMap;
 use std::time::SystemTime;
 
@@ -314,18 +314,27 @@ impl Bm25Index {
         if self.by_path.is_empty() || k == 0 {
             return Vec::new();
         }
-        let mut passes: Vec<(Language, Vec<(u32, f32)>)> = self
-            .languages()
+        let tokens = tokens(query);
+        // Without Latin words the analysis is the same in every language: do it once.
+        let latin = tokens.iter().any(|(_, s)| *s == Script::Latin);
+        let languages: Vec<Language> = if latin {
+            self.languages().collect()
+        } else {
+            vec![Language::English]
+        };
+        let mut passes: Vec<(Language, Vec<(u32, f32)>)> = languages
+            .iter()
             .map(|lang| {
-                let mut qterms: Vec<(u32, f32)> = self
-                    .analyzer
-                    .terms_in(query, lang)
+                let terms = self.analyzer.analyze_tokens(tokens.clone(), *lang);
+                let mut qterms: Vec<(u32, f32)> = terms
+                    .single
                     .iter()
+                    .chain(&terms.pairs)
                     .filter_map(|t| self.term_ids.get(t).map(|id| (*id, 1.0)))
                     .collect();
                 qterms.sort_unstable_by_key(|q| q.0);
                 qterms.dedup_by_key(|q| q.0);
-                (lang, qterms)
+                (*lang, qterms)
             })
             .collect();
         // Terms every language's analysis shares (all of them when the memories are in one
