@@ -5,6 +5,8 @@
 //! language never remove a content word of another, and mixed text (an English name in a German
 //! sentence) still meets.
 
+#![allow(clippy::expect_used)] // test helpers outside #[test] fns
+
 mod recall_common;
 
 use memloop_memory::recall::{
@@ -190,6 +192,23 @@ fn inflections_meet_in_their_language_only() {
             );
         }
     }
+}
+
+/// The same index with the language fixed to English (the detector bypassed, as before this
+/// analyzer knew other languages): the German plural no longer meets its singular.
+#[tokio::test]
+async fn the_english_override_loses_the_german_inflection() {
+    let (_tmp, store) = filled().await;
+    let detected = Bm25Selector::new(store.clone());
+    let got = first(&detected, &store, "Datenbank").await;
+    assert_eq!(got.first().map(String::as_str), Some("datenbanken.md"));
+    let english = Bm25Params {
+        language: Some(Language::English),
+        ..Bm25Params::default()
+    };
+    let bypassed = Bm25Selector::with_params(store.clone(), english);
+    let got = first(&bypassed, &store, "Datenbank").await;
+    assert!(!got.contains(&"datenbanken.md".to_owned()), "{got:?}");
 }
 
 #[tokio::test]
