@@ -275,3 +275,31 @@ fn the_override_fixes_the_language() {
     assert_eq!("Portuguese".parse::<Language>(), Ok(Language::Portuguese));
     assert!("klingon".parse::<Language>().is_err());
 }
+
+/// A query term meets a memory only through the memory's own language: the German stem of
+/// `Datenbanken` (`datenbank`) does not reach an English memory that happens to contain
+/// `Datenbank`, whose English analysis of the query (`datenbanken`) does not match it.
+#[tokio::test]
+async fn a_query_stem_counts_only_for_memories_of_its_language() {
+    let (_tmp, store) = store();
+    put(
+        &store,
+        "glossary.md",
+        "Glossary of the team",
+        "We still say Datenbank for the main database because the first admin was from Berlin.",
+    )
+    .await;
+    put(
+        &store,
+        "sicherung.md",
+        "Sicherung",
+        "Die Datenbanken werden jede Nacht gesichert und dreißig Tage aufbewahrt.",
+    )
+    .await;
+    let sel = Bm25Selector::new(store.clone());
+    let got = first(&sel, &store, "Datenbanken").await;
+    assert_eq!(got, vec!["sicherung.md".to_owned()]);
+    // Spelled as the English memory has it, the word meets both.
+    let got = first(&sel, &store, "Datenbank").await;
+    assert_eq!(got.len(), 2, "{got:?}");
+}

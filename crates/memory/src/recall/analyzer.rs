@@ -518,8 +518,8 @@ impl std::str::FromStr for Language {
     }
 }
 
-/// The language of the Latin-script words of `text` (other scripts are ignored, so the English
-/// and German words of a Chinese note are judged alone), or `None` when they are too few or too
+/// The language of the Latin-script words of `text` (other scripts, and words with digits, are
+/// ignored, so the English and German words of a Chinese note are judged alone), or `None` when they are too few or too
 /// ambiguous to say: the caller then treats them as English.
 ///
 /// Two votes: a trigram model (`whatlang`, restricted to the languages with a stemmer) and the
@@ -538,7 +538,8 @@ impl std::str::FromStr for Language {
 pub fn detect_language(text: &str) -> Option<Language> {
     let words: Vec<String> = tokens(text)
         .into_iter()
-        .filter(|(w, s)| *s == Script::Latin && w.chars().any(char::is_alphabetic))
+        // Words of letters only: identifiers, versions and hashes say nothing of the language.
+        .filter(|(w, s)| *s == Script::Latin && w.chars().all(char::is_alphabetic))
         .map(|(w, _)| w)
         .take(MAX_DETECT_WORDS)
         .collect();

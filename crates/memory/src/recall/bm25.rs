@@ -322,37 +322,29 @@ impl Bm25Index {
         } else {
             vec![Language::English]
         };
-        let mut passes: Vec<(Language, Vec<(u32, f32)>)> = languages
-            .iter()
-            .map(|lang| {
-                let terms = self.analyzer.analyze_tokens(tokens.clone(), *lang);
-                let mut qterms: Vec<(u32, f32)> = terms
-                    .single
-                    .iter()
-                    .chain(&terms.pairs)
-                    .filter_map(|t| self.term_ids.get(t).map(|id| (*id, 1.0)))
-                    .collect();
-                qterms.sort_unstable_by_key(|q| q.0);
-                qterms.dedup_by_key(|q| q.0);
-                (*lang, qterms)
-            })
-            .collect();
-        // Terms every language's analysis shares (all of them when the memories are in one
-        // language; Han bigrams, Cyrillic stems, numbers otherwise) score every memory in one
-        // pass: a memory would get them in its own language's pass anyway.
-        let has = |list: &[(u32, f32)], tid: u32| list.binary_search_by_key(&tid, |q| q.0).is_ok();
-        let shared: Vec<(u32, f32)> = match passes.split_first() {
-            Some(((_, first), rest)) => first
-                .iter()
-                .filter(|q| rest.iter().all(|(_, r)| has(r, q.0)))
-                .copied()
-                .collect(),
-            None => Vec::new(),
-        };
-        for (_, own) in &mut passes {
-            own.retain(|q| !has(&shared, q.0));
+        // Each query term with the languages whose analysis of the query produced it (a bit per
+        // language): its postings are read once and count for the memories of those languages.
+        // A term of every language (all terms when the memories share one language; Han
+        // bigrams, Cyrillic stems, names otherwise) needs no check at all.
+        let mut qterms: Vec<QueryTerm> = Vec::new();
+        for lang in &languages {
+            let terms = self.analyzer.analyze_tokens(tokens.clone(), *lang);
+            for t in terms.single.iter().chain(&terms.pairs) {
+                let Some(tid) = self.term_ids.get(t) else {
+                    continue;
+                };
+                match qterms.iter_mut().find(|q| q.tid == *tid) {
+                    Some(q) => q.langs |= lang_bit(*lang),
+                    None => qterms.push(QueryTerm {
+                        tid: *tid,
+                        langs: lang_bit(*lang),
+                    }),
+                }
+            }
         }
-        let (scores, touched) = self.score(&shared, &passes);
+        let every = languages.iter().fold(0u16, |m, l| m | lang_bit(*l));
+        qterms.sort_unstable_by_key(|q| q.tid);
+        let (scores, touched) = self.score(&qterms, every);
         let ranked = if self.params.dir_weight > 0.0 {
             self.lift(&scores, &touched)
         } else {
@@ -379,13 +371,9 @@ impl Bm25Index {
         }
     }
 
-    /// BM25F scores of every memory sharing a term of `shared` (any memory) or of its
-    /// language's query terms in `passes` (dense by doc slot), and the slots touched.
-    fn score(
-        &self,
-        shared: &[(u32, f32)],
-        passes: &[(Language, Vec<(u32, f32)>)],
-    ) -> (Vec<f32>, Vec<u32>) {
+    /// BM25F scores of every memory sharing a term of `qterms` in one of the term's languages
+    /// (dense by doc slot), and the slots touched. `every`: the languages of the memories.
+    fn score(&self, qterms: &[QueryTerm], every: u16) -> (Vec<f32>, Vec<u32>) {
         let n = self.by_path.len().max(1);
         let avg: [f32; FIELDS] =
             std::array::from_fn(|f| (self.len_sum[f] as f32 / n as f32).max(1.0));
@@ -402,48 +390,57 @@ impl Bm25Index {
         let mut matched = vec![0f32; if coord { self.docs.len() } else { 0 }];
         let mut total = [0f32; Language::ALL.len()];
         let mut touched: Vec<u32> = Vec::new();
-        let all = std::iter::once((None, shared));
-        let own = passes.iter().map(|(l, q)| (Some(*l), q.as_slice()));
-        for (lang, qterms) in all.chain(own) {
-            for &(tid, qw) in qterms {
-                let list = &self.postings[tid as usize];
-                if self.df[tid as usize] == 0 {
-                    continue;
-                }
-                let idf = qw * self.idf(tid);
-                let uni = !self.is_bigram[tid as usize];
-                if uni {
-                    match lang {
-                        Some(l) => total[l.index()] += idf,
-                        None => total.iter_mut().for_each(|t| *t += idf),
-                    }
-                }
-                for p in list {
-                    if !self.alive[p.doc as usize] || lang.is_some_and(|l| p.lang != l) {
-                        continue;
-                    }
-                    let mut tf = 0f32;
-                    for f in 0..FIELDS {
-                        if p.tf[f] > 0 {
-                            let norm = 1.0 - b + b * p.lens[f] as f32 / avg[f];
-                            tf += w[f] * f32::from(p.tf[f]) / norm;
-                        }
-                    }
-                    let slot = &mut scores[p.doc as usize];
-                    if *slot == 0.0 {
-                        touched.push(p.doc);
-                    }
-                    *slot += idf * tf * (k1 + 1.0) / (k1 + tf);
-                    if coord && uni {
-                        matched[p.doc as usize] += idf;
+        for q in qterms {
+            let tid = q.tid;
+            let list = &self.postings[tid as usize];
+            if self.df[tid as usize] == 0 {
+                continue;
+            }
+            let idf = self.idf(tid);
+            let uni = !self.is_bigram[tid as usize];
+            if uni {
+                for l in Language::ALL {
+                    if q.langs & lang_bit(l) != 0 {
+                        total[l.index()] += idf;
                     }
                 }
             }
+            let check = q.langs & every != every;
+            for p in list {
+                if !self.alive[p.doc as usize] || (check && q.langs & lang_bit(p.lang) == 0) {
+                    continue;
+                }
+                let mut tf = 0f32;
+                for f in 0..FIELDS {
+                    if p.tf[f] > 0 {
+                        let norm = 1.0 - b + b * p.lens[f] as f32 / avg[f];
+                        tf += w[f] * f32::from(p.tf[f]) / norm;
+                    }
+                }
+                let slot = &mut scores[p.doc as usize];
+                if *slot == 0.0 {
+                    touched.push(p.doc);
+                }
+                *slot += idf * tf * (k1 + 1.0) / (k1 + tf);
+                if coord && uni {
+                    matched[p.doc as usize] += idf;
+                }
+            }
         }
+        // One total for every language (the usual case): no need to look up each memory's.
+        let same_total = qterms
+            .iter()
+            .all(|q| q.langs & every == every)
+            .then_some(total.iter().copied().fold(0f32, f32::max));
         if coord {
             for d in &touched {
-                let lang = self.doc(*d).map_or(Language::English, |doc| doc.lang);
-                let total = total.get(lang.index()).copied().unwrap_or(0.0);
+                let total = match same_total {
+                    Some(t) => t,
+                    None => {
+                        let lang = self.doc(*d).map_or(Language::English, |doc| doc.lang);
+                        total.get(lang.index()).copied().unwrap_or(0.0)
+                    }
+                };
                 if total > 0.0 {
                     let share = matched[*d as usize] / total;
                     scores[*d as usize] *= share.powf(self.params.coordination);
@@ -515,6 +512,18 @@ impl Bm25Index {
             .map(|(doc, s)| (doc.path.clone(), s))
             .collect()
     }
+}
+
+/// One term of an analysed query and the languages (bits, see [`lang_bit`]) that produced it.
+#[derive(Debug, Clone, Copy)]
+struct QueryTerm {
+    tid: u32,
+    langs: u16,
+}
+
+/// The bit of `lang` in a language set.
+fn lang_bit(lang: Language) -> u16 {
+    1 << lang.index()
 }
 
 #[cfg(test)]

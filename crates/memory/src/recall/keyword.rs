@@ -2,7 +2,7 @@
 //! model, no body reads: a linear pass over the headers (their analysed words are memoised by
 //! path and mtime).
 
-use super::analyzer::{Analyzer, Language};
+use super::analyzer::{Analyzer, Language, tokens};
 use super::selector::{SelectionContext, Selector, SelectorError};
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
@@ -96,7 +96,9 @@ impl KeywordSelector {
             let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
             cache.retain(|p, _| live.contains(p.as_str()));
         }
-        let mut query_terms: HashMap<Language, HashSet<String>> = HashMap::new();
+        // The query's terms in each memory language met so far (by `Language::ALL` position).
+        let mut query_terms: [Option<HashSet<String>>; Language::ALL.len()] =
+            std::array::from_fn(|_| None);
         headers
             .iter()
             .map(|h| {
@@ -117,9 +119,12 @@ impl KeywordSelector {
                 let Some(e) = cache.get(&h.rel_path) else {
                     return Default::default();
                 };
-                let query = query_terms
-                    .entry(e.lang)
-                    .or_insert_with(|| self.analyzer.terms_in(query, e.lang).into_iter().collect());
+                let Some(slot) = query_terms.get_mut(e.lang.index()) else {
+                    return Default::default();
+                };
+                let query = slot.get_or_insert_with(|| {
+                    self.analyzer.terms_in(query, e.lang).into_iter().collect()
+                });
                 let pick = |terms: &[String]| -> HashSet<String> {
                     terms
                         .iter()
@@ -152,10 +157,7 @@ impl Selector for KeywordSelector {
         headers: &[MemoryHeader],
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError> {
-        if Language::ALL
-            .iter()
-            .all(|l| self.analyzer.terms_in(query, *l).is_empty())
-        {
+        if tokens(query).is_empty() {
             return Ok(Vec::new());
         }
         let headers: Vec<&MemoryHeader> = headers
