@@ -391,7 +391,11 @@ fn search_stems_latin_words_in_the_message_language() {
     assert!(first("il certificato rinnovato").contains("certificati"));
     // German "die" is an article, English "die" a word the English message must contain.
     assert!(first("plants die").contains("tomato"));
-    assert!(dir.search("Datenbanken die Woche", &opts).unwrap().is_empty());
+    assert!(
+        dir.search("Datenbanken die Woche", &opts)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
