@@ -36,7 +36,7 @@
 //! the memories of that language only. A query word and a memory word meet exactly when the
 //! memory's stemmer maps both to one stem; a wrong detection costs only stemming quality
 //! (English-stemmed German), never a match. Memories in English only (the common case) cost one
-//! analysis of the query, as before. Measured on LoCoMo and CMRC 2018: every figure unchanged
+//! analysis of the query, as before. Measured on LoCoMo and CMRC 2018: every BM25 figure unchanged
 //! (see the README).
 
 use rust_stemmers::{Algorithm, Stemmer};
