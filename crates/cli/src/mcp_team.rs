@@ -5,6 +5,7 @@
 use crate::context::Context;
 use anyhow::bail;
 use memloop_mcp::{OpenFuture, Project, ProjectStores};
+use memloop_memory::env::EnvVars;
 use memloop_memory::store::{MemoryError, MemoryStore};
 use memloop_pg::{PgConfig, PgMemoryStore};
 use std::sync::Arc;
@@ -17,19 +18,21 @@ pub const APPLICATION_NAME: &str = "memloop-mcp";
 pub struct TeamStores {
     url: String,
     shown: String,
+    env: EnvVars,
 }
 
 impl TeamStores {
-    /// The team stores at `url`.
-    pub fn new(url: impl Into<String>) -> Self {
+    /// The team stores at `url`; writer name and local dirs (the vector cache) from `env`.
+    pub fn new(url: impl Into<String>, env: EnvVars) -> Self {
         let url = url.into();
         let shown = PgConfig::new(url.clone(), "-").redacted_url();
-        Self { url, shown }
+        Self { url, shown, env }
     }
 
     /// The connection settings for `project_id`.
     pub fn config(&self, project_id: impl Into<String>) -> PgConfig {
         PgConfig::new(self.url.clone(), project_id)
+            .env(&self.env)
             .application_name(format!("{APPLICATION_NAME}:{}", std::process::id()))
     }
 }
@@ -67,5 +70,5 @@ pub fn from_context(ctx: &Context) -> anyhow::Result<Option<Arc<dyn ProjectStore
              project's id is its git origin URL (else its dir name), as for `memloop team`"
         );
     }
-    Ok(Some(Arc::new(TeamStores::new(url))))
+    Ok(Some(Arc::new(TeamStores::new(url, ctx.env.clone()))))
 }

@@ -365,6 +365,40 @@ fn search_works_in_every_language() {
 }
 
 #[test]
+fn search_stems_latin_words_in_the_message_language() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    write_session(
+        &dir,
+        "old",
+        &[
+            "Las migraciones de la base de datos se ejecutan antes de cada despliegue",
+            "Die Datenbanken werden jede Nacht gesichert und dreißig Tage aufbewahrt",
+            "Le chiavi di cifratura vengono ruotate e i certificati scaduti rinnovati",
+            "the tomato plants will die without water over the holidays",
+        ],
+    );
+    let opts = SearchOptions::default();
+    let first = |q: &str| {
+        let hits = dir.search(q, &opts).unwrap();
+        assert_eq!(hits.len(), 1, "{q}: {hits:?}");
+        hits[0].snippet.clone()
+    };
+    // Other inflections, and the query's function words (stop words of the message's
+    // language) are not required.
+    assert!(first("se ejecutó la migración").contains("migraciones"));
+    assert!(first("eine Datenbank").contains("Datenbanken"));
+    assert!(first("il certificato rinnovato").contains("certificati"));
+    // German "die" is an article, English "die" a word the English message must contain.
+    assert!(first("plants die").contains("tomato"));
+    assert!(
+        dir.search("Datenbanken die Woche", &opts)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
 fn a_malformed_line_in_the_middle_is_skipped_and_counted() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = TranscriptDir::new(tmp.path());

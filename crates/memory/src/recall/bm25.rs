@@ -3,7 +3,7 @@
 //! score of another memory in the same directory, so that e.g. a session summary lifts the notes
 //! filed next to it).
 
-use super::analyzer::Analyzer;
+use super::analyzer::{Analyzer, Language, Script, tokens};
 use std::collections::HashMap;
 use std::time::SystemTime;
 
@@ -36,6 +36,9 @@ pub struct Bm25Params {
     /// the query beats one that matches a single rare word many times; 0 disables it.
     /// Default 0.4.
     pub coordination: f32,
+    /// The language of Latin-script words in every memory and query (`Some`), or detected per
+    /// memory (`None`, the default; see [`Analyzer`]).
+    pub language: Option<Language>,
 }
 
 impl Default for Bm25Params {
@@ -50,6 +53,7 @@ impl Default for Bm25Params {
             bigram_weight: 0.3,
             dir_weight: 0.0,
             coordination: 0.4,
+            language: None,
         }
     }
 }
@@ -72,6 +76,8 @@ struct Posting {
     doc: u32,
     tf: [u16; FIELDS],
     lens: [u32; FIELDS],
+    /// The memory's language (fits in the padding): only a query analysed in it may score.
+    lang: Language,
 }
 
 #[derive(Debug)]
@@ -81,10 +87,16 @@ struct Doc {
     dir: u32,
     lens: [u32; FIELDS],
     terms: Vec<u32>,
+    lang: Language,
 }
 
 /// An inverted index of memories keyed by relative path. Updates touch only the changed
 /// document; search scores every memory that shares a term with the query.
+///
+/// Each memory is analysed in its own language (its Latin-script words' detected language, or
+/// [`Bm25Params::language`]); a query is analysed once per language the index holds and each
+/// analysis scores only the memories of its language, so a short query that no detector could
+/// place still meets every memory in the memory's own stems.
 #[derive(Debug)]
 pub struct Bm25Index {
     analyzer: Analyzer,
@@ -101,6 +113,8 @@ pub struct Bm25Index {
     dir_ids: HashMap<String, u32>,
     dir_members: Vec<Vec<u32>>,
     len_sum: [u64; FIELDS],
+    /// Indexed memories per language (by `Language::ALL` position).
+    lang_docs: [u32; Language::ALL.len()],
 }
 
 impl Default for Bm25Index {
@@ -113,7 +127,7 @@ impl Bm25Index {
     /// An empty index.
     pub fn new(params: Bm25Params) -> Self {
         Self {
-            analyzer: Analyzer::new(params.bigrams),
+            analyzer: Analyzer::new(params.bigrams).with_language(params.language),
             params,
             term_ids: HashMap::new(),
             is_bigram: Vec::new(),
@@ -127,6 +141,7 @@ impl Bm25Index {
             dir_ids: HashMap::new(),
             dir_members: Vec::new(),
             len_sum: [0; FIELDS],
+            lang_docs: [0; Language::ALL.len()],
         }
     }
 
@@ -156,8 +171,14 @@ impl Bm25Index {
         let fields = [text.name, text.description, text.body];
         let mut tfs: HashMap<u32, [u16; FIELDS]> = HashMap::new();
         let mut lens = [0u32; FIELDS];
+        let lang = self.analyzer.language().unwrap_or_else(|| {
+            self.analyzer.language_of(&format!(
+                "{}\n{}\n{}",
+                text.name, text.description, text.body
+            ))
+        });
         for (f, field) in fields.iter().enumerate() {
-            let terms = self.analyzer.analyze(field);
+            let terms = self.analyzer.analyze_in(field, lang);
             lens[f] = u32::try_from(terms.single.len()).unwrap_or(u32::MAX);
             let single = terms.single.into_iter().map(|t| (t, false));
             for (term, pair) in single.chain(terms.pairs.into_iter().map(|t| (t, true))) {
@@ -175,7 +196,12 @@ impl Bm25Index {
         self.alive[id as usize] = true;
         let mut terms = Vec::with_capacity(tfs.len());
         for (tid, tf) in tfs {
-            self.postings[tid as usize].push(Posting { doc: id, tf, lens });
+            self.postings[tid as usize].push(Posting {
+                doc: id,
+                tf,
+                lens,
+                lang,
+            });
             self.df[tid as usize] += 1;
             terms.push(tid);
         }
@@ -183,12 +209,16 @@ impl Bm25Index {
             *sum += u64::from(len);
         }
         self.dir_members[dir as usize].push(id);
+        if let Some(n) = self.lang_docs.get_mut(lang.index()) {
+            *n += 1;
+        }
         self.docs[id as usize] = Some(Doc {
             path: path.to_owned(),
             mtime,
             dir,
             lens,
             terms,
+            lang,
         });
         self.by_path.insert(path.to_owned(), id);
     }
@@ -214,6 +244,9 @@ impl Bm25Index {
         }
         for (sum, len) in self.len_sum.iter_mut().zip(doc.lens) {
             *sum = sum.saturating_sub(u64::from(len));
+        }
+        if let Some(n) = self.lang_docs.get_mut(doc.lang.index()) {
+            *n = n.saturating_sub(1);
         }
         if let Some(members) = self.dir_members.get_mut(doc.dir as usize) {
             members.retain(|m| *m != id);
@@ -263,21 +296,50 @@ impl Bm25Index {
         if self.by_path.is_empty() || k == 0 {
             return Vec::new();
         }
-        let mut qterms: Vec<(u32, f32)> = self
-            .analyzer
-            .terms(query)
-            .iter()
-            .filter_map(|t| self.term_ids.get(t).map(|id| (*id, 1.0)))
-            .collect();
-        qterms.sort_unstable_by_key(|q| q.0);
-        qterms.dedup_by_key(|q| q.0);
-        let (scores, touched) = self.score(&qterms);
+        let tokens = tokens(query);
+        // Without Latin words the analysis is the same in every language: do it once.
+        let latin = tokens.iter().any(|(_, s)| *s == Script::Latin);
+        let languages: Vec<Language> = if latin {
+            self.languages().collect()
+        } else {
+            vec![Language::English]
+        };
+        // Each query term with the languages whose analysis of the query produced it (a bit per
+        // language): its postings are read once and count for the memories of those languages.
+        // A term of every language (all terms when the memories share one language; Han
+        // bigrams, Cyrillic stems, names otherwise) needs no check at all.
+        let mut qterms: Vec<QueryTerm> = Vec::new();
+        for lang in &languages {
+            let terms = self.analyzer.analyze_tokens(tokens.clone(), *lang);
+            for t in terms.single.iter().chain(&terms.pairs) {
+                let Some(tid) = self.term_ids.get(t) else {
+                    continue;
+                };
+                match qterms.iter_mut().find(|q| q.tid == *tid) {
+                    Some(q) => q.langs |= lang_bit(*lang),
+                    None => qterms.push(QueryTerm {
+                        tid: *tid,
+                        langs: lang_bit(*lang),
+                    }),
+                }
+            }
+        }
+        let every = languages.iter().fold(0u16, |m, l| m | lang_bit(*l));
+        qterms.sort_unstable_by_key(|q| q.tid);
+        let (scores, touched) = self.score(&qterms, every);
         let ranked = if self.params.dir_weight > 0.0 {
             self.lift(&scores, &touched)
         } else {
             touched.iter().map(|d| (*d, scores[*d as usize])).collect()
         };
         self.top_k(ranked, k, keep)
+    }
+
+    /// The languages of the indexed memories.
+    pub fn languages(&self) -> impl Iterator<Item = Language> + '_ {
+        Language::ALL
+            .into_iter()
+            .filter(|l| self.lang_docs.get((*l).index()).is_some_and(|n| *n > 0))
     }
 
     fn idf(&self, tid: u32) -> f32 {
@@ -291,9 +353,9 @@ impl Bm25Index {
         }
     }
 
-    /// BM25F scores of every memory sharing a term with `qterms` (dense by doc slot), and the
-    /// slots touched.
-    fn score(&self, qterms: &[(u32, f32)]) -> (Vec<f32>, Vec<u32>) {
+    /// BM25F scores of every memory sharing a term of `qterms` in one of the term's languages
+    /// (dense by doc slot), and the slots touched. `every`: the languages of the memories.
+    fn score(&self, qterms: &[QueryTerm], every: u16) -> (Vec<f32>, Vec<u32>) {
         let n = self.by_path.len().max(1);
         let avg: [f32; FIELDS] =
             std::array::from_fn(|f| (self.len_sum[f] as f32 / n as f32).max(1.0));
@@ -305,22 +367,29 @@ impl Bm25Index {
         let (k1, b) = (self.params.k1, self.params.b);
         let mut scores = vec![0f32; self.docs.len()];
         let coord = self.params.coordination > 0.0;
-        // IDF mass of the query's unigrams each memory matched, and of all of them.
+        // IDF mass of the query's unigrams each memory matched, and of all of them (per
+        // language: a memory is measured against the query analysed in its language).
         let mut matched = vec![0f32; if coord { self.docs.len() } else { 0 }];
-        let mut total = 0f32;
+        let mut total = [0f32; Language::ALL.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for &(tid, qw) in qterms {
+        for q in qterms {
+            let tid = q.tid;
             let list = &self.postings[tid as usize];
             if self.df[tid as usize] == 0 {
                 continue;
             }
-            let idf = qw * self.idf(tid);
+            let idf = self.idf(tid);
             let uni = !self.is_bigram[tid as usize];
             if uni {
-                total += idf;
+                for l in Language::ALL {
+                    if q.langs & lang_bit(l) != 0 {
+                        total[l.index()] += idf;
+                    }
+                }
             }
+            let check = q.langs & every != every;
             for p in list {
-                if !self.alive[p.doc as usize] {
+                if !self.alive[p.doc as usize] || (check && q.langs & lang_bit(p.lang) == 0) {
                     continue;
                 }
                 let mut tf = 0f32;
@@ -340,10 +409,24 @@ impl Bm25Index {
                 }
             }
         }
-        if coord && total > 0.0 {
+        // One total for every language (the usual case): no need to look up each memory's.
+        let same_total = qterms
+            .iter()
+            .all(|q| q.langs & every == every)
+            .then_some(total.iter().copied().fold(0f32, f32::max));
+        if coord {
             for d in &touched {
-                let share = matched[*d as usize] / total;
-                scores[*d as usize] *= share.powf(self.params.coordination);
+                let total = match same_total {
+                    Some(t) => t,
+                    None => {
+                        let lang = self.doc(*d).map_or(Language::English, |doc| doc.lang);
+                        total.get(lang.index()).copied().unwrap_or(0.0)
+                    }
+                };
+                if total > 0.0 {
+                    let share = matched[*d as usize] / total;
+                    scores[*d as usize] *= share.powf(self.params.coordination);
+                }
             }
         }
         (scores, touched)
@@ -411,6 +494,18 @@ impl Bm25Index {
             .map(|(doc, s)| (doc.path.clone(), s))
             .collect()
     }
+}
+
+/// One term of an analysed query and the languages (bits, see [`lang_bit`]) that produced it.
+#[derive(Debug, Clone, Copy)]
+struct QueryTerm {
+    tid: u32,
+    langs: u16,
+}
+
+/// The bit of `lang` in a language set.
+fn lang_bit(lang: Language) -> u16 {
+    1 << lang.index()
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! model, no body reads: a linear pass over the headers (their analysed words are memoised by
 //! path and mtime).
 
-use super::analyzer::Analyzer;
+use super::analyzer::{Analyzer, Language, tokens};
 use super::selector::{SelectionContext, Selector, SelectorError};
 use crate::types::MemoryHeader;
 use async_trait::async_trait;
@@ -17,6 +17,10 @@ pub struct KeywordConfig {
     pub name_weight: f32,
     /// Weight of a query term found in the description.
     pub description_weight: f32,
+    /// The language of Latin-script words in every memory and query (`Some`), or detected per
+    /// memory (`None`, the default): the query is compared with each memory in the memory's
+    /// language (see [`Analyzer`]).
+    pub language: Option<Language>,
 }
 
 impl Default for KeywordConfig {
@@ -24,6 +28,7 @@ impl Default for KeywordConfig {
         Self {
             name_weight: 2.0,
             description_weight: 1.0,
+            language: None,
         }
     }
 }
@@ -58,6 +63,7 @@ struct Analyzed {
     mtime: SystemTime,
     name: Vec<String>,
     description: Vec<String>,
+    lang: Language,
 }
 
 impl Default for KeywordSelector {
@@ -71,16 +77,17 @@ impl KeywordSelector {
     pub fn new(config: KeywordConfig) -> Self {
         Self {
             config,
-            analyzer: Analyzer::new(false),
+            analyzer: Analyzer::new(false).with_language(config.language),
             cache: Mutex::default(),
         }
     }
 
-    /// The query terms found in each header's name and description.
+    /// The query's terms found in each header's name and description, the query analysed in
+    /// the language of each memory.
     fn matches(
         &self,
         headers: &[&MemoryHeader],
-        query: &HashSet<String>,
+        query: &str,
     ) -> Vec<(HashSet<String>, HashSet<String>)> {
         let mut guard = self.cache.lock().ok();
         let mut fresh = HashMap::new();
@@ -89,28 +96,43 @@ impl KeywordSelector {
             let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
             cache.retain(|p, _| live.contains(p.as_str()));
         }
-        let pick = |terms: &[String]| -> HashSet<String> {
-            terms
-                .iter()
-                .filter(|t| query.contains(*t))
-                .cloned()
-                .collect()
-        };
+        // The query's terms in each memory language met so far (by `Language::ALL` position).
+        let mut query_terms: [Option<HashSet<String>>; Language::ALL.len()] =
+            std::array::from_fn(|_| None);
         headers
             .iter()
             .map(|h| {
                 if cache.get(&h.rel_path).is_none_or(|e| e.mtime != h.mtime) {
+                    let name = display_name(h);
+                    let description = h.description.as_deref().unwrap_or("");
+                    let lang = self.analyzer.language().unwrap_or_else(|| {
+                        self.analyzer.language_of(&format!("{name}\n{description}"))
+                    });
                     let analyzed = Analyzed {
                         mtime: h.mtime,
-                        name: self.analyzer.terms(display_name(h)),
-                        description: self.analyzer.terms(h.description.as_deref().unwrap_or("")),
+                        name: self.analyzer.terms_in(name, lang),
+                        description: self.analyzer.terms_in(description, lang),
+                        lang,
                     };
                     cache.insert(h.rel_path.clone(), analyzed);
                 }
-                cache
-                    .get(&h.rel_path)
-                    .map(|e| (pick(&e.name), pick(&e.description)))
-                    .unwrap_or_default()
+                let Some(e) = cache.get(&h.rel_path) else {
+                    return Default::default();
+                };
+                let Some(slot) = query_terms.get_mut(e.lang.index()) else {
+                    return Default::default();
+                };
+                let query = slot.get_or_insert_with(|| {
+                    self.analyzer.terms_in(query, e.lang).into_iter().collect()
+                });
+                let pick = |terms: &[String]| -> HashSet<String> {
+                    terms
+                        .iter()
+                        .filter(|t| query.contains(*t))
+                        .cloned()
+                        .collect()
+                };
+                (pick(&e.name), pick(&e.description))
             })
             .collect()
     }
@@ -135,15 +157,14 @@ impl Selector for KeywordSelector {
         headers: &[MemoryHeader],
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError> {
-        let query: HashSet<String> = self.analyzer.terms(query).into_iter().collect();
-        if query.is_empty() {
+        if tokens(query).is_empty() {
             return Ok(Vec::new());
         }
         let headers: Vec<&MemoryHeader> = headers
             .iter()
             .filter(|h| !ctx.already_surfaced.contains(&h.rel_path))
             .collect();
-        let docs = self.matches(&headers, &query);
+        let docs = self.matches(&headers, query);
         let mut df: HashMap<&str, usize> = HashMap::new();
         for (name, desc) in &docs {
             for t in name.union(desc) {

@@ -22,7 +22,9 @@ mod surface;
 mod vectors;
 
 pub use crate::manifest::format_manifest;
-pub use analyzer::{Analyzer, Script, normalize, tokens, words};
+pub use analyzer::{
+    Analyzer, Language, Script, UnknownLanguage, detect_language, normalize, tokens, words,
+};
 pub use bm25::Bm25Params;
 pub use bm25_selector::{Bm25Selector, SyncReport};
 pub use fallback::FallbackSelector;

@@ -1,7 +1,7 @@
 //! The bounded search over a project's transcripts.
 
 use super::file::{TranscriptDir, TranscriptRecord};
-use crate::recall::{Analyzer, normalize, words};
+use crate::recall::{Analyzer, Language, normalize, words};
 use crate::types::MemoryError;
 use std::collections::BTreeSet;
 use std::io::{Read, Seek, SeekFrom};
@@ -48,15 +48,16 @@ pub struct SearchHit {
 }
 
 /// What a search looks for: the query's analysed terms (the recall analyzer: NFKC, case folded,
-/// stop words dropped, stemmed by script, Han/Kana/Thai as character bigrams), so a Chinese query
-/// with no spaces finds a message whose words come in another order and `база данных` finds
-/// `базы данных`. A query of stop words only falls back to its plain normalised words.
+/// stop words dropped, stemmed, Han/Kana/Thai as character bigrams), so a Chinese query with no
+/// spaces finds a message whose words come in another order and `база данных` finds `базы
+/// данных`. Latin-script words are stemmed in the language of the message they are compared
+/// with (detected per message), so `contraseña` finds `contraseñas`. A query of stop words only
+/// (in that language) falls back to its plain normalised words.
 struct Query {
     analyzer: Analyzer,
-    /// Terms a message must all contain.
-    terms: BTreeSet<String>,
-    /// Whether `terms` are analysed terms (else plain normalised words).
-    analysed: bool,
+    /// Per language (in [`Language::ALL`] order): the terms a message in that language must all
+    /// contain, and whether they are analysed terms (else plain normalised words).
+    by_language: Vec<(BTreeSet<String>, bool)>,
     /// The query's normalised words, for placing the snippet.
     words: Vec<String>,
 }
@@ -65,38 +66,55 @@ impl Query {
     fn new(query: &str) -> Self {
         let analyzer = Analyzer::new(false);
         let words: Vec<String> = words(query).collect();
-        let mut analysed_terms: BTreeSet<String> = analyzer.unigrams(query).into_iter().collect();
-        // In Japanese a change between kanji, hiragana and katakana usually marks a word
-        // boundary: a bigram across one is not required (金曜日デプロイ finds デプロイは金曜日).
-        let within_words: BTreeSet<String> = analysed_terms
+        let by_language = Language::ALL
             .iter()
-            .filter(|t| !crosses_kana_boundary(t))
-            .cloned()
+            .map(|lang| {
+                let mut analysed_terms: BTreeSet<String> =
+                    analyzer.unigrams_in(query, *lang).into_iter().collect();
+                // In Japanese a change between kanji, hiragana and katakana usually marks a word
+                // boundary: a bigram across one is not required (金曜日デプロイ finds
+                // デプロイは金曜日).
+                let within_words: BTreeSet<String> = analysed_terms
+                    .iter()
+                    .filter(|t| !crosses_kana_boundary(t))
+                    .cloned()
+                    .collect();
+                if !within_words.is_empty() {
+                    analysed_terms = within_words;
+                }
+                if analysed_terms.is_empty() {
+                    (words.iter().cloned().collect(), false)
+                } else {
+                    (analysed_terms, true)
+                }
+            })
             .collect();
-        if !within_words.is_empty() {
-            analysed_terms = within_words;
-        }
-        let analysed = !analysed_terms.is_empty();
-        let terms = if analysed {
-            analysed_terms
-        } else {
-            words.iter().cloned().collect()
-        };
         Self {
             analyzer,
-            terms,
-            analysed,
+            by_language,
             words,
         }
     }
 
+    /// Whether the query has nothing to look for.
+    fn is_empty(&self) -> bool {
+        self.by_language.iter().all(|(terms, _)| terms.is_empty())
+    }
+
     fn matches(&self, text: &str) -> bool {
-        let found: BTreeSet<String> = if self.analysed {
-            self.analyzer.unigrams(text).into_iter().collect()
+        let lang = self.analyzer.language_of(text);
+        let Some((terms, analysed)) = self.by_language.get(lang.index()) else {
+            return false;
+        };
+        if terms.is_empty() {
+            return false;
+        }
+        let found: BTreeSet<String> = if *analysed {
+            self.analyzer.unigrams_in(text, lang).into_iter().collect()
         } else {
             words(text).collect()
         };
-        self.terms.iter().all(|t| found.contains(t))
+        terms.iter().all(|t| found.contains(t))
     }
 }
 
@@ -178,7 +196,7 @@ impl TranscriptDir {
     ) -> Result<Vec<SearchHit>, MemoryError> {
         let query = Query::new(query);
         let mut hits = Vec::new();
-        if query.terms.is_empty() || options.limit == 0 {
+        if query.is_empty() || options.limit == 0 {
             return Ok(hits);
         }
         let sessions = self
