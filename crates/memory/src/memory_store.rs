@@ -434,7 +434,7 @@ impl dyn MemoryStore + '_ {
         self.write_checked(checked).await
     }
 
-    /// [`write`](Self::write) only if the memory is at the `expected` version
+    /// `write` only if the memory is at the `expected` version
     /// ([`MemoryStore::write_checked_if`]): the same rules first, then one atomic check-and-write.
     /// A stale expectation is [`MemoryError::VersionConflict`] with the current version.
     pub async fn write_if(

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 const FIELDS: usize = 3;
 
-/// Tuning of [`Bm25Index`]. The defaults were tuned on LoCoMo (see the crate README).
+/// Tuning of the BM25 index behind [`Bm25Selector`](super::Bm25Selector). The defaults were tuned on LoCoMo (see the crate README).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bm25Params {
     /// Term-frequency saturation. Default 0.9.

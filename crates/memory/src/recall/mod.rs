@@ -32,7 +32,8 @@ pub use hook::{RECALL_ATTACHMENT_KIND, RecallConfig, RecallHook};
 pub use hybrid::{Fusion, HybridConfig, HybridSelector};
 pub use keyword::{KeywordConfig, KeywordSelector};
 pub use llm::{
-    LlmSelector, LlmSelectorConfig, SELECTOR_PURPOSE, parse_selection, selection_schema,
+    LlmSelector, LlmSelectorConfig, SELECTOR_PROMPT, SELECTOR_PURPOSE, parse_selection,
+    selection_schema,
 };
 pub use reads::{ReadTools, read_in_full};
 pub use selector::{SelectionContext, Selector, SelectorError};
