@@ -10,7 +10,7 @@ use memloop_core::embed::{EmbedError, Embedder, normalize};
 use std::path::Path;
 use std::sync::Arc;
 use tokenizers::{
-    PostProcessor, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
+    Encoding, PostProcessor, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
 };
 
 /// Texts per forward pass: [`Embedder::max_batch`], and the chunk size when a caller passes more.
@@ -158,22 +158,17 @@ impl Embedder for CandleEmbedder {
         }
         let inner = Arc::clone(&self.inner);
         let texts = texts.to_vec();
-        tokio::task::spawn_blocking(move || {
-            let mut out = Vec::with_capacity(texts.len());
-            for chunk in texts.chunks(MAX_BATCH) {
-                out.extend(inner.embed_batch(chunk)?);
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(|e| EmbedError::Inference(format!("embedding task failed: {e}")))?
+        tokio::task::spawn_blocking(move || inner.embed_all(&texts))
+            .await
+            .map_err(|e| EmbedError::Inference(format!("embedding task failed: {e}")))?
     }
 }
 
 impl Inner {
-    /// One forward pass: tokenise, pad to the batch's longest text, run, pool under the
-    /// attention mask, normalise.
-    fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// Tokenise every text, then run forward passes of at most [`MAX_BATCH`] texts of similar
+    /// length (longest first, as sentence-transformers batches), so short texts are not padded
+    /// to a long one's length; the vectors come back in the order of `texts`.
+    fn embed_all(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inputs: Vec<String> = if self.lowercase {
             texts.iter().map(|t| t.to_lowercase()).collect()
         } else {
@@ -183,10 +178,25 @@ impl Inner {
             .tokenizer
             .encode_batch(inputs, true)
             .map_err(|e| EmbedError::Inference(format!("tokenisation failed: {e}")))?;
+        let mut order: Vec<usize> = (0..encodings.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); encodings.len()];
+        for batch in order.chunks(MAX_BATCH) {
+            let batch_encodings: Vec<&Encoding> = batch.iter().map(|&i| &encodings[i]).collect();
+            for (&i, vector) in batch.iter().zip(self.embed_batch(&batch_encodings)?) {
+                out[i] = vector;
+            }
+        }
+        Ok(out)
+    }
+
+    /// One forward pass: pad to the batch's longest text, run, pool under the attention mask,
+    /// normalise.
+    fn embed_batch(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let len = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
-        let mut ids = Vec::with_capacity(texts.len() * len);
-        let mut mask = Vec::with_capacity(texts.len() * len);
-        for encoding in &encodings {
+        let mut ids = Vec::with_capacity(encodings.len() * len);
+        let mut mask = Vec::with_capacity(encodings.len() * len);
+        for encoding in encodings {
             ids.extend_from_slice(encoding.get_ids());
             mask.extend(std::iter::repeat_n(1u32, encoding.len()));
             ids.extend(std::iter::repeat_n(self.pad_id, len - encoding.len()));

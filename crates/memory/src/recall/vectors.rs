@@ -214,8 +214,9 @@ impl VectorCache {
             }
         }
         drop(reads);
-        // Deterministic order, so a partial sync always makes the same progress.
-        todo.sort_by(|a, b| a.0.rel_path.cmp(&b.0.rel_path));
+        // Deterministic order, so a partial sync always makes the same progress; by length, so a
+        // batch holds texts of similar length and a model pads little.
+        todo.sort_by(|a, b| (a.1.len(), &a.0.rel_path).cmp(&(b.1.len(), &b.0.rel_path)));
         let batch = embedder.max_batch().max(1);
         let total = todo.len();
         if let Some(progress) = progress {
