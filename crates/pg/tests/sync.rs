@@ -548,3 +548,39 @@ async fn a_pruned_entry_edited_locally_needs_no_pull_first() {
     assert_eq!(push.items[0].action, SyncAction::Pushed { version: 1 });
     assert!(bob.sync.status().await.unwrap().items.is_empty());
 }
+
+/// Rows written before the `source` column existed (NULL there) are pulled as their content.
+#[tokio::test]
+async fn rows_from_before_the_source_column_pull_their_content() {
+    let schema = TestSchema::new();
+    let alice = machine(&schema, "memory").await;
+    let bob = machine(&schema, "memory").await;
+    alice
+        .local
+        .write("old.md", &doc("旧い", "Старое."), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    alice.sync.push(PULL).await.unwrap();
+    support::admin()
+        .await
+        .execute(
+            &format!("UPDATE {}.memloop_memories SET source = NULL", schema.name),
+            &[],
+        )
+        .await
+        .unwrap();
+    let row = schema
+        .open("acme/api")
+        .await
+        .get("old.md")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.source, row.content);
+    bob.sync.pull(PULL).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(bob.local.root().join("old.md")).unwrap(),
+        row.content
+    );
+    assert!(bob.sync.status().await.unwrap().items.is_empty());
+}
