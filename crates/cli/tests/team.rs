@@ -376,7 +376,10 @@ fn files_travel_as_written_and_a_pruned_edit_is_recreated_by_one_push() {
     };
     assert!(run(&alice, &["push"]).status.success());
     assert!(run(&bob, &["pull"]).status.success());
-    assert_eq!(std::fs::read_to_string(bob.join("deploy.md")).unwrap(), text);
+    assert_eq!(
+        std::fs::read_to_string(bob.join("deploy.md")).unwrap(),
+        text
+    );
 
     std::fs::remove_file(alice.join("deploy.md")).unwrap();
     assert!(run(&alice, &["push", "--prune"]).status.success());
@@ -385,7 +388,10 @@ fn files_travel_as_written_and_a_pruned_edit_is_recreated_by_one_push() {
     let out = run(&bob, &["pull", "--prune"]);
     assert!(out.status.success(), "{out:?}");
     assert!(!stdout(&out).contains("CONFLICT"), "{}", stdout(&out));
-    assert_eq!(std::fs::read_to_string(bob.join("deploy.md")).unwrap(), edited);
+    assert_eq!(
+        std::fs::read_to_string(bob.join("deploy.md")).unwrap(),
+        edited
+    );
     let out = run(&bob, &["push"]);
     assert!(out.status.success(), "{out:?}");
     assert!(stdout(&out).contains("pushed (v1)"), "{}", stdout(&out));
@@ -393,7 +399,10 @@ fn files_travel_as_written_and_a_pruned_edit_is_recreated_by_one_push() {
         let out = run(dir, &["pull"]);
         assert!(out.status.success(), "{out:?}");
     }
-    assert_eq!(std::fs::read_to_string(alice.join("deploy.md")).unwrap(), edited);
+    assert_eq!(
+        std::fs::read_to_string(alice.join("deploy.md")).unwrap(),
+        edited
+    );
     for dir in [&bob, &alice] {
         assert!(stdout(&run(dir, &["status"])).contains("everything in sync"));
     }

@@ -453,14 +453,23 @@ async fn raw_writes_keep_the_bytes_and_apply_every_rule() {
         .await
         .unwrap();
     assert_eq!(w.version, content_version(text));
-    assert_eq!(std::fs::read(dir.path().join("d.md")).unwrap(), text.as_bytes());
+    assert_eq!(
+        std::fs::read(dir.path().join("d.md")).unwrap(),
+        text.as_bytes()
+    );
     let index = std::fs::read_to_string(dir.path().join("MEMORY.md")).unwrap();
-    assert!(index.contains("[決定](d.md)") && index.contains("Решение"), "{index}");
+    assert!(
+        index.contains("[決定](d.md)") && index.contains("Решение"),
+        "{index}"
+    );
     let err = store
         .write_raw_if("d.md", text, &ExpectedVersion::Absent)
         .await
         .unwrap_err();
-    assert!(matches!(err, MemoryError::VersionConflict { .. }), "{err:?}");
+    assert!(
+        matches!(err, MemoryError::VersionConflict { .. }),
+        "{err:?}"
+    );
 
     let err = store
         .write_raw_if("plain.md", "no frontmatter 中文", &ExpectedVersion::Any)
