@@ -180,9 +180,17 @@ pub struct SummaryArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum TeamCommand {
     /// Send local changes to the team store (entries changed on the server are conflicts).
+    ///
+    /// Files travel as written: every frontmatter key (`tags:`, `metadata:`, comments) and the
+    /// body byte for byte. An entry a teammate deleted with `--prune` that you edited since is
+    /// re-created on the server (your edit is newer than the deletion).
     Push(TeamSyncArgs),
     /// Bring the team store's changes into the memory dir (the server wins; conflicting local
     /// edits are kept in `.memloop-team-conflicts/`).
+    ///
+    /// Files are written as their author had them (every frontmatter key, the body byte for
+    /// byte). An entry deleted on the server that you edited since is left alone, even with
+    /// `--prune`: `push` re-creates it.
     Pull(TeamSyncArgs),
     /// What push and pull would move.
     Status(TeamSyncArgs),

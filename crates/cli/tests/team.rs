@@ -356,3 +356,59 @@ fn team_sync_over_verified_tls_and_a_clear_refusal() {
     assert!(err.contains("does not name the host `127.0.0.1`"), "{err}");
     assert!(!err.contains("Пароль"), "{err}");
 }
+
+/// End to end: a Claude Code file with `metadata:`/`tags:` reaches the teammate byte for byte;
+/// the teammate edits it after the author pruned it from the server: pull exits 0 and keeps it,
+/// one push re-creates it, and both sides are in sync. `--help` says so.
+#[test]
+fn files_travel_as_written_and_a_pruned_edit_is_recreated_by_one_push() {
+    let schema = Schema::new();
+    let url = schema.url();
+    let tmp = TempDir::new().unwrap();
+    let (alice, bob) = (tmp.path().join("alice"), tmp.path().join("bob"));
+    std::fs::create_dir_all(&alice).unwrap();
+    let text = "---\nname: 部署\ndescription: デプロイの曜日\nmetadata:\n  type: project\n  owner: 김민수\ntags: [Деплой]\n---\n\n只在周二。\n";
+    std::fs::write(alice.join("deploy.md"), text).unwrap();
+    let run = |dir: &Path, args: &[&str]| {
+        let mut all = vec!["--database-url", url.as_str(), "team"];
+        all.extend_from_slice(args);
+        memloop(tmp.path(), dir, &all)
+    };
+    assert!(run(&alice, &["push"]).status.success());
+    assert!(run(&bob, &["pull"]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(bob.join("deploy.md")).unwrap(),
+        text
+    );
+
+    std::fs::remove_file(alice.join("deploy.md")).unwrap();
+    assert!(run(&alice, &["push", "--prune"]).status.success());
+    let edited = text.replace("只在周二。", "周二和周四。");
+    std::fs::write(bob.join("deploy.md"), &edited).unwrap();
+    let out = run(&bob, &["pull", "--prune"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!stdout(&out).contains("CONFLICT"), "{}", stdout(&out));
+    assert_eq!(
+        std::fs::read_to_string(bob.join("deploy.md")).unwrap(),
+        edited
+    );
+    let out = run(&bob, &["push"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains("pushed (v1)"), "{}", stdout(&out));
+    for dir in [&bob, &alice] {
+        let out = run(dir, &["pull"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(alice.join("deploy.md")).unwrap(),
+        edited
+    );
+    for dir in [&bob, &alice] {
+        assert!(stdout(&run(dir, &["status"])).contains("everything in sync"));
+    }
+
+    let help = stdout(&memloop(tmp.path(), &bob, &["team", "push", "--help"]));
+    assert!(help.contains("re-created on the server"), "{help}");
+    let help = stdout(&memloop(tmp.path(), &bob, &["team", "pull", "--help"]));
+    assert!(help.contains("`push` re-creates it"), "{help}");
+}

@@ -194,6 +194,20 @@ impl FileMemoryStore {
         (self as &dyn MemoryStore).write(rel_path, doc, mode).await
     }
 
+    /// Write a memory file exactly as written, if it is at `expected`, through the enforcing
+    /// entry point (`dyn MemoryStore::write_raw_if`: every rule of a write, the secret filter on
+    /// the whole text).
+    pub async fn write_raw_if(
+        &self,
+        rel_path: &str,
+        text: &str,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        (self as &dyn MemoryStore)
+            .write_raw_if(rel_path, text, expected)
+            .await
+    }
+
     /// Delete a memory through the entry point (`dyn MemoryStore::delete`).
     pub async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
         (self as &dyn MemoryStore).delete(rel_path).await
@@ -347,6 +361,7 @@ impl FileMemoryStore {
         rel: &str,
         doc: &MemoryDoc,
         mode: WriteMode,
+        raw: Option<&str>,
         expected: &ExpectedVersion,
     ) -> Result<VersionedWrite, MemoryError> {
         let _span = tracing::debug_span!("memory_write", rel, ?mode).entered();
@@ -373,8 +388,10 @@ impl FileMemoryStore {
             .next()
             .unwrap_or(rel)
             .trim_end_matches(".md");
-        let text = match (&existing, mode) {
-            (Some(old), WriteMode::Append) => append_to_existing(old, doc),
+        let text = match (&existing, mode, raw) {
+            // A checked raw write: the file as written.
+            (_, _, Some(raw)) => raw.to_owned(),
+            (Some(old), WriteMode::Append, None) => append_to_existing(old, doc),
             // A new or replaced file always gets a name: the file stem when none is given.
             _ if doc.name.trim().is_empty() => render_memory(&MemoryDoc {
                 name: stem.to_owned(),
@@ -566,6 +583,7 @@ impl MemoryStore for FileMemoryStore {
                 write.path().as_str(),
                 write.doc(),
                 write.mode(),
+                write.raw(),
                 &ExpectedVersion::Any,
             )
         })
@@ -583,7 +601,13 @@ impl MemoryStore for FileMemoryStore {
         let this = self.clone();
         let expected = expected.clone();
         blocking(move || {
-            this.write_blocking(write.path().as_str(), write.doc(), write.mode(), &expected)
+            this.write_blocking(
+                write.path().as_str(),
+                write.doc(),
+                write.mode(),
+                write.raw(),
+                &expected,
+            )
         })
         .await
     }

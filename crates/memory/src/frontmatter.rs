@@ -335,6 +335,70 @@ fn set_field(lines: &mut Vec<String>, key: &str, value: &str) {
     lines.push(format!("{key}: {value}"));
 }
 
+/// The canonical text of a memory file, unknown frontmatter keys included: the file parsed and
+/// rendered again ([`render_memory`]), then every frontmatter key memloop does not render
+/// (`tags`, a `metadata:` block, a `type` that is none of the four, ...) appended in key order in
+/// one YAML form. Two files that differ only in formatting (quoting, key order, line ends, a BOM,
+/// comments) have the same canonical text; a changed value of any key changes it. `Err` as
+/// [`MemoryDoc::parse`] when the text is not a memory file.
+///
+/// ```
+/// use memloop_memory::store::canonical_memory_text;
+/// let a = canonical_memory_text("---\r\ntags: [部署]\r\nname: \"Deploys\"\r\ndescription: when\r\n---\r\n\r\nBody\n", "x").unwrap();
+/// let b = canonical_memory_text("---\nname: Deploys\ndescription: when\n# note\ntags:\n  - 部署\n---\n\nBody\n", "x").unwrap();
+/// assert_eq!(a, b);
+/// assert!(a.contains("部署"));
+/// ```
+pub fn canonical_memory_text(text: &str, fallback_name: &str) -> Result<String, String> {
+    let doc = MemoryDoc::parse(text, fallback_name)?;
+    let rendered = render_memory(&doc);
+    let extras = split_frontmatter(text, Closing::Dashes)
+        .frontmatter
+        .and_then(parse_frontmatter_mapping)
+        .map(|m| unknown_keys(&m, &doc))
+        .unwrap_or_default();
+    if extras.is_empty() {
+        return Ok(rendered);
+    }
+    let yaml = serde_norway::to_string(&Value::Mapping(extras))
+        .map_err(|e| format!("the frontmatter cannot be written back as YAML: {e}"))?;
+    // `rendered` starts with `---\n` and the known fields; insert the extra keys before the
+    // closing fence.
+    let Some(close) = rendered.find("\n---\n") else {
+        return Ok(rendered);
+    };
+    let mut out = rendered[..close + 1].to_owned();
+    out.push_str(&yaml);
+    if !yaml.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&rendered[close + 1..]);
+    Ok(out)
+}
+
+/// The frontmatter keys [`render_memory`] does not write, sorted by key: all but `name`,
+/// `description`, and a `type` that is one of the four (rendered as `type:`).
+fn unknown_keys(m: &Mapping, doc: &MemoryDoc) -> Mapping {
+    let mut keys: Vec<(String, Value)> = m
+        .iter()
+        .filter_map(|(k, v)| {
+            let key = as_text(k)?;
+            let known = match key.as_str() {
+                "name" | "description" => true,
+                "type" => as_text(v)
+                    .and_then(|s| MemoryType::parse(s.trim()))
+                    .is_some_and(|t| doc.memory_type == Some(t)),
+                _ => false,
+            };
+            (!known).then_some((key, v.clone()))
+        })
+        .collect();
+    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    keys.into_iter()
+        .map(|(k, v)| (Value::String(k), v))
+        .collect()
+}
+
 /// Memory files as text: the format [`FileMemoryStore`](crate::file_store::FileMemoryStore) writes.
 impl MemoryDoc {
     /// Parse a memory file's text (a `---` frontmatter with `name`, `description`, `type`, then

@@ -42,6 +42,7 @@ pub struct CheckedWrite {
     path: MemoryPath,
     doc: MemoryDoc,
     mode: WriteMode,
+    raw: Option<String>,
 }
 
 impl CheckedWrite {
@@ -68,6 +69,41 @@ impl CheckedWrite {
             path,
             doc: doc.clone(),
             mode,
+            raw: None,
+        })
+    }
+
+    /// Apply the rules to a write of a memory file exactly as written (`text`, e.g. a file a
+    /// teammate's machine holds, unknown frontmatter keys and comments included): valid path,
+    /// never `MEMORY.md`, the text must be a memory file ([`MemoryDoc::parse`]), no credential
+    /// anywhere in the *whole* text (so also not in a key memloop does not know), and the whole
+    /// text within [`WriteLimits::max_body_bytes`]. The write replaces the file
+    /// ([`WriteMode::Overwrite`]); [`raw`](Self::raw) is the text to store and [`doc`](Self::doc)
+    /// its parsed fields.
+    pub fn check_raw(rel_path: &str, text: &str, limits: WriteLimits) -> Result<Self, MemoryError> {
+        let path = MemoryPath::new(rel_path)?;
+        SecretFilter::check(text)?;
+        if text.len() > limits.max_body_bytes {
+            return Err(MemoryError::TooLarge {
+                path: path.into_string(),
+                bytes: text.len(),
+                limit: limits.max_body_bytes,
+            });
+        }
+        let stem = rel_path
+            .rsplit('/')
+            .next()
+            .unwrap_or(rel_path)
+            .trim_end_matches(".md");
+        let doc = MemoryDoc::parse(text, stem).map_err(|reason| MemoryError::Unreadable {
+            path: path.as_str().to_owned(),
+            reason: format!("not a memory file: {reason}"),
+        })?;
+        Ok(Self {
+            path,
+            doc,
+            mode: WriteMode::Overwrite,
+            raw: Some(text.to_owned()),
         })
     }
 
@@ -84,6 +120,13 @@ impl CheckedWrite {
     /// Replace or append.
     pub fn mode(&self) -> WriteMode {
         self.mode
+    }
+
+    /// The file text to store as is, for a write built by [`check_raw`](Self::check_raw)
+    /// (`None`: the backend renders [`doc`](Self::doc)). A backend that keeps file text stores
+    /// these bytes; one that only keeps fields stores `doc`.
+    pub fn raw(&self) -> Option<&str> {
+        self.raw.as_deref()
     }
 }
 
@@ -445,6 +488,22 @@ impl dyn MemoryStore + '_ {
         expected: &ExpectedVersion,
     ) -> Result<VersionedWrite, MemoryError> {
         let checked = CheckedWrite::check(rel_path, doc, mode, self.write_limits())
+            .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
+            .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
+        self.write_checked_if(checked, expected).await
+    }
+
+    /// Write a memory file exactly as written (unknown frontmatter keys, comments and the body
+    /// byte for byte) and its index line, through the same rules as [`write`](Self::write)
+    /// ([`CheckedWrite::check_raw`]: the secret filter runs on the whole text) and the
+    /// containment question, only if the memory is at the `expected` version.
+    pub async fn write_raw_if(
+        &self,
+        rel_path: &str,
+        text: &str,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let checked = CheckedWrite::check_raw(rel_path, text, self.write_limits())
             .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
             .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
         self.write_checked_if(checked, expected).await

@@ -16,7 +16,7 @@
 
 pub use crate::changes::{ChangeCursor, Changes};
 pub use crate::file_store::{FileMemoryStore, StoreConfig};
-pub use crate::frontmatter::append_to_existing;
+pub use crate::frontmatter::{append_to_existing, canonical_memory_text};
 pub use crate::index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use crate::memory_store::{
     CheckedWrite, ExpectedVersion, LocalBases, LocalDir, LocalPurpose, MemoryPath, MemoryStore,

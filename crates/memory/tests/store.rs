@@ -438,3 +438,65 @@ async fn unnamed_new_memories_are_named_after_their_file() {
     );
     assert_eq!(s.index_entries().await.unwrap()[0].title, "topic_a");
 }
+
+/// A checked raw write stores the file as written (unknown keys, comments, CRLF, no final
+/// newline), indexes it from its frontmatter, honours `expected`, and refuses text that is not a
+/// memory file, a credential in an unknown key, `MEMORY.md` and an oversized text.
+#[tokio::test]
+async fn raw_writes_keep_the_bytes_and_apply_every_rule() {
+    use memloop_memory::store::{ExpectedVersion, MemoryError, content_version};
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileMemoryStore::open(dir.path()).unwrap();
+    let text = "---\r\nname: 決定\r\ndescription: Решение\r\n# コメント\r\ntags: [배포]\r\nmetadata:\r\n  type: project\r\n---\r\n\r\n本文  \r\nno final newline";
+    let w = store
+        .write_raw_if("d.md", text, &ExpectedVersion::Absent)
+        .await
+        .unwrap();
+    assert_eq!(w.version, content_version(text));
+    assert_eq!(
+        std::fs::read(dir.path().join("d.md")).unwrap(),
+        text.as_bytes()
+    );
+    let index = std::fs::read_to_string(dir.path().join("MEMORY.md")).unwrap();
+    assert!(
+        index.contains("[決定](d.md)") && index.contains("Решение"),
+        "{index}"
+    );
+    let err = store
+        .write_raw_if("d.md", text, &ExpectedVersion::Absent)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, MemoryError::VersionConflict { .. }),
+        "{err:?}"
+    );
+
+    let err = store
+        .write_raw_if("plain.md", "no frontmatter 中文", &ExpectedVersion::Any)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not a memory file"), "{err}");
+    let secret = format!(
+        "---\nname: x\ndescription: y\nmetadata:\n  key: AKIA{}\n---\n\nbody\n",
+        "ABCDEFGH12345678"
+    );
+    let err = store
+        .write_raw_if("s.md", &secret, &ExpectedVersion::Any)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MemoryError::SensitiveData { .. }), "{err:?}");
+    let err = store
+        .write_raw_if("MEMORY.md", text, &ExpectedVersion::Any)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("MEMORY.md"), "{err}");
+    let big = format!("{text}{}", "я".repeat(600_000));
+    let err = store
+        .write_raw_if("big.md", &big, &ExpectedVersion::Any)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MemoryError::TooLarge { .. }), "{err:?}");
+    for gone in ["plain.md", "s.md", "big.md"] {
+        assert!(!dir.path().join(gone).exists(), "{gone}");
+    }
+}

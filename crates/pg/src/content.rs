@@ -1,7 +1,7 @@
 //! The canonical text of a memory and its SHA-256: what both stores compare, so an entry that
 //! did not change has the same hash on every machine.
 
-use memloop_memory::store::MemoryDoc;
+use memloop_memory::store::canonical_memory_text;
 use sha2::{Digest, Sha256};
 
 /// The file stem of a relative path (`team/deploy.md` → `deploy`): the name of a memory that
@@ -13,14 +13,12 @@ pub(crate) fn stem(rel: &str) -> &str {
         .trim_end_matches(".md")
 }
 
-/// The canonical text of a memory file: parsed and rendered again, so formatting differences
-/// (quoting, key order, line ends) do not count as changes. Text that is not a memory file is
-/// kept as is.
+/// The canonical text of a memory file: parsed and rendered again with its unknown frontmatter
+/// keys ([`canonical_memory_text`]), so formatting differences (quoting, key order, line ends,
+/// comments) do not count as changes while a changed `tags:` or `metadata:` value does. Text
+/// that is not a memory file is kept as is.
 pub fn canonical_text(raw: &str, rel_path: &str) -> String {
-    match MemoryDoc::parse(raw, stem(rel_path)) {
-        Ok(doc) => doc.render(),
-        Err(_) => raw.to_owned(),
-    }
+    canonical_memory_text(raw, stem(rel_path)).unwrap_or_else(|_| raw.to_owned())
 }
 
 /// Lowercase hex SHA-256 of `text`.

@@ -120,6 +120,15 @@ CREATE TRIGGER memloop_changes_feed AFTER INSERT OR UPDATE OR DELETE ON memloop_
     FOR EACH ROW EXECUTE FUNCTION memloop_record_change();
 "#,
     ),
+    (
+        4,
+        "memory file text as written (unknown frontmatter keys, comments, body bytes)",
+        r#"
+-- The file text as its writer had it; NULL for rows written before this column existed, whose
+-- `content` is their text. `content` stays the canonical text and `sha256` its hash.
+ALTER TABLE memloop_memories ADD COLUMN source text;
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -57,8 +57,12 @@ pub struct PgMemory {
     pub rel_path: String,
     /// Frontmatter fields and body.
     pub doc: MemoryDoc,
-    /// The canonical file text.
+    /// The canonical file text (what `sha256` hashes and reads return): known fields rendered,
+    /// unknown frontmatter keys in one YAML form ([`canonical_text`](crate::canonical_text)).
     pub content: String,
+    /// The file text as its writer had it (unknown frontmatter keys, comments, body bytes):
+    /// what a team pull writes to disk.
+    pub source: String,
     /// SHA-256 (hex) of `content`.
     pub sha256: String,
     /// Version: 1 on creation, +1 on every change.
@@ -126,7 +130,7 @@ pub(crate) fn parse_type(s: Option<String>) -> Option<MemoryType> {
     s.as_deref().and_then(MemoryType::parse)
 }
 
-const COLUMNS: &str = "rel_path, name, description, memory_type, body, content, sha256, version, updated_by, updated_at";
+const COLUMNS: &str = "rel_path, name, description, memory_type, body, content, sha256, version, updated_by, updated_at, coalesce(source, content)";
 
 fn row_to_memory(row: &Row) -> PgMemory {
     let updated_at: chrono::DateTime<chrono::Utc> = row.get(9);
@@ -139,6 +143,7 @@ fn row_to_memory(row: &Row) -> PgMemory {
             body: row.get(4),
         },
         content: row.get(5),
+        source: row.get(10),
         sha256: row.get(6),
         version: row.get(7),
         updated_by: row.get(8),
@@ -363,16 +368,31 @@ impl PgMemoryStore {
         self.write_checked_versioned(&checked, expected).await
     }
 
+    /// Write the memory file `text` exactly as written (unknown frontmatter keys, comments,
+    /// body bytes) at `rel_path` if the memory is at the `expected` version: the row keeps
+    /// `text` as its source and its canonical text as `content`. The rules run first
+    /// ([`CheckedWrite::check_raw`]: the secret filter on the whole text, path, size).
+    pub async fn write_versioned_raw(
+        &self,
+        rel_path: &str,
+        text: &str,
+        expected: Expected,
+    ) -> Result<PgWrite, StoreError> {
+        let checked = CheckedWrite::check_raw(rel_path, text, self.write_limits())?;
+        self.write_checked_versioned(&checked, expected).await
+    }
+
     /// [`write_versioned`](Self::write_versioned) of a write that already passed the rules.
     async fn write_checked_versioned(
         &self,
         checked: &CheckedWrite,
         expected: Expected,
     ) -> Result<PgWrite, StoreError> {
-        let (rel, doc, mode) = (
+        let (rel, doc, mode, raw) = (
             checked.path().as_str().to_owned(),
             checked.doc(),
             checked.mode(),
+            checked.raw(),
         );
         let write_id = Uuid::new_v4();
         let span = tracing::debug_span!("team_memory_write", rel = %rel, ?mode);
@@ -382,7 +402,7 @@ impl PgMemoryStore {
                 .retrying("write", |client| {
                     let rel = &rel;
                     async move {
-                        self.try_write(client, rel, doc, mode, expected, write_id)
+                        self.try_write(client, rel, (doc, mode, raw), expected, write_id)
                             .await
                     }
                 })
@@ -411,8 +431,7 @@ impl PgMemoryStore {
         &self,
         mut client: Client,
         rel: &str,
-        doc: &MemoryDoc,
-        mode: WriteMode,
+        (doc, mode, raw): (&MemoryDoc, WriteMode, Option<&str>),
         expected: Expected,
         write_id: Uuid,
     ) -> Result<PgWrite, StoreError> {
@@ -420,14 +439,15 @@ impl PgMemoryStore {
         let tx = client.transaction().await.map_err(db)?;
         let current = tx
             .query_opt(
-                "SELECT version, content, write_id FROM memloop_memories
+                "SELECT version, content, write_id, coalesce(source, content) FROM memloop_memories
                  WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
                 &[&project, &rel],
             )
             .await
             .map_err(db)?;
-        let current: Option<(i64, String, Uuid)> = current.map(|r| (r.get(0), r.get(1), r.get(2)));
-        if let Some((version, content, id)) = &current {
+        let current: Option<(i64, String, Uuid, String)> =
+            current.map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)));
+        if let Some((version, content, id, _)) = &current {
             if *id == write_id {
                 // This very write landed before the connection dropped: report it, once.
                 return Ok(PgWrite {
@@ -455,14 +475,17 @@ impl PgMemoryStore {
         } else {
             doc.clone()
         };
-        let text = match (&current, mode) {
-            (Some((_, old, _)), WriteMode::Append) => append_to_existing(old, doc),
+        let text = match (&current, mode, raw) {
+            (_, _, Some(raw)) => raw.to_owned(),
+            (Some((_, _, _, old)), WriteMode::Append, None) => append_to_existing(old, doc),
             _ => named.render(),
         };
         let content = canonical_text(&text, rel);
         let stored = MemoryDoc::parse(&content, stem(rel)).unwrap_or(named);
         let sha = sha256_hex(&content);
-        if let Some((version, old, _)) = &current {
+        if let Some((version, old, _, _)) = &current {
+            // Same canonical text: no new version (a formatting-only difference is no change);
+            // the source is kept as it was.
             if *old == content {
                 tx.commit().await.map_err(db)?;
                 return Ok(PgWrite {
@@ -476,8 +499,8 @@ impl PgMemoryStore {
         }
         let kind = stored.memory_type.map(|t| t.as_str().to_owned());
         let writer = &self.inner.config.writer;
-        // $1..$10 of both the UPDATE and the INSERT below.
-        let row_params: [&(dyn ToSql + Sync); 10] = [
+        // $1..$11 of both the UPDATE and the INSERT below.
+        let row_params: [&(dyn ToSql + Sync); 11] = [
             &project,
             &rel,
             &stored.name,
@@ -488,12 +511,13 @@ impl PgMemoryStore {
             &sha,
             writer,
             &write_id,
+            &text,
         ];
         let version: i64 = if current.is_some() {
             tx.query_one(
                 "UPDATE memloop_memories SET name = $3, description = $4, memory_type = $5,
                     body = $6, content = $7, sha256 = $8, version = version + 1,
-                    updated_at = now(), updated_by = $9, write_id = $10
+                    updated_at = now(), updated_by = $9, write_id = $10, source = $11
                  WHERE project_id = $1 AND rel_path = $2 RETURNING version",
                 &row_params,
             )
@@ -504,8 +528,8 @@ impl PgMemoryStore {
             let row = tx
                 .query_opt(
                     "INSERT INTO memloop_memories (project_id, rel_path, name, description,
-                        memory_type, body, content, sha256, version, updated_by, write_id)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10)
+                        memory_type, body, content, sha256, version, updated_by, write_id, source)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10, $11)
                      ON CONFLICT (project_id, rel_path) DO NOTHING RETURNING version",
                     &row_params,
                 )

@@ -8,12 +8,23 @@
 //! the last sync is not overwritten (conflict: pull first); the write is versioned, so a
 //! concurrent push is refused too. Deletions move only with [`SyncOptions::prune`]. Content that
 //! looks like a credential never leaves the machine.
+//!
+//! Files move as written: push sends the local file text (every frontmatter key, comments, the
+//! body byte for byte) and the row keeps it; pull writes that text back through the store's
+//! checked raw write ([`FileMemoryStore::write_raw_if`]), so keys memloop does not know
+//! (`tags:`, a `metadata:` block, an unknown `type`) reach every teammate and survive their
+//! edits. The hash compared is that of the canonical text, unknown keys included
+//! ([`canonical_text`]), so a formatting-only difference is no change.
+//!
+//! An entry deleted on the server (a teammate pushed with prune) that was edited here since the
+//! last sync is a local change: the edit is newer information than the deletion. Pull leaves it
+//! alone, push re-creates it on the server (version 1), and the next pull is in sync.
 
-use crate::content::{canonical_text, sha256_hex, stem};
+use crate::content::{canonical_text, sha256_hex};
 use crate::error::StoreError;
 use crate::store::{Expected, PgMemory, PgMemoryStore};
 use memloop_memory::store::{
-    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, SecretFilter, WriteMode,
+    ExpectedVersion, FileMemoryStore, MemoryError, MemoryStore, SecretFilter,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,7 +48,8 @@ pub struct SyncOptions {
 pub enum EntryState {
     /// Same on both sides.
     InSync,
-    /// Edited or created locally; the server has not changed.
+    /// Edited or created locally; the server has not changed, or it deleted the entry (a local
+    /// edit of an entry deleted on the server is newer information: push re-creates it).
     LocalChanged,
     /// Changed or created on the server; the local copy has not changed.
     ServerChanged,
@@ -325,6 +337,8 @@ impl TeamSync {
                 _ if l.is_some_and(|l| l.secret.is_some()) && local_changed => EntryState::Secret,
                 (true, false) if l.is_none() => EntryState::DeletedLocally,
                 (true, false) => EntryState::LocalChanged,
+                // Deleted on the server, edited here: the edit is the newer information.
+                (true, true) if s.is_none() => EntryState::LocalChanged,
                 (false, true) if s.is_none() => EntryState::DeletedOnServer,
                 (false, true) => EntryState::ServerChanged,
                 (true, true) if l.is_none() => EntryState::ServerChanged,
@@ -333,7 +347,11 @@ impl TeamSync {
             let action = match dir {
                 Direction::Status => SyncAction::None,
                 Direction::Push => {
-                    self.push_one(&rel, entry_state, l, base, opts, &mut state)
+                    let expected = match (s, base) {
+                        (None, _) | (_, None) => Expected::Absent,
+                        (Some(_), Some(b)) => Expected::Version(b.version),
+                    };
+                    self.push_one(&rel, entry_state, l, expected, opts, &mut state)
                         .await
                 }
                 Direction::Pull => {
@@ -362,7 +380,7 @@ impl TeamSync {
     /// Give every local memory its `MEMORY.md` line: a pull killed between writing a file and
     /// its index line (or a file copied in by hand) leaves one missing, and the next pull puts
     /// it back, so pulls converge. The file is rewritten through the store with the document it
-    /// holds (the store keeps frontmatter keys it does not know).
+    /// holds, as written (a checked raw write: unknown frontmatter keys stay).
     async fn repair_index(&self, local: &BTreeMap<String, Local>) {
         let indexed: BTreeSet<String> = match self.local.index_entries().await {
             Ok(entries) => entries.into_iter().map(|e| e.file).collect(),
@@ -373,23 +391,11 @@ impl TeamSync {
         };
         for rel in local.keys().filter(|r| !indexed.contains(*r)) {
             let repaired = match self.local.read(rel).await {
-                Ok(file) => {
-                    let h = &file.header;
-                    let name = h.name.clone().unwrap_or_else(|| {
-                        rel.rsplit('/')
-                            .next()
-                            .unwrap_or(rel)
-                            .trim_end_matches(".md")
-                            .to_owned()
-                    });
-                    let doc = MemoryDoc::new(
-                        name,
-                        h.description.clone().unwrap_or_default(),
-                        h.memory_type.unwrap_or(MemoryType::Project),
-                        file.body,
-                    );
-                    self.local.write(rel, &doc, WriteMode::Overwrite).await
-                }
+                Ok(file) => self
+                    .local
+                    .write_raw_if(rel, &file.raw, &ExpectedVersion::Any)
+                    .await
+                    .map(|_| ()),
                 Err(e) => Err(e),
             };
             match repaired {
@@ -404,25 +410,16 @@ impl TeamSync {
         rel: &str,
         st: EntryState,
         l: Option<&Local>,
-        base: Option<Base>,
+        expected: Expected,
         opts: SyncOptions,
         state: &mut SyncState,
     ) -> SyncAction {
-        let expected = base.map_or(Expected::Absent, |b| Expected::Version(b.version));
         match (st, l) {
             (EntryState::Secret, Some(l)) => SyncAction::SecretRefused {
                 pattern: l.secret.unwrap_or_default().to_owned(),
             },
             (EntryState::LocalChanged, Some(l)) => {
-                let doc = match MemoryDoc::parse(&l.raw, stem(rel)) {
-                    Ok(d) => d,
-                    Err(e) => return SyncAction::Failed { error: e },
-                };
-                match self
-                    .team
-                    .write_versioned(rel, &doc, WriteMode::Overwrite, expected)
-                    .await
-                {
+                match self.team.write_versioned_raw(rel, &l.raw, expected).await {
                     Ok(w) => {
                         if let Some(sha) = from_hex(&w.sha256) {
                             state.entries.insert(
@@ -486,7 +483,7 @@ impl TeamSync {
             let (local, m) = (self.local.clone(), m.clone());
             async move {
                 local
-                    .write(&m.rel_path, &m.doc, WriteMode::Overwrite)
+                    .write_raw_if(&m.rel_path, &m.source, &ExpectedVersion::Any)
                     .await
                     .map(|_| m)
             }
@@ -541,10 +538,6 @@ impl TeamSync {
                     },
                 }
             }
-            (EntryState::Conflict, None) => SyncAction::Conflict {
-                recovery: None,
-                reason: "deleted on the server but edited locally; the local copy is kept".into(),
-            },
             (EntryState::DeletedOnServer, None) if opts.prune => match self.local.delete(rel).await
             {
                 Ok(()) | Err(MemoryError::NotFound(_)) => {

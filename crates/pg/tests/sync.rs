@@ -270,3 +270,317 @@ async fn a_later_pull_restores_a_missing_index_line() {
         "the memory itself is unchanged"
     );
 }
+
+/// A memory file as Claude Code writes it: a `metadata:` block, `tags:`, a comment, values in
+/// Chinese, Japanese, Korean and Russian, a body with trailing spaces, blank lines at the end
+/// and no final newline.
+const CLAUDE_FILE: &str = "---\nname: 部署の決定\ndescription: \"デプロイ: 火曜日のみ\"\n# 由 Claude Code 写入\ntags: [部署, デプロイ, 배포, развёртывание]\nmetadata:\n  type: project\n  author: 王小明\n  note: 'Не трогать по пятницам'\n---\n\n只在周二部署。  \nДеплой только по вторникам.\n\n배포는 화요일에만.\n\n\nend without newline";
+
+/// Another: an unknown `type:` value, CRLF line ends, a BOM.
+const CRLF_FILE: &str = "\u{feff}---\r\nname: 決定\r\ndescription: 一覧\r\ntype: decision\r\npriority: 高\r\n---\r\n\r\nЗаписано.\r\n";
+
+#[tokio::test]
+async fn unknown_frontmatter_and_the_body_travel_byte_for_byte() {
+    let schema = TestSchema::new();
+    let alice = machine(&schema, "memory").await;
+    let bob = machine(&schema, "memory").await;
+    // Written by Claude Code, not through memloop.
+    std::fs::write(alice.local.root().join("decisions.md"), CLAUDE_FILE).unwrap();
+    std::fs::write(alice.local.root().join("list.md"), CRLF_FILE).unwrap();
+    let pushed = alice.sync.push(PULL).await.unwrap();
+    assert_eq!(
+        pushed.count(|a| matches!(a, SyncAction::Pushed { version: 1 })),
+        2,
+        "{pushed:?}"
+    );
+
+    // The row keeps the file as written; its canonical content keeps every key too.
+    let team = schema.open("acme/api").await;
+    let row = team.get("decisions.md").await.unwrap().unwrap();
+    assert_eq!(row.source, CLAUDE_FILE);
+    for key in ["tags:", "metadata:", "王小明", "배포", "развёртывание"] {
+        assert!(row.content.contains(key), "{key} missing: {}", row.content);
+    }
+    let row = team.get("list.md").await.unwrap().unwrap();
+    assert_eq!(row.source, CRLF_FILE);
+    assert!(row.content.contains("type: decision"), "{}", row.content);
+
+    let pulled = bob.sync.pull(PULL).await.unwrap();
+    assert_eq!(pulled.count(|a| matches!(a, SyncAction::Pulled { .. })), 2);
+    for (rel, text) in [("decisions.md", CLAUDE_FILE), ("list.md", CRLF_FILE)] {
+        assert_eq!(
+            std::fs::read(bob.local.root().join(rel)).unwrap(),
+            text.as_bytes(),
+            "{rel} arrives byte for byte"
+        );
+    }
+    // The teammate's copy is indexed like any pulled memory.
+    let index = std::fs::read_to_string(bob.local.root().join("MEMORY.md")).unwrap();
+    assert!(
+        index.contains("部署の決定") && index.contains("list.md"),
+        "{index}"
+    );
+    assert!(bob.sync.status().await.unwrap().items.is_empty());
+    assert!(alice.sync.status().await.unwrap().items.is_empty());
+
+    // A formatting-only difference is no change: the comment gone, a value quoted, keys
+    // reordered.
+    let reformatted = CLAUDE_FILE
+        .replace("# 由 Claude Code 写入\n", "")
+        .replace("name: 部署の決定\n", "")
+        .replace("  author: 王小明\n", "  author: \"王小明\"\n")
+        .replace(
+            "  note: 'Не трогать по пятницам'\n",
+            "  note: \"Не трогать по пятницам\"\nname: '部署の決定'\n",
+        );
+    std::fs::write(alice.local.root().join("decisions.md"), &reformatted).unwrap();
+    assert!(alice.sync.status().await.unwrap().items.is_empty());
+    // A changed unknown key is a change.
+    let retagged = CLAUDE_FILE.replace("배포, ", "");
+    std::fs::write(alice.local.root().join("decisions.md"), &retagged).unwrap();
+    assert_eq!(
+        alice
+            .sync
+            .status()
+            .await
+            .unwrap()
+            .in_state(EntryState::LocalChanged),
+        vec!["decisions.md"]
+    );
+    std::fs::write(alice.local.root().join("decisions.md"), CLAUDE_FILE).unwrap();
+    assert!(alice.sync.status().await.unwrap().items.is_empty());
+}
+
+#[tokio::test]
+async fn a_teammates_body_edit_keeps_the_authors_unknown_keys() {
+    let schema = TestSchema::new();
+    let alice = machine(&schema, "memory").await;
+    let bob = machine(&schema, "memory").await;
+    std::fs::write(alice.local.root().join("decisions.md"), CLAUDE_FILE).unwrap();
+    alice.sync.push(PULL).await.unwrap();
+    bob.sync.pull(PULL).await.unwrap();
+
+    // Bob edits the body in his editor; the frontmatter is untouched.
+    let edited = CLAUDE_FILE.replace("只在周二部署。", "周二和周四部署。");
+    std::fs::write(bob.local.root().join("decisions.md"), &edited).unwrap();
+    let push = bob.sync.push(PULL).await.unwrap();
+    assert_eq!(push.items[0].action, SyncAction::Pushed { version: 2 });
+    // And Bob appends through memloop (the library's own write keeps the keys too).
+    let append = MemoryDoc {
+        name: String::new(),
+        description: String::new(),
+        memory_type: None,
+        body: "追記: 금요일 금지.\n".into(),
+    };
+    bob.local
+        .write("decisions.md", &append, WriteMode::Append)
+        .await
+        .unwrap();
+    let appended = std::fs::read_to_string(bob.local.root().join("decisions.md")).unwrap();
+    let push = bob.sync.push(PULL).await.unwrap();
+    assert_eq!(push.items[0].action, SyncAction::Pushed { version: 3 });
+
+    let pull = alice.sync.pull(PULL).await.unwrap();
+    assert_eq!(pull.items[0].action, SyncAction::Pulled { version: 3 });
+    let mine = std::fs::read_to_string(alice.local.root().join("decisions.md")).unwrap();
+    assert_eq!(mine, appended);
+    for kept in [
+        "tags: [部署, デプロイ, 배포, развёртывание]",
+        "  author: 王小明",
+        "# 由 Claude Code 写入",
+    ] {
+        assert!(mine.contains(kept), "{kept} lost: {mine}");
+    }
+    assert!(mine.contains("周二和周四部署。") && mine.contains("금요일 금지"));
+    assert!(
+        !alice.local.root().join(memloop_pg::CONFLICT_DIR).exists(),
+        "no conflict: nothing of Alice's was overwritten"
+    );
+}
+
+#[tokio::test]
+async fn a_secret_in_an_unknown_key_never_leaves_the_machine() {
+    let schema = TestSchema::new();
+    let alice = machine(&schema, "memory").await;
+    let token = format!("ghp_{}", "a1B2c3D4".repeat(5));
+    let text = format!(
+        "---\nname: 部署\ndescription: デプロイ\nmetadata:\n  type: project\n  token: {token}\n---\n\nТело без секретов.\n"
+    );
+    std::fs::write(alice.local.root().join("ops.md"), &text).unwrap();
+    let push = alice.sync.push(PULL).await.unwrap();
+    assert_eq!(push.items[0].state, EntryState::Secret);
+    assert!(
+        matches!(&push.items[0].action, SyncAction::SecretRefused { pattern } if pattern == "GitHub token")
+    );
+    let team = schema.open("acme/api").await;
+    assert!(team.get("ops.md").await.unwrap().is_none());
+
+    // The checked raw writes themselves refuse it, on both stores: no way around the filter.
+    let err = team
+        .write_versioned_raw("ops.md", &text, memloop_pg::Expected::Any)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            memloop_pg::StoreError::Memory(
+                memloop_memory::store::MemoryError::SensitiveData { .. }
+            )
+        ),
+        "{err:?}"
+    );
+    assert!(!err.to_string().contains(&token));
+    let err = alice
+        .local
+        .write_raw_if(
+            "other.md",
+            &text,
+            &memloop_memory::store::ExpectedVersion::Any,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            memloop_memory::store::MemoryError::SensitiveData { .. }
+        ),
+        "{err:?}"
+    );
+    assert!(!alice.local.root().join("other.md").exists());
+    // Path rules and the size cap apply to raw writes too.
+    let err = team
+        .write_versioned_raw("MEMORY.md", CLAUDE_FILE, memloop_pg::Expected::Any)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("MEMORY.md"), "{err}");
+    let huge = format!("{CLAUDE_FILE}\n{}", "字".repeat(400_000));
+    let err = team
+        .write_versioned_raw("big.md", &huge, memloop_pg::Expected::Any)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            memloop_pg::StoreError::Memory(memloop_memory::store::MemoryError::TooLarge { .. })
+        ),
+        "{err:?}"
+    );
+}
+
+/// Another member pushed with `--prune` while Bob edited the entry: the edit is newer
+/// information, so pull leaves it (even with prune) and one push re-creates it; then every side
+/// is in sync.
+#[tokio::test]
+async fn a_pruned_entry_edited_locally_is_recreated_by_one_push() {
+    let schema = TestSchema::new();
+    let alice = machine(&schema, "memory").await;
+    let bob = machine(&schema, "memory").await;
+    alice
+        .local
+        .write("runbook.md", &doc("手順", "Шаг 1."), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    alice.sync.push(PULL).await.unwrap();
+    bob.sync.pull(PULL).await.unwrap();
+
+    alice.local.delete("runbook.md").await.unwrap();
+    let push = alice.sync.push(PRUNE).await.unwrap();
+    assert_eq!(push.items[0].action, SyncAction::DeletedRemote);
+    let path = bob.local.root().join("runbook.md");
+    let edited = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("Шаг 1.", "Шаг 1. 2단계: 재시작.");
+    std::fs::write(&path, &edited).unwrap();
+
+    let pull = bob.sync.pull(PRUNE).await.unwrap();
+    assert_eq!(pull.items.len(), 1);
+    assert_eq!(pull.items[0].state, EntryState::LocalChanged);
+    assert_eq!(pull.items[0].action, SyncAction::None);
+    assert_eq!(pull.conflicts(), 0);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), edited);
+
+    let push = bob.sync.push(PULL).await.unwrap();
+    assert_eq!(push.items[0].action, SyncAction::Pushed { version: 1 });
+    assert!(bob.sync.pull(PULL).await.unwrap().items.is_empty());
+    assert!(bob.sync.push(PULL).await.unwrap().items.is_empty());
+
+    let pull = alice.sync.pull(PULL).await.unwrap();
+    assert_eq!(pull.items[0].action, SyncAction::Pulled { version: 1 });
+    assert_eq!(
+        std::fs::read_to_string(alice.local.root().join("runbook.md")).unwrap(),
+        edited
+    );
+    assert!(alice.sync.status().await.unwrap().items.is_empty());
+}
+
+/// The same, pushing straight away (no pull first): one push ends it.
+#[tokio::test]
+async fn a_pruned_entry_edited_locally_needs_no_pull_first() {
+    let schema = TestSchema::new();
+    let alice = machine(&schema, "memory").await;
+    let bob = machine(&schema, "memory").await;
+    alice
+        .local
+        .write("runbook.md", &doc("手順", "Шаг 1."), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    alice.sync.push(PULL).await.unwrap();
+    bob.sync.pull(PULL).await.unwrap();
+    alice.local.delete("runbook.md").await.unwrap();
+    alice.sync.push(PRUNE).await.unwrap();
+    bob.local
+        .write(
+            "runbook.md",
+            &doc("手順", "新しい手順。"),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        bob.sync
+            .status()
+            .await
+            .unwrap()
+            .in_state(EntryState::LocalChanged),
+        vec!["runbook.md"]
+    );
+    let push = bob.sync.push(PULL).await.unwrap();
+    assert_eq!(push.items[0].action, SyncAction::Pushed { version: 1 });
+    assert!(bob.sync.status().await.unwrap().items.is_empty());
+}
+
+/// Rows written before the `source` column existed (NULL there) are pulled as their content.
+#[tokio::test]
+async fn rows_from_before_the_source_column_pull_their_content() {
+    let schema = TestSchema::new();
+    let alice = machine(&schema, "memory").await;
+    let bob = machine(&schema, "memory").await;
+    alice
+        .local
+        .write("old.md", &doc("旧い", "Старое."), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    alice.sync.push(PULL).await.unwrap();
+    support::admin()
+        .await
+        .execute(
+            &format!("UPDATE {}.memloop_memories SET source = NULL", schema.name),
+            &[],
+        )
+        .await
+        .unwrap();
+    let row = schema
+        .open("acme/api")
+        .await
+        .get("old.md")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.source, row.content);
+    bob.sync.pull(PULL).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(bob.local.root().join("old.md")).unwrap(),
+        row.content
+    );
+    assert!(bob.sync.status().await.unwrap().items.is_empty());
+}
