@@ -146,6 +146,62 @@ async fn bm25_searches_bodies_of_all_memories_beyond_the_newest_200() {
     assert_eq!(got.first().map(String::as_str), Some("old/flaky.md"));
 }
 
+/// The index follows the whole store, but a caller may offer fewer candidates (the recall hook
+/// leaves daily logs out; a benchmark ranks one conversation's summaries). Ranking considers only
+/// what was offered: a better match outside the candidates must not take the only slot.
+#[tokio::test]
+async fn bm25_ranks_only_the_candidates_it_is_given() {
+    let (_tmp, store) = store();
+    put(
+        &store,
+        "decisions/数据库.md",
+        "主数据库用 PostgreSQL",
+        "我们决定使用 PostgreSQL。",
+    )
+    .await;
+    put(
+        &store,
+        "logs/2026-11-25.md",
+        "数据库迁移",
+        "数据库迁移：今天完成数据库迁移，明天检查数据库迁移。",
+    )
+    .await;
+    put(
+        &store,
+        "deploy.md",
+        "deploys on Tuesdays",
+        "We deploy on Tuesdays.",
+    )
+    .await;
+    let all = store.scan().await.unwrap();
+    let offered: Vec<MemoryHeader> = all
+        .iter()
+        .filter(|h| !h.rel_path.starts_with("logs/"))
+        .cloned()
+        .collect();
+    let sel: Arc<dyn Selector> = Arc::new(Bm25Selector::new(store.clone()));
+    let one = SelectionContext::with_limit(1);
+    // Over everything the log wins (every query bigram, many times)...
+    assert_eq!(
+        sel.select_checked("数据库迁移", &all, &one).await.unwrap(),
+        ["logs/2026-11-25.md"]
+    );
+    // ...but it was not offered: the best offered memory answers, not an empty list.
+    assert_eq!(
+        sel.select_checked("数据库迁移", &offered, &one)
+            .await
+            .unwrap(),
+        ["decisions/数据库.md"]
+    );
+    // With every memory offered, nothing is filtered out.
+    assert_eq!(
+        sel.select_checked("deploy Tuesday", &all, &one)
+            .await
+            .unwrap(),
+        ["deploy.md"]
+    );
+}
+
 #[tokio::test]
 async fn bm25_index_is_updated_incrementally() {
     let (_tmp, store) = store();

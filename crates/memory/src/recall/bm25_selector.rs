@@ -301,11 +301,21 @@ impl Selector for Bm25Selector {
     ) -> Result<Vec<String>, SelectorError> {
         let mut synced = self.index.lock().await;
         synced.follow(self.store.as_ref(), headers).await;
-        Ok(synced
-            .index
-            .search(query, ctx.limit, |p| !ctx.already_surfaced.contains(p))
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect())
+        let fresh = |p: &str| !ctx.already_surfaced.contains(p);
+        let ranked = match candidates(headers, synced.index.len()) {
+            Some(only) => synced
+                .index
+                .search(query, ctx.limit, |p| only.contains(p) && fresh(p)),
+            None => synced.index.search(query, ctx.limit, fresh),
+        };
+        Ok(ranked.into_iter().map(|(p, _)| p).collect())
     }
+}
+
+/// The candidates' paths when they are fewer than the index holds (a caller that leaves some
+/// memories out, as the recall hook leaves out daily logs): the index follows the whole store,
+/// so ranking must skip what the caller did not offer, or those memories take the result slots
+/// and are dropped afterwards. `None` when every indexed memory is a candidate (no set to build).
+pub(crate) fn candidates(headers: &[MemoryHeader], indexed: usize) -> Option<HashSet<&str>> {
+    (headers.len() < indexed).then(|| headers.iter().map(|h| h.rel_path.as_str()).collect())
 }

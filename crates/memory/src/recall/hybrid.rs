@@ -284,7 +284,11 @@ impl Selector for HybridSelector {
         headers: &[MemoryHeader],
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError> {
-        let keep = |p: &str| !ctx.already_surfaced.contains(p);
+        // Only the offered candidates compete (see `bm25_selector::candidates`).
+        let only = super::bm25_selector::candidates(headers, self.bm25.indexed().await);
+        let keep = |p: &str| {
+            !ctx.already_surfaced.contains(p) && only.as_ref().is_none_or(|o| o.contains(p))
+        };
         let ranked = tokio::select! {
             r = self.ranked(query, headers, ctx.limit, &keep) => r,
             () = ctx.cancel.cancelled() => return Err(SelectorError::Cancelled),
