@@ -249,7 +249,11 @@ async fn main() -> Result<()> {
 
 /// The `HybridSelector` row (default fusion, BM25 + dense), the memories embedded beforehand;
 /// the embedding budget is raised so a loaded machine measures ranking, not time-outs.
-async fn hybrid_row(spec: &str, store: &Arc<dyn MemoryStore>, questions: &[Question]) -> Result<()> {
+async fn hybrid_row(
+    spec: &str,
+    store: &Arc<dyn MemoryStore>,
+    questions: &[Question],
+) -> Result<()> {
     let Some(dir) = spec.strip_prefix("candle:") else {
         anyhow::bail!("--embed expects candle:<model dir>, got {spec}");
     };
@@ -278,8 +282,13 @@ async fn hybrid_row(spec: &str, store: &Arc<dyn MemoryStore>, questions: &[Quest
             report.embedded,
             t.elapsed().as_secs_f64()
         );
-        return run_selector("hybrid (BM25 + MiniLM, default fusion)", &hybrid, store, questions)
-            .await;
+        return run_selector(
+            "hybrid (BM25 + MiniLM, default fusion)",
+            &hybrid,
+            store,
+            questions,
+        )
+        .await;
     }
     #[cfg(not(feature = "candle"))]
     {

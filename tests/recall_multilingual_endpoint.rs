@@ -31,7 +31,13 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 /// One concept per row, in the four scripts (and English): what a multilingual model puts
 /// close together.
 const CONCEPTS: [&[&str]; 4] = [
-    &["database", "数据库", "データベース", "база данных", "데이터베이스"],
+    &[
+        "database",
+        "数据库",
+        "データベース",
+        "база данных",
+        "데이터베이스",
+    ],
     &["cache", "缓存", "キャッシュ", "кэш", "캐시"],
     &["backup", "备份", "バックアップ", "резервн", "백업"],
     &["deploy", "部署", "デプロイ", "развёртыван", "배포"],
@@ -152,7 +158,8 @@ async fn setup() -> Setup {
     let embedder = Arc::new(OpenAiEmbedder::connect(config).await.unwrap());
     assert_eq!(embedder.dimension(), CONCEPTS.len() + 1);
     let cache = vector_cache_for(&*store, embedder.model_id());
-    let hybrid = HybridSelector::with_config(store.clone(), embedder, cache, HybridConfig::default());
+    let hybrid =
+        HybridSelector::with_config(store.clone(), embedder, cache, HybridConfig::default());
     Setup {
         _tmp: tmp,
         server,
@@ -228,7 +235,10 @@ async fn the_server_receives_nfkc_text_in_its_own_script() {
         "{japanese}"
     );
     assert!(japanese.contains("24時間"), "{japanese}");
-    assert!(!japanese.contains('ｷ') && !japanese.contains('Ｒ'), "{japanese}");
+    assert!(
+        !japanese.contains('ｷ') && !japanese.contains('Ｒ'),
+        "{japanese}"
+    );
     assert!(
         inputs
             .iter()
@@ -240,10 +250,16 @@ async fn the_server_receives_nfkc_text_in_its_own_script() {
         "{inputs:?}"
     );
     // The query too is NFKC (the memories are), in its script.
-    assert!(inputs.iter().any(|t| t == "キャッシュはどこ?"), "{inputs:?}");
+    assert!(
+        inputs.iter().any(|t| t == "キャッシュはどこ?"),
+        "{inputs:?}"
+    );
     // On the wire: UTF-8 as is, not \u escapes.
     let all = raw.concat();
-    assert!(all.contains("キャッシュ") && all.contains("Резервные"), "{all}");
+    assert!(
+        all.contains("キャッシュ") && all.contains("Резервные"),
+        "{all}"
+    );
     assert!(!all.contains("\\u"), "{all}");
 }
 
