@@ -7,6 +7,9 @@
 //! # plus a row for PostgreSQL search (memloop-pg's PgFtsSelector):
 //! cargo run --release --example cmrc_recall -- ../shared/data/cmrc2018/cmrc2018_dev.json \
 //!     --pg "host=127.0.0.1 user=root dbname=test"
+//! # plus a row for the hybrid selector (BM25 + all-MiniLM-L6-v2, an English model):
+//! cargo run --release --features candle --example cmrc_recall -- \
+//!     ../shared/data/cmrc2018/cmrc2018_dev.json --embed candle:<all-MiniLM-L6-v2 dir>
 //! ```
 //!
 //! A memory's name is its paragraph id, its description the paragraph's first sentence (at most
@@ -234,7 +237,64 @@ async fn main() -> Result<()> {
     if let Some(url) = pg {
         postgres_row(url, &paragraphs, &questions).await?;
     }
+    if let Some(spec) = args
+        .iter()
+        .position(|a| a == "--embed")
+        .and_then(|i| args.get(i + 1))
+    {
+        hybrid_row(spec, &store, &questions).await?;
+    }
     Ok(())
+}
+
+/// The `HybridSelector` row (default fusion, BM25 + dense), the memories embedded beforehand;
+/// the embedding budget is raised so a loaded machine measures ranking, not time-outs.
+async fn hybrid_row(
+    spec: &str,
+    store: &Arc<dyn MemoryStore>,
+    questions: &[Question],
+) -> Result<()> {
+    let Some(dir) = spec.strip_prefix("candle:") else {
+        anyhow::bail!("--embed expects candle:<model dir>, got {spec}");
+    };
+    #[cfg(feature = "candle")]
+    {
+        use memloop_core::embed::Embedder;
+        use memloop_memory::recall::{HybridConfig, HybridSelector};
+        let embedder = memloop::candle::CandleEmbedder::load(dir)
+            .with_context(|| format!("cannot load the model at {dir}"))?;
+        let model = embedder.model_id().to_owned();
+        let tmp = tempfile::tempdir()?;
+        let config = HybridConfig {
+            embed_budget: Duration::from_secs(600),
+            ..HybridConfig::default()
+        };
+        let hybrid = HybridSelector::with_config(
+            store.clone(),
+            Arc::new(embedder),
+            tmp.path().join("vectors.bin"),
+            config,
+        );
+        let t = Instant::now();
+        let report = hybrid.warm(&store.scan().await?).await?;
+        println!(
+            "<!-- embedded {} memories with {model} in {:.1} s -->",
+            report.embedded,
+            t.elapsed().as_secs_f64()
+        );
+        return run_selector(
+            "hybrid (BM25 + MiniLM, default fusion)",
+            &hybrid,
+            store,
+            questions,
+        )
+        .await;
+    }
+    #[cfg(not(feature = "candle"))]
+    {
+        let _ = (store, questions);
+        anyhow::bail!("`candle:{dir}` needs `--features candle`")
+    }
 }
 
 async fn postgres_row(url: &str, paragraphs: &[Paragraph], questions: &[Question]) -> Result<()> {

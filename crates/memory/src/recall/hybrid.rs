@@ -241,10 +241,11 @@ impl HybridSelector {
         let bm25 = self.bm25.scored(query, headers, depth, keep).await;
         let deadline = Instant::now() + self.config.embed_budget;
         let embedder: &dyn Embedder = self.embedder.as_ref();
+        // NFKC like the memories' embedded text (`embed_text`), so full-width and half-width
+        // forms reach the model as the memories' text does.
+        let query_text = super::analyzer::nfkc(query).into_owned();
         let query_vec =
-            match tokio::time::timeout_at(deadline, embedder.embed_checked(&[query.to_owned()]))
-                .await
-            {
+            match tokio::time::timeout_at(deadline, embedder.embed_checked(&[query_text])).await {
                 Ok(Ok(mut v)) => v.pop().unwrap_or_default(),
                 Ok(Err(e)) => return Err((bm25, format!("embedding the query failed: {e}"))),
                 Err(_) => return Err((bm25, "embedding the query timed out".to_owned())),
