@@ -761,16 +761,35 @@ pub async fn save(
     }))
 }
 
+/// What `context_manage` was asked (the tool's arguments, borrowed).
+#[derive(Debug, Clone, Copy)]
+pub struct ManageRequest<'a> {
+    /// Absolute path of the project directory.
+    pub project_path: &'a str,
+    /// What to do.
+    pub action: ManageAction,
+    /// The memory's path (delete, update) or a path prefix (list).
+    pub target: Option<&'a str>,
+    /// The new body (update).
+    pub content: Option<&'a str>,
+    /// The version the client read (update: required).
+    pub expected_version: Option<&'a str>,
+}
+
 /// `context_manage` (`claude_md`: whether `init_project` may write the usage block).
 pub async fn manage(
     projects: &Projects,
-    p: &crate::server::ManageParams,
+    request: ManageRequest<'_>,
     limits: McpLimits,
     claude_md: bool,
 ) -> Result<Value, Refusal> {
-    let (project_path, action) = (p.project_path.as_str(), p.action);
-    let (target, content) = (p.target.as_deref(), p.content.as_deref());
-    let expected_version = p.expected_version.as_deref();
+    let ManageRequest {
+        project_path,
+        action,
+        target,
+        content,
+        expected_version,
+    } = request;
     let project = projects.resolve(project_path).await?;
     let create = action == ManageAction::InitProject;
     let existed = project.known();

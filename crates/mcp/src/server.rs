@@ -232,7 +232,13 @@ impl MemoryServer {
         self.answer(
             ops::manage(
                 &self.projects,
-                &p,
+                ops::ManageRequest {
+                    project_path: &p.project_path,
+                    action: p.action,
+                    target: p.target.as_deref(),
+                    content: p.content.as_deref(),
+                    expected_version: p.expected_version.as_deref(),
+                },
                 self.projects.limits(),
                 p.claude_md.unwrap_or(true) && self.projects.claude_md(),
             )

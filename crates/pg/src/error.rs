@@ -92,8 +92,8 @@ impl PgError {
             return Self::Db(format!("{} ({code})", db.message()));
         }
         // A certificate refused by this crate's verifier: the message says why.
-        if let Some(tls) = std::error::Error::source(e)
-            .and_then(|s| s.downcast_ref::<crate::tls::TlsHandshakeError>())
+        if let Some(tls) =
+            std::error::Error::source(e).and_then(|s| s.downcast_ref::<TlsHandshakeError>())
         {
             return Self::Tls(tls.0.clone());
         }
@@ -168,3 +168,15 @@ impl StoreError {
         }
     }
 }
+
+/// Why a TLS connection to PostgreSQL failed (certificate refused, handshake error).
+#[derive(Debug)]
+pub(crate) struct TlsHandshakeError(pub(crate) String);
+
+impl std::fmt::Display for TlsHandshakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsHandshakeError {}

@@ -5,7 +5,7 @@
 //! `verify-*` modes and `sslrootcert` in a URL; [`split_tls_params`] takes both out of the URL
 //! (URL and key=value forms) before the driver parses it.
 
-use crate::error::PgError;
+use crate::error::{PgError, TlsHandshakeError};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -483,18 +483,6 @@ fn explain(e: &std::io::Error, host: &str, mode: SslMode, roots: &Roots) -> TlsH
     };
     TlsHandshakeError(msg)
 }
-
-/// Why a TLS connection to PostgreSQL failed (certificate refused, handshake error).
-#[derive(Debug)]
-pub(crate) struct TlsHandshakeError(pub(crate) String);
-
-impl std::fmt::Display for TlsHandshakeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for TlsHandshakeError {}
 
 /// A TLS stream to PostgreSQL.
 pub(crate) struct RustlsStream<S>(tokio_rustls::client::TlsStream<S>);
