@@ -336,7 +336,7 @@ fn set_field(lines: &mut Vec<String>, key: &str, value: &str) {
 }
 
 /// The canonical text of a memory file, unknown frontmatter keys included: the file parsed and
-/// rendered again ([`render_memory`]), then every frontmatter key memloop does not render
+/// rendered again (as memloop writes a memory), then every frontmatter key memloop does not render
 /// (`tags`, a `metadata:` block, a `type` that is none of the four, ...) appended in key order in
 /// one YAML form. Two files that differ only in formatting (quoting, key order, line ends, a BOM,
 /// comments) have the same canonical text; a changed value of any key changes it. `Err` as

@@ -494,7 +494,7 @@ impl dyn MemoryStore + '_ {
     }
 
     /// Write a memory file exactly as written (unknown frontmatter keys, comments and the body
-    /// byte for byte) and its index line, through the same rules as [`write`](Self::write)
+    /// byte for byte) and its index line, through the same rules as `write`
     /// ([`CheckedWrite::check_raw`]: the secret filter runs on the whole text) and the
     /// containment question, only if the memory is at the `expected` version.
     pub async fn write_raw_if(
