@@ -577,18 +577,9 @@ impl MemoryStore for FileMemoryStore {
     }
 
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
-        let this = self.clone();
-        blocking(move || {
-            this.write_blocking(
-                write.path().as_str(),
-                write.doc(),
-                write.mode(),
-                write.raw(),
-                &ExpectedVersion::Any,
-            )
-        })
-        .await
-        .map(|w| w.report)
+        self.write_checked_if(write, &ExpectedVersion::Any)
+            .await
+            .map(|w| w.report)
     }
 
     /// The version check and the write under one dir lock: atomic against every writer of the
