@@ -126,11 +126,7 @@ fn file_target(path: &str) -> Result<String, String> {
 /// The document for `text` at `rel`: a full memory file (frontmatter) is parsed; plain text
 /// becomes the body, named after the file, described by its first line.
 fn doc_from_text(rel: &str, text: &str) -> Result<MemoryDoc, String> {
-    let stem = rel
-        .rsplit('/')
-        .next()
-        .unwrap_or(rel)
-        .trim_end_matches(".md");
+    let stem = crate::memory_path::file_stem(rel);
     if text.trim_start().starts_with("---") {
         return MemoryDoc::parse(text, stem);
     }

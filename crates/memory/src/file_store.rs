@@ -383,11 +383,7 @@ impl FileMemoryStore {
             }
         }
         let created = existing.is_none();
-        let stem = rel
-            .rsplit('/')
-            .next()
-            .unwrap_or(rel)
-            .trim_end_matches(".md");
+        let stem = crate::memory_path::file_stem(rel);
         let text = match (&existing, mode, raw) {
             // A checked raw write: the file as written.
             (_, _, Some(raw)) => raw.to_owned(),

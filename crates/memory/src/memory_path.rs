@@ -49,3 +49,12 @@ impl AsRef<str> for MemoryPath {
         &self.0
     }
 }
+
+/// The file stem of a relative memory path (`team/deploy.md` → `deploy`): the name of a memory
+/// whose frontmatter gives none.
+pub(crate) fn file_stem(rel: &str) -> &str {
+    rel.rsplit('/')
+        .next()
+        .unwrap_or(rel)
+        .trim_end_matches(".md")
+}

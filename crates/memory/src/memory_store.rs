@@ -90,11 +90,7 @@ impl CheckedWrite {
                 limit: limits.max_body_bytes,
             });
         }
-        let stem = rel_path
-            .rsplit('/')
-            .next()
-            .unwrap_or(rel_path)
-            .trim_end_matches(".md");
+        let stem = crate::memory_path::file_stem(rel_path);
         let doc = MemoryDoc::parse(text, stem).map_err(|reason| MemoryError::Unreadable {
             path: path.as_str().to_owned(),
             reason: format!("not a memory file: {reason}"),

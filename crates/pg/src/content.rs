@@ -2,7 +2,6 @@
 //! did not change has the same hash on every machine.
 
 use memloop_memory::store::canonical_memory_text;
-use sha2::{Digest, Sha256};
 
 /// The file stem of a relative path (`team/deploy.md` → `deploy`): the name of a memory that
 /// has none.
@@ -30,8 +29,5 @@ pub fn canonical_text(raw: &str, rel_path: &str) -> String {
 /// );
 /// ```
 pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    memloop_memory::store::content_version(text)
 }
