@@ -81,6 +81,7 @@ pub struct MemorySetup {
     transcripts: TranscriptConfig,
     saved_notice: bool,
     daily_log: bool,
+    team_memory: bool,
     /// `None`: no sub-agents.
     subagents: Option<SubAgentConfig>,
     /// Models sub-agent definitions may name (`model: haiku`).
@@ -158,6 +159,7 @@ impl MemorySetup {
                 store,
             })
         };
+        let team_memory = env.switch(memloop_memory::env::TEAM_MEMORY);
         Ok(Self {
             env,
             on,
@@ -172,6 +174,7 @@ impl MemorySetup {
             transcripts: TranscriptConfig::default(),
             saved_notice: false,
             daily_log: false,
+            team_memory,
             subagents: Some(SubAgentConfig::default()),
             subagent_models: Vec::new(),
             working_dir,
@@ -380,6 +383,19 @@ impl MemorySetup {
         Ok(dir.load(session_id)?.conversation())
     }
 
+    /// Private and team memory in one memory dir, as Claude Code lays them out (default: the
+    /// `MEMLOOP_TEAM_MEMORY` switch): the dir's `team/` subdirectory is the team's, with its own
+    /// index (`team/MEMORY.md`). The memory section shows both indexes and the rule for which
+    /// memory goes where (`user` memories private, shared conventions, project facts and
+    /// references to the team), the extractor chooses between them (`team/<topic>`), the store
+    /// refuses `user` memories under `team/`, and the secret filter guards both. A team store
+    /// connected with [`connect_team`](Self::connect_team) then syncs only `team/`: private
+    /// memories never leave the machine.
+    pub fn team_memory(mut self, on: bool) -> Self {
+        self.team_memory = on;
+        self
+    }
+
     /// Attach a team store: the memory dir is pulled from it (in the background) when a
     /// session starts; push with [`TeamSync::push`](memloop_pg::TeamSync::push) or
     /// `memloop team push`.
@@ -391,7 +407,8 @@ impl MemorySetup {
 
     /// Connect to the team store at `url` (or `MEMLOOP_DATABASE_URL` when `None`) for
     /// `project_id` (default: the project's git `origin` URL, else its dir name) and sync it with
-    /// this memory dir. `Ok(None)` when no URL is configured or memory is switched off. Hosts that want to keep working on
+    /// this memory dir: with [`team_memory`](Self::team_memory) on, with its `team/`
+    /// subdirectory only. `Ok(None)` when no URL is configured or memory is switched off. Hosts that want to keep working on
     /// local memory when the database is unreachable log the error and carry on without
     /// [`team_sync`](Self::team_sync).
     #[cfg(feature = "postgres")]
@@ -416,8 +433,12 @@ impl MemorySetup {
         let team =
             memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project).env(&self.env))
                 .await?;
-        let local = FileMemoryStore::open_resolved(&on.resolved)
-            .map_err(|e| memloop_pg::PgError::Db(e.to_string()))?;
+        let dir = match self.team_memory {
+            true => on.resolved.dir.join(memloop_memory::store::TEAM_DIR),
+            false => on.resolved.dir.clone(),
+        };
+        let local =
+            FileMemoryStore::open(&dir).map_err(|e| memloop_pg::PgError::Db(e.to_string()))?;
         Ok(Some(memloop_pg::TeamSync::new(local, team)))
     }
 
@@ -452,7 +473,9 @@ impl MemorySetup {
                 builder = builder.tool(tool);
             }
             builder = builder.section(Arc::new(
-                MemorySection::from_env(store.clone(), &self.env).daily_log(self.daily_log),
+                MemorySection::from_env(store.clone(), &self.env)
+                    .daily_log(self.daily_log)
+                    .team(self.team_memory),
             ));
             if self.daily_log {
                 builder = builder.tool(Arc::new(DailyLogTool::new(store.clone())));
@@ -487,6 +510,7 @@ impl MemorySetup {
                 let extractor =
                     Arc::new(ForkedExtractor::new(store.clone()).config(ExtractorConfig {
                         daily_log: self.daily_log,
+                        team: self.team_memory,
                         ..ExtractorConfig::default()
                     }));
                 let scheduler = ExtractionScheduler::with_config(

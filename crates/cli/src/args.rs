@@ -203,7 +203,8 @@ pub struct TeamSyncArgs {
     /// Propagate deletions (off: a deletion is only reported).
     #[arg(long)]
     pub prune: bool,
-    /// Sync only this subfolder of the memory dir (e.g. `team`).
+    /// Sync only this subfolder of the memory dir (e.g. `team`; the default when
+    /// `MEMLOOP_TEAM_MEMORY` is on, so private memories stay on this machine).
     #[arg(long, value_name = "SUBDIR")]
     pub subdir: Option<String>,
 }

@@ -98,7 +98,12 @@ fn outcome(report: &SyncReport, verb: &str) -> anyhow::Result<()> {
 
 async fn open_sync(ctx: &Context, args: &TeamSyncArgs, url: &str) -> anyhow::Result<TeamSync> {
     let resolved = ctx.resolve()?;
-    let dir = match &args.subdir {
+    // With private and team memory in one dir (`MEMLOOP_TEAM_MEMORY`), only `team/` is shared.
+    let team_memory = ctx
+        .env
+        .switch(memloop_memory::env::TEAM_MEMORY)
+        .then(|| memloop_memory::store::TEAM_DIR.to_owned());
+    let dir = match args.subdir.as_ref().or(team_memory.as_ref()) {
         Some(sub) => {
             // The same rules as a memory path, minus the `.md`.
             validate_rel_path(&format!("{}/x.md", sub.trim_end_matches('/')))?;

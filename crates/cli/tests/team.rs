@@ -412,3 +412,52 @@ fn files_travel_as_written_and_a_pruned_edit_is_recreated_by_one_push() {
     let help = stdout(&memloop(tmp.path(), &bob, &["team", "pull", "--help"]));
     assert!(help.contains("`push` re-creates it"), "{help}");
 }
+
+#[test]
+fn with_team_memory_on_push_and_pull_move_only_the_team_dir() {
+    let schema = Schema::new();
+    let url = schema.url();
+    let tmp = TempDir::new().unwrap();
+    let (alice, bob) = (tmp.path().join("alice"), tmp.path().join("bob"));
+    std::fs::create_dir_all(alice.join("team")).unwrap();
+    std::fs::write(
+        alice.join("user_роль.md"),
+        "---\nname: Роль\ndescription: бэкенд\ntype: user\n---\n\nДесять лет Go.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        alice.join("team/デプロイ.md"),
+        "---\nname: デプロイ\ndescription: 火曜日だけ\ntype: project\n---\n\n火曜日の午後。\n",
+    )
+    .unwrap();
+    let run = |mem: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_memloop"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", tmp.path())
+            .env("MEMLOOP_HOME", tmp.path().join("base"))
+            .env("MEMLOOP_TEAM_MEMORY", "1")
+            .current_dir(tmp.path())
+            .arg("--memory-dir")
+            .arg(mem)
+            .args(["--team-project", "acme/api", "--database-url", &url])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&alice, &["team", "push"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = run(&bob, &["team", "pull"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(bob.join("team/デプロイ.md")).unwrap(),
+        "---\nname: デプロイ\ndescription: 火曜日だけ\ntype: project\n---\n\n火曜日の午後。\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(bob.join("team/MEMORY.md")).unwrap(),
+        "- [デプロイ](デプロイ.md) — 火曜日だけ\n"
+    );
+    // The private memory stayed on Alice's machine.
+    assert!(!bob.join("user_роль.md").exists());
+    assert!(!bob.join("team/user_роль.md").exists());
+}

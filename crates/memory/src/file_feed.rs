@@ -489,7 +489,8 @@ impl Watch {
         if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
             return Dirty::Structure;
         }
-        if rel.ends_with(".md") && rel != crate::index::INDEX_FILE {
+        let name = rel.rsplit('/').next().unwrap_or(&rel);
+        if rel.ends_with(".md") && name != crate::index::INDEX_FILE {
             Dirty::Memory(rel)
         } else {
             Dirty::Ignore

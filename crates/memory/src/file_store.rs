@@ -19,6 +19,7 @@ use crate::safety::{
     ContainmentGate, DirLock, atomic_write, has_temp_files, remove_temp_files, validate_rel_path,
 };
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
+use crate::team::{MemoryScope, TEAM_DIR, team_relative};
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
     WriteReport,
@@ -88,6 +89,32 @@ pub struct FileMemoryStore {
     feed: Arc<FileFeed>,
     /// What `MEMORY.md`'s entry lines link to, so a new line is appended, not a rewrite.
     index_lines: Arc<std::sync::Mutex<IndexLines>>,
+    /// The same for `team/MEMORY.md`.
+    team_index_lines: Arc<std::sync::Mutex<IndexLines>>,
+}
+
+/// The index file of a scope, relative to the memory dir.
+fn index_rel(scope: MemoryScope) -> &'static str {
+    match scope {
+        MemoryScope::Private => INDEX_FILE,
+        MemoryScope::Team => TEAM_INDEX_FILE,
+    }
+}
+
+const TEAM_INDEX_FILE: &str = "team/MEMORY.md";
+
+/// What a memory's index line links to: its path relative to the dir of its scope's index
+/// (`team/deploy.md` → `deploy.md` in `team/MEMORY.md`).
+fn entry_link(rel: &str) -> &str {
+    team_relative(rel).unwrap_or(rel)
+}
+
+/// The dir locks a write into `scope` holds: the memory dir's, and for team memory the team
+/// dir's too (taken second, always in that order), which is the lock a store opened on the
+/// team dir itself (the team sync) takes.
+struct ScopeLocks {
+    _root: DirLock,
+    _team: Option<DirLock>,
 }
 
 fn join_err(e: tokio::task::JoinError) -> MemoryError {
@@ -118,6 +145,7 @@ impl FileMemoryStore {
             headers: Arc::new(HeaderCache::default()),
             feed,
             index_lines: Arc::default(),
+            team_index_lines: Arc::default(),
         };
         match store.sweep_temp_files() {
             Ok(0) => {}
@@ -242,7 +270,12 @@ impl FileMemoryStore {
         );
         let this = self.clone();
         blocking(move || {
-            let _lock = DirLock::acquire(this.root())?;
+            let (from_scope, to_scope) = (MemoryScope::of(&from), MemoryScope::of(&to));
+            let _locks = this.lock_for(if from_scope == to_scope {
+                from_scope
+            } else {
+                MemoryScope::Team
+            })?;
             if !src.is_file() {
                 return Err(MemoryError::NotFound(from));
             }
@@ -257,25 +290,28 @@ impl FileMemoryStore {
             }
             std::fs::rename(&src, &dst)
                 .map_err(|e| MemoryError::io(format!("renaming {from}"), e))?;
-            this.edit_index(|text| {
-                let line = text
-                    .lines()
-                    .filter_map(parse_entry_line)
-                    .find(|e| e.file == from);
-                match line {
-                    Some(e) => upsert_entry(
-                        text,
-                        &from,
-                        &format_entry_line(
-                            &e.title,
-                            &to,
-                            &e.hook,
-                            this.config.index.max_entry_chars,
-                        ),
-                    ),
-                    None => text.to_owned(),
+            // The line moves with the memory (title and hook kept), into the index of the new
+            // path's scope when the rename crosses between private and team memory.
+            let (from_link, to_link) = (entry_link(&from), entry_link(&to));
+            let old = this
+                .read_index_text(from_scope)?
+                .lines()
+                .filter_map(parse_entry_line)
+                .find(|e| e.file == from_link);
+            if let Some(e) = old {
+                let line = format_entry_line(
+                    &e.title,
+                    to_link,
+                    &e.hook,
+                    this.config.index.max_entry_chars,
+                );
+                if from_scope == to_scope {
+                    this.edit_index(from_scope, |text| upsert_entry(text, from_link, &line))?;
+                } else {
+                    this.edit_index(to_scope, |text| upsert_entry(text, to_link, &line))?;
+                    this.edit_index(from_scope, |text| remove_entry(text, from_link).0)?;
                 }
-            })?;
+            }
             Ok(WriteReport {
                 rel_path: to,
                 path: dst,
@@ -285,12 +321,33 @@ impl FileMemoryStore {
         .await
     }
 
-    fn index_path(&self) -> PathBuf {
-        self.root().join(INDEX_FILE)
+    /// Take the dir locks a change to `scope` needs (see [`ScopeLocks`]).
+    fn lock_for(&self, scope: MemoryScope) -> Result<ScopeLocks, MemoryError> {
+        let root = DirLock::acquire(self.root())?;
+        let team = match scope {
+            MemoryScope::Private => None,
+            MemoryScope::Team => {
+                let dir = self.root().join(TEAM_DIR);
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| MemoryError::io(format!("creating {}", dir.display()), e))?;
+                Some(DirLock::acquire(&dir)?)
+            }
+        };
+        Ok(ScopeLocks {
+            _root: root,
+            _team: team,
+        })
     }
 
-    fn read_index_text(&self) -> Result<String, MemoryError> {
-        match std::fs::read(self.index_path()) {
+    fn index_lines(&self, scope: MemoryScope) -> &std::sync::Mutex<IndexLines> {
+        match scope {
+            MemoryScope::Private => &self.index_lines,
+            MemoryScope::Team => &self.team_index_lines,
+        }
+    }
+
+    fn read_index_text(&self, scope: MemoryScope) -> Result<String, MemoryError> {
+        match std::fs::read(self.root().join(index_rel(scope))) {
             Ok(bytes) => Ok(match String::from_utf8(bytes) {
                 Ok(s) => s,
                 Err(e) => {
@@ -303,17 +360,43 @@ impl FileMemoryStore {
         }
     }
 
-    /// Rewrite the index through `f` (caller holds the lock); untouched when `f` changes nothing.
-    fn edit_index(&self, f: impl FnOnce(&str) -> String) -> Result<(), MemoryError> {
-        let old = self.read_index_text()?;
+    /// Rewrite the index of `scope` through `f` (caller holds the lock); untouched when `f`
+    /// changes nothing.
+    fn edit_index(
+        &self,
+        scope: MemoryScope,
+        f: impl FnOnce(&str) -> String,
+    ) -> Result<(), MemoryError> {
+        let old = self.read_index_text(scope)?;
         let new = f(&old);
         if new != old {
             atomic_write(
-                &self.gate.check_write(Path::new(INDEX_FILE))?,
+                &self.gate.check_write(Path::new(index_rel(scope)))?,
                 new.as_bytes(),
             )?;
         }
         Ok(())
+    }
+
+    /// Drop the line the private index may still hold for the team memory `rel` (written before
+    /// `team/` had an index of its own); the caller holds both locks.
+    fn drop_private_line(&self, rel: &str) -> Result<bool, MemoryError> {
+        let index_path = self.gate.check_write(Path::new(INDEX_FILE))?;
+        let mut lines = self
+            .index_lines
+            .lock()
+            .map_err(|_| MemoryError::io("MEMORY.md", std::io::Error::other("poisoned")))?;
+        if !lines.links_to(&index_path, rel)? {
+            return Ok(false);
+        }
+        lines.invalidate();
+        let mut removed = false;
+        self.edit_index(MemoryScope::Private, |idx| {
+            let (text, had) = remove_entry(idx, rel);
+            removed = had;
+            text
+        })?;
+        Ok(removed)
     }
 
     /// Delete every memory file the scan or the index names, then the index, all under one lock
@@ -326,11 +409,20 @@ impl FileMemoryStore {
                 .map(|h| h.rel_path)
                 .collect();
         files.extend(
-            parse_entries(&self.read_index_text()?)
+            parse_entries(&self.read_index_text(MemoryScope::Private)?)
                 .into_iter()
                 .map(|e| e.file),
         );
-        let _lock = DirLock::acquire(self.root())?;
+        files.extend(
+            parse_entries(&self.read_index_text(MemoryScope::Team)?)
+                .into_iter()
+                .map(|e| format!("{TEAM_DIR}/{}", e.file)),
+        );
+        let _locks = self.lock_for(if self.root().join(TEAM_DIR).is_dir() {
+            MemoryScope::Team
+        } else {
+            MemoryScope::Private
+        })?;
         let mut removed = Vec::new();
         for rel in files {
             let Ok(valid) = validate_rel_path(&rel) else {
@@ -346,10 +438,17 @@ impl FileMemoryStore {
                 Err(e) => return Err(MemoryError::io(format!("removing {rel}"), e)),
             }
         }
-        match std::fs::remove_file(self.root().join(INDEX_FILE)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(MemoryError::io("removing MEMORY.md", e)),
+        for index in [INDEX_FILE, TEAM_INDEX_FILE] {
+            match std::fs::remove_file(self.root().join(index)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(MemoryError::io(format!("removing {index}"), e)),
+            }
+        }
+        for lines in [&self.index_lines, &self.team_index_lines] {
+            if let Ok(mut lines) = lines.lock() {
+                lines.invalidate();
+            }
         }
         Ok(removed)
     }
@@ -366,7 +465,8 @@ impl FileMemoryStore {
     ) -> Result<VersionedWrite, MemoryError> {
         let _span = tracing::debug_span!("memory_write", rel, ?mode).entered();
         let path = self.gate.check_write(Path::new(rel))?;
-        let _lock = DirLock::acquire(self.root())?;
+        let scope = MemoryScope::of(rel);
+        let _locks = self.lock_for(scope)?;
         let existing = match std::fs::read(&path) {
             Ok(b) => Some(String::from_utf8(b).map_err(|_| MemoryError::Unreadable {
                 path: rel.to_owned(),
@@ -398,36 +498,41 @@ impl FileMemoryStore {
         if existing.as_deref() != Some(text.as_str()) {
             atomic_write(&path, text.as_bytes())?;
         }
-        let index_path = self.gate.check_write(Path::new(INDEX_FILE))?;
+        // The line goes to the index of the memory's scope, linking relative to that index.
+        let index_path = self.gate.check_write(Path::new(index_rel(scope)))?;
+        let link = entry_link(rel);
         let mut lines = self
-            .index_lines
+            .index_lines(scope)
             .lock()
             .map_err(|_| MemoryError::io("MEMORY.md", std::io::Error::other("poisoned")))?;
         if crate::daily_log::is_daily_log(rel) {
             // Daily logs are raw notes: no index line (the dream distils them).
-            if lines.links_to(&index_path, rel)? {
+            if lines.links_to(&index_path, link)? {
                 lines.invalidate();
-                self.edit_index(|idx| remove_entry(idx, rel).0)?;
+                self.edit_index(scope, |idx| remove_entry(idx, link).0)?;
             }
         } else {
             let fm = parse_memory(&text).frontmatter.unwrap_or_default();
             let line = format_entry_line(
                 fm.name.as_deref().unwrap_or(stem),
-                rel,
+                link,
                 fm.description.as_deref().unwrap_or(""),
                 self.config.index.max_entry_chars,
             );
             // A new line is appended, an unchanged one left alone; only a changed line
             // rewrites the index.
-            let upsert = lines.upsert(&index_path, rel, &line);
+            let upsert = lines.upsert(&index_path, link, &line);
             if !matches!(upsert, Ok(Upsert::Unchanged | Upsert::Appended)) {
                 lines.invalidate();
             }
             if upsert? == Upsert::Rewrite {
-                self.edit_index(|idx| upsert_entry(idx, rel, &line))?;
+                self.edit_index(scope, |idx| upsert_entry(idx, link, &line))?;
             }
         }
         drop(lines);
+        if scope == MemoryScope::Team {
+            self.drop_private_line(rel)?;
+        }
         tracing::info!(rel, created, bytes = text.len(), "memory written");
         Ok(VersionedWrite {
             report: WriteReport {
@@ -510,18 +615,22 @@ impl FileMemoryStore {
     fn delete_blocking(&self, rel: &str) -> Result<(), MemoryError> {
         let _span = tracing::debug_span!("memory_delete", rel).entered();
         let path = self.gate.check_write(Path::new(rel))?;
-        let _lock = DirLock::acquire(self.root())?;
+        let scope = MemoryScope::of(rel);
+        let _locks = self.lock_for(scope)?;
         let existed = match std::fs::remove_file(&path) {
             Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(MemoryError::io(format!("deleting {rel}"), e)),
         };
         let mut had_line = false;
-        self.edit_index(|idx| {
-            let (text, removed) = remove_entry(idx, rel);
+        self.edit_index(scope, |idx| {
+            let (text, removed) = remove_entry(idx, entry_link(rel));
             had_line = removed;
             text
         })?;
+        if scope == MemoryScope::Team {
+            had_line |= self.drop_private_line(rel)?;
+        }
         if existed || had_line {
             tracing::info!(rel, "memory deleted");
             Ok(())
@@ -612,12 +721,31 @@ impl MemoryStore for FileMemoryStore {
 
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
         let this = self.clone();
-        blocking(move || Ok(load_capped(&this.read_index_text()?, this.config.index))).await
+        blocking(move || {
+            Ok(load_capped(
+                &this.read_index_text(MemoryScope::Private)?,
+                this.config.index,
+            ))
+        })
+        .await
     }
 
+    /// The private index (`MEMORY.md`) or the team's (`team/MEMORY.md`), capped.
+    async fn load_scope_index(&self, scope: MemoryScope) -> Result<LoadedIndex, MemoryError> {
+        let this = self.clone();
+        blocking(move || {
+            Ok(load_capped(
+                &this.read_index_text(scope)?,
+                this.config.index,
+            ))
+        })
+        .await
+    }
+
+    /// The private index's entries (`MEMORY.md`; team memories are indexed in `team/MEMORY.md`).
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
         let this = self.clone();
-        blocking(move || Ok(parse_entries(&this.read_index_text()?))).await
+        blocking(move || Ok(parse_entries(&this.read_index_text(MemoryScope::Private)?))).await
     }
 
     /// A valid memory path whose file, once symlinks are resolved, is inside the memory dir.
@@ -625,5 +753,27 @@ impl MemoryStore for FileMemoryStore {
         let path = MemoryPath::new(rel)?;
         self.gate.check(Path::new(path.as_str()))?;
         Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_team_change_holds_the_team_dirs_lock_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FileMemoryStore::open(tmp.path()).unwrap();
+        let team_dir = tmp.path().join(TEAM_DIR);
+        // The team dir's lock is the one a store opened on `team/` (the team sync) takes.
+        let locks = store.lock_for(MemoryScope::Team).unwrap();
+        assert!(DirLock::acquire_within(&team_dir, Duration::ZERO).is_err());
+        assert!(DirLock::acquire_within(tmp.path(), Duration::ZERO).is_err());
+        drop(locks);
+        let private = store.lock_for(MemoryScope::Private).unwrap();
+        assert!(DirLock::acquire_within(&team_dir, Duration::ZERO).is_ok());
+        drop(private);
     }
 }

@@ -53,5 +53,6 @@ mod safety;
 mod scan;
 mod scan_cache;
 mod scopes;
+mod team;
 mod types;
 mod writer_tools;

@@ -8,6 +8,7 @@
 use crate::changes::{ChangeCursor, Changes};
 pub use crate::memory_path::MemoryPath;
 use crate::safety::SecretFilter;
+use crate::team::MemoryScope;
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
     WriteReport,
@@ -34,8 +35,9 @@ impl Default for WriteLimits {
 }
 
 /// A write that passed every rule: the path is a valid [`MemoryPath`] (so never `MEMORY.md`),
-/// no field of the doc looks like a credential ([`SecretFilter`]), and the body is within
-/// [`WriteLimits::max_body_bytes`]. Only [`CheckedWrite::check`] builds one, so a backend's
+/// no field of the doc looks like a credential ([`SecretFilter`]), the body is within
+/// [`WriteLimits::max_body_bytes`], and a `user` memory is not written into team memory
+/// (`team/…`, see [`MemoryScope`](crate::store::MemoryScope)). Only [`CheckedWrite::check`] builds one, so a backend's
 /// [`MemoryStore::write_checked`] cannot be handed a write that skipped them.
 #[derive(Debug)]
 pub struct CheckedWrite {
@@ -58,6 +60,7 @@ impl CheckedWrite {
         for part in [&doc.name, &doc.description, &doc.body] {
             SecretFilter::check(part)?;
         }
+        crate::team::check_team_write(path.as_str(), doc)?;
         if doc.body.len() > limits.max_body_bytes {
             return Err(MemoryError::TooLarge {
                 path: path.into_string(),
@@ -446,6 +449,17 @@ pub trait MemoryStore: Send + Sync {
 
     /// The parsed index entries (all of them, no caps).
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError>;
+
+    /// The index of one scope, with the session-load caps: the private index is
+    /// [`load_index`](Self::load_index); the team index is the one a store keeps for its
+    /// `team/` memories (the file store: `team/MEMORY.md`, entry links relative to `team/`). The
+    /// default keeps no team index: an empty one.
+    async fn load_scope_index(&self, scope: MemoryScope) -> Result<LoadedIndex, MemoryError> {
+        match scope {
+            MemoryScope::Private => self.load_index().await,
+            MemoryScope::Team => Ok(LoadedIndex::default()),
+        }
+    }
 
     /// The containment question for a memory path a tool names (`rel`, relative): `Ok` when it
     /// is a valid memory path of this store. The default validates it ([`MemoryPath::new`]); the

@@ -3,6 +3,7 @@
 
 use crate::env::EnvVars;
 use crate::memory_store::MemoryStore;
+use crate::team::{self, MemoryScope};
 use async_trait::async_trait;
 use memloop_core::prompt::SystemSection;
 use memloop_core::text::render_template;
@@ -29,6 +30,7 @@ pub struct MemorySection {
     enabled: bool,
     extra: Option<String>,
     daily_log: bool,
+    team: bool,
 }
 
 impl MemorySection {
@@ -42,13 +44,17 @@ impl MemorySection {
             enabled: true,
             extra: None,
             daily_log: false,
+            team: false,
         }
     }
 
-    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`, with the
-    /// text of `MEMLOOP_MEMORY_EXTRA_GUIDELINES` (when set and not blank) appended.
+    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`, shows team
+    /// memory when `MEMLOOP_TEAM_MEMORY` is, with the text of `MEMLOOP_MEMORY_EXTRA_GUIDELINES`
+    /// (when set and not blank) appended.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
-        let section = Self::new(store).enabled(!env.switch(crate::env::DISABLE_AUTO_MEMORY));
+        let section = Self::new(store)
+            .enabled(!env.switch(crate::env::DISABLE_AUTO_MEMORY))
+            .team(env.switch(crate::env::TEAM_MEMORY));
         match env.get(crate::env::MEMORY_EXTRA_GUIDELINES) {
             Some(extra) => section.extra_guidelines(extra),
             None => section,
@@ -60,6 +66,29 @@ impl MemorySection {
     /// agent needs the [`DailyLogTool`](crate::consolidate::DailyLogTool).
     pub fn daily_log(mut self, on: bool) -> Self {
         self.daily_log = on;
+        self
+    }
+
+    /// Private and team memory ([`MemoryScope`]): the guidance gains the rule for which memory
+    /// goes where (`user` memories private; shared conventions, project facts and references to
+    /// the team; never secrets in team memory), and the team's own index (`team/MEMORY.md`)
+    /// follows the private one.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use memloop_core::prompt::SystemSection;
+    /// use memloop_memory::{prompt::MemorySection, store::*};
+    /// use std::sync::Arc;
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FileMemoryStore::open(dir.path())?;
+    /// let doc = MemoryDoc::new("发布流程", "每周二发布", MemoryType::Project, "周二下午发布。");
+    /// store.write("team/release.md", &doc, WriteMode::Overwrite).await?;
+    /// let text = MemorySection::new(Arc::new(store)).team(true).compute().await.unwrap();
+    /// assert!(text.contains("## Team index (team/MEMORY.md)\n\n- [发布流程](release.md) — 每周二发布"));
+    /// # Ok(()) }
+    /// ```
+    pub fn team(mut self, on: bool) -> Self {
+        self.team = on;
         self
     }
 
@@ -79,13 +108,58 @@ impl MemorySection {
 
     /// Render the guidance around a given index text.
     pub fn render(memory_dir: &str, index: &str) -> String {
-        let index = if index.trim().is_empty() {
-            "MEMORY.md is empty: no memories have been saved yet."
-        } else {
-            index
-        };
-        render_template(TEMPLATE, &[("memory_dir", memory_dir), ("index", index)])
+        render_sections(memory_dir, index, None)
     }
+}
+
+impl MemorySection {
+    async fn index_text(&self, scope: MemoryScope) -> String {
+        let file = match scope {
+            MemoryScope::Private => "MEMORY.md",
+            MemoryScope::Team => "team/MEMORY.md",
+        };
+        match self.store.load_scope_index(scope).await {
+            Ok(ix) => ix.content,
+            Err(e) => {
+                tracing::warn!(error = %e, file, "could not load an index for the system prompt");
+                format!("({file} could not be read: {e})")
+            }
+        }
+    }
+}
+
+/// The guidance around the private index, and with team memory on, the scope rule and the team
+/// index after it.
+fn render_sections(memory_dir: &str, index: &str, team_index: Option<&str>) -> String {
+    let empty = |text: &str, what: &'static str| -> String {
+        match text.trim().is_empty() {
+            true => what.to_owned(),
+            false => text.to_owned(),
+        }
+    };
+    let index = empty(
+        index,
+        "MEMORY.md is empty: no memories have been saved yet.",
+    );
+    let (scopes, team) = match team_index {
+        Some(team) => (
+            format!("\n{}\n", team::guidance(memory_dir).trim_end()),
+            format!(
+                "\n\n## Team index (team/MEMORY.md)\n\n{}",
+                empty(team, "team/MEMORY.md is empty: no team memories yet.")
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
+    render_template(
+        TEMPLATE,
+        &[
+            ("memory_dir", memory_dir),
+            ("index", &index),
+            ("scopes", &scopes),
+            ("team_index", &team),
+        ],
+    )
 }
 
 #[async_trait]
@@ -99,14 +173,12 @@ impl SystemSection for MemorySection {
             return None;
         }
         let dir = self.store.describe().to_string();
-        let index = match self.store.load_index().await {
-            Ok(ix) => ix.content,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not load MEMORY.md for the system prompt");
-                format!("(MEMORY.md could not be read: {e})")
-            }
+        let index = self.index_text(MemoryScope::Private).await;
+        let team = match self.team {
+            true => Some(self.index_text(MemoryScope::Team).await),
+            false => None,
         };
-        let mut text = Self::render(&dir, &index);
+        let mut text = render_sections(&dir, &index, team.as_deref());
         if self.daily_log {
             text.push_str("\n\n## Daily-log mode\n\n");
             text.push_str(crate::daily_log::DAILY_LOG_GUIDANCE.trim());

@@ -154,7 +154,8 @@ pub(crate) struct Found {
 pub(crate) fn header_at(root: &Path, rel: &str, cfg: &ScanConfig) -> Option<MemoryHeader> {
     let hidden = rel.split('/').any(|c| c.starts_with('.') || c.is_empty());
     let name = rel.rsplit('/').next().unwrap_or(rel);
-    if hidden || !name.ends_with(".md") || rel == INDEX_FILE {
+    // Every `MEMORY.md` is an index (the memory dir's and `team/`'s), never a memory.
+    if hidden || !name.ends_with(".md") || name == INDEX_FILE {
         return None;
     }
     let abs = root.join(rel);

@@ -28,6 +28,7 @@ pub use crate::safety::{
 };
 pub use crate::scan::ScanConfig;
 pub use crate::scan_cache::{Headers, ScanCache, ScanChange, ScanUpdate};
+pub use crate::team::{MemoryScope, TEAM_DIR};
 pub use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryType,
     WriteMode, WriteReport,

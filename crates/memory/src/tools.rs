@@ -185,7 +185,7 @@ impl Tool for MemoryWriteTool {
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "topic": {"type": "string", "description": "file name without path, e.g. `feedback_testing`"},
+                    "topic": {"type": "string", "description": "file name without path, e.g. `feedback_testing`; `team/<name>` writes team memory where the memory section shows one"},
                     "content": {"type": "string", "description": "the memory body"},
                     "mode": {"type": "string", "enum": ["append", "overwrite"]},
                     "name": {"type": "string"},
@@ -223,7 +223,11 @@ impl Tool for MemoryWriteTool {
         match self.store.write(&rel, &doc, mode).await {
             Ok(report) => {
                 let verb = if report.created { "Created" } else { "Updated" };
-                ToolOutput::ok(format!("{verb} memory `{rel}` and its line in MEMORY.md."))
+                let index = match crate::team::MemoryScope::of(&rel) {
+                    crate::team::MemoryScope::Team => "team/MEMORY.md",
+                    crate::team::MemoryScope::Private => "MEMORY.md",
+                };
+                ToolOutput::ok(format!("{verb} memory `{rel}` and its line in {index}."))
                     .with_file_written(report.path)
             }
             Err(e) => fail(e.to_string()),

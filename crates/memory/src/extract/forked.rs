@@ -33,6 +33,10 @@ pub struct ExtractorConfig {
     /// binds the `memory_log_append` tool (register a [`DailyLogTool`] on the main agent too, so
     /// its requests keep the agent's cached prefix).
     pub daily_log: bool,
+    /// Private and team memory (see [`MemoryScope`](crate::store::MemoryScope)): the prompt
+    /// carries the rule for which memory goes where, and the extractor saves shared project
+    /// knowledge as `team/<topic>` and personal memories without the prefix.
+    pub team: bool,
 }
 
 impl Default for ExtractorConfig {
@@ -43,6 +47,7 @@ impl Default for ExtractorConfig {
             manifest_limit: 200,
             max_tokens: 4_096,
             daily_log: false,
+            team: false,
         }
     }
 }
@@ -103,6 +108,14 @@ impl ForkedExtractor {
         let root = self.store.describe().to_string();
         let turns = self.config.max_turns.to_string();
         let daily = if self.config.daily_log { DAILY_LOG } else { "" };
+        let team = match self.config.team {
+            true => format!(
+                "{}\nSave team memories with the topic `team/<name>` (e.g. `team/release_process`); \
+                 everything else without the prefix.\n\n",
+                crate::team::guidance(&root).trim_end()
+            ),
+            false => String::new(),
+        };
         Ok(render(
             TEMPLATE,
             &[
@@ -111,6 +124,7 @@ impl ForkedExtractor {
                 ("manifest", &manifest),
                 ("max_turns", &turns),
                 ("daily_log", daily),
+                ("team", &team),
             ],
         ))
     }

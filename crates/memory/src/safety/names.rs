@@ -43,9 +43,31 @@ pub fn validate_topic(topic: &str) -> Result<&str, MemoryError> {
     Ok(t)
 }
 
-/// The relative path of a topic: `<topic>.md` (a trailing `.md` is not doubled). `MEMORY` names
-/// the index and is not a topic.
+/// The relative path of a topic: `<topic>.md` (a trailing `.md` is not doubled), and
+/// `team/<topic>.md` for a team memory's `team/<topic>` (see
+/// [`MemoryScope`](crate::store::MemoryScope)); no other `/` is allowed. `MEMORY` names the
+/// index and is not a topic.
+///
+/// ```
+/// use memloop_memory::store::topic_to_rel_path;
+/// assert_eq!(topic_to_rel_path("feedback_testing")?, "feedback_testing.md");
+/// assert_eq!(topic_to_rel_path("team/发布流程")?, "team/发布流程.md");
+/// assert!(topic_to_rel_path("team/../x").is_err());
+/// assert!(topic_to_rel_path("team/team/x").is_err());
+/// # Ok::<(), memloop_memory::store::MemoryError>(())
+/// ```
 pub fn topic_to_rel_path(topic: &str) -> Result<String, MemoryError> {
+    match crate::team::team_relative(topic) {
+        Some(rest) => Ok(format!(
+            "{}/{}",
+            crate::team::TEAM_DIR,
+            plain_topic_path(rest)?
+        )),
+        None => plain_topic_path(topic),
+    }
+}
+
+fn plain_topic_path(topic: &str) -> Result<String, MemoryError> {
     let t = validate_topic(topic)?;
     let stem = t.strip_suffix(".md").unwrap_or(t);
     if stem.is_empty() {

@@ -1,0 +1,121 @@
+//! Private and team memory in one memory dir, as Claude Code lays them out: the dir itself is
+//! private (its `MEMORY.md` indexes private memories) and its `team/` subdirectory is the team's,
+//! with its own `team/MEMORY.md` (entry links relative to `team/`, so the subdirectory is a memory
+//! dir of its own: `memloop team push --subdir team` and `TeamSync` sync exactly it). Recall and
+//! the manifest see both; each write's index line goes to the index of its scope.
+
+use crate::types::{MemoryDoc, MemoryError, MemoryType};
+use memloop_core::text::render_template;
+
+/// The team subdirectory of a memory dir.
+pub const TEAM_DIR: &str = "team";
+
+const GUIDANCE: &str = include_str!("../templates/team_memory.md");
+
+/// Which memory a path belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryScope {
+    /// This user's own memory: everything outside `team/`.
+    Private,
+    /// Shared with the project's team: `team/…`.
+    Team,
+}
+
+impl MemoryScope {
+    /// The scope of a store-relative memory path (`team/deploy.md` is team memory,
+    /// `feedback_testing.md` and `topics/x.md` are private).
+    ///
+    /// ```
+    /// use memloop_memory::store::MemoryScope;
+    /// assert_eq!(MemoryScope::of("team/发布流程.md"), MemoryScope::Team);
+    /// assert_eq!(MemoryScope::of("teams/x.md"), MemoryScope::Private);
+    /// ```
+    pub fn of(rel_path: &str) -> Self {
+        match team_relative(rel_path) {
+            Some(_) => Self::Team,
+            None => Self::Private,
+        }
+    }
+
+    /// `private` or `team`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Private => "private",
+            Self::Team => "team",
+        }
+    }
+}
+
+impl std::fmt::Display for MemoryScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `team/a/b.md` → `a/b.md`: the path relative to the team dir, for a team memory path.
+pub(crate) fn team_relative(rel_path: &str) -> Option<&str> {
+    rel_path
+        .strip_prefix(TEAM_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .filter(|rest| !rest.is_empty())
+}
+
+/// The rule a structured write into team memory obeys beyond every write's: `user` memories
+/// (who this user is, how they like to work) are personal and never shared.
+pub(crate) fn check_team_write(rel_path: &str, doc: &MemoryDoc) -> Result<(), MemoryError> {
+    if MemoryScope::of(rel_path) == MemoryScope::Team && doc.memory_type == Some(MemoryType::User) {
+        return Err(MemoryError::InvalidName {
+            name: rel_path.to_owned(),
+            reason: "`user` memories are personal: save them in private memory (a topic \
+                     without the `team/` prefix)"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// The guidance on which memory goes where, for the memory section and the extractor's prompt.
+pub(crate) fn guidance(memory_dir: &str) -> String {
+    let dir = memory_dir.trim_end_matches(['/', '\\']);
+    let team_dir = format!("{dir}/{TEAM_DIR}/");
+    render_template(GUIDANCE, &[("memory_dir", dir), ("team_dir", &team_dir)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_of_paths() {
+        assert_eq!(MemoryScope::of("team/deploy.md"), MemoryScope::Team);
+        assert_eq!(MemoryScope::of("team/运维/看板.md"), MemoryScope::Team);
+        assert_eq!(MemoryScope::of("deploy.md"), MemoryScope::Private);
+        assert_eq!(MemoryScope::of("teamwork.md"), MemoryScope::Private);
+        assert_eq!(MemoryScope::of("logs/team/x.md"), MemoryScope::Private);
+        assert_eq!(team_relative("team/команда.md"), Some("команда.md"));
+        assert_eq!(team_relative("team/"), None);
+    }
+
+    #[test]
+    fn user_memories_stay_private() {
+        let user = MemoryDoc::new(
+            "役割",
+            "ユーザーの役割",
+            MemoryType::User,
+            "バックエンド担当",
+        );
+        let err = check_team_write("team/役割.md", &user).unwrap_err();
+        assert!(err.to_string().contains("private memory"), "{err}");
+        assert!(check_team_write("役割.md", &user).is_ok());
+        let project = MemoryDoc::new("发布", "发布日程", MemoryType::Project, "周二发布");
+        assert!(check_team_write("team/发布.md", &project).is_ok());
+    }
+
+    #[test]
+    fn guidance_names_both_dirs() {
+        let text = guidance("/home/李雷/.memloop/projects/app/memory/");
+        assert!(text.contains("`/home/李雷/.memloop/projects/app/memory`"));
+        assert!(text.contains("`/home/李雷/.memloop/projects/app/memory/team/`"));
+        assert!(!text.contains("{{"));
+    }
+}
