@@ -742,10 +742,23 @@ impl MemoryStore for FileMemoryStore {
         .await
     }
 
-    /// The private index's entries (`MEMORY.md`; team memories are indexed in `team/MEMORY.md`).
+    /// Every entry of both indexes, as store paths: `MEMORY.md`'s, then `team/MEMORY.md`'s
+    /// with `team/` put before their links.
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
         let this = self.clone();
-        blocking(move || Ok(parse_entries(&this.read_index_text(MemoryScope::Private)?))).await
+        blocking(move || {
+            let mut entries = parse_entries(&this.read_index_text(MemoryScope::Private)?);
+            entries.extend(
+                parse_entries(&this.read_index_text(MemoryScope::Team)?)
+                    .into_iter()
+                    .map(|e| IndexEntry {
+                        file: format!("{TEAM_DIR}/{}", e.file),
+                        ..e
+                    }),
+            );
+            Ok(entries)
+        })
+        .await
     }
 
     /// A valid memory path whose file, once symlinks are resolved, is inside the memory dir.

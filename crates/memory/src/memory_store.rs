@@ -447,7 +447,8 @@ pub trait MemoryStore: Send + Sync {
     /// `MEMORY.md` with the session-load caps applied (200 lines / 25,000 bytes + warning).
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError>;
 
-    /// The parsed index entries (all of them, no caps).
+    /// The parsed index entries (all of them, no caps; a store that keeps a team index lists
+    /// its entries too, as store paths: `team/…`).
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError>;
 
     /// The index of one scope, with the session-load caps: the private index is

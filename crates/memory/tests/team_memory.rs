@@ -121,7 +121,22 @@ async fn each_scope_has_its_own_index_and_recall_sees_both() {
             .content,
         team.trim_end()
     );
-    assert_eq!(store.index_entries().await.unwrap().len(), 2);
+    let entries: Vec<String> = store
+        .index_entries()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.file)
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            "feedback_回答.md",
+            "user_роль.md",
+            "team/release.md",
+            "team/대시보드.md"
+        ]
+    );
 
     // A store opened on `team/` (what the team sync opens) reads the same index and memories.
     let team_store = FileMemoryStore::open(tmp.path().join("team")).unwrap();

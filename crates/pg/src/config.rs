@@ -8,6 +8,13 @@ use memloop_memory::store::LocalBases;
 /// Environment variable holding the team store's connection URL.
 pub const DATABASE_URL_ENV: &str = "MEMLOOP_DATABASE_URL";
 
+/// TLS mode, root certificate file, and client certificate + key files.
+type TlsSettings = (
+    SslMode,
+    Option<std::path::PathBuf>,
+    Option<(std::path::PathBuf, std::path::PathBuf)>,
+);
+
 /// How to open a [`PgMemoryStore`](crate::PgMemoryStore).
 #[derive(Clone)]
 pub struct PgConfig {
@@ -38,6 +45,9 @@ pub struct PgConfig {
     /// Root certificate file (PEM) the `verify-ca`/`verify-full` modes trust; `None`: the URL's
     /// `sslrootcert`, else the bundled Mozilla roots (`webpki-roots`).
     pub ssl_root_cert: Option<std::path::PathBuf>,
+    /// Client certificate chain and private key files (PEM) presented to a server that
+    /// authenticates clients by certificate; `None`: the URL's `sslcert` and `sslkey`, else none.
+    pub ssl_client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl std::fmt::Debug for PgConfig {
@@ -51,6 +61,7 @@ impl std::fmt::Debug for PgConfig {
             .field("pool_size", &self.pool_size)
             .field("ssl_mode", &self.ssl_mode)
             .field("ssl_root_cert", &self.ssl_root_cert)
+            .field("ssl_client_cert", &self.ssl_client_cert)
             .finish_non_exhaustive()
     }
 }
@@ -106,6 +117,7 @@ impl PgConfig {
             local_bases: LocalBases::from_env(&env),
             ssl_mode: None,
             ssl_root_cert: None,
+            ssl_client_cert: None,
         }
     }
 
@@ -168,6 +180,18 @@ impl PgConfig {
         self
     }
 
+    /// Present this client certificate chain (`cert`, PEM, leaf first) and private key (`key`,
+    /// PEM: PKCS#8, PKCS#1 or SEC1) to a server that authenticates clients by certificate,
+    /// overriding the URL's `sslcert` / `sslkey` (builder style).
+    pub fn ssl_client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.ssl_client_cert = Some((cert.into(), key.into()));
+        self
+    }
+
     /// The TLS mode in effect: [`PgConfig::ssl_mode`], else the URL's `sslmode`, else
     /// [`SslMode::Prefer`]. An unknown `sslmode` is an [`PgError::InvalidUrl`].
     ///
@@ -182,8 +206,8 @@ impl PgConfig {
         Ok(self.tls_settings()?.0)
     }
 
-    /// Mode and root file, from the fields or the URL.
-    fn tls_settings(&self) -> Result<(SslMode, Option<std::path::PathBuf>), PgError> {
+    /// Mode, root file and client certificate, from the fields or the URL.
+    fn tls_settings(&self) -> Result<TlsSettings, PgError> {
         let params = split_tls_params(&self.url)?;
         let mode = match (self.ssl_mode, params.sslmode.as_deref()) {
             (Some(m), _) => m,
@@ -198,15 +222,33 @@ impl PgConfig {
             .ssl_root_cert
             .clone()
             .or_else(|| params.sslrootcert.map(std::path::PathBuf::from));
-        Ok((mode, root))
+        let client = match (&self.ssl_client_cert, params.sslcert, params.sslkey) {
+            (Some(pair), _, _) => Some(pair.clone()),
+            (None, Some(cert), Some(key)) => Some((cert.into(), key.into())),
+            (None, None, None) => None,
+            (None, Some(_), None) => {
+                return Err(PgError::InvalidUrl(
+                    "`sslcert` is set without `sslkey`: a client certificate needs its key".into(),
+                ));
+            }
+            (None, None, Some(_)) => {
+                return Err(PgError::InvalidUrl(
+                    "`sslkey` is set without `sslcert`: a client key needs its certificate".into(),
+                ));
+            }
+        };
+        Ok((mode, root, client))
     }
 
     /// The driver config and the TLS connector for it.
     pub(crate) fn connection(
         &self,
     ) -> Result<(tokio_postgres::Config, MakeRustlsConnect), PgError> {
-        let (mode, root) = self.tls_settings()?;
-        let tls = MakeRustlsConnect::new(mode, root.as_deref())?;
+        let (mode, root, client) = self.tls_settings()?;
+        let client = client
+            .as_ref()
+            .map(|(cert, key)| (cert.as_path(), key.as_path()));
+        let tls = MakeRustlsConnect::new(mode, root.as_deref(), client)?;
         let mut cfg = self.driver_config()?;
         cfg.ssl_mode(tls.mode().driver());
         Ok((cfg, tls))

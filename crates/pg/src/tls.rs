@@ -9,7 +9,7 @@ use crate::error::{PgError, TlsHandshakeError};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -98,9 +98,13 @@ pub(crate) struct TlsParams {
     pub(crate) sslmode: Option<String>,
     /// `sslrootcert`, decoded.
     pub(crate) sslrootcert: Option<String>,
+    /// `sslcert` (the client certificate chain), decoded.
+    pub(crate) sslcert: Option<String>,
+    /// `sslkey` (the client certificate's private key), decoded.
+    pub(crate) sslkey: Option<String>,
 }
 
-/// Take `sslmode` and `sslrootcert` out of a URL (`postgres://...?sslmode=verify-full`) or a
+/// Take `sslmode`, `sslrootcert`, `sslcert` and `sslkey` out of a URL (`postgres://...?sslmode=verify-full`) or a
 /// key=value string (`host=db sslmode='verify-full'`). The rest is left byte for byte.
 pub(crate) fn split_tls_params(url: &str) -> Result<TlsParams, PgError> {
     let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
@@ -125,6 +129,8 @@ fn split_url(url: &str) -> Result<TlsParams, PgError> {
         match percent_decode(key)?.as_str() {
             "sslmode" => out.sslmode = Some(percent_decode(value)?),
             "sslrootcert" => out.sslrootcert = Some(percent_decode(value)?),
+            "sslcert" => out.sslcert = Some(percent_decode(value)?),
+            "sslkey" => out.sslkey = Some(percent_decode(value)?),
             _ => kept.push(pair),
         }
     }
@@ -217,6 +223,8 @@ fn split_key_value(s: &str) -> Result<TlsParams, PgError> {
         let slot = match key.as_str() {
             "sslmode" => &mut out.sslmode,
             "sslrootcert" => &mut out.sslrootcert,
+            "sslcert" => &mut out.sslcert,
+            "sslkey" => &mut out.sslkey,
             _ => continue,
         };
         *slot = Some(value);
@@ -273,6 +281,47 @@ pub(crate) fn load_root_file(path: &Path) -> Result<RootCertStore, PgError> {
         ));
     }
     Ok(roots)
+}
+
+/// A client certificate (`sslcert`: the PEM chain, leaf first) and its private key (`sslkey`:
+/// PEM, PKCS#8, PKCS#1 or SEC1), for servers that authenticate clients by certificate
+/// (`clientcert=verify-ca|verify-full` in `pg_hba.conf`, `cert` authentication). Every failure
+/// names the file; a key is never printed.
+pub(crate) fn load_client_identity(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), PgError> {
+    let named = |path: &Path, what: &str, why: String| {
+        PgError::Tls(format!("client {what} file `{}`: {why}", path.display()))
+    };
+    let bytes = std::fs::read(cert)
+        .map_err(|e| named(cert, "certificate", format!("cannot read it: {e}")))?;
+    let chain = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            named(
+                cert,
+                "certificate",
+                format!("not a valid PEM certificate: {e}"),
+            )
+        })?;
+    if chain.is_empty() {
+        return Err(named(
+            cert,
+            "certificate",
+            "it holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)".into(),
+        ));
+    }
+    let bytes =
+        std::fs::read(key).map_err(|e| named(key, "key", format!("cannot read it: {e}")))?;
+    let key_der = PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
+        named(
+            key,
+            "key",
+            format!("no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
+        )
+    })?;
+    Ok((chain, key_der))
 }
 
 /// The verifier for one mode. `require`/`prefer` accept any certificate (libpq's meaning: the
@@ -364,9 +413,14 @@ impl std::fmt::Debug for MakeRustlsConnect {
 
 impl MakeRustlsConnect {
     /// The connector for `mode` (after libpq's `require` + root file = `verify-ca` rule), with
-    /// the roots of `root_file` or, without one, the bundled Mozilla roots. The file is read
-    /// only when the mode verifies.
-    pub(crate) fn new(mode: SslMode, root_file: Option<&Path>) -> Result<Self, PgError> {
+    /// the roots of `root_file` or, without one, the bundled Mozilla roots, presenting the
+    /// `client` certificate and key when given. The root file is read only when the mode
+    /// verifies; the client files whenever TLS may be used.
+    pub(crate) fn new(
+        mode: SslMode,
+        root_file: Option<&Path>,
+        client: Option<(&Path, &Path)>,
+    ) -> Result<Self, PgError> {
         let mode = match (mode, root_file) {
             (SslMode::Require, Some(_)) => SslMode::VerifyCa,
             (m, _) => m,
@@ -388,12 +442,24 @@ impl MakeRustlsConnect {
             roots: Arc::new(roots),
             provider: provider.clone(),
         };
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| PgError::Tls(format!("TLS setup: {e}")))?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
+            .with_custom_certificate_verifier(Arc::new(verifier));
+        let config = match client {
+            Some((cert, key)) if mode != SslMode::Disable => {
+                let (chain, key_der) = load_client_identity(cert, key)?;
+                builder.with_client_auth_cert(chain, key_der).map_err(|e| {
+                    PgError::Tls(format!(
+                        "client certificate `{}` and key `{}` do not go together: {e}",
+                        cert.display(),
+                        key.display()
+                    ))
+                })?
+            }
+            _ => builder.with_no_client_auth(),
+        };
         Ok(Self {
             config: Arc::new(config),
             mode,
@@ -571,20 +637,20 @@ mod tests {
     fn a_missing_or_empty_root_file_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("нет-такого-файла.pem");
-        let e = MakeRustlsConnect::new(SslMode::VerifyCa, Some(&missing)).unwrap_err();
+        let e = MakeRustlsConnect::new(SslMode::VerifyCa, Some(&missing), None).unwrap_err();
         assert!(matches!(e, PgError::Tls(_)), "{e:?}");
         assert!(e.to_string().contains("нет-такого-файла.pem"), "{e}");
         let empty = dir.path().join("空.pem");
         std::fs::write(&empty, "not a certificate").unwrap();
-        let e = MakeRustlsConnect::new(SslMode::VerifyFull, Some(&empty)).unwrap_err();
+        let e = MakeRustlsConnect::new(SslMode::VerifyFull, Some(&empty), None).unwrap_err();
         assert!(e.to_string().contains("空.pem"), "{e}");
         assert!(e.to_string().contains("no PEM certificate"), "{e}");
         // Modes that do not verify never read it.
-        assert!(MakeRustlsConnect::new(SslMode::Prefer, Some(&missing)).is_ok());
+        assert!(MakeRustlsConnect::new(SslMode::Prefer, Some(&missing), None).is_ok());
         // libpq's rule: `require` with a root file verifies the chain.
-        assert!(MakeRustlsConnect::new(SslMode::Require, Some(&missing)).is_err());
+        assert!(MakeRustlsConnect::new(SslMode::Require, Some(&missing), None).is_err());
         assert_eq!(
-            MakeRustlsConnect::new(SslMode::Require, None)
+            MakeRustlsConnect::new(SslMode::Require, None, None)
                 .unwrap()
                 .mode(),
             SslMode::Require

@@ -5,7 +5,7 @@ use crate::context::{Context, Io, write_json};
 use anyhow::Context as _;
 use memloop_memory::{
     recall::format_manifest,
-    store::{INDEX_FILE, MemoryError, MemoryType},
+    store::{INDEX_FILE, MemoryError, MemoryScope, MemoryType},
 };
 use serde_json::{Value, json};
 
@@ -49,7 +49,13 @@ pub async fn show(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
                 }
             };
             if ctx.json {
-                let entries = store.index_entries().await?;
+                // This file's entries (team memories are indexed in `team/MEMORY.md`).
+                let entries: Vec<_> = store
+                    .index_entries()
+                    .await?
+                    .into_iter()
+                    .filter(|e| MemoryScope::of(&e.file) == MemoryScope::Private)
+                    .collect();
                 return write_json(
                     io.out,
                     &json!({ "path": INDEX_FILE, "content": text, "entries": entries }),
