@@ -406,3 +406,59 @@ async fn the_extractor_is_told_the_rule_and_writes_team_memory() {
     assert!(read(&tmp.path().join("MEMORY.md")).contains("(feedback_이모지.md)"));
     assert!(!read(&tmp.path().join("MEMORY.md")).contains("код_ревью"));
 }
+
+#[test]
+fn the_full_store_and_a_team_dir_store_write_the_team_index_together_without_loss() {
+    // The agent writes team memory through the full store while the team sync writes through a
+    // store opened on `team/`: both change `team/MEMORY.md`, and both take the team dir's lock.
+    let tmp = tempfile::tempdir().unwrap();
+    let full = FileMemoryStore::open(tmp.path()).unwrap();
+    let team = FileMemoryStore::open(tmp.path().join("team")).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .build()
+        .unwrap();
+    const EACH: usize = 40;
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    rt.block_on(async {
+        let write_all = |store: FileMemoryStore, prefix: &'static str, name: &'static str| {
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                for i in 0..EACH {
+                    // Create, then change the description (an index line rewrite).
+                    for round in ["первый", "второй"] {
+                        let d = doc(
+                            &format!("{name}{i}"),
+                            &format!("{round} 版本 {i}"),
+                            MemoryType::Project,
+                            "本文",
+                        );
+                        store
+                            .write(&format!("{prefix}{name}{i}.md"), &d, WriteMode::Overwrite)
+                            .await
+                            .unwrap();
+                    }
+                }
+            })
+        };
+        let a = write_all(full.clone(), "team/", "代理");
+        let b = write_all(team.clone(), "", "同步");
+        a.await.unwrap();
+        b.await.unwrap();
+    });
+    let index = read(&tmp.path().join("team/MEMORY.md"));
+    let lines: Vec<&str> = index.lines().collect();
+    assert_eq!(lines.len(), 2 * EACH, "{index}");
+    for name in ["代理", "同步"] {
+        for i in 0..EACH {
+            let line = format!("- [{name}{i}]({name}{i}.md) — второй 版本 {i}");
+            assert_eq!(
+                lines.iter().filter(|l| **l == line).count(),
+                1,
+                "{line} in\n{index}"
+            );
+        }
+    }
+    assert!(read(&tmp.path().join("MEMORY.md")).is_empty());
+}
