@@ -327,7 +327,10 @@ impl FileMemoryStore {
         let team = match scope {
             MemoryScope::Private => None,
             MemoryScope::Team => {
-                let dir = self.root().join(TEAM_DIR);
+                // Through the containment gate: a `team` symlink leading out of the memory dir
+                // gets no lock file (nor anything else) written outside.
+                let index = self.gate.check_write(Path::new(TEAM_INDEX_FILE))?;
+                let dir = index.parent().unwrap_or(self.root()).to_path_buf();
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| MemoryError::io(format!("creating {}", dir.display()), e))?;
                 Some(DirLock::acquire(&dir)?)
@@ -418,7 +421,8 @@ impl FileMemoryStore {
                 .into_iter()
                 .map(|e| format!("{TEAM_DIR}/{}", e.file)),
         );
-        let _locks = self.lock_for(if self.root().join(TEAM_DIR).is_dir() {
+        let team_dir = std::fs::symlink_metadata(self.root().join(TEAM_DIR));
+        let _locks = self.lock_for(if team_dir.is_ok_and(|m| m.is_dir()) {
             MemoryScope::Team
         } else {
             MemoryScope::Private

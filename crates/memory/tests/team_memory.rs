@@ -462,3 +462,27 @@ fn the_full_store_and_a_team_dir_store_write_the_team_index_together_without_los
     }
     assert!(read(&tmp.path().join("MEMORY.md")).is_empty());
 }
+
+#[tokio::test]
+async fn a_team_symlink_out_of_the_memory_dir_gets_nothing_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mem, outside) = (tmp.path().join("mem"), tmp.path().join("外部"));
+    std::fs::create_dir_all(&outside).unwrap();
+    let store = FileMemoryStore::open(&mem).unwrap();
+    std::os::unix::fs::symlink(&outside, mem.join("team")).unwrap();
+    let d = doc("部署", "只在周二", MemoryType::Project, "周二。");
+    let err = store
+        .write("team/部署.md", &d, WriteMode::Overwrite)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, MemoryError::OutsideMemoryDir { .. }),
+        "{err:?}"
+    );
+    store
+        .write("private.md", &d, WriteMode::Overwrite)
+        .await
+        .unwrap();
+    store.clear().await.unwrap();
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+}
