@@ -43,6 +43,7 @@
 
 mod bert;
 mod embedder;
+mod gelu;
 mod layout;
 mod pooling;
 
