@@ -139,11 +139,8 @@ impl Bert {
                 })
             })
             .collect::<candle_core::Result<_>>()?;
-        let token_types = candle_nn::embedding(
-            config.type_vocab_size,
-            h,
-            e.pp("token_type_embeddings"),
-        )?;
+        let token_types =
+            candle_nn::embedding(config.type_vocab_size, h, e.pp("token_type_embeddings"))?;
         Ok(Self {
             word: candle_nn::embedding(config.vocab_size, h, e.pp("word_embeddings"))?,
             position: candle_nn::embedding(
@@ -210,7 +207,10 @@ fn fused_qkv(
         ],
         0,
     )?;
-    let bias = Tensor::cat(&[(bias(query)? * query_scale)?, bias(key)?, bias(value)?], 0)?;
+    let bias = Tensor::cat(
+        &[(bias(query)? * query_scale)?, bias(key)?, bias(value)?],
+        0,
+    )?;
     Ok(Linear::new(weight, Some(bias)))
 }
 

@@ -82,19 +82,18 @@ impl Pooling {
             rest = tail;
             let mut rows = tokens.chunks_exact(dim);
             let pooled = match self {
-                Self::Cls => rows
-                    .next()
-                    .map_or_else(|| vec![0.0; dim], <[f32]>::to_vec),
-                Self::Max => rows.fold(None, |acc: Option<Vec<f32>>, row| {
-                    Some(match acc {
-                        None => row.to_vec(),
-                        Some(mut max) => {
-                            max.iter_mut().zip(row).for_each(|(m, &x)| *m = m.max(x));
-                            max
-                        }
+                Self::Cls => rows.next().map_or_else(|| vec![0.0; dim], <[f32]>::to_vec),
+                Self::Max => rows
+                    .fold(None, |acc: Option<Vec<f32>>, row| {
+                        Some(match acc {
+                            None => row.to_vec(),
+                            Some(mut max) => {
+                                max.iter_mut().zip(row).for_each(|(m, &x)| *m = m.max(x));
+                                max
+                            }
+                        })
                     })
-                })
-                .unwrap_or_else(|| vec![0.0; dim]),
+                    .unwrap_or_else(|| vec![0.0; dim]),
                 Self::Mean | Self::MeanSqrtLen => {
                     let mut sum = vec![0f32; dim];
                     for row in rows {
