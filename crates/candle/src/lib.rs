@@ -39,7 +39,7 @@
 //! check that against vectors computed with the Python library). A batch runs packed: its texts'
 //! tokens end to end, without padding. On 2 quiet CPU cores, in a release build,
 //! all-MiniLM-L6-v2 embedded about 120 short sentences per second in batches of 32 before
-//! packing (about a fifth faster since), and one short query in about 15 ms (`cargo bench
+//! packing (a fifth to a third faster since, measured on a loaded machine), and one short query in about 15 ms (`cargo bench
 //! --features candle --bench embed_candle` in the memloop repository).
 
 mod bert;
