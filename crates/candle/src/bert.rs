@@ -4,8 +4,13 @@
 //! Written here with candle-nn instead of taken from candle-transformers: that crate compiles
 //! a few hundred models (over a CPU-minute in a debug build, more than candle-core itself) to
 //! use this one; the reference-vector tests check this one against sentence-transformers.
+//!
+//! A batch runs *packed*: the texts' tokens are laid end to end in one `tokens × hidden`
+//! matrix, with no padding. Every layer but attention treats tokens independently, so its
+//! matrix products cover only real tokens; attention runs text by text, over that text's tokens
+//! alone, so no mask is needed and no work is spent on padding.
 
-use candle_core::{DType, Module, Tensor};
+use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
@@ -21,8 +26,6 @@ pub(crate) struct Config {
     pub max_position_embeddings: usize,
     pub type_vocab_size: usize,
     pub layer_norm_eps: f64,
-    #[serde(default)]
-    pub pad_token_id: Option<u32>,
     #[serde(default = "absolute")]
     pub position_embedding_type: String,
 }
@@ -67,7 +70,7 @@ pub(crate) enum Activation {
 impl Activation {
     fn apply(self, xs: &Tensor) -> candle_core::Result<Tensor> {
         match self {
-            Self::Gelu => xs.gelu_erf(),
+            Self::Gelu => crate::gelu::gelu_erf(xs),
             Self::GeluTanh => xs.gelu(),
             Self::Relu => xs.relu(),
         }
@@ -78,16 +81,19 @@ impl Activation {
 pub(crate) struct Bert {
     word: Embedding,
     position: Embedding,
-    token_type: Embedding,
+    /// Token type 0's embedding (hidden): every token of a single-text input has type 0.
+    token_type: Tensor,
     norm: LayerNorm,
     layers: Vec<Layer>,
     heads: usize,
+    hidden: usize,
 }
 
 struct Layer {
-    query: Linear,
-    key: Linear,
-    value: Linear,
+    /// The query, key and value projections as one (3 · hidden × hidden): one matrix product
+    /// instead of three. The query's rows are pre-scaled by 1/√head_dim, the scaling of the
+    /// attention scores.
+    qkv: Linear,
     attention_out: Linear,
     attention_norm: LayerNorm,
     intermediate: Linear,
@@ -105,17 +111,22 @@ impl Bert {
             vb
         };
         let h = config.hidden_size;
+        let head_dim = h / config.num_attention_heads.max(1);
         let norm = |vb: VarBuilder| candle_nn::layer_norm(h, config.layer_norm_eps, vb);
         let e = vb.pp("embeddings");
         let layers = (0..config.num_hidden_layers)
             .map(|i| {
                 let vb = vb.pp(format!("encoder.layer.{i}"));
                 let attention = vb.pp("attention");
+                let projection = |name: &str| candle_nn::linear(h, h, attention.pp(name));
                 Ok(Layer {
-                    query: candle_nn::linear(h, h, attention.pp("self.query"))?,
-                    key: candle_nn::linear(h, h, attention.pp("self.key"))?,
-                    value: candle_nn::linear(h, h, attention.pp("self.value"))?,
-                    attention_out: candle_nn::linear(h, h, attention.pp("output.dense"))?,
+                    qkv: fused_qkv(
+                        &projection("self.query")?,
+                        &projection("self.key")?,
+                        &projection("self.value")?,
+                        1.0 / (head_dim as f64).sqrt(),
+                    )?,
+                    attention_out: projection("output.dense")?,
                     attention_norm: norm(attention.pp("output.LayerNorm"))?,
                     intermediate: candle_nn::linear(
                         h,
@@ -128,6 +139,8 @@ impl Bert {
                 })
             })
             .collect::<candle_core::Result<_>>()?;
+        let token_types =
+            candle_nn::embedding(config.type_vocab_size, h, e.pp("token_type_embeddings"))?;
         Ok(Self {
             word: candle_nn::embedding(config.vocab_size, h, e.pp("word_embeddings"))?,
             position: candle_nn::embedding(
@@ -135,58 +148,76 @@ impl Bert {
                 h,
                 e.pp("position_embeddings"),
             )?,
-            token_type: candle_nn::embedding(
-                config.type_vocab_size,
-                h,
-                e.pp("token_type_embeddings"),
-            )?,
+            token_type: token_types.embeddings().get(0)?,
             norm: norm(e.pp("LayerNorm"))?,
             layers,
             heads: config.num_attention_heads,
+            hidden: h,
         })
     }
 
-    /// Token vectors (batch × tokens × hidden) for `ids` (batch × tokens, u32) under `mask`
-    /// (batch × tokens, 1 for a real token, 0 for padding: padding receives no attention).
-    pub(crate) fn forward(&self, ids: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
-        let (_, len) = ids.dims2()?;
-        let positions = Tensor::arange(0u32, len as u32, ids.device())?;
+    /// Token vectors for a batch of texts, each given by its token ids: the texts' vectors end
+    /// to end (total tokens × hidden), the first text's tokens first. Each text attends to its
+    /// own tokens only, so a text's vectors do not depend on the rest of the batch.
+    pub(crate) fn forward(&self, texts: &[&[u32]]) -> candle_core::Result<Tensor> {
+        let lens: Vec<usize> = texts.iter().map(|ids| ids.len()).collect();
+        let ids = texts.concat();
+        let tokens = ids.len();
+        if tokens == 0 {
+            return Tensor::zeros((0, self.hidden), DType::F32, &Device::Cpu);
+        }
+        let positions: Vec<u32> = texts
+            .iter()
+            .flat_map(|ids| (0..ids.len()).map(|p| u32::try_from(p).unwrap_or(u32::MAX)))
+            .collect();
+        let ids = Tensor::from_vec(ids, tokens, &Device::Cpu)?;
+        let positions = Tensor::from_vec(positions, tokens, &Device::Cpu)?;
         let mut xs = self
             .word
-            .forward(ids)?
-            .add(&self.token_type.forward(&ids.zeros_like()?)?)?
-            .broadcast_add(&self.position.forward(&positions)?)?;
+            .forward(&ids)?
+            .broadcast_add(&self.token_type)?
+            .add(&self.position.forward(&positions)?)?;
         xs = self.norm.forward(&xs)?;
-        // 0 where attended, the lowest f32 where masked; added to the attention scores.
-        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * f64::from(f32::MAX))?
-            .unsqueeze(1)?
-            .unsqueeze(1)?; // batch × 1 × 1 × tokens
         for layer in &self.layers {
-            xs = layer.forward(&xs, &bias, self.heads)?;
+            xs = layer.forward(&xs, &lens, self.heads)?;
         }
         Ok(xs)
     }
 }
 
+/// One linear layer computing `query`, `key` and `value` side by side, `query` scaled by
+/// `query_scale`.
+fn fused_qkv(
+    query: &Linear,
+    key: &Linear,
+    value: &Linear,
+    query_scale: f64,
+) -> candle_core::Result<Linear> {
+    let bias = |layer: &Linear| {
+        layer
+            .bias()
+            .cloned()
+            .ok_or_else(|| candle_core::Error::Msg("an attention projection has no bias".into()))
+    };
+    let weight = Tensor::cat(
+        &[
+            (query.weight() * query_scale)?,
+            key.weight().clone(),
+            value.weight().clone(),
+        ],
+        0,
+    )?;
+    let bias = Tensor::cat(
+        &[(bias(query)? * query_scale)?, bias(key)?, bias(value)?],
+        0,
+    )?;
+    Ok(Linear::new(weight, Some(bias)))
+}
+
 impl Layer {
-    fn forward(&self, xs: &Tensor, bias: &Tensor, heads: usize) -> candle_core::Result<Tensor> {
-        let (batch, len, hidden) = xs.dims3()?;
-        let head_dim = hidden / heads;
-        let split = |t: Tensor| {
-            t.reshape((batch, len, heads, head_dim))?
-                .transpose(1, 2)?
-                .contiguous()
-        };
-        let q = split(self.query.forward(xs)?)?;
-        let k = split(self.key.forward(xs)?)?;
-        let v = split(self.value.forward(xs)?)?;
-        let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?.broadcast_add(bias)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let context = probs
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .contiguous()?
-            .reshape((batch, len, hidden))?;
+    /// `xs`: the batch's token vectors end to end (tokens × hidden), `lens` tokens per text.
+    fn forward(&self, xs: &Tensor, lens: &[usize], heads: usize) -> candle_core::Result<Tensor> {
+        let context = attention(&self.qkv.forward(xs)?, lens, heads)?;
         let xs = self
             .attention_norm
             .forward(&(self.attention_out.forward(&context)? + xs)?)?;
@@ -195,6 +226,31 @@ impl Layer {
             .forward(&self.activation.apply(&self.intermediate.forward(&xs)?)?)?;
         self.output_norm.forward(&(ff + xs)?)
     }
+}
+
+/// Multi-head self-attention of each text over its own tokens. `qkv` holds every token's
+/// (pre-scaled) query, key and value side by side (tokens × 3 · hidden), the texts end to end
+/// as `lens` counts them; the result is the tokens × hidden context. The heads are read as
+/// strided views of `qkv`, so nothing is copied before the matrix products.
+fn attention(qkv: &Tensor, lens: &[usize], heads: usize) -> candle_core::Result<Tensor> {
+    let (tokens, width) = qkv.dims2()?;
+    let hidden = width / 3;
+    let qkv = qkv.reshape((tokens, 3, heads, hidden / heads))?;
+    let mut contexts = Vec::with_capacity(lens.len());
+    let mut start = 0;
+    for &len in lens {
+        if len == 0 {
+            continue;
+        }
+        let text = qkv.narrow(0, start, len)?;
+        start += len;
+        // heads × len × head_dim
+        let part = |i: usize| text.get_on_dim(1, i)?.transpose(0, 1);
+        let (q, k, v) = (part(0)?, part(1)?, part(2)?);
+        let probs = candle_nn::ops::softmax_last_dim(&q.matmul(&k.t()?)?)?;
+        contexts.push(probs.matmul(&v)?.transpose(0, 1)?); // len × heads × head_dim
+    }
+    Tensor::cat(&contexts, 0)?.reshape((tokens, hidden))
 }
 
 #[cfg(test)]
@@ -231,9 +287,9 @@ mod tests {
     }
 
     #[test]
-    fn padding_does_not_change_the_real_tokens() {
-        // A random 2-layer encoder: a sentence alone and padded with two masked tokens gives
-        // the same vectors for its real tokens.
+    fn a_text_attends_to_its_own_tokens_only() {
+        // A random 2-layer encoder: a text alone and the same text between two others in one
+        // batch gives the same vectors for its tokens.
         let config: Config = serde_json::from_value(serde_json::json!({
             "vocab_size": 20, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2,
             "intermediate_size": 16, "hidden_act": "gelu", "max_position_embeddings": 16,
@@ -243,16 +299,13 @@ mod tests {
         let varmap = candle_nn::VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &DEVICE);
         let bert = Bert::load(vb, &config).unwrap();
-        let alone = Tensor::new(&[[1u32, 5, 7]], &DEVICE).unwrap();
-        let padded = Tensor::new(&[[1u32, 5, 7, 0, 0]], &DEVICE).unwrap();
-        let a = bert.forward(&alone, &alone.ones_like().unwrap()).unwrap();
-        let mask = Tensor::new(&[[1u32, 1, 1, 0, 0]], &DEVICE).unwrap();
-        let p = bert
-            .forward(&padded, &mask)
-            .unwrap()
-            .narrow(1, 0, 3)
-            .unwrap();
-        let diff = (a - p)
+        let text: &[u32] = &[1, 5, 7];
+        let alone = bert.forward(&[text]).unwrap();
+        assert_eq!(alone.dims(), &[3, 8]);
+        let batch: [&[u32]; 4] = [&[2, 9, 9, 4], &[], text, &[3, 11]];
+        let batch = bert.forward(&batch).unwrap();
+        assert_eq!(batch.dims(), &[9, 8]);
+        let diff = (alone - batch.narrow(0, 4, 3).unwrap())
             .unwrap()
             .abs()
             .unwrap()
@@ -261,5 +314,6 @@ mod tests {
             .to_scalar::<f32>()
             .unwrap();
         assert!(diff < 1e-5, "{diff}");
+        assert_eq!(bert.forward(&[&[], &[]]).unwrap().dims(), &[0, 8]);
     }
 }

@@ -4,7 +4,7 @@ use crate::bert::Bert;
 use crate::layout::{Layout, load};
 use crate::pooling::Pooling;
 use async_trait::async_trait;
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use memloop_core::embed::{EmbedError, Embedder, normalize};
 use std::path::Path;
@@ -36,7 +36,8 @@ struct Inner {
     tokenizer: Tokenizer,
     pooling: Pooling,
     lowercase: bool,
-    pad_id: u32,
+    /// Values per token vector (`hidden_size`).
+    dimension: usize,
 }
 
 impl CandleEmbedder {
@@ -119,7 +120,7 @@ impl CandleEmbedder {
                 tokenizer,
                 pooling: layout.pooling,
                 lowercase: layout.lowercase,
-                pad_id: layout.bert.pad_token_id.unwrap_or(0),
+                dimension: layout.bert.hidden_size,
             }),
         })
     }
@@ -165,9 +166,9 @@ impl Embedder for CandleEmbedder {
 }
 
 impl Inner {
-    /// Tokenise every text, then run forward passes of at most [`MAX_BATCH`] texts of similar
-    /// length (longest first, as sentence-transformers batches), so short texts are not padded
-    /// to a long one's length; the vectors come back in the order of `texts`.
+    /// Tokenise every text, then run forward passes of at most [`MAX_BATCH`] texts; a batch
+    /// runs packed (no padding, see [`Bert::forward`]), so its texts need not have similar
+    /// lengths. The vectors come back in the order of `texts`.
     fn embed_all(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inputs: Vec<String> = if self.lowercase {
             texts.iter().map(|t| t.to_lowercase()).collect()
@@ -178,51 +179,24 @@ impl Inner {
             .tokenizer
             .encode_batch(inputs, true)
             .map_err(|e| EmbedError::Inference(format!("tokenisation failed: {e}")))?;
-        let mut order: Vec<usize> = (0..encodings.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); encodings.len()];
-        for batch in order.chunks(MAX_BATCH) {
-            let batch_encodings: Vec<&Encoding> = batch.iter().map(|&i| &encodings[i]).collect();
-            for (&i, vector) in batch.iter().zip(self.embed_batch(&batch_encodings)?) {
-                out[i] = vector;
-            }
+        let mut out = Vec::with_capacity(encodings.len());
+        for batch in encodings.chunks(MAX_BATCH) {
+            out.extend(self.embed_batch(batch)?);
         }
         Ok(out)
     }
 
-    /// One forward pass: pad to the batch's longest text, run, pool under the attention mask,
-    /// normalise.
-    fn embed_batch(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let len = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
-        let mut ids = Vec::with_capacity(encodings.len() * len);
-        let mut mask = Vec::with_capacity(encodings.len() * len);
-        for encoding in encodings {
-            ids.extend_from_slice(encoding.get_ids());
-            mask.extend(std::iter::repeat_n(1u32, encoding.len()));
-            ids.extend(std::iter::repeat_n(self.pad_id, len - encoding.len()));
-            mask.extend(std::iter::repeat_n(0u32, len - encoding.len()));
-        }
-        let pooled = self
-            .forward(ids, mask, (encodings.len(), len))
+    /// One forward pass: run, pool each text's tokens, normalise.
+    fn embed_batch(&self, encodings: &[Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let ids: Vec<&[u32]> = encodings.iter().map(Encoding::get_ids).collect();
+        let lens: Vec<usize> = ids.iter().map(|ids| ids.len()).collect();
+        let hidden = self
+            .model
+            .forward(&ids)
+            .and_then(|h| h.flatten_all()?.to_vec1::<f32>())
             .map_err(|e| EmbedError::Inference(e.to_string()))?;
-        Ok(pooled
-            .into_iter()
-            .map(|mut v| {
-                normalize(&mut v);
-                v
-            })
-            .collect())
-    }
-
-    fn forward(
-        &self,
-        ids: Vec<u32>,
-        mask: Vec<u32>,
-        shape: (usize, usize),
-    ) -> candle_core::Result<Vec<Vec<f32>>> {
-        let ids = Tensor::from_vec(ids, shape, &Device::Cpu)?;
-        let mask = Tensor::from_vec(mask, shape, &Device::Cpu)?;
-        let hidden = self.model.forward(&ids, &mask)?;
-        self.pooling.pool(&hidden, &mask)?.to_vec2()
+        let mut vectors = self.pooling.pool(&hidden, self.dimension, &lens);
+        vectors.iter_mut().for_each(|v| normalize(v));
+        Ok(vectors)
     }
 }

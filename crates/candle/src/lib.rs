@@ -36,13 +36,15 @@
 //! ```
 //!
 //! Vectors match sentence-transformers' own to a cosine of at least 0.99999 (the crate's tests
-//! check that against vectors computed with the Python library). On 2 CPU cores, in a release
-//! build, all-MiniLM-L6-v2 embeds about 120 short sentences per second in batches of 32, and one
-//! short query in about 15 ms (`cargo bench --features candle --bench embed_candle` in the
-//! memloop repository).
+//! check that against vectors computed with the Python library). A batch runs packed: its texts'
+//! tokens end to end, without padding. On 2 quiet CPU cores, in a release build,
+//! all-MiniLM-L6-v2 embedded about 120 short sentences per second in batches of 32 before
+//! packing (a fifth to a third faster since, measured on a loaded machine), and one short query in about 15 ms (`cargo bench
+//! --features candle --bench embed_candle` in the memloop repository).
 
 mod bert;
 mod embedder;
+mod gelu;
 mod layout;
 mod pooling;
 

@@ -1,6 +1,5 @@
 //! The sentence-transformers Pooling module: token vectors to one sentence vector.
 
-use candle_core::{D, DType, Tensor};
 use serde_json::Value;
 
 /// How token vectors become one sentence vector (`1_Pooling/config.json`).
@@ -72,35 +71,53 @@ impl Pooling {
         }
     }
 
-    /// Pool `hidden` (batch × tokens × dim) under `mask` (batch × tokens, 1 for a real token,
-    /// 0 for padding) into batch × dim.
-    pub(crate) fn pool(self, hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(D::Minus1)?; // batch × tokens × 1
-        match self {
-            Self::Cls => hidden.narrow(1, 0, 1)?.squeeze(1),
-            Self::Max => {
-                // Padding gets -1e9 (sentence-transformers uses -inf), so it never wins.
-                let penalty = ((&mask - 1.0)? * 1e9)?;
-                hidden.broadcast_add(&penalty)?.max(1)
-            }
-            Self::Mean | Self::MeanSqrtLen => {
-                let sum = hidden.broadcast_mul(&mask)?.sum(1)?;
-                let count = mask.sum(1)?.clamp(1e-9, f64::INFINITY)?;
-                let count = if self == Self::Mean {
-                    count
-                } else {
-                    count.sqrt()?
-                };
-                sum.broadcast_div(&count)
-            }
+    /// Pool the token vectors of a batch of texts into one vector per text: `hidden` holds
+    /// every token's `dim` values, the texts end to end, text `i` taking `lens[i]` tokens. A
+    /// text without tokens gets a zero vector.
+    pub(crate) fn pool(self, hidden: &[f32], dim: usize, lens: &[usize]) -> Vec<Vec<f32>> {
+        let mut texts = Vec::with_capacity(lens.len());
+        let mut rest = hidden;
+        for &len in lens {
+            let (tokens, tail) = rest.split_at(len.saturating_mul(dim).min(rest.len()));
+            rest = tail;
+            let mut rows = tokens.chunks_exact(dim);
+            let pooled = match self {
+                Self::Cls => rows.next().map_or_else(|| vec![0.0; dim], <[f32]>::to_vec),
+                Self::Max => rows
+                    .fold(None, |acc: Option<Vec<f32>>, row| {
+                        Some(match acc {
+                            None => row.to_vec(),
+                            Some(mut max) => {
+                                max.iter_mut().zip(row).for_each(|(m, &x)| *m = m.max(x));
+                                max
+                            }
+                        })
+                    })
+                    .unwrap_or_else(|| vec![0.0; dim]),
+                Self::Mean | Self::MeanSqrtLen => {
+                    let mut sum = vec![0f32; dim];
+                    for row in rows {
+                        sum.iter_mut().zip(row).for_each(|(s, &x)| *s += x);
+                    }
+                    let count = len.max(1) as f32;
+                    let divisor = if self == Self::Mean {
+                        count
+                    } else {
+                        count.sqrt()
+                    };
+                    sum.iter_mut().for_each(|s| *s /= divisor);
+                    sum
+                }
+            };
+            texts.push(pooled);
         }
+        texts
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
     use serde_json::json;
 
     #[test]
@@ -132,16 +149,28 @@ mod tests {
     }
 
     #[test]
-    fn padding_is_ignored_by_every_mode() {
-        // One sentence of two real tokens and one padding token with huge values.
-        let hidden =
-            Tensor::new(&[[[1f32, -2.0], [3.0, 4.0], [100.0, 100.0]]], &Device::Cpu).unwrap();
-        let mask = Tensor::new(&[[1u32, 1, 0]], &Device::Cpu).unwrap();
-        let pooled = |p: Pooling| p.pool(&hidden, &mask).unwrap().to_vec2::<f32>().unwrap();
-        assert_eq!(pooled(Pooling::Mean), vec![vec![2.0, 1.0]]);
-        assert_eq!(pooled(Pooling::Cls), vec![vec![1.0, -2.0]]);
-        assert_eq!(pooled(Pooling::Max), vec![vec![3.0, 4.0]]);
+    fn each_text_pools_its_own_tokens() {
+        // Three texts end to end: two tokens, none, one token (dim 2).
+        let hidden = [1f32, -2.0, 3.0, 4.0, 100.0, -100.0];
+        let lens = [2, 0, 1];
+        let pooled = |p: Pooling| p.pool(&hidden, 2, &lens);
+        let zero = vec![0.0, 0.0];
+        assert_eq!(
+            pooled(Pooling::Mean),
+            vec![vec![2.0, 1.0], zero.clone(), vec![100.0, -100.0]]
+        );
+        assert_eq!(
+            pooled(Pooling::Cls),
+            vec![vec![1.0, -2.0], zero.clone(), vec![100.0, -100.0]]
+        );
+        assert_eq!(
+            pooled(Pooling::Max),
+            vec![vec![3.0, 4.0], zero.clone(), vec![100.0, -100.0]]
+        );
         let s = 2f32.sqrt();
-        assert_eq!(pooled(Pooling::MeanSqrtLen), vec![vec![4.0 / s, 2.0 / s]]);
+        assert_eq!(
+            pooled(Pooling::MeanSqrtLen),
+            vec![vec![4.0 / s, 2.0 / s], zero, vec![100.0, -100.0]]
+        );
     }
 }
