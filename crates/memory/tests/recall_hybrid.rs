@@ -21,10 +21,27 @@ use std::time::Duration;
 
 /// Concepts and the words that express them.
 const CONCEPTS: [&[&str]; 4] = [
-    &["work", "job", "nurse", "career", "hospital", "护士", "医院", "看護師"],
+    &[
+        "work",
+        "job",
+        "nurse",
+        "career",
+        "hospital",
+        "护士",
+        "医院",
+        "看護師",
+    ],
     &["pet", "dog", "cat", "puppy", "小狗", "宠物"],
     &["food", "pizza", "cooking", "dinner", "披萨", "晚饭"],
-    &["music", "guitar", "violin", "concert", "吉他", "音乐", "ギター"],
+    &[
+        "music",
+        "guitar",
+        "violin",
+        "concert",
+        "吉他",
+        "音乐",
+        "ギター",
+    ],
 ];
 
 /// A deterministic concept embedder that counts the texts it embeds; it can be made to fail or
@@ -445,7 +462,9 @@ async fn a_query_unrelated_to_every_memory_surfaces_nothing() {
 
 /// A memory file as another writer (an editor, `git checkout`) would leave it.
 fn write_outside(dir: &std::path::Path, rel: &str, description: &str, body: &str) {
-    let text = format!("---\nname: {description}\ndescription: {description}\ntype: project\n---\n\n{body}\n");
+    let text = format!(
+        "---\nname: {description}\ndescription: {description}\ntype: project\n---\n\n{body}\n"
+    );
     std::fs::write(dir.join(rel), text).unwrap();
 }
 
@@ -482,7 +501,10 @@ async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selecti
         }
     };
     assert_eq!(select("在医院工作的人").await, vec!["m1.md"]);
-    assert!(select("音乐").await.is_empty(), "no memory is about music yet");
+    assert!(
+        select("音乐").await.is_empty(),
+        "no memory is about music yet"
+    );
     assert_eq!(hybrid.embedded().await, 3);
 
     // No change: only the query is embedded.
@@ -501,7 +523,11 @@ async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selecti
 
     // Deleted outside: its vector goes.
     std::fs::remove_file(dir.join("m3.md")).unwrap();
-    assert_eq!(hybrid.embedded().await, 3, "nothing happens before a selection");
+    assert_eq!(
+        hybrid.embedded().await,
+        3,
+        "nothing happens before a selection"
+    );
     assert!(select("披萨").await.iter().all(|p| p != "m3.md"));
     assert_eq!(hybrid.embedded().await, 2);
 }

@@ -702,16 +702,28 @@ mod tests {
             ("deploy queue", "the deploy queue retries on timeout"),
             ("部署队列", "部署队列在超时后重试"),
             ("デプロイキュー", "デプロイキューはタイムアウトで再試行する"),
-            ("очередь деплоя", "очередь деплоя повторяет попытку по таймауту"),
+            (
+                "очередь деплоя",
+                "очередь деплоя повторяет попытку по таймауту",
+            ),
         ];
         for i in 0..240u64 {
             let (d, b) = texts[(i % 4) as usize];
             // Three mtimes only: large groups tie on score and mtime.
             let mtime = t0 + std::time::Duration::from_secs(i % 3);
-            let body = if i % 5 == 0 { format!("{b} {b}") } else { b.to_owned() };
+            let body = if i % 5 == 0 {
+                format!("{b} {b}")
+            } else {
+                b.to_owned()
+            };
             idx.upsert(&format!("d{}/m{i:03}.md", i % 7), mtime, text(d, &body));
         }
-        for query in ["deploy queue timeout", "部署队列超时", "デプロイキュー", "очередь деплоя"] {
+        for query in [
+            "deploy queue timeout",
+            "部署队列超时",
+            "デプロイキュー",
+            "очередь деплоя",
+        ] {
             let full = idx.search(query, usize::MAX, |_| true);
             assert!(full.len() >= 60, "{query}: {}", full.len());
             for k in [1, 2, 5, 17, 59, full.len(), full.len() + 3] {
@@ -721,7 +733,11 @@ mod tests {
             let keep = |p: &str| !p.starts_with("d3/") && !p.ends_with("0.md");
             let kept: Vec<_> = full.iter().filter(|(p, _)| keep(p)).cloned().collect();
             for k in [1, 5, 23] {
-                assert_eq!(idx.search(query, k, keep), kept[..k].to_vec(), "{query} k={k}");
+                assert_eq!(
+                    idx.search(query, k, keep),
+                    kept[..k].to_vec(),
+                    "{query} k={k}"
+                );
             }
         }
     }

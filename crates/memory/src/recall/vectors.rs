@@ -245,19 +245,29 @@ impl VectorCache {
                 (result, Some(cursor))
             }
             // The cursor was taken before this scan, so nothing made during it is lost.
-            (Changes::Rescan { cursor: Some(cursor) }, _) => match store.scan().await {
+            (
+                Changes::Rescan {
+                    cursor: Some(cursor),
+                },
+                _,
+            ) => match store.scan().await {
                 Ok(fresh) => (
                     self.sync(store, embedder, &fresh, deadline, progress).await,
                     Some(cursor),
                 ),
                 Err(e) => {
                     tracing::warn!(error = %e, "memory scan failed; syncing the caller's headers");
-                    (self.sync_if_stale(store, embedder, headers, deadline, progress).await, None)
+                    (
+                        self.sync_if_stale(store, embedder, headers, deadline, progress)
+                            .await,
+                        None,
+                    )
                 }
             },
             // No feed (or an answer that does not fit the question): compare every header.
             _ => (
-                self.sync_if_stale(store, embedder, headers, deadline, progress).await,
+                self.sync_if_stale(store, embedder, headers, deadline, progress)
+                    .await,
                 None,
             ),
         };
