@@ -461,11 +461,16 @@ async fn a_query_unrelated_to_every_memory_surfaces_nothing() {
 }
 
 /// A memory file as another writer (an editor, `git checkout`) would leave it.
-fn write_outside(dir: &std::path::Path, rel: &str, description: &str, body: &str) {
+fn write_outside(
+    dir: &std::path::Path,
+    rel: &str,
+    description: &str,
+    body: &str,
+) -> std::io::Result<()> {
     let text = format!(
         "---\nname: {description}\ndescription: {description}\ntype: project\n---\n\n{body}\n"
     );
-    std::fs::write(dir.join(rel), text).unwrap();
+    std::fs::write(dir.join(rel), text)
 }
 
 /// The vector cache follows the store's change feed: an edit, a delete and a rename made
@@ -477,9 +482,9 @@ async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selecti
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("memory");
     std::fs::create_dir_all(&dir).unwrap();
-    write_outside(&dir, "m1.md", "她的职业", "她是一名护士，上夜班。");
-    write_outside(&dir, "m2.md", "家里的动物", "我们养了一只小狗。");
-    write_outside(&dir, "m3.md", "周五", "周五晚上一起做披萨。");
+    write_outside(&dir, "m1.md", "她的职业", "她是一名护士，上夜班。").unwrap();
+    write_outside(&dir, "m2.md", "家里的动物", "我们养了一只小狗。").unwrap();
+    write_outside(&dir, "m3.md", "周五", "周五晚上一起做披萨。").unwrap();
     let store: Arc<dyn MemoryStore> =
         Arc::new(memloop_memory::store::FileMemoryStore::open(&dir).unwrap());
     let embedder = Concepts::new("concepts-feed");
@@ -513,7 +518,7 @@ async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selecti
     assert_eq!(embedder.embedded.load(Ordering::SeqCst), before + 1);
 
     // Edited outside: the dog became a guitar.
-    write_outside(&dir, "m2.md", "家里的乐器", "她每天晚上弹吉他。");
+    write_outside(&dir, "m2.md", "家里的乐器", "她每天晚上弹吉他。").unwrap();
     assert_eq!(select("音乐").await, vec!["m2.md"]);
 
     // Renamed outside: the nurse's memory moves; the new path carries the vector.
