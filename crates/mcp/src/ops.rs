@@ -337,7 +337,7 @@ async fn search_store(
         relevance,
         global,
     };
-    Ok(match ranked(open, query, in_scope, limit).await {
+    Ok(match ranked(open, query, in_scope, scope, limit).await {
         Ok(r) => {
             let n = r.scored.len().max(1) as f32;
             let top = r.scored.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
@@ -444,17 +444,33 @@ pub async fn search(
         hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     }
     hits.truncate(limit);
-    let mut results = Vec::new();
-    for hit in &hits {
+    // Each store once, and the hits' files read at once (not one after the other).
+    let project_store = if hits.iter().any(|h| !h.global) {
+        projects.open(&project, false).await.ok().flatten()
+    } else {
+        None
+    };
+    let global_store = if hits.iter().any(|h| h.global) {
+        projects.open_global(false).await.ok().flatten()
+    } else {
+        None
+    };
+    let bodies = futures::future::join_all(hits.iter().map(|hit| {
         let store = if hit.global {
-            projects.open_global(false).await.ok().flatten()
+            &global_store
         } else {
-            projects.open(&project, false).await.ok().flatten()
+            &project_store
         };
-        let mut v = match &store {
-            Some(open) => with_body(open.store.as_ref(), &hit.header, detail).await,
-            None => header_json(&hit.header),
-        };
+        async move {
+            match store {
+                Some(open) => with_body(open.store.as_ref(), &hit.header, detail).await,
+                None => header_json(&hit.header),
+            }
+        }
+    }))
+    .await;
+    let mut results = Vec::new();
+    for (hit, mut v) in hits.iter().zip(bodies) {
         if let Value::Object(map) = &mut v {
             map.insert("type".into(), json!(kind_of(&hit.header.rel_path)));
             map.insert("date".into(), json!(day_of(&hit.header.modified_rfc3339())));
@@ -518,29 +534,38 @@ struct Ranked {
     degraded: Option<String>,
 }
 
-/// Rank through the hybrid selector when there is one, else BM25 (the contract enforced by
-/// `select_checked`); the BM25F scores of the chosen memories come along.
+/// Rank through the hybrid selector when there is one (the contract enforced by
+/// `select_checked`; the BM25F scores of the chosen memories come along), else BM25 alone in
+/// one pass: the index follows the store once and ranks only the memories in `scope`, scores
+/// included (the caller keeps only the paths it listed in `headers`).
 async fn ranked(
     open: &OpenProject,
     query: &str,
     headers: &[MemoryHeader],
+    scope: Scope,
     limit: usize,
 ) -> Result<Ranked, String> {
+    let Some(hybrid) = &open.hybrid else {
+        let scored = open
+            .selector
+            .scored(query, headers, limit, |p| scope.contains(p))
+            .await;
+        return Ok(Ranked {
+            scored,
+            mode: "bm25",
+            degraded: None,
+        });
+    };
     let events = Arc::new(memloop_core::events::VecSink::default());
     let mut ctx = memloop_memory::recall::SelectionContext::with_limit(limit);
     ctx.events = events.clone();
-    let (selector, mut mode): (Arc<dyn Selector>, &'static str) = match &open.hybrid {
-        Some(h) => {
-            // Embed every memory without a vector first (no time budget: the first search of a
-            // large store pays for it once; later ones only embed what changed). A failure
-            // here shows again in the selection, which falls back to BM25.
-            if let Err(e) = h.warm(headers).await {
-                tracing::warn!(error = %e, "embedding memories failed");
-            }
-            (h.clone(), "hybrid")
-        }
-        None => (open.selector.clone(), "bm25"),
-    };
+    // Embed every memory without a vector first (no time budget: the first search of a large
+    // store pays for it once; later ones only embed what changed). A failure here shows again
+    // in the selection, which falls back to BM25.
+    if let Err(e) = hybrid.warm(headers).await {
+        tracing::warn!(error = %e, "embedding memories failed");
+    }
+    let selector: Arc<dyn Selector> = hybrid.clone();
     let chosen = selector
         .select_checked(query, headers, &ctx)
         .await
@@ -549,9 +574,7 @@ async fn ranked(
         memloop_core::events::AgentEvent::RecallDegraded { reason, .. } => Some(reason),
         _ => None,
     });
-    if degraded.is_some() {
-        mode = "bm25";
-    }
+    let mode = if degraded.is_some() { "bm25" } else { "hybrid" };
     let scores = open
         .selector
         .scored(query, headers, limit.max(chosen.len()) * 4, |p| {

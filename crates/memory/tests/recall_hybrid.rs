@@ -21,10 +21,27 @@ use std::time::Duration;
 
 /// Concepts and the words that express them.
 const CONCEPTS: [&[&str]; 4] = [
-    &["work", "job", "nurse", "career", "hospital"],
-    &["pet", "dog", "cat", "puppy"],
-    &["food", "pizza", "cooking", "dinner"],
-    &["music", "guitar", "violin", "concert"],
+    &[
+        "work",
+        "job",
+        "nurse",
+        "career",
+        "hospital",
+        "护士",
+        "医院",
+        "看護師",
+    ],
+    &["pet", "dog", "cat", "puppy", "小狗", "宠物"],
+    &["food", "pizza", "cooking", "dinner", "披萨", "晚饭"],
+    &[
+        "music",
+        "guitar",
+        "violin",
+        "concert",
+        "吉他",
+        "音乐",
+        "ギター",
+    ],
 ];
 
 /// A deterministic concept embedder that counts the texts it embeds; it can be made to fail or
@@ -441,4 +458,81 @@ async fn a_query_unrelated_to_every_memory_surfaces_nothing() {
         .await
         .unwrap();
     assert_eq!(got.len(), 3);
+}
+
+/// A memory file as another writer (an editor, `git checkout`) would leave it.
+fn write_outside(
+    dir: &std::path::Path,
+    rel: &str,
+    description: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let text = format!(
+        "---\nname: {description}\ndescription: {description}\ntype: project\n---\n\n{body}\n"
+    );
+    std::fs::write(dir.join(rel), text)
+}
+
+/// The vector cache follows the store's change feed: an edit, a delete and a rename made
+/// outside memloop are each seen by the very next selection, and a selection with no change
+/// embeds only the query. The queries share no word (no Han bigram) with the memories they
+/// must find, so only a current vector can find them.
+#[tokio::test]
+async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selection() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    write_outside(&dir, "m1.md", "她的职业", "她是一名护士，上夜班。").unwrap();
+    write_outside(&dir, "m2.md", "家里的动物", "我们养了一只小狗。").unwrap();
+    write_outside(&dir, "m3.md", "周五", "周五晚上一起做披萨。").unwrap();
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(memloop_memory::store::FileMemoryStore::open(&dir).unwrap());
+    let embedder = Concepts::new("concepts-feed");
+    // Dense ranking only: BM25 scores carry no weight.
+    let config = HybridConfig {
+        fusion: memloop_memory::recall::Fusion::Weighted { dense_weight: 1.0 },
+        ..HybridConfig::default()
+    };
+    let hybrid = Arc::new(selector(&store, embedder.clone(), config));
+    let as_selector: Arc<dyn Selector> = hybrid.clone();
+    let select = |query: &'static str| {
+        let store = store.clone();
+        let sel = as_selector.clone();
+        async move {
+            let headers = store.scan().await.unwrap();
+            sel.select_checked(query, &headers, &SelectionContext::with_limit(1))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(select("在医院工作的人").await, vec!["m1.md"]);
+    assert!(
+        select("音乐").await.is_empty(),
+        "no memory is about music yet"
+    );
+    assert_eq!(hybrid.embedded().await, 3);
+
+    // No change: only the query is embedded.
+    let before = embedder.embedded.load(Ordering::SeqCst);
+    assert_eq!(select("在医院工作的人").await, vec!["m1.md"]);
+    assert_eq!(embedder.embedded.load(Ordering::SeqCst), before + 1);
+
+    // Edited outside: the dog became a guitar.
+    write_outside(&dir, "m2.md", "家里的乐器", "她每天晚上弹吉他。").unwrap();
+    assert_eq!(select("音乐").await, vec!["m2.md"]);
+
+    // Renamed outside: the nurse's memory moves; the new path carries the vector.
+    std::fs::rename(dir.join("m1.md"), dir.join("职业.md")).unwrap();
+    assert_eq!(select("在医院工作的人").await, vec!["职业.md"]);
+    assert_eq!(hybrid.embedded().await, 3);
+
+    // Deleted outside: its vector goes.
+    std::fs::remove_file(dir.join("m3.md")).unwrap();
+    assert_eq!(
+        hybrid.embedded().await,
+        3,
+        "nothing happens before a selection"
+    );
+    assert!(select("披萨").await.iter().all(|p| p != "m3.md"));
+    assert_eq!(hybrid.embedded().await, 2);
 }

@@ -4,7 +4,7 @@
 //! filed next to it).
 
 use super::analyzer::{Analyzer, Language, Script, tokens};
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 use std::time::SystemTime;
 
 const FIELDS: usize = 3;
@@ -327,12 +327,11 @@ impl Bm25Index {
         let every = languages.iter().fold(0u16, |m, l| m | lang_bit(*l));
         qterms.sort_unstable_by_key(|q| q.tid);
         let (scores, touched) = self.score(&qterms, every);
-        let ranked = if self.params.dir_weight > 0.0 {
-            self.lift(&scores, &touched)
+        if self.params.dir_weight > 0.0 {
+            self.top_k(self.lift(&scores, &touched), k, keep)
         } else {
-            touched.iter().map(|d| (*d, scores[*d as usize])).collect()
-        };
-        self.top_k(ranked, k, keep)
+            self.top_k(touched.iter().map(|d| (*d, scores[*d as usize])), k, keep)
+        }
     }
 
     /// The languages of the indexed memories.
@@ -415,6 +414,20 @@ impl Bm25Index {
             .all(|q| q.langs & every == every)
             .then_some(total.iter().copied().fold(0f32, f32::max));
         if coord {
+            // A memory's share depends only on which query words it matched: a handful of
+            // distinct values, so `powf` runs once per value instead of once per memory.
+            let mut powers: Vec<(u32, f32)> = Vec::new();
+            let mut power = |share: f32| {
+                let bits = share.to_bits();
+                if let Some((_, p)) = powers.iter().find(|(b, _)| *b == bits) {
+                    return *p;
+                }
+                let p = share.powf(self.params.coordination);
+                if powers.len() < 64 {
+                    powers.push((bits, p));
+                }
+                p
+            };
             for d in &touched {
                 let total = match same_total {
                     Some(t) => t,
@@ -425,7 +438,7 @@ impl Bm25Index {
                 };
                 if total > 0.0 {
                     let share = matched[*d as usize] / total;
-                    scores[*d as usize] *= share.powf(self.params.coordination);
+                    scores[*d as usize] *= power(share);
                 }
             }
         }
@@ -467,34 +480,78 @@ impl Bm25Index {
         out
     }
 
+    /// The best `k` of `ranked` (positive scores only) that `keep` accepts, best first: higher
+    /// score, then newer, then path. A bounded heap: a candidate that cannot beat the current
+    /// `k`-th costs one float comparison (no path is looked at, `keep` is not asked), so
+    /// thousands of candidates with tied scores do not turn into thousands of path comparisons.
     fn top_k(
         &self,
-        ranked: Vec<(u32, f32)>,
+        ranked: impl IntoIterator<Item = (u32, f32)>,
         k: usize,
         keep: impl Fn(&str) -> bool,
     ) -> Vec<(String, f32)> {
-        let mut ranked: Vec<(&Doc, f32)> = ranked
-            .into_iter()
-            .filter(|(_, s)| *s > 0.0)
-            .filter_map(|(d, s)| self.doc(d).map(|doc| (doc, s)))
-            .filter(|(doc, _)| keep(&doc.path))
-            .collect();
-        let order = |a: &(&Doc, f32), b: &(&Doc, f32)| {
-            b.1.total_cmp(&a.1)
-                .then(b.0.mtime.cmp(&a.0.mtime))
-                .then(a.0.path.cmp(&b.0.path))
-        };
-        if ranked.len() > k {
-            ranked.select_nth_unstable_by(k, order);
-            ranked.truncate(k);
+        // The worst kept candidate on top.
+        let mut best: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(k.min(1024) + 1);
+        for (d, score) in ranked {
+            if score.is_nan() || score <= 0.0 {
+                continue;
+            }
+            let full = best.len() >= k;
+            if full && best.peek().is_some_and(|w| score < w.score) {
+                continue;
+            }
+            let Some(doc) = self.doc(d) else { continue };
+            let entry = Ranked { doc, score };
+            if full && best.peek().is_some_and(|w| entry >= *w) {
+                continue;
+            }
+            if !keep(&doc.path) {
+                continue;
+            }
+            best.push(entry);
+            if best.len() > k {
+                best.pop();
+            }
         }
-        ranked.sort_unstable_by(order);
-        ranked
+        best.into_sorted_vec()
             .into_iter()
-            .map(|(doc, s)| (doc.path.clone(), s))
+            .map(|r| (r.doc.path.clone(), r.score))
             .collect()
     }
 }
+
+/// A scored memory in [`Bm25Index::top_k`], ordered best first: higher score, then newer, then
+/// path (paths are unique, so the order is total).
+#[derive(Debug, Clone, Copy)]
+struct Ranked<'a> {
+    doc: &'a Doc,
+    score: f32,
+}
+
+impl Ord for Ranked<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| other.doc.mtime.cmp(&self.doc.mtime))
+            // Lazily: an eager `then` would compare the paths of every pair.
+            .then_with(|| self.doc.path.cmp(&other.doc.path))
+    }
+}
+
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Ranked<'_> {}
 
 /// One term of an analysed query and the languages (bits, see [`lang_bit`]) that produced it.
 #[derive(Debug, Clone, Copy)]
@@ -632,6 +689,57 @@ mod tests {
             !got.contains(&"root-b.md".to_owned()),
             "the root dir never lifts"
         );
+    }
+
+    #[test]
+    fn bounded_top_k_matches_a_full_ranking_with_ties() {
+        // Many memories with equal scores and equal mtimes (the order then falls to mtime and
+        // path), in English, Chinese, Japanese and Russian: every k and filter must give exactly
+        // the prefix of the full ranking.
+        let mut idx = Bm25Index::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        let texts = [
+            ("deploy queue", "the deploy queue retries on timeout"),
+            ("部署队列", "部署队列在超时后重试"),
+            ("デプロイキュー", "デプロイキューはタイムアウトで再試行する"),
+            (
+                "очередь деплоя",
+                "очередь деплоя повторяет попытку по таймауту",
+            ),
+        ];
+        for i in 0..240u64 {
+            let (d, b) = texts[(i % 4) as usize];
+            // Three mtimes only: large groups tie on score and mtime.
+            let mtime = t0 + std::time::Duration::from_secs(i % 3);
+            let body = if i % 5 == 0 {
+                format!("{b} {b}")
+            } else {
+                b.to_owned()
+            };
+            idx.upsert(&format!("d{}/m{i:03}.md", i % 7), mtime, text(d, &body));
+        }
+        for query in [
+            "deploy queue timeout",
+            "部署队列超时",
+            "デプロイキュー",
+            "очередь деплоя",
+        ] {
+            let full = idx.search(query, usize::MAX, |_| true);
+            assert!(full.len() >= 60, "{query}: {}", full.len());
+            for k in [1, 2, 5, 17, 59, full.len(), full.len() + 3] {
+                let got = idx.search(query, k, |_| true);
+                assert_eq!(got, full[..k.min(full.len())].to_vec(), "{query} k={k}");
+            }
+            let keep = |p: &str| !p.starts_with("d3/") && !p.ends_with("0.md");
+            let kept: Vec<_> = full.iter().filter(|(p, _)| keep(p)).cloned().collect();
+            for k in [1, 5, 23] {
+                assert_eq!(
+                    idx.search(query, k, keep),
+                    kept[..k].to_vec(),
+                    "{query} k={k}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -175,12 +175,14 @@ impl HybridSelector {
         }
     }
 
-    /// Embed every memory in `headers` that has no current vector, with no time budget (before
-    /// a session, or from the CLI), and save the cache.
+    /// Embed every memory that has no current vector, with no time budget (before a session,
+    /// or from the CLI), and save the cache. On a store with a change feed the vectors follow
+    /// the whole store (a fresh scan the first time, then only the changes since the last
+    /// call); `headers` are used by a store without one.
     pub async fn warm(&self, headers: &[MemoryHeader]) -> Result<VectorSyncReport, EmbedError> {
         let mut vectors = self.vectors.lock().await;
         vectors
-            .sync(
+            .follow(
                 self.store.as_ref(),
                 self.embedder.as_ref(),
                 headers,
@@ -192,7 +194,8 @@ impl HybridSelector {
 
     /// [`warm`](Self::warm), telling `progress` how far it is: `progress(embedded, total)` once
     /// before the first batch (`embedded` = 0; `total` = the memories whose vector is missing or
-    /// stale, after the cache's hash check) and after every batch the embedder answers. For a
+    /// stale, after the cache's hash check) and after every batch the embedder answers; not at
+    /// all when nothing changed since the last sync. For a
     /// progress bar over a cold index (thousands of memories take a minute on a CPU).
     ///
     /// ```
@@ -212,7 +215,7 @@ impl HybridSelector {
     ) -> Result<VectorSyncReport, EmbedError> {
         let mut vectors = self.vectors.lock().await;
         vectors
-            .sync(
+            .follow(
                 self.store.as_ref(),
                 self.embedder.as_ref(),
                 headers,
@@ -251,22 +254,21 @@ impl HybridSelector {
                 Err(_) => return Err((bm25, "embedding the query timed out".to_owned())),
             };
         let mut vectors = self.vectors.lock().await;
-        if !vectors.covers(headers) {
-            // Memories not embedded in time rank by BM25 alone this turn; the vectors made so far
-            // are kept and the rest follow on later selections.
-            let sync = tokio::time::timeout_at(
-                deadline,
-                vectors.sync(self.store.as_ref(), embedder, headers, Some(deadline), None),
-            )
-            .await;
-            match sync {
-                Ok(Ok(report)) if report.pending > 0 => {
-                    tracing::info!(pending = report.pending, "memories not embedded yet");
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err((bm25, format!("embedding memories failed: {e}"))),
-                Err(_) => tracing::info!("embedding memories ran out of time; continuing later"),
+        // Only what changed since the last selection (the store's change feed). Memories not
+        // embedded in time rank by BM25 alone this turn; the vectors made so far are kept and
+        // the rest follow on later selections.
+        let sync = tokio::time::timeout_at(
+            deadline,
+            vectors.follow(self.store.as_ref(), embedder, headers, Some(deadline), None),
+        )
+        .await;
+        match sync {
+            Ok(Ok(report)) if report.pending > 0 => {
+                tracing::info!(pending = report.pending, "memories not embedded yet");
             }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err((bm25, format!("embedding memories failed: {e}"))),
+            Err(_) => tracing::info!("embedding memories ran out of time; continuing later"),
         }
         let mut dense = vectors.nearest(&query_vec, depth, keep);
         drop(vectors);

@@ -185,7 +185,7 @@ impl Selector for KeywordSelector {
                 (s > 0.0).then_some((s, i))
             })
             .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         Ok(scored
             .into_iter()
             .take(ctx.limit)

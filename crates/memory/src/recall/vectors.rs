@@ -9,6 +9,7 @@
 //! lengths do not add up is torn or foreign: it is discarded with a warning and rebuilt. A file
 //! written for another model (a different id or dimension) is rebuilt too.
 
+use crate::changes::{ChangeCursor, Changes};
 use crate::file_store::FileMemoryStore;
 use crate::memory_store::{LocalPurpose, MemoryStore};
 use crate::safety::atomic_write;
@@ -83,6 +84,10 @@ pub(crate) struct VectorCache {
     dimension: usize,
     entries: HashMap<String, Entry>,
     dirty: bool,
+    /// Where the vectors stand in the store's change feed: set only after a sync that left
+    /// nothing behind (no memory pending or unreadable), so the next one can apply just the
+    /// changes since; `None` means the next sync compares every header.
+    cursor: Option<ChangeCursor>,
 }
 
 /// The text of a memory that gets embedded (NFKC): its name, its description, and the start of its
@@ -114,6 +119,7 @@ impl VectorCache {
             dimension,
             entries: HashMap::new(),
             dirty: false,
+            cursor: None,
         };
         match std::fs::read(&cache.path) {
             Ok(bytes) => match decode(&bytes) {
@@ -161,7 +167,7 @@ impl VectorCache {
     /// Bring the vectors in line with `headers`: drop the gone, read the new and changed, embed
     /// those whose text changed, in batches, until `deadline` (progress so far is kept and
     /// saved). An embedder error stops the sync and is returned, progress kept.
-    pub(crate) async fn sync(
+    async fn sync(
         &mut self,
         store: &dyn MemoryStore,
         embedder: &dyn Embedder,
@@ -169,6 +175,7 @@ impl VectorCache {
         deadline: Option<Instant>,
         progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
     ) -> Result<VectorSyncReport, EmbedError> {
+        self.cursor = None;
         let mut report = VectorSyncReport::default();
         let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
         let before = self.entries.len();
@@ -181,6 +188,124 @@ impl VectorCache {
             .filter(|h| self.entries.get(&h.rel_path).map(|e| e.mtime) != Some(h.mtime))
             .cloned()
             .collect();
+        self.embed_stale(store, embedder, stale, deadline, progress, report)
+            .await
+    }
+
+    /// Catch up with the store through its change feed ([`MemoryStore::changes`]): with no
+    /// change since the last complete sync this costs one feed call (no header is looked at);
+    /// with `k` changes, `k` removals or reads (and embeddings of the texts that changed).
+    /// When the store cannot say what changed (the first sync, a feed that lost track) the
+    /// vectors are synced against a fresh scan; a store without a feed is synced against
+    /// `headers` (every header's mtime compared), as [`sync`](Self::sync) does. `deadline` and
+    /// `progress` as for `sync`.
+    pub(crate) async fn follow(
+        &mut self,
+        store: &dyn MemoryStore,
+        embedder: &dyn Embedder,
+        headers: &[MemoryHeader],
+        deadline: Option<Instant>,
+        progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
+    ) -> Result<VectorSyncReport, EmbedError> {
+        // Taken, not borrowed: a sync cut short (an error, a time budget, a dropped future)
+        // leaves no cursor, and the next call compares everything again.
+        let since = self.cursor.take();
+        let changes = match store.changes(since.as_ref()).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "memory change feed failed; comparing every memory");
+                Changes::Rescan { cursor: None }
+            }
+        };
+        let (result, cursor) = match (changes, since) {
+            (Changes::Unchanged, Some(since)) => {
+                self.cursor = Some(since);
+                return Ok(VectorSyncReport::default());
+            }
+            (
+                Changes::Changed {
+                    cursor,
+                    written,
+                    removed,
+                },
+                Some(_),
+            ) => {
+                let mut report = VectorSyncReport::default();
+                for p in &removed {
+                    if self.entries.remove(p.as_str()).is_some() {
+                        report.removed += 1;
+                    }
+                }
+                self.dirty |= report.removed > 0;
+                // Every written memory is read again, even with an unchanged mtime (a second
+                // edit within one timestamp tick): its text hash decides whether to embed.
+                let result = self
+                    .embed_stale(store, embedder, written, deadline, progress, report)
+                    .await;
+                (result, Some(cursor))
+            }
+            // The cursor was taken before this scan, so nothing made during it is lost.
+            (
+                Changes::Rescan {
+                    cursor: Some(cursor),
+                },
+                _,
+            ) => match store.scan().await {
+                Ok(fresh) => (
+                    self.sync(store, embedder, &fresh, deadline, progress).await,
+                    Some(cursor),
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "memory scan failed; syncing the caller's headers");
+                    (
+                        self.sync_if_stale(store, embedder, headers, deadline, progress)
+                            .await,
+                        None,
+                    )
+                }
+            },
+            // No feed (or an answer that does not fit the question): compare every header.
+            _ => (
+                self.sync_if_stale(store, embedder, headers, deadline, progress)
+                    .await,
+                None,
+            ),
+        };
+        if result
+            .as_ref()
+            .is_ok_and(|r| r.pending == 0 && r.failed == 0)
+        {
+            self.cursor = cursor;
+        }
+        result
+    }
+
+    /// [`sync`](Self::sync) unless every memory in `headers` already has a current vector.
+    async fn sync_if_stale(
+        &mut self,
+        store: &dyn MemoryStore,
+        embedder: &dyn Embedder,
+        headers: &[MemoryHeader],
+        deadline: Option<Instant>,
+        progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
+    ) -> Result<VectorSyncReport, EmbedError> {
+        if self.covers(headers) {
+            return Ok(VectorSyncReport::default());
+        }
+        self.sync(store, embedder, headers, deadline, progress)
+            .await
+    }
+
+    /// Read `stale`, embed those whose text changed (in batches, until `deadline`), save.
+    async fn embed_stale(
+        &mut self,
+        store: &dyn MemoryStore,
+        embedder: &dyn Embedder,
+        stale: Vec<MemoryHeader>,
+        deadline: Option<Instant>,
+        progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
+        mut report: VectorSyncReport,
+    ) -> Result<VectorSyncReport, EmbedError> {
         let mut reads = futures::stream::iter(stale)
             .map(|h| async move {
                 let read = store.read(&h.rel_path).await;
