@@ -344,10 +344,7 @@ impl Bm25Index {
         qterms.sort_unstable_by_key(|q| q.tid);
         let (mut scores, mut touched) = self.score(&qterms, every);
         if self.params.feedback_docs > 0 {
-            let expanded = self.expand(&qterms, &scores, &touched, &keep);
-            if expanded.len() > qterms.len() {
-                (scores, touched) = self.score(&expanded, every);
-            }
+            self.add_feedback(&qterms, &mut scores, &mut touched, &keep, every);
         }
         let ranked = if self.params.dir_weight > 0.0 {
             self.lift(&scores, &touched)

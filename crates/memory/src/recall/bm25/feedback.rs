@@ -7,9 +7,46 @@ use super::{Bm25Index, QueryTerm, lang_bit};
 use std::collections::HashMap;
 
 impl Bm25Index {
-    /// `qterms` plus up to [`Bm25Params::feedback_terms`](super::Bm25Params::feedback_terms)
+    /// Add the feedback words' scores (see [`Self::expand`]) to a first pass's `scores` over
+    /// the `touched` slots; memories they reach for the first time join `touched`. The words
+    /// score apart from the query so that the coordination factor (the share of the *user's*
+    /// words a memory matched) applies to the first pass only, and a memory reached through
+    /// feedback alone is not scaled to nothing.
+    pub(super) fn add_feedback(
+        &self,
+        qterms: &[QueryTerm],
+        scores: &mut [f32],
+        touched: &mut Vec<u32>,
+        keep: &dyn Fn(&str) -> bool,
+        every: u16,
+    ) {
+        let words = self.expand(qterms, scores, touched, keep);
+        if words.is_empty() {
+            return;
+        }
+        let (extra, reached) = self.score(&words, every);
+        let mut seen = vec![false; scores.len()];
+        for d in touched.iter() {
+            if let Some(s) = seen.get_mut(*d as usize) {
+                *s = true;
+            }
+        }
+        for d in reached {
+            let i = d as usize;
+            let (Some(score), Some(add)) = (scores.get_mut(i), extra.get(i)) else {
+                continue;
+            };
+            *score += add;
+            if !seen[i] {
+                touched.push(d);
+            }
+        }
+    }
+
+    /// Up to [`Bm25Params::feedback_terms`](super::Bm25Params::feedback_terms)
     /// words of the best [`Bm25Params::feedback_docs`](super::Bm25Params::feedback_docs)
-    /// memories `keep` accepts, given the first pass's `scores` over the `touched` slots.
+    /// memories `keep` accepts (given the first pass's `scores` over the `touched` slots), as
+    /// query terms flagged `expansion`; none of them is a term of `qterms`.
     ///
     /// A word's relevance-model weight is Σ over feedback memories of (its frequency in the
     /// memory / the memory's length) × (the memory's share of the feedback memories' scores);
@@ -23,7 +60,7 @@ impl Bm25Index {
         touched: &[u32],
         keep: &dyn Fn(&str) -> bool,
     ) -> Vec<QueryTerm> {
-        let mut out = qterms.to_vec();
+        let mut out = Vec::new();
         let params = &self.params;
         if params.feedback_terms == 0 || params.feedback_weight <= 0.0 {
             return out;
