@@ -21,7 +21,7 @@ use memloop_memory::extract::{
 };
 use memloop_memory::recall::{
     Bm25Selector, FallbackSelector, HybridSelector, LlmSelector, LlmSelectorConfig, RecallHook,
-    RerankSelector, Selector, vector_cache_for,
+    RerankConfig, RerankSelector, Selector, vector_cache_for,
 };
 use memloop_memory::session_memory::{
     FileSessionMemory, NotesEditTool, SessionMemory, SessionMemoryConfig, SessionMemoryError,
@@ -233,8 +233,9 @@ impl MemorySetup {
 
     /// With a [`side_model`](Self::side_model): have it re-rank the lexical (or hybrid)
     /// selector's best 20 memories ([`RerankSelector`]) instead of choosing from the newest 200
-    /// (default off). Every memory can then be reached and the side query stays small; when the
-    /// model fails the lexical order is kept.
+    /// (default off). Every memory can then be reached and the side query stays small. The
+    /// model's picks are what is surfaced (no backfill: it decides what is useful); when it
+    /// fails, the lexical selector's best are surfaced.
     pub fn rerank(mut self, on: bool) -> Self {
         self.rerank = on;
         self
@@ -484,9 +485,13 @@ impl MemorySetup {
                 };
                 let selector = match (&self.selector, &self.side_model) {
                     (Some(selector), _) => selector.clone(),
-                    (None, Some(model)) if self.rerank => Arc::new(RerankSelector::new(
+                    (None, Some(model)) if self.rerank => Arc::new(RerankSelector::with_config(
                         lexical,
                         LlmSelector::new(model.clone()),
+                        RerankConfig {
+                            backfill: false,
+                            ..RerankConfig::default()
+                        },
                     )) as Arc<dyn Selector>,
                     (None, Some(model)) => Arc::new(FallbackSelector::new(
                         Arc::new(LlmSelector::new(model.clone())),

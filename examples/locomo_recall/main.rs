@@ -569,7 +569,7 @@ async fn main() -> Result<()> {
         .map(|s| parse(s, &re, &mut stats))
         .collect::<Result<Vec<_>>>()?;
     if args.iter().any(|a| a == "--tune") {
-        return tuning::run(&convs, params).await;
+        return tuning::run(&convs, params, flag("--tune") == Some("feedback")).await;
     }
     let flat = Bm25Params {
         dir_weight: 0.0,

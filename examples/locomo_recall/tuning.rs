@@ -141,7 +141,7 @@ fn describe(p: &Bm25Params) -> String {
 }
 
 /// Run the lever sweeps and print the split table.
-pub async fn run(convs: &[Conversation], base: Bm25Params) -> Result<()> {
+pub async fn run(convs: &[Conversation], base: Bm25Params, feedback_only: bool) -> Result<()> {
     let mut dirs = Vec::new();
     for conv in convs {
         dirs.push([
@@ -172,7 +172,12 @@ pub async fn run(convs: &[Conversation], base: Bm25Params) -> Result<()> {
         ("coordination", set(|p, v| p.coordination = v), &[0.0, 0.4, 0.8][..]),
         ("lift", set(|p, v| p.dir_weight = v), &[0.3, 0.5, 0.7][..]),
     ];
-    let (bm25f, _) = descend(&tuner, base, &fields).await?;
+    // `--tune feedback`: keep the BM25F parameters given (`--bm25`) and tune feedback only.
+    let (bm25f, _) = if feedback_only {
+        (base, 0.0)
+    } else {
+        descend(&tuner, base, &fields).await?
+    };
     println!("\nBM25F chosen: {}\n", describe(&bm25f));
     let feedback: Vec<(&str, Setter, &[f32])> = vec![
         ("feedback docs", set(|p, v| p.feedback_docs = v as usize), &[1.0, 2.0, 3.0, 5.0][..]),
