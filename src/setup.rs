@@ -492,7 +492,8 @@ impl MemorySetup {
                             backfill: false,
                             ..RerankConfig::default()
                         },
-                    )) as Arc<dyn Selector>,
+                    ))
+                        as Arc<dyn Selector>,
                     (None, Some(model)) => Arc::new(FallbackSelector::new(
                         Arc::new(LlmSelector::new(model.clone())),
                         lexical,

@@ -29,8 +29,14 @@ const MEMORIES: [(&str, &str); 8] = [
     ("zh/backup.md", "数据库每天凌晨三点备份"),
     ("zh/weekly.md", "周五下午团建，大家一起去爬山"),
     ("ja/cache.md", "キャッシュは毎晩クリアされる"),
-    ("ru/deploy.md", "Развёртывание базы данных по пятницам запрещено"),
-    ("ru/backup.md", "Резервная копия базы данных хранится неделю"),
+    (
+        "ru/deploy.md",
+        "Развёртывание базы данных по пятницам запрещено",
+    ),
+    (
+        "ru/backup.md",
+        "Резервная копия базы данных хранится неделю",
+    ),
     ("ko/log.md", "로그는 30일 동안 보관된다"),
 ];
 
@@ -134,7 +140,12 @@ async fn setup(marker: &'static str, extra: Option<&'static str>, fail: bool) ->
     }
 }
 
-async fn select(s: &Setup, selector: &dyn Selector, query: &str, ctx: &SelectionContext) -> Vec<String> {
+async fn select(
+    s: &Setup,
+    selector: &dyn Selector,
+    query: &str,
+    ctx: &SelectionContext,
+) -> Vec<String> {
     let headers = s.store.scan().await.unwrap();
     selector.select_checked(query, &headers, ctx).await.unwrap()
 }
@@ -210,7 +221,11 @@ async fn without_backfill_only_the_models_picks_are_returned() {
     );
     let picky: &dyn Selector = &picky;
     let got = picky
-        .select_checked("数据库迁移可以在周五运行吗？", &headers, &SelectionContext::with_limit(3))
+        .select_checked(
+            "数据库迁移可以在周五运行吗？",
+            &headers,
+            &SelectionContext::with_limit(3),
+        )
         .await
         .unwrap();
     assert_eq!(got, vec!["zh/freeze.md".to_owned()]);

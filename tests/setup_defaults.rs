@@ -214,7 +214,10 @@ async fn with_rerank_the_side_model_sees_only_the_lexical_short_list() {
     let asked = side.requests_for(SELECTOR_PURPOSE);
     assert_eq!(asked.len(), 1, "one side query");
     let shown = format!("{:?}", asked[0].messages);
-    assert!(shown.contains("deploy.md") && shown.contains("freeze.md"), "{shown}");
+    assert!(
+        shown.contains("deploy.md") && shown.contains("freeze.md"),
+        "{shown}"
+    );
     assert!(
         !shown.contains("lunch.md"),
         "BM25 did not short-list the lunch memory: {shown}"

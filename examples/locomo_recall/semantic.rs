@@ -131,7 +131,11 @@ fn flat() -> Bm25Params {
 fn lifted() -> Bm25Params {
     let p = PARAMS.get().copied().unwrap_or_default();
     Bm25Params {
-        dir_weight: if p.dir_weight > 0.0 { p.dir_weight } else { 0.5 },
+        dir_weight: if p.dir_weight > 0.0 {
+            p.dir_weight
+        } else {
+            0.5
+        },
         ..p
     }
 }

@@ -108,7 +108,11 @@ async fn descend(
                     continue;
                 }
                 let s = tuner.score(p).await?;
-                let mark = if s > best_score + 1e-9 { " (better)" } else { "" };
+                let mark = if s > best_score + 1e-9 {
+                    " (better)"
+                } else {
+                    ""
+                };
                 println!("| round {round}: {name} = {v} | {s:.2}{mark} |");
                 if s > best_score + 1e-9 {
                     best = p;
@@ -163,13 +167,33 @@ pub async fn run(convs: &[Conversation], base: Bm25Params, feedback_only: bool) 
     );
     println!("| step | mean R@5, conv 1–{TUNE} |\n|---|---|");
     let fields: Vec<(&str, Setter, &[f32])> = vec![
-        ("name weight", set(|p, v| p.name_weight = v), &[0.0, 0.5, 1.0, 2.0][..]),
-        ("description weight", set(|p, v| p.description_weight = v), &[0.5, 1.0, 1.5, 2.0, 3.0][..]),
-        ("body weight", set(|p, v| p.body_weight = v), &[0.5, 1.0, 1.5, 2.0][..]),
+        (
+            "name weight",
+            set(|p, v| p.name_weight = v),
+            &[0.0, 0.5, 1.0, 2.0][..],
+        ),
+        (
+            "description weight",
+            set(|p, v| p.description_weight = v),
+            &[0.5, 1.0, 1.5, 2.0, 3.0][..],
+        ),
+        (
+            "body weight",
+            set(|p, v| p.body_weight = v),
+            &[0.5, 1.0, 1.5, 2.0][..],
+        ),
         ("k1", set(|p, v| p.k1 = v), &[0.6, 0.9, 1.2, 1.6][..]),
         ("b", set(|p, v| p.b = v), &[0.2, 0.4, 0.6, 0.75][..]),
-        ("bigram weight", set(|p, v| p.bigram_weight = v), &[0.1, 0.3, 0.5][..]),
-        ("coordination", set(|p, v| p.coordination = v), &[0.0, 0.4, 0.8][..]),
+        (
+            "bigram weight",
+            set(|p, v| p.bigram_weight = v),
+            &[0.1, 0.3, 0.5][..],
+        ),
+        (
+            "coordination",
+            set(|p, v| p.coordination = v),
+            &[0.0, 0.4, 0.8][..],
+        ),
         ("lift", set(|p, v| p.dir_weight = v), &[0.3, 0.5, 0.7][..]),
     ];
     // `--tune feedback`: keep the BM25F parameters given (`--bm25`) and tune feedback only.
@@ -180,9 +204,21 @@ pub async fn run(convs: &[Conversation], base: Bm25Params, feedback_only: bool) 
     };
     println!("\nBM25F chosen: {}\n", describe(&bm25f));
     let feedback: Vec<(&str, Setter, &[f32])> = vec![
-        ("feedback docs", set(|p, v| p.feedback_docs = v as usize), &[1.0, 2.0, 3.0, 5.0][..]),
-        ("feedback weight", set(|p, v| p.feedback_weight = v), &[0.1, 0.2, 0.3, 0.5][..]),
-        ("feedback words", set(|p, v| p.feedback_terms = v as usize), &[5.0, 10.0, 20.0][..]),
+        (
+            "feedback docs",
+            set(|p, v| p.feedback_docs = v as usize),
+            &[1.0, 2.0, 3.0, 5.0][..],
+        ),
+        (
+            "feedback weight",
+            set(|p, v| p.feedback_weight = v),
+            &[0.1, 0.2, 0.3, 0.5][..],
+        ),
+        (
+            "feedback words",
+            set(|p, v| p.feedback_terms = v as usize),
+            &[5.0, 10.0, 20.0][..],
+        ),
     ];
     let start = Bm25Params {
         feedback_docs: 3,

@@ -157,7 +157,11 @@ mod tests {
         let plain = found(&index(0, memories), query);
         assert_eq!(plain, vec!["hit.md".to_owned()], "{query}");
         let expanded = found(&index(1, memories), query);
-        assert_eq!(expanded.first().map(String::as_str), Some("hit.md"), "{query}");
+        assert_eq!(
+            expanded.first().map(String::as_str),
+            Some("hit.md"),
+            "{query}"
+        );
         assert!(
             expanded.contains(&"topic.md".to_owned()),
             "{query}: {expanded:?}"
