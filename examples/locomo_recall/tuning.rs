@@ -228,11 +228,11 @@ pub async fn run(convs: &[Conversation], base: Bm25Params, feedback_only: bool) 
     println!("\nFeedback chosen: {}\n", describe(&prf));
 
     let n = convs.len();
-    let configs = [
-        ("BM25 (before: the defaults)", base),
-        ("BM25F tuned (lever 1)", bm25f),
-        ("BM25F tuned + feedback (lever 2)", prf),
-    ];
+    let mut configs = vec![("BM25 (before: the defaults)", base)];
+    if !feedback_only {
+        configs.push(("BM25F tuned (lever 1)", bm25f));
+    }
+    configs.push(("BM25F tuned + feedback (lever 2)", prf));
     println!(
         "| configuration | unit | R@5 conv 1–{TUNE} (tuning) | R@5 conv {}–{n} (held out) | R@5 all {n} |",
         TUNE + 1
