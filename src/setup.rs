@@ -21,7 +21,7 @@ use memloop_memory::extract::{
 };
 use memloop_memory::recall::{
     Bm25Selector, FallbackSelector, HybridSelector, LlmSelector, LlmSelectorConfig, RecallHook,
-    Selector, vector_cache_for,
+    RerankConfig, RerankSelector, Selector, vector_cache_for,
 };
 use memloop_memory::session_memory::{
     FileSessionMemory, NotesEditTool, SessionMemory, SessionMemoryConfig, SessionMemoryError,
@@ -73,6 +73,7 @@ pub struct MemorySetup {
     selector: Option<Arc<dyn Selector>>,
     embedder: Option<Arc<dyn Embedder>>,
     side_model: Option<Arc<dyn Model>>,
+    rerank: bool,
     recall: bool,
     extraction: bool,
     dream: bool,
@@ -166,6 +167,7 @@ impl MemorySetup {
             selector: None,
             embedder: None,
             side_model: None,
+            rerank: false,
             recall: true,
             extraction: true,
             dream: true,
@@ -229,6 +231,16 @@ impl MemorySetup {
     /// or takes over 10 s. An explicit [`selector`](Self::selector) still wins.
     pub fn side_model(mut self, model: Arc<dyn Model>) -> Self {
         self.side_model = Some(model);
+        self
+    }
+
+    /// With a [`side_model`](Self::side_model): have it re-rank the lexical (or hybrid)
+    /// selector's best 20 memories ([`RerankSelector`]) instead of choosing from the newest 200
+    /// (default off). Every memory can then be reached and the side query stays small. The
+    /// model's picks are what is surfaced (no backfill: it decides what is useful); when it
+    /// fails, the lexical selector's best are surfaced.
+    pub fn rerank(mut self, on: bool) -> Self {
+        self.rerank = on;
         self
     }
 
@@ -496,6 +508,15 @@ impl MemorySetup {
                 };
                 let selector = match (&self.selector, &self.side_model) {
                     (Some(selector), _) => selector.clone(),
+                    (None, Some(model)) if self.rerank => Arc::new(RerankSelector::with_config(
+                        lexical,
+                        LlmSelector::new(model.clone()),
+                        RerankConfig {
+                            backfill: false,
+                            ..RerankConfig::default()
+                        },
+                    ))
+                        as Arc<dyn Selector>,
                     (None, Some(model)) => Arc::new(FallbackSelector::new(
                         Arc::new(LlmSelector::new(model.clone())),
                         lexical,

@@ -72,11 +72,52 @@ impl Model for Broken {
 }
 
 async fn surfaced_with(side: Arc<dyn Model>, home: &Path, project: &Path) -> Vec<String> {
+    surfaced_with_rerank(side, home, project, false).await
+}
+
+async fn surfaced_with_rerank(
+    side: Arc<dyn Model>,
+    home: &Path,
+    project: &Path,
+    rerank: bool,
+) -> Vec<String> {
     let memory = MemorySetup::with_resolver(resolver(project), env(home))
         .unwrap()
         .without_compaction()
-        .side_model(side);
+        .side_model(side)
+        .rerank(rerank);
     let store = memory.store().unwrap().clone();
+    let lunch = memloop::memory::store::MemoryDoc {
+        name: "lunch".into(),
+        description: "team lunch is on thursdays".into(),
+        memory_type: Some(memloop::memory::store::MemoryType::Project),
+        body: "Thai food, usually.".into(),
+    };
+    store
+        .write(
+            "lunch.md",
+            &lunch,
+            memloop::memory::store::WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    if rerank {
+        // A second deploy memory, so that BM25's short list has two to re-rank.
+        let freeze = memloop::memory::store::MemoryDoc {
+            name: "deploy freeze".into(),
+            description: "no deploy during the release freeze".into(),
+            memory_type: Some(memloop::memory::store::MemoryType::Project),
+            body: "The freeze starts two days before a release.".into(),
+        };
+        store
+            .write(
+                "freeze.md",
+                &freeze,
+                memloop::memory::store::WriteMode::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
     let doc = memloop::memory::store::MemoryDoc {
         name: "deploy days".into(),
         description: "we deploy on tuesdays only".into(),
@@ -158,6 +199,49 @@ async fn a_side_model_selects_with_one_query_and_the_lexical_selector_backs_it_u
         got,
         ["deploy.md"],
         "BM25 answered when the side model failed"
+    );
+}
+
+#[tokio::test]
+async fn with_rerank_the_side_model_sees_only_the_lexical_short_list() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let side = ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, |_| {
+        Some(ScriptStep::text(r#"{"selected_memories": ["deploy.md"]}"#))
+    });
+    let got = surfaced_with_rerank(Arc::new(side.clone()), home.path(), project.path(), true).await;
+    assert_eq!(got, ["deploy.md"]);
+    let asked = side.requests_for(SELECTOR_PURPOSE);
+    assert_eq!(asked.len(), 1, "one side query");
+    let shown = format!("{:?}", asked[0].messages);
+    assert!(
+        shown.contains("deploy.md") && shown.contains("freeze.md"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("lunch.md"),
+        "BM25 did not short-list the lunch memory: {shown}"
+    );
+
+    // Without rerank the side model sees every memory.
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let side = ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, |_| {
+        Some(ScriptStep::text(r#"{"selected_memories": ["deploy.md"]}"#))
+    });
+    surfaced_with(Arc::new(side.clone()), home.path(), project.path()).await;
+    let shown = format!("{:?}", side.requests_for(SELECTOR_PURPOSE)[0].messages);
+    assert!(shown.contains("lunch.md"), "{shown}");
+
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let got = surfaced_with_rerank(Arc::new(Broken), home.path(), project.path(), true).await;
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["deploy.md", "freeze.md"],
+        "BM25's short list when the side model failed"
     );
 }
 

@@ -9,6 +9,9 @@
 //! cargo run --release --features candle --example locomo_recall -- \
 //!     ../shared/data/locomo/locomo10.json --embed candle:<all-MiniLM-L6-v2 dir> \
 //!     [--vector-cache target/locomo-vectors]
+//! # the lexical levers (BM25F weights, pseudo-relevance feedback) chosen on conversations 1–5
+//! # and reported on 6–10 (tuning.rs):
+//! cargo run --release --example locomo_recall -- ../shared/data/locomo/locomo10.json --tune
 //! ```
 //!
 //! Per conversation, every observation (level `observation`) and every session summary (level
@@ -20,6 +23,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod semantic;
+mod tuning;
 
 use anyhow::{Context, Result, bail};
 use memloop_memory::recall::{
@@ -526,6 +530,9 @@ fn parse_params(spec: &str) -> Result<Bm25Params> {
             }
             "dir" => p.dir_weight = v,
             "coord" => p.coordination = v,
+            "fb_docs" => p.feedback_docs = v as usize,
+            "fb_terms" => p.feedback_terms = v as usize,
+            "fb_weight" => p.feedback_weight = v,
 
             other => bail!("unknown --bm25 key `{other}`"),
         }
@@ -561,6 +568,9 @@ async fn main() -> Result<()> {
         .iter()
         .map(|s| parse(s, &re, &mut stats))
         .collect::<Result<Vec<_>>>()?;
+    if args.iter().any(|a| a == "--tune") {
+        return tuning::run(&convs, params, flag("--tune") == Some("feedback")).await;
+    }
     let flat = Bm25Params {
         dir_weight: 0.0,
         ..params
@@ -677,7 +687,7 @@ async fn main() -> Result<()> {
     if let Some(spec) = flag("--embed") {
         let embedder = semantic::embedder(spec).await?;
         let cache = flag("--vector-cache").unwrap_or("target/locomo-vectors");
-        semantic::run(&convs, embedder, std::path::Path::new(cache)).await?;
+        semantic::run(&convs, embedder, std::path::Path::new(cache), params).await?;
     }
     Ok(())
 }

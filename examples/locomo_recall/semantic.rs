@@ -118,17 +118,25 @@ const UNITS: [Unit; 3] = [
     },
 ];
 
+/// The BM25 parameters of every row (`--bm25`, else the defaults); set once by [`run`].
+static PARAMS: std::sync::OnceLock<Bm25Params> = std::sync::OnceLock::new();
+
 fn flat() -> Bm25Params {
     Bm25Params {
         dir_weight: 0.0,
-        ..Bm25Params::default()
+        ..PARAMS.get().copied().unwrap_or_default()
     }
 }
 
 fn lifted() -> Bm25Params {
+    let p = PARAMS.get().copied().unwrap_or_default();
     Bm25Params {
-        dir_weight: 0.5,
-        ..Bm25Params::default()
+        dir_weight: if p.dir_weight > 0.0 {
+            p.dir_weight
+        } else {
+            0.5
+        },
+        ..p
     }
 }
 
@@ -240,7 +248,13 @@ fn dense_only() -> HybridConfig {
 }
 
 /// All the semantic rows.
-pub async fn run(convs: &[Conversation], inner: Arc<dyn Embedder>, cache_dir: &Path) -> Result<()> {
+pub async fn run(
+    convs: &[Conversation],
+    inner: Arc<dyn Embedder>,
+    cache_dir: &Path,
+    params: Bm25Params,
+) -> Result<()> {
+    let _ = PARAMS.set(params);
     std::fs::create_dir_all(cache_dir)?;
     let embedder: Arc<dyn Embedder> = Arc::new(Memo {
         inner: inner.clone(),

@@ -7,6 +7,8 @@ use super::analyzer::{Analyzer, Language, Script, tokens};
 use std::collections::{BinaryHeap, HashMap};
 use std::time::SystemTime;
 
+mod feedback;
+
 const FIELDS: usize = 3;
 
 /// Tuning of the BM25 index behind [`Bm25Selector`](super::Bm25Selector). The defaults were tuned on LoCoMo (see the crate README).
@@ -39,6 +41,15 @@ pub struct Bm25Params {
     /// The language of Latin-script words in every memory and query (`Some`), or detected per
     /// memory (`None`, the default; see [`Analyzer`]).
     pub language: Option<Language>,
+    /// Pseudo-relevance feedback (RM3-style): how many of a first pass's best memories lend
+    /// words to a second pass; 0 (the default) disables it. See [`Self::feedback_terms`].
+    pub feedback_docs: usize,
+    /// Pseudo-relevance feedback: how many words of the feedback memories (not already in the
+    /// query, ranked by their share of those memories' text times IDF) are added. Default 10.
+    pub feedback_terms: usize,
+    /// Pseudo-relevance feedback: the weight of the heaviest added word relative to a query
+    /// word (the others in proportion to their share). Default 0.3.
+    pub feedback_weight: f32,
 }
 
 impl Default for Bm25Params {
@@ -54,6 +65,9 @@ impl Default for Bm25Params {
             dir_weight: 0.0,
             coordination: 0.4,
             language: None,
+            feedback_docs: 0,
+            feedback_terms: 10,
+            feedback_weight: 0.3,
         }
     }
 }
@@ -320,13 +334,18 @@ impl Bm25Index {
                     None => qterms.push(QueryTerm {
                         tid: *tid,
                         langs: lang_bit(*lang),
+                        weight: 1.0,
+                        expansion: false,
                     }),
                 }
             }
         }
         let every = languages.iter().fold(0u16, |m, l| m | lang_bit(*l));
         qterms.sort_unstable_by_key(|q| q.tid);
-        let (scores, touched) = self.score(&qterms, every);
+        let (mut scores, mut touched) = self.score(&qterms, every);
+        if self.params.feedback_docs > 0 {
+            self.add_feedback(&qterms, &mut scores, &mut touched, &keep, every);
+        }
         if self.params.dir_weight > 0.0 {
             self.top_k(self.lift(&scores, &touched), k, keep)
         } else {
@@ -377,8 +396,9 @@ impl Bm25Index {
             if self.df[tid as usize] == 0 {
                 continue;
             }
-            let idf = self.idf(tid);
-            let uni = !self.is_bigram[tid as usize];
+            let idf = self.idf(tid) * q.weight;
+            // Words added by feedback score but do not count towards coordination.
+            let uni = !self.is_bigram[tid as usize] && !q.expansion;
             if uni {
                 for l in Language::ALL {
                     if q.langs & lang_bit(l) != 0 {
@@ -558,6 +578,10 @@ impl Eq for Ranked<'_> {}
 struct QueryTerm {
     tid: u32,
     langs: u16,
+    /// Multiplies the term's IDF: 1 for the query's own terms, less for feedback words.
+    weight: f32,
+    /// Added by pseudo-relevance feedback (not the user's word).
+    expansion: bool,
 }
 
 /// The bit of `lang` in a language set.

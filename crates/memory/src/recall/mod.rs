@@ -3,7 +3,8 @@
 //!
 //! - [`Selector`] is the pluggable choice (`Arc<dyn Selector>`); [`LlmSelector`],
 //!   [`KeywordSelector`], [`Bm25Selector`], [`HybridSelector`] (BM25 fused with embeddings) and
-//!   [`FallbackSelector`] are provided. Every caller goes
+//!   [`FallbackSelector`] are provided, and [`RerankSelector`] has a model re-rank another
+//!   selector's short list. Every caller goes
 //!   through `select_checked`, the one place that enforces the contract.
 //! - [`RecallHook`] runs the pipeline once per user turn in the background and yields a
 //!   `relevant_memories` system-reminder attachment.
@@ -17,6 +18,7 @@ mod hybrid;
 mod keyword;
 mod llm;
 mod reads;
+mod rerank;
 mod selector;
 mod surface;
 mod vectors;
@@ -36,6 +38,7 @@ pub use llm::{
     selection_schema,
 };
 pub use reads::{ReadTools, read_in_full};
+pub use rerank::{RerankConfig, RerankSelector};
 pub use selector::{SelectionContext, Selector, SelectorError};
 pub use surface::{Clock, ManualClock, SystemClock};
 pub use vectors::{VectorSyncReport, vector_cache_for, vector_cache_path};
