@@ -3,8 +3,10 @@
 use crate::args::{TeamCommand, TeamSyncArgs};
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
+use crate::progress::Progress;
 use memloop_memory::store::{FileMemoryStore, validate_rel_path};
 use memloop_pg::{PgConfig, SyncAction, SyncOptions, SyncReport, TeamSync};
+use std::sync::Arc;
 
 /// Run a `team` subcommand.
 pub async fn run(cmd: &TeamCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()> {
@@ -23,13 +25,20 @@ pub async fn run(cmd: &TeamCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow::R
         TeamCommand::Pull(a) => (a, "pull"),
         TeamCommand::Status(a) => (a, "status"),
     };
-    let sync = open_sync(ctx, args, &url).await?;
+    // A bar over a large sync, on a terminal only (see `progress`).
+    let bar = Arc::new(Progress::new(&format!("team {verb}"), &ctx.env));
+    let shown = bar.clone();
+    let sync = open_sync(ctx, args, &url)
+        .await?
+        .progress(Arc::new(move |done, total| shown.set(done, total)));
     let opts = SyncOptions { prune: args.prune };
     let report = match cmd {
-        TeamCommand::Push(_) => sync.push(opts).await?,
-        TeamCommand::Pull(_) => sync.pull(opts).await?,
-        TeamCommand::Status(_) => sync.status().await?,
+        TeamCommand::Push(_) => sync.push(opts).await,
+        TeamCommand::Pull(_) => sync.pull(opts).await,
+        TeamCommand::Status(_) => sync.status().await,
     };
+    bar.finish();
+    let report = report?;
     if ctx.json {
         write_json(io.out, &report)?;
         return outcome(&report, verb);

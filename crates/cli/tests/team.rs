@@ -461,3 +461,71 @@ fn with_team_memory_on_push_and_pull_move_only_the_team_dir() {
     assert!(!bob.join("user_роль.md").exists());
     assert!(!bob.join("team/user_роль.md").exists());
 }
+
+/// `team push` and `team pull` show a progress bar on a terminal (a real pty, through `script`),
+/// and none when stderr is a pipe.
+#[test]
+fn sync_shows_progress_on_a_terminal_only() {
+    if Command::new("script").arg("--version").output().is_err() {
+        memloop_core::testing::skip_unless_ci("`script` (util-linux) is not installed");
+        return;
+    }
+    let schema = Schema::new();
+    let url = schema.url();
+    let tmp = TempDir::new().unwrap();
+    let (alice, bob) = (tmp.path().join("alice"), tmp.path().join("bob"));
+    std::fs::create_dir_all(&alice).unwrap();
+    for (i, word) in ["部署", "デプロイ", "배포", "выкладка"].iter().enumerate() {
+        std::fs::write(
+            alice.join(format!("{word}.md")),
+            format!("---\nname: {word}\ndescription: {word} {i}\ntype: project\n---\n\n{word}\n"),
+        )
+        .unwrap();
+    }
+    let on_a_pty = |mem: &Path, verb: &str| {
+        let line = [
+            env!("CARGO_BIN_EXE_memloop"),
+            "--memory-dir",
+            &mem.to_string_lossy(),
+            "--team-project",
+            "acme/api",
+            "--database-url",
+            &url,
+            "team",
+            verb,
+        ]
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+        let o = Command::new("script")
+            .args(["-qec", line.as_str(), "/dev/null"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", tmp.path())
+            .env("MEMLOOP_HOME", tmp.path().join("base"))
+            .env("MEMLOOP_PROGRESS_DELAY_MS", "0")
+            .env("TERM", "xterm")
+            .current_dir(tmp.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let pushed = on_a_pty(&alice, "push");
+    assert!(pushed.contains("team push ["), "{pushed}");
+    assert!(pushed.contains("выкладка.md"), "{pushed}");
+    let pulled = on_a_pty(&bob, "pull");
+    assert!(pulled.contains("team pull ["), "{pulled}");
+    assert!(bob.join("배포.md").exists());
+
+    // A pipe: no bar.
+    let out = memloop(
+        tmp.path(),
+        &alice,
+        &["--database-url", &url, "team", "status"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("team status ["));
+}

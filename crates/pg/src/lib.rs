@@ -47,6 +47,7 @@ pub use hook::TeamPullHook;
 pub use selector::PgFtsSelector;
 pub use store::{Expected, PgMemory, PgMemoryStore, PgWrite};
 pub use sync::{
-    CONFLICT_DIR, EntryState, STATE_FILE, SyncAction, SyncItem, SyncOptions, SyncReport, TeamSync,
+    CONFLICT_DIR, EntryState, STATE_FILE, SyncAction, SyncItem, SyncOptions, SyncProgress,
+    SyncReport, TeamSync,
 };
 pub use tls::SslMode;

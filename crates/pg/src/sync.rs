@@ -29,6 +29,7 @@ use memloop_memory::store::{
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// File in the local dir recording the last sync.
 pub const STATE_FILE: &str = ".memloop-team-sync.json";
@@ -185,11 +186,24 @@ struct Local {
     secret: Option<&'static str>,
 }
 
+/// Called with (entries done, entries in all) while a sync reads and moves entries.
+pub type SyncProgress = Arc<dyn Fn(usize, usize) + Send + Sync>;
+
 /// Sync between a local memory dir (or its `team/` subfolder) and a team store.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TeamSync {
     local: FileMemoryStore,
     team: PgMemoryStore,
+    progress: Option<SyncProgress>,
+}
+
+impl std::fmt::Debug for TeamSync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamSync")
+            .field("local", &self.local)
+            .field("team", &self.team)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -202,7 +216,24 @@ enum Direction {
 impl TeamSync {
     /// Sync `local` with `team`.
     pub fn new(local: FileMemoryStore, team: PgMemoryStore) -> Self {
-        Self { local, team }
+        Self {
+            local,
+            team,
+            progress: None,
+        }
+    }
+
+    /// Report progress to `f` (builder style): (done, total) as local files are read, then as
+    /// entries are compared and moved, for a host that shows a progress bar over a large sync.
+    pub fn progress(mut self, f: SyncProgress) -> Self {
+        self.progress = Some(f);
+        self
+    }
+
+    fn report_progress(&self, done: usize, total: usize) {
+        if let Some(f) = &self.progress {
+            f(done, total);
+        }
     }
 
     /// The local dir.
@@ -257,7 +288,10 @@ impl TeamSync {
 
     async fn local_entries(&self) -> Result<BTreeMap<String, Local>, MemoryError> {
         let mut out = BTreeMap::new();
-        for h in self.local.scan().await? {
+        let headers = self.local.scan().await?;
+        let total = headers.len();
+        for (i, h) in headers.into_iter().enumerate() {
+            self.report_progress(i, total);
             let file = match self.local.read(&h.rel_path).await {
                 Ok(f) => f,
                 Err(e) => {
@@ -308,7 +342,9 @@ impl TeamSync {
             .cloned()
             .collect();
         let mut report = SyncReport::default();
-        for rel in paths {
+        let total = paths.len();
+        for (i, rel) in paths.into_iter().enumerate() {
+            self.report_progress(i, total);
             let l = local.get(&rel);
             let s = server.get(&rel);
             let s_sha = s.and_then(|m| from_hex(&m.sha256));
@@ -365,6 +401,7 @@ impl TeamSync {
                 action,
             });
         }
+        self.report_progress(total, total);
         self.save_state(&state)?;
         if dir == Direction::Pull {
             self.repair_index(&local).await;
