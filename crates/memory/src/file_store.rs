@@ -19,7 +19,7 @@ use crate::safety::{
     ContainmentGate, DirLock, atomic_write, has_temp_files, remove_temp_files, validate_rel_path,
 };
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
-use crate::team::{MemoryScope, TEAM_DIR, team_relative};
+use crate::team::{MemoryScope, TEAM_DIR, TEAM_INDEX_FILE, team_relative};
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
     WriteReport,
@@ -92,16 +92,6 @@ pub struct FileMemoryStore {
     /// The same for `team/MEMORY.md`.
     team_index_lines: Arc<std::sync::Mutex<IndexLines>>,
 }
-
-/// The index file of a scope, relative to the memory dir.
-fn index_rel(scope: MemoryScope) -> &'static str {
-    match scope {
-        MemoryScope::Private => INDEX_FILE,
-        MemoryScope::Team => TEAM_INDEX_FILE,
-    }
-}
-
-const TEAM_INDEX_FILE: &str = "team/MEMORY.md";
 
 /// What a memory's index line links to: its path relative to the dir of its scope's index
 /// (`team/deploy.md` → `deploy.md` in `team/MEMORY.md`).
@@ -350,7 +340,7 @@ impl FileMemoryStore {
     }
 
     fn read_index_text(&self, scope: MemoryScope) -> Result<String, MemoryError> {
-        match std::fs::read(self.root().join(index_rel(scope))) {
+        match std::fs::read(self.root().join(scope.index_file())) {
             Ok(bytes) => Ok(match String::from_utf8(bytes) {
                 Ok(s) => s,
                 Err(e) => {
@@ -374,7 +364,7 @@ impl FileMemoryStore {
         let new = f(&old);
         if new != old {
             atomic_write(
-                &self.gate.check_write(Path::new(index_rel(scope)))?,
+                &self.gate.check_write(Path::new(scope.index_file()))?,
                 new.as_bytes(),
             )?;
         }
@@ -503,7 +493,7 @@ impl FileMemoryStore {
             atomic_write(&path, text.as_bytes())?;
         }
         // The line goes to the index of the memory's scope, linking relative to that index.
-        let index_path = self.gate.check_write(Path::new(index_rel(scope)))?;
+        let index_path = self.gate.check_write(Path::new(scope.index_file()))?;
         let link = entry_link(rel);
         let mut lines = self
             .index_lines(scope)

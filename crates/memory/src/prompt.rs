@@ -114,10 +114,7 @@ impl MemorySection {
 
 impl MemorySection {
     async fn index_text(&self, scope: MemoryScope) -> String {
-        let file = match scope {
-            MemoryScope::Private => "MEMORY.md",
-            MemoryScope::Team => "team/MEMORY.md",
-        };
+        let file = scope.index_file();
         match self.store.load_scope_index(scope).await {
             Ok(ix) => ix.content,
             Err(e) => {

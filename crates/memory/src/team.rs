@@ -4,11 +4,15 @@
 //! dir of its own: `memloop team push --subdir team` and `TeamSync` sync exactly it). Recall and
 //! the manifest see both; each write's index line goes to the index of its scope.
 
+use crate::index::INDEX_FILE;
 use crate::types::{MemoryDoc, MemoryError, MemoryType};
 use memloop_core::text::render_template;
 
 /// The team subdirectory of a memory dir.
 pub const TEAM_DIR: &str = "team";
+
+/// The team's index, relative to the memory dir.
+pub(crate) const TEAM_INDEX_FILE: &str = "team/MEMORY.md";
 
 const GUIDANCE: &str = include_str!("../templates/team_memory.md");
 
@@ -34,6 +38,15 @@ impl MemoryScope {
         match team_relative(rel_path) {
             Some(_) => Self::Team,
             None => Self::Private,
+        }
+    }
+
+    /// The index file of the scope, relative to the memory dir: `MEMORY.md` or
+    /// `team/MEMORY.md`.
+    pub fn index_file(self) -> &'static str {
+        match self {
+            Self::Private => INDEX_FILE,
+            Self::Team => TEAM_INDEX_FILE,
         }
     }
 

@@ -223,10 +223,7 @@ impl Tool for MemoryWriteTool {
         match self.store.write(&rel, &doc, mode).await {
             Ok(report) => {
                 let verb = if report.created { "Created" } else { "Updated" };
-                let index = match crate::team::MemoryScope::of(&rel) {
-                    crate::team::MemoryScope::Team => "team/MEMORY.md",
-                    crate::team::MemoryScope::Private => "MEMORY.md",
-                };
+                let index = crate::team::MemoryScope::of(&rel).index_file();
                 ToolOutput::ok(format!("{verb} memory `{rel}` and its line in {index}."))
                     .with_file_written(report.path)
             }
