@@ -3,17 +3,16 @@
 //! a cursor, by any writer (memloop, an editor, `git checkout`, another process).
 //!
 //! Two sources, one journal:
-//! - **watching** (the default where it works): filesystem notifications (`notify`'s
-//!   recommended watcher, one non-recursive watch per non-hidden directory) mark paths dirty; a
-//!   refresh re-reads only those. The watcher only accelerates: before each refresh a *barrier*
-//!   creates a uniquely named file in a private directory outside the memory dir, watched by
-//!   the same watcher, and waits for its event. The kernel queues a watcher's events in order,
-//!   so once the barrier's event is in, every change completed before the refresh started has
-//!   been seen: no refresh trusts an event that "has not arrived yet". Anything the watcher
-//!   cannot describe exactly (a directory created, deleted or renamed, a queue overflow) starts a
-//!   new epoch: every cursor then gets [`Changes::Rescan`]; so does a barrier that times out
-//!   (the watcher is restarted). A watcher error or a watcher that cannot start switches the
-//!   feed to polling for good.
+//! - **watching** (the default where it works): filesystem notifications, one non-recursive
+//!   watch per non-hidden directory, mark paths dirty; a refresh re-reads only those. No refresh
+//!   trusts an event that "has not arrived yet": on Linux the feed reads the kernel's inotify
+//!   queue itself, which holds every change completed before the read (`kernel`); elsewhere
+//!   `notify`'s watcher thread delivers the events and each refresh waits for a barrier event
+//!   first (`thread`). A refresh that finds nothing queued is answered on the caller's thread
+//!   without blocking ([`FileFeed::changes_now`]). Anything the watcher cannot describe exactly
+//!   (a directory created, deleted or renamed, a queue overflow) starts a new epoch: every cursor
+//!   then gets [`Changes::Rescan`]; so does a barrier that times out (the watcher is restarted).
+//!   A watcher error or a watcher that cannot start switches the feed to polling for good.
 //! - **polling** (network and FUSE filesystems, where other machines' changes raise no local
 //!   event; `StoreConfig::watch = false`; a failed watcher): each refresh walks the dir and
 //!   compares every memory file's (size, mtime, ctime, inode) with the last walk, then reads only
@@ -21,29 +20,34 @@
 //!   same timestamp tick with the same size; such "racy" files are re-hashed on every refresh
 //!   until their stamp is older than the window, so a second edit in one tick is still seen.
 //!
-//! Reads create nothing in the memory dir: the barrier's directory is a temp dir of its own,
+//! Reads create nothing in the memory dir (the barrier's directory is a temp dir of its own),
 //! and the feed keeps its state in memory (cursors are only valid within this process and this
 //! store instance; another one's cursor gets `Rescan`).
+
+#[cfg(target_os = "linux")]
+mod kernel;
+mod thread;
+mod watch;
 
 use crate::changes::{ChangeCursor, Changes};
 use crate::memory_path::MemoryPath;
 use crate::scan::{ScanConfig, header_at, walk};
 use crate::types::{MemoryError, MemoryHeader};
-use notify::{EventKind, RecursiveMode, Watcher};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Mutex, TryLockError};
 use std::time::{Duration, SystemTime};
+use watch::{Backend, Dirty, Lost, Watch};
 
 /// A file whose ctime or mtime is this close to a walk may change again within the same
 /// timestamp tick (coarse clocks, 2-second FAT times, a file server's clock): the polling feed
 /// re-hashes it until it is older.
 pub(crate) const RACY_WINDOW: Duration = Duration::from_secs(2);
 
-/// How long a refresh waits for the watcher's barrier event before it stops trusting the
-/// watcher and polls instead.
+/// How long a refresh waits for the watcher thread's barrier event before it stops trusting
+/// that watcher and starts a new one.
 const BARRIER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Changes remembered for cursors; an older cursor gets `Rescan`.
@@ -75,6 +79,10 @@ static NEXT_FEED: AtomicU64 = AtomicU64::new(1);
 pub(crate) enum FeedMode {
     /// Filesystem notifications (with polling as the fallback).
     Watch,
+    /// `notify`'s watcher thread and the barrier even on Linux (tests of the other platforms'
+    /// path).
+    #[cfg(test)]
+    WatchThread,
     /// Polling only.
     Poll,
 }
@@ -141,19 +149,42 @@ impl FileFeed {
             .lock()
             .map_err(|_| MemoryError::io("change feed", std::io::Error::other("poisoned")))?;
         self.refresh(&mut inner);
+        Ok(self.answer(&inner, since))
+    }
+
+    /// [`changes`](Self::changes) when it can be answered at once: the feed is idle, it
+    /// watches a queue it can read without waiting (Linux) and nothing that concerns a memory
+    /// was queued since the last refresh. `None` otherwise: the caller runs `changes` where it
+    /// may block. Never blocks and never reads a memory file, so it may run on an async task.
+    pub(crate) fn changes_now(&self, since: Option<&ChangeCursor>) -> Option<Changes> {
+        let mut inner = match self.inner.try_lock() {
+            Ok(inner) => inner,
+            Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => return None,
+        };
+        let Some(Source::Watch(watch)) = inner.source.as_mut() else {
+            return None;
+        };
+        if !watch.quiet(&self.root) {
+            return None;
+        }
+        Some(self.answer(&inner, since))
+    }
+
+    /// What changed since `since`, per the journal as it stands.
+    fn answer(&self, inner: &Inner, since: Option<&ChangeCursor>) -> Changes {
         let cursor = ChangeCursor::new(format!("{}:{}:{}", self.id, inner.epoch, inner.seq));
         let rescan = Changes::Rescan {
             cursor: Some(cursor.clone()),
         };
         let Some(since) = since.and_then(|c| self.parse(c)) else {
-            return Ok(rescan);
+            return rescan;
         };
         let (epoch, seq) = since;
         if epoch != inner.epoch || seq < inner.floor || seq > inner.seq {
-            return Ok(rescan);
+            return rescan;
         }
         if seq == inner.seq {
-            return Ok(Changes::Unchanged);
+            return Changes::Unchanged;
         }
         let start = inner.journal.partition_point(|(s, _)| *s <= seq);
         let mut seen = HashSet::new();
@@ -167,15 +198,15 @@ impl FileFeed {
                 _ => match MemoryPath::new(rel) {
                     Ok(p) => removed.push(p),
                     // A file the scan lists but no memory path can name: only a rescan drops it.
-                    Err(_) => return Ok(rescan),
+                    Err(_) => return rescan,
                 },
             }
         }
-        Ok(Changes::Changed {
+        Changes::Changed {
             cursor,
             written,
             removed,
-        })
+        }
     }
 
     fn parse(&self, cursor: &ChangeCursor) -> Option<(u64, u64)> {
@@ -239,8 +270,14 @@ impl FileFeed {
 
     /// Start a source and a new epoch (every cursor rescans).
     fn start(&self, inner: &mut Inner) {
-        if self.mode == FeedMode::Watch {
-            match watchable(&self.root).and_then(|()| Watch::start(&self.root)) {
+        let backend = match self.mode {
+            FeedMode::Watch => Some(Backend::native()),
+            #[cfg(test)]
+            FeedMode::WatchThread => Some(Backend::Thread),
+            FeedMode::Poll => None,
+        };
+        if let Some(backend) = backend {
+            match watchable(&self.root).and_then(|()| Watch::start(&self.root, backend)) {
                 Ok(w) => {
                     inner.source = Some(Source::Watch(Box::new(w)));
                     self.new_epoch(inner);
@@ -338,218 +375,6 @@ fn unescape_mount(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// What a dirty path means.
-enum Dirty {
-    Ignore,
-    Memory(String),
-    /// A directory appeared, vanished or moved: the watches no longer match the tree.
-    Structure,
-}
-
-/// Why the watcher cannot say what changed.
-enum Lost {
-    /// It saw something it cannot describe path by path (overflow, a directory event).
-    Rescan,
-    /// It failed; poll instead.
-    Broken(String),
-}
-
-/// What the watcher's event handler collects for the next refresh.
-#[derive(Debug, Default)]
-struct Events {
-    dirty: HashSet<PathBuf>,
-    rescan: bool,
-    broken: Option<String>,
-    /// The highest barrier number seen.
-    barrier: u64,
-}
-
-#[derive(Debug, Default)]
-struct Shared {
-    events: Mutex<Events>,
-    arrived: Condvar,
-}
-
-/// A running watcher over the memory dir's directories.
-struct Watch {
-    _watcher: notify::RecommendedWatcher,
-    shared: Arc<Shared>,
-    /// The barrier's private directory (outside the memory dir).
-    barrier_dir: tempfile::TempDir,
-    next_barrier: u64,
-    /// Every watched directory (absolute).
-    dirs: HashSet<PathBuf>,
-}
-
-impl std::fmt::Debug for Watch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watch")
-            .field("dirs", &self.dirs.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Watch {
-    /// Watch every non-hidden directory under `root` and the barrier dir.
-    fn start(root: &Path) -> Result<Self, String> {
-        let barrier_dir = tempfile::Builder::new()
-            .prefix("memloop-feed-")
-            .tempdir()
-            .map_err(|e| format!("creating the watcher's barrier dir: {e}"))?;
-        let shared = Arc::new(Shared::default());
-        let barrier_path = barrier_dir.path().to_path_buf();
-        let handler_shared = shared.clone();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            handle(&handler_shared, &barrier_path, res);
-        })
-        .map_err(|e| format!("starting the watcher: {e}"))?;
-        watcher
-            .watch(barrier_dir.path(), RecursiveMode::NonRecursive)
-            .map_err(|e| format!("watching the barrier dir: {e}"))?;
-        // Each directory is watched before it is listed: a subdirectory created after its
-        // parent was listed raises an event there (and the next refresh rebuilds the watches).
-        let mut dirs = HashSet::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            watcher
-                .watch(&dir, RecursiveMode::NonRecursive)
-                .map_err(|e| format!("watching {}: {e}", dir.display()))?;
-            let entries =
-                std::fs::read_dir(&dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
-            for e in entries.flatten() {
-                let hidden = e.file_name().to_string_lossy().starts_with('.');
-                if !hidden && e.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push(e.path());
-                }
-            }
-            dirs.insert(dir);
-        }
-        Ok(Self {
-            _watcher: watcher,
-            shared,
-            barrier_dir,
-            next_barrier: 0,
-            dirs,
-        })
-    }
-
-    /// Wait until every event queued before this call has been handled (the barrier), then
-    /// take the dirty paths.
-    fn drain(&mut self, timeout: Duration) -> Result<HashSet<PathBuf>, Lost> {
-        self.next_barrier += 1;
-        let n = self.next_barrier;
-        let marker = self.barrier_dir.path().join(format!("b{n}"));
-        std::fs::File::create(&marker)
-            .and_then(|_| std::fs::remove_file(&marker))
-            .map_err(|e| Lost::Broken(format!("writing the barrier file: {e}")))?;
-        let events = self
-            .shared
-            .events
-            .lock()
-            .map_err(|_| Lost::Broken("watcher state poisoned".into()))?;
-        let (mut events, wait) = self
-            .shared
-            .arrived
-            .wait_timeout_while(events, timeout, |e| e.barrier < n && e.broken.is_none())
-            .map_err(|_| Lost::Broken("watcher state poisoned".into()))?;
-        if let Some(why) = events.broken.take() {
-            return Err(Lost::Broken(why));
-        }
-        if wait.timed_out() {
-            // A stalled watcher thread (an overloaded machine): start a fresh watcher and let
-            // every cache rescan, rather than trust events that may never come.
-            tracing::warn!(?timeout, "memory dir watcher did not answer; restarting it");
-            return Err(Lost::Rescan);
-        }
-        if std::mem::take(&mut events.rescan) {
-            return Err(Lost::Rescan);
-        }
-        Ok(std::mem::take(&mut events.dirty))
-    }
-
-    fn classify(&self, root: &Path, path: &Path) -> Dirty {
-        let Ok(rel) = path.strip_prefix(root) else {
-            return Dirty::Ignore;
-        };
-        if self.dirs.contains(path) {
-            return Dirty::Structure;
-        }
-        let Some(rel) = rel.to_str() else {
-            return Dirty::Ignore;
-        };
-        let rel = rel.replace('\\', "/");
-        if rel.is_empty() {
-            return Dirty::Structure;
-        }
-        if rel.split('/').any(|c| c.starts_with('.')) {
-            return Dirty::Ignore;
-        }
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-            return Dirty::Structure;
-        }
-        let name = rel.rsplit('/').next().unwrap_or(&rel);
-        if rel.ends_with(".md") && name != crate::index::INDEX_FILE {
-            Dirty::Memory(rel)
-        } else {
-            Dirty::Ignore
-        }
-    }
-}
-
-/// The watcher's event handler (runs on the watcher's thread).
-fn handle(shared: &Shared, barrier_dir: &Path, res: notify::Result<notify::Event>) {
-    let Ok(mut events) = shared.events.lock() else {
-        return;
-    };
-    match res {
-        Err(e) => events.broken = Some(e.to_string()),
-        Ok(ev) => {
-            if ev.need_rescan() {
-                events.rescan = true;
-            }
-            let structural = matches!(
-                ev.kind,
-                EventKind::Create(notify::event::CreateKind::Folder)
-                    | EventKind::Remove(notify::event::RemoveKind::Folder)
-            );
-            let read_only = matches!(
-                ev.kind,
-                EventKind::Access(
-                    notify::event::AccessKind::Open(_)
-                        | notify::event::AccessKind::Close(notify::event::AccessMode::Read)
-                        | notify::event::AccessKind::Read
-                )
-            );
-            for p in ev.paths {
-                if p.parent() == Some(barrier_dir) {
-                    if matches!(ev.kind, EventKind::Create(_)) {
-                        let n = p
-                            .file_name()
-                            .and_then(|n| n.to_str())
-                            .and_then(|n| n.strip_prefix('b'))
-                            .and_then(|n| n.parse().ok())
-                            .unwrap_or(0);
-                        events.barrier = events.barrier.max(n);
-                    }
-                } else if p.starts_with(barrier_dir) || read_only {
-                } else if structural {
-                    let hidden = p
-                        .file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with('.'));
-                    if !hidden {
-                        events.rescan = true;
-                    }
-                } else {
-                    events.dirty.insert(p);
-                }
-            }
-        }
-    }
-    drop(events);
-    shared.arrived.notify_all();
 }
 
 /// One memory file as the polling feed last saw it.

@@ -184,6 +184,14 @@ impl FileMemoryStore {
         &self.feed
     }
 
+    /// The same store with a feed of the given kind (tests run the other platforms' watcher
+    /// on Linux).
+    #[cfg(test)]
+    pub(crate) fn with_feed_mode(mut self, mode: FeedMode) -> Self {
+        self.feed = Arc::new(FileFeed::new(self.root(), self.config.scan, mode));
+        self
+    }
+
     /// The memory dir (absolute, canonical).
     pub fn root(&self) -> &Path {
         self.gate.root()
@@ -657,8 +665,13 @@ impl MemoryStore for FileMemoryStore {
     }
 
     /// The memory dir's change feed: filesystem notifications where they work, else polling
-    /// (see [`StoreConfig::watch`]); it sees every writer, memloop or not.
+    /// (see [`StoreConfig::watch`]); it sees every writer, memloop or not. When nothing changed
+    /// and the feed can tell without waiting (watching on Linux), the answer comes without
+    /// leaving the calling task.
     async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
+        if let Some(changes) = self.feed.changes_now(since) {
+            return Ok(changes);
+        }
         let feed = self.feed.clone();
         let since = since.cloned();
         blocking(move || feed.changes(since.as_ref())).await

@@ -1,19 +1,23 @@
-//! The file store's change feed against every kind of outside change, once watching and once
-//! with the watcher switched off (polling). No sleeps: `changes` must be right the moment the
-//! change is made (the watcher's barrier guarantees it when watching).
+//! The file store's change feed against every kind of outside change: watching with this
+//! platform's queue (the inotify queue read directly, on Linux), watching through `notify`'s
+//! thread and barrier (the other platforms' path), and with the watcher switched off (polling).
+//! No sleeps: `changes` must be right the moment the change is made.
 
 use super::*;
 use crate::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, StoreConfig, WriteMode};
 use std::collections::BTreeSet;
 use std::io::Write;
 
-fn store(dir: &Path, watch: bool) -> FileMemoryStore {
+const MODES: [FeedMode; 3] = [FeedMode::Watch, FeedMode::WatchThread, FeedMode::Poll];
+
+fn store(dir: &Path, mode: FeedMode) -> FileMemoryStore {
     FileMemoryStore::open(dir)
         .unwrap()
         .with_config(StoreConfig {
-            watch,
+            watch: mode != FeedMode::Poll,
             ..StoreConfig::default()
         })
+        .with_feed_mode(mode)
 }
 
 fn memory(name: &str, body: &str) -> String {
@@ -82,12 +86,13 @@ fn doc(name: &str, body: &str) -> MemoryDoc {
 }
 
 /// Every kind of change, in one dir, reported exactly.
-async fn every_kind_of_change(watch: bool) {
+async fn every_kind_of_change(mode: FeedMode) {
+    let watch = mode != FeedMode::Poll;
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     std::fs::write(root.join("a.md"), memory("a", "first")).unwrap();
     std::fs::write(root.join("b.md"), memory("b", "second")).unwrap();
-    let mut p = Probe::new(store(&root, watch)).await;
+    let mut p = Probe::new(store(&root, mode)).await;
     assert_eq!(p.store.feed().watching(), watch, "feed source");
     assert_eq!(p.next().await, Seen::Unchanged);
 
@@ -171,23 +176,104 @@ async fn every_kind_of_change(watch: bool) {
         }
         other => panic!("{other:?}"),
     }
+    p.next().await;
+
+    // A directory renamed, then deleted with what it holds.
+    std::fs::rename(root.join("团队"), root.join("チーム")).unwrap();
+    let seen = p.next().await;
+    if watch {
+        assert_eq!(seen, Seen::Rescan);
+    } else {
+        assert_eq!(seen, changed(&["チーム/规则.md"], &["团队/规则.md"]));
+    }
+    std::fs::write(root.join("チーム/规则.md"), memory("規則", "三人")).unwrap();
+    assert_eq!(p.next().await, changed(&["チーム/规则.md"], &[]));
+    std::fs::remove_dir_all(root.join("チーム")).unwrap();
+    let seen = p.next().await;
+    if watch {
+        assert_eq!(seen, Seen::Rescan);
+    } else {
+        assert_eq!(seen, changed(&[], &["チーム/规则.md"]));
+    }
+    assert_eq!(p.next().await, Seen::Unchanged);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watching_reports_every_kind_of_change() {
-    every_kind_of_change(true).await;
+    every_kind_of_change(FeedMode::Watch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watching_through_the_watcher_thread_reports_every_kind_of_change() {
+    every_kind_of_change(FeedMode::WatchThread).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_reports_every_kind_of_change() {
-    every_kind_of_change(false).await;
+    every_kind_of_change(FeedMode::Poll).await;
+}
+
+/// On Linux a watched dir with nothing new is answered without waiting or blocking; a change to
+/// a memory sends the caller to the full refresh (the event stays queued for it), which reports
+/// it. The watcher thread's path and polling always take the full refresh.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn an_unchanged_watched_dir_is_answered_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(root.join("вопрос.md"), memory("Вопрос", "первый")).unwrap();
+    let s = store(&root, FeedMode::Watch);
+    let Changes::Rescan { cursor: Some(c) } = s.changes(None).await.unwrap() else {
+        panic!("the first call asks for a rescan");
+    };
+    assert_eq!(s.feed().changes_now(Some(&c)), Some(Changes::Unchanged));
+    // Files that are not memories keep it quiet.
+    std::fs::write(root.join(".lock"), "").unwrap();
+    std::fs::write(root.join("MEMORY.md"), "- [Вопрос](вопрос.md) — первый\n").unwrap();
+    std::fs::write(root.join("메모.txt"), "not a memory").unwrap();
+    assert_eq!(s.feed().changes_now(Some(&c)), Some(Changes::Unchanged));
+    // Another process appends to a memory: not answerable at once, and still not on a second
+    // try (the change waits for the full refresh), which reports it.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("printf 'второй\\n' >> \"$1\"")
+        .arg("sh")
+        .arg(root.join("вопрос.md"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(s.feed().changes_now(Some(&c)), None);
+    assert_eq!(s.feed().changes_now(Some(&c)), None);
+    let Changes::Changed {
+        cursor, written, ..
+    } = s.changes(Some(&c)).await.unwrap()
+    else {
+        panic!("the append must be reported");
+    };
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].rel_path, "вопрос.md");
+    assert_eq!(
+        s.feed().changes_now(Some(&cursor)),
+        Some(Changes::Unchanged)
+    );
+    // A new directory: the full refresh decides (it rebuilds the watches).
+    std::fs::create_dir(root.join("новая")).unwrap();
+    assert_eq!(s.feed().changes_now(Some(&cursor)), None);
+
+    for mode in [FeedMode::WatchThread, FeedMode::Poll] {
+        let s = store(&root, mode);
+        let Changes::Rescan { cursor: Some(c) } = s.changes(None).await.unwrap() else {
+            panic!("the first call asks for a rescan");
+        };
+        assert_eq!(s.feed().changes_now(Some(&c)), None, "{mode:?}");
+    }
 }
 
 #[tokio::test]
 async fn a_cursor_from_another_store_or_garbage_gets_a_rescan() {
     let dir = tempfile::tempdir().unwrap();
-    let a = Probe::new(store(dir.path(), false)).await;
-    let b = store(dir.path(), false);
+    let a = Probe::new(store(dir.path(), FeedMode::Poll)).await;
+    let b = store(dir.path(), FeedMode::Poll);
     let _ = b.changes(None).await.unwrap();
     assert!(matches!(
         b.changes(Some(&a.cursor)).await.unwrap(),
@@ -209,20 +295,16 @@ async fn a_cursor_from_another_store_or_garbage_gets_a_rescan() {
 
 #[tokio::test]
 async fn reading_the_feed_creates_nothing_in_the_memory_dir() {
-    for watch in [true, false] {
+    for mode in MODES {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.md"), memory("a", "x")).unwrap();
-        let mut p = Probe::new(store(dir.path(), watch)).await;
+        let mut p = Probe::new(store(dir.path(), mode)).await;
         assert_eq!(p.next().await, Seen::Unchanged);
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(
-            names,
-            vec![std::ffi::OsString::from("a.md")],
-            "watch={watch}"
-        );
+        assert_eq!(names, vec![std::ffi::OsString::from("a.md")], "{mode:?}");
     }
 }
 
