@@ -6,10 +6,10 @@ mod recall_common;
 use memloop_core::model::{ModelError, ModelResponse};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_memory::recall::{
-    Bm25Selector, FallbackSelector, KeywordSelector, LlmSelector, SELECTOR_PURPOSE,
+    Bm25Selector, FallbackSelector, HeaderList, KeywordSelector, LlmSelector, SELECTOR_PURPOSE,
     SelectionContext, Selector, SelectorError,
 };
-use memloop_memory::store::MemoryHeader;
+use memloop_memory::store::{MemoryHeader, ScanCache};
 use recall_common::{put, store};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -72,6 +72,52 @@ async fn contract_drops_unknown_duplicate_surfaced_and_caps_the_limit() {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+/// The same contract over the headers a `ScanCache` keeps (membership by hash lookup, not a
+/// linear probe): unknown, escaping, duplicate and surfaced paths dropped, the limit kept.
+#[tokio::test]
+async fn contract_is_the_same_over_a_scan_cache() {
+    let (_dir, store) = store();
+    for name in [
+        "部署.md",
+        "тесты.md",
+        "배포.md",
+        "m3.md",
+        "m4.md",
+        "m5.md",
+        "m6.md",
+    ] {
+        put(&store, name, "x", "body").await;
+    }
+    let cache = ScanCache::new(store.clone());
+    let headers = cache.headers().await.unwrap();
+    assert!(headers.contains_path("部署.md"));
+    assert!(!headers.contains_path("ghost.md"));
+    let sel: Arc<dyn Selector> = Arc::new(Fixed(vec![
+        "ghost.md",
+        "部署.md",
+        "部署.md",
+        "тесты.md",
+        "../m3.md",
+        "배포.md",
+        "m3.md",
+        "m4.md",
+        "m5.md",
+        "m6.md",
+    ]));
+    let mut ctx = SelectionContext::default();
+    ctx.already_surfaced.insert("тесты.md".into());
+    let got = sel.select_checked("q", &*headers, &ctx).await.unwrap();
+    assert_eq!(got, vec!["部署.md", "배포.md", "m3.md", "m4.md", "m5.md"]);
+    // The same through the `Arc` and through the plain slice.
+    assert_eq!(sel.select_checked("q", &headers, &ctx).await.unwrap(), got);
+    assert_eq!(
+        sel.select_checked("q", headers.as_slice(), &ctx)
+            .await
+            .unwrap(),
+        got
     );
 }
 

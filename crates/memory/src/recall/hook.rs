@@ -402,7 +402,7 @@ impl Job {
         };
         let chosen = match self
             .selector
-            .select_checked(&self.query, headers.as_slice(), &sel_ctx)
+            .select_checked(&self.query, &*headers, &sel_ctx)
             .await
         {
             Ok(c) if c.is_empty() => return self.skipped("no relevant memories"),

@@ -39,6 +39,6 @@ pub use llm::{
 };
 pub use reads::{ReadTools, read_in_full};
 pub use rerank::{RerankConfig, RerankSelector};
-pub use selector::{SelectionContext, Selector, SelectorError};
+pub use selector::{HeaderList, SelectionContext, Selector, SelectorError};
 pub use surface::{Clock, ManualClock, SystemClock};
 pub use vectors::{VectorSyncReport, vector_cache_for, vector_cache_path};

@@ -1,6 +1,7 @@
 //! The [`Selector`] trait (the pluggable choice of memories for a query) and the one place that
 //! enforces its contract.
 
+use crate::scan_cache::Headers;
 use crate::types::{MemoryError, MemoryHeader};
 use async_trait::async_trait;
 use memloop_core::events::{EventSink, NullSink};
@@ -116,43 +117,115 @@ pub trait Selector: Send + Sync {
     ) -> Result<Vec<String>, SelectorError>;
 }
 
+/// The memories a selection runs over, as [`select_checked`](trait.Selector.html#method.select_checked)
+/// takes them: their headers (newest first) and a membership test for the contract check. A
+/// plain slice or `Vec` is probed linearly; the [`Headers`] a
+/// [`ScanCache`](crate::store::ScanCache) keeps answer with a hash lookup, so checking a
+/// selection costs the same with 20,000 memories as with 20.
+pub trait HeaderList: Sync {
+    /// The headers, newest first.
+    fn headers(&self) -> &[MemoryHeader];
+
+    /// Whether `path` is one of the headers.
+    fn contains_path(&self, path: &str) -> bool {
+        self.headers().iter().any(|h| h.rel_path == path)
+    }
+}
+
+impl HeaderList for [MemoryHeader] {
+    fn headers(&self) -> &[MemoryHeader] {
+        self
+    }
+}
+
+impl<const N: usize> HeaderList for [MemoryHeader; N] {
+    fn headers(&self) -> &[MemoryHeader] {
+        self
+    }
+}
+
+impl HeaderList for Vec<MemoryHeader> {
+    fn headers(&self) -> &[MemoryHeader] {
+        self
+    }
+}
+
+impl HeaderList for Headers {
+    fn headers(&self) -> &[MemoryHeader] {
+        self.as_slice()
+    }
+
+    fn contains_path(&self, path: &str) -> bool {
+        self.contains(path)
+    }
+}
+
+impl<T: HeaderList + ?Sized + Send> HeaderList for Arc<T> {
+    fn headers(&self) -> &[MemoryHeader] {
+        (**self).headers()
+    }
+
+    fn contains_path(&self, path: &str) -> bool {
+        (**self).contains_path(path)
+    }
+}
+
+impl<T: HeaderList + ?Sized> HeaderList for &T {
+    fn headers(&self) -> &[MemoryHeader] {
+        (**self).headers()
+    }
+
+    fn contains_path(&self, path: &str) -> bool {
+        (**self).contains_path(path)
+    }
+}
+
 impl dyn Selector + '_ {
     /// Run the selector and enforce the contract: only paths present in `headers`, none already
     /// surfaced, no duplicates, at most `ctx.limit`, in the selector's order.
-    pub async fn select_checked(
+    pub async fn select_checked<H: HeaderList + ?Sized>(
         &self,
         query: &str,
-        headers: &[MemoryHeader],
+        headers: &H,
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError> {
         if ctx.limit == 0 {
             return Ok(Vec::new());
         }
-        if headers
+        let list = headers.headers();
+        if list
             .iter()
             .all(|h| ctx.already_surfaced.contains(&h.rel_path))
         {
             return Ok(Vec::new());
         }
-        let chosen = self.select(query, headers, ctx).await?;
+        let chosen = self.select(query, list, ctx).await?;
         Ok(enforce(chosen, headers, ctx))
     }
 }
 
 /// Keep the chosen paths that are in `headers` and not yet surfaced, first occurrence only, at
 /// most `ctx.limit`.
-fn enforce(chosen: Vec<String>, headers: &[MemoryHeader], ctx: &SelectionContext) -> Vec<String> {
+fn enforce<H: HeaderList + ?Sized>(
+    chosen: Vec<String>,
+    headers: &H,
+    ctx: &SelectionContext,
+) -> Vec<String> {
     let limit = ctx.limit;
-    // A linear probe per chosen path: a selector returns a handful, while hashing every header
-    // path would cost more than the selection itself on large dirs.
-    // (A selector returning a flood of names gets the hashed check instead.)
-    let hashed: Option<HashSet<&str>> =
-        (chosen.len() > 64).then(|| headers.iter().map(|h| h.rel_path.as_str()).collect());
+    // One membership test per chosen path: a selector returns a handful. A selector returning
+    // a flood of names gets one hashed set of every path instead of a flood of probes.
+    let hashed: Option<HashSet<&str>> = (chosen.len() > 64).then(|| {
+        headers
+            .headers()
+            .iter()
+            .map(|h| h.rel_path.as_str())
+            .collect()
+    });
     let known = |p: &str| {
         !ctx.already_surfaced.contains(p)
             && match &hashed {
                 Some(set) => set.contains(p),
-                None => headers.iter().any(|h| h.rel_path == p),
+                None => headers.contains_path(p),
             }
     };
     let mut seen = HashSet::new();
