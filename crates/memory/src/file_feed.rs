@@ -8,8 +8,8 @@
 //!   trusts an event that "has not arrived yet": on Linux the feed reads the kernel's inotify
 //!   queue itself, which holds every change completed before the read (`kernel`); elsewhere
 //!   `notify`'s watcher thread delivers the events and each refresh waits for a barrier event
-//!   first (`thread`). A refresh that finds nothing queued is answered on the caller's thread
-//!   without blocking ([`FileFeed::changes_now`]). Anything the watcher cannot describe exactly
+//!   first (`thread`). A refresh that finds nothing, or a few memories, queued is answered on
+//!   the caller's task ([`FileFeed::changes_now`]). Anything the watcher cannot describe exactly
 //!   (a directory created, deleted or renamed, a queue overflow) starts a new epoch: every cursor
 //!   then gets [`Changes::Rescan`]; so does a barrier that times out (the watcher is restarted).
 //!   A watcher error or a watcher that cannot start switches the feed to polling for good.
@@ -49,6 +49,10 @@ pub(crate) const RACY_WINDOW: Duration = Duration::from_secs(2);
 /// How long a refresh waits for the watcher thread's barrier event before it stops trusting
 /// that watcher and starts a new one.
 const BARRIER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// At most this many changed memories are read on the caller's task by
+/// [`FileFeed::changes_now`] (a header each); more go to a blocking thread.
+const INLINE_READS: usize = 4;
 
 /// Changes remembered for cursors; an older cursor gets `Rescan`.
 const JOURNAL_CAP: usize = 65_536;
@@ -153,9 +157,10 @@ impl FileFeed {
     }
 
     /// [`changes`](Self::changes) when it can be answered at once: the feed is idle, it
-    /// watches a queue it can read without waiting (Linux) and nothing that concerns a memory
-    /// was queued since the last refresh. `None` otherwise: the caller runs `changes` where it
-    /// may block. Never blocks and never reads a memory file, so it may run on an async task.
+    /// watches a queue it can read without waiting (Linux), and at most [`INLINE_READS`]
+    /// memories changed since the last refresh (their headers are read here, from the local
+    /// filesystem the watch runs on). `None` otherwise (a rescan, a barrier to wait for, a
+    /// polled or busy feed, more changes): the caller runs `changes` where it may block.
     pub(crate) fn changes_now(&self, since: Option<&ChangeCursor>) -> Option<Changes> {
         let mut inner = match self.inner.try_lock() {
             Ok(inner) => inner,
@@ -164,9 +169,10 @@ impl FileFeed {
         let Some(Source::Watch(watch)) = inner.source.as_mut() else {
             return None;
         };
-        if !watch.quiet(&self.root) {
+        if !watch.cheap(&self.root, INLINE_READS) {
             return None;
         }
+        self.refresh(&mut inner);
         Some(self.answer(&inner, since))
     }
 

@@ -80,12 +80,12 @@ impl KernelQueue {
         Ok(std::mem::take(&mut self.pending))
     }
 
-    /// Read what is queued; `true` when nothing but paths `ignore` accepts (which are dropped)
-    /// changed since the last drain.
-    pub(super) fn quiet(&mut self, ignore: impl Fn(&Path) -> bool) -> bool {
+    /// Read what is queued; `true` when at most `reads` paths that `ignore` does not accept
+    /// (those are dropped) changed since the last drain, and nothing needs a rescan.
+    pub(super) fn cheap(&mut self, ignore: impl Fn(&Path) -> bool, reads: usize) -> bool {
         self.read();
         self.pending.retain(|p| !ignore(p));
-        self.pending.is_empty() && !self.rescan && self.broken.is_none()
+        self.pending.len() <= reads && !self.rescan && self.broken.is_none()
     }
 
     /// Move everything the kernel has queued into `pending` / `rescan` / `broken`, without

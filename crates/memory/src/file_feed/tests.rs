@@ -213,12 +213,13 @@ async fn polling_reports_every_kind_of_change() {
     every_kind_of_change(FeedMode::Poll).await;
 }
 
-/// On Linux a watched dir with nothing new is answered without waiting or blocking; a change to
-/// a memory sends the caller to the full refresh (the event stays queued for it), which reports
-/// it. The watcher thread's path and polling always take the full refresh.
+/// On Linux a watched dir with nothing new, or a few memories changed, is answered on the
+/// caller's task; more changes, or a new directory, go to the full refresh (the events stay
+/// queued for it), which reports them. The watcher thread's path and polling always take the
+/// full refresh.
 #[cfg(target_os = "linux")]
 #[tokio::test]
-async fn an_unchanged_watched_dir_is_answered_at_once() {
+async fn a_quiet_watched_dir_is_answered_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     std::fs::write(root.join("вопрос.md"), memory("Вопрос", "первый")).unwrap();
@@ -227,13 +228,12 @@ async fn an_unchanged_watched_dir_is_answered_at_once() {
         panic!("the first call asks for a rescan");
     };
     assert_eq!(s.feed().changes_now(Some(&c)), Some(Changes::Unchanged));
-    // Files that are not memories keep it quiet.
+    // Files that are not memories change nothing.
     std::fs::write(root.join(".lock"), "").unwrap();
     std::fs::write(root.join("MEMORY.md"), "- [Вопрос](вопрос.md) — первый\n").unwrap();
     std::fs::write(root.join("메모.txt"), "not a memory").unwrap();
     assert_eq!(s.feed().changes_now(Some(&c)), Some(Changes::Unchanged));
-    // Another process appends to a memory: not answerable at once, and still not on a second
-    // try (the change waits for the full refresh), which reports it.
+    // Another process appends to a memory: answered at once, with the new header.
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg("printf 'второй\\n' >> \"$1\"")
@@ -242,13 +242,11 @@ async fn an_unchanged_watched_dir_is_answered_at_once() {
         .status()
         .unwrap();
     assert!(status.success());
-    assert_eq!(s.feed().changes_now(Some(&c)), None);
-    assert_eq!(s.feed().changes_now(Some(&c)), None);
-    let Changes::Changed {
+    let Some(Changes::Changed {
         cursor, written, ..
-    } = s.changes(Some(&c)).await.unwrap()
+    }) = s.feed().changes_now(Some(&c))
     else {
-        panic!("the append must be reported");
+        panic!("the append must be reported at once");
     };
     assert_eq!(written.len(), 1);
     assert_eq!(written[0].rel_path, "вопрос.md");
@@ -256,6 +254,23 @@ async fn an_unchanged_watched_dir_is_answered_at_once() {
         s.feed().changes_now(Some(&cursor)),
         Some(Changes::Unchanged)
     );
+    // More memories than are read inline: not answered at once, and still not on a second try
+    // (the events wait for the full refresh), which reports every one.
+    let names: Vec<String> = (0..=INLINE_READS).map(|i| format!("日記{i}.md")).collect();
+    for n in &names {
+        std::fs::write(root.join(n), memory(n, "本文")).unwrap();
+    }
+    assert_eq!(s.feed().changes_now(Some(&cursor)), None);
+    assert_eq!(s.feed().changes_now(Some(&cursor)), None);
+    let Changes::Changed {
+        cursor, written, ..
+    } = s.changes(Some(&cursor)).await.unwrap()
+    else {
+        panic!("the writes must be reported");
+    };
+    let mut got: Vec<String> = written.into_iter().map(|h| h.rel_path).collect();
+    got.sort();
+    assert_eq!(got, names);
     // A new directory: the full refresh decides (it rebuilds the watches).
     std::fs::create_dir(root.join("новая")).unwrap();
     assert_eq!(s.feed().changes_now(Some(&cursor)), None);

@@ -120,19 +120,20 @@ impl Watch {
         }
     }
 
-    /// `true` when no change has been made since the last drain, answered without waiting and
-    /// without reading any memory; `false` when there may be one (or this queue cannot tell
-    /// without waiting): the caller then refreshes in full. Changes seen here are kept for that
-    /// refresh; ones that concern no memory (hidden files, the index) are dropped.
-    pub(super) fn quiet(&mut self, root: &Path) -> bool {
+    /// `true` when the next drain is cheap: it needs no wait and at most `reads` memories
+    /// changed since the last one (nothing else that needs work: no rescan, no failure).
+    /// Answered without waiting and without reading any memory; `false` when this queue cannot
+    /// tell without waiting. Changes seen here are kept for the drain; ones that concern no
+    /// memory (hidden files, the index) are dropped.
+    pub(super) fn cheap(&mut self, root: &Path, reads: usize) -> bool {
         match &mut self.queue {
             #[cfg(target_os = "linux")]
             Queue::Kernel(q) => {
                 let dirs = &self.dirs;
-                q.quiet(|p| matches!(classify(dirs, root, p), Dirty::Ignore))
+                q.cheap(|p| matches!(classify(dirs, root, p), Dirty::Ignore), reads)
             }
             Queue::Thread(_) => {
-                let _ = root;
+                let _ = (root, reads);
                 false
             }
         }
