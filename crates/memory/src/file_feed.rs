@@ -26,6 +26,7 @@
 
 #[cfg(target_os = "linux")]
 mod kernel;
+mod lost;
 mod thread;
 mod watch;
 
@@ -33,13 +34,14 @@ use crate::changes::{ChangeCursor, Changes};
 use crate::memory_path::MemoryPath;
 use crate::scan::{ScanConfig, header_at, walk};
 use crate::types::{MemoryError, MemoryHeader};
+use lost::Lost;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, TryLockError};
 use std::time::{Duration, SystemTime};
-use watch::{Backend, Dirty, Lost, Watch};
+use watch::{Backend, Dirty, Watch};
 
 /// A file whose ctime or mtime is this close to a walk may change again within the same
 /// timestamp tick (coarse clocks, 2-second FAT times, a file server's clock): the polling feed

@@ -4,7 +4,7 @@
 //! completed before it, by this process or any other on the machine. No thread, no barrier, no
 //! wait: a refresh with nothing queued costs one `read` that answers "nothing".
 
-use super::watch::Lost;
+use super::lost::Lost;
 use inotify::{EventMask, Inotify, WatchMask};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;

@@ -4,7 +4,7 @@
 //! watched by the same watcher, and waits for its event: the watcher delivers events in order,
 //! so once the barrier's event is in, every change completed before the drain has been seen.
 
-use super::watch::Lost;
+use super::lost::Lost;
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 
 #[cfg(target_os = "linux")]
 use super::kernel::KernelQueue;
+use super::lost::Lost;
 use super::thread::ThreadQueue;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -15,14 +16,6 @@ pub(super) enum Dirty {
     Memory(String),
     /// A directory appeared, vanished or moved: the watches no longer match the tree.
     Structure,
-}
-
-/// Why the watcher cannot say what changed.
-pub(super) enum Lost {
-    /// It saw something it cannot describe path by path (overflow, a directory event).
-    Rescan,
-    /// It failed; poll instead.
-    Broken(String),
 }
 
 /// Which queue a watch reads its events from.
