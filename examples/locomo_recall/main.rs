@@ -12,6 +12,11 @@
 //! # the lexical levers (BM25F weights, pseudo-relevance feedback) chosen on conversations 1–5
 //! # and reported on 6–10 (tuning.rs):
 //! cargo run --release --example locomo_recall -- ../shared/data/locomo/locomo10.json --tune
+//! # the held-out BM25 short lists re-ranked by a chat model (rerank.rs), against BM25 alone on
+//! # the same N questions (every k-th of conversations 6–10):
+//! cargo run --release --features providers --example locomo_recall -- \
+//!     ../shared/data/locomo/locomo10.json --rerank openai:http://127.0.0.1:8089/v1#local \
+//!     [--questions N] [--rerank-timeout SECS]
 //! ```
 //!
 //! Per conversation, every observation (level `observation`) and every session summary (level
@@ -22,6 +27,7 @@
 //! path and never copied.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod rerank;
 mod semantic;
 mod tuning;
 
@@ -568,6 +574,18 @@ async fn main() -> Result<()> {
         .iter()
         .map(|s| parse(s, &re, &mut stats))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(spec) = flag("--rerank") {
+        let questions = flag("--questions")
+            .map(|n| n.parse::<usize>().context("--questions expects a number"))
+            .transpose()?;
+        let timeout = flag("--rerank-timeout")
+            .map(|s| s.parse::<f64>().context("--rerank-timeout expects seconds"))
+            .transpose()?
+            .map(Duration::try_from_secs_f64)
+            .transpose()
+            .context("--rerank-timeout expects seconds")?;
+        return rerank::run(&convs, spec, questions, timeout, params).await;
+    }
     if args.iter().any(|a| a == "--tune") {
         return tuning::run(&convs, params, flag("--tune") == Some("feedback")).await;
     }

@@ -38,7 +38,7 @@ pub async fn embedder(spec: &str) -> Result<Arc<dyn Embedder>> {
         #[cfg(feature = "providers")]
         {
             use memloop_core::providers::{OpenAiEmbedConfig, OpenAiEmbedder};
-            let (url, model) = rest.split_once('#').context("openai:<base url>#<model>")?;
+            let (url, model) = openai_endpoint(rest)?;
             let mut config = OpenAiEmbedConfig::new(url, model);
             config.api_key = std::env::var("OPENAI_API_KEY").ok();
             return Ok(Arc::new(OpenAiEmbedder::connect(config).await?));
@@ -47,6 +47,12 @@ pub async fn embedder(spec: &str) -> Result<Arc<dyn Embedder>> {
         bail!("`openai:{rest}` needs `--features providers`");
     }
     bail!("--embed expects candle:<model dir> or openai:<base url>#<model>, got {spec}")
+}
+
+/// The `<base url>` and `<model>` of an `openai:<base url>#<model>` spec (`--embed`, `--rerank`).
+#[cfg_attr(not(feature = "providers"), allow(dead_code))]
+pub fn openai_endpoint(rest: &str) -> Result<(&str, &str)> {
+    rest.split_once('#').context("openai:<base url>#<model>")
 }
 
 /// Remembers every vector it computed, by text: the sweep asks the same questions many times.

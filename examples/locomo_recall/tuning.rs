@@ -12,14 +12,15 @@ const TUNE: usize = 5;
 
 /// One retrieval unit: which memory dir of a conversation (0 observations, 1 dialog turns),
 /// and its flat and lifted levels.
-struct Unit {
-    name: &'static str,
-    dir: usize,
-    flat: Level,
-    lifted: Level,
+pub(crate) struct Unit {
+    pub(crate) name: &'static str,
+    pub(crate) dir: usize,
+    pub(crate) flat: Level,
+    pub(crate) lifted: Level,
 }
 
-const UNITS: [Unit; 3] = [
+/// Plain observations, session summaries and dialog turns (also the units `--rerank` asks).
+pub(crate) const UNITS: [Unit; 3] = [
     Unit {
         name: "observation",
         dir: 0,
