@@ -38,7 +38,7 @@ use lost::Lost;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, TryLockError};
 use std::time::{Duration, SystemTime};
 use watch::{Backend, Dirty, Watch};
@@ -101,6 +101,8 @@ pub(crate) struct FileFeed {
     mode: FeedMode,
     /// `pid.n`: a cursor names the feed that issued it.
     id: String,
+    /// Set while a watcher runs (so the dir is on a local filesystem).
+    watched: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -136,8 +138,15 @@ impl FileFeed {
                 std::process::id(),
                 NEXT_FEED.fetch_add(1, Ordering::Relaxed)
             ),
+            watched: AtomicBool::new(false),
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// Whether a watcher runs over the dir, so it is on a local filesystem (false until the
+    /// first [`changes`](Self::changes), and for good once the feed polls).
+    pub(crate) fn on_local_fs(&self) -> bool {
+        self.watched.load(Ordering::Relaxed)
     }
 
     /// Whether the feed currently runs on filesystem notifications (for tests and logs).
@@ -288,6 +297,7 @@ impl FileFeed {
             match watchable(&self.root).and_then(|()| Watch::start(&self.root, backend)) {
                 Ok(w) => {
                     inner.source = Some(Source::Watch(Box::new(w)));
+                    self.watched.store(true, Ordering::Relaxed);
                     self.new_epoch(inner);
                     return;
                 }
@@ -301,6 +311,7 @@ impl FileFeed {
     }
 
     fn start_polling(&self, inner: &mut Inner) {
+        self.watched.store(false, Ordering::Relaxed);
         let mut snap = Snapshot::default();
         snap.diff(&self.root);
         inner.source = Some(Source::Poll(snap));

@@ -111,6 +111,9 @@ fn join_err(e: tokio::task::JoinError) -> MemoryError {
     MemoryError::io("memory task failed", std::io::Error::other(e.to_string()))
 }
 
+/// The largest memory [`FileMemoryStore::read_path`] reads on the calling task (see there).
+const INLINE_READ_BYTES: u64 = 64 * 1024;
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, MemoryError> + Send + 'static,
 ) -> Result<T, MemoryError> {
@@ -547,12 +550,14 @@ impl FileMemoryStore {
     }
 
     fn read_blocking(&self, rel: &str) -> Result<MemoryFile, MemoryError> {
-        let _span = tracing::debug_span!("memory_read", rel).entered();
+        let (path, meta) = self.locate(rel)?;
+        self.read_located(rel, &path, &meta)
+    }
+
+    /// The memory file `rel` (containment checked) and its metadata; `NotFound` when it is
+    /// missing or not a file.
+    fn locate(&self, rel: &str) -> Result<(PathBuf, std::fs::Metadata), MemoryError> {
         let path = self.gate.check(Path::new(rel))?;
-        let unreadable = |reason: String| MemoryError::Unreadable {
-            path: rel.to_owned(),
-            reason,
-        };
         let meta = match std::fs::metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -563,10 +568,25 @@ impl FileMemoryStore {
         if !meta.is_file() {
             return Err(MemoryError::NotFound(rel.to_owned()));
         }
+        Ok((path, meta))
+    }
+
+    /// Read and parse the located memory file `rel` (at most `max_read_bytes` of it).
+    fn read_located(
+        &self,
+        rel: &str,
+        path: &Path,
+        meta: &std::fs::Metadata,
+    ) -> Result<MemoryFile, MemoryError> {
+        let _span = tracing::debug_span!("memory_read", rel).entered();
+        let unreadable = |reason: String| MemoryError::Unreadable {
+            path: rel.to_owned(),
+            reason,
+        };
         let limit = self.config.max_read_bytes;
         let cut = meta.len() > limit;
         let mut bytes = Vec::with_capacity(meta.len().min(limit) as usize);
-        std::fs::File::open(&path)
+        std::fs::File::open(path)
             .and_then(|f| {
                 std::io::Read::read_to_end(&mut std::io::Read::take(f, limit), &mut bytes)
             })
@@ -682,10 +702,21 @@ impl MemoryStore for FileMemoryStore {
         blocking(move || scan_dir_cached(this.root(), &this.config.scan, &this.headers)).await
     }
 
+    /// A small memory ([`INLINE_READ_BYTES`]) in a watched dir (so on a local filesystem) is
+    /// read on the calling task: the blocking pool's round trip, two thread wake-ups, costs
+    /// more than reading a page-cached file of a few KiB. Larger files, and dirs on network or
+    /// FUSE filesystems or not watched, are read on the blocking pool.
     async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
         let rel = path.as_str().to_owned();
         let this = self.clone();
-        blocking(move || this.read_blocking(&rel)).await
+        if !self.feed.on_local_fs() {
+            return blocking(move || this.read_blocking(&rel)).await;
+        }
+        let (file, meta) = self.locate(&rel)?;
+        if meta.len() <= INLINE_READ_BYTES {
+            return self.read_located(&rel, &file, &meta);
+        }
+        blocking(move || this.read_located(&rel, &file, &meta)).await
     }
 
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {

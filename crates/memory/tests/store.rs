@@ -500,3 +500,71 @@ async fn raw_writes_keep_the_bytes_and_apply_every_rule() {
         assert!(!dir.path().join(gone).exists(), "{gone}");
     }
 }
+
+/// A read answers the same whether it runs on the calling task (a small memory in a watched
+/// dir) or on the blocking pool (a large memory, or a dir that is not watched): content,
+/// header, the size cut, binary and invalid UTF-8 files, a missing file and an escaping path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_are_the_same_on_the_calling_task_and_on_the_blocking_pool() {
+    use memloop_memory::store::StoreConfig;
+    let dir = TempDir::new().unwrap();
+    let root = dir.path();
+    let front =
+        |name: &str| format!("---\nname: {name}\ndescription: {name}\ntype: project\n---\n\n");
+    std::fs::write(root.join("小.md"), front("部署") + "周二发布。\n").unwrap();
+    // Past the inline bound (64 KiB): read on the blocking pool even when watched.
+    let big = front("큰 메모") + &"배포 절차를 지킨다. ".repeat(4_000);
+    assert!(big.len() > 64 * 1024);
+    std::fs::write(root.join("큰.md"), &big).unwrap();
+    // Cut by a small `max_read_bytes` in the middle of a character.
+    std::fs::write(root.join("длинный.md"), front("Длинный") + &"ж".repeat(600)).unwrap();
+    std::fs::write(root.join("bin.md"), b"---\nname: x\n---\n\0\x01").unwrap();
+    std::fs::write(
+        root.join("latin.md"),
+        b"---\nname: caf\xe9\n---\n\nd\xe9j\xe0 vu\n",
+    )
+    .unwrap();
+    let config = StoreConfig {
+        max_read_bytes: 1_000,
+        ..StoreConfig::default()
+    };
+    let watched: Arc<dyn MemoryStore> =
+        Arc::new(FileMemoryStore::open(root).unwrap().with_config(config));
+    // The first feed call starts the watcher: from then on small reads stay on the task.
+    watched.changes(None).await.unwrap();
+    let polled: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(root).unwrap().with_config(
+        StoreConfig {
+            watch: false,
+            ..config
+        },
+    ));
+    for name in [
+        "小.md",
+        "큰.md",
+        "длинный.md",
+        "bin.md",
+        "latin.md",
+        "нет.md",
+        "../小.md",
+    ] {
+        let inline = watched.read(name).await;
+        let pooled = polled.read(name).await;
+        assert_eq!(format!("{inline:?}"), format!("{pooled:?}"), "{name}");
+    }
+    let small = watched.read("小.md").await.unwrap();
+    assert_eq!(small.header.name.as_deref(), Some("部署"));
+    assert_eq!(small.body.trim(), "周二发布。");
+    assert!(
+        watched
+            .read("длинный.md")
+            .await
+            .unwrap()
+            .raw
+            .contains("memory cut")
+    );
+    assert!(watched.read("bin.md").await.is_err());
+    assert!(matches!(
+        watched.read("нет.md").await,
+        Err(MemoryError::NotFound(_))
+    ));
+}
