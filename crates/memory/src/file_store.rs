@@ -702,7 +702,7 @@ impl MemoryStore for FileMemoryStore {
         blocking(move || scan_dir_cached(this.root(), &this.config.scan, &this.headers)).await
     }
 
-    /// A small memory ([`INLINE_READ_BYTES`]) in a watched dir (so on a local filesystem) is
+    /// A small memory (at most 64 KiB) in a watched dir (so on a local filesystem) is
     /// read on the calling task: the blocking pool's round trip, two thread wake-ups, costs
     /// more than reading a page-cached file of a few KiB. Larger files, and dirs on network or
     /// FUSE filesystems or not watched, are read on the blocking pool.
