@@ -546,6 +546,18 @@ fn parse_params(spec: &str) -> Result<Bm25Params> {
     Ok(p)
 }
 
+/// `params` with the directory lift on: their own `dir_weight`, or 0.5 when they have none.
+fn lifted(params: Bm25Params) -> Bm25Params {
+    Bm25Params {
+        dir_weight: if params.dir_weight > 0.0 {
+            params.dir_weight
+        } else {
+            0.5
+        },
+        ..params
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -593,14 +605,7 @@ async fn main() -> Result<()> {
         dir_weight: 0.0,
         ..params
     };
-    let lifted = Bm25Params {
-        dir_weight: if params.dir_weight > 0.0 {
-            params.dir_weight
-        } else {
-            0.5
-        },
-        ..params
-    };
+    let lifted = lifted(params);
     let runs: Vec<(&str, &str, bool, Level, Bm25Params)> = vec![
         ("keyword", "observation", false, Level::Observation, flat),
         ("bm25", "observation", false, Level::Observation, flat),

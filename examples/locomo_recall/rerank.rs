@@ -183,14 +183,7 @@ pub async fn run(
         seen: Mutex::new(HashMap::new()),
         samples: Mutex::new(Vec::new()),
     });
-    let lifted = Bm25Params {
-        dir_weight: if params.dir_weight > 0.0 {
-            params.dir_weight
-        } else {
-            0.5
-        },
-        ..params
-    };
+    let lifted = crate::lifted(params);
     println!(
         "\nRe-ranking BM25's short list (20) with `{}` on {} of the {} held-out questions \
          (conversations {}–{n}, every {step}th), per unit with its lift; model timeout {} s:\n",

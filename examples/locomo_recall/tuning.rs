@@ -155,14 +155,7 @@ pub async fn run(convs: &[Conversation], base: Bm25Params, feedback_only: bool) 
         ]);
     }
     let tuner = Tuner { convs, dirs };
-    let base = Bm25Params {
-        dir_weight: if base.dir_weight > 0.0 {
-            base.dir_weight
-        } else {
-            0.5
-        },
-        ..base
-    };
+    let base = crate::lifted(base);
     println!(
         "\nLexical levers, chosen on conversations 1–{TUNE} (objective: mean R@5 of the six rows below):\n"
     );
