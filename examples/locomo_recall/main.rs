@@ -293,6 +293,18 @@ struct Dir {
     units: HashMap<String, HashSet<String>>,
 }
 
+impl Dir {
+    /// The evidence turns covered by the first `k` of `chosen`.
+    fn covered<'a>(&'a self, chosen: &[String], k: usize) -> HashSet<&'a String> {
+        chosen
+            .iter()
+            .take(k)
+            .filter_map(|p| self.units.get(p))
+            .flatten()
+            .collect()
+    }
+}
+
 async fn write_dir(observations: &[Unit], summaries: &[Unit]) -> Result<Dir> {
     let tmp = tempfile::tempdir()?;
     let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(tmp.path().join("memory"))?);
@@ -398,15 +410,7 @@ async fn evaluate_with(
         let t = Instant::now();
         let chosen = selector.select_checked(&q.text, &headers, &ctx).await?;
         tally.latencies.push(t.elapsed());
-        let covered = |k: usize| -> HashSet<&String> {
-            chosen
-                .iter()
-                .take(k)
-                .filter_map(|p| dir.units.get(p))
-                .flatten()
-                .collect()
-        };
-        tally.add(q, &covered(5), &covered(10));
+        tally.add(q, &dir.covered(&chosen, 5), &dir.covered(&chosen, 10));
     }
     Ok(())
 }

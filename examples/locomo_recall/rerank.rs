@@ -256,14 +256,7 @@ pub async fn run(
                 if first.first() != again.first() {
                     row.new_top += 1;
                 }
-                let covered = |chosen: &[String], k: usize| -> HashSet<&String> {
-                    chosen
-                        .iter()
-                        .take(k)
-                        .filter_map(|p| dir.units.get(p))
-                        .flatten()
-                        .collect()
-                };
+                let covered = |chosen: &[String], k: usize| dir.covered(chosen, k);
                 row.bm25.add(q, &covered(&first, 5), &covered(&first, 10));
                 row.reranked
                     .add(q, &covered(&again, 5), &covered(&again, 10));
