@@ -149,14 +149,6 @@ impl FileFeed {
         self.watched.load(Ordering::Relaxed)
     }
 
-    /// Whether the feed currently runs on filesystem notifications (for tests and logs).
-    #[cfg(test)]
-    pub(crate) fn watching(&self) -> bool {
-        self.inner
-            .lock()
-            .is_ok_and(|i| matches!(i.source, Some(Source::Watch(_))))
-    }
-
     /// The contract of [`MemoryStore::changes`](crate::store::MemoryStore::changes). Blocking.
     pub(crate) fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
         let mut inner = self

@@ -93,7 +93,7 @@ async fn every_kind_of_change(mode: FeedMode) {
     std::fs::write(root.join("a.md"), memory("a", "first")).unwrap();
     std::fs::write(root.join("b.md"), memory("b", "second")).unwrap();
     let mut p = Probe::new(store(&root, mode)).await;
-    assert_eq!(p.store.feed().watching(), watch, "feed source");
+    assert_eq!(p.store.feed().on_local_fs(), watch, "feed source");
     assert_eq!(p.next().await, Seen::Unchanged);
 
     // memloop's own write: the memory, not MEMORY.md, the lock or the temp file.
