@@ -547,12 +547,35 @@ fn detect_words(words: &[String]) -> Option<Language> {
             }
         }
     }
+    if english_decides(&votes) {
+        // Whatever the trigram model said, `decide` would answer English: skip the model (the
+        // largest cost of indexing a changed English memory).
+        return Some(Language::English);
+    }
     let info = detector().detect(&words.join(" "));
     let guess = info
         .as_ref()
         .and_then(|i| Language::ALL.into_iter().find(|l| l.whatlang() == i.lang()));
     let confidence = info.as_ref().map_or(0.0, whatlang::Info::confidence);
     tracing::trace!(?guess, confidence, ?votes, "language of latin words");
+    decide(&votes, guess, confidence)
+}
+
+/// Whether English stop words alone settle the language: English has the most of them (ties
+/// included) and enough to decide. Then [`decide`] answers English whatever the trigram guess,
+/// since another language must have more stop words than English to win.
+fn english_decides(votes: &[usize; Language::ALL.len()]) -> bool {
+    let english = votes[Language::English.index()];
+    english >= MIN_STOP_VOTES && votes.iter().all(|&v| v <= english)
+}
+
+/// The language from the stop-word `votes` and the trigram model's `guess` with its
+/// `confidence` (see [`detect_language`]).
+fn decide(
+    votes: &[usize; Language::ALL.len()],
+    guess: Option<Language>,
+    confidence: f64,
+) -> Option<Language> {
     let english = votes[Language::English.index()];
     if let Some(g) = guess.filter(|_| confidence >= DETECT_CONFIDENCE) {
         // English text with a few foreign-looking trigrams ("Tim prepares for exams at school"
@@ -994,6 +1017,54 @@ mod tests {
     fn non_ascii_words_survive() {
         let a = Analyzer::new(false);
         assert_eq!(a.terms("Café déjà-vu"), vec!["café", "déjà", "vu"]);
+    }
+
+    #[test]
+    fn english_stop_words_settle_what_the_trigram_model_would_not_change() {
+        // Every vote count where English leads (ties included) with enough stop words, against
+        // every trigram guess and confidence: the short cut and the full decision agree.
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % n
+        };
+        let guesses: Vec<Option<Language>> = std::iter::once(None)
+            .chain(Language::ALL.map(Some))
+            .collect();
+        let mut checked = 0;
+        for _ in 0..5_000 {
+            let mut votes = [0usize; Language::ALL.len()];
+            // Small counts too, where the vote minimum matters.
+            let top = 1 + next(5);
+            votes.iter_mut().for_each(|v| *v = next(top + 1) as usize);
+            if !english_decides(&votes) {
+                continue;
+            }
+            for &guess in &guesses {
+                for confidence in [0.0, 0.49, DETECT_CONFIDENCE, 1.0] {
+                    assert_eq!(
+                        decide(&votes, guess, confidence),
+                        Some(Language::English),
+                        "{votes:?} {guess:?} {confidence}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+        assert!(
+            checked > 100,
+            "only {checked} English-led vote counts drawn"
+        );
+        // Short English that the trigram model takes for Danish stays English; a Spanish
+        // sentence with one English-looking word is still Spanish.
+        assert_eq!(
+            detect_language("Tim prepares for the exams at his school"),
+            Some(Language::English)
+        );
+        assert_eq!(
+            detect_language("Los usuarios guardan las notas de la reunión en el wiki"),
+            Some(Language::Spanish)
+        );
     }
 
     #[test]
