@@ -1,17 +1,20 @@
 //! The BERT encoder (Hugging Face `BertModel` without its pooler): embeddings, then N layers of
 //! self-attention and feed-forward, each with a residual connection and layer norm.
 //!
-//! Written here with candle-nn instead of taken from candle-transformers: that crate compiles
-//! a few hundred models (over a CPU-minute in a debug build, more than candle-core itself) to
-//! use this one; the reference-vector tests check this one against sentence-transformers.
+//! candle reads the weights (safetensors, Hugging Face's names); the pass itself runs over plain
+//! row-major `f32` arrays on the calling thread ([`crate::kernels`]). Not taken from
+//! candle-transformers: that crate compiles a few hundred models (over a CPU-minute in a debug
+//! build) to use this one; the reference-vector tests check this one against
+//! sentence-transformers.
 //!
 //! A batch runs *packed*: the texts' tokens are laid end to end in one `tokens × hidden`
 //! matrix, with no padding. Every layer but attention treats tokens independently, so its
 //! matrix products cover only real tokens; attention runs text by text, over that text's tokens
 //! alone, so no mask is needed and no work is spent on padding.
 
-use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
+use crate::kernels::{Dense, Norm, attention};
+use candle_core::Tensor;
+use candle_nn::{Linear, VarBuilder};
 use serde::Deserialize;
 
 /// The fields of a BERT `config.json` the encoder uses.
@@ -68,38 +71,97 @@ pub(crate) enum Activation {
 }
 
 impl Activation {
-    fn apply(self, xs: &Tensor) -> candle_core::Result<Tensor> {
+    fn apply(self, xs: &mut [f32]) {
         match self {
             Self::Gelu => crate::gelu::gelu_erf(xs),
-            Self::GeluTanh => xs.gelu(),
-            Self::Relu => xs.relu(),
+            Self::GeluTanh => xs.iter_mut().for_each(|x| {
+                let inner = (2.0 / std::f32::consts::PI).sqrt() * (*x + 0.044_715 * *x * *x * *x);
+                *x = 0.5 * *x * (1.0 + inner.tanh());
+            }),
+            Self::Relu => xs.iter_mut().for_each(|x| *x = x.max(0.0)),
         }
     }
 }
 
-/// The encoder with its weights.
+/// The encoder with its weights, as plain row-major `f32` arrays (see [`crate::kernels`]).
 pub(crate) struct Bert {
-    word: Embedding,
-    position: Embedding,
+    /// vocab × hidden.
+    word: Vec<f32>,
+    /// max positions × hidden.
+    position: Vec<f32>,
     /// Token type 0's embedding (hidden): every token of a single-text input has type 0.
-    token_type: Tensor,
-    norm: LayerNorm,
+    token_type: Vec<f32>,
+    norm: Norm,
     layers: Vec<Layer>,
     heads: usize,
     hidden: usize,
 }
 
 struct Layer {
-    /// The query, key and value projections as one (3 · hidden × hidden): one matrix product
-    /// instead of three. The query's rows are pre-scaled by 1/√head_dim, the scaling of the
+    /// The query, key and value projections as one (hidden → 3 · hidden): one matrix product
+    /// instead of three. The query's part is pre-scaled by 1/√head_dim, the scaling of the
     /// attention scores.
-    qkv: Linear,
-    attention_out: Linear,
-    attention_norm: LayerNorm,
-    intermediate: Linear,
-    output: Linear,
-    output_norm: LayerNorm,
+    qkv: Dense,
+    attention_out: Dense,
+    attention_norm: Norm,
+    intermediate: Dense,
+    output: Dense,
+    output_norm: Norm,
     activation: Activation,
+}
+
+/// The values of `tensor`, row-major.
+fn values(tensor: &Tensor) -> candle_core::Result<Vec<f32>> {
+    tensor.flatten_all()?.to_vec1::<f32>()
+}
+
+/// A layer norm's weights, with its `eps`.
+fn norm(layer: &candle_nn::LayerNorm, eps: f64) -> candle_core::Result<Norm> {
+    let bias = match layer.bias() {
+        Some(bias) => values(bias)?,
+        None => vec![0.0; layer.weight().elem_count()],
+    };
+    Ok(Norm {
+        weight: values(layer.weight())?,
+        bias,
+        eps: eps as f32,
+    })
+}
+
+/// The bias of a Hugging Face linear layer (BERT's all have one).
+fn bias(layer: &Linear) -> candle_core::Result<Tensor> {
+    layer
+        .bias()
+        .cloned()
+        .ok_or_else(|| candle_core::Error::Msg("a BERT linear layer has no bias".into()))
+}
+
+/// `layer` as a [`Dense`] layer.
+fn dense(layer: &Linear) -> candle_core::Result<Dense> {
+    Dense::new(&values(layer.weight())?, values(&bias(layer)?)?).map_err(candle_core::Error::Msg)
+}
+
+/// One dense layer computing `query`, `key` and `value` side by side, `query` scaled by
+/// `query_scale`.
+fn fused_qkv(
+    query: &Linear,
+    key: &Linear,
+    value: &Linear,
+    query_scale: f64,
+) -> candle_core::Result<Dense> {
+    let weight = Tensor::cat(
+        &[
+            (query.weight() * query_scale)?,
+            key.weight().clone(),
+            value.weight().clone(),
+        ],
+        0,
+    )?;
+    let bias = Tensor::cat(
+        &[(bias(query)? * query_scale)?, bias(key)?, bias(value)?],
+        0,
+    )?;
+    Dense::new(&values(&weight)?, values(&bias)?).map_err(candle_core::Error::Msg)
 }
 
 impl Bert {
@@ -112,7 +174,8 @@ impl Bert {
         };
         let h = config.hidden_size;
         let head_dim = h / config.num_attention_heads.max(1);
-        let norm = |vb: VarBuilder| candle_nn::layer_norm(h, config.layer_norm_eps, vb);
+        let eps = config.layer_norm_eps;
+        let norm = |vb: VarBuilder| norm(&candle_nn::layer_norm(h, eps, vb)?, eps);
         let e = vb.pp("embeddings");
         let layers = (0..config.num_hidden_layers)
             .map(|i| {
@@ -126,29 +189,33 @@ impl Bert {
                         &projection("self.value")?,
                         1.0 / (head_dim as f64).sqrt(),
                     )?,
-                    attention_out: projection("output.dense")?,
+                    attention_out: dense(&projection("output.dense")?)?,
                     attention_norm: norm(attention.pp("output.LayerNorm"))?,
-                    intermediate: candle_nn::linear(
+                    intermediate: dense(&candle_nn::linear(
                         h,
                         config.intermediate_size,
                         vb.pp("intermediate.dense"),
-                    )?,
-                    output: candle_nn::linear(config.intermediate_size, h, vb.pp("output.dense"))?,
+                    )?)?,
+                    output: dense(&candle_nn::linear(
+                        config.intermediate_size,
+                        h,
+                        vb.pp("output.dense"),
+                    )?)?,
                     output_norm: norm(vb.pp("output.LayerNorm"))?,
                     activation: config.hidden_act,
                 })
             })
             .collect::<candle_core::Result<_>>()?;
-        let token_types =
-            candle_nn::embedding(config.type_vocab_size, h, e.pp("token_type_embeddings"))?;
+        let table = |rows: usize, name: &str| -> candle_core::Result<Vec<f32>> {
+            values(candle_nn::embedding(rows, h, e.pp(name))?.embeddings())
+        };
+        let token_types = table(config.type_vocab_size, "token_type_embeddings")?;
         Ok(Self {
-            word: candle_nn::embedding(config.vocab_size, h, e.pp("word_embeddings"))?,
-            position: candle_nn::embedding(
-                config.max_position_embeddings,
-                h,
-                e.pp("position_embeddings"),
-            )?,
-            token_type: token_types.embeddings().get(0)?,
+            word: table(config.vocab_size, "word_embeddings")?,
+            position: table(config.max_position_embeddings, "position_embeddings")?,
+            token_type: token_types.get(..h).map(<[f32]>::to_vec).ok_or_else(|| {
+                candle_core::Error::Msg("the model has no token type embeddings".into())
+            })?,
             norm: norm(e.pp("LayerNorm"))?,
             layers,
             heads: config.num_attention_heads,
@@ -157,27 +224,28 @@ impl Bert {
     }
 
     /// Token vectors for a batch of texts, each given by its token ids: the texts' vectors end
-    /// to end (total tokens × hidden), the first text's tokens first. Each text attends to its
-    /// own tokens only, so a text's vectors do not depend on the rest of the batch.
-    pub(crate) fn forward(&self, texts: &[&[u32]]) -> candle_core::Result<Tensor> {
+    /// to end (total tokens × hidden, row-major), the first text's tokens first. Each text
+    /// attends to its own tokens only, so a text's vectors do not depend on the rest of the
+    /// batch. Runs on the calling thread alone. A token id or position outside the model's
+    /// tables is an error.
+    pub(crate) fn forward(&self, texts: &[&[u32]]) -> Result<Vec<f32>, String> {
+        let h = self.hidden;
         let lens: Vec<usize> = texts.iter().map(|ids| ids.len()).collect();
-        let ids = texts.concat();
-        let tokens = ids.len();
-        if tokens == 0 {
-            return Tensor::zeros((0, self.hidden), DType::F32, &Device::Cpu);
+        let tokens: usize = lens.iter().sum();
+        let mut xs = Vec::with_capacity(tokens * h);
+        for ids in texts {
+            for (position, &id) in ids.iter().enumerate() {
+                let word = row(&self.word, h, id as usize, "token id")?;
+                let place = row(&self.position, h, position, "position")?;
+                xs.extend(
+                    word.iter()
+                        .zip(place)
+                        .zip(&self.token_type)
+                        .map(|((w, p), t)| w + t + p),
+                );
+            }
         }
-        let positions: Vec<u32> = texts
-            .iter()
-            .flat_map(|ids| (0..ids.len()).map(|p| u32::try_from(p).unwrap_or(u32::MAX)))
-            .collect();
-        let ids = Tensor::from_vec(ids, tokens, &Device::Cpu)?;
-        let positions = Tensor::from_vec(positions, tokens, &Device::Cpu)?;
-        let mut xs = self
-            .word
-            .forward(&ids)?
-            .broadcast_add(&self.token_type)?
-            .add(&self.position.forward(&positions)?)?;
-        xs = self.norm.forward(&xs)?;
+        self.norm.apply(&mut xs);
         for layer in &self.layers {
             xs = layer.forward(&xs, &lens, self.heads)?;
         }
@@ -185,78 +253,34 @@ impl Bert {
     }
 }
 
-/// One linear layer computing `query`, `key` and `value` side by side, `query` scaled by
-/// `query_scale`.
-fn fused_qkv(
-    query: &Linear,
-    key: &Linear,
-    value: &Linear,
-    query_scale: f64,
-) -> candle_core::Result<Linear> {
-    let bias = |layer: &Linear| {
-        layer
-            .bias()
-            .cloned()
-            .ok_or_else(|| candle_core::Error::Msg("an attention projection has no bias".into()))
-    };
-    let weight = Tensor::cat(
-        &[
-            (query.weight() * query_scale)?,
-            key.weight().clone(),
-            value.weight().clone(),
-        ],
-        0,
-    )?;
-    let bias = Tensor::cat(
-        &[(bias(query)? * query_scale)?, bias(key)?, bias(value)?],
-        0,
-    )?;
-    Ok(Linear::new(weight, Some(bias)))
+/// Row `i` (of `width` values) of `table`; `what` names `i` in the error.
+fn row<'a>(table: &'a [f32], width: usize, i: usize, what: &str) -> Result<&'a [f32], String> {
+    table.get(i * width..(i + 1) * width).ok_or_else(|| {
+        format!(
+            "{what} {i} is outside the model's {} rows",
+            table.len() / width.max(1)
+        )
+    })
 }
 
 impl Layer {
     /// `xs`: the batch's token vectors end to end (tokens × hidden), `lens` tokens per text.
-    fn forward(&self, xs: &Tensor, lens: &[usize], heads: usize) -> candle_core::Result<Tensor> {
+    fn forward(&self, xs: &[f32], lens: &[usize], heads: usize) -> Result<Vec<f32>, String> {
         let context = attention(&self.qkv.forward(xs)?, lens, heads)?;
-        let xs = self
-            .attention_norm
-            .forward(&(self.attention_out.forward(&context)? + xs)?)?;
-        let ff = self
-            .output
-            .forward(&self.activation.apply(&self.intermediate.forward(&xs)?)?)?;
-        self.output_norm.forward(&(ff + xs)?)
+        let mut xs = self.attention_out.forward_residual(&context, xs)?;
+        self.attention_norm.apply(&mut xs);
+        let mut inner = self.intermediate.forward(&xs)?;
+        self.activation.apply(&mut inner);
+        let mut out = self.output.forward_residual(&inner, &xs)?;
+        self.output_norm.apply(&mut out);
+        Ok(out)
     }
-}
-
-/// Multi-head self-attention of each text over its own tokens. `qkv` holds every token's
-/// (pre-scaled) query, key and value side by side (tokens × 3 · hidden), the texts end to end
-/// as `lens` counts them; the result is the tokens × hidden context. The heads are read as
-/// strided views of `qkv`, so nothing is copied before the matrix products.
-fn attention(qkv: &Tensor, lens: &[usize], heads: usize) -> candle_core::Result<Tensor> {
-    let (tokens, width) = qkv.dims2()?;
-    let hidden = width / 3;
-    let qkv = qkv.reshape((tokens, 3, heads, hidden / heads))?;
-    let mut contexts = Vec::with_capacity(lens.len());
-    let mut start = 0;
-    for &len in lens {
-        if len == 0 {
-            continue;
-        }
-        let text = qkv.narrow(0, start, len)?;
-        start += len;
-        // heads × len × head_dim
-        let part = |i: usize| text.get_on_dim(1, i)?.transpose(0, 1);
-        let (q, k, v) = (part(0)?, part(1)?, part(2)?);
-        let probs = candle_nn::ops::softmax_last_dim(&q.matmul(&k.t()?)?)?;
-        contexts.push(probs.matmul(&v)?.transpose(0, 1)?); // len × heads × head_dim
-    }
-    Tensor::cat(&contexts, 0)?.reshape((tokens, hidden))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
+    use candle_core::{DType, Device};
 
     const DEVICE: Device = Device::Cpu;
 
@@ -301,19 +325,20 @@ mod tests {
         let bert = Bert::load(vb, &config).unwrap();
         let text: &[u32] = &[1, 5, 7];
         let alone = bert.forward(&[text]).unwrap();
-        assert_eq!(alone.dims(), &[3, 8]);
+        assert_eq!(alone.len(), 3 * 8);
         let batch: [&[u32]; 4] = [&[2, 9, 9, 4], &[], text, &[3, 11]];
         let batch = bert.forward(&batch).unwrap();
-        assert_eq!(batch.dims(), &[9, 8]);
-        let diff = (alone - batch.narrow(0, 4, 3).unwrap())
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        assert_eq!(batch.len(), 9 * 8);
+        let diff = alone
+            .iter()
+            .zip(&batch[4 * 8..7 * 8])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
         assert!(diff < 1e-5, "{diff}");
-        assert_eq!(bert.forward(&[&[], &[]]).unwrap().dims(), &[0, 8]);
+        assert!(bert.forward(&[&[], &[]]).unwrap().is_empty());
+        // Ids and positions outside the tables are errors, not panics.
+        assert!(bert.forward(&[&[20]]).unwrap_err().contains("token id 20"));
+        let long: Vec<u32> = vec![1; 17];
+        assert!(bert.forward(&[&long]).unwrap_err().contains("position 16"));
     }
 }

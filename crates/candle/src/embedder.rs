@@ -38,6 +38,12 @@ struct Inner {
     lowercase: bool,
     /// Values per token vector (`hidden_size`).
     dimension: usize,
+    /// Threads a call's texts are split between (`RAYON_NUM_THREADS`, else the physical cores,
+    /// as candle counts them). Each part is whole forward passes on one thread (the pass never
+    /// leaves it, see `kernels`): texts are independent, so no thread waits on another
+    /// mid-pass. Splitting each matrix product between the threads instead (candle's way)
+    /// synchronises them a few hundred times per pass.
+    threads: usize,
 }
 
 impl CandleEmbedder {
@@ -121,6 +127,7 @@ impl CandleEmbedder {
                 pooling: layout.pooling,
                 lowercase: layout.lowercase,
                 dimension: layout.bert.hidden_size,
+                threads: candle_core::utils::get_num_threads().max(1),
             }),
         })
     }
@@ -134,6 +141,31 @@ impl std::fmt::Debug for CandleEmbedder {
             .field("pooling", &self.inner.pooling)
             .finish_non_exhaustive()
     }
+}
+
+/// `lens` (tokens per text) cut into at most `parts` runs of consecutive texts with about the
+/// same number of tokens each; every run holds at least one text, and together they cover
+/// `0..lens.len()` in order. No texts, no runs.
+fn split_by_tokens(lens: &[usize], parts: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = parts.clamp(1, lens.len().max(1));
+    let total: usize = lens.iter().sum();
+    let mut runs = Vec::with_capacity(parts);
+    let (mut start, mut seen) = (0, 0);
+    for (i, len) in lens.iter().enumerate() {
+        seen += len;
+        // Close the run once it holds its share of the tokens, keeping a text for each run
+        // still to come.
+        let share = total * (runs.len() + 1) / parts;
+        let left = lens.len() - i - 1;
+        if runs.len() + 1 < parts && (seen >= share || left < parts - runs.len()) {
+            runs.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    if start < lens.len() {
+        runs.push(start..lens.len());
+    }
+    runs
 }
 
 #[async_trait]
@@ -166,9 +198,11 @@ impl Embedder for CandleEmbedder {
 }
 
 impl Inner {
-    /// Tokenise every text, then run forward passes of at most [`MAX_BATCH`] texts; a batch
-    /// runs packed (no padding, see [`Bert::forward`]), so its texts need not have similar
-    /// lengths. The vectors come back in the order of `texts`.
+    /// Tokenise every text, split them into one run of consecutive texts per thread (about
+    /// the same number of tokens each), and embed the runs at once, each on its own thread in
+    /// forward passes of at most [`MAX_BATCH`] texts. A pass runs packed (no padding, see
+    /// [`Bert::forward`]), so its texts need not have similar lengths. The vectors come back in
+    /// the order of `texts`.
     fn embed_all(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inputs: Vec<String> = if self.lowercase {
             texts.iter().map(|t| t.to_lowercase()).collect()
@@ -179,9 +213,35 @@ impl Inner {
             .tokenizer
             .encode_batch(inputs, true)
             .map_err(|e| EmbedError::Inference(format!("tokenisation failed: {e}")))?;
+        let lens: Vec<usize> = encodings.iter().map(Encoding::len).collect();
+        let runs = split_by_tokens(&lens, self.threads);
+        let run = |range: std::ops::Range<usize>| {
+            let mut out = Vec::with_capacity(range.len());
+            for batch in encodings[range].chunks(MAX_BATCH) {
+                out.extend(self.embed_batch(batch)?);
+            }
+            Ok::<_, EmbedError>(out)
+        };
+        // The first run on this thread, the others on threads of their own.
+        let parts: Vec<Result<Vec<Vec<f32>>, EmbedError>> = match runs.split_first() {
+            None => Vec::new(),
+            Some((first, rest)) => std::thread::scope(|scope| {
+                let others: Vec<_> = rest
+                    .iter()
+                    .map(|range| scope.spawn(|| run(range.clone())))
+                    .collect();
+                let mut parts = vec![run(first.clone())];
+                parts.extend(others.into_iter().map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(EmbedError::Inference("an embedding thread panicked".into()))
+                    })
+                }));
+                parts
+            }),
+        };
         let mut out = Vec::with_capacity(encodings.len());
-        for batch in encodings.chunks(MAX_BATCH) {
-            out.extend(self.embed_batch(batch)?);
+        for part in parts {
+            out.extend(part?);
         }
         Ok(out)
     }
@@ -190,13 +250,55 @@ impl Inner {
     fn embed_batch(&self, encodings: &[Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let ids: Vec<&[u32]> = encodings.iter().map(Encoding::get_ids).collect();
         let lens: Vec<usize> = ids.iter().map(|ids| ids.len()).collect();
-        let hidden = self
-            .model
-            .forward(&ids)
-            .and_then(|h| h.flatten_all()?.to_vec1::<f32>())
-            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        let hidden = self.model.forward(&ids).map_err(EmbedError::Inference)?;
         let mut vectors = self.pooling.pool(&hidden, self.dimension, &lens);
         vectors.iter_mut().for_each(|v| normalize(v));
         Ok(vectors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_by_tokens;
+
+    #[test]
+    fn runs_cover_every_text_in_order_with_balanced_tokens() {
+        let check = |lens: &[usize], parts: usize| {
+            let runs = split_by_tokens(lens, parts);
+            assert!(runs.len() <= parts.max(1), "{lens:?} {parts}: {runs:?}");
+            assert_eq!(
+                runs.len(),
+                parts.clamp(1, lens.len().max(1)).min(lens.len())
+            );
+            let mut next = 0;
+            for r in &runs {
+                assert_eq!(r.start, next, "{lens:?} {parts}: {runs:?}");
+                assert!(!r.is_empty(), "{lens:?} {parts}: {runs:?}");
+                next = r.end;
+            }
+            assert_eq!(next, lens.len());
+            runs
+        };
+        assert!(check(&[], 2).is_empty());
+        assert_eq!(check(&[12], 2), vec![0..1]);
+        assert_eq!(check(&[10, 10, 10, 10], 2), vec![0..2, 2..4]);
+        // A long text first, a long text last, many short ones: a run each, by tokens.
+        assert_eq!(check(&[100, 1, 1], 2), vec![0..1, 1..3]);
+        assert_eq!(check(&[1, 1, 100], 2), vec![0..2, 2..3]);
+        assert_eq!(check(&[1, 1, 100], 3), vec![0..1, 1..2, 2..3]);
+        assert_eq!(check(&[5; 32], 1), vec![0..32]);
+        // Token shares stay within one text of the even split.
+        let lens: Vec<usize> = (0..128).map(|i| 3 + (i * 7) % 40).collect();
+        for parts in 2..6 {
+            let runs = check(&lens, parts);
+            let total: usize = lens.iter().sum();
+            for r in runs {
+                let tokens: usize = lens[r].iter().sum();
+                assert!(
+                    tokens.abs_diff(total / parts) <= 43,
+                    "{parts}: {tokens} of {total}"
+                );
+            }
+        }
     }
 }

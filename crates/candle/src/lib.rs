@@ -45,6 +45,7 @@
 mod bert;
 mod embedder;
 mod gelu;
+mod kernels;
 mod layout;
 mod pooling;
 
