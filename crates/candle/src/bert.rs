@@ -12,14 +12,17 @@
 //! matrix products cover only real tokens; attention runs text by text, over that text's tokens
 //! alone, so no mask is needed and no work is spent on padding.
 
-use crate::kernels::{Dense, Norm, attention};
+use crate::kernels::{Dense, Norm, RelativeBias, attention};
 use candle_core::Tensor;
 use candle_nn::{Linear, VarBuilder};
 use serde::Deserialize;
 
-/// The fields of a BERT `config.json` the encoder uses.
+/// The fields of a BERT or MPNet `config.json` the encoder uses.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Config {
+    /// `bert` when absent.
+    #[serde(default)]
+    pub model_type: Family,
     pub vocab_size: usize,
     pub hidden_size: usize,
     pub num_hidden_layers: usize,
@@ -27,14 +30,43 @@ pub(crate) struct Config {
     pub intermediate_size: usize,
     pub hidden_act: Activation,
     pub max_position_embeddings: usize,
+    /// BERT's token types (MPNet has none).
+    #[serde(default)]
     pub type_vocab_size: usize,
     pub layer_norm_eps: f64,
     #[serde(default = "absolute")]
     pub position_embedding_type: String,
+    /// MPNet's relative position buckets (a learned bias per bucket and head on the attention
+    /// scores).
+    #[serde(default = "thirty_two")]
+    pub relative_attention_num_buckets: usize,
+    /// MPNet numbers positions after the padding id, as RoBERTa does.
+    #[serde(default = "one")]
+    pub pad_token_id: usize,
+}
+
+/// The encoder family (`model_type`): the same layers, named differently, with MPNet adding
+/// relative position buckets and numbering positions from `pad_token_id + 1`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Family {
+    /// Hugging Face `BertModel`.
+    #[default]
+    Bert,
+    /// Hugging Face `MPNetModel` (all-mpnet-base-v2 and its kin).
+    Mpnet,
 }
 
 fn absolute() -> String {
     "absolute".to_owned()
+}
+
+fn thirty_two() -> usize {
+    32
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Config {
@@ -52,7 +84,24 @@ impl Config {
                 self.hidden_size, self.num_attention_heads
             ));
         }
-        None
+        match self.model_type {
+            Family::Bert if self.type_vocab_size == 0 => {
+                Some("type_vocab_size is 0: a BERT model has token types".to_owned())
+            }
+            Family::Mpnet if self.relative_attention_num_buckets < 4 => Some(format!(
+                "relative_attention_num_buckets {} is too few (4 or more)",
+                self.relative_attention_num_buckets
+            )),
+            _ => None,
+        }
+    }
+
+    /// The position-table row of a text's first token.
+    pub(crate) fn first_position(&self) -> usize {
+        match self.model_type {
+            Family::Bert => 0,
+            Family::Mpnet => self.pad_token_id + 1,
+        }
     }
 }
 
@@ -83,7 +132,8 @@ impl Activation {
     }
 }
 
-/// The encoder with its weights, as plain row-major `f32` arrays (see [`crate::kernels`]).
+/// The encoder (BERT or MPNet) with its weights, as plain row-major `f32` arrays (see
+/// [`crate::kernels`]).
 pub(crate) struct Bert {
     /// vocab × hidden.
     word: Vec<f32>,
@@ -93,6 +143,10 @@ pub(crate) struct Bert {
     token_type: Vec<f32>,
     norm: Norm,
     layers: Vec<Layer>,
+    /// MPNet's learned bias on the attention scores, shared by every layer.
+    relative: Option<RelativeBias>,
+    /// The position-table row of a text's first token.
+    first_position: usize,
     heads: usize,
     hidden: usize,
 }
@@ -165,18 +219,29 @@ fn fused_qkv(
 }
 
 impl Bert {
-    /// Load the weights, named as Hugging Face saves a `BertModel` (optionally under `bert.`).
+    /// Load the weights, named as Hugging Face saves a `BertModel` or an `MPNetModel`
+    /// (optionally under `bert.` / `mpnet.`).
     pub(crate) fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
-        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
-            vb.pp("bert")
-        } else {
-            vb
-        };
+        let vb = ["bert", "mpnet"]
+            .into_iter()
+            .find(|p| vb.contains_tensor(&format!("{p}.embeddings.word_embeddings.weight")))
+            .map_or(vb.clone(), |p| vb.pp(p));
         let h = config.hidden_size;
         let head_dim = h / config.num_attention_heads.max(1);
         let eps = config.layer_norm_eps;
         let norm = |vb: VarBuilder| norm(&candle_nn::layer_norm(h, eps, vb)?, eps);
         let e = vb.pp("embeddings");
+        // query, key, value, attention output, attention layer norm.
+        let names = match config.model_type {
+            Family::Bert => [
+                "self.query",
+                "self.key",
+                "self.value",
+                "output.dense",
+                "output.LayerNorm",
+            ],
+            Family::Mpnet => ["attn.q", "attn.k", "attn.v", "attn.o", "LayerNorm"],
+        };
         let layers = (0..config.num_hidden_layers)
             .map(|i| {
                 let vb = vb.pp(format!("encoder.layer.{i}"));
@@ -184,13 +249,13 @@ impl Bert {
                 let projection = |name: &str| candle_nn::linear(h, h, attention.pp(name));
                 Ok(Layer {
                     qkv: fused_qkv(
-                        &projection("self.query")?,
-                        &projection("self.key")?,
-                        &projection("self.value")?,
+                        &projection(names[0])?,
+                        &projection(names[1])?,
+                        &projection(names[2])?,
                         1.0 / (head_dim as f64).sqrt(),
                     )?,
-                    attention_out: dense(&projection("output.dense")?)?,
-                    attention_norm: norm(attention.pp("output.LayerNorm"))?,
+                    attention_out: dense(&projection(names[3])?)?,
+                    attention_norm: norm(attention.pp(names[4]))?,
                     intermediate: dense(&candle_nn::linear(
                         h,
                         config.intermediate_size,
@@ -209,15 +274,30 @@ impl Bert {
         let table = |rows: usize, name: &str| -> candle_core::Result<Vec<f32>> {
             values(candle_nn::embedding(rows, h, e.pp(name))?.embeddings())
         };
-        let token_types = table(config.type_vocab_size, "token_type_embeddings")?;
+        let (token_type, relative) = match config.model_type {
+            Family::Bert => {
+                let types = table(config.type_vocab_size, "token_type_embeddings")?;
+                (types.get(..h).map(<[f32]>::to_vec), None)
+            }
+            Family::Mpnet => {
+                let buckets = config.relative_attention_num_buckets;
+                let heads = config.num_attention_heads;
+                let weights = vb.get((buckets, heads), "encoder.relative_attention_bias.weight")?;
+                let relative = RelativeBias::new(values(&weights)?, buckets, heads)
+                    .map_err(candle_core::Error::Msg)?;
+                (Some(vec![0.0; h]), Some(relative))
+            }
+        };
         Ok(Self {
             word: table(config.vocab_size, "word_embeddings")?,
             position: table(config.max_position_embeddings, "position_embeddings")?,
-            token_type: token_types.get(..h).map(<[f32]>::to_vec).ok_or_else(|| {
+            token_type: token_type.ok_or_else(|| {
                 candle_core::Error::Msg("the model has no token type embeddings".into())
             })?,
             norm: norm(e.pp("LayerNorm"))?,
             layers,
+            relative,
+            first_position: config.first_position(),
             heads: config.num_attention_heads,
             hidden: h,
         })
@@ -236,7 +316,12 @@ impl Bert {
         for ids in texts {
             for (position, &id) in ids.iter().enumerate() {
                 let word = row(&self.word, h, id as usize, "token id")?;
-                let place = row(&self.position, h, position, "position")?;
+                let place = row(
+                    &self.position,
+                    h,
+                    self.first_position + position,
+                    "position",
+                )?;
                 xs.extend(
                     word.iter()
                         .zip(place)
@@ -247,7 +332,7 @@ impl Bert {
         }
         self.norm.apply(&mut xs);
         for layer in &self.layers {
-            xs = layer.forward(&xs, &lens, self.heads)?;
+            xs = layer.forward(&xs, &lens, self.heads, self.relative.as_ref())?;
         }
         Ok(xs)
     }
@@ -265,8 +350,14 @@ fn row<'a>(table: &'a [f32], width: usize, i: usize, what: &str) -> Result<&'a [
 
 impl Layer {
     /// `xs`: the batch's token vectors end to end (tokens × hidden), `lens` tokens per text.
-    fn forward(&self, xs: &[f32], lens: &[usize], heads: usize) -> Result<Vec<f32>, String> {
-        let context = attention(&self.qkv.forward(xs)?, lens, heads)?;
+    fn forward(
+        &self,
+        xs: &[f32],
+        lens: &[usize],
+        heads: usize,
+        relative: Option<&RelativeBias>,
+    ) -> Result<Vec<f32>, String> {
+        let context = attention(&self.qkv.forward(xs)?, lens, heads, relative)?;
         let mut xs = self.attention_out.forward_residual(&context, xs)?;
         self.attention_norm.apply(&mut xs);
         let mut inner = self.intermediate.forward(&xs)?;

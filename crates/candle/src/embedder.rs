@@ -1,4 +1,4 @@
-//! [`CandleEmbedder`]: a BERT sentence-transformers model run in-process on CPU.
+//! [`CandleEmbedder`]: a BERT or MPNet sentence-transformers model run in-process on CPU.
 
 use crate::bert::Bert;
 use crate::layout::{Layout, load};
@@ -16,8 +16,9 @@ use tokenizers::{
 /// Texts per forward pass: [`Embedder::max_batch`], and the chunk size when a caller passes more.
 const MAX_BATCH: usize = 32;
 
-/// An [`Embedder`] running a BERT-family sentence-transformers model (all-MiniLM-L6-v2,
-/// bge-small-en, e5-small, ...) in-process on CPU with [candle](https://docs.rs/candle-core).
+/// An [`Embedder`] running a BERT or MPNet sentence-transformers model (all-MiniLM-L6-v2,
+/// all-mpnet-base-v2, bge-small-en, e5-small, ...) in-process on CPU (weights read with
+/// [candle](https://docs.rs/candle-core)).
 ///
 /// Load it once from a model directory with [`load`](CandleEmbedder::load) and share it
 /// (`Arc<dyn Embedder>`); each [`embed`](Embedder::embed) call tokenises and runs the model on
@@ -49,7 +50,7 @@ struct Inner {
 impl CandleEmbedder {
     /// Load the sentence-transformers model in directory `dir`, as sentence-transformers itself
     /// would: `modules.json` (a Transformer, a Pooling and an optional Normalize module),
-    /// `config.json` (a BERT config), `tokenizer.json`, `model.safetensors`, the Pooling module's
+    /// `config.json` (a BERT or MPNet config), `tokenizer.json`, `model.safetensors`, the Pooling module's
     /// `config.json` (mean, cls, max or mean_sqrt_len_tokens) and, if present,
     /// `sentence_bert_config.json` (`max_seq_length`, default 512, capped by the model's
     /// `max_position_embeddings`; longer texts are truncated; `do_lower_case`).
@@ -61,7 +62,7 @@ impl CandleEmbedder {
     /// # Errors
     ///
     /// [`EmbedError::Load`] naming the file when a file is missing or malformed, or when the
-    /// model is not one this crate runs (another architecture than BERT, an unsupported pooling
+    /// model is not one this crate runs (another architecture than BERT or MPNet, an unsupported pooling
     /// mode, a module such as Dense after pooling).
     pub fn load(dir: impl AsRef<Path>) -> Result<Self, EmbedError> {
         let dir = dir.as_ref();

