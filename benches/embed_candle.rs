@@ -1,4 +1,5 @@
-//! Embeddings per second of the in-process candle model (all-MiniLM-L6-v2) on this machine's CPU:
+//! Embeddings per second of the in-process model (all-MiniLM-L6-v2, and all-mpnet-base-v2 when
+//! `MEMLOOP_TEST_MPNET_DIR` names it) on this machine's CPU:
 //! a batch of 32 short sentences (memory descriptions, 8 to 14 words), 128 memories of one to
 //! twelve sentences in one call (a cold index), and one short query alone (what a recall pays
 //! before it can rank).
@@ -8,8 +9,8 @@
 //!   cargo bench --features candle --bench embed_candle -- --warm-up-time 2 --measurement-time 10
 //! ```
 //!
-//! Without `MEMLOOP_TEST_MINILM_DIR` (see `.ci/run` for fetching the model) it prints a notice
-//! and measures nothing.
+//! Without `MEMLOOP_TEST_MINILM_DIR` / `MEMLOOP_TEST_MPNET_DIR` (see `.ci/run` for fetching the
+//! models) it prints a notice and measures nothing for that model.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)] // bench harness code
 
@@ -63,16 +64,24 @@ fn mixed() -> Vec<String> {
 }
 
 fn bench(c: &mut Criterion) {
-    let Some(dir) = std::env::var_os("MEMLOOP_TEST_MINILM_DIR").filter(|d| !d.is_empty()) else {
-        eprintln!("embed_candle: MEMLOOP_TEST_MINILM_DIR is unset; nothing to measure");
-        return;
-    };
-    let embedder = CandleEmbedder::load(dir).unwrap();
+    let models = [
+        ("embed_candle", "MEMLOOP_TEST_MINILM_DIR"),
+        ("embed_candle_mpnet", "MEMLOOP_TEST_MPNET_DIR"),
+    ];
+    for (group, var) in models {
+        match std::env::var_os(var).filter(|d| !d.is_empty()) {
+            Some(dir) => bench_model(c, group, &CandleEmbedder::load(dir).unwrap()),
+            None => eprintln!("{group}: {var} is unset; nothing to measure"),
+        }
+    }
+}
+
+fn bench_model(c: &mut Criterion, group: &str, embedder: &CandleEmbedder) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let batch = sentences();
     let query = vec!["what does the user want before touching the database".to_owned()];
 
-    let mut group = c.benchmark_group("embed_candle");
+    let mut group = c.benchmark_group(group);
     group.sample_size(20);
     group.throughput(Throughput::Elements(batch.len() as u64));
     group.bench_function("batch_32_short", |b| {

@@ -50,10 +50,10 @@ struct Inner {
 impl CandleEmbedder {
     /// Load the sentence-transformers model in directory `dir`, as sentence-transformers itself
     /// would: `modules.json` (a Transformer, a Pooling and an optional Normalize module),
-    /// `config.json` (a BERT or MPNet config), `tokenizer.json`, `model.safetensors`, the Pooling module's
-    /// `config.json` (mean, cls, max or mean_sqrt_len_tokens) and, if present,
-    /// `sentence_bert_config.json` (`max_seq_length`, default 512, capped by the model's
-    /// `max_position_embeddings`; longer texts are truncated; `do_lower_case`).
+    /// `config.json` (a BERT or MPNet config), `tokenizer.json`, `model.safetensors`, the
+    /// Pooling module's `config.json` (mean, cls, max or mean_sqrt_len_tokens) and, if present,
+    /// `sentence_bert_config.json` (`max_seq_length`, default 512, capped by the positions the
+    /// model has; longer texts are truncated; `do_lower_case`).
     ///
     /// Reads the weights into memory (about 90 MB for all-MiniLM-L6-v2) and takes a fraction of
     /// a second; from async code, call it inside `tokio::task::spawn_blocking`. Nothing is ever
@@ -62,8 +62,8 @@ impl CandleEmbedder {
     /// # Errors
     ///
     /// [`EmbedError::Load`] naming the file when a file is missing or malformed, or when the
-    /// model is not one this crate runs (another architecture than BERT or MPNet, an unsupported pooling
-    /// mode, a module such as Dense after pooling).
+    /// model is not one this crate runs (another architecture than BERT or MPNet, an
+    /// unsupported pooling mode, a module such as Dense after pooling).
     pub fn load(dir: impl AsRef<Path>) -> Result<Self, EmbedError> {
         let dir = dir.as_ref();
         let layout = Layout::read(dir)?;
