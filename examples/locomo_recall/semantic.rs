@@ -366,7 +366,7 @@ pub async fn run(
                     .await?,
             ),
             (
-                "dense (MiniLM) alone".to_owned(),
+                "dense alone".to_owned(),
                 runner
                     .tally_hybrid(tune.clone(), unit, unit.level, &dense_only())
                     .await?,
