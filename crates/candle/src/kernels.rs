@@ -31,7 +31,7 @@ impl Dense {
     /// From Hugging Face's out × in `weight` (row-major) and its `bias` (out).
     pub(crate) fn new(weight: &[f32], bias: Vec<f32>) -> Result<Self, ShapeError> {
         let outputs = bias.len();
-        if outputs == 0 || weight.len() % outputs != 0 {
+        if outputs == 0 || weight.is_empty() || weight.len() % outputs != 0 {
             return Err(format!(
                 "a dense layer's weight has {} values for {outputs} outputs",
                 weight.len()
@@ -129,6 +129,7 @@ pub(crate) fn attention(
     let width = qkv.len().checked_div(tokens).unwrap_or(0);
     let hidden = width / 3;
     if tokens * width != qkv.len()
+        || (tokens > 0 && width == 0)
         || width % 3 != 0
         || hidden % heads != 0
         || relative.is_some_and(|r| r.heads != heads)
@@ -418,6 +419,8 @@ mod tests {
         let ours = attention(qkv, lens, heads, relative).unwrap();
         let dim = hidden / heads;
         assert!(attention(&[0.0; 10], &[1], 2, None).is_err());
+        assert!(attention(&[], &[2], 2, None).is_err());
+        assert!(attention(&[], &[0, 0], 2, None).unwrap().is_empty());
         let at = |tok: usize, which: usize, h: usize, d: usize| {
             f64::from(qkv[tok * 3 * hidden + which * hidden + h * dim + d])
         };
@@ -502,6 +505,7 @@ mod tests {
         assert!(dense.forward(&[0.0; 5]).is_err());
         assert!(dense.forward_residual(xs, &[0.0; 4]).is_err());
         assert!(Dense::new(&[0.0; 7], vec![0.0; 2]).is_err());
+        assert!(Dense::new(&[], vec![0.0; 2]).is_err());
         assert!(dense.forward(&[]).unwrap().is_empty());
     }
 }
