@@ -221,6 +221,105 @@ async fn malformed_requests_get_errors_and_the_server_keeps_serving() {
     assert!(child.wait().await.unwrap().success());
 }
 
+/// stdin and stdout as socket pairs (how Node's `child_process` spawns a server; the other
+/// tests use pipes): the server reads and writes them through the runtime, a save and a search
+/// in Russian and Chinese round-trip, and closing stdin ends the server.
+#[tokio::test]
+async fn serves_over_socket_pairs() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    let fx = fixture();
+    let (ours_in, theirs_in) = UnixStream::pair().unwrap();
+    let (ours_out, theirs_out) = UnixStream::pair().unwrap();
+    let mut child = server_command(&fx)
+        .env("MEMLOOP_LOG", "memloop_mcp=debug")
+        .stdin(Stdio::from(OwnedFd::from(theirs_in)))
+        .stdout(Stdio::from(OwnedFd::from(theirs_out)))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = child.stderr.take().unwrap();
+    let project = project_str(&fx.project);
+    let exchange = tokio::task::spawn_blocking(move || {
+        // A hung server fails the test instead of hanging it.
+        ours_out
+            .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let mut input = &ours_in;
+        let mut lines = std::io::BufReader::new(&ours_out).lines();
+        let mut send = |v: Value| writeln!(input, "{v}").unwrap();
+        let mut answer = |id: i64| loop {
+            let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "socketpair", "version": "1"}}}),
+        );
+        assert_eq!(answer(1)["result"]["serverInfo"]["name"], "memloop");
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let tool = |id: i64, name: &str, arguments: Value| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": name, "arguments": arguments}})
+        };
+        send(tool(
+            2,
+            "context_save",
+            json!({"project_path": project, "entries": [
+            {"type": "decision", "title": "Деплой по вторникам",
+             "content": "Деплой только по вторникам, 部署只在周二进行。"}]}),
+        ));
+        let saved = answer(2);
+        assert_eq!(saved["result"]["isError"], false, "{saved}");
+        send(tool(
+            3,
+            "context_search",
+            json!({"project_path": project, "query": "周二 部署"}),
+        ));
+        let found = answer(3);
+        let text = found["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(text.contains("Деплой по вторникам"), "{text}");
+        ours_in.shutdown(std::net::Shutdown::Write).unwrap();
+    });
+    exchange.await.unwrap();
+    let mut stderr = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut log, &mut stderr)
+        .await
+        .unwrap();
+    assert!(child.wait().await.unwrap().success());
+    assert!(!stderr.contains("blocking thread"), "{stderr}");
+
+    // Neither a pipe nor a socket (`/dev/null`, a regular file): tokio's blocking streams.
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut child = server_command(&fx)
+        .env("MEMLOOP_LOG", "memloop_mcp=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.reopen().unwrap()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
+        .await
+        .unwrap();
+    child.wait().await.unwrap(); // no client: it ends with "connection closed"
+    assert!(
+        stderr.contains("stdin read on a blocking thread"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("stdout written on a blocking thread"),
+        "{stderr}"
+    );
+}
+
 /// 20 clients (20 server processes) write into one memory dir at once; every entry and every
 /// index line survives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -16,6 +16,7 @@ mod onboarding;
 mod ops;
 mod projects;
 mod server;
+mod stdio;
 mod summaries;
 mod tiers;
 mod tls;

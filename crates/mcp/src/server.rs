@@ -332,10 +332,12 @@ impl ServerHandler for MemoryServer {
     }
 }
 
-/// Serve `config` over stdin/stdout until the client disconnects.
+/// Serve `config` over stdin/stdout until the client disconnects. Where they are pipes or
+/// sockets (as MCP clients spawn servers) the runtime polls them; otherwise each read and write
+/// runs on a blocking thread.
 pub async fn serve_stdio(config: McpConfig) -> Result<(), McpServeError> {
     let service = MemoryServer::new(config)
-        .serve(rmcp::transport::stdio())
+        .serve(crate::stdio::streams())
         .await
         .map_err(|e| McpServeError(e.to_string()))?;
     service
