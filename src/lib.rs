@@ -108,7 +108,7 @@
 //!   re-exported as [`memory::session_memory`]);
 //! - [`compact`] (`memloop-compact`): compaction strategies and conversation repair;
 //! - `pg` (`memloop-pg`, feature `postgres`): team memory on PostgreSQL;
-//! - `candle` (`memloop-candle`, feature `candle`): text embeddings from a local BERT
+//! - `candle` (`memloop-candle`, feature `candle`): text embeddings from a local BERT or MPNet
 //!   sentence-transformers model, run in-process on CPU;
 //!
 //! plus [`MemorySetup`] (memory wired into an [`AgentBuilder`] in one call) and the
