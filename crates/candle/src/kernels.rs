@@ -154,6 +154,9 @@ pub(crate) fn attention(
         start += len;
         let scores = &mut scores[..len * len];
         let head_context = &mut head_context[..len * dim];
+        // The bias table's row for each key-minus-query distance -(len-1)..=len-1, found once
+        // per text rather than per score, head and layer.
+        let distances = relative.map(|r| r.rows(len));
         for head in 0..heads {
             // len × dim views, one row per token, `width` apart.
             let part = |which: usize| {
@@ -168,14 +171,16 @@ pub(crate) fn attention(
                 1.0,
                 Par::Seq,
             );
-            if let Some(relative) = relative {
-                for (i, row) in scores.chunks_exact_mut(len).enumerate() {
-                    for (j, score) in row.iter_mut().enumerate() {
-                        *score += relative.bias(j as isize - i as isize, head);
+            for (i, row) in scores.chunks_exact_mut(len).enumerate() {
+                if let (Some(relative), Some(distances)) = (relative, &distances) {
+                    // Key j is j - i tokens after query i: entry j - i + len - 1.
+                    let keys = &distances[len - 1 - i..2 * len - 1 - i];
+                    for (score, &at) in row.iter_mut().zip(keys) {
+                        *score += relative.table[at + head];
                     }
                 }
+                softmax(row);
             }
-            scores.chunks_exact_mut(len).for_each(softmax);
             matmul(
                 MatMut::from_row_major_slice_mut(head_context, len, dim),
                 Accum::Replace,
@@ -237,8 +242,12 @@ impl RelativeBias {
         side + (exact + scaled as usize).min(half - 1)
     }
 
-    fn bias(&self, relative: isize, head: usize) -> f32 {
-        self.table[self.bucket(relative) * self.heads + head]
+    /// For a text of `len` tokens, the offset in `table` of the bucket of each key-minus-query
+    /// distance from -(len - 1) to len - 1 (add the head to read its value).
+    fn rows(&self, len: usize) -> Vec<usize> {
+        (0..(2 * len).saturating_sub(1))
+            .map(|d| self.bucket(d as isize - (len as isize - 1)) * self.heads)
+            .collect()
     }
 }
 
@@ -433,8 +442,10 @@ mod tests {
                             (0..dim)
                                 .map(|d| at(start + i, 0, h, d) * at(start + j, 1, h, d))
                                 .sum::<f64>()
-                                + relative
-                                    .map_or(0.0, |r| f64::from(r.bias(j as isize - i as isize, h)))
+                                + relative.map_or(0.0, |r| {
+                                    let bucket = r.bucket(j as isize - i as isize);
+                                    f64::from(r.table[bucket * r.heads + h])
+                                })
                         })
                         .collect();
                     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
