@@ -6,7 +6,7 @@ mod support;
 
 use memloop_candle::CandleEmbedder;
 use memloop_core::embed::Embedder;
-use support::{cosine, minilm_dir, mpnet_dir, references, references_in};
+use support::{Reference, cosine, minilm_dir, mpnet_dir, references, references_in};
 
 fn load() -> Option<CandleEmbedder> {
     Some(CandleEmbedder::load(minilm_dir()?).unwrap())
@@ -27,21 +27,7 @@ async fn vectors_match_sentence_transformers() {
     assert!(refs.iter().any(|r| r.text.is_empty()));
     assert!(refs.iter().any(|r| !r.text.is_ascii()));
 
-    let texts: Vec<String> = refs.iter().map(|r| r.text.clone()).collect();
-    let vectors = embedder.embed(&texts).await.unwrap();
-    assert_eq!(vectors.len(), refs.len());
-    for (r, v) in refs.iter().zip(&vectors) {
-        assert_eq!(v.len(), 384);
-        let cos = cosine(v, &r.vector);
-        eprintln!(
-            "cosine {cos:.7} ({} word pieces) {:?}",
-            r.word_pieces,
-            truncate(&r.text)
-        );
-        assert!(cos >= 0.99999, "cosine {cos} for {:?}", r.text);
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
-    }
+    let vectors = matched(&embedder, &refs, 384).await;
     // The paraphrase pair is closer than the question and an unrelated statement.
     assert!(cosine(&vectors[0], &vectors[1]) > cosine(&vectors[0], &vectors[3]) + 0.3);
 }
@@ -59,22 +45,33 @@ async fn mpnet_vectors_match_sentence_transformers() {
         refs.iter()
             .any(|r| r.word_pieces > 128 && r.word_pieces <= 384)
     );
+    let vectors = matched(&embedder, &refs, 768).await;
+    // One by one, the same vectors.
+    for (r, v) in refs.iter().zip(&vectors) {
+        let single = embedder.embed(std::slice::from_ref(&r.text)).await.unwrap();
+        assert!(cosine(&single[0], v) >= 0.99999, "{:?}", r.text);
+    }
+}
+
+/// The fixture's texts embedded in one call, each vector checked against sentence-transformers'
+/// (`dimension` values, cosine ≥ 0.99999, unit length).
+async fn matched(embedder: &CandleEmbedder, refs: &[Reference], dimension: usize) -> Vec<Vec<f32>> {
     let texts: Vec<String> = refs.iter().map(|r| r.text.clone()).collect();
     let vectors = embedder.embed(&texts).await.unwrap();
+    assert_eq!(vectors.len(), refs.len());
     for (r, v) in refs.iter().zip(&vectors) {
+        assert_eq!(v.len(), dimension);
         let cos = cosine(v, &r.vector);
         eprintln!(
-            "mpnet cosine {cos:.7} ({} word pieces) {:?}",
+            "cosine {cos:.7} ({} word pieces) {:?}",
             r.word_pieces,
             truncate(&r.text)
         );
         assert!(cos >= 0.99999, "cosine {cos} for {:?}", r.text);
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
     }
-    // One by one, the same vectors.
-    for (text, v) in texts.iter().zip(&vectors) {
-        let single = embedder.embed(std::slice::from_ref(text)).await.unwrap();
-        assert!(cosine(&single[0], v) >= 0.99999, "{text:?}");
-    }
+    vectors
 }
 
 fn truncate(text: &str) -> String {
