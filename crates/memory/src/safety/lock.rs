@@ -39,8 +39,21 @@ impl DirLock {
             .map_err(|e| MemoryError::Lock(format!("opening {}: {e}", path.display())))?;
         let held = FileExt::try_lock_exclusive(&file)
             .map_err(|e| MemoryError::Lock(format!("locking {}: {e}", path.display())))?;
+        let timed_out = || {
+            tracing::warn!(lock = %path.display(), ?timeout, "memory dir lock timed out");
+            MemoryError::Lock(format!(
+                "timed out after {timeout:?} waiting for {}: another memloop process is \
+                 writing this memory dir (or is stuck); try again, or stop that process",
+                path.display()
+            ))
+        };
         let file = if held {
             file
+        } else if timeout.is_zero() {
+            // No wait at all: no helper either. One left queued in the kernel would take the
+            // lock as soon as its holder let go and hold it until it noticed nobody waits, so a
+            // try right after the release could fail.
+            return Err(timed_out());
         } else {
             // Wait in the kernel's queue (fair, unlike polling) on a helper thread, at most
             // `timeout`. If we give up first, the helper's send fails once it gets the lock and
@@ -61,14 +74,7 @@ impl DirLock {
                         path.display()
                     )));
                 }
-                Err(_) => {
-                    tracing::warn!(lock = %path.display(), ?timeout, "memory dir lock timed out");
-                    return Err(MemoryError::Lock(format!(
-                        "timed out after {timeout:?} waiting for {}: another memloop process is \
-                         writing this memory dir (or is stuck); try again, or stop that process",
-                        path.display()
-                    )));
-                }
+                Err(_) => return Err(timed_out()),
             }
         };
         tracing::trace!(lock = %path.display(), "memory dir locked");
