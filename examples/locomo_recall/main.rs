@@ -8,7 +8,7 @@
 //! # plus BM25 / dense / hybrid on observations, summaries and dialog turns (semantic.rs):
 //! cargo run --release --features candle --example locomo_recall -- \
 //!     ../shared/data/locomo/locomo10.json --embed candle:<all-MiniLM-L6-v2 dir> \
-//!     [--vector-cache target/locomo-vectors]
+//!     [--vector-cache target/locomo-vectors] [--no-passages]
 //! # the lexical levers (BM25F weights, pseudo-relevance feedback) chosen on conversations 1–5
 //! # and reported on 6–10 (tuning.rs):
 //! cargo run --release --example locomo_recall -- ../shared/data/locomo/locomo10.json --tune
@@ -714,7 +714,15 @@ async fn main() -> Result<()> {
     if let Some(spec) = flag("--embed") {
         let embedder = semantic::embedder(spec).await?;
         let cache = flag("--vector-cache").unwrap_or("target/locomo-vectors");
-        semantic::run(&convs, embedder, std::path::Path::new(cache), params).await?;
+        let passages = !args.iter().any(|a| a == "--no-passages");
+        semantic::run(
+            &convs,
+            embedder,
+            std::path::Path::new(cache),
+            params,
+            passages,
+        )
+        .await?;
     }
     Ok(())
 }

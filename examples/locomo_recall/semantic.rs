@@ -127,6 +127,18 @@ const UNITS: [Unit; 3] = [
 /// The BM25 parameters of every row (`--bm25`, else the defaults); set once by [`run`].
 static PARAMS: std::sync::OnceLock<Bm25Params> = std::sync::OnceLock::new();
 
+/// Whether long memories get a vector per passage (off with `--no-passages`); set once by
+/// [`run`].
+static PASSAGES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// The hybrid defaults with this run's passage setting.
+fn base() -> HybridConfig {
+    HybridConfig {
+        passages: PASSAGES.get().copied().unwrap_or(true),
+        ..HybridConfig::default()
+    }
+}
+
 fn flat() -> Bm25Params {
     Bm25Params {
         dir_weight: 0.0,
@@ -249,8 +261,59 @@ fn dense_only() -> HybridConfig {
         bm25: flat(),
         // Pure dense retrieval: every memory ranked, however dissimilar.
         min_similarity: -1.0,
-        ..HybridConfig::default()
+        ..base()
     }
+}
+
+/// The settings of the lifted rows with the best mean R@5 over the three units on `tune`.
+async fn choose_lifted(runner: &Runner<'_>, tune: std::ops::Range<usize>) -> Result<HybridConfig> {
+    println!(
+        "\nLifted rows on conversations 1–{} (R@5 per unit; the best mean is used below):\n",
+        tune.end
+    );
+    println!(
+        "| dense weight | BM25 lift | dense lift | observation | session summary | dialog turn | mean |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let mut best: Option<(f64, HybridConfig)> = None;
+    for w in [0.3f32, 0.4, 0.5] {
+        for bm25_lift in [0.5f32, 0.7] {
+            for dense_lift in [0.0f32, 0.25, 0.5, 0.75] {
+                let config = HybridConfig {
+                    fusion: Fusion::Weighted { dense_weight: w },
+                    bm25: Bm25Params {
+                        dir_weight: bm25_lift,
+                        ..lifted()
+                    },
+                    dense_dir_weight: dense_lift,
+                    ..base()
+                };
+                let mut r5s = Vec::new();
+                for unit in UNITS {
+                    let t = runner
+                        .tally_hybrid(tune.clone(), unit, unit.lifted, &config)
+                        .await?;
+                    r5s.push(t.recall(None).0);
+                }
+                let mean = r5s.iter().sum::<f64>() / r5s.len() as f64;
+                println!(
+                    "| {w} | {bm25_lift} | {dense_lift} | {:.1} | {:.1} | {:.1} | {mean:.1} |",
+                    r5s[0], r5s[1], r5s[2]
+                );
+                if best.as_ref().is_none_or(|(m, _)| mean > *m) {
+                    best = Some((mean, config));
+                }
+            }
+        }
+    }
+    let Some((_, config)) = best else {
+        bail!("no lifted candidates");
+    };
+    println!(
+        "\nChosen on conversations 1–{}: {:?}, BM25 lift {}, dense lift {}\n",
+        tune.end, config.fusion, config.bm25.dir_weight, config.dense_dir_weight
+    );
+    Ok(config)
 }
 
 /// All the semantic rows.
@@ -259,8 +322,10 @@ pub async fn run(
     inner: Arc<dyn Embedder>,
     cache_dir: &Path,
     params: Bm25Params,
+    passages: bool,
 ) -> Result<()> {
     let _ = PARAMS.set(params);
+    let _ = PASSAGES.set(passages);
     std::fs::create_dir_all(cache_dir)?;
     let embedder: Arc<dyn Embedder> = Arc::new(Memo {
         inner: inner.clone(),
@@ -309,7 +374,7 @@ pub async fn run(
         let config = HybridConfig {
             fusion,
             bm25: flat(),
-            ..HybridConfig::default()
+            ..base()
         };
         let mut r5s = Vec::new();
         for unit in UNITS {
@@ -332,6 +397,14 @@ pub async fn run(
     };
     println!("\nChosen on conversations 1–{}: {best_name}\n", tune.end);
 
+    // The lifted rows' settings, chosen on conversations 1–5 like the fusion: the dense
+    // weight, the BM25 lift and the dense half's lift, together.
+    let hybrid_lifted = choose_lifted(&runner, tune.clone()).await?;
+    let bm25_lift_only = HybridConfig {
+        dense_dir_weight: 0.0,
+        ..hybrid_lifted.clone()
+    };
+
     // 2. The table: every selector on every unit, tuned half and held-out half.
     println!(
         "| selector | unit | R@5 conv 1–{} (tuning) | R@5 conv {}–{n} (held out) | R@10 held out | all 10 R@5 | all 10 R@10 |",
@@ -342,12 +415,7 @@ pub async fn run(
     let hybrid = HybridConfig {
         fusion,
         bm25: flat(),
-        ..HybridConfig::default()
-    };
-    let hybrid_lifted = HybridConfig {
-        fusion,
-        bm25: lifted(),
-        ..HybridConfig::default()
+        ..base()
     };
     for unit in UNITS {
         let lift = if unit.name == "session summary" {
@@ -393,7 +461,16 @@ pub async fn run(
                     .await?,
             ),
             (
-                format!("hybrid + {lift}"),
+                format!("hybrid + {lift} (BM25 half only)"),
+                runner
+                    .tally_hybrid(tune.clone(), unit, unit.lifted, &bm25_lift_only)
+                    .await?,
+                runner
+                    .tally_hybrid(report.clone(), unit, unit.lifted, &bm25_lift_only)
+                    .await?,
+            ),
+            (
+                format!("hybrid + {lift} (both halves)"),
                 runner
                     .tally_hybrid(tune.clone(), unit, unit.lifted, &hybrid_lifted)
                     .await?,

@@ -11,7 +11,8 @@ mod recall_common;
 use memloop_core::embed::{EmbedError, Embedder, normalize};
 use memloop_core::events::{AgentEvent, VecSink};
 use memloop_memory::recall::{
-    HybridConfig, HybridSelector, SelectionContext, Selector, SelectorError, vector_cache_for,
+    Fusion, HybridConfig, HybridSelector, SelectionContext, Selector, SelectorError,
+    vector_cache_for,
 };
 use memloop_memory::store::MemoryStore;
 use recall_common::{put, store};
@@ -458,6 +459,122 @@ async fn a_query_unrelated_to_every_memory_surfaces_nothing() {
         .await
         .unwrap();
     assert_eq!(got.len(), 3);
+}
+
+#[tokio::test]
+async fn one_passage_of_a_long_memory_is_enough_to_recall_it() {
+    let (_tmp, store) = store();
+    // A long diary in Chinese, one topic per sentence (each sentence a passage of its own);
+    // the guitar comes up once.
+    let diary = [
+        "我在市中心的那家大医院当护士，到今年已经整整工作了七年，每天晚上的夜班都让我觉得非常疲惫不堪，但我依然很喜欢这份工作。",
+        "我们家的小狗叫豆豆，它是我们三年前从城郊的宠物收容所领养回来的，它特别喜欢在院子里追着蝴蝶和麻雀跑来跑去。",
+        "周末我们常常在家里一起动手做晚饭，孩子们最喜欢的是我自己用烤箱烤出来的那种薄底的意大利披萨，每次都吃得干干净净。",
+        "最近我开始跟着一位已经退休的老师学习古典吉他，每天晚上下班回到家以后都会认真练习一个小时，希望明年能上台演出。",
+    ]
+    .concat();
+    put(&store, "diary.md", "我的生活", &diary).await;
+    put(
+        &store,
+        "outing.md",
+        "They went to a concert",
+        "And had dinner after it.",
+    )
+    .await;
+    let headers = store.scan().await.unwrap();
+    let ctx = SelectionContext::with_limit(1);
+    let query = "Does she play the guitar?";
+
+    let embedder = Concepts::new("concepts-v1");
+    let hybrid = selector(&store, embedder.clone(), HybridConfig::default());
+    hybrid.warm(&headers).await.unwrap();
+    // The outing, the diary's whole text and each of its four passages.
+    assert_eq!(embedder.embedded.load(Ordering::SeqCst), 6);
+    let got = (&hybrid as &dyn Selector)
+        .select_checked(query, &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got, ["diary.md"]);
+
+    // The passages' vectors come back from the cache file: nothing is embedded again.
+    let again = Concepts::new("concepts-v1");
+    let reopened = selector(&store, again.clone(), HybridConfig::default());
+    reopened.warm(&headers).await.unwrap();
+    let got = (&reopened as &dyn Selector)
+        .select_checked(query, &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got, ["diary.md"]);
+    assert_eq!(again.embedded.load(Ordering::SeqCst), 1, "only the query");
+
+    // The diary's whole text alone says too many other things: the outing wins.
+    let whole_only = selector(
+        &store,
+        Concepts::new("concepts-whole"),
+        HybridConfig {
+            passages: false,
+            ..HybridConfig::default()
+        },
+    );
+    let got = (&whole_only as &dyn Selector)
+        .select_checked(query, &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got, ["outing.md"]);
+}
+
+#[tokio::test]
+async fn a_sessions_summary_lifts_its_notes_in_the_dense_ranking() {
+    let (_tmp, store) = store();
+    put(
+        &store,
+        "session-1/summary.md",
+        "They talked about music",
+        "Mostly about the guitar.",
+    )
+    .await;
+    put(
+        &store,
+        "session-1/note.md",
+        "She bought a violin",
+        "Right after dinner at the hospital.",
+    )
+    .await;
+    put(
+        &store,
+        "session-2/note.md",
+        "A concert of guitar music",
+        "With dinner after it.",
+    )
+    .await;
+    let headers = store.scan().await.unwrap();
+    // The summaries are not what the host wants back; dense ranking only.
+    let ctx = SelectionContext {
+        already_surfaced: ["session-1/summary.md".to_owned()].into(),
+        ..SelectionContext::with_limit(1)
+    };
+    let config = |lift: f32| HybridConfig {
+        fusion: Fusion::Weighted { dense_weight: 1.0 },
+        dense_dir_weight: lift,
+        ..HybridConfig::default()
+    };
+    let query = "what music did she make";
+    let plain = selector(&store, Concepts::new("concepts-v1"), config(0.0));
+    let got = (&plain as &dyn Selector)
+        .select_checked(query, &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got, ["session-2/note.md"]);
+    let lifted = selector(&store, Concepts::new("concepts-v1"), config(0.5));
+    let got = (&lifted as &dyn Selector)
+        .select_checked(query, &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(
+        got,
+        ["session-1/note.md"],
+        "the summary lifts its session's note"
+    );
 }
 
 /// A memory file as another writer (an editor, `git checkout`) would leave it.

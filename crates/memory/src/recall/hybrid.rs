@@ -104,11 +104,24 @@ pub struct HybridConfig {
     /// the least unrelated ones. Model-dependent; default 0.2 (unrelated sentences score about
     /// 0–0.15 with all-MiniLM-L6-v2).
     pub min_similarity: f32,
+    /// The dense half's directory lift, as [`Bm25Params::dir_weight`] is BM25's: every memory
+    /// in a folder (not at the top of the memory dir) gains this × the similarity of the most
+    /// similar other memory in its folder. A sibling below `min_similarity` lifts nothing, and
+    /// a memory below it is not lifted into the ranking. Memories the selection may not return
+    /// (already surfaced, not offered) still lift their siblings: a session's summary lifts
+    /// its notes. 0 disables it. Default 0.0, like BM25's: turn both on for layouts that file
+    /// related memories together.
+    pub dense_dir_weight: f32,
+    /// Embed each passage of a long memory (consecutive whole sentences of its body, up to
+    /// 150 bytes each unless one sentence is longer) besides its whole text; the memory's similarity is the best of
+    /// them. A memory of one passage gets one vector either way. Costs about twice the
+    /// embedding work for long memories. Changing it re-embeds the long memories. Default on.
+    pub passages: bool,
 }
 
 impl Default for HybridConfig {
     /// [`Fusion::default`] (weighted, dense 0.3), 50 candidates per ranking, a 2-second
-    /// embedding budget, a minimum similarity of 0.2.
+    /// embedding budget, a minimum similarity of 0.2, no directory lift, passages on.
     fn default() -> Self {
         Self {
             fusion: Fusion::default(),
@@ -116,6 +129,8 @@ impl Default for HybridConfig {
             embed_budget: Duration::from_secs(2),
             bm25: Bm25Params::default(),
             min_similarity: 0.2,
+            dense_dir_weight: 0.0,
+            passages: true,
         }
     }
 }
@@ -165,7 +180,12 @@ impl HybridSelector {
         cache_path: PathBuf,
         config: HybridConfig,
     ) -> Self {
-        let vectors = VectorCache::open(cache_path, embedder.model_id(), embedder.dimension());
+        let vectors = VectorCache::open(
+            cache_path,
+            embedder.model_id(),
+            embedder.dimension(),
+            config.passages,
+        );
         Self {
             bm25: Bm25Selector::with_params(store.clone(), config.bm25),
             store,
@@ -270,9 +290,14 @@ impl HybridSelector {
             Ok(Err(e)) => return Err((bm25, format!("embedding memories failed: {e}"))),
             Err(_) => tracing::info!("embedding memories ran out of time; continuing later"),
         }
-        let mut dense = vectors.nearest(&query_vec, depth, keep);
+        let dense = vectors.nearest(
+            &query_vec,
+            depth,
+            self.config.min_similarity,
+            self.config.dense_dir_weight,
+            keep,
+        );
         drop(vectors);
-        dense.retain(|(_, similarity)| *similarity >= self.config.min_similarity);
         let mut fused = self.config.fusion.fuse(&bm25, &dense);
         fused.truncate(limit);
         Ok(fused)
