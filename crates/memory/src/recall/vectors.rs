@@ -427,7 +427,10 @@ impl VectorCache {
         drop(reads);
         // Deterministic order, so a partial sync always makes the same progress; by length, so a
         // batch holds texts of similar length and a model pads little.
-        todo.sort_by(|a, b| (a.1[0].len(), &a.0.rel_path).cmp(&(b.1[0].len(), &b.0.rel_path)));
+        let whole_len = |texts: &[String]| texts.first().map_or(0, String::len);
+        todo.sort_by(|a, b| {
+            (whole_len(&a.1), &a.0.rel_path).cmp(&(whole_len(&b.1), &b.0.rel_path))
+        });
         let batch = embedder.max_batch().max(1);
         let total = todo.len();
         if let Some(progress) = progress {
@@ -483,14 +486,17 @@ impl VectorCache {
         dir_weight: f32,
         keep: impl Fn(&str) -> bool,
     ) -> Vec<(String, f32)> {
-        // Every memory's similarity, those below the floor dropped.
+        let lift = dir_weight > 0.0;
+        // Every memory's similarity, those below the floor dropped (without a lift, only
+        // those the caller takes are scored).
         let similar: Vec<(&String, f32)> = self
             .entries
             .iter()
+            .filter(|(p, _)| lift || keep(p))
             .map(|(p, e)| (p, e.similarity(query)))
             .filter(|(_, s)| *s >= min_similarity)
             .collect();
-        let mut scored: Vec<(&String, f32)> = if dir_weight > 0.0 {
+        let mut scored: Vec<(&String, f32)> = if lift {
             // The best and second-best similarity in each directory (memories the caller
             // will not take lift their siblings too: a session's summary lifts its notes).
             let mut best: HashMap<&str, (f32, f32)> = HashMap::new();
@@ -519,7 +525,7 @@ impl VectorCache {
                 })
                 .collect()
         } else {
-            similar.into_iter().filter(|(p, _)| keep(p)).collect()
+            similar
         };
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         scored.truncate(limit);
