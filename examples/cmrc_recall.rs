@@ -267,8 +267,9 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-/// The `HybridSelector` row (default fusion, BM25 + dense), the memories embedded beforehand;
-/// the embedding budget is raised so a loaded machine measures ranking, not time-outs.
+/// The `HybridSelector` rows (BM25 + dense): the defaults, and beside them the fusion's dense
+/// weight and the passage vectors changed one at a time, the memories embedded beforehand; the
+/// embedding budget is raised so a loaded machine measures ranking, not time-outs.
 async fn hybrid_row(
     spec: &str,
     store: &Arc<dyn MemoryStore>,
@@ -280,35 +281,49 @@ async fn hybrid_row(
     #[cfg(feature = "candle")]
     {
         use memloop_core::embed::Embedder;
-        use memloop_memory::recall::{HybridConfig, HybridSelector};
-        let embedder = memloop::candle::CandleEmbedder::load(dir)
-            .with_context(|| format!("cannot load the model at {dir}"))?;
+        use memloop_memory::recall::{Fusion, HybridConfig, HybridSelector};
+        let embedder = Arc::new(
+            memloop::candle::CandleEmbedder::load(dir)
+                .with_context(|| format!("cannot load the model at {dir}"))?,
+        );
         let model = embedder.model_id().to_owned();
         let tmp = tempfile::tempdir()?;
-        let config = HybridConfig {
-            embed_budget: Duration::from_secs(600),
-            ..HybridConfig::default()
-        };
-        let hybrid = HybridSelector::with_config(
-            store.clone(),
-            Arc::new(embedder),
-            tmp.path().join("vectors.bin"),
-            config,
-        );
-        let t = Instant::now();
-        let report = hybrid.warm(&store.scan().await?).await?;
-        println!(
-            "<!-- embedded {} memories with {model} in {:.1} s -->",
-            report.embedded,
-            t.elapsed().as_secs_f64()
-        );
-        return run_selector(
-            "hybrid (BM25 + MiniLM, default fusion)",
-            &hybrid,
-            store,
-            questions,
-        )
-        .await;
+        let rows = [
+            (
+                "hybrid (BM25 + MiniLM, defaults: dense 0.4, passages)",
+                0.4,
+                true,
+            ),
+            ("hybrid, dense 0.3, passages", 0.3, true),
+            ("hybrid, dense 0.4, one vector per memory", 0.4, false),
+            (
+                "hybrid, dense 0.3, one vector per memory (the defaults before)",
+                0.3,
+                false,
+            ),
+        ];
+        for (name, dense_weight, passages) in rows {
+            let config = HybridConfig {
+                embed_budget: Duration::from_secs(600),
+                fusion: Fusion::Weighted { dense_weight },
+                passages,
+                ..HybridConfig::default()
+            };
+            let cache = tmp.path().join(format!("vectors-{passages}.bin"));
+            let hybrid =
+                HybridSelector::with_config(store.clone(), embedder.clone(), cache, config);
+            let t = Instant::now();
+            let report = hybrid.warm(&store.scan().await?).await?;
+            if report.embedded > 0 {
+                println!(
+                    "<!-- embedded {} memories with {model} (passages {passages}) in {:.1} s -->",
+                    report.embedded,
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            run_selector(name, &hybrid, store, questions).await?;
+        }
+        Ok(())
     }
     #[cfg(not(feature = "candle"))]
     {
