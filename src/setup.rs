@@ -219,7 +219,10 @@ impl MemorySetup {
     /// `embedder`'s similarity), its vectors cached where the store says (beside a memory dir; see
     /// [`vector_cache_for`]). Memories not embedded yet are embedded during the first
     /// selections, within each selection's time budget; call [`HybridSelector::warm`] on your
-    /// own selector and pass it to [`selector`](Self::selector) to embed them up front.
+    /// own selector and pass it to [`selector`](Self::selector) to embed them up front. The
+    /// selector has the default
+    /// [`HybridConfig`](memloop_memory::recall::HybridConfig) (a vector per passage of a long
+    /// memory, no folder lift); build one with [`HybridSelector::with_config`] for others.
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
         self
@@ -401,7 +404,7 @@ impl MemorySetup {
     /// memory goes where (`user` memories private, shared conventions, project facts and
     /// references to the team), the extractor chooses between them (`team/<topic>`), the store
     /// refuses `user` memories under `team/`, and the secret filter guards both. A team store
-    /// connected with [`connect_team`](Self::connect_team) then syncs only `team/`: private
+    /// connected with `connect_team` (feature `postgres`) then syncs only `team/`: private
     /// memories never leave the machine.
     pub fn team_memory(mut self, on: bool) -> Self {
         self.team_memory = on;

@@ -210,6 +210,25 @@ impl Runner<'_> {
         Ok(tally)
     }
 
+    /// R@5 of `config` on each unit (at its lifted level or not) over `range`, and their mean.
+    async fn unit_recalls(
+        &self,
+        range: std::ops::Range<usize>,
+        lifted: bool,
+        config: &HybridConfig,
+    ) -> Result<(Vec<f64>, f64)> {
+        let mut r5s = Vec::new();
+        for unit in UNITS {
+            let level = if lifted { unit.lifted } else { unit.level };
+            let t = self
+                .tally_hybrid(range.clone(), unit, level, config)
+                .await?;
+            r5s.push(t.recall(None).0);
+        }
+        let mean = r5s.iter().sum::<f64>() / r5s.len() as f64;
+        Ok((r5s, mean))
+    }
+
     async fn tally_bm25(
         &self,
         range: std::ops::Range<usize>,
@@ -288,14 +307,7 @@ async fn choose_lifted(runner: &Runner<'_>, tune: std::ops::Range<usize>) -> Res
                     dense_dir_weight: dense_lift,
                     ..base()
                 };
-                let mut r5s = Vec::new();
-                for unit in UNITS {
-                    let t = runner
-                        .tally_hybrid(tune.clone(), unit, unit.lifted, &config)
-                        .await?;
-                    r5s.push(t.recall(None).0);
-                }
-                let mean = r5s.iter().sum::<f64>() / r5s.len() as f64;
+                let (r5s, mean) = runner.unit_recalls(tune.clone(), true, &config).await?;
                 println!(
                     "| {w} | {bm25_lift} | {dense_lift} | {:.1} | {:.1} | {:.1} | {mean:.1} |",
                     r5s[0], r5s[1], r5s[2]
@@ -376,14 +388,7 @@ pub async fn run(
             bm25: flat(),
             ..base()
         };
-        let mut r5s = Vec::new();
-        for unit in UNITS {
-            let t = runner
-                .tally_hybrid(tune.clone(), unit, unit.level, &config)
-                .await?;
-            r5s.push(t.recall(None).0);
-        }
-        let mean = r5s.iter().sum::<f64>() / r5s.len() as f64;
+        let (r5s, mean) = runner.unit_recalls(tune.clone(), false, &config).await?;
         println!(
             "| {name} | {:.1} | {:.1} | {:.1} | {mean:.1} |",
             r5s[0], r5s[1], r5s[2]
