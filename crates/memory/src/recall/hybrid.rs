@@ -115,9 +115,10 @@ pub struct HybridConfig {
     /// related memories together.
     pub dense_dir_weight: f32,
     /// Embed each passage of a long memory (consecutive whole sentences of its body, up to
-    /// 150 bytes each unless one sentence is longer) besides its whole text; the memory's similarity is the best of
-    /// them. A memory of one passage gets one vector either way. Costs about twice the
-    /// embedding work for long memories. Changing it re-embeds the long memories. Default on.
+    /// 150 bytes each unless one sentence is longer) besides its whole text; the memory's
+    /// similarity is the best of them. A memory of one passage gets one vector either way.
+    /// Costs about twice the embedding work for long memories. Changing it re-embeds the long
+    /// memories. Default on.
     pub passages: bool,
 }
 
