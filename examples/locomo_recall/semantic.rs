@@ -1,5 +1,5 @@
 //! The semantic rows of the LoCoMo tool (`--embed SPEC`): BM25, dense alone and hybrid, side by
-//! side by side on three retrieval units (plain observations, session summaries, dialog turns),
+//! side on three retrieval units (plain observations, session summaries, dialog turns),
 //! with the fusion and the lifted rows' settings (dense weight, BM25 lift, dense lift) chosen
 //! on conversations 1–5 and reported on 6–10; then latency, index build time and cache size at
 //! 2,000 memories.
