@@ -4,6 +4,7 @@
 //! filed next to it).
 
 use super::analyzer::{Analyzer, Language, Script, tokens};
+use super::lift::BestTwo;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::SystemTime;
 
@@ -468,33 +469,22 @@ impl Bm25Index {
     /// Add `dir_weight` × the best other score of the same directory to every memory of a
     /// directory that has a match.
     fn lift(&self, scores: &[f32], touched: &[u32]) -> Vec<(u32, f32)> {
-        let mut best: HashMap<u32, (f32, u32, f32)> = HashMap::new();
+        let mut best: HashMap<u32, BestTwo> = HashMap::new();
         for d in touched {
             let Some(doc) = self.doc(*d) else { continue };
-            let s = scores[*d as usize];
-            let e = best.entry(doc.dir).or_insert((0.0, u32::MAX, 0.0));
-            if s > e.0 {
-                *e = (s, *d, e.0);
-            } else if s > e.2 {
-                e.2 = s;
-            }
+            best.entry(doc.dir).or_default().offer(scores[*d as usize]);
         }
         let mut out = Vec::new();
         let root = self.dir_ids.get("").copied();
-        for (dir, (top, top_doc, second)) in best {
+        for (dir, two) in best {
+            let members = self.dir_members.get(dir as usize).into_iter().flatten();
             if Some(dir) == root {
-                out.extend(
-                    self.dir_members
-                        .get(dir as usize)
-                        .into_iter()
-                        .flatten()
-                        .map(|m| (*m, scores[*m as usize])),
-                );
+                out.extend(members.map(|m| (*m, scores[*m as usize])));
                 continue;
             }
-            for m in self.dir_members.get(dir as usize).into_iter().flatten() {
-                let sibling = if *m == top_doc { second } else { top };
-                out.push((*m, scores[*m as usize] + self.params.dir_weight * sibling));
+            for m in members {
+                let own = scores[*m as usize];
+                out.push((*m, own + self.params.dir_weight * two.sibling_of(own)));
             }
         }
         out

@@ -16,6 +16,7 @@ mod fallback;
 mod hook;
 mod hybrid;
 mod keyword;
+mod lift;
 mod llm;
 mod reads;
 mod rerank;

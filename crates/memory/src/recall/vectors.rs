@@ -12,6 +12,7 @@
 //! checksum, magic or lengths do not add up is torn or foreign: it is discarded with a warning
 //! and rebuilt. A file written for another model (a different id or dimension) is rebuilt too.
 
+use super::lift::BestTwo;
 use crate::changes::{ChangeCursor, Changes};
 use crate::file_store::FileMemoryStore;
 use crate::memory_store::{LocalPurpose, MemoryStore};
@@ -499,15 +500,10 @@ impl VectorCache {
         let mut scored: Vec<(&String, f32)> = if lift {
             // The best and second-best similarity in each directory (memories the caller
             // will not take lift their siblings too: a session's summary lifts its notes).
-            let mut best: HashMap<&str, (f32, f32)> = HashMap::new();
+            let mut best: HashMap<&str, BestTwo> = HashMap::new();
             for (p, s) in &similar {
                 if let Some((dir, _)) = p.rsplit_once('/') {
-                    let e = best.entry(dir).or_insert((0.0, 0.0));
-                    if *s > e.0 {
-                        *e = (*s, e.0);
-                    } else if *s > e.1 {
-                        e.1 = *s;
-                    }
+                    best.entry(dir).or_default().offer(*s);
                 }
             }
             similar
@@ -517,10 +513,7 @@ impl VectorCache {
                     let sibling = p
                         .rsplit_once('/')
                         .and_then(|(dir, _)| best.get(dir))
-                        .map_or(0.0, |(top, second)| {
-                            // Ties at the top: the other one is as good as this one.
-                            if s >= *top { *second } else { *top }
-                        });
+                        .map_or(0.0, |two| two.sibling_of(s));
                     (p, s + dir_weight * sibling)
                 })
                 .collect()
