@@ -230,6 +230,35 @@ impl Runner<'_> {
         Ok((r5s, mean))
     }
 
+    /// [`tally_hybrid`](Self::tally_hybrid) over the tuning half and the held-out half.
+    async fn hybrid_halves(
+        &self,
+        [tune, report]: &[std::ops::Range<usize>; 2],
+        unit: Unit,
+        level: Level,
+        config: &HybridConfig,
+    ) -> Result<(Tally, Tally)> {
+        Ok((
+            self.tally_hybrid(tune.clone(), unit, level, config).await?,
+            self.tally_hybrid(report.clone(), unit, level, config)
+                .await?,
+        ))
+    }
+
+    /// [`tally_bm25`](Self::tally_bm25) over the tuning half and the held-out half.
+    async fn bm25_halves(
+        &self,
+        [tune, report]: &[std::ops::Range<usize>; 2],
+        unit: Unit,
+        level: Level,
+        params: Bm25Params,
+    ) -> Result<(Tally, Tally)> {
+        Ok((
+            self.tally_bm25(tune.clone(), unit, level, params).await?,
+            self.tally_bm25(report.clone(), unit, level, params).await?,
+        ))
+    }
+
     async fn tally_bm25(
         &self,
         range: std::ops::Range<usize>,
@@ -423,69 +452,52 @@ pub async fn run(
         bm25: flat(),
         ..base()
     };
+    let halves = [tune.clone(), report.clone()];
     for unit in UNITS {
         let lift = if unit.name == "session summary" {
             "observation lift"
         } else {
             "summary lift"
         };
-        let rows: Vec<(String, Tally, Tally)> = vec![
+        let rows: Vec<(String, (Tally, Tally))> = vec![
             (
                 "BM25".to_owned(),
                 runner
-                    .tally_bm25(tune.clone(), unit, unit.level, flat())
-                    .await?,
-                runner
-                    .tally_bm25(report.clone(), unit, unit.level, flat())
+                    .bm25_halves(&halves, unit, unit.level, flat())
                     .await?,
             ),
             (
                 "dense alone".to_owned(),
                 runner
-                    .tally_hybrid(tune.clone(), unit, unit.level, &dense_only())
-                    .await?,
-                runner
-                    .tally_hybrid(report.clone(), unit, unit.level, &dense_only())
+                    .hybrid_halves(&halves, unit, unit.level, &dense_only())
                     .await?,
             ),
             (
                 format!("hybrid ({best_name})"),
                 runner
-                    .tally_hybrid(tune.clone(), unit, unit.level, &hybrid)
-                    .await?,
-                runner
-                    .tally_hybrid(report.clone(), unit, unit.level, &hybrid)
+                    .hybrid_halves(&halves, unit, unit.level, &hybrid)
                     .await?,
             ),
             (
                 format!("BM25 + {lift}"),
                 runner
-                    .tally_bm25(tune.clone(), unit, unit.lifted, lifted())
-                    .await?,
-                runner
-                    .tally_bm25(report.clone(), unit, unit.lifted, lifted())
+                    .bm25_halves(&halves, unit, unit.lifted, lifted())
                     .await?,
             ),
             (
                 format!("hybrid + {lift} (BM25 half only)"),
                 runner
-                    .tally_hybrid(tune.clone(), unit, unit.lifted, &bm25_lift_only)
-                    .await?,
-                runner
-                    .tally_hybrid(report.clone(), unit, unit.lifted, &bm25_lift_only)
+                    .hybrid_halves(&halves, unit, unit.lifted, &bm25_lift_only)
                     .await?,
             ),
             (
                 format!("hybrid + {lift} (both halves)"),
                 runner
-                    .tally_hybrid(tune.clone(), unit, unit.lifted, &hybrid_lifted)
-                    .await?,
-                runner
-                    .tally_hybrid(report.clone(), unit, unit.lifted, &hybrid_lifted)
+                    .hybrid_halves(&halves, unit, unit.lifted, &hybrid_lifted)
                     .await?,
             ),
         ];
-        for (name, tuned, held) in rows {
+        for (name, (tuned, held)) in rows {
             let mut all = tuned.clone();
             all.merge(&held);
             let (t5, _) = tuned.recall(None);
