@@ -855,13 +855,16 @@ mod tests {
         assert_eq!(back["a.md"].vectors, vec![vec![1.0, 0.0]]);
         assert_eq!(back["a.md"].hash, one["a.md"].hash);
 
-        // An entry claiming no vector is refused.
-        let mut zero = body.to_vec();
-        zero.truncate(count_at);
-        zero.extend_from_slice(&0u32.to_le_bytes());
-        let sum = Sha256::digest(&zero);
-        zero.extend_from_slice(&sum);
-        assert!(decode(&zero).is_err());
+        // An entry claiming no vector, or more vectors than the file holds, is refused (with a
+        // valid checksum, so the count itself is what is checked).
+        for count in [0u32, 2, u32::MAX] {
+            let mut bad = body[..count_at].to_vec();
+            bad.extend_from_slice(&count.to_le_bytes());
+            bad.extend_from_slice(&body[count_at + 4..]);
+            let sum = Sha256::digest(&bad);
+            bad.extend_from_slice(&sum);
+            assert!(decode(&bad).is_err(), "count {count}");
+        }
     }
 
     /// The passages of `body` (without the name line each carries).
