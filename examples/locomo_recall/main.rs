@@ -8,7 +8,7 @@
 //! # plus BM25 / dense / hybrid on observations, summaries and dialog turns (semantic.rs):
 //! cargo run --release --features candle --example locomo_recall -- \
 //!     ../shared/data/locomo/locomo10.json --embed candle:<all-MiniLM-L6-v2 dir> \
-//!     [--vector-cache target/locomo-vectors] [--no-passages]
+//!     [--vector-cache target/locomo-vectors] [--no-passages] [--prefixes e5|bge]
 //! # the lexical levers (BM25F weights, pseudo-relevance feedback) chosen on conversations 1–5
 //! # and reported on 6–10 (tuning.rs):
 //! cargo run --release --example locomo_recall -- ../shared/data/locomo/locomo10.json --tune
@@ -712,7 +712,14 @@ async fn main() -> Result<()> {
     println!("\nScale check (observation + source turn level):\n");
     pooled(&convs, &dirs, flat).await?;
     if let Some(spec) = flag("--embed") {
-        let embedder = semantic::embedder(spec).await?;
+        let mut embedder = semantic::embedder(spec).await?;
+        // An asymmetric model's query and passage prefixes (e5, bge English v1.5).
+        match flag("--prefixes") {
+            None | Some("none") => {}
+            Some("e5") => embedder = Arc::new(memloop_core::embed::Prefixed::e5(embedder)),
+            Some("bge") => embedder = Arc::new(memloop_core::embed::Prefixed::bge(embedder)),
+            Some(other) => anyhow::bail!("--prefixes expects e5, bge or none, got {other}"),
+        }
         let cache = flag("--vector-cache").unwrap_or("target/locomo-vectors");
         let passages = !args.iter().any(|a| a == "--no-passages");
         semantic::run(

@@ -56,10 +56,38 @@ pub fn openai_endpoint(rest: &str) -> Result<(&str, &str)> {
     rest.split_once('#').context("openai:<base url>#<model>")
 }
 
-/// Remembers every vector it computed, by text: the sweep asks the same questions many times.
+/// Remembers every vector it computed, by text and by role (query or searched text): the sweep
+/// asks the same questions many times.
 struct Memo {
     inner: Arc<dyn Embedder>,
-    seen: Mutex<HashMap<String, Vec<f32>>>,
+    seen: Mutex<HashMap<(bool, String), Vec<f32>>>,
+}
+
+impl Memo {
+    async fn recall(&self, texts: &[String], queries: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let missing: Vec<String> = {
+            let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            texts
+                .iter()
+                .filter(|t| !seen.contains_key(&(queries, (*t).clone())))
+                .cloned()
+                .collect()
+        };
+        if !missing.is_empty() {
+            let vectors = if queries {
+                self.inner.embed_queries_checked(&missing).await?
+            } else {
+                self.inner.embed_checked(&missing).await?
+            };
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.extend(missing.into_iter().map(|t| (queries, t)).zip(vectors));
+        }
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(texts
+            .iter()
+            .map(|t| seen.get(&(queries, t.clone())).cloned().unwrap_or_default())
+            .collect())
+    }
 }
 
 #[async_trait::async_trait]
@@ -74,24 +102,10 @@ impl Embedder for Memo {
         self.inner.max_batch()
     }
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let missing: Vec<String> = {
-            let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            texts
-                .iter()
-                .filter(|t| !seen.contains_key(*t))
-                .cloned()
-                .collect()
-        };
-        if !missing.is_empty() {
-            let vectors = self.inner.embed_checked(&missing).await?;
-            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            seen.extend(missing.into_iter().zip(vectors));
-        }
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(texts
-            .iter()
-            .map(|t| seen.get(t).cloned().unwrap_or_default())
-            .collect())
+        self.recall(texts, false).await
+    }
+    async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.recall(texts, true).await
     }
 }
 
@@ -584,7 +598,7 @@ async fn latency(
         .collect();
     // Excluding the query's embedding: every question embedded beforehand (memoised).
     let texts: Vec<String> = questions.iter().map(|q| (*q).to_owned()).collect();
-    memo.embed_checked(&texts).await?;
+    memo.embed_queries_checked(&texts).await?;
     let ctx = SelectionContext::with_limit(5);
     let mut excluding = Vec::new();
     let reopened: &dyn Selector = &reopened;

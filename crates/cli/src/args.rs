@@ -294,6 +294,28 @@ pub struct EmbedArgs {
         default_value = "text-embedding-3-small"
     )]
     pub embed_name: String,
+    /// The query and passage prefixes of an asymmetric retrieval model: `e5` ("query: " and
+    /// "passage: "), `bge` (bge English v1.5's query instruction) or `none`.
+    #[arg(
+        long,
+        env = "MEMLOOP_EMBED_PREFIXES",
+        value_name = "FAMILY",
+        value_enum,
+        default_value = "none"
+    )]
+    pub embed_prefixes: EmbedPrefixes,
+}
+
+/// The prefix conventions `--embed-prefixes` knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmbedPrefixes {
+    /// The model takes texts as they are (sentence-transformers models, bge-m3).
+    #[default]
+    None,
+    /// e5 models: "query: " before queries, "passage: " before memories.
+    E5,
+    /// bge English v1.5 models: an instruction before queries.
+    Bge,
 }
 
 /// The chat model a command runs (`memory dream`), configured as the providers read their

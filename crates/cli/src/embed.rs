@@ -1,13 +1,22 @@
 //! The embedder `--semantic` uses, from `--embed-model` / `--embed-url` (or their environment
 //! variables). memloop never downloads a model: the user names a directory or an endpoint.
 
-use crate::args::EmbedArgs;
+use crate::args::{EmbedArgs, EmbedPrefixes};
 use anyhow::{Context as _, bail};
-use memloop_core::embed::Embedder;
+use memloop_core::embed::{Embedder, Prefixed};
 use std::sync::Arc;
 
-/// The embedder `args` name.
+/// The embedder `args` name, with its prefixes (`--embed-prefixes`).
 pub async fn embedder(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
+    let model = unprefixed(args).await?;
+    Ok(match args.embed_prefixes {
+        EmbedPrefixes::None => model,
+        EmbedPrefixes::E5 => Arc::new(Prefixed::e5(model)),
+        EmbedPrefixes::Bge => Arc::new(Prefixed::bge(model)),
+    })
+}
+
+async fn unprefixed(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
     if let Some(url) = &args.embed_url {
         use memloop_core::providers::{OpenAiEmbedConfig, OpenAiEmbedder};
         let mut config = OpenAiEmbedConfig::new(url, &args.embed_name);

@@ -850,6 +850,92 @@ fn semantic_search_finds_a_paraphrase_through_an_embeddings_endpoint() {
     assert!(stderr(&o).contains("--embed-model"), "{}", stderr(&o));
 }
 
+/// `--embed-prefixes e5` sends an e5 model what it was trained on: "query: " before the search
+/// and "passage: " before every memory (the loopback model here understands only prefixed
+/// texts); `none` sends the texts as they are.
+#[test]
+fn an_e5_endpoint_gets_query_and_passage_prefixes_from_embed_prefixes() {
+    use std::sync::{Arc, Mutex};
+    let s = Sandbox::new();
+    s.seed();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    let url = embeddings::json_server(move |request: Value| {
+        let data: Vec<Value> = request["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let text = text.as_str().unwrap().to_owned();
+                record.lock().unwrap().push(text.clone());
+                let v = match text
+                    .strip_prefix("query: ")
+                    .or_else(|| text.strip_prefix("passage: "))
+                {
+                    Some(t) if t.contains("ship") || t.contains("freeze") => [1.0, 0.0, 0.1],
+                    Some(_) => [0.0, 1.0, 0.1],
+                    None => [0.0, 0.0, 1.0],
+                };
+                serde_json::json!({"object": "embedding", "index": i, "embedding": v})
+            })
+            .collect();
+        serde_json::json!({"object": "list", "data": data, "model": request["model"]})
+    });
+    let url = format!("{url}/v1");
+    let search = |prefixes: &str| {
+        s.mem_run(&[
+            "memory",
+            "search",
+            "when does shipping stop?",
+            "--semantic",
+            "--embed-url",
+            url.as_str(),
+            "--embed-name",
+            "e5-small-v2",
+            "--embed-prefixes",
+            prefixes,
+            "--limit",
+            "1",
+            "--json",
+        ])
+    };
+    let o = search("e5");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(paths(&json(&o)), ["deadline.md"]);
+    let sent = seen.lock().unwrap().clone();
+    let queries: Vec<&String> = sent.iter().filter(|t| t.starts_with("query: ")).collect();
+    assert_eq!(queries, ["query: when does shipping stop?"], "{sent:?}");
+    // The endpoint's dimension probe is the client's own request, sent as it is.
+    assert_eq!(sent[0], "dimension probe");
+    assert!(
+        sent[1..]
+            .iter()
+            .filter(|t| !t.starts_with("query: "))
+            .all(|t| t.starts_with("passage: ")),
+        "{sent:?}"
+    );
+    assert!(sent.len() > 2, "{sent:?}");
+
+    // `none`: the texts as they are (another model id, so every memory is embedded again).
+    seen.lock().unwrap().clear();
+    let o = search("none");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let sent = seen.lock().unwrap().clone();
+    assert!(sent.contains(&"when does shipping stop?".to_owned()), "{sent:?}");
+    assert!(
+        sent.iter()
+            .all(|t| !t.starts_with("query: ") && !t.starts_with("passage: ")),
+        "{sent:?}"
+    );
+    assert!(sent.len() > 2, "{sent:?}");
+
+    // Unknown families are a usage error.
+    let o = search("e6");
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("e5"), "{}", stderr(&o));
+}
+
 /// Embedding a cold index shows a progress bar on a terminal (a real pty, through `script`),
 /// and nothing when stderr is a pipe or `MEMLOOP_NO_PROGRESS` is set.
 #[test]

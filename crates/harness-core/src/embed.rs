@@ -74,8 +74,16 @@ pub trait Embedder: Send + Sync {
         32
     }
 
-    /// Embed `texts`: one normalised vector per text, in order.
+    /// Embed `texts`: one normalised vector per text, in order. These are the texts searched
+    /// (memories, passages).
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Embed search queries: one normalised vector per text, in order. Asymmetric retrieval
+    /// models (e5, bge, gte) embed a question differently from the passages it should find
+    /// (see [`Prefixed`]); the default embeds queries as [`embed`](Embedder::embed) does.
+    async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts).await
+    }
 }
 
 impl dyn Embedder + '_ {
@@ -83,10 +91,27 @@ impl dyn Embedder + '_ {
     /// that every chunk came back with one vector of [`dimension`](Embedder::dimension) per
     /// text. The one entry point callers use, so a misbehaving embedder is caught in one place.
     pub async fn embed_checked(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.checked(texts, false).await
+    }
+
+    /// [`embed_queries`](Embedder::embed_queries), chunked and checked as
+    /// [`embed_checked`](Self::embed_checked) is.
+    pub async fn embed_queries_checked(
+        &self,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.checked(texts, true).await
+    }
+
+    async fn checked(&self, texts: &[String], queries: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
         let dim = self.dimension();
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(self.max_batch().max(1)) {
-            let vectors = self.embed(chunk).await?;
+            let vectors = if queries {
+                self.embed_queries(chunk).await?
+            } else {
+                self.embed(chunk).await?
+            };
             if vectors.len() != chunk.len() || vectors.iter().any(|v| v.len() != dim) {
                 let lens: Vec<usize> = vectors.iter().map(Vec::len).collect();
                 return Err(EmbedError::Shape {
@@ -103,6 +128,113 @@ impl dyn Embedder + '_ {
             out.extend(vectors);
         }
         Ok(out)
+    }
+}
+
+/// An embedder for an asymmetric retrieval model: every query gets one prefix and every text
+/// searched another before the inner embedder sees them, as the model was trained. e5 models
+/// want `"query: "` and `"passage: "` ([`Prefixed::e5`]); bge English v1.5 models an
+/// instruction before queries only ([`Prefixed::bge`]). Without them such a model still
+/// works, with lower recall. Blank texts pass through unprefixed (they stay blank).
+///
+/// The prefixes are part of the [`model_id`](Embedder::model_id), so changing them re-embeds
+/// the cached memories.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # fn demo(served_e5: Arc<dyn memloop_core::embed::Embedder>) {
+/// use memloop_core::embed::Prefixed;
+/// let embedder = Arc::new(Prefixed::e5(served_e5));
+/// # }
+/// ```
+pub struct Prefixed {
+    inner: std::sync::Arc<dyn Embedder>,
+    query: String,
+    document: String,
+    id: String,
+}
+
+impl std::fmt::Debug for Prefixed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prefixed")
+            .field("model_id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Prefixed {
+    /// `inner` with `query` before every query and `document` before every text searched
+    /// (either may be empty).
+    pub fn new(
+        inner: std::sync::Arc<dyn Embedder>,
+        query: impl Into<String>,
+        document: impl Into<String>,
+    ) -> Self {
+        let (query, document) = (query.into(), document.into());
+        let id = format!("{} query={query:?} document={document:?}", inner.model_id());
+        Self {
+            inner,
+            query,
+            document,
+            id,
+        }
+    }
+
+    /// The e5 family's prefixes (`intfloat/e5-*`, `multilingual-e5-*`): `"query: "` and
+    /// `"passage: "`.
+    pub fn e5(inner: std::sync::Arc<dyn Embedder>) -> Self {
+        Self::new(inner, "query: ", "passage: ")
+    }
+
+    /// The bge English v1.5 models' query instruction (`BAAI/bge-*-en-v1.5`): `"Represent this
+    /// sentence for searching relevant passages: "` before queries, nothing before passages.
+    /// (bge-m3 takes no prefix: use it as it is.)
+    pub fn bge(inner: std::sync::Arc<dyn Embedder>) -> Self {
+        Self::new(
+            inner,
+            "Represent this sentence for searching relevant passages: ",
+            "",
+        )
+    }
+
+    fn with(prefix: &str, texts: &[String]) -> Vec<String> {
+        texts
+            .iter()
+            .map(|t| {
+                if prefix.is_empty() || t.trim().is_empty() {
+                    t.clone()
+                } else {
+                    format!("{prefix}{t}")
+                }
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Embedder for Prefixed {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    fn max_batch(&self) -> usize {
+        self.inner.max_batch()
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed(&Self::with(&self.document, texts)).await
+    }
+
+    async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // The inner model's own query handling, after the prefix (both are the model's way
+        // of telling a question from a passage).
+        self.inner
+            .embed_queries(&Self::with(&self.query, texts))
+            .await
     }
 }
 
@@ -144,6 +276,150 @@ mod tests {
 
     fn texts(n: usize) -> Vec<String> {
         (0..n).map(|i| i.to_string()).collect()
+    }
+
+    /// Records every text it is sent, and whether as a query; each vector is the text's
+    /// length in characters (queries negated), so the test can tell them apart.
+    #[derive(Default)]
+    struct Recording(std::sync::Mutex<Vec<(bool, String)>>);
+
+    impl Recording {
+        fn vectors(&self, texts: &[String], query: bool) -> Vec<Vec<f32>> {
+            let mut seen = self.0.lock().unwrap();
+            texts
+                .iter()
+                .map(|t| {
+                    seen.push((query, t.clone()));
+                    let n = t.chars().count() as f32;
+                    vec![if query { -n } else { n }, 1.0]
+                })
+                .collect()
+        }
+    }
+
+    #[async_trait]
+    impl Embedder for Recording {
+        fn model_id(&self) -> &str {
+            "recording"
+        }
+        fn dimension(&self) -> usize {
+            2
+        }
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(self.vectors(texts, false))
+        }
+        async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(self.vectors(texts, true))
+        }
+    }
+
+    fn owned(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|t| (*t).to_owned()).collect()
+    }
+
+    #[tokio::test]
+    async fn queries_embed_as_texts_unless_the_embedder_says_otherwise() {
+        let e: &dyn Embedder = &Fixed(vec![vec![1.0, 0.0], vec![0.0, 1.0]]);
+        assert_eq!(
+            e.embed_queries_checked(&texts(3)).await.unwrap(),
+            e.embed_checked(&texts(3)).await.unwrap()
+        );
+        let r = Recording::default();
+        let e: &dyn Embedder = &r;
+        let q = e
+            .embed_queries_checked(&owned(&["她在哪里工作？"]))
+            .await
+            .unwrap();
+        let d = e.embed_checked(&owned(&["她在医院工作。"])).await.unwrap();
+        assert_eq!((q[0][0], d[0][0]), (-7.0, 7.0));
+        assert_eq!(
+            *r.0.lock().unwrap(),
+            vec![
+                (true, "她在哪里工作？".to_owned()),
+                (false, "她在医院工作。".to_owned())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn prefixed_puts_each_prefix_before_its_role_in_every_script() {
+        let inner = std::sync::Arc::new(Recording::default());
+        let e5 = Prefixed::e5(inner.clone());
+        let e: &dyn Embedder = &e5;
+        e.embed_queries_checked(&owned(&["Где работает Мелани?", "  "]))
+            .await
+            .unwrap();
+        e.embed_checked(&owned(&[
+            "メラニーは看護師です。",
+            "",
+            "멜라니는 간호사입니다.",
+        ]))
+        .await
+        .unwrap();
+        assert_eq!(
+            *inner.0.lock().unwrap(),
+            vec![
+                (true, "query: Где работает Мелани?".to_owned()),
+                // Blank texts stay blank (an endpoint sends them as zero vectors).
+                (true, "  ".to_owned()),
+                (false, "passage: メラニーは看護師です。".to_owned()),
+                (false, String::new()),
+                (false, "passage: 멜라니는 간호사입니다.".to_owned()),
+            ]
+        );
+        // bge: an instruction before queries, nothing before passages.
+        let inner = std::sync::Arc::new(Recording::default());
+        let bge = Prefixed::bge(inner.clone());
+        let e: &dyn Embedder = &bge;
+        e.embed_queries_checked(&owned(&["护士"])).await.unwrap();
+        e.embed_checked(&owned(&["护士"])).await.unwrap();
+        assert_eq!(
+            *inner.0.lock().unwrap(),
+            vec![
+                (
+                    true,
+                    "Represent this sentence for searching relevant passages: 护士".to_owned()
+                ),
+                (false, "护士".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_prefixes_are_part_of_the_model_id() {
+        let inner: std::sync::Arc<dyn Embedder> = std::sync::Arc::new(Recording::default());
+        let ids = [
+            Prefixed::e5(inner.clone()).model_id().to_owned(),
+            Prefixed::bge(inner.clone()).model_id().to_owned(),
+            Prefixed::new(inner.clone(), "", "").model_id().to_owned(),
+        ];
+        assert!(ids.iter().all(|id| id.starts_with("recording ")), "{ids:?}");
+        assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2]);
+        assert!(ids.iter().all(|id| id != inner.model_id()));
+    }
+
+    #[tokio::test]
+    async fn embed_queries_checked_rejects_wrong_shapes() {
+        struct BadQueries;
+        #[async_trait]
+        impl Embedder for BadQueries {
+            fn model_id(&self) -> &str {
+                "bad"
+            }
+            fn dimension(&self) -> usize {
+                2
+            }
+            async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+                Ok(vec![vec![1.0, 0.0]; texts.len()])
+            }
+            async fn embed_queries(&self, _: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+                Ok(vec![vec![f32::NAN]])
+            }
+        }
+        let e: &dyn Embedder = &BadQueries;
+        assert!(e.embed_checked(&texts(1)).await.is_ok());
+        let err = e.embed_queries_checked(&texts(1)).await.unwrap_err();
+        assert!(matches!(err, EmbedError::Shape { .. }), "{err}");
     }
 
     #[tokio::test]

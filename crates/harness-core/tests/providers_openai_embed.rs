@@ -182,3 +182,34 @@ async fn connect_fails_fast_on_a_dead_endpoint() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn an_e5_model_served_over_the_wire_gets_its_query_and_passage_prefixes() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/embeddings", LengthEmbeddings).await;
+    let mut c = config(&server);
+    c.dimensions = Some(3);
+    let served: std::sync::Arc<dyn Embedder> =
+        std::sync::Arc::new(OpenAiEmbedder::connect(c).await.unwrap());
+    let e5 = memloop_core::embed::Prefixed::e5(served);
+    let e: &dyn Embedder = &e5;
+    e.embed_queries_checked(&strings(&["梅兰妮做什么工作？"]))
+        .await
+        .unwrap();
+    e.embed_checked(&strings(&["Мелани работает медсестрой.", ""]))
+        .await
+        .unwrap();
+    let inputs: Vec<Value> = bodies(&server)
+        .await
+        .into_iter()
+        .map(|b| b["input"].clone())
+        .collect();
+    assert_eq!(
+        inputs,
+        vec![
+            json!(["query: 梅兰妮做什么工作？"]),
+            // The blank text is not sent (a zero vector), and not prefixed.
+            json!(["passage: Мелани работает медсестрой."]),
+        ]
+    );
+}

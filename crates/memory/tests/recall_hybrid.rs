@@ -8,7 +8,7 @@
 
 mod recall_common;
 
-use memloop_core::embed::{EmbedError, Embedder, normalize};
+use memloop_core::embed::{EmbedError, Embedder, Prefixed, normalize};
 use memloop_core::events::{AgentEvent, VecSink};
 use memloop_memory::recall::{
     Fusion, HybridConfig, HybridSelector, SelectionContext, Selector, SelectorError,
@@ -54,6 +54,8 @@ struct Concepts {
     fail: AtomicBool,
     delay: Option<Duration>,
     batch: Option<usize>,
+    /// Every text embedded, in order.
+    seen: std::sync::Mutex<Vec<String>>,
 }
 
 impl Concepts {
@@ -84,6 +86,10 @@ impl Embedder for Concepts {
             return Err(EmbedError::Inference("the model fell over".into()));
         }
         self.embedded.fetch_add(texts.len(), Ordering::SeqCst);
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(texts.iter().cloned());
         Ok(texts
             .iter()
             .map(|t| {
@@ -652,4 +658,33 @@ async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selecti
     );
     assert!(select("披萨").await.iter().all(|p| p != "m3.md"));
     assert_eq!(hybrid.embedded().await, 2);
+}
+
+#[tokio::test]
+async fn an_asymmetric_model_embeds_the_query_and_the_memories_each_with_its_prefix() {
+    let (_tmp, store) = store();
+    put(&store, "护士.md", "梅兰妮是护士", "她在医院上夜班。").await;
+    put(&store, "宠物.md", "卡罗琳养了一只小狗", "小狗叫豆豆。").await;
+    let headers = store.scan().await.unwrap();
+    let concepts = Concepts::new("concepts-v1");
+    let e5: Arc<dyn Embedder> = Arc::new(Prefixed::e5(concepts.clone()));
+    let cache = vector_cache_for(&*store, e5.model_id());
+    let hybrid: Arc<dyn Selector> = Arc::new(HybridSelector::new(store.clone(), e5, cache));
+    let got = hybrid
+        .select_checked(
+            "她在哪里上班？医院",
+            &headers,
+            &SelectionContext::with_limit(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(got, vec!["护士.md"]);
+    let seen = concepts.seen.lock().unwrap().clone();
+    let queries: Vec<&String> = seen.iter().filter(|t| t.starts_with("query: ")).collect();
+    assert_eq!(queries.len(), 1, "{seen:?}");
+    assert!(queries[0].contains("她在哪里上班"), "{seen:?}");
+    // Every memory text (whole and passages) went in as a passage.
+    let passages = seen.iter().filter(|t| t.starts_with("passage: ")).count();
+    assert_eq!(passages, seen.len() - 1, "{seen:?}");
+    assert!(seen.iter().any(|t| t.contains("梅兰妮是护士")));
 }

@@ -271,7 +271,9 @@ impl HybridSelector {
         // forms reach the model as the memories' text does.
         let query_text = super::analyzer::nfkc(query).into_owned();
         let query_vec =
-            match tokio::time::timeout_at(deadline, embedder.embed_checked(&[query_text])).await {
+            match tokio::time::timeout_at(deadline, embedder.embed_queries_checked(&[query_text]))
+                .await
+            {
                 Ok(Ok(mut v)) => v.pop().unwrap_or_default(),
                 Ok(Err(e)) => return Err((bm25, format!("embedding the query failed: {e}"))),
                 Err(_) => return Err((bm25, "embedding the query timed out".to_owned())),
