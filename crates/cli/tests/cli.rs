@@ -922,7 +922,10 @@ fn an_e5_endpoint_gets_query_and_passage_prefixes_from_embed_prefixes() {
     let o = search("none");
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let sent = seen.lock().unwrap().clone();
-    assert!(sent.contains(&"when does shipping stop?".to_owned()), "{sent:?}");
+    assert!(
+        sent.contains(&"when does shipping stop?".to_owned()),
+        "{sent:?}"
+    );
     assert!(
         sent.iter()
             .all(|t| !t.starts_with("query: ") && !t.starts_with("passage: ")),

@@ -79,8 +79,8 @@ pub trait Embedder: Send + Sync {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 
     /// Embed search queries: one normalised vector per text, in order. Asymmetric retrieval
-    /// models (e5, bge, gte) embed a question differently from the passages it should find
-    /// (see [`Prefixed`]); the default embeds queries as [`embed`](Embedder::embed) does.
+    /// models (e5, bge English v1.5) embed a question differently from the passages it should
+    /// find (see [`Prefixed`]); the default embeds queries as [`embed`](Embedder::embed) does.
     async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed(texts).await
     }
