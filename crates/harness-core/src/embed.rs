@@ -94,8 +94,7 @@ impl dyn Embedder + '_ {
         self.checked(texts, false).await
     }
 
-    /// [`embed_queries`](Embedder::embed_queries), chunked and checked as
-    /// [`embed_checked`](Self::embed_checked) is.
+    /// [`embed_queries`](Embedder::embed_queries), chunked and checked as `embed_checked` is.
     pub async fn embed_queries_checked(
         &self,
         texts: &[String],
