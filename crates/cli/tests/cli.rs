@@ -860,29 +860,17 @@ fn an_e5_endpoint_gets_query_and_passage_prefixes_from_embed_prefixes() {
     s.seed();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let record = seen.clone();
-    let url = embeddings::json_server(move |request: Value| {
-        let data: Vec<Value> = request["input"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                let text = text.as_str().unwrap().to_owned();
-                record.lock().unwrap().push(text.clone());
-                let v = match text
-                    .strip_prefix("query: ")
-                    .or_else(|| text.strip_prefix("passage: "))
-                {
-                    Some(t) if t.contains("ship") || t.contains("freeze") => [1.0, 0.0, 0.1],
-                    Some(_) => [0.0, 1.0, 0.1],
-                    None => [0.0, 0.0, 1.0],
-                };
-                serde_json::json!({"object": "embedding", "index": i, "embedding": v})
-            })
-            .collect();
-        serde_json::json!({"object": "list", "data": data, "model": request["model"]})
+    let url = embeddings::embeddings_server(move |text| {
+        record.lock().unwrap().push(text.to_owned());
+        match text
+            .strip_prefix("query: ")
+            .or_else(|| text.strip_prefix("passage: "))
+        {
+            Some(t) if t.contains("ship") || t.contains("freeze") => vec![1.0, 0.0, 0.1],
+            Some(_) => vec![0.0, 1.0, 0.1],
+            None => vec![0.0, 0.0, 1.0],
+        }
     });
-    let url = format!("{url}/v1");
     let search = |prefixes: &str| {
         s.mem_run(&[
             "memory",

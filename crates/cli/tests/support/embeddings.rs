@@ -13,6 +13,20 @@ pub fn concept_embeddings_server() -> String {
         &["database", "test"],
         &["latency", "grafana", "dashboard"],
     ];
+    embeddings_server(|text| {
+        let text = text.to_lowercase();
+        let mut v: Vec<f32> = CONCEPTS
+            .iter()
+            .map(|ws| ws.iter().filter(|w| text.contains(*w)).count() as f32)
+            .collect();
+        v.push(0.1);
+        v
+    })
+}
+
+/// A loopback `/v1/embeddings` server in the documented wire shape whose vector for each input
+/// text is `embed(text)`. Returns the base URL (with `/v1`).
+pub fn embeddings_server(embed: impl Fn(&str) -> Vec<f32> + Send + 'static) -> String {
     let url = json_server(move |request: Value| {
         let data: Vec<Value> = request["input"]
             .as_array()
@@ -20,12 +34,7 @@ pub fn concept_embeddings_server() -> String {
             .iter()
             .enumerate()
             .map(|(i, text)| {
-                let text = text.as_str().unwrap().to_lowercase();
-                let mut v: Vec<f32> = CONCEPTS
-                    .iter()
-                    .map(|ws| ws.iter().filter(|w| text.contains(*w)).count() as f32)
-                    .collect();
-                v.push(0.1);
+                let v = embed(text.as_str().unwrap());
                 serde_json::json!({"object": "embedding", "index": i, "embedding": v})
             })
             .collect();
