@@ -664,11 +664,15 @@ async fn a_killed_server_leaves_its_pending_summary_to_the_next_one() {
     let mut second = server_command(&fx);
     second.args(["--summary-fallback-url", &format!("{up}/v1")]);
     let client = ().serve(TokioChildProcess::new(second).unwrap()).await.unwrap();
-    // Another process writes the file: wait for it (bounded), then check through the server.
+    // Another process writes the file, then drops its pending record: wait for both (bounded),
+    // then check through the server. The record goes only after the write, so reading the file
+    // alone would race with its removal.
+    let queue = dir.join(".memloop-summaries");
+    let queue_empty = || !queue.read_dir().unwrap().any(|_| true);
     let mut written = String::new();
     for _ in 0..600 {
         written = std::fs::read_to_string(&file).unwrap();
-        if written.contains("memloop:overview") {
+        if written.contains("memloop:overview") && queue_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -688,12 +692,7 @@ async fn a_killed_server_leaves_its_pending_summary_to_the_next_one() {
         found["results"][0]["content"], "NATS runs the job queue; Kafka was rejected as too heavy.",
         "{found}"
     );
-    assert!(
-        !dir.join(".memloop-summaries")
-            .read_dir()
-            .unwrap()
-            .any(|_| true)
-    );
+    assert!(queue_empty(), "the pending record outlived the summary");
     client.cancel().await.unwrap();
 }
 
