@@ -5,7 +5,8 @@
 //! list|show|search`), see which instruction files load (`instructions`), serve project
 //! memory to MCP clients (`mcp`), and with the `postgres` feature sync it with the team store
 //! (`team push|pull|status`). Every command
-//! prints human text, or JSON with `--json`, and exits with a code from [`Exit`].
+//! prints human text, or JSON with `--json`, and exits with a code from [`Exit`]. Human text
+//! bound for a terminal shows control characters instead of obeying them ([`terminal`]).
 #![warn(missing_docs)]
 
 pub mod args;
@@ -22,6 +23,7 @@ pub mod sessions;
 pub mod table;
 #[cfg(feature = "postgres")]
 pub mod team;
+pub mod terminal;
 
 pub use args::Cli;
 pub use context::{Context, Io};

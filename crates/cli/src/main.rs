@@ -1,6 +1,7 @@
 //! The `memloop` binary: parse, run, map the outcome to an exit code.
 
 use clap::Parser;
+use memloop_cli::terminal::Visible;
 use memloop_cli::{Cli, Context, Exit, Io, exit_for, is_broken_pipe};
 use memloop_memory::env::EnvVars;
 use std::io::{IsTerminal, Write};
@@ -21,9 +22,17 @@ fn main() -> ExitCode {
     }
     let (stdout, stdin) = (std::io::stdout(), std::io::stdin());
     let interactive = stdin.is_terminal();
+    // Text from memories, transcripts and file names must not drive a terminal: shown there
+    // with its control characters visible; piped output and JSON stay byte for byte.
+    let visible_out = stdout.is_terminal() && !cli.json;
+    let visible_err = std::io::stderr().is_terminal();
     // stderr stays unlocked: warnings are logged to it from the store's blocking threads, and a
     // lock held here for the whole run would make them wait forever.
-    let (mut out, mut err, mut input) = (stdout.lock(), std::io::stderr(), stdin.lock());
+    let (mut out, mut err, mut input): (Box<dyn Write>, Box<dyn Write>, _) = (
+        terminal_or_raw(stdout.lock(), visible_out),
+        terminal_or_raw(std::io::stderr(), visible_err),
+        stdin.lock(),
+    );
     let outcome = std::env::current_dir()
         .map_err(anyhow::Error::from)
         .and_then(|cwd| {
@@ -51,6 +60,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// `w` itself, or wrapped in [`Visible`] when it is bound for a terminal.
+fn terminal_or_raw<'a>(w: impl Write + 'a, terminal: bool) -> Box<dyn Write + 'a> {
+    if terminal {
+        Box::new(Visible::new(w))
+    } else {
+        Box::new(w)
+    }
+}
+
 /// `memloop mcp` owns stdin/stdout (the protocol stream), so it runs without the locked streams
 /// of the other commands, on a multi-threaded runtime so concurrent requests overlap.
 fn serve_mcp(cli: &memloop_cli::Cli, args: &memloop_cli::args::McpArgs) -> ExitCode {
@@ -67,7 +85,9 @@ fn serve_mcp(cli: &memloop_cli::Cli, args: &memloop_cli::args::McpArgs) -> ExitC
         Ok(()) => ExitCode::from(Exit::Ok.code()),
         Err(e) => {
             let exit = exit_for(&e);
-            let _ = writeln!(std::io::stderr(), "memloop: error: {e:#}");
+            let stderr = std::io::stderr();
+            let terminal = stderr.is_terminal();
+            let _ = writeln!(terminal_or_raw(stderr, terminal), "memloop: error: {e:#}");
             ExitCode::from(exit.code())
         }
     }

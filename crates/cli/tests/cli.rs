@@ -1209,3 +1209,58 @@ fn memory_dream_consolidates_with_a_model_and_force_skips_the_gates() {
     assert!(index.contains("(project_freeze.md)"), "{index}");
     assert!(s.mem.join(".consolidate-lock").is_file());
 }
+
+/// A memory whose text carries terminal escape sequences (written by a model from a hostile
+/// page, say): on a real terminal (a pty, through util-linux `script`) `memory list`, `show` and
+/// `search` show them as control pictures and never send an ESC, BEL or C1 control; piped,
+/// `show` is the file byte for byte.
+#[test]
+fn a_terminal_sees_control_characters_not_escape_sequences() {
+    if Command::new("script").arg("--version").output().is_err() {
+        memloop_core::testing::skip_unless_ci("`script` (util-linux) is not installed");
+        return;
+    }
+    let s = Sandbox::new();
+    std::fs::create_dir_all(&s.mem).unwrap();
+    let raw = "---\nname: Грузовик\ndescription: \"метка \\x1b]0;pwned\\x07 \\x1b[2J конец\"\ntype: user\n---\n\
+               Отчёт \u{1b}[31mкрасный\u{1b}[0m 報告 \u{9b}31m\rперезапись\n";
+    std::fs::write(s.mem.join("груз.md"), raw).unwrap();
+    let mem = s.mem.to_string_lossy().into_owned();
+
+    // Piped: exact bytes.
+    let o = s.mem_run(&["memory", "show", "груз"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), raw);
+
+    let on_terminal = |args: &str| {
+        let line = format!(
+            "'{}' --memory-dir '{mem}' {args}",
+            env!("CARGO_BIN_EXE_memloop")
+        );
+        let o = run_with_deadline(s.program("script", &["-qec", &line, "/dev/null"], &[]), 60);
+        assert!(o.status.success(), "{args}: {}", stderr(&o));
+        o.stdout
+    };
+    for args in [
+        "memory list",
+        "memory show груз",
+        "memory search Отчёт",
+        // An error naming a hostile argument, on stderr.
+        "memory show \"$(printf 'x\\033[2J')\"; true",
+    ] {
+        let out = on_terminal(args);
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            !out.iter().any(|b| matches!(b, 0x1b | 0x07)) && !text.contains('\u{9b}'),
+            "{args}: a control character reached the terminal: {text:?}"
+        );
+        assert!(text.contains('␛'), "{args}: {text:?}");
+    }
+    let shown = String::from_utf8_lossy(&on_terminal("memory show груз")).replace("\r\n", "\n");
+    assert!(
+        shown.contains("Отчёт ␛[31mкрасный␛[0m 報告 \\u{9b}31m␍перезапись\n"),
+        "{shown:?}"
+    );
+    let listed = String::from_utf8_lossy(&on_terminal("memory list")).into_owned();
+    assert!(listed.contains("метка ␛]0;pwned␇ ␛[2J конец"), "{listed:?}");
+}
