@@ -413,7 +413,7 @@ fn warn_project_settings(path: &Path, key: &str) {
 
 fn invalid(path: &str, reason: &str) -> MemoryError {
     MemoryError::InvalidMemoryDir {
-        path: path.replace('\0', "\\0"),
+        path: crate::safety::shown(path),
         reason: reason.to_owned(),
     }
 }

@@ -13,7 +13,7 @@ pub use atomic::{atomic_write, has_temp_files, remove_temp_files};
 pub use containment::ContainmentGate;
 pub(crate) use containment::{resolve_existing_prefix, warn_refused};
 pub use lock::DirLock;
-pub(crate) use names::read_target_to_rel_path;
+pub(crate) use names::{read_target_to_rel_path, shown};
 pub use names::{title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic};
 pub use redact::redact_secrets;
 pub use secrets::SecretFilter;

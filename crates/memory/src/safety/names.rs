@@ -4,9 +4,24 @@ use crate::types::MemoryError;
 
 fn invalid(name: &str, reason: &str) -> MemoryError {
     MemoryError::InvalidName {
-        name: name.replace('\0', "\\0"),
+        name: shown(name),
         reason: reason.to_owned(),
     }
+}
+
+/// `name` as an error message shows it: every control character escaped (`\n`, `\0`,
+/// `\u{1b}`), so the message stays one line in a log and cannot drive a terminal; every other
+/// character, in any script, as it was given.
+pub(crate) fn shown(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '\0' => out.push_str("\\0"),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Longest topic name accepted.
@@ -228,5 +243,26 @@ mod examples {
         assert!(validate_topic("testing_prefs").is_ok());
         assert!(validate_topic("../etc/passwd").is_err());
         assert!(validate_topic(".hidden").is_err());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_names_are_shown_on_one_line_without_control_characters() {
+        for (name, shown_as) in [
+            ("new\nline", "new\\nline"),
+            ("отчёт\u{1b}[2J", "отчёт\\u{1b}[2J"),
+            ("報告\r\u{7}", "報告\\r\\u{7}"),
+            ("nul\0x", "nul\\0x"),
+            ("c1\u{9b}31m", "c1\\u{9b}31m"),
+        ] {
+            let message = validate_topic(name).unwrap_err().to_string();
+            assert!(message.contains(&format!("`{shown_as}`")), "{message}");
+            assert!(!message.chars().any(char::is_control), "{message:?}");
+        }
+        assert_eq!(shown("데이터베이스 백업"), "데이터베이스 백업");
     }
 }
