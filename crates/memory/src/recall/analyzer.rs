@@ -19,7 +19,11 @@
 //!   (`캐시는`) still shares the noun's term (`캐시`).
 //! - Thai (no spaces) becomes character bigrams like Han.
 //!
-//! Combining marks stay in their word.
+//! Combining marks stay in their word, except that **accents fold**: a Latin-script word loses
+//! the marks on its letters before stemming (`Zürich` is `zurich`, `contraseñas` stems as
+//! `contrasenas`; `ø`, `ł`, `ß` and `đ` do not decompose and stay), and a Cyrillic `ё` is `е`
+//! (`ёлка` is `елка`), so a word typed without them meets the word written with them. Stop words
+//! are recognised with or without their accents. Other scripts keep every mark.
 //!
 //! **Latin-script languages**: English, Spanish, Portuguese, German, French, Italian, Dutch,
 //! Swedish, Norwegian, Danish, Finnish, Hungarian, Romanian and Turkish have their own Snowball
@@ -281,7 +285,7 @@ const RUSSIAN_STOP_WORDS: &[&str] = &[
     "я",
 ];
 
-fn stop_words(script: Script) -> Option<&'static HashSet<&'static str>> {
+fn stop_words(script: Script) -> Option<&'static HashSet<Cow<'static, str>>> {
     match script {
         Script::Latin => Some(Language::English.stop_words()),
         Script::Cyrillic => Some(russian_stop_words()),
@@ -289,9 +293,19 @@ fn stop_words(script: Script) -> Option<&'static HashSet<&'static str>> {
     }
 }
 
-fn russian_stop_words() -> &'static HashSet<&'static str> {
-    static RU: OnceLock<HashSet<&'static str>> = OnceLock::new();
-    RU.get_or_init(|| RUSSIAN_STOP_WORDS.iter().copied().collect())
+/// The Russian stop words, each also with `ё` written `е` (`её` and `ее`).
+fn russian_stop_words() -> &'static HashSet<Cow<'static, str>> {
+    static RU: OnceLock<HashSet<Cow<'static, str>>> = OnceLock::new();
+    RU.get_or_init(|| {
+        let yo = RUSSIAN_STOP_WORDS
+            .iter()
+            .map(|w| Cow::Owned(unify_yo((*w).to_owned(), Script::Cyrillic)));
+        RUSSIAN_STOP_WORDS
+            .iter()
+            .map(|w| Cow::Borrowed(*w))
+            .chain(yo)
+            .collect()
+    })
 }
 
 /// The language of a text's Latin-script words: it picks their stop words and Snowball stemmer.
@@ -452,20 +466,33 @@ impl Language {
         }
     }
 
-    /// The language's stop words, normalised like every token (see [`normalize`]).
-    fn stop_words(self) -> &'static HashSet<&'static str> {
-        static SETS: OnceLock<Vec<HashSet<&'static str>>> = OnceLock::new();
+    /// The language's stop words, normalised like every token (see [`normalize`]), each also
+    /// without its accents (`à` and `a`, `für` and `fur`): a stop word typed without them is
+    /// still one.
+    fn stop_words(self) -> &'static HashSet<Cow<'static, str>> {
+        static SETS: OnceLock<Vec<HashSet<Cow<'static, str>>>> = OnceLock::new();
         let sets = SETS.get_or_init(|| {
             Language::ALL
                 .iter()
-                .map(|l| match l {
-                    Language::English => ENGLISH_STOP_WORDS.iter().copied().collect(),
-                    _ => l
-                        .stop_word_text()
-                        .lines()
-                        .map(str::trim)
-                        .filter(|w| !w.is_empty())
-                        .collect(),
+                .map(|l| {
+                    let words: Vec<&'static str> = match l {
+                        Language::English => ENGLISH_STOP_WORDS.to_vec(),
+                        _ => l
+                            .stop_word_text()
+                            .lines()
+                            .map(str::trim)
+                            .filter(|w| !w.is_empty())
+                            .collect(),
+                    };
+                    let folded = words
+                        .iter()
+                        .map(|w| fold((*w).to_owned(), Script::Latin))
+                        .map(Cow::Owned);
+                    words
+                        .iter()
+                        .map(|w| Cow::Borrowed(*w))
+                        .chain(folded)
+                        .collect()
                 })
                 .collect()
         });
@@ -832,6 +859,43 @@ pub(crate) struct Terms {
     pub(crate) pairs: Vec<String>,
 }
 
+/// A Cyrillic word with `ё` written `е`, as most Russian text writes it: `ёлка` and `елка` are
+/// one word (the Snowball Russian stemmer expects the replacement done before it).
+fn unify_yo(word: String, script: Script) -> String {
+    if script == Script::Cyrillic && word.contains('ё') {
+        word.replace('ё', "е")
+    } else {
+        word
+    }
+}
+
+/// A Latin-script term without its diacritics (canonical decomposition, combining marks
+/// dropped, recomposed), so a word typed without accents meets the word written with them:
+/// `zürich`/`zurich`, `café`/`cafe`, `contraseña`/`contrasena`, Vietnamese `mã`/`ma`. Letters
+/// that do not decompose keep their form (`ø`, `ł`, `ß`, `đ`, `ı`). Done before stemming (after
+/// the stop-word check), so both spellings reach the stemmer as one word: `annulée` and
+/// `annulee` stem alike, which they would not if the French stemmer read the accent.
+fn fold(word: String, script: Script) -> String {
+    if script != Script::Latin || word.is_ascii() {
+        return word;
+    }
+    // Only marks on a Latin letter go: a token that runs on into another script keeps that
+    // script's vowel signs.
+    let mut on_latin = false;
+    let folded: String = word
+        .nfd()
+        .filter(|c| {
+            if get_general_category(*c) == GeneralCategory::NonspacingMark {
+                return !on_latin;
+            }
+            on_latin = matches!(*c as u32, 0x00..=0x024F | 0x1E00..=0x1EFF);
+            true
+        })
+        .nfc()
+        .collect();
+    if folded.is_empty() { word } else { folded }
+}
+
 /// Overlapping character bigrams of `run`; a one-character run is its own term.
 fn char_bigrams(run: &str, out: &mut Vec<String>) {
     let chars: Vec<char> = run.chars().collect();
@@ -935,7 +999,7 @@ impl Analyzer {
                     }
                     let hangul_grams = script == Script::Hangul && token.chars().count() > 2;
                     let grams_of = hangul_grams.then(|| token.clone());
-                    let word = self.stem(token, script, language);
+                    let word = self.stem(fold(unify_yo(token, script), script), script, language);
                     if let Some(p) = prev_word.filter(|_| self.bigrams) {
                         pairs.push(format!("{}{PAIR}{word}", single[p]));
                     }
@@ -975,7 +1039,8 @@ impl Analyzer {
     /// assert_eq!(a.terms("The running tests"), vec!["run", "test", "run_test"]);
     /// assert_eq!(a.terms("主数据库"), vec!["主数", "数据", "据库"]);
     /// assert_eq!(a.terms("Базы данных"), vec!["баз", "дан", "баз_дан"]);
-    /// assert_eq!(a.terms("las contraseñas de los usuarios"), vec!["contraseñ", "usuari", "contraseñ_usuari"]);
+    /// assert_eq!(a.terms("las contraseñas de los usuarios"), vec!["contrasen", "usuari", "contrasen_usuari"]);
+    /// assert_eq!(a.terms("las contrasenas"), a.terms("las contraseñas")); // accents fold
     /// ```
     pub fn terms(&self, text: &str) -> Vec<String> {
         let Terms { mut single, pairs } = self.analyze(text);
@@ -989,7 +1054,7 @@ impl Analyzer {
     /// ```
     /// use memloop_memory::recall::{Analyzer, Language};
     /// let a = Analyzer::new(false);
-    /// assert_eq!(a.terms_in("contraseña", Language::Spanish), vec!["contraseñ"]);
+    /// assert_eq!(a.terms_in("contraseña", Language::Spanish), vec!["contrasen"]);
     /// assert_eq!(a.terms_in("die Datenbanken", Language::German), vec!["datenbank"]);
     /// assert_eq!(a.terms_in("die Datenbanken", Language::English), vec!["die", "datenbanken"]);
     /// ```
@@ -1016,7 +1081,56 @@ mod tests {
     #[test]
     fn non_ascii_words_survive() {
         let a = Analyzer::new(false);
-        assert_eq!(a.terms("Café déjà-vu"), vec!["café", "déjà", "vu"]);
+        assert_eq!(a.terms("Café déjà-vu"), vec!["cafe", "deja", "vu"]);
+        assert_eq!(
+            a.terms("Straße Łódź Ørsted đường"),
+            vec!["straße", "łodz", "ørsted", "đuong"]
+        );
+    }
+
+    /// A word typed without its accents (or `е` for `ё`) is the word written with them, in
+    /// every Latin-script language and in Russian: each term of the plain spelling is a term of
+    /// the accented one (a plain spelling may also be a stop word, as Vietnamese `may` is in
+    /// English). Other scripts keep their marks.
+    #[test]
+    fn accents_and_yo_do_not_separate_words() {
+        let a = Analyzer::new(false);
+        let same = |with: &str, without: &str| {
+            let lang = a.language_of(with);
+            let accented = a.terms_in(with, lang);
+            let plain = a.terms_in(without, lang);
+            assert!(!plain.is_empty(), "{without}");
+            assert!(
+                plain.iter().all(|t| accented.contains(t)),
+                "{with} {accented:?} / {without} {plain:?}"
+            );
+        };
+        same(
+            "Die Besprechung findet in Zürich statt",
+            "Die Besprechung findet in Zurich statt",
+        );
+        same(
+            "la réunion est annulée à cause de la grève",
+            "la reunion est annulee a cause de la greve",
+        );
+        same(
+            "las contraseñas se guardan en el almacén",
+            "las contrasenas se guardan en el almacen",
+        );
+        same(
+            "Toplantı İstanbul'da, çarşamba günü",
+            "Toplantı İstanbul'da, carsamba gunu",
+        );
+        same("Máy chủ cơ sở dữ liệu", "May chu co so du lieu");
+        same(
+            "Новогодняя ёлка стоит в офисе",
+            "Новогодняя елка стоит в офисе",
+        );
+        assert_eq!(a.terms("ёжик"), a.terms("ежик"));
+        // Devanagari keeps its vowel signs, even glued to a Latin word.
+        assert_eq!(a.terms("डेटाबेस"), vec!["डेटाबेस"]);
+        assert_ne!(a.terms("डेटाबेस"), a.terms("डटबस"));
+        assert_eq!(a.terms("dbडेटा"), vec!["dbडेटा"]);
     }
 
     #[test]
