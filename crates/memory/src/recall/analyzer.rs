@@ -19,11 +19,18 @@
 //!   (`캐시는`) still shares the noun's term (`캐시`).
 //! - Thai (no spaces) becomes character bigrams like Han.
 //!
-//! Combining marks stay in their word, except that **accents fold**: a Latin-script word loses
-//! the marks on its letters before stemming (`Zürich` is `zurich`, `contraseñas` stems as
-//! `contrasenas`; `ø`, `ł`, `ß` and `đ` do not decompose and stay), and a Cyrillic `ё` is `е`
-//! (`ёлка` is `елка`), so a word typed without them meets the word written with them. Stop words
-//! are recognised with or without their accents. Other scripts keep every mark.
+//! Combining marks stay in their word, except that **accents fold**, so a word typed without
+//! them meets the word written with them:
+//! - a Latin-script word's stem loses the marks on its letters (`Zürich` is `zurich`,
+//!   `contraseñas` stems to `contrasen`; `ø`, `ł`, `ß` and `đ` do not decompose and stay).
+//!   Folding follows stemming, so accented suffixes (Hungarian `-ból`) are still removed;
+//! - a word with accents also yields the stem of its folded spelling when that differs, which
+//!   is what the word typed without them stems to (`almacén` → `almacen` and `almac`, and
+//!   `almacen` → `almac`; French `annulée` → `annul` and `annule`);
+//! - a Cyrillic `ё` is `е` (`ёлка` is `елка`);
+//! - stop words are recognised with or without their accents.
+//!
+//! Other scripts keep every mark.
 //!
 //! **Latin-script languages**: English, Spanish, Portuguese, German, French, Italian, Dutch,
 //! Swedish, Norwegian, Danish, Finnish, Hungarian, Romanian and Turkish have their own Snowball
@@ -872,9 +879,10 @@ fn unify_yo(word: String, script: Script) -> String {
 /// A Latin-script term without its diacritics (canonical decomposition, combining marks
 /// dropped, recomposed), so a word typed without accents meets the word written with them:
 /// `zürich`/`zurich`, `café`/`cafe`, `contraseña`/`contrasena`, Vietnamese `mã`/`ma`. Letters
-/// that do not decompose keep their form (`ø`, `ł`, `ß`, `đ`, `ı`). Done before stemming (after
-/// the stop-word check), so both spellings reach the stemmer as one word: `annulée` and
-/// `annulee` stem alike, which they would not if the French stemmer read the accent.
+/// that do not decompose keep their form (`ø`, `ł`, `ß`, `đ`, `ı`). Applied to the stem
+/// (Hungarian, Finnish, Turkish and Romanian suffixes carry accents, `-ból`, `-ről`, `-llä`, and
+/// a stemmer fed folded words would stop removing them), and the analyzer adds the stem of the
+/// folded word when it differs (see [`Analyzer::terms`]).
 fn fold(word: String, script: Script) -> String {
     if script != Script::Latin || word.is_ascii() {
         return word;
@@ -999,12 +1007,20 @@ impl Analyzer {
                     }
                     let hangul_grams = script == Script::Hangul && token.chars().count() > 2;
                     let grams_of = hangul_grams.then(|| token.clone());
-                    let word = self.stem(fold(unify_yo(token, script), script), script, language);
+                    let token = unify_yo(token, script);
+                    // The stem of the word without its accents too, when that differs: what
+                    // the word typed without them stems to (`almacen` → `almac`, while
+                    // `almacén` stems to itself and folds to `almacen`).
+                    let plain = (script == Script::Latin && !token.is_ascii())
+                        .then(|| self.stem(fold(token.clone(), script), script, language));
+                    let word = fold(self.stem(token, script, language), script);
                     if let Some(p) = prev_word.filter(|_| self.bigrams) {
                         pairs.push(format!("{}{PAIR}{word}", single[p]));
                     }
                     prev_word = Some(single.len());
+                    let plain = plain.filter(|p| *p != word);
                     single.push(word);
+                    single.extend(plain);
                     if let Some(run) = grams_of {
                         char_bigrams(&run, &mut single);
                     }
@@ -1031,7 +1047,8 @@ impl Analyzer {
     }
 
     /// Single terms, then adjacent-word pairs when enabled; Latin-script words in the text's own
-    /// language ([`Self::language_of`]).
+    /// language ([`Self::language_of`]), their accents folded (a word with accents is followed
+    /// by the stem of its folded spelling when that differs; see the module docs).
     ///
     /// ```
     /// use memloop_memory::recall::Analyzer;
@@ -1110,8 +1127,8 @@ mod tests {
             "Die Besprechung findet in Zurich statt",
         );
         same(
-            "la réunion est annulée à cause de la grève",
-            "la reunion est annulee a cause de la greve",
+            "la réunion de Genève est annulée à cause de la grève",
+            "la reunion de Geneve est annulee a cause de la greve",
         );
         same(
             "las contraseñas se guardan en el almacén",
@@ -1127,6 +1144,13 @@ mod tests {
             "Новогодняя елка стоит в офисе",
         );
         assert_eq!(a.terms("ёжик"), a.terms("ежик"));
+        // Accented suffixes are still removed: folding follows stemming.
+        let hu = |text: &str| a.terms_in(text, Language::Hungarian);
+        assert_eq!(hu("adatbázisból")[0], hu("adatbázis")[0]);
+        assert_eq!(hu("a szerverről")[0], hu("a szerver")[0]);
+        assert_eq!(hu("adatbázisból")[0], hu("adatbazis")[0]);
+        let fi = |text: &str| a.terms_in(text, Language::Finnish);
+        assert_eq!(fi("käyttäjällä")[0], fi("kayttaja")[0]);
         // Devanagari keeps its vowel signs, even glued to a Latin word.
         assert_eq!(a.terms("डेटाबेस"), vec!["डेटाबेस"]);
         assert_ne!(a.terms("डेटाबेस"), a.terms("डटबस"));
