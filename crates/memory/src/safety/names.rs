@@ -181,12 +181,23 @@ fn ascii_slug(text: &str, max: usize) -> String {
     out.trim_end_matches('-').to_owned()
 }
 
+/// Whether `stem` (lowercase) is a device name Windows reserves whatever the extension.
+fn windows_device(stem: &str) -> bool {
+    matches!(stem, "con" | "prn" | "aux" | "nul")
+        || matches!(
+            stem.as_bytes(),
+            [b'c', b'o', b'm', b'1'..=b'9'] | [b'l', b'p', b't', b'1'..=b'9']
+        )
+}
+
 /// The file stem (name without `.md`) for an entry keyed by a free-form title, in any script.
 /// Readable, stable (the same title gives the same stem on every run and machine) and
 /// one-to-one: two titles with different [`title_key`]s never share a stem.
 ///
 /// - A title made only of ASCII letters, digits and spaces, at most 60 characters: its key with
-///   spaces as `-` (`Deploy days` → `deploy-days`).
+///   spaces as `-` (`Deploy days` → `deploy-days`), unless that is a name Windows reserves for
+///   a device (`con`, `prn`, `aux`, `nul`, `com1`–`com9`, `lpt1`–`lpt9`: such a file cannot be
+///   created or checked out there), which takes the form below.
 /// - Any other title (punctuation, letters outside ASCII, emoji, no letter or digit at all, or
 ///   longer than 60 characters): the title transliterated to ASCII (at most 60 characters,
 ///   `fallback` when nothing is left), `_`, and 8 hex digits of the SHA-256 of its key
@@ -208,7 +219,7 @@ pub fn title_file_stem(title: &str, fallback: &str) -> String {
     let plain = key
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b' ');
-    if plain && !key.is_empty() && key.len() <= MAX_STEM_CHARS {
+    if plain && !key.is_empty() && key.len() <= MAX_STEM_CHARS && !windows_device(&key) {
         return key.replace(' ', "-");
     }
     if key.is_empty() {
@@ -237,6 +248,23 @@ pub fn title_file_stem(title: &str, fallback: &str) -> String {
 #[cfg(test)]
 mod examples {
     use super::*;
+
+    #[test]
+    fn windows_device_names_never_become_file_stems() {
+        for title in ["CON", "aux", "Nul", "COM1", "lpt9"] {
+            let stem = title_file_stem(title, "knowledge");
+            assert!(
+                stem.starts_with(&format!("{}_", title.to_ascii_lowercase())),
+                "{title}: {stem}"
+            );
+        }
+        for title in ["console", "com10", "aux port", "lpt", "com0"] {
+            assert!(
+                !title_file_stem(title, "knowledge").contains('_'),
+                "{title}"
+            );
+        }
+    }
 
     #[test]
     fn validate_topic_example() {
