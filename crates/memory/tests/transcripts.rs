@@ -439,3 +439,30 @@ fn a_malformed_line_in_the_middle_is_skipped_and_counted() {
         conversation[1]
     );
 }
+
+/// A query typed without accents finds a message written with them, and its snippet is placed
+/// at the accented words, not at the start of a long message.
+#[test]
+fn search_without_accents_places_the_snippet_at_the_accented_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    let long = format!(
+        "{} Ensuite, la réunion de Genève est déplacée au lundi.",
+        "Nous avons parlé du budget et des recrutements pendant longtemps. ".repeat(8)
+    );
+    write_session(
+        &dir,
+        "old",
+        &[long.as_str(), "Новогоднюю ёлку ставят двадцатого декабря"],
+    );
+    let opts = SearchOptions::default();
+    let first = |q: &str| {
+        let hits = dir.search(q, &opts).unwrap();
+        assert_eq!(hits.len(), 1, "{q}: {hits:?}");
+        hits[0].snippet.clone()
+    };
+    let shown = first("reunion geneve");
+    assert!(shown.contains("réunion de Genève"), "{shown}");
+    assert!(shown.starts_with('…'), "{shown}");
+    assert!(first("елку").contains("ёлку"));
+}

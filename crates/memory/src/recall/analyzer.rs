@@ -887,21 +887,32 @@ fn fold(word: String, script: Script) -> String {
     if script != Script::Latin || word.is_ascii() {
         return word;
     }
-    // Only marks on a Latin letter go: a token that runs on into another script keeps that
-    // script's vowel signs.
-    let mut on_latin = false;
-    let folded: String = word
-        .nfd()
-        .filter(|c| {
-            if get_general_category(*c) == GeneralCategory::NonspacingMark {
-                return !on_latin;
-            }
-            on_latin = matches!(*c as u32, 0x00..=0x024F | 0x1E00..=0x1EFF);
-            true
-        })
-        .nfc()
-        .collect();
+    let folded: String = fold_with_offsets(&word).0.nfc().collect();
     if folded.is_empty() { word } else { folded }
+}
+
+/// `text` with the accents of its Latin letters removed (decomposed, not recomposed; only marks
+/// on a Latin letter go, so a token that runs on into another script keeps that script's vowel
+/// signs), and for each byte of the result the byte offset in `text` of the character it came
+/// from: [`fold`] recomposes it, transcript search places snippets with the offsets.
+pub(crate) fn fold_with_offsets(text: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(text.len());
+    let mut from = Vec::with_capacity(text.len());
+    let mut on_latin = false;
+    for (i, c) in text.char_indices() {
+        for d in std::iter::once(c).nfd() {
+            if get_general_category(d) == GeneralCategory::NonspacingMark {
+                if on_latin {
+                    continue;
+                }
+            } else {
+                on_latin = matches!(d as u32, 0x00..=0x024F | 0x1E00..=0x1EFF);
+            }
+            out.push(d);
+            from.extend(std::iter::repeat_n(i, d.len_utf8()));
+        }
+    }
+    (out, from)
 }
 
 /// Overlapping character bigrams of `run`; a one-character run is its own term.

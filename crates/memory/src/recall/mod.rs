@@ -25,6 +25,7 @@ mod surface;
 mod vectors;
 
 pub use crate::manifest::format_manifest;
+pub(crate) use analyzer::fold_with_offsets;
 pub use analyzer::{
     Analyzer, Language, Script, UnknownLanguage, detect_language, normalize, tokens, words,
 };

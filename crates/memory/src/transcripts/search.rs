@@ -1,7 +1,7 @@
 //! The bounded search over a project's transcripts.
 
 use super::file::{TranscriptDir, TranscriptRecord};
-use crate::recall::{Analyzer, Language, normalize, words};
+use crate::recall::{Analyzer, Language, fold_with_offsets, normalize, words};
 use crate::types::MemoryError;
 use std::collections::BTreeSet;
 use std::io::{Read, Seek, SeekFrom};
@@ -250,6 +250,16 @@ fn match_record(
         .iter()
         .filter_map(|w| normalised.find(w.as_str()))
         .min()
+        .or_else(|| {
+            // Met only with accents folded (`zurich` in `Zürich`): find it in the folded text.
+            let (folded, from) = fold_with_offsets(&normalised);
+            query
+                .words
+                .iter()
+                .filter_map(|w| folded.find(fold_with_offsets(w).0.as_str()))
+                .min()
+                .and_then(|p| from.get(p).copied())
+        })
         .unwrap_or(0);
     Some(SearchHit {
         session_id: session.to_owned(),
