@@ -59,17 +59,14 @@ impl<W: Write> Visible<W> {
                             out.extend_from_slice(&after[..n]);
                             rest = &after[n..];
                         }
-                        // A character cut by the end of this write: keep it for the next one.
-                        None if !done => {
-                            if let Some(tail) = show(text, false, &mut out) {
+                        // A character cut by the end of the input: kept for the next write,
+                        // or passed through as it is when none follows.
+                        None => {
+                            if let Some(tail) = show(text, done, &mut out) {
                                 self.pending.extend_from_slice(tail.as_bytes());
                             }
-                            self.pending.extend_from_slice(after);
-                            rest = &[];
-                        }
-                        None => {
-                            show(text, true, &mut out);
-                            out.extend_from_slice(after);
+                            let held = if done { &mut out } else { &mut self.pending };
+                            held.extend_from_slice(after);
                             rest = &[];
                         }
                     }

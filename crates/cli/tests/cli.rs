@@ -10,7 +10,10 @@ use tempfile::TempDir;
 
 #[path = "support/embeddings.rs"]
 mod embeddings;
+#[path = "support/pty.rs"]
+mod pty;
 use embeddings::concept_embeddings_server;
+use pty::{pty_available, script_args, shell_line};
 
 struct Sandbox {
     _tmp: TempDir,
@@ -931,8 +934,7 @@ fn an_e5_endpoint_gets_query_and_passage_prefixes_from_embed_prefixes() {
 /// and nothing when stderr is a pipe or `MEMLOOP_NO_PROGRESS` is set.
 #[test]
 fn embedding_shows_progress_on_a_terminal_only() {
-    if Command::new("script").arg("--version").output().is_err() {
-        memloop_core::testing::skip_unless_ci("`script` (util-linux) is not installed");
+    if !pty_available() {
         return;
     }
     let s = Sandbox::new();
@@ -961,15 +963,13 @@ fn embedding_shows_progress_on_a_terminal_only() {
     let on_a_pty = |extra: &[(&str, &str)]| {
         // Each run starts cold: the bar is for embedding, a warm cache embeds nothing.
         let _ = std::fs::remove_dir_all(s.root.join("mem.vectors"));
-        let line = std::iter::once(env!("CARGO_BIN_EXE_memloop"))
-            .chain(args)
-            .map(|a| format!("'{a}'"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let mut words = vec![env!("CARGO_BIN_EXE_memloop")];
+        words.extend(args);
+        let line = shell_line(&words);
         let mut env = vec![("MEMLOOP_PROGRESS_DELAY_MS", "0"), ("TERM", "xterm")];
         env.extend_from_slice(extra);
         let o = s
-            .program("script", &["-qec", line.as_str(), "/dev/null"], &env)
+            .program("script", &script_args(&line), &env)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -1216,8 +1216,7 @@ fn memory_dream_consolidates_with_a_model_and_force_skips_the_gates() {
 /// `show` is the file byte for byte.
 #[test]
 fn a_terminal_sees_control_characters_not_escape_sequences() {
-    if Command::new("script").arg("--version").output().is_err() {
-        memloop_core::testing::skip_unless_ci("`script` (util-linux) is not installed");
+    if !pty_available() {
         return;
     }
     let s = Sandbox::new();
@@ -1233,11 +1232,12 @@ fn a_terminal_sees_control_characters_not_escape_sequences() {
     assert_eq!(stdout(&o), raw);
 
     let on_terminal = |args: &str| {
+        // `args` stays shell text: one case runs `printf` to make a hostile name.
         let line = format!(
-            "'{}' --memory-dir '{mem}' {args}",
-            env!("CARGO_BIN_EXE_memloop")
+            "{} {args}",
+            shell_line(&[env!("CARGO_BIN_EXE_memloop"), "--memory-dir", &mem])
         );
-        let o = run_with_deadline(s.program("script", &["-qec", &line, "/dev/null"], &[]), 60);
+        let o = run_with_deadline(s.program("script", &script_args(&line), &[]), 60);
         assert!(o.status.success(), "{args}: {}", stderr(&o));
         o.stdout
     };

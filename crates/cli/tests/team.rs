@@ -11,6 +11,10 @@ use tempfile::TempDir;
 
 #[path = "support/embeddings.rs"]
 mod embeddings;
+#[path = "support/pty.rs"]
+mod pty;
+
+use pty::{pty_available, script_args, shell_line};
 
 struct Schema(String);
 
@@ -466,8 +470,7 @@ fn with_team_memory_on_push_and_pull_move_only_the_team_dir() {
 /// and none when stderr is a pipe.
 #[test]
 fn sync_shows_progress_on_a_terminal_only() {
-    if Command::new("script").arg("--version").output().is_err() {
-        memloop_core::testing::skip_unless_ci("`script` (util-linux) is not installed");
+    if !pty_available() {
         return;
     }
     let schema = Schema::new();
@@ -483,7 +486,7 @@ fn sync_shows_progress_on_a_terminal_only() {
         .unwrap();
     }
     let on_a_pty = |mem: &Path, verb: &str| {
-        let line = [
+        let line = shell_line(&[
             env!("CARGO_BIN_EXE_memloop"),
             "--memory-dir",
             &mem.to_string_lossy(),
@@ -493,13 +496,9 @@ fn sync_shows_progress_on_a_terminal_only() {
             &url,
             "team",
             verb,
-        ]
-        .iter()
-        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
-        .collect::<Vec<_>>()
-        .join(" ");
+        ]);
         let o = Command::new("script")
-            .args(["-qec", line.as_str(), "/dev/null"])
+            .args(script_args(&line))
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", tmp.path())
