@@ -190,6 +190,21 @@ mod tests {
     }
 
     #[test]
+    fn nothing_in_nothing_out() {
+        assert_eq!(rendered(b""), b"");
+        let mut out = Vec::new();
+        {
+            let mut v = Visible::new(&mut out);
+            assert_eq!(v.write(b"").unwrap(), 0);
+            v.flush().unwrap();
+            v.write_all("日本語".as_bytes()).unwrap();
+            v.write_all(b"").unwrap();
+            v.flush().unwrap();
+        }
+        assert_eq!(out, "日本語".as_bytes());
+    }
+
+    #[test]
     fn bytes_that_are_not_utf8_pass_through() {
         let input = b"ok \xff\xfe then \xe6\x95 \x1b end \xe6";
         let out = rendered(input);

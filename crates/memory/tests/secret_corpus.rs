@@ -1,6 +1,6 @@
 //! The secret filter against a table of credential lines (every one refused, the error naming
 //! the pattern and never the value) and a table of harmless lines that talk about passwords,
-//! tokens and secrets (every one accepted), in English and in nine other languages; and the
+//! tokens and secrets (every one accepted), in English and in thirty-eight other languages; and the
 //! real memory dirs in `../shared/data/realmem/`, none of whose files is refused.
 #![allow(
     clippy::unwrap_used,
@@ -201,8 +201,11 @@ const CREDENTIALS: &[(&str, &str)] = &[
     ("dapi0123456789abcdef0123456789abcdef", "dapi0123"),
 ];
 
-/// Credential lines in Chinese, Japanese, Korean, Russian, Spanish, Portuguese, German, French
-/// and Italian: (line, the secret part).
+/// Credential lines in other languages: Chinese, Japanese, Korean, Russian, Spanish, Portuguese,
+/// German, French and Italian, then Ukrainian, Bulgarian, Serbian, Dutch, the Nordic languages,
+/// Finnish, Estonian, Hungarian, Turkish, the West and South Slavic languages, Lithuanian,
+/// Romanian, Indonesian, Malay, Vietnamese, Greek, Arabic, Persian, Urdu, Hebrew, Hindi, Bengali
+/// and Thai: (line, the secret part).
 const CREDENTIALS_OTHER_LANGUAGES: &[(&str, &str)] = &[
     // Chinese
     ("生产数据库密码是 S3cr3tPass2024", "S3cr3tPass2024"),
@@ -277,6 +280,68 @@ const CREDENTIALS_OTHER_LANGUAGES: &[(&str, &str)] = &[
     ("chiave API = it6g5f4e3d2c", "it6g5f4e3d2c"),
     ("chiave segreta: Ch1av3Segreta", "Ch1av3Segreta"),
     ("codice segreto: cs_7h6g5f4e", "cs_7h6g5f4e"),
+    // Ukrainian, Bulgarian, Serbian
+    ("Пароль до бази: Kyiv2024!", "Kyiv2024"),
+    ("ключ доступу: ua7f6e5d4c", "ua7f6e5d4c"),
+    ("парола: Sofia#2024", "Sofia#2024"),
+    ("Паролата е Plovdiv2024!", "Plovdiv2024"),
+    ("лозинка: Beograd#99", "Beograd#99"),
+    // Dutch, Swedish, Norwegian, Danish
+    ("wachtwoord: Amst3rdam!", "Amst3rdam"),
+    ("Het wachtwoord is Utrecht2024", "Utrecht2024"),
+    ("wachtwoord van de server = Srv!nl2024", "Srv!nl2024"),
+    ("lösenord: Stockholm#1", "Stockholm#1"),
+    ("Lösenordet är Malmo2024!", "Malmo2024"),
+    ("passord: Oslo2024!", "Oslo2024"),
+    ("Passordet er Bergen#77", "Bergen#77"),
+    ("adgangskode: Kbh2024!x", "Kbh2024!x"),
+    ("Adgangskoden er Aarhus99!", "Aarhus99"),
+    // Finnish, Estonian, Hungarian
+    ("salasana: Helsinki#24", "Helsinki#24"),
+    ("Tietokannan salasana: Tku2024pw", "Tku2024pw"),
+    ("parool: Tallinn2024!", "Tallinn2024"),
+    ("jelszó: Budapest#2024", "Budapest#2024"),
+    ("A jelszava: Debrecen99", "Debrecen99"),
+    // Turkish
+    ("Şifre: Istanbul2024!", "Istanbul2024"),
+    ("veritabanı şifresi: Ankara#06", "Ankara#06"),
+    // Polish, Czech, Slovak, Croatian, Slovenian, Lithuanian, Romanian
+    ("hasło: Warszawa2024!", "Warszawa2024"),
+    ("Hasło do bazy: Krk#2024pl", "Krk#2024pl"),
+    ("Hasło jest Gdansk99!", "Gdansk99"),
+    ("heslo: Praha2024!", "Praha2024"),
+    ("Heslo je Brno#2024", "Brno#2024"),
+    ("Heslo: Kosice2024!", "Kosice2024"),
+    ("lozinka: Zagreb2024!", "Zagreb2024"),
+    ("Lozinka je Split#2024", "Split#2024"),
+    ("geslo: Ljubljana#1", "Ljubljana#1"),
+    ("slaptažodis: Vilnius2024!", "Vilnius2024"),
+    ("parolă: Bucuresti#24", "Bucuresti#24"),
+    ("Parola de acces este Cluj2024!", "Cluj2024"),
+    // Indonesian, Malay, Vietnamese
+    ("kata sandi: Jakarta2024!", "Jakarta2024"),
+    ("Kata sandinya adalah Bandung#88", "Bandung#88"),
+    ("kata laluan: KualaLumpur#1", "KualaLumpur#1"),
+    ("mật khẩu: HaNoi2024!", "HaNoi2024"),
+    ("Mật khẩu là Saigon#2024", "Saigon#2024"),
+    // Greek
+    ("κωδικός πρόσβασης: Athina2024!", "Athina2024"),
+    ("Ο κωδικός πρόσβασης είναι Thessaloniki#1", "Thessaloniki#1"),
+    // Arabic, Persian, Urdu
+    ("كلمة المرور: Riyadh2024!", "Riyadh2024"),
+    ("كلمة السر هي Cairo#2024", "Cairo#2024"),
+    ("وكلمة المرور: Dubai99!x", "Dubai99!x"),
+    ("رمز عبور: Tehran#1402", "Tehran#1402"),
+    ("پاس ورڈ: Lahore2024!", "Lahore2024"),
+    // Hebrew
+    ("סיסמה: TelAviv2024!", "TelAviv2024"),
+    ("הסיסמה היא Haifa#2024", "Haifa#2024"),
+    // Hindi, Bengali, Thai
+    ("पासवर्ड: Dilli2024!", "Dilli2024"),
+    ("सर्वर का पासवर्ड = Mumbai#99", "Mumbai#99"),
+    ("পাসওয়ার্ড: Dhaka#2024", "Dhaka#2024"),
+    ("รหัสผ่าน: Bangkok2024!", "Bangkok2024"),
+    ("รหัสผ่านคือ Siam#2024", "Siam#2024"),
 ];
 
 const HARMLESS: &[&str] = &[
@@ -374,7 +439,7 @@ const HARMLESS: &[&str] = &[
     "Credentials are in the team vault; ask Maria.",
 ];
 
-/// Harmless lines in the same nine languages: they talk about passwords, keys and tokens.
+/// Harmless lines in the same languages: they talk about passwords, keys and tokens.
 const HARMLESS_OTHER_LANGUAGES: &[&str] = &[
     // Chinese
     "密码学课程",
@@ -449,6 +514,57 @@ const HARMLESS_OTHER_LANGUAGES: &[&str] = &[
     "password dimenticata? Chiedi all'amministratore.",
     "La chiave API è nella variabile d'ambiente.",
     "chiave segreta: vedi il vault del team",
+    // Ukrainian, Bulgarian, Serbian
+    "Пароль має містити щонайменше 12 символів.",
+    "Паролата трябва да е поне 12 знака.",
+    "Заборавили сте лозинку?",
+    // Dutch, Swedish, Norwegian, Danish
+    "Wachtwoord vergeten? Klik op de link.",
+    "Het wachtwoord is verlopen.",
+    "wachtwoordbeleid: minimaal 12 tekens",
+    "wachtwoord: zie de kluis van het team",
+    "Lösenordet är för kort.",
+    "Glömt lösenordet? Kontakta admin.",
+    "Passordet er gammelt og må byttes.",
+    "Adgangskoden skal være mindst 12 tegn.",
+    // Finnish, Estonian, Hungarian
+    "Salasana on vanhentunut.",
+    "Unohditko salasanan?",
+    "Parool peab olema vähemalt 12 märki.",
+    "A jelszó legalább 12 karakter legyen.",
+    "Elfelejtette a jelszavát?",
+    // Turkish
+    "Şifrenizi mi unuttunuz?",
+    "Şifre en az 12 karakter olmalıdır.",
+    "Şifre: ekibin kasasına bakın",
+    // Polish, Czech, Croatian, Romanian
+    "Hasło musi mieć co najmniej 12 znaków.",
+    "Nie pamiętasz hasła?",
+    "Hasło jest wymagane.",
+    "Heslo je příliš krátké.",
+    "Heslo je uloženo v trezoru.",
+    "Lozinka je istekla.",
+    "Parola de acces este obligatorie.",
+    // Indonesian, Vietnamese
+    "Kata sandi harus minimal 12 karakter.",
+    "kata sandi: lihat brankas tim",
+    "Mật khẩu phải có ít nhất 12 ký tự.",
+    "Mật khẩu là bắt buộc.",
+    // Greek
+    "Ο κωδικός πρόσβασης έχει λήξει.",
+    "Ο κωδικός πρόσβασης είναι υποχρεωτικός.",
+    "Ο κωδικός: 1234 είναι ο ταχυδρομικός κώδικας.",
+    // Arabic, Persian, Hebrew
+    "كلمة المرور يجب أن تكون 12 حرفًا على الأقل.",
+    "نسيت كلمة المرور؟",
+    "كلمة المرور: راجع خزنة الفريق",
+    "رمز عبور باید حداقل ۱۲ کاراکتر باشد.",
+    "הסיסמה חייבת להכיל 12 תווים.",
+    "שכחת את הסיסמה?",
+    // Hindi, Bengali, Thai
+    "पासवर्ड कम से कम 12 अक्षरों का होना चाहिए।",
+    "পাসওয়ার্ড ভুলে গেছেন?",
+    "รหัสผ่านต้องมีอย่างน้อย 12 ตัวอักษร",
 ];
 
 /// The corpus sizes: at least 150 credential and 150 harmless lines, a third of each not in

@@ -33,19 +33,25 @@ enum Confirm {
 /// `AWS_SECRET_ACCESS_KEY`) but must end with the credential word.
 const KEY: &str = r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|passcode|pwd|secret|token|(?:api|secret|access|private|account|signing|encryption|master)[_ -]?key|apikey|client[_-]?secret|credentials?)|(?:[A-Za-z0-9_.-]*[_.-])?(?:pass|pw|psw|pword)";
 
-/// Credential words in other Latin- and Cyrillic-script languages (Chinese, Japanese, Korean, Russian, Spanish, Portuguese,
-/// German, French, Italian). Words that are also ordinary vocabulary ("clave" = keyword, "ключ"
-/// = key) only count in their credential phrases.
-const LOCAL_LABEL: &str = r"пароль|пароля|токен|ключ API|API-ключ|секретный ключ|ключ доступа|contraseña|clave secreta|clave de acceso|clave de API|clave API|senha|chave secreta|chave de acesso|chave de API|chave API|passwort|kennwort|api-schlüssel|geheimer schlüssel|mot de passe|mdp|jeton|clé secrète|clé API|clé d'API|parola d'ordine|chiave segreta|chiave API|codice segreto";
+/// Credential words of other languages written in cased, spaced scripts (Latin, Cyrillic,
+/// Greek): Russian, Ukrainian, Bulgarian, Serbian, Spanish, Portuguese, German, French, Italian,
+/// Dutch, Swedish, Norwegian, Danish, Finnish, Estonian, Turkish, Polish, Czech, Slovak,
+/// Hungarian, Romanian, Croatian, Slovenian, Lithuanian, Indonesian, Malay, Vietnamese and Greek.
+/// Words that are also ordinary vocabulary ("clave" = keyword, "ключ" = key, Italian "parola"
+/// = word, Greek "κωδικός" = code) only count in their credential phrases. A label must follow
+/// a non-letter, and what follows it is a qualifier or a separator, so `wachtwoordbeleid:` is not
+/// a label.
+const LOCAL_LABEL: &str = r"пароль|пароля|токен|ключ API|API-ключ|секретный ключ|ключ доступа|ключ доступу|секретний ключ|паролата|парола|лозинка|лозинку|contraseña|clave secreta|clave de acceso|clave de API|clave API|senha|chave secreta|chave de acesso|chave de API|chave API|passwort|kennwort|api-schlüssel|geheimer schlüssel|mot de passe|mdp|jeton|clé secrète|clé API|clé d'API|parola d'ordine|chiave segreta|chiave API|codice segreto|wachtwoord|lösenordet|lösenord|passordet|passord|adgangskoden|adgangskode|kodeordet|kodeord|salasana|salasõna|parool|şifresi|şifre|hasło|hasła|heslo|hesla|jelszava|jelszó|parolă|parola de acces|lozinka|lozinke|geslo|slaptažodis|kata sandinya|kata sandi|kata laluan|mật khẩu|κωδικός πρόσβασης|συνθηματικό";
 
-/// Credential words in Chinese, Japanese and Korean: no word boundary is needed before them
-/// (`生产数据库密码`, `API密钥`).
-const CJK_LABEL: &str = r"密码|密碼|口令|密钥|密鑰|秘钥|令牌|パスワード|暗証番号|秘密鍵|トークン|APIキー|비밀번호|비번|패스워드|암호|토큰|API ?키";
+/// Credential words of scripts that need no word boundary before them: Chinese, Japanese and
+/// Korean (`生产数据库密码`, `API密钥`), and Arabic, Persian, Urdu, Hebrew, Hindi, Bengali and Thai,
+/// whose words take attached prefixes (`وكلمة المرور`, `הסיסמה`) or are not spaced at all.
+const UNSPACED_LABEL: &str = r"密码|密碼|口令|密钥|密鑰|秘钥|令牌|パスワード|暗証番号|秘密鍵|トークン|APIキー|비밀번호|비번|패스워드|암호|토큰|API ?키|كلمة المرور|كلمة السر|كلمة مرور|الرقم السري|رمز عبور|کلمه عبور|گذرواژه|پاس ورڈ|סיסמה|סיסמא|पासवर्ड|পাসওয়ার্ড|รหัสผ่าน";
 
-/// Any credential label: a Latin or Cyrillic one (English `key` words, then `extra`) after a
-/// non-letter, or a CJK one anywhere.
+/// Any credential label: a Latin, Cyrillic or Greek one (English `key` words, then `extra`)
+/// after a non-letter, or an unspaced-script one anywhere.
 fn label(extra: &str) -> String {
-    format!(r"(?:(?:^|[^\p{{L}}\p{{N}}_])(?:{extra})|(?:{CJK_LABEL}))")
+    format!(r"(?:(?:^|[^\p{{L}}\p{{N}}_])(?:{extra})|(?:{UNSPACED_LABEL}))")
 }
 
 /// English credential words in prose ("the password is ...").
@@ -53,10 +59,13 @@ const PROSE_LABEL: &str = r"password|passphrase|passcode|pwd|api key|secret key|
 
 /// A short qualifier between a credential word and its value: "for staging", "от базы",
 /// "de la base", "für den Server".
-const QUALIFIER: &str = r"(?:[ \t]+(?:for|of|on|to|at|de|del|da|do|du|des|für|von|zum|zur|bei|di|della|per|от|для|на|к)(?:[ \t]+(?:the|la|el|le|les|a|o|der|die|das|den|dem|il|lo))?[ \t]+[\p{L}\p{N}_.-]+){0,2}";
+const QUALIFIER: &str = r"(?:[ \t]+(?:for|of|on|to|at|de|del|da|do|du|des|für|von|zum|zur|bei|di|della|per|от|для|на|к|до|van|voor|naar|för|till|til|dla|pro|ke|untuk|cho|của|για|στο|στη)(?:[ \t]+(?:the|la|el|le|les|a|o|der|die|das|den|dem|il|lo|de|het|το|τη|την|τον))?[ \t]+[\p{L}\p{N}_.-]+){0,2}";
 
-/// Separators that are words: "is", "是", "は", "는", "—", "es", "é", "ist", "lautet", "est", "è".
-const WORD_SEP: &str = r"(?:[ \t]+(?:is|was|es|era|é|ist|lautet|est|è|equals)[ \t]+|[ \t]*(?:是|为|為|は|는|은|—|–)[ \t]*)";
+/// Separators that are words: "is", "是", "は", "는", "—", "es", "é", "ist", "lautet", "est",
+/// "è", "är", "er", "jest", "je", "е", "este", "adalah", "là", "είναι", "هي", "היא", "คือ". Finnish
+/// "on" and Polish "to" are left out: in English they start a qualifier ("the password on db01
+/// expired").
+const WORD_SEP: &str = r"(?:[ \t]+(?:is|was|es|era|é|ist|lautet|est|è|equals|är|er|jest|je|este|adalah|ialah|là|είναι|هي|هو|היא|הוא|זה|е)[ \t]+|[ \t]*(?:是|为|為|は|는|은|—|–|คือ)[ \t]*)";
 
 fn assignment() -> String {
     // key, optional closing quote of a quoted key, separator (`=`, `:`, `:=`, `=>`), optional
