@@ -16,7 +16,8 @@ pub struct SearchOptions {
     /// Bytes read per session at most: a larger transcript is searched in its newest part.
     /// Default 4 MiB.
     pub max_bytes_per_session: u64,
-    /// Characters of text shown around a match. Default 240.
+    /// Characters of text shown around a match, counted as user-perceived characters (grapheme
+    /// clusters: a conjunct or an emoji sequence is one, and is never cut). Default 240.
     pub snippet_chars: usize,
     /// A session left out (the current one: its conversation is already in context).
     pub exclude_session: Option<String>,
@@ -140,16 +141,18 @@ fn crosses_kana_boundary(term: &str) -> bool {
     }
 }
 
-/// The text around byte offset `at` of `text`, about `chars` characters, whitespace collapsed.
+/// The text around byte offset `at` of `text`, about `chars` user-perceived characters (cut
+/// between grapheme clusters), whitespace collapsed.
 fn snippet(text: &str, at: usize, chars: usize) -> String {
-    let before: Vec<usize> = text[..at].char_indices().map(|(i, _)| i).collect();
+    use unicode_segmentation::UnicodeSegmentation;
+    let before: Vec<usize> = text[..at].grapheme_indices(true).map(|(i, _)| i).collect();
     let start = before
         .len()
         .checked_sub(chars / 2)
         .map_or(0, |k| before.get(k).copied().unwrap_or(0));
     let remaining = chars.saturating_sub(before.len().min(chars / 2));
     let end = text[at..]
-        .char_indices()
+        .grapheme_indices(true)
         .nth(remaining)
         .map_or(text.len(), |(i, _)| at + i);
     let mut s = text[start..end]
@@ -271,4 +274,39 @@ fn match_record(
         .to_owned(),
         snippet: snippet(shown, at, snippet_chars.max(20)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snippet;
+
+    #[test]
+    fn snippets_are_cut_between_grapheme_clusters() {
+        // Hindi: every cut of a snippet lands between clusters, never inside "क्षे" or "स्ते".
+        let hindi = "नमस्ते। सर्वर क्षेत्र की सेटिंग्स बदल दी गईं, डेटाबेस अब पोर्ट 5433 पर है।";
+        let at = hindi.find("डेटाबेस").unwrap_or(0);
+        for chars in 20..40 {
+            let s = snippet(hindi, at, chars);
+            let body = s.trim_start_matches('…').trim_end_matches('…');
+            assert!(hindi.contains(body), "{chars}: {s}");
+            let first = body.chars().next().unwrap_or(' ');
+            let last = body.chars().last().unwrap_or(' ');
+            // A cluster never starts with a combining mark nor ends with a virama.
+            assert!(!('\u{93e}'..='\u{94d}').contains(&first), "{chars}: {s}");
+            assert_ne!(last, '\u{94d}', "{chars}: {s}");
+        }
+        // An emoji family is kept whole at either end.
+        let family = "👨\u{200d}👩\u{200d}👧\u{200d}👦";
+        let text = format!("{family}{family} trip planned for Kyoto {family}{family}");
+        let at = text.find("Kyoto").unwrap_or(0);
+        for chars in 20..30 {
+            let s = snippet(&text, at, chars);
+            let body = s.trim_start_matches('…').trim_end_matches('…');
+            assert!(
+                !body.starts_with('\u{200d}') && !body.ends_with('\u{200d}'),
+                "{s}"
+            );
+            assert_eq!(body.matches('\u{200d}').count() % 3, 0, "{s}");
+        }
+    }
 }
