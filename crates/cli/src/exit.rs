@@ -99,9 +99,40 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
+/// The one-line message for an error: its chain joined with `: `, leaving out a cause whose
+/// text the message already holds (an error that prints its source, as `reading MEMORY.md: not
+/// a regular file` does, would otherwise show it twice).
+pub fn error_message(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidInput, "не обычный файл");
+        let err = anyhow::Error::new(MemoryError::io("reading MEMORY.md", io));
+        assert_eq!(error_message(&err), "reading MEMORY.md: не обычный файл");
+        let err = anyhow::Error::new(std::io::Error::other("接続が切れました"))
+            .context("pushing to the team database");
+        assert_eq!(
+            error_message(&err),
+            "pushing to the team database: 接続が切れました"
+        );
+    }
 
     #[test]
     fn memory_errors_map_to_documented_codes() {

@@ -15,7 +15,11 @@ async fn memory_index(ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<Option<M
     let resolved = match ctx.resolve() {
         Ok(r) => r,
         Err(e) => {
-            writeln!(io.err, "warning: memory index not included: {e:#}")?;
+            writeln!(
+                io.err,
+                "warning: memory index not included: {}",
+                crate::exit::error_message(&e)
+            )?;
             return Ok(None);
         }
     };

@@ -27,7 +27,7 @@ pub mod terminal;
 
 pub use args::Cli;
 pub use context::{Context, Io};
-pub use exit::{Exit, Failure, exit_for, is_broken_pipe};
+pub use exit::{Exit, Failure, error_message, exit_for, is_broken_pipe};
 
 use args::Command;
 

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use memloop_cli::terminal::Visible;
-use memloop_cli::{Cli, Context, Exit, Io, exit_for, is_broken_pipe};
+use memloop_cli::{Cli, Context, Exit, Io, error_message, exit_for, is_broken_pipe};
 use memloop_memory::env::EnvVars;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::from(Exit::Ok.code()),
         Err(e) => {
             let exit = exit_for(&e);
-            let _ = writeln!(err, "memloop: error: {e:#}");
+            let _ = writeln!(err, "memloop: error: {}", error_message(&e));
             ExitCode::from(exit.code())
         }
     }
@@ -87,7 +87,11 @@ fn serve_mcp(cli: &memloop_cli::Cli, args: &memloop_cli::args::McpArgs) -> ExitC
             let exit = exit_for(&e);
             let stderr = std::io::stderr();
             let terminal = stderr.is_terminal();
-            let _ = writeln!(terminal_or_raw(stderr, terminal), "memloop: error: {e:#}");
+            let _ = writeln!(
+                terminal_or_raw(stderr, terminal),
+                "memloop: error: {}",
+                error_message(&e)
+            );
             ExitCode::from(exit.code())
         }
     }

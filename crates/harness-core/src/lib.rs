@@ -59,6 +59,7 @@ pub mod embed;
 pub mod env;
 mod error;
 pub mod events;
+pub mod files;
 pub mod fit;
 pub mod fork;
 pub mod hooks;

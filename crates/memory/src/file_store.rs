@@ -351,7 +351,7 @@ impl FileMemoryStore {
     }
 
     fn read_index_text(&self, scope: MemoryScope) -> Result<String, MemoryError> {
-        match std::fs::read(self.root().join(scope.index_file())) {
+        match memloop_core::files::read_regular(&self.root().join(scope.index_file())) {
             Ok(bytes) => Ok(match String::from_utf8(bytes) {
                 Ok(s) => s,
                 Err(e) => {
@@ -472,7 +472,7 @@ impl FileMemoryStore {
         let path = self.gate.check_write(Path::new(rel))?;
         let scope = MemoryScope::of(rel);
         let _locks = self.lock_for(scope)?;
-        let existing = match std::fs::read(&path) {
+        let existing = match memloop_core::files::read_regular(&path) {
             Ok(b) => Some(String::from_utf8(b).map_err(|_| MemoryError::Unreadable {
                 path: rel.to_owned(),
                 reason: "the existing file is not valid UTF-8; refusing to modify it".into(),

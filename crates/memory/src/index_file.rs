@@ -79,7 +79,7 @@ impl IndexLines {
         if now.is_some() && now == self.stamp {
             return Ok(());
         }
-        let text = match std::fs::read(path) {
+        let text = match memloop_core::files::read_regular(path) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(MemoryError::io("reading MEMORY.md", e)),

@@ -45,7 +45,9 @@ pub fn find_git_root(start: &Path) -> Option<PathBuf> {
 }
 
 fn read_trimmed(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned())
+    memloop_core::files::read_regular_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_owned())
 }
 
 fn absolute_from(base: &Path, p: &str) -> PathBuf {

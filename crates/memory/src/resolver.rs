@@ -364,7 +364,7 @@ fn canonical_prefix(path: &Path) -> PathBuf {
 
 /// A list of strings under `key` in a JSON settings file (missing or not a list → empty).
 fn settings_list(path: &Path, key: &str) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = memloop_core::files::read_regular_to_string(path) else {
         return Vec::new();
     };
     serde_json::from_str::<serde_json::Value>(&text)
@@ -388,7 +388,7 @@ fn hint_env(e: MemoryError) -> MemoryError {
 
 /// `key` from a JSON settings file; missing file or key → `None`, broken JSON → warning.
 fn settings_value(path: &Path, key: &str) -> Option<serde_json::Value> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = memloop_core::files::read_regular_to_string(path).ok()?;
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(mut v) => v.get_mut(key).map(serde_json::Value::take),
         Err(e) => {

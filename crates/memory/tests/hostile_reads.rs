@@ -1,5 +1,6 @@
 //! Files a user or another tool left in the memory dir: a stray invalid UTF-8 byte, a Latin-1
-//! file, a symlink to a memory inside the dir, a binary file, a file over 1 MiB, nested paths.
+//! file, a symlink to a memory inside the dir, a binary file, a file over 1 MiB, nested paths, a
+//! named pipe where the index or a memory should be.
 //! Every memory the store lists can be read by the main agent; nothing silently vanishes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -107,4 +108,64 @@ async fn memory_read_reads_every_listed_memory_nested_and_big_ones_cut() {
         .call(json!({"topic": "team/../../escape"}), &ctx())
         .await;
     assert!(out.is_error);
+}
+
+/// A named pipe where `MEMORY.md` or a memory file should be: every store call answers with an
+/// error naming it, at once. Before, opening the pipe waited for a writer forever (a `memloop
+/// memory rm` hung after removing the file). Should a call ever wait again, the test opens the
+/// pipe's other end itself and fails instead of hanging.
+#[tokio::test]
+async fn a_named_pipe_in_place_of_a_file_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let made = std::process::Command::new("mkfifo")
+        .arg(p.join("MEMORY.md"))
+        .arg(p.join("заметка.md"))
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        return; // no mkfifo on this machine
+    }
+    let store = FileMemoryStore::open(p).unwrap();
+    let limit = std::time::Duration::from_secs(10);
+    let release = |name: &str| {
+        // Both ends, so a reader or a writer stuck on the pipe is let go.
+        let path = p.join(name);
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path);
+    };
+
+    let Ok(loaded) = tokio::time::timeout(limit, store.load_index()).await else {
+        release("MEMORY.md");
+        panic!("load_index waited on a named pipe");
+    };
+    let err = loaded.unwrap_err().to_string();
+    assert!(
+        err.contains("MEMORY.md") && err.contains("named pipe"),
+        "{err}"
+    );
+
+    let doc = MemoryDoc {
+        name: "Порт базы".into(),
+        description: "база данных слушает порт 5433".into(),
+        memory_type: Some(MemoryType::Project),
+        body: "База данных слушает порт 5433.".into(),
+    };
+    let Ok(written) =
+        tokio::time::timeout(limit, store.write("заметка.md", &doc, WriteMode::Overwrite)).await
+    else {
+        release("заметка.md");
+        panic!("write waited on a named pipe");
+    };
+    let err = written.unwrap_err().to_string();
+    assert!(err.contains("named pipe"), "{err}");
+
+    let Ok(entries) = tokio::time::timeout(limit, store.index_entries()).await else {
+        release("MEMORY.md");
+        panic!("index_entries waited on a named pipe");
+    };
+    assert!(entries.is_err());
+    // The scan never lists the pipe as a memory.
+    assert!(store.scan().await.unwrap().is_empty());
 }

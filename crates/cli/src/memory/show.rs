@@ -39,7 +39,7 @@ pub async fn show(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
     match topic {
         Topic::Index => {
             let path = resolved.dir.join(INDEX_FILE);
-            let text = match std::fs::read(&path) {
+            let text = match memloop_core::files::read_regular(&path) {
                 Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Err(MemoryError::NotFound(INDEX_FILE.into()).into());

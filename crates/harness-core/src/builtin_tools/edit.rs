@@ -43,6 +43,11 @@ impl Tool for WriteFile {
             Ok(a) => a,
             Err(e) => return ToolOutput::error(e),
         };
+        match crate::files::ensure_regular(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return ToolOutput::error(format!("cannot write {}: {e}", path.display())),
+        }
         if let Some(parent) = path.parent() {
             if let Err(e) = tokio::fs::create_dir_all(parent).await {
                 return ToolOutput::error(format!("cannot create {}: {e}", parent.display()));
@@ -113,8 +118,13 @@ impl Tool for EditFile {
             Ok(a) => a,
             Err(e) => return ToolOutput::error(e),
         };
-        let text = match tokio::fs::read_to_string(&path).await {
-            Ok(t) => t,
+        let read = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || crate::files::read_regular_to_string(&path)).await
+        };
+        let text = match read {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => return ToolOutput::error(format!("cannot read {}: {e}", path.display())),
             Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", path.display())),
         };
         let count = text.matches(old.as_str()).count();
@@ -152,6 +162,44 @@ mod tests {
     use super::*;
     use crate::builtin_tools::input::test_ctx;
     use serde_json::json;
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn pipes_are_neither_read_nor_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("pipe.md"))
+            .status();
+        if !made.is_ok_and(|s| s.success()) {
+            return; // no mkfifo on this machine
+        }
+        let ctx = test_ctx(dir.path());
+        let fifo = dir.path().join("pipe.md");
+        // Both would wait forever for the pipe's other end: they answer at once instead. Should
+        // one ever wait, the test opens the other end itself and fails instead of hanging.
+        let limit = std::time::Duration::from_secs(10);
+        let write = WriteFile.call(json!({"path": "pipe.md", "content": "данные"}), &ctx);
+        let Ok(out) = tokio::time::timeout(limit, write).await else {
+            drop(std::fs::File::open(&fifo));
+            panic!("write_file waited on a named pipe");
+        };
+        assert!(
+            out.is_error && out.content.contains("named pipe"),
+            "{out:?}"
+        );
+        let edit = EditFile.call(
+            json!({"path": "pipe.md", "old_string": "a", "new_string": "b"}),
+            &ctx,
+        );
+        let Ok(out) = tokio::time::timeout(limit, edit).await else {
+            drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+            panic!("edit_file waited on a named pipe");
+        };
+        assert!(
+            out.is_error && out.content.contains("named pipe"),
+            "{out:?}"
+        );
+    }
 
     #[tokio::test]
     async fn write_then_edit_real_files() {

@@ -74,10 +74,10 @@ fn read_lines(
     limit: usize,
     max_bytes: usize,
 ) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    if file.metadata().map_err(|e| e.to_string())?.is_dir() {
+    if path.is_dir() {
         return Err("it is a directory (use glob to list files)".into());
     }
+    let file = crate::files::open_regular(path).map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(file);
     let mut out = String::new();
     let mut buf = Vec::new();
@@ -194,5 +194,37 @@ mod tests {
         assert!(out.is_error && out.content.contains("limit"));
         let out = tool.call(json!({}), &ctx).await;
         assert!(out.is_error && out.content.contains("path"));
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_named_pipe_or_a_device_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("ログ.pipe"))
+            .status();
+        if !made.is_ok_and(|s| s.success()) {
+            return; // no mkfifo on this machine
+        }
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.txt")).unwrap();
+        let ctx = test_ctx(dir.path());
+        let tool = ReadFile::default();
+        // Should the tool ever wait for a writer, the test opens the other end itself and fails
+        // instead of hanging.
+        let read = tool.call(json!({"path": "ログ.pipe"}), &ctx);
+        let Ok(out) = tokio::time::timeout(std::time::Duration::from_secs(10), read).await else {
+            drop(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.path().join("ログ.pipe")),
+            );
+            panic!("read_file waited on a named pipe");
+        };
+        assert!(
+            out.is_error && out.content.contains("named pipe"),
+            "{out:?}"
+        );
+        let out = tool.call(json!({"path": "zero.txt"}), &ctx).await;
+        assert!(out.is_error && out.content.contains("device"), "{out:?}");
     }
 }
