@@ -1,6 +1,8 @@
 //! Reading files that may not be files: a named pipe, a device or a socket where a file was
 //! expected would block the reader forever (opening a FIFO waits for a writer, `/dev/zero` never
-//! ends), so every reader of a path it does not control opens it through [`open_regular`].
+//! ends). The file tools, and the memory store for its index, the memory it rewrites and the
+//! settings it reads, open such paths through [`open_regular`] (or check them with
+//! [`ensure_regular`] before writing).
 
 use std::fs::File;
 use std::io::{self, Read};
