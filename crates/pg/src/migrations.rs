@@ -129,6 +129,36 @@ CREATE TRIGGER memloop_changes_feed AFTER INSERT OR UPDATE OR DELETE ON memloop_
 ALTER TABLE memloop_memories ADD COLUMN source text;
 "#,
     ),
+    (
+        5,
+        "search without accents: Latin letters indexed without their diacritics, ё as е",
+        r#"
+-- `t` with Cyrillic ё written е and every combining mark on a Latin letter removed (decomposed,
+-- the marks after a Latin base dropped, recomposed), as the recall analyzer folds a word
+-- (`memloop_memory::recall::fold_accents` does the same for the query): `Zürich` is `Zurich`,
+-- `Máy chủ` is `May chu`, `ёлка` is `елка`. Letters that do not decompose (`ø`, `ł`, `ß`,
+-- `đ`) and the marks of other scripts (Devanagari vowel signs) stay.
+CREATE FUNCTION memloop_fold(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT normalize(regexp_replace(
+        normalize(translate(t, 'ёЁ', 'еЕ'), NFD),
+        '([A-Za-z\u00c0-\u024f\u1e00-\u1eff])[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+',
+        '\1', 'g'), NFC)
+$f$;
+-- The column of migration 2 with its words folded (its index goes with it).
+ALTER TABLE memloop_memories DROP COLUMN search_text;
+ALTER TABLE memloop_memories ADD COLUMN search_text tsvector GENERATED ALWAYS AS (
+    setweight(to_tsvector('russian', memloop_fold(memloop_words(name)))
+        || to_tsvector('simple', memloop_grams(name)), 'A') ||
+    setweight(to_tsvector('russian', memloop_fold(memloop_words(description)))
+        || to_tsvector('simple', memloop_grams(description)), 'B') ||
+    setweight(to_tsvector('russian', memloop_fold(memloop_words(body)))
+        || to_tsvector('simple', memloop_grams(body)), 'C')
+) STORED;
+CREATE INDEX memloop_memories_search_text ON memloop_memories
+    USING gin (search_text) WITH (fastupdate = off);
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

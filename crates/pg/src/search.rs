@@ -4,9 +4,11 @@
 //! by PostgreSQL's `russian` configuration (Snowball Russian for Cyrillic, Snowball English for
 //! ASCII words, as local recall does), and character bigrams of Han, Kana, Hangul and Thai runs
 //! (the `simple` configuration over `memloop_grams`), so Chinese and Japanese text is found
-//! without a dictionary and a Korean particle does not hide its noun.
+//! without a dictionary and a Korean particle does not hide its noun. Words are folded on both
+//! sides (Latin letters without their accents, `ё` as `е`: migration 5 and
+//! [`fold_accents`]), so `zurich` finds `Zürich` and `réunion` finds `reunion`.
 
-use memloop_memory::recall::{Script, tokens};
+use memloop_memory::recall::{Script, fold_accents, tokens};
 use std::collections::BTreeSet;
 
 /// The lexemes of one query: `words` for `to_tsquery('russian', ..)` and `grams` for
@@ -39,9 +41,10 @@ pub(crate) fn query_terms(query: &str) -> Option<QueryTerms> {
                 bigrams(&token, &mut grams);
                 words.insert(token);
             }
-            // One-letter words carry no topic (and are mostly stop words).
+            // One-letter words carry no topic (and are mostly stop words). The column holds
+            // words folded (migration 5), so the query's are too.
             _ if token.chars().count() >= 2 => {
-                words.insert(token);
+                words.insert(fold_accents(&token));
             }
             _ => {}
         }

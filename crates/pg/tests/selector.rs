@@ -7,7 +7,7 @@ use memloop_memory::recall::{SelectionContext, Selector};
 use memloop_memory::store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_pg::PgFtsSelector;
 use std::sync::Arc;
-use support::TestSchema;
+use support::{TestSchema, admin};
 
 #[tokio::test]
 async fn full_text_selector_ranks_and_obeys_the_contract() {
@@ -184,4 +184,128 @@ async fn finds_chinese_japanese_korean_russian_and_english_memories() {
         .await
         .unwrap();
     assert!(got.is_empty(), "{got:?}");
+}
+
+/// Typed with or without accents, a query finds the memory written the other way (migration 5
+/// folds the column, `fold_accents` the query). Before, `zurich` missed `Zürich`.
+#[tokio::test]
+async fn queries_find_memories_with_or_without_accents() {
+    let schema = TestSchema::new();
+    let store = schema.open("accents").await;
+    let mems = [
+        (
+            "es-almacen.md",
+            "Almacén de datos",
+            "dónde viven los datos",
+            "El almacén principal está en Sevilla.",
+        ),
+        (
+            "tr-toplanti.md",
+            "Çarşamba toplantısı",
+            "haftalık toplantı",
+            "Çarşamba günleri saat onda toplanıyoruz.",
+        ),
+        (
+            "vi-db.md",
+            "Máy chủ cơ sở dữ liệu",
+            "cấu hình máy chủ",
+            "Máy chủ cơ sở dữ liệu chạy trên cổng 5433.",
+        ),
+        (
+            "de-office.md",
+            "Büro in Zürich",
+            "Standort des Teams",
+            "Das Team arbeitet im Büro in Zürich.",
+        ),
+        (
+            "ru-tree.md",
+            "Ёлка в офисе",
+            "новогодняя ёлка",
+            "Ёлку ставим в офисе двадцатого декабря.",
+        ),
+        (
+            "fr-reunion.md",
+            "Reunion a Geneve",
+            "reunion trimestrielle",
+            "La reunion trimestrielle se tient a Geneve.",
+        ),
+    ];
+    for (rel, name, desc, body) in mems {
+        store
+            .write(
+                rel,
+                &MemoryDoc::new(name, desc, MemoryType::Project, body),
+                WriteMode::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+    let headers = store.scan().await.unwrap();
+    let selector: Arc<dyn Selector> = Arc::new(PgFtsSelector::new(store.clone()));
+    for (query, want) in [
+        ("almacen principal", "es-almacen.md"),
+        ("almacén principal", "es-almacen.md"),
+        ("carsamba toplantisi", "tr-toplanti.md"),
+        ("may chu co so du lieu", "vi-db.md"),
+        ("máy chủ", "vi-db.md"),
+        ("buro zurich", "de-office.md"),
+        ("елка в офисе", "ru-tree.md"),
+        ("ёлка", "ru-tree.md"),
+        // The other way round: accents in the query, none in the memory.
+        ("réunion à Genève", "fr-reunion.md"),
+    ] {
+        let got = selector
+            .select_checked(query, &headers, &SelectionContext::with_limit(3))
+            .await
+            .unwrap();
+        assert_eq!(
+            got.first().map(String::as_str),
+            Some(want),
+            "{query}: {got:?}"
+        );
+    }
+
+    // The SQL fold and the query's fold agree, word for word, in many languages; letters that
+    // do not decompose and the marks of other scripts stay. Both see text as the index does:
+    // NFKC (`memloop_words`), and lowercase (`to_tsvector` lowercases; query tokens are).
+    let client = admin().await;
+    for word in [
+        "zürich",
+        "ZÜRICH",
+        "almacén",
+        "çarşamba",
+        "toplantısı",
+        "dữ",
+        "liệu",
+        "réunion",
+        "ёлка",
+        "Ёлка",
+        "йогурт",
+        "łódź",
+        "søknad",
+        "straße",
+        "đường",
+        "nghiệm",
+        "ångström",
+        "adatbázisból",
+        "naïve",
+        "नमस्ते",
+        "数据库",
+        "캐시",
+        "ﬁle",
+    ] {
+        let sql: String = client
+            .query_one(
+                &format!(
+                    "SELECT lower({}.memloop_fold(normalize($1, NFKC)))",
+                    schema.name
+                ),
+                &[&word],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let token = memloop_memory::recall::normalize(word);
+        assert_eq!(sql, memloop_memory::recall::fold_accents(&token), "{word}");
+    }
 }

@@ -891,6 +891,24 @@ fn fold(word: String, script: Script) -> String {
     if folded.is_empty() { word } else { folded }
 }
 
+/// A token (from [`tokens`]) folded as the analyzer folds its terms: a Latin-script word loses
+/// its diacritics (`zürich` → `zurich`, `máy` → `may`; `ø`, `ł`, `ß`, `đ` stay), Cyrillic `ё` is
+/// `е`, and words of other scripts are unchanged. For a search index built elsewhere (the
+/// PostgreSQL team store folds its text the same way in SQL) to meet the analyzer's queries.
+///
+/// ```
+/// use memloop_memory::recall::fold_accents;
+/// assert_eq!(fold_accents("çarşamba"), "carsamba");
+/// assert_eq!(fold_accents("dữ"), "du");
+/// assert_eq!(fold_accents("ёлка"), "елка");
+/// assert_eq!(fold_accents("łódź"), "łodz");
+/// assert_eq!(fold_accents("नमस्ते"), "नमस्ते");
+/// ```
+pub fn fold_accents(token: &str) -> String {
+    let script = word_script(token);
+    fold(unify_yo(token.to_owned(), script), script)
+}
+
 /// `text` with the accents of its Latin letters removed (decomposed, not recomposed; only marks
 /// on a Latin letter go, so a token that runs on into another script keeps that script's vowel
 /// signs), and for each byte of the result the byte offset in `text` of the character it came

@@ -27,7 +27,8 @@ mod vectors;
 pub use crate::manifest::format_manifest;
 pub(crate) use analyzer::fold_with_offsets;
 pub use analyzer::{
-    Analyzer, Language, Script, UnknownLanguage, detect_language, normalize, tokens, words,
+    Analyzer, Language, Script, UnknownLanguage, detect_language, fold_accents, normalize, tokens,
+    words,
 };
 pub use bm25::Bm25Params;
 pub use bm25_selector::{Bm25Selector, SyncReport};
