@@ -18,10 +18,12 @@ pub fn pad(s: &str, columns: usize) -> String {
     out
 }
 
-/// `s` cut to at most `columns` display columns, between grapheme clusters, with `…` when cut.
+/// `s` on one line (every run of whitespace, line breaks included, is one space) and cut to at
+/// most `columns` display columns, between grapheme clusters, with `…` when cut.
 pub fn clip(s: &str, columns: usize) -> String {
-    if width(s) <= columns {
-        return s.to_owned();
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if width(&s) <= columns {
+        return s;
     }
     let mut out = String::new();
     let mut used = 0;
@@ -72,5 +74,7 @@ mod tests {
         assert!(width(&cut) <= 3, "{cut}");
         // Flags are pairs of regional indicators.
         assert_eq!(clip("🇯🇵🇰🇷🇨🇳", 5), "🇯🇵🇰🇷…");
+        // A cell is one line.
+        assert_eq!(clip("первая строка\n  вторая", 40), "первая строка вторая");
     }
 }

@@ -155,7 +155,7 @@ pub(crate) fn header_at(root: &Path, rel: &str, cfg: &ScanConfig) -> Option<Memo
     let hidden = rel.split('/').any(|c| c.starts_with('.') || c.is_empty());
     let name = rel.rsplit('/').next().unwrap_or(rel);
     // Every `MEMORY.md` is an index (the memory dir's and `team/`'s), never a memory.
-    if hidden || !name.ends_with(".md") || name == INDEX_FILE {
+    if hidden || !name.ends_with(".md") || name == INDEX_FILE || !store_can_name(rel) {
         return None;
     }
     let abs = root.join(rel);
@@ -179,8 +179,23 @@ pub(crate) fn header_at(root: &Path, rel: &str, cfg: &ScanConfig) -> Option<Memo
     read_header(&found, cfg).and_then(|c| c.header)
 }
 
+/// Whether the store's own calls can name `rel` (see `validate_rel_path`): a file whose name
+/// holds a control character, `..` or more than 200 characters cannot be read, written or
+/// removed through the store, and a line break in it would forge lines of the manifest a
+/// selector or an extractor is shown. Such a file is skipped with a warning that shows its name
+/// escaped.
+fn store_can_name(rel: &str) -> bool {
+    match crate::safety::validate_rel_path(rel) {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "skipping a file whose name the memory store refuses");
+            false
+        }
+    }
+}
+
 /// Every memory file under `root` (the scan's walk: hidden entries skipped, symlinked dirs not
-/// followed). Blocking.
+/// followed, names the store refuses skipped with a warning). Blocking.
 pub(crate) fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
     let mut out = Vec::new();
     let canonical_root = std::fs::canonicalize(root).ok();
@@ -219,11 +234,18 @@ pub(crate) fn walk(root: &Path) -> Result<Vec<Found>, MemoryError> {
             if ft.is_dir() {
                 stack.push((entry.path(), rel));
             } else if ft.is_file() && name.ends_with(".md") && name != INDEX_FILE {
+                if !store_can_name(&rel) {
+                    continue;
+                }
                 out.push(Found {
                     abs: entry.path(),
                     rel,
                 });
-            } else if ft.is_symlink() && name.ends_with(".md") && name != INDEX_FILE {
+            } else if ft.is_symlink()
+                && name.ends_with(".md")
+                && name != INDEX_FILE
+                && store_can_name(&rel)
+            {
                 // A symlinked file is a memory when it resolves to a file inside the dir.
                 let target = std::fs::canonicalize(entry.path()).ok();
                 let inside = target.as_ref().is_some_and(|t| {
