@@ -407,6 +407,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    #[cfg_attr(not(unix), allow(dead_code))] // its one user makes symlinks
     fn config(root: &Path, home: &Path, allow_any: bool) -> McpConfig {
         McpConfig {
             roots: vec![root.to_path_buf()],
@@ -422,6 +423,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn project_paths_are_validated_against_the_roots() {
         let tmp = tempfile::tempdir().unwrap();

@@ -2,6 +2,8 @@
 //! project, the `CLAUDE.md` usage block, search result fields, and two projects served by one
 //! process never seeing each other's entries.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Some tests need Unix (symlinks, socket pairs) and are compiled out elsewhere, with their helpers.
+#![cfg_attr(not(unix), allow(dead_code, unused_imports))]
 
 mod support;
 
@@ -206,6 +208,7 @@ async fn two_projects_in_one_process_never_see_each_others_entries() {
     }
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn init_project_writes_the_usage_block_once_between_markers() {
     let fx = Fixture::new();

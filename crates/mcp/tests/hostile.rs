@@ -2,6 +2,8 @@
 //! try to move the memory, oversized entries and answers, targets that escape, reads that must
 //! not write, stale descriptions, credentials already on disk. Real files, the real protocol.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Some tests need Unix (symlinks, socket pairs) and are compiled out elsewhere, with their helpers.
+#![cfg_attr(not(unix), allow(dead_code, unused_imports))]
 
 mod support;
 
@@ -36,6 +38,7 @@ fn local_settings(project: &Path, memory_dir: &str) {
     .unwrap();
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn project_settings_cannot_move_memory_outside_the_project() {
     let fx = Fixture::new();
@@ -174,6 +177,7 @@ async fn entries_batches_and_answers_are_capped_with_a_note() {
     }
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn every_refused_target_is_a_tool_error_with_the_reason() {
     let fx = Fixture::new();

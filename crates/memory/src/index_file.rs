@@ -172,6 +172,7 @@ mod tests {
         std::fs::read_to_string(dir.join("MEMORY.md")).unwrap()
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn new_lines_append_changed_lines_rewrite_unchanged_lines_touch_nothing() {
         let tmp = tempfile::tempdir().unwrap();

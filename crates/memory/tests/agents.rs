@@ -457,6 +457,7 @@ async fn a_child_without_memory_cannot_write_any() {
     );
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_symlink_into_the_parents_memory_does_not_get_a_child_past_the_gate() {
     let w = world();

@@ -134,6 +134,7 @@ async fn every_command_goes_through_the_store_and_keeps_the_index() {
     assert!(!index(&fx).contains("migration.md"));
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn escapes_secrets_and_the_index_are_refused() {
     let fx = fx();

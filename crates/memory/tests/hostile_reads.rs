@@ -22,6 +22,7 @@ fn ctx() -> ToolContext {
     }
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn odd_files_are_listed_and_read_lossily_not_hidden() {
     let dir = tempfile::tempdir().unwrap();

@@ -79,17 +79,15 @@ fn symlinks_escaping_the_dir_are_refused() {
     assert!(msg.contains("outside the memory directory"), "{msg}");
 }
 
+#[cfg(unix)]
 #[test]
 fn memory_dir_reached_through_a_symlink_still_works() {
     let (d, g) = gate();
-    #[cfg(unix)]
-    {
-        let alias = d.path().join("alias");
-        std::os::unix::fs::symlink(g.root(), &alias).unwrap();
-        let g2 = ContainmentGate::new(&alias).unwrap();
-        assert_eq!(g2.root(), g.root());
-        assert!(g2.check(&alias.join("a.md")).is_ok());
-    }
+    let alias = d.path().join("alias");
+    std::os::unix::fs::symlink(g.root(), &alias).unwrap();
+    let g2 = ContainmentGate::new(&alias).unwrap();
+    assert_eq!(g2.root(), g.root());
+    assert!(g2.check(&alias.join("a.md")).is_ok());
 }
 
 #[test]

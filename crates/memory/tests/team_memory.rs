@@ -463,6 +463,7 @@ fn the_full_store_and_a_team_dir_store_write_the_team_index_together_without_los
     assert!(read(&tmp.path().join("MEMORY.md")).is_empty());
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_team_symlink_out_of_the_memory_dir_gets_nothing_written() {
     let tmp = tempfile::tempdir().unwrap();

@@ -100,7 +100,9 @@ fn copy_dir(src: &Path, dst: &Path) {
         let (from, to) = (entry.path(), dst.join(entry.file_name()));
         if from.is_dir() {
             copy_dir(&from, &to);
-        } else if entry.file_name() == "model.safetensors" {
+        } else if cfg!(unix) && entry.file_name() == "model.safetensors" {
+            // The weights are linked, not copied (hundreds of MB).
+            #[cfg(unix)]
             std::os::unix::fs::symlink(std::fs::canonicalize(&from).unwrap(), &to).unwrap();
         } else {
             std::fs::copy(&from, &to).unwrap();
