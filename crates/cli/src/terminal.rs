@@ -6,8 +6,12 @@
 //! retitle the window, hide lines or rewrite what was printed before it. [`Visible`] shows every
 //! C0 control except line feed and tab as its Unicode control picture (ESC as `␛`, BEL as `␇`),
 //! DEL as `␡`, and every C1 control (U+0080 to U+009F) as `\u{9b}`-style text; a carriage return
-//! right before a line feed is kept (CRLF files print as they look elsewhere). Every other
-//! character passes through unchanged, in any script, and so do bytes that are not UTF-8.
+//! right before a line feed is kept (CRLF files print as they look elsewhere). The bidirectional
+//! embedding, override and isolate controls (U+202A to U+202E, U+2066 to U+2069), which make a
+//! terminal that applies the bidi algorithm show text in another order than it is stored, are
+//! shown as `\u{202e}`-style text too; the marks real right-to-left text uses (U+200E, U+200F,
+//! U+061C) and the joiners pass. Every other character passes through unchanged, in any
+//! script, and so do bytes that are not UTF-8.
 //!
 //! The binary wraps stdout and stderr in it only when they are terminals and the output is not
 //! `--json` (JSON escapes control characters itself): piped output stays byte for byte.
@@ -95,7 +99,7 @@ fn show<'a>(text: &'a str, done: bool, out: &mut Vec<u8>) -> Option<&'a str> {
                 out.extend_from_slice(picture.encode_utf8(&mut buf).as_bytes());
             }
             '\u{7f}' => out.extend_from_slice("\u{2421}".as_bytes()),
-            '\u{80}'..='\u{9f}' => {
+            '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
                 out.extend_from_slice(format!("\\u{{{:x}}}", c as u32).as_bytes())
             }
             _ => out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes()),
@@ -184,6 +188,23 @@ mod tests {
             "Сервер БД слушает порт 5433. Ёлка.",
             "قاعدة البيانات على المنفذ 5433",
             "👨‍👩‍👧‍👦 🦀 café résumé",
+        ] {
+            assert_eq!(text(s), s);
+        }
+    }
+
+    #[test]
+    fn bidi_overrides_are_shown_right_to_left_text_is_not_touched() {
+        // An override makes `txt.exe` read as `exe.txt` on a terminal that applies bidi.
+        assert_eq!(
+            text("report\u{202e}txt.exe and \u{2066}x\u{2069}"),
+            "report\\u{202e}txt.exe and \\u{2066}x\\u{2069}"
+        );
+        // Hebrew and Arabic with the marks and joiners real text uses pass unchanged.
+        for s in [
+            "הסיסמה נשמרת בכספת\u{200f} (v2)",
+            "قاعدة البيانات\u{061c} 5433",
+            "می\u{200c}خواهم",
         ] {
             assert_eq!(text(s), s);
         }
