@@ -80,6 +80,16 @@ fn kind(meta: &std::fs::Metadata) -> &'static str {
     "not a file"
 }
 
+/// Make a named pipe at `path` for a test; `false` when this machine has no `mkfifo` (the test
+/// then has nothing to check).
+#[cfg(all(test, unix))]
+pub(crate) fn test_fifo(path: &Path) -> bool {
+    std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,9 +99,8 @@ mod tests {
     fn pipes_and_devices_are_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("MEMORY.md");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        if !made.is_ok_and(|s| s.success()) {
-            return; // no mkfifo on this machine: nothing to test
+        if !test_fifo(&fifo) {
+            return;
         }
         // Opening the pipe for reading would wait for a writer forever: the check comes first.
         // Should it ever wait, the test opens the other end itself and fails instead of hanging.

@@ -4,7 +4,7 @@
 mod support;
 
 use memloop_memory::recall::{SelectionContext, Selector};
-use memloop_memory::store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::{MemoryDoc, MemoryHeader, MemoryStore, WriteMode};
 use memloop_pg::PgFtsSelector;
 use std::sync::Arc;
 use support::{TestSchema, admin};
@@ -40,16 +40,7 @@ async fn full_text_selector_ranks_and_obeys_the_contract() {
             "The staging database is rebuilt nightly.",
         ),
     ];
-    for (rel, name, desc, body) in mems {
-        store
-            .write(
-                rel,
-                &MemoryDoc::new(name, desc, MemoryType::Project, body),
-                WriteMode::Overwrite,
-            )
-            .await
-            .unwrap();
-    }
+    support::write_memories(&store, &mems).await;
     other
         .write(
             "leak.md",
@@ -148,19 +139,10 @@ async fn finds_chinese_japanese_korean_russian_and_english_memories() {
             "We never ship releases on Friday afternoons.",
         ),
     ];
-    for (rel, name, desc, body) in mems {
-        store
-            .write(
-                rel,
-                &MemoryDoc::new(name, desc, MemoryType::Project, body),
-                WriteMode::Overwrite,
-            )
-            .await
-            .unwrap();
-    }
+    support::write_memories(&store, &mems).await;
     let headers = store.scan().await.unwrap();
     let selector: Arc<dyn Selector> = Arc::new(PgFtsSelector::new(store.clone()));
-    for (query, want) in [
+    let cases = [
         ("数据库", "zh-db.md"),
         ("我们用什么数据库？", "zh-db.md"),
         ("キャッシュの有効期限", "ja-cache.md"),
@@ -168,17 +150,8 @@ async fn finds_chinese_japanese_korean_russian_and_english_memories() {
         ("копии базы данных", "ru-backup.md"),
         ("shipping a release on friday", "en-deploy.md"),
         ("ＰｏｓｔｇｒｅＳＱＬ", "zh-db.md"),
-    ] {
-        let got = selector
-            .select_checked(query, &headers, &SelectionContext::with_limit(3))
-            .await
-            .unwrap();
-        assert_eq!(
-            got.first().map(String::as_str),
-            Some(want),
-            "{query}: {got:?}"
-        );
-    }
+    ];
+    first_hits(selector.as_ref(), &headers, &cases).await;
     let got = selector
         .select_checked("天气预报", &headers, &SelectionContext::with_limit(3))
         .await
@@ -230,19 +203,10 @@ async fn queries_find_memories_with_or_without_accents() {
             "La reunion trimestrielle se tient a Geneve.",
         ),
     ];
-    for (rel, name, desc, body) in mems {
-        store
-            .write(
-                rel,
-                &MemoryDoc::new(name, desc, MemoryType::Project, body),
-                WriteMode::Overwrite,
-            )
-            .await
-            .unwrap();
-    }
+    support::write_memories(&store, &mems).await;
     let headers = store.scan().await.unwrap();
     let selector: Arc<dyn Selector> = Arc::new(PgFtsSelector::new(store.clone()));
-    for (query, want) in [
+    let cases = [
         ("almacen principal", "es-almacen.md"),
         ("almacén principal", "es-almacen.md"),
         ("carsamba toplantisi", "tr-toplanti.md"),
@@ -253,17 +217,8 @@ async fn queries_find_memories_with_or_without_accents() {
         ("ёлка", "ru-tree.md"),
         // The other way round: accents in the query, none in the memory.
         ("réunion à Genève", "fr-reunion.md"),
-    ] {
-        let got = selector
-            .select_checked(query, &headers, &SelectionContext::with_limit(3))
-            .await
-            .unwrap();
-        assert_eq!(
-            got.first().map(String::as_str),
-            Some(want),
-            "{query}: {got:?}"
-        );
-    }
+    ];
+    first_hits(selector.as_ref(), &headers, &cases).await;
 
     // The SQL fold and the query's fold agree, word for word, in many languages; letters that
     // do not decompose and the marks of other scripts stay. Both see text as the index does:
@@ -307,5 +262,20 @@ async fn queries_find_memories_with_or_without_accents() {
             .get(0);
         let token = memloop_memory::recall::normalize(word);
         assert_eq!(sql, memloop_memory::recall::fold_accents(&token), "{word}");
+    }
+}
+
+/// Each `(query, memory)`: the memory is the first of the selector's (at most three) picks.
+async fn first_hits(selector: &dyn Selector, headers: &[MemoryHeader], cases: &[(&str, &str)]) {
+    for &(query, want) in cases {
+        let got = selector
+            .select_checked(query, headers, &SelectionContext::with_limit(3))
+            .await
+            .unwrap();
+        assert_eq!(
+            got.first().map(String::as_str),
+            Some(want),
+            "{query}: {got:?}"
+        );
     }
 }

@@ -8,7 +8,7 @@
 
 mod support;
 
-use memloop_memory::store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_memory::store::MemoryStore;
 use memloop_pg::{PgConfig, PgError, PgMemoryStore, SslMode};
 use std::path::{Path, PathBuf};
 use support::TestSchema;
@@ -257,16 +257,7 @@ async fn the_store_round_trips_over_verified_tls() {
             "Копирование каждую ночь.",
         ),
     ];
-    for (rel, name, desc, body) in mems {
-        store
-            .write(
-                rel,
-                &MemoryDoc::new(name, desc, MemoryType::Project, body),
-                WriteMode::Overwrite,
-            )
-            .await
-            .unwrap();
-    }
+    support::write_memories(&store, &mems).await;
     for (rel, name, _, body) in mems {
         let file = store.read(rel).await.unwrap();
         assert_eq!(file.header.name.as_deref(), Some(name));

@@ -167,14 +167,11 @@ mod tests {
     #[tokio::test]
     async fn pipes_are_neither_read_nor_written() {
         let dir = tempfile::tempdir().unwrap();
-        let made = std::process::Command::new("mkfifo")
-            .arg(dir.path().join("pipe.md"))
-            .status();
-        if !made.is_ok_and(|s| s.success()) {
-            return; // no mkfifo on this machine
+        let fifo = dir.path().join("pipe.md");
+        if !crate::files::test_fifo(&fifo) {
+            return;
         }
         let ctx = test_ctx(dir.path());
-        let fifo = dir.path().join("pipe.md");
         // Both would wait forever for the pipe's other end: they answer at once instead. Should
         // one ever wait, the test opens the other end itself and fails instead of hanging.
         let limit = std::time::Duration::from_secs(10);

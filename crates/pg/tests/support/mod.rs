@@ -2,6 +2,7 @@
 //! (also when the test fails).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use memloop_memory::store::{MemoryDoc, MemoryType, WriteMode};
 use memloop_pg::{PgConfig, PgMemoryStore};
 
 /// The machine's PostgreSQL (trust auth).
@@ -27,6 +28,20 @@ impl TestSchema {
 
     pub async fn open(&self, project: &str) -> PgMemoryStore {
         PgMemoryStore::open(self.config(project)).await.unwrap()
+    }
+}
+
+/// Write `(path, name, description, body)` project memories, overwriting.
+pub async fn write_memories(store: &PgMemoryStore, mems: &[(&str, &str, &str, &str)]) {
+    for &(rel, name, desc, body) in mems {
+        store
+            .write(
+                rel,
+                &MemoryDoc::new(name, desc, MemoryType::Project, body),
+                WriteMode::Overwrite,
+            )
+            .await
+            .unwrap();
     }
 }
 
