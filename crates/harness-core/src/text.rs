@@ -13,6 +13,17 @@ pub fn truncate_utf8(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// `s` on one line: every run of whitespace (line breaks and tabs included) becomes one space,
+/// and leading and trailing whitespace goes, so text from a file cannot add lines to a listing.
+///
+/// ```
+/// use memloop_core::text::one_line;
+/// assert_eq!(one_line("  первая строка\n\t- вторая \r\n"), "первая строка - вторая");
+/// ```
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Replace every `{{name}}` whose name is in `vars`, in ONE pass: values are inserted literally
 /// and never scanned again, unknown names (and an unclosed `{{`) are left as they are. Names match
 /// exactly (no trimming).

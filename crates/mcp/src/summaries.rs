@@ -486,10 +486,7 @@ fn check(answer: &str, entry: &str) -> Result<Summary, String> {
             truncate_utf8(answer, 120)
         )
     })?;
-    let abstract_line: String = a
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    let abstract_line: String = memloop_core::text::one_line(&a)
         .chars()
         .take(L0_MAX_CHARS)
         .collect();

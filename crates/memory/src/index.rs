@@ -3,6 +3,7 @@
 //! start.
 
 use crate::types::{IndexEntry, LoadedIndex};
+use memloop_core::text::one_line;
 use regex::Regex;
 use std::sync::OnceLock;
 
@@ -106,9 +107,8 @@ pub fn parse_entries(text: &str) -> Vec<IndexEntry> {
 /// `…`), then the title. Newlines in title or hook become spaces; brackets in the title become
 /// parentheses so the link stays parseable.
 pub fn format_entry_line(title: &str, file: &str, hook: &str, max_chars: usize) -> String {
-    let clean = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut title = clean(title).replace('[', "(").replace(']', ")");
-    let mut hook = clean(hook);
+    let mut title = one_line(title).replace('[', "(").replace(']', ")");
+    let mut hook = one_line(hook);
     let file = link_destination(file);
     let fixed = format!("- []({file}) — ").chars().count();
     let room = max_chars.saturating_sub(fixed);

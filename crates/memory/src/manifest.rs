@@ -24,16 +24,14 @@ pub fn manifest_line(h: &MemoryHeader) -> String {
     line.push_str(" (");
     line.push_str(&format_mtime(h.mtime));
     line.push(')');
-    if let Some(d) = h.description.as_deref() {
-        let mut words = d.split_whitespace();
-        if let Some(first) = words.next() {
-            line.push_str(": ");
-            line.push_str(first);
-            for w in words {
-                line.push(' ');
-                line.push_str(w);
-            }
-        }
+    if let Some(d) = h
+        .description
+        .as_deref()
+        .map(memloop_core::text::one_line)
+        .filter(|d| !d.is_empty())
+    {
+        line.push_str(": ");
+        line.push_str(&d);
     }
     line
 }

@@ -33,7 +33,7 @@ const EXCERPT_BYTES: usize = 300;
 /// A short, single-line excerpt of a body for error messages.
 pub fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = crate::text::one_line(&text);
     let cut = truncate_utf8(&flat, EXCERPT_BYTES);
     if cut.len() < flat.len() {
         format!("{cut}…")

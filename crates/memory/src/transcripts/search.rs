@@ -155,10 +155,7 @@ fn snippet(text: &str, at: usize, chars: usize) -> String {
         .grapheme_indices(true)
         .nth(remaining)
         .map_or(text.len(), |(i, _)| at + i);
-    let mut s = text[start..end]
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let mut s = memloop_core::text::one_line(&text[start..end]);
     if start > 0 {
         s.insert(0, '…');
     }
