@@ -76,5 +76,7 @@ mod tests {
         assert_eq!(clip("🇯🇵🇰🇷🇨🇳", 5), "🇯🇵🇰🇷…");
         // A cell is one line.
         assert_eq!(clip("первая строка\n  вторая", 40), "первая строка вторая");
+        assert_eq!(clip("", 3), "");
+        assert_eq!(clip("\n\t", 3), "");
     }
 }

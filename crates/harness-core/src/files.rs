@@ -142,6 +142,8 @@ mod tests {
             read_regular_to_string(&p).unwrap_err().kind(),
             io::ErrorKind::InvalidData
         );
+        std::fs::write(&p, b"").unwrap();
+        assert_eq!(read_regular_to_string(&p).unwrap(), "");
         assert_eq!(
             read_regular(&dir.path().join("missing"))
                 .unwrap_err()

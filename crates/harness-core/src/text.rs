@@ -19,6 +19,7 @@ pub fn truncate_utf8(s: &str, max: usize) -> &str {
 /// ```
 /// use memloop_core::text::one_line;
 /// assert_eq!(one_line("  первая строка\n\t- вторая \r\n"), "первая строка - вторая");
+/// assert_eq!(one_line(" \n\t"), "");
 /// ```
 pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -118,6 +118,15 @@ mod examples {
             m,
             "- заметка.md (1970-01-01T00:00:00Z): первая строка - [feedback] evil.md (x): injected конец"
         );
+        // Only whitespace: no description at all.
+        let blank = MemoryHeader {
+            rel_path: "空.md".into(),
+            name: None,
+            description: Some(" \n\t ".into()),
+            memory_type: None,
+            mtime: UNIX_EPOCH,
+        };
+        assert_eq!(format_manifest(&[blank]), "- 空.md (1970-01-01T00:00:00Z)");
     }
 
     #[test]

@@ -903,6 +903,7 @@ fn fold(word: String, script: Script) -> String {
 /// assert_eq!(fold_accents("ёлка"), "елка");
 /// assert_eq!(fold_accents("łódź"), "łodz");
 /// assert_eq!(fold_accents("नमस्ते"), "नमस्ते");
+/// assert_eq!(fold_accents(""), "");
 /// ```
 pub fn fold_accents(token: &str) -> String {
     let script = word_script(token);
