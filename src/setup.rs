@@ -421,7 +421,7 @@ impl MemorySetup {
     }
 
     /// Connect to the team store at `url` (or `MEMLOOP_DATABASE_URL` when `None`) for
-    /// `project_id` (default: the project's git `origin` URL, else its dir name) and sync it with
+    /// `project_id` (default: the project's git `origin` URL, else `dir:` and its canonical path) and sync it with
     /// this memory dir: with [`team_memory`](Self::team_memory) on, with its `team/`
     /// subdirectory only. `Ok(None)` when no URL is configured or memory is switched off. Hosts that want to keep working on
     /// local memory when the database is unreachable log the error and carry on without
@@ -442,12 +442,11 @@ impl MemorySetup {
         let Some(on) = &self.on else {
             return Ok(None);
         };
-        let project = project_id
-            .map(str::to_owned)
-            .unwrap_or_else(|| memloop_pg::project_id_for(&self.working_dir));
-        let team =
-            memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project).env(&self.env))
-                .await?;
+        let config = match project_id {
+            Some(id) => memloop_pg::PgConfig::new(url, id),
+            None => memloop_pg::PgConfig::for_project_dir(url, &self.working_dir),
+        };
+        let team = memloop_pg::PgMemoryStore::open(config.env(&self.env)).await?;
         let dir = match self.team_memory {
             true => on.resolved.dir.join(memloop_memory::store::TEAM_DIR),
             false => on.resolved.dir.clone(),

@@ -37,7 +37,7 @@ pub struct Cli {
     #[cfg(feature = "postgres")]
     #[arg(long, global = true, value_name = "URL")]
     pub database_url: Option<String>,
-    /// The team project id (default: the git `origin` URL of the project, else its dir name).
+    /// The team project id (default: the git `origin` URL of the project, else `dir:` and its canonical path).
     #[cfg(feature = "postgres")]
     #[arg(long, global = true, value_name = "ID")]
     pub team_project: Option<String>,

@@ -143,15 +143,15 @@ impl Context {
     }
 
     /// Open the team store at `url` for this project (`--team-project`, else the git `origin`
-    /// URL, else the project dir's name).
+    /// URL, else the project dir's canonical path).
     #[cfg(feature = "postgres")]
     pub async fn open_team(&self, url: &str) -> anyhow::Result<memloop_pg::PgMemoryStore> {
         use anyhow::Context as _;
-        let project = self
-            .team_project
-            .clone()
-            .unwrap_or_else(|| memloop_pg::project_id_for(&self.project));
-        memloop_pg::PgMemoryStore::open(memloop_pg::PgConfig::new(url, project).env(&self.env))
+        let config = match &self.team_project {
+            Some(id) => memloop_pg::PgConfig::new(url, id.clone()),
+            None => memloop_pg::PgConfig::for_project_dir(url, &self.project),
+        };
+        memloop_pg::PgMemoryStore::open(config.env(&self.env))
             .await
             .context("opening the team memory store")
     }

@@ -1,6 +1,7 @@
 //! `memloop mcp --database-url URL` (or `MEMLOOP_DATABASE_URL`): every served project keeps its
 //! memories in the PostgreSQL team store, under the same project id `memloop team` uses for
-//! that project dir ([`memloop_pg::project_id_for`]: its git `origin` URL, else its dir name).
+//! that project dir ([`memloop_pg::project_id_for`]: its git `origin` URL, else `dir:` and its
+//! canonical path, so two dirs of one name never share memory).
 
 use crate::context::Context;
 use anyhow::bail;
@@ -29,9 +30,9 @@ impl TeamStores {
         Self { url, shown, env }
     }
 
-    /// The connection settings for `project_id`.
-    pub fn config(&self, project_id: impl Into<String>) -> PgConfig {
-        PgConfig::new(self.url.clone(), project_id)
+    /// The connection settings for the project at `project_dir` ([`PgConfig::for_project_dir`]).
+    pub fn config(&self, project_dir: &std::path::Path) -> PgConfig {
+        PgConfig::for_project_dir(self.url.clone(), project_dir)
             .env(&self.env)
             .application_name(format!("{APPLICATION_NAME}:{}", std::process::id()))
     }
@@ -44,9 +45,9 @@ impl ProjectStores for TeamStores {
 
     fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
         Box::pin(async move {
-            let id = memloop_pg::project_id_for(&project.path);
-            tracing::info!(project = %project.path.display(), team_project = %id, "opening the team store");
-            let store = PgMemoryStore::open(self.config(id))
+            let config = self.config(&project.path);
+            tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
+            let store = PgMemoryStore::open(config)
                 .await
                 .map_err(MemoryError::from)?;
             Ok(Arc::new(store) as Arc<dyn MemoryStore>)
@@ -67,7 +68,7 @@ pub fn from_context(ctx: &Context) -> anyhow::Result<Option<Arc<dyn ProjectStore
     if ctx.team_project.is_some() {
         bail!(
             "--team-project names one team project, but `memloop mcp` serves many: each \
-             project's id is its git origin URL (else its dir name), as for `memloop team`"
+             project's id is its git origin URL (else its canonical path), as for `memloop team`"
         );
     }
     Ok(Some(Arc::new(TeamStores::new(url, ctx.env.clone()))))

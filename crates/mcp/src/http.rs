@@ -7,13 +7,14 @@
 //! SHA-256 digests in constant time and never logged. Without tokens the server only binds a
 //! loopback address, unless the operator says `insecure_no_auth`.
 
+use crate::access::{Access, ProjectGlob, TokenScope};
 use crate::server::{McpServeError, MemoryServer};
 use crate::tls::TlsIdentity;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
@@ -33,29 +34,83 @@ const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// The largest request body read (a `context_save` batch is capped well below it).
 const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenScope {
-    /// `context_load`, `context_search`, `context_manage list`, resources.
-    Read,
-    /// Everything, including `context_save` and `context_manage` `update` / `delete` /
-    /// `init_project`.
-    Write,
+/// How long a client has to send a request's headers, and how long a keep-alive connection may
+/// sit idle before the next request: a client that sends headers slowly, or holds connections
+/// open without using them, loses them.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A session with no request for this long is closed (its client re-initializes).
+const SESSION_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How long a new session may wait for its `initialize` request.
+const SESSION_INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Most open sessions one token may hold (a client needs one; a pool of agents a few dozen).
+pub const MAX_SESSIONS_PER_TOKEN: usize = 64;
+
+/// Most open sessions in all (each costs some tens of KB until it closes or idles out).
+pub const MAX_SESSIONS: usize = 512;
+
+/// The open sessions and the token each was opened with, to cap them per token and in all.
+/// Closed and expired sessions are pruned against the session manager's own table.
+struct SessionCounts {
+    manager: Arc<LocalSessionManager>,
+    owners: tokio::sync::Mutex<std::collections::HashMap<String, [u8; 32]>>,
+}
+
+impl SessionCounts {
+    /// Why a new session for `owner` is refused, if it is.
+    async fn refusal(&self, owner: &[u8; 32]) -> Option<String> {
+        let live: std::collections::HashSet<String> = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
+        let mut owners = self.owners.lock().await;
+        owners.retain(|id, _| live.contains(id));
+        let mine = owners.values().filter(|o| *o == owner).count();
+        if mine >= MAX_SESSIONS_PER_TOKEN {
+            return Some(format!(
+                "this token already holds {mine} open MCP sessions (at most \
+                 {MAX_SESSIONS_PER_TOKEN}): close one (DELETE with its Mcp-Session-Id) or let \
+                 idle ones expire ({} s)",
+                SESSION_IDLE_TIMEOUT.as_secs()
+            ));
+        }
+        if live.len() >= MAX_SESSIONS {
+            return Some(format!(
+                "the server holds {} open MCP sessions (at most {MAX_SESSIONS}); retry later",
+                live.len()
+            ));
+        }
+        None
+    }
+
+    async fn opened(&self, id: &str, owner: [u8; 32]) {
+        self.owners.lock().await.insert(id.to_owned(), owner);
+    }
+}
+
+/// Whether a JSON-RPC body is an `initialize` request (it opens a session).
+fn is_initialize(body: &serde_json::Value) -> bool {
+    body["method"] == "initialize"
 }
 
 /// One line of a token file.
 #[derive(Clone)]
 struct TokenRule {
     digest: [u8; 32],
-    /// `*`-glob over the `project_path` a tool names; `None`: every project.
-    projects: Option<String>,
-    scope: TokenScope,
+    access: Access,
 }
 
 /// The tokens a server accepts, from a token file: one per line, `TOKEN [PROJECT-GLOB]
 /// [read|write]` (default: every project, `write`), `#` comments and blank lines ignored. The
-/// glob matches the `project_path` a tool call names, `*` standing for any characters
-/// (`/srv/repos/payments*`).
+/// glob is a [`ProjectGlob`]: it matches the canonical path of the project a request resolves
+/// to (`..` removed, symlinks followed), `*` standing for any characters
+/// (`/srv/repos/payments*`); what it allows is decided by [`Access`].
 #[derive(Clone)]
 pub struct Tokens {
     rules: Vec<TokenRule>,
@@ -101,12 +156,12 @@ impl Tokens {
     /// Parse a token file's text.
     ///
     /// ```
-    /// use memloop_mcp::{TokenScope, Tokens};
+    /// use memloop_mcp::{Access, ProjectGlob, TokenScope, Tokens};
     /// let t = Tokens::parse("# team\nalpha-token-0123456789\nbeta-token-0123456789 /srv/app* read\n").unwrap();
-    /// assert_eq!(t.scope_of("alpha-token-0123456789", Some("/any")), Ok(TokenScope::Write));
-    /// assert_eq!(t.scope_of("beta-token-0123456789", Some("/srv/app1")), Ok(TokenScope::Read));
-    /// assert!(t.scope_of("beta-token-0123456789", Some("/srv/other")).is_err());
-    /// assert!(t.scope_of("nope", None).is_err());
+    /// assert_eq!(t.access_of("alpha-token-0123456789"), Some(Access::full()));
+    /// let beta = Access::new(Some(ProjectGlob::new("/srv/app*").unwrap()), TokenScope::Read);
+    /// assert_eq!(t.access_of("beta-token-0123456789"), Some(beta));
+    /// assert!(t.access_of("nope").is_none());
     /// ```
     pub fn parse(text: &str) -> Result<Self, TokenFileError> {
         let mut rules = Vec::new();
@@ -124,17 +179,20 @@ impl Tokens {
             if token.len() < 16 {
                 return Err(bad("a token must be at least 16 characters"));
             }
-            let (projects, scope) = match rest {
+            let (glob, scope) = match rest {
                 [] => (None, TokenScope::Write),
                 [s] if is_scope(s) => (None, scope(s)),
-                [glob] => (Some((*glob).to_owned()), TokenScope::Write),
-                [glob, s] if is_scope(s) => (Some((*glob).to_owned()), scope(s)),
+                [glob] => (Some(*glob), TokenScope::Write),
+                [glob, s] if is_scope(s) => (Some(*glob), scope(s)),
                 _ => return Err(bad("expected `TOKEN [PROJECT-GLOB] [read|write]`")),
             };
+            let projects = glob
+                .map(ProjectGlob::new)
+                .transpose()
+                .map_err(|e| bad(&e))?;
             rules.push(TokenRule {
                 digest: digest(token),
-                projects,
-                scope,
+                access: Access::new(projects, scope),
             });
         }
         if rules.is_empty() {
@@ -152,9 +210,8 @@ impl Tokens {
         Self::parse(&text)
     }
 
-    /// The scope `token` has for `project` (`None`: a request naming no project), or why it
-    /// has none: 401 (unknown token) or 403 (outside its projects).
-    pub fn scope_of(&self, token: &str, project: Option<&str>) -> Result<TokenScope, StatusCode> {
+    /// What `token` may do; `None` for a token not in the file (HTTP 401).
+    pub fn access_of(&self, token: &str) -> Option<Access> {
         let presented = digest(token);
         // Compare with every rule, without stopping early, so timing says nothing.
         let mut found: Option<&TokenRule> = None;
@@ -163,15 +220,7 @@ impl Tokens {
                 found = Some(rule);
             }
         }
-        let rule = found.ok_or(StatusCode::UNAUTHORIZED)?;
-        match (&rule.projects, project) {
-            (Some(glob), Some(p)) if !glob_match(glob, p) => Err(StatusCode::FORBIDDEN),
-            _ => Ok(rule.scope),
-        }
-    }
-
-    fn known(&self, token: &str) -> bool {
-        self.scope_of(token, None).is_ok()
+        found.map(|rule| rule.access.clone())
     }
 }
 
@@ -185,29 +234,6 @@ fn scope(s: &str) -> TokenScope {
     } else {
         TokenScope::Write
     }
-}
-
-/// `*` matches any run of characters (also `/`); everything else matches itself.
-fn glob_match(glob: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (glob.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
-    while ti < t.len() {
-        if pi < p.len() && p[pi] != '*' && p[pi] == t[ti] {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
 }
 
 /// How `serve_http` serves.
@@ -278,58 +304,6 @@ fn bearer(req: &http::request::Parts) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// The tool calls of a JSON-RPC body (one message or a batch): (tool, project_path, writes).
-fn tool_calls(body: &[u8]) -> Vec<(String, Option<String>, bool)> {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return Vec::new();
-    };
-    let messages = match value {
-        serde_json::Value::Array(v) => v,
-        one => vec![one],
-    };
-    messages
-        .iter()
-        .filter(|m| m["method"] == "tools/call")
-        .map(|m| {
-            let name = m["params"]["name"].as_str().unwrap_or_default().to_owned();
-            let args = &m["params"]["arguments"];
-            let project = args["project_path"].as_str().map(str::to_owned);
-            let writes = match name.as_str() {
-                "context_save" => true,
-                "context_manage" => args["action"].as_str() != Some("list"),
-                "context_load" | "context_search" => false,
-                _ => true, // an unknown tool is treated as a write
-            };
-            (name, project, writes)
-        })
-        .collect()
-}
-
-/// Why `token` may not send `body`, if it may not.
-fn refusal(tokens: &Tokens, token: &str, body: &[u8]) -> Option<(StatusCode, String)> {
-    for (tool, project, writes) in tool_calls(body) {
-        match tokens.scope_of(token, project.as_deref()) {
-            Err(status) => {
-                return Some((
-                    status,
-                    format!(
-                        "this token is not valid for project {}",
-                        project.unwrap_or_default()
-                    ),
-                ));
-            }
-            Ok(TokenScope::Read) if writes => {
-                return Some((
-                    StatusCode::FORBIDDEN,
-                    format!("this token is read-only; `{tool}` writes"),
-                ));
-            }
-            Ok(_) => {}
-        }
-    }
-    None
-}
-
 /// Serve `server`'s tools over Streamable HTTP at `options.addr` until `options.shutdown` is
 /// cancelled. The bound address is sent on `bound` once listening (port 0 picks a free one).
 pub async fn serve_http(
@@ -353,11 +327,19 @@ pub async fn serve_http(
         // network is reached under names only its operator knows (tokens guard it).
         config = config.disable_allowed_hosts();
     }
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let gate = server.clone();
+    // No SSE priming events: they carry an empty `data:` that clients try to parse as JSON.
+    config.sse_retry = None;
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE_TIMEOUT);
+    sessions.session_config.init_timeout = Some(SESSION_INIT_TIMEOUT);
+    sessions.session_config.sse_retry = None;
+    let sessions = Arc::new(sessions);
+    let counts = Arc::new(SessionCounts {
+        manager: sessions.clone(),
+        owners: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+    });
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let tokens = options.tokens.map(Arc::new);
     let acceptor = options.tls.as_ref().map(TlsIdentity::acceptor);
     tracing::info!(%addr, auth = tokens.is_some(), tls = acceptor.is_some(), "MCP server listening (streamable HTTP)");
@@ -376,15 +358,27 @@ pub async fn serve_http(
                 continue;
             }
         };
-        let (mcp, tokens) = (mcp.clone(), tokens.clone());
+        // Small request/answer exchanges on keep-alive connections: without this, Nagle's
+        // algorithm holds each answer's last segment until the client's delayed ACK (~40 ms).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+        let (mcp, tokens, gate, counts) =
+            (mcp.clone(), tokens.clone(), gate.clone(), counts.clone());
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let (mut mcp, tokens) = (mcp.clone(), tokens.clone());
+            let (mut mcp, tokens, gate, counts) =
+                (mcp.clone(), tokens.clone(), gate.clone(), counts.clone());
             async move {
-                let (parts, body) = req.into_parts();
-                let token = match &tokens {
-                    Some(t) => match bearer(&parts) {
-                        Some(tok) if t.known(tok) => Some(tok.to_owned()),
-                        _ => {
+                let (mut parts, body) = req.into_parts();
+                // Sessions are counted per token (its digest; one bucket without tokens).
+                let mut owner = [0u8; 32];
+                let access = match &tokens {
+                    Some(t) => match bearer(&parts).and_then(|tok| {
+                        owner = digest(tok);
+                        t.access_of(tok)
+                    }) {
+                        Some(access) => access,
+                        None => {
                             tracing::info!(%peer, "request without a valid token refused");
                             return Ok::<_, Infallible>(plain(
                                 StatusCode::UNAUTHORIZED,
@@ -392,7 +386,7 @@ pub async fn serve_http(
                             ));
                         }
                     },
-                    None => None,
+                    None => Access::full(),
                 };
                 let bytes = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
                     Ok(c) => c.to_bytes(),
@@ -403,13 +397,42 @@ pub async fn serve_http(
                         ));
                     }
                 };
-                if let (Some(t), Some(tok)) = (&tokens, &token)
-                    && let Some((status, why)) = refusal(t, tok, &bytes)
-                {
-                    tracing::info!(%peer, %status, "tool call refused by token scope");
-                    return Ok(plain(status, &why));
+                let mut opens_session = false;
+                if parts.method == http::Method::POST {
+                    let message = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            return Ok(plain(
+                                StatusCode::BAD_REQUEST,
+                                &format!("the request body is not JSON: {e}"),
+                            ));
+                        }
+                    };
+                    opens_session =
+                        is_initialize(&message) && !parts.headers.contains_key("mcp-session-id");
+                    if opens_session && let Some(why) = counts.refusal(&owner).await {
+                        tracing::warn!(%peer, "new MCP session refused: session cap reached");
+                        return Ok(plain(StatusCode::TOO_MANY_REQUESTS, &why));
+                    }
                 }
-                mcp.call(Request::from_parts(parts, Full::new(bytes))).await
+                // The answer's status for a refused call; the tools enforce the same rule again
+                // (the Access travels with the request), so nothing depends on this check.
+                if let Err(denied) = gate.check_request(&access, &bytes).await {
+                    tracing::info!(%peer, "tool call refused by the token's access");
+                    return Ok(plain(StatusCode::FORBIDDEN, &denied.to_string()));
+                }
+                parts.extensions.insert(access);
+                let response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
+                if opens_session
+                    && let Ok(r) = &response
+                    && let Some(id) = r
+                        .headers()
+                        .get("mcp-session-id")
+                        .and_then(|v| v.to_str().ok())
+                {
+                    counts.opened(id, owner).await;
+                }
+                response
             }
         });
         let shutdown = options.shutdown.clone();
@@ -418,7 +441,20 @@ pub async fn serve_http(
             // With TLS, the handshake first; a client that fails it (plain HTTP, an untrusted
             // certificate, garbage) loses its own connection only.
             let io = match acceptor {
-                None => Either::Left(stream),
+                None => {
+                    // The first request's bytes must come as promptly as its headers must end
+                    // (HTTP/1's header timeout starts with them).
+                    let mut byte = [0u8; 1];
+                    let first = tokio::select! {
+                        r = tokio::time::timeout(HEADER_READ_TIMEOUT, stream.peek(&mut byte)) => r,
+                        () = shutdown.cancelled() => return,
+                    };
+                    if !matches!(first, Ok(Ok(n)) if n > 0) {
+                        tracing::debug!(%peer, "connection sent nothing; dropped");
+                        return;
+                    }
+                    Either::Left(stream)
+                }
                 Some(acceptor) => {
                     let handshake = tokio::select! {
                         r = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)) => r,
@@ -437,7 +473,11 @@ pub async fn serve_http(
                     }
                 }
             };
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
             tokio::select! {
                 r = conn => if let Err(e) = r {
@@ -451,16 +491,8 @@ pub async fn serve_http(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn globs_match_paths_in_any_script() {
-        assert!(glob_match("/srv/app*", "/srv/app1"));
-        assert!(glob_match("*", "/x/y"));
-        assert!(glob_match("/srv/*/api", "/srv/团队/api"));
-        assert!(!glob_match("/srv/app*", "/srv/other"));
-        assert!(!glob_match("/srv/app", "/srv/app2"));
-    }
 
     #[test]
     fn token_files_are_checked_without_echoing_tokens() {
@@ -471,28 +503,12 @@ mod tests {
         );
         assert!(Tokens::parse("# nothing\n\n").is_err());
         assert!(Tokens::parse("0123456789abcdef /a read extra\n").is_err());
+        assert!(Tokens::parse("0123456789abcdef /srv/../x* read\n").is_err());
         let t = Tokens::parse("0123456789abcdef read\n").unwrap();
         assert_eq!(
-            t.scope_of("0123456789abcdef", Some("/x")),
-            Ok(TokenScope::Read)
+            t.access_of("0123456789abcdef"),
+            Some(Access::new(None, TokenScope::Read))
         );
         assert!(!format!("{t:?}").contains("0123456789abcdef"));
-    }
-
-    #[test]
-    fn read_tokens_may_not_write() {
-        let t = Tokens::parse("0123456789abcdef /srv/* read\n").unwrap();
-        let save = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"context_save","arguments":{"project_path":"/srv/a"}}}"#;
-        let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"context_manage","arguments":{"project_path":"/srv/a","action":"list"}}}"#;
-        let other = br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"context_load","arguments":{"project_path":"/home/x"}}}]"#;
-        assert_eq!(
-            refusal(&t, "0123456789abcdef", save).map(|r| r.0),
-            Some(StatusCode::FORBIDDEN)
-        );
-        assert!(refusal(&t, "0123456789abcdef", list).is_none());
-        assert_eq!(
-            refusal(&t, "0123456789abcdef", other).map(|r| r.0),
-            Some(StatusCode::FORBIDDEN)
-        );
     }
 }

@@ -9,6 +9,7 @@
 //! `memloop mcp` runs [`serve_stdio`], and `memloop mcp --http ADDR` runs [`serve_http`]
 //! (Streamable HTTP behind bearer [`Tokens`]); embed [`MemoryServer`] to serve another transport.
 
+mod access;
 mod answer;
 mod http;
 mod mapping;
@@ -21,8 +22,12 @@ mod summaries;
 mod tiers;
 mod tls;
 
+pub use access::{Access, Denied, Effect, ProjectGlob, TokenScope};
 pub use answer::{MAX_BATCH, McpLimits};
-pub use http::{HttpOptions, TokenFileError, TokenScope, Tokens, check_bind, serve_http};
+pub use http::{
+    HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, TokenFileError, Tokens, check_bind,
+    serve_http,
+};
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
 pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};

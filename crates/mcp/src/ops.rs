@@ -2,9 +2,10 @@
 //! [`Refusal`] when the request itself is not acceptable (the project path, a target name).
 //! A failing backend is not a refusal: the answer says `available: false` and why.
 
+use crate::access::{Denied, Effect};
 use crate::answer::McpLimits;
 use crate::mapping::{EntryType, Scope, entry_to_memory, first_line, legacy_path};
-use crate::projects::{OpenProject, Project, Projects};
+use crate::projects::{NotServed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_memory::recall::{Selector, format_manifest};
 use memloop_memory::store::{
@@ -51,6 +52,23 @@ impl From<crate::projects::ProjectRefused> for Refusal {
     }
 }
 
+impl From<Denied> for Refusal {
+    fn from(e: Denied) -> Self {
+        let mut refusal = Self::new(e.to_string());
+        refusal.details.insert("code".into(), json!("forbidden"));
+        refusal
+    }
+}
+
+impl From<NotServed> for Refusal {
+    fn from(e: NotServed) -> Self {
+        match e {
+            NotServed::Refused(r) => r.into(),
+            NotServed::Denied(d) => d.into(),
+        }
+    }
+}
+
 /// One entry of a `context_save` batch.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct SaveEntry {
@@ -93,6 +111,16 @@ pub enum ManageAction {
     /// Create the project's memory dir if it does not exist yet (its index, `MEMORY.md`, is
     /// written with the first saved entry).
     InitProject,
+}
+
+impl ManageAction {
+    /// Whether the action only reads (`list`) or changes memory (the others).
+    pub fn effect(self) -> Effect {
+        match self {
+            Self::List => Effect::Read,
+            Self::Delete | Self::Update | Self::InitProject => Effect::Write,
+        }
+    }
 }
 
 fn project_json(p: &Project) -> Value {
@@ -194,12 +222,7 @@ fn day_of(rfc3339: &str) -> String {
 /// memloop's details (`project`, `index`, `open_todos`, `decisions`, `global_knowledge`).
 /// Sessions and todos carry their overview (L1) as `content` unless `detail` is `full`; lists
 /// carry the one-line abstract (L0, `description`).
-pub async fn load(
-    projects: &Projects,
-    project_path: &str,
-    detail: Detail,
-) -> Result<Value, Refusal> {
-    let project = projects.resolve(project_path).await?;
+pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Result<Value, Refusal> {
     let global = global_listing(projects).await;
     let open = match projects.open(&project, false).await {
         Ok(Some(open)) => open,
@@ -292,6 +315,12 @@ pub async fn load(
 
 /// The prefix of global memories' paths in answers and targets.
 pub const GLOBAL_PREFIX: &str = "global/";
+
+/// The global memory's path a `context_manage` target names (`global/decisions/x.md`), if it
+/// names one.
+pub(crate) fn global_target(target: Option<&str>) -> Option<&str> {
+    target.and_then(|t| t.trim().strip_prefix(GLOBAL_PREFIX))
+}
 
 /// A search hit: the memory, its score (none when listing), and whether it is global.
 struct Hit {
@@ -395,13 +424,12 @@ fn kind_of(rel_path: &str) -> &'static str {
 /// unless `detail` is `full` (L2).
 pub async fn search(
     projects: &Projects,
-    project_path: &str,
+    project: Project,
     query: &str,
     scope: Scope,
     limit: usize,
     detail: Detail,
 ) -> Result<Value, Refusal> {
-    let project = projects.resolve(project_path).await?;
     let limit = limit.clamp(1, MAX_LIMIT);
     let mut searches = Vec::new();
     let known = match projects.open(&project, false).await {
@@ -639,11 +667,10 @@ fn store_failure(project: &Project, what: &str, e: MemoryError) -> Result<Value,
 /// `context_save`: each entry written through the store; per entry what was written or why not.
 pub async fn save(
     projects: &Projects,
-    project_path: &str,
+    project: Project,
     entries: &[SaveEntry],
     limits: McpLimits,
 ) -> Result<Value, Refusal> {
-    let project = projects.resolve(project_path).await?;
     if entries.is_empty() {
         return Err(Refusal::new("entries is empty: nothing to save"));
     }
@@ -787,8 +814,6 @@ pub async fn save(
 /// What `context_manage` was asked (the tool's arguments, borrowed).
 #[derive(Debug, Clone, Copy)]
 pub struct ManageRequest<'a> {
-    /// Absolute path of the project directory.
-    pub project_path: &'a str,
     /// What to do.
     pub action: ManageAction,
     /// The memory's path (delete, update) or a path prefix (list).
@@ -802,21 +827,20 @@ pub struct ManageRequest<'a> {
 /// `context_manage` (`claude_md`: whether `init_project` may write the usage block).
 pub async fn manage(
     projects: &Projects,
+    project: Project,
     request: ManageRequest<'_>,
     limits: McpLimits,
     claude_md: bool,
 ) -> Result<Value, Refusal> {
     let ManageRequest {
-        project_path,
         action,
         target,
         content,
         expected_version,
     } = request;
-    let project = projects.resolve(project_path).await?;
     let create = action == ManageAction::InitProject;
     let existed = project.known();
-    let global_target = target.and_then(|t| t.trim().strip_prefix(GLOBAL_PREFIX));
+    let global_target = global_target(target);
     let target = global_target.or(target);
     let opened = if global_target.is_some() && !create {
         projects.open_global(false).await

@@ -7,6 +7,7 @@
 //! path. Its memories live in that dir, or, when the server was given [`ProjectStores`] (the
 //! CLI's `--database-url`), in the store those open for it.
 
+use crate::access::{Access, Denied, Effect};
 use memloop_core::embed::Embedder;
 use memloop_memory::{
     env::EnvVars,
@@ -126,6 +127,35 @@ pub fn project_id(canonical: &Path) -> String {
     digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
+/// `raw` as an absolute, existing directory's canonical path.
+fn canonical_project_path(raw: &str) -> Result<PathBuf, ProjectRefused> {
+    let refuse = |why: String| Err(ProjectRefused(why));
+    if raw.trim().is_empty() {
+        return refuse("project_path is empty".into());
+    }
+    if raw.contains('\0') {
+        return refuse("project_path contains a NUL character".into());
+    }
+    let path = Path::new(raw);
+    if !path.is_absolute() {
+        return refuse(format!("`{raw}` is not an absolute path"));
+    }
+    match std::fs::canonicalize(path) {
+        Ok(p) if p.is_dir() => Ok(p),
+        Ok(_) => refuse(format!("`{raw}` is not a directory")),
+        Err(e) => refuse(format!("`{raw}` cannot be opened: {e}")),
+    }
+}
+
+/// Why a request names a project the server does not serve to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotServed {
+    /// The path is not a project this server serves (to anyone).
+    Refused(ProjectRefused),
+    /// The request's [`Access`] does not reach it.
+    Denied(Denied),
+}
+
 /// Most projects `resources/list` names.
 const MAX_LISTED: usize = 1000;
 
@@ -212,34 +242,38 @@ impl Projects {
         &self.roots
     }
 
-    /// Validate `raw` and resolve its memory dir.
-    pub(crate) async fn resolve(&self, raw: &str) -> Result<Project, ProjectRefused> {
-        let refuse = |why: String| Err(ProjectRefused(why));
-        if raw.trim().is_empty() {
-            return refuse("project_path is empty".into());
-        }
-        if raw.contains('\0') {
-            return refuse("project_path contains a NUL character".into());
-        }
-        let path = Path::new(raw);
-        if !path.is_absolute() {
-            return refuse(format!("`{raw}` is not an absolute path"));
-        }
-        let canonical = match std::fs::canonicalize(path) {
-            Ok(p) if p.is_dir() => p,
-            Ok(_) => return refuse(format!("`{raw}` is not a directory")),
-            Err(e) => return refuse(format!("`{raw}` cannot be opened: {e}")),
+    /// Validate `raw`, decide whether `access` may do `effect` there, and resolve its memory
+    /// dir. Authorization is decided here, once, on the canonical path (`..` removed, symlinks
+    /// followed), before the roots are checked: a limited token learns nothing about paths
+    /// outside its projects.
+    pub(crate) async fn resolve(
+        &self,
+        raw: &str,
+        access: &Access,
+        effect: Effect,
+    ) -> Result<Project, NotServed> {
+        let canonical = match canonical_project_path(raw) {
+            Ok(c) => c,
+            Err(refused) => {
+                return Err(match access.unresolvable(raw, effect) {
+                    Some(denied) => NotServed::Denied(denied),
+                    None => NotServed::Refused(refused),
+                });
+            }
         };
+        access
+            .permit(&canonical, effect)
+            .map_err(NotServed::Denied)?;
         if !self.config.allow_any_project && !self.roots.iter().any(|r| canonical.starts_with(r)) {
             let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
-            return refuse(format!(
+            return Err(NotServed::Refused(ProjectRefused(format!(
                 "`{}` is outside the directories this server was started for ({}); start it \
                  with `--root` or `--allow-any-project` to serve it",
                 canonical.display(),
                 roots.join(", ")
-            ));
+            ))));
         }
-        let project = self.project_at(canonical)?;
+        let project = self.project_at(canonical).map_err(NotServed::Refused)?;
         self.seen
             .lock()
             .await
@@ -434,8 +468,9 @@ mod tests {
         }
         std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
         let projects = Projects::new(config(&root, &home, false));
+        let full = Access::full();
         let ok = projects
-            .resolve(&root.join("app").to_string_lossy())
+            .resolve(&root.join("app").to_string_lossy(), &full, Effect::Write)
             .await
             .unwrap();
         assert_eq!(ok.id, project_id(&root.join("app")));
@@ -451,9 +486,16 @@ mod tests {
             String::new(),
             "/tmp/a\0b".into(),
         ] {
-            assert!(projects.resolve(&bad).await.is_err(), "{bad:?} accepted");
+            assert!(
+                projects.resolve(&bad, &full, Effect::Read).await.is_err(),
+                "{bad:?} accepted"
+            );
         }
         let any = Projects::new(config(&root, &home, true));
-        assert!(any.resolve(&outside.to_string_lossy()).await.is_ok());
+        assert!(
+            any.resolve(&outside.to_string_lossy(), &full, Effect::Read)
+                .await
+                .is_ok()
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! [`MemoryServer`]: the MCP handler (tools + the index resource) and [`serve_stdio`].
 
+use crate::access::{Access, Denied, Effect};
 use crate::mapping::Scope;
 use crate::ops::{self, ManageAction, Refusal, SaveEntry};
-use crate::projects::{McpConfig, Projects};
+use crate::projects::{McpConfig, NotServed, Project, Projects};
 use crate::tiers::Detail;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
@@ -90,6 +91,92 @@ pub struct ManageParams {
     pub claude_md: Option<bool>,
 }
 
+/// What a tool call says about itself, declared with each tool's arguments: the project it
+/// names and what it does there. Authorization reads this, never the tool's name.
+struct Declared<'a> {
+    project_path: &'a str,
+    effect: Effect,
+    /// It writes the global memory (which every project sees).
+    writes_global: bool,
+}
+
+/// A tool's arguments, declaring the project and effect of a call.
+trait ToolRequest: Send + Sync {
+    fn declared(&self) -> Declared<'_>;
+}
+
+impl ToolRequest for LoadParams {
+    fn declared(&self) -> Declared<'_> {
+        Declared {
+            project_path: &self.project_path,
+            effect: Effect::Read,
+            writes_global: false,
+        }
+    }
+}
+
+impl ToolRequest for SearchParams {
+    fn declared(&self) -> Declared<'_> {
+        Declared {
+            project_path: &self.project_path,
+            effect: Effect::Read,
+            writes_global: false,
+        }
+    }
+}
+
+impl ToolRequest for SaveParams {
+    fn declared(&self) -> Declared<'_> {
+        Declared {
+            project_path: &self.project_path,
+            effect: Effect::Write,
+            writes_global: self.entries.iter().any(|e| e.global),
+        }
+    }
+}
+
+impl ToolRequest for ManageParams {
+    fn declared(&self) -> Declared<'_> {
+        let effect = self.action.effect();
+        Declared {
+            project_path: &self.project_path,
+            effect,
+            writes_global: effect == Effect::Write
+                && ops::global_target(self.target.as_deref()).is_some(),
+        }
+    }
+}
+
+/// The arguments of a `tools/call` message as the tool declares them; `None` for a tool this
+/// server does not have or arguments it would reject (the tool call itself answers those).
+fn declared_call(message: &Value) -> Option<Box<dyn ToolRequest>> {
+    fn parse<T: ToolRequest + serde::de::DeserializeOwned + 'static>(
+        args: &Value,
+    ) -> Option<Box<dyn ToolRequest>> {
+        serde_json::from_value::<T>(args.clone())
+            .ok()
+            .map(|t| Box::new(t) as Box<dyn ToolRequest>)
+    }
+    let args = &message["params"]["arguments"];
+    match message["params"]["name"].as_str()? {
+        "context_load" => parse::<LoadParams>(args),
+        "context_search" => parse::<SearchParams>(args),
+        "context_save" => parse::<SaveParams>(args),
+        "context_manage" => parse::<ManageParams>(args),
+        _ => None,
+    }
+}
+
+/// The [`Access`] a request carries: the one its transport put into the HTTP request's
+/// extensions ([`serve_http`](crate::serve_http) always does), else full access (stdio).
+fn access_of(ctx: &RequestContext<RoleServer>) -> Access {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Access>())
+        .cloned()
+        .unwrap_or_else(Access::full)
+}
+
 /// The MCP server over memloop memory dirs. Clone it freely: clones share the open stores.
 #[derive(Clone)]
 pub struct MemoryServer {
@@ -109,6 +196,52 @@ impl std::fmt::Debug for MemoryServer {
 pub const INDEX_MIME: &str = "text/markdown";
 
 impl MemoryServer {
+    /// The project a tool call may act on, resolved, or why not: the one place a call's
+    /// [`Access`] is checked, on the canonical project path, for every tool.
+    async fn authorize(
+        &self,
+        access: &Access,
+        call: &dyn ToolRequest,
+    ) -> Result<Project, NotServed> {
+        let d = call.declared();
+        let project = self
+            .projects
+            .resolve(d.project_path, access, d.effect)
+            .await?;
+        if d.writes_global {
+            access
+                .permit_global(Effect::Write)
+                .map_err(NotServed::Denied)?;
+        }
+        Ok(project)
+    }
+
+    /// Whether `access` is refused any tool call in a JSON-RPC `body` (one message or a
+    /// batch): the HTTP transport answers 403 for it before the call is dispatched. The tools
+    /// check the same again ([`Self::authorize`]) when they run.
+    pub(crate) async fn check_request(&self, access: &Access, body: &[u8]) -> Result<(), Denied> {
+        if *access == Access::full() {
+            return Ok(());
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(body) else {
+            return Ok(());
+        };
+        let messages = match value {
+            Value::Array(v) => v,
+            one => vec![one],
+        };
+        for call in messages
+            .iter()
+            .filter(|m| m["method"] == "tools/call")
+            .filter_map(declared_call)
+        {
+            if let Err(NotServed::Denied(denied)) = self.authorize(access, call.as_ref()).await {
+                return Err(denied);
+            }
+        }
+        Ok(())
+    }
+
     /// The tool result: the answer redacted and fitted to the size cap, or the refusal as a
     /// tool error.
     fn answer(&self, r: Result<Value, Refusal>) -> Result<CallToolResult, ErrorData> {
@@ -168,8 +301,13 @@ impl MemoryServer {
     async fn context_load(
         &self,
         Parameters(p): Parameters<LoadParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(ops::load(&self.projects, &p.project_path, p.detail).await)
+        let project = match self.authorize(&access_of(&ctx), &p).await {
+            Ok(project) => project,
+            Err(e) => return self.answer(Err(e.into())),
+        };
+        self.answer(ops::load(&self.projects, project, p.detail).await)
     }
 
     #[tool(
@@ -183,11 +321,16 @@ impl MemoryServer {
     async fn context_search(
         &self,
         Parameters(p): Parameters<SearchParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let project = match self.authorize(&access_of(&ctx), &p).await {
+            Ok(project) => project,
+            Err(e) => return self.answer(Err(e.into())),
+        };
         self.answer(
             ops::search(
                 &self.projects,
-                &p.project_path,
+                project,
                 &p.query,
                 p.scope,
                 p.limit,
@@ -210,9 +353,14 @@ impl MemoryServer {
     async fn context_save(
         &self,
         Parameters(p): Parameters<SaveParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let project = match self.authorize(&access_of(&ctx), &p).await {
+            Ok(project) => project,
+            Err(e) => return self.answer(Err(e.into())),
+        };
         let limits = self.projects.limits();
-        self.answer(ops::save(&self.projects, &p.project_path, &p.entries, limits).await)
+        self.answer(ops::save(&self.projects, project, &p.entries, limits).await)
     }
 
     #[tool(
@@ -228,12 +376,17 @@ impl MemoryServer {
     async fn context_manage(
         &self,
         Parameters(p): Parameters<ManageParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let project = match self.authorize(&access_of(&ctx), &p).await {
+            Ok(project) => project,
+            Err(e) => return self.answer(Err(e.into())),
+        };
         self.answer(
             ops::manage(
                 &self.projects,
+                project,
                 ops::ManageRequest {
-                    project_path: &p.project_path,
                     action: p.action,
                     target: p.target.as_deref(),
                     content: p.content.as_deref(),
@@ -268,14 +421,15 @@ impl ServerHandler for MemoryServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let access = access_of(&context);
         let resources = self
             .projects
             .listed()
             .await
             .into_iter()
-            .filter(|p| p.known())
+            .filter(|p| p.known() && access.permit(&p.path, Effect::Read).is_ok())
             .map(|p| {
                 Resource::new(
                     format!("{RESOURCE_PREFIX}{}/MEMORY.md", p.id),
@@ -295,8 +449,9 @@ impl ServerHandler for MemoryServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let access = access_of(&context);
         let uri = request.uri;
         let id = uri
             .strip_prefix(RESOURCE_PREFIX)
@@ -307,7 +462,9 @@ impl ServerHandler for MemoryServer {
                 .listed()
                 .await
                 .into_iter()
-                .find(|p| p.id == id),
+                // A project outside the request's access is not found, as one that does
+                // not exist: its existence is not disclosed either.
+                .find(|p| p.id == id && access.permit(&p.path, Effect::Read).is_ok()),
             None => None,
         };
         let Some(project) = project else {

@@ -29,8 +29,8 @@ impl ProjectStores for TestTeam {
 
     fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
         Box::pin(async move {
-            let id = memloop_pg::project_id_for(&project.path);
-            let store = PgMemoryStore::open(PgConfig::new(URL, id).schema(&self.schema))
+            let config = PgConfig::for_project_dir(URL, &project.path).schema(&self.schema);
+            let store = PgMemoryStore::open(config)
                 .await
                 .map_err(MemoryError::from)?;
             Ok(Arc::new(store) as Arc<dyn MemoryStore>)

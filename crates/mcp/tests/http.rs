@@ -167,3 +167,88 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
     };
     assert_eq!(check_bind(&local).unwrap(), None);
 }
+
+/// A raw loopback connection; `Ok(0)` from a read means the server closed it.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, what: &str) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Bounded: a server that never closes fails the test instead of hanging it.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the server kept the connection open: {what}"
+    );
+    got
+}
+
+#[tokio::test]
+async fn slow_headers_and_idle_connections_are_timed_out() {
+    use tokio::io::AsyncWriteExt;
+    let fx = Fixture::new();
+    let server = start(&fx, Some(tokens(&fx))).await;
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    // Headers that never end.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .await
+        .unwrap();
+    read_until_closed(&mut slow, "headers that never end").await;
+    // A connection that never sends anything.
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    read_until_closed(&mut idle, "a connection that sends nothing").await;
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_400_and_sessions_are_capped_per_token() {
+    let fx = Fixture::new();
+    let server = start(&fx, Some(tokens(&fx))).await;
+    let client = reqwest::Client::new();
+    for body in ["{not json", "", "\u{feff}{}"] {
+        let r = client
+            .post(&server.url)
+            .bearer_auth(WRITER)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{body:?}");
+        assert!(r.text().await.unwrap().contains("not JSON"));
+    }
+
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    for i in 0..memloop_mcp::MAX_SESSIONS_PER_TOKEN {
+        let r = post(&server.url, Some(WRITER), &init).await;
+        assert_eq!(r.status(), 200, "session {i}");
+        assert!(r.headers().get("mcp-session-id").is_some());
+        // The answer carries no empty SSE event (clients parse every `data:` as JSON).
+        let text = r.text().await.unwrap();
+        assert!(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .all(|d| !d.trim().is_empty()),
+            "{text:?}"
+        );
+    }
+    let r = post(&server.url, Some(WRITER), &init).await;
+    assert_eq!(r.status(), 429);
+    assert!(r.text().await.unwrap().contains("open MCP sessions"));
+    // Another token is not affected by the first one's sessions.
+    assert_eq!(post(&server.url, Some(READER), &init).await.status(), 200);
+}

@@ -24,6 +24,11 @@ pub struct PgConfig {
     /// The project whose memories this store reads and writes (e.g. the repository's remote URL
     /// or slug). Rows of other projects are invisible to it.
     pub project_id: String,
+    /// The id an older memloop gave this project (its dir's base name, when it has no git
+    /// origin). When the database holds memories under it from before schema 6, the first
+    /// project that opens with it claims them: they move to [`project_id`](Self::project_id),
+    /// once, and the claim is recorded in `memloop_project_aliases`. `None`: nothing to claim.
+    pub legacy_project_id: Option<String>,
     /// Who writes (recorded on every row), e.g. `user@machine`.
     pub writer: String,
     /// PostgreSQL schema holding the tables (created if missing). `None`: the role's default.
@@ -108,6 +113,7 @@ impl PgConfig {
         Self {
             url: url.into(),
             project_id: project_id.into(),
+            legacy_project_id: None,
             writer: writer_from(&env),
             schema: None,
             application_name: "memloop".into(),
@@ -119,6 +125,20 @@ impl PgConfig {
             ssl_root_cert: None,
             ssl_client_cert: None,
         }
+    }
+
+    /// The settings for the project at `project_dir`: its id from [`project_id_for`], and the
+    /// id older versions gave it ([`legacy_project_id_for`]) so its memories follow it.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let config = memloop_pg::PgConfig::for_project_dir("host=127.0.0.1", dir.path());
+    /// assert!(config.project_id.starts_with("dir:"));
+    /// ```
+    pub fn for_project_dir(url: impl Into<String>, project_dir: &std::path::Path) -> Self {
+        let mut config = Self::new(url, project_id_for(project_dir));
+        config.legacy_project_id = legacy_project_id_for(project_dir);
+        config
     }
 
     /// Take the writer's user name (`USER`) and the local dirs' bases (`XDG_CACHE_HOME`,
@@ -316,9 +336,28 @@ fn writer_from(env: &EnvVars) -> String {
 }
 
 /// The default team project id for a project dir: its git `origin` URL (the same on every
-/// clone, so every machine lands in one project), else the dir's name.
+/// clone, so every machine lands in one project), else `dir:` and the dir's canonical path, so
+/// two dirs of the same name never share memory.
 pub fn project_id_for(project_dir: &std::path::Path) -> String {
-    project_id_from(project_dir, git_origin(project_dir))
+    project_id_from(&canonical_dir(project_dir), git_origin(project_dir))
+}
+
+/// The id memloop gave `project_dir` before project ids became unique (schema 6): its base
+/// name, when it has no git `origin`. Memories stored under it are moved to
+/// [`project_id_for`]'s id the first time the dir is opened (see
+/// [`PgConfig::for_project_dir`]).
+pub fn legacy_project_id_for(project_dir: &std::path::Path) -> Option<String> {
+    if git_origin(project_dir).is_some() {
+        return None;
+    }
+    canonical_dir(project_dir)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|id| validate_project_id(id).is_ok())
+}
+
+fn canonical_dir(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
 /// The `remote.origin.url` of the repository at `dir`, if any.
@@ -348,12 +387,21 @@ fn project_id_from(project_dir: &std::path::Path, origin: Option<String>) -> Str
         }
         None => url,
     });
-    origin.unwrap_or_else(|| {
-        project_dir.file_name().map_or_else(
-            || "default".to_owned(),
-            |n| n.to_string_lossy().into_owned(),
-        )
-    })
+    origin.unwrap_or_else(|| dir_project_id(project_dir))
+}
+
+/// `dir:<path>` for a dir without an origin; a path too long for an id, or with characters an
+/// id may not hold, is named by its SHA-256 instead (`dir-sha256:<hex>`). Either way two dirs
+/// never share an id.
+fn dir_project_id(canonical: &std::path::Path) -> String {
+    let id = format!("dir:{}", canonical.to_string_lossy());
+    if validate_project_id(&id).is_ok() && !id.contains('\u{FFFD}') {
+        return id;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(canonical.as_os_str().as_encoded_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("dir-sha256:{hex}")
 }
 
 /// The longest project id accepted, in characters.
@@ -450,7 +498,37 @@ mod project_id_tests {
             id("git@github.com:acme/api.git"),
             "git@github.com:acme/api.git"
         );
-        assert_eq!(project_id_from(dir, None), "app");
+        assert_eq!(project_id_from(dir, None), "dir:/work/app");
+    }
+
+    #[test]
+    fn dirs_of_the_same_name_get_different_ids() {
+        let a = project_id_from(std::path::Path::new("/srv/repos/proj-a"), None);
+        let b = project_id_from(std::path::Path::new("/srv/repos/payments-y/proj-a"), None);
+        assert_ne!(a, b);
+        for long in [
+            format!("/srv/{}", "长".repeat(300)),
+            "/srv/line\nbreak".to_owned(),
+        ] {
+            let id = project_id_from(std::path::Path::new(&long), None);
+            assert!(id.starts_with("dir-sha256:"), "{id}");
+            assert!(validate_project_id(&id).is_ok());
+        }
+        let other = project_id_from(
+            std::path::Path::new(&format!("/srv/{}", "长".repeat(301))),
+            None,
+        );
+        assert_ne!(
+            other,
+            project_id_from(
+                std::path::Path::new(&format!("/srv/{}", "长".repeat(300))),
+                None
+            )
+        );
+        assert_eq!(
+            project_id_from(std::path::Path::new("/srv/команда"), None),
+            "dir:/srv/команда"
+        );
     }
 }
 

@@ -159,6 +159,24 @@ CREATE INDEX memloop_memories_search_text ON memloop_memories
     USING gin (search_text) WITH (fastupdate = off);
 "#,
     ),
+    (
+        6,
+        "project ids that cannot collide: old dir-name ids, claimed once by their dir",
+        r#"
+-- Before this version a project without a git origin was stored under its dir's base name, so
+-- two dirs of one name shared memory. Now such a project's id is `dir:<canonical path>`. The
+-- ids that may be old dir names (no `/`, `:` or `@`: not an origin URL) are listed here; the
+-- first project dir of that name to open claims one (its rows move to its new id) and the claim
+-- is recorded, so it happens once.
+CREATE TABLE memloop_project_aliases (
+    legacy_id  text PRIMARY KEY,
+    project_id text,
+    claimed_at timestamptz
+);
+INSERT INTO memloop_project_aliases (legacy_id)
+    SELECT DISTINCT project_id FROM memloop_memories WHERE project_id !~ '[/:@\\]';
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -161,6 +161,46 @@ fn header_of(m: &PgMemory) -> MemoryHeader {
     }
 }
 
+/// Move the memories stored under `config.legacy_project_id` (a dir's old base-name id, listed
+/// by migration 6) to `config.project_id`, if no project claimed that id yet. One transaction:
+/// the claim and the move land together, and a concurrent opener of the same name waits on the
+/// alias row, then finds it claimed. A row whose path the new id already holds stays where it
+/// is.
+async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), PgError> {
+    let Some(legacy) = config
+        .legacy_project_id
+        .as_deref()
+        .filter(|l| *l != config.project_id)
+    else {
+        return Ok(());
+    };
+    let db = |e: tokio_postgres::Error| PgError::from_db(&e);
+    let tx = client.transaction().await.map_err(db)?;
+    let claimed = tx
+        .query_opt(
+            "UPDATE memloop_project_aliases SET project_id = $2, claimed_at = now()
+             WHERE legacy_id = $1 AND project_id IS NULL RETURNING legacy_id",
+            &[&legacy, &config.project_id],
+        )
+        .await
+        .map_err(db)?;
+    if claimed.is_none() {
+        return Ok(());
+    }
+    let moved = tx
+        .execute(
+            "UPDATE memloop_memories m SET project_id = $2
+             WHERE m.project_id = $1 AND NOT EXISTS (
+                 SELECT 1 FROM memloop_memories n WHERE n.project_id = $2 AND n.rel_path = m.rel_path)",
+            &[&legacy, &config.project_id],
+        )
+        .await
+        .map_err(db)?;
+    tx.commit().await.map_err(db)?;
+    tracing::info!(legacy, project = %config.project_id, moved, "old team project id claimed; its memories moved");
+    Ok(())
+}
+
 impl PgMemoryStore {
     /// Connect, run the migrations, and return the store for `config.project_id`. A wrong URL,
     /// a down server or a missing permission is a clear [`PgError`].
@@ -207,7 +247,8 @@ impl PgMemoryStore {
         loop {
             let opened = async {
                 let mut client = store.client().await?;
-                migrate(&mut client, store.inner.config.schema.as_deref()).await
+                migrate(&mut client, store.inner.config.schema.as_deref()).await?;
+                claim_legacy_id(&mut client, &store.inner.config).await
             }
             .await;
             match opened {
