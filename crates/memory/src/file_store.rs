@@ -257,10 +257,12 @@ impl FileMemoryStore {
         WriteScopeGate::new(self.gate.as_contains_fn())
     }
 
-    /// Rename a memory and repoint its index line (title and hook kept), under the lock.
+    /// Rename a memory and repoint its index line (title and hook kept), under the lock. The
+    /// move is a write at the new path, so it passes the same rules as every write
+    /// ([`CheckedWrite::check_raw`] of the file's text at the new path): a `user` memory cannot
+    /// be moved into `team/`, and a file that would be refused where it goes (a secret, too
+    /// large) is not moved.
     pub async fn rename(&self, from: &str, to: &str) -> Result<WriteReport, MemoryError> {
-        // Both ends are memory paths (validated, never `MEMORY.md`); the content moves
-        // unchanged, so the secret filter and size cap it passed when written still hold.
         let (from, to) = (
             MemoryPath::new(from)?.as_str().to_owned(),
             MemoryPath::new(to)?.as_str().to_owned(),
@@ -280,6 +282,9 @@ impl FileMemoryStore {
             if !src.is_file() {
                 return Err(MemoryError::NotFound(from));
             }
+            let text = memloop_core::files::read_regular_to_string(&src)
+                .map_err(|e| MemoryError::io(format!("reading {from}"), e))?;
+            CheckedWrite::check_raw(&to, &text, this.config.write)?;
             if dst.exists() {
                 return Err(MemoryError::InvalidName {
                     name: to,

@@ -20,23 +20,25 @@ use std::path::{Path, PathBuf};
 /// The limits the write entry point enforces before a backend sees a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteLimits {
-    /// Largest body (bytes of [`MemoryDoc::body`]) one write may carry: 1 MiB by default, the
-    /// same as the file store's `StoreConfig::max_read_bytes`, so a memory written in one piece
-    /// is read back whole. A bigger body is refused with [`MemoryError::TooLarge`].
-    pub max_body_bytes: usize,
+    /// Largest memory one write may store, measured the same way for every write: the bytes
+    /// of the memory file's whole text (frontmatter and body, as rendered or as given raw).
+    /// 1 MiB by default, the same as the file store's `StoreConfig::max_read_bytes`, so a
+    /// memory written in one piece is read back whole. A bigger one is refused with
+    /// [`MemoryError::TooLarge`].
+    pub max_text_bytes: usize,
 }
 
 impl Default for WriteLimits {
     fn default() -> Self {
         Self {
-            max_body_bytes: 1024 * 1024,
+            max_text_bytes: 1024 * 1024,
         }
     }
 }
 
 /// A write that passed every rule: the path is a valid [`MemoryPath`] (so never `MEMORY.md`),
 /// no field of the doc looks like a credential ([`SecretFilter`]), the body is within
-/// [`WriteLimits::max_body_bytes`], and a `user` memory is not written into team memory
+/// [`WriteLimits::max_text_bytes`], and a `user` memory is not written into team memory
 /// (`team/…`, see [`MemoryScope`](crate::store::MemoryScope)). Only [`CheckedWrite::check`] builds one, so a backend's
 /// [`MemoryStore::write_checked`] cannot be handed a write that skipped them.
 #[derive(Debug)]
@@ -61,13 +63,7 @@ impl CheckedWrite {
             SecretFilter::check(part)?;
         }
         crate::team::check_team_write(path.as_str(), doc)?;
-        if doc.body.len() > limits.max_body_bytes {
-            return Err(MemoryError::TooLarge {
-                path: path.into_string(),
-                bytes: doc.body.len(),
-                limit: limits.max_body_bytes,
-            });
-        }
+        within_limit(&path, crate::frontmatter::render_memory(doc).len(), limits)?;
         Ok(Self {
             path,
             doc: doc.clone(),
@@ -79,25 +75,21 @@ impl CheckedWrite {
     /// Apply the rules to a write of a memory file exactly as written (`text`, e.g. a file a
     /// teammate's machine holds, unknown frontmatter keys and comments included): valid path,
     /// never `MEMORY.md`, the text must be a memory file ([`MemoryDoc::parse`]), no credential
-    /// anywhere in the *whole* text (so also not in a key memloop does not know), and the whole
-    /// text within [`WriteLimits::max_body_bytes`]. The write replaces the file
+    /// anywhere in the *whole* text (so also not in a key memloop does not know), the whole
+    /// text within [`WriteLimits::max_text_bytes`], and a `user` memory not written into team
+    /// memory: the same rules as [`check`](Self::check). The write replaces the file
     /// ([`WriteMode::Overwrite`]); [`raw`](Self::raw) is the text to store and [`doc`](Self::doc)
     /// its parsed fields.
     pub fn check_raw(rel_path: &str, text: &str, limits: WriteLimits) -> Result<Self, MemoryError> {
         let path = MemoryPath::new(rel_path)?;
         SecretFilter::check(text)?;
-        if text.len() > limits.max_body_bytes {
-            return Err(MemoryError::TooLarge {
-                path: path.into_string(),
-                bytes: text.len(),
-                limit: limits.max_body_bytes,
-            });
-        }
+        within_limit(&path, text.len(), limits)?;
         let stem = crate::memory_path::file_stem(rel_path);
         let doc = MemoryDoc::parse(text, stem).map_err(|reason| MemoryError::Unreadable {
             path: path.as_str().to_owned(),
             reason: format!("not a memory file: {reason}"),
         })?;
+        crate::team::check_team_write(path.as_str(), &doc)?;
         Ok(Self {
             path,
             doc,
@@ -127,6 +119,18 @@ impl CheckedWrite {
     pub fn raw(&self) -> Option<&str> {
         self.raw.as_deref()
     }
+}
+
+/// The size rule of [`CheckedWrite`]: `bytes` of memory text within the limit.
+fn within_limit(path: &MemoryPath, bytes: usize, limits: WriteLimits) -> Result<(), MemoryError> {
+    if bytes > limits.max_text_bytes {
+        return Err(MemoryError::TooLarge {
+            path: path.as_str().to_owned(),
+            bytes,
+            limit: limits.max_text_bytes,
+        });
+    }
+    Ok(())
 }
 
 /// The version of a memory: the SHA-256 (lowercase hex) of its text as the store holds it

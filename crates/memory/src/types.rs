@@ -214,7 +214,7 @@ pub enum MemoryError {
         /// Name of the pattern that matched (never the secret).
         pattern: String,
     },
-    /// A write carries a body over the store's limit (`WriteLimits::max_body_bytes`).
+    /// A write carries more text than the store's limit (`WriteLimits::max_text_bytes`).
     #[error(
         "refused to store memory `{path}`: its body is {bytes} bytes, over the {limit}-byte limit"
     )]

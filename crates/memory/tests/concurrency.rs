@@ -177,7 +177,7 @@ fn child_crash_writer() {
         // 4 MiB bodies (a wide kill window) are over the default 1 MiB write cap: raise it.
         let config = memloop_memory::store::StoreConfig {
             write: memloop_memory::store::WriteLimits {
-                max_body_bytes: 2 * BIG,
+                max_text_bytes: 2 * BIG,
             },
             ..Default::default()
         };

@@ -2,11 +2,12 @@
 //!
 //! The editor works on a private temp copy (mode 0600, in the system temp dir), never on the
 //! memory file itself, so a half-saved or refused edit cannot corrupt the memory dir. The result
-//! must have parseable frontmatter and must not look like it holds a credential; it is then
-//! written with `MemoryStore::write` (which re-renders the file in the canonical layout and
-//! updates its `MEMORY.md` line under the store lock). If the memory changed on disk while the
-//! editor was open, the edit is refused rather than clobbering that change (the check runs just
-//! before the write; a writer landing in between those two steps still wins the race). When
+//! must have parseable frontmatter; it is then written as the user saved it (frontmatter keys
+//! memloop does not know and comments kept) with `write_raw_if`, which applies the store's
+//! write rules (no credential anywhere in the text, size, scope) and updates its `MEMORY.md`
+//! line under the store lock. The version read before the editor opened is the write's
+//! expected version, checked under the same lock: if the memory changed on disk meanwhile, the
+//! edit is refused rather than clobbering that change. When
 //! anything refuses the edit, the temp copy is kept as a recovery file and its path is printed:
 //! an edit is never lost.
 
@@ -16,7 +17,7 @@ use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
 use memloop_memory::{
     env::EnvVars,
-    store::{MemoryDoc, MemoryError, MemoryStore, SecretFilter, WriteMode, WriteReport},
+    store::{ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, WriteReport, content_version},
 };
 use serde_json::json;
 use std::io::Write;
@@ -170,19 +171,18 @@ async fn save(
     let text =
         String::from_utf8(edited).map_err(|_| refused("the edited file is not valid UTF-8"))?;
     let doc = MemoryDoc::parse(&text, stem).map_err(refused)?;
-    // Secrets anywhere, also in frontmatter keys the canonical layout would drop.
-    SecretFilter::check(&text)?;
-    // Someone else (an agent, another editor) changed the memory meanwhile: do not clobber it.
-    let current = match store.read(rel).await {
-        Ok(file) => Some(file.raw),
-        Err(MemoryError::NotFound(_)) => None,
-        Err(e) => return Err(e.into()),
+    // The store's rules (secrets anywhere in the text, size, scope) and the version check, in
+    // one step under its lock: if someone else (an agent, another editor) changed the memory
+    // meanwhile, nothing is written.
+    let expected = match existing {
+        Some(text) => ExpectedVersion::Is(content_version(text)),
+        None => ExpectedVersion::Absent,
     };
-    if current.as_deref() != existing {
-        return Err(refused(format!(
+    match store.write_raw_if(rel, &text, &expected).await {
+        Ok(written) => Ok((doc, written.report)),
+        Err(MemoryError::VersionConflict { .. }) => Err(refused(format!(
             "{rel} changed on disk while you were editing it"
-        )));
+        ))),
+        Err(e) => Err(e.into()),
     }
-    let report = store.write(rel, &doc, WriteMode::Overwrite).await?;
-    Ok((doc, report))
 }
