@@ -143,17 +143,17 @@ async fn a_naive_backend_still_refuses_what_the_rules_refuse() {
     }
     assert_eq!(*naive.writes.lock().unwrap(), Vec::<String>::new());
 
-    // What passes reaches the backend, at exactly 1 MiB too.
+    // What passes reaches the backend, at exactly 1 MiB of memory text too (frontmatter and
+    // body: the cap counts the whole text for every writer).
     store
         .write("deploy.md", &doc("Tuesdays only."), WriteMode::Overwrite)
         .await
         .unwrap();
+    let frontmatter = doc("a").render().len() - 1;
+    let exactly = doc(&"a".repeat(1024 * 1024 - frontmatter));
+    assert_eq!(exactly.render().len(), 1024 * 1024);
     store
-        .write(
-            "big.md",
-            &doc(&"a".repeat(1024 * 1024)),
-            WriteMode::Overwrite,
-        )
+        .write("big.md", &exactly, WriteMode::Overwrite)
         .await
         .unwrap();
     store.delete("big.md").await.unwrap();
