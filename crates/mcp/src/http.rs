@@ -414,12 +414,13 @@ pub async fn serve_http(
                         tracing::warn!(%peer, "new MCP session refused: session cap reached");
                         return Ok(plain(StatusCode::TOO_MANY_REQUESTS, &why));
                     }
-                }
-                // The answer's status for a refused call; the tools enforce the same rule again
-                // (the Access travels with the request), so nothing depends on this check.
-                if let Err(denied) = gate.check_request(&access, &bytes).await {
-                    tracing::info!(%peer, "tool call refused by the token's access");
-                    return Ok(plain(StatusCode::FORBIDDEN, &denied.to_string()));
+                    // The answer's status for a refused call; the tools enforce the same rule
+                    // again (the Access travels with the request), so nothing depends on this
+                    // check. Only a POST carries calls.
+                    if let Err(denied) = gate.check_request(&access, &message).await {
+                        tracing::info!(%peer, "tool call refused by the token's access");
+                        return Ok(plain(StatusCode::FORBIDDEN, &denied.to_string()));
+                    }
                 }
                 parts.extensions.insert(access);
                 let response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;

@@ -217,18 +217,15 @@ impl MemoryServer {
     }
 
     /// Whether `access` is refused any tool call in a JSON-RPC `body` (one message or a
-    /// batch): the HTTP transport answers 403 for it before the call is dispatched. The tools
-    /// check the same again ([`Self::authorize`]) when they run.
-    pub(crate) async fn check_request(&self, access: &Access, body: &[u8]) -> Result<(), Denied> {
+    /// batch, as parsed by the transport): the HTTP transport answers 403 for it before the
+    /// call is dispatched. The tools check the same again ([`Self::authorize`]) when they run.
+    pub(crate) async fn check_request(&self, access: &Access, body: &Value) -> Result<(), Denied> {
         if *access == Access::full() {
             return Ok(());
         }
-        let Ok(value) = serde_json::from_slice::<Value>(body) else {
-            return Ok(());
-        };
-        let messages = match value {
-            Value::Array(v) => v,
-            one => vec![one],
+        let messages = match body {
+            Value::Array(v) => v.as_slice(),
+            one => std::slice::from_ref(one),
         };
         for call in messages
             .iter()

@@ -136,8 +136,9 @@ impl PgConfig {
     /// assert!(config.project_id.starts_with("dir:"));
     /// ```
     pub fn for_project_dir(url: impl Into<String>, project_dir: &std::path::Path) -> Self {
-        let mut config = Self::new(url, project_id_for(project_dir));
-        config.legacy_project_id = legacy_project_id_for(project_dir);
+        let (id, legacy) = project_ids(project_dir);
+        let mut config = Self::new(url, id);
+        config.legacy_project_id = legacy;
         config
     }
 
@@ -339,7 +340,7 @@ fn writer_from(env: &EnvVars) -> String {
 /// clone, so every machine lands in one project), else `dir:` and the dir's canonical path, so
 /// two dirs of the same name never share memory.
 pub fn project_id_for(project_dir: &std::path::Path) -> String {
-    project_id_from(&canonical_dir(project_dir), git_origin(project_dir))
+    project_ids(project_dir).0
 }
 
 /// The id memloop gave `project_dir` before project ids became unique (schema 6): its base
@@ -347,17 +348,23 @@ pub fn project_id_for(project_dir: &std::path::Path) -> String {
 /// [`project_id_for`]'s id the first time the dir is opened (see
 /// [`PgConfig::for_project_dir`]).
 pub fn legacy_project_id_for(project_dir: &std::path::Path) -> Option<String> {
-    if git_origin(project_dir).is_some() {
-        return None;
-    }
-    canonical_dir(project_dir)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|id| validate_project_id(id).is_ok())
+    project_ids(project_dir).1
 }
 
-fn canonical_dir(dir: &std::path::Path) -> std::path::PathBuf {
-    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+/// [`project_id_for`] and [`legacy_project_id_for`] from one look at the dir (one `git` run,
+/// one canonicalisation).
+fn project_ids(project_dir: &std::path::Path) -> (String, Option<String>) {
+    let canonical =
+        std::fs::canonicalize(project_dir).unwrap_or_else(|_| project_dir.to_path_buf());
+    let origin = git_origin(project_dir);
+    let legacy = match origin {
+        Some(_) => None,
+        None => canonical
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|id| validate_project_id(id).is_ok()),
+    };
+    (project_id_from(&canonical, origin), legacy)
 }
 
 /// The `remote.origin.url` of the repository at `dir`, if any.
