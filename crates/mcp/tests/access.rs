@@ -7,46 +7,14 @@
 
 mod support;
 
-use memloop_mcp::{HttpOptions, MemoryServer, Tokens, serve_http};
+use memloop_mcp::Tokens;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use support::{Fixture, s};
-use tokio_util::sync::CancellationToken;
 
 const ADMIN: &str = "admin-token-0123456789";
 const PAY_WRITE: &str = "paywrite-token-0123456789";
 const PAY_READ: &str = "payread-token-0123456789";
 const READ_ALL: &str = "readall-token-0123456789";
-
-struct Server {
-    url: String,
-    stop: CancellationToken,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn start(fx: &Fixture, tokens: Tokens) -> Server {
-    let stop = CancellationToken::new();
-    let options = HttpOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tokens: Some(tokens),
-        insecure_no_auth: false,
-        tls: None,
-        shutdown: stop.clone(),
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let server = MemoryServer::new(fx.config());
-    tokio::spawn(async move { serve_http(server, options, Some(tx)).await });
-    let addr: SocketAddr = rx.await.unwrap();
-    Server {
-        url: format!("http://{addr}/mcp"),
-        stop,
-    }
-}
 
 /// A raw Streamable HTTP MCP session: initialize, then JSON-RPC requests with the session id.
 struct Session {
@@ -222,7 +190,7 @@ async fn every_token_reaches_exactly_the_projects_its_glob_names_for_every_tool_
         r = root.display()
     ))
     .unwrap();
-    let server = start(&fx, tokens).await;
+    let server = support::start_http(&fx, Some(tokens), None).await;
 
     // Seed every project (and the global memory) through the unrestricted token.
     let mut admin = Session::open(&server.url, ADMIN).await;

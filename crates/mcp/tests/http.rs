@@ -4,43 +4,15 @@
 
 mod support;
 
-use memloop_mcp::{HttpOptions, MemoryServer, Tokens, check_bind, serve_http};
-use std::net::SocketAddr;
+use memloop_mcp::{HttpOptions, Tokens, check_bind};
 use support::{Fixture, s};
 use tokio_util::sync::CancellationToken;
 
 const WRITER: &str = "writer-token-0123456789";
 const READER: &str = "reader-token-0123456789";
 
-/// A server on a free loopback port; cancelled when the guard drops.
-struct Running {
-    url: String,
-    stop: CancellationToken,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn start(fx: &Fixture, tokens: Option<Tokens>) -> Running {
-    let stop = CancellationToken::new();
-    let options = HttpOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tokens,
-        insecure_no_auth: false,
-        tls: None,
-        shutdown: stop.clone(),
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let server = MemoryServer::new(fx.config());
-    tokio::spawn(async move { serve_http(server, options, Some(tx)).await });
-    let addr: SocketAddr = rx.await.unwrap();
-    Running {
-        url: format!("http://{addr}/mcp"),
-        stop,
-    }
+async fn start(fx: &Fixture, tokens: Option<Tokens>) -> support::HttpServer {
+    support::start_http(fx, tokens, None).await
 }
 
 fn tokens(fx: &Fixture) -> Tokens {

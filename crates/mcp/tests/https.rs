@@ -6,9 +6,8 @@
 
 mod support;
 
-use memloop_mcp::{HttpOptions, MemoryServer, TlsIdentity, Tokens, check_bind, serve_http};
+use memloop_mcp::{HttpOptions, TlsIdentity, Tokens, check_bind};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use support::{Fixture, s};
 use tokio_util::sync::CancellationToken;
@@ -40,33 +39,9 @@ fn localhost_cert() -> Cert {
     }
 }
 
-struct Running {
-    addr: SocketAddr,
-    stop: CancellationToken,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn start_tls(fx: &Fixture, cert: &Cert) -> Running {
-    let stop = CancellationToken::new();
-    let options = HttpOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        tokens: Some(Tokens::parse(TOKEN).unwrap()),
-        insecure_no_auth: false,
-        tls: Some(TlsIdentity::load(&cert.cert, &cert.key).unwrap()),
-        shutdown: stop.clone(),
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let server = MemoryServer::new(fx.config());
-    tokio::spawn(async move { serve_http(server, options, Some(tx)).await });
-    Running {
-        addr: rx.await.unwrap(),
-        stop,
-    }
+async fn start_tls(fx: &Fixture, cert: &Cert) -> support::HttpServer {
+    let tls = TlsIdentity::load(&cert.cert, &cert.key).unwrap();
+    support::start_http(fx, Some(Tokens::parse(TOKEN).unwrap()), Some(tls)).await
 }
 
 /// A client trusting exactly `pem` (not the public roots).

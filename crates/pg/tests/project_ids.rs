@@ -6,20 +6,7 @@
 mod support;
 
 use memloop_pg::{PgConfig, PgMemoryStore, legacy_project_id_for, project_id_for};
-use support::{TestSchema, URL, admin, write_memories};
-
-async fn paths(store: &PgMemoryStore) -> Vec<String> {
-    use memloop_memory::store::MemoryStore;
-    let mut p: Vec<String> = store
-        .scan()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|h| h.rel_path)
-        .collect();
-    p.sort();
-    p
-}
+use support::{TestSchema, URL, admin, rel_paths as paths, write_memories};
 
 #[tokio::test]
 async fn dirs_of_one_name_never_share_memory_and_old_ids_are_claimed_once() {

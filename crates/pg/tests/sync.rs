@@ -211,14 +211,7 @@ async fn secrets_never_leave_the_machine() {
         matches!(&ops.action, SyncAction::SecretRefused { pattern } if !pattern.contains("hunter"))
     );
     let team = schema.open("acme/api").await;
-    let names: Vec<String> = team
-        .scan()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|h| h.rel_path)
-        .collect();
-    assert_eq!(names, vec!["ok.md".to_owned()]);
+    assert_eq!(support::rel_paths(&team).await, vec!["ok.md".to_owned()]);
 }
 
 /// A pull killed between writing a memory and its index line leaves the file without its

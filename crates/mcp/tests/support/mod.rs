@@ -2,7 +2,7 @@
 //! client), and a fixture with a root of projects and a `MEMLOOP_HOME`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_mcp::{McpConfig, McpLimits, MemoryServer};
+use memloop_mcp::{HttpOptions, McpConfig, McpLimits, MemoryServer, TlsIdentity, Tokens};
 use memloop_memory::env::EnvVars;
 use rmcp::{
     RoleClient, ServiceExt,
@@ -80,6 +80,46 @@ impl Fixture {
         }
         out.sort();
         out
+    }
+}
+
+/// `serve_http` on a free loopback port, over `fx`'s config; stopped when the guard drops.
+pub struct HttpServer {
+    /// The bound address.
+    pub addr: std::net::SocketAddr,
+    /// `http://ADDR/mcp`.
+    pub url: String,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Start `serve_http` for `fx` with `tokens` (plain HTTP without `tls`).
+pub async fn start_http(
+    fx: &Fixture,
+    tokens: Option<Tokens>,
+    tls: Option<TlsIdentity>,
+) -> HttpServer {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let options = HttpOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tokens,
+        insecure_no_auth: false,
+        tls,
+        shutdown: stop.clone(),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = MemoryServer::new(fx.config());
+    tokio::spawn(async move { memloop_mcp::serve_http(server, options, Some(tx)).await });
+    let addr = rx.await.unwrap();
+    HttpServer {
+        addr,
+        url: format!("http://{addr}/mcp"),
+        stop,
     }
 }
 

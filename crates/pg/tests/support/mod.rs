@@ -45,6 +45,20 @@ pub async fn write_memories(store: &PgMemoryStore, mems: &[(&str, &str, &str, &s
     }
 }
 
+/// The paths of `store`'s memories, sorted.
+pub async fn rel_paths(store: &PgMemoryStore) -> Vec<String> {
+    use memloop_memory::store::MemoryStore;
+    let mut paths: Vec<String> = store
+        .scan()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.rel_path)
+        .collect();
+    paths.sort();
+    paths
+}
+
 /// A plain connection for assertions and admin statements.
 pub async fn admin() -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(URL, tokio_postgres::NoTls)
