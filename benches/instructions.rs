@@ -3,7 +3,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use memloop_memory::instructions::{
+use memloop_instructions::{
     InstructionConfig, InstructionLoader, LoadOptions, render_instructions,
 };
 use std::hint::black_box;

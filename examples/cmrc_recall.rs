@@ -20,10 +20,8 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::{Context, Result};
-use memloop_memory::recall::{
-    Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector,
-};
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_recall::{Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -281,7 +279,7 @@ async fn hybrid_row(
     #[cfg(feature = "candle")]
     {
         use memloop_core::embed::Embedder;
-        use memloop_memory::recall::{Fusion, HybridConfig, HybridSelector};
+        use memloop_recall::{Fusion, HybridConfig, HybridSelector};
         let embedder = Arc::new(
             memloop::candle::CandleEmbedder::load(dir)
                 .with_context(|| format!("cannot load the model at {dir}"))?,

@@ -8,6 +8,7 @@
 use memloop::MemoryStore;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{Agent, events::AgentEvent, tool::ToolRegistry};
+use memloop::memory::recall::RecallEvent;
 use memloop::memory::recall::{RecallHook, SelectionContext, Selector, SelectorError};
 use memloop::memory::{
     store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryType, WriteMode},
@@ -94,11 +95,11 @@ async fn main() -> anyhow::Result<()> {
             Box::new(lookup),
         ))
         .then(ScriptStep::text("Understood: real database, no mocks."));
-    let events = move |e: AgentEvent| match e {
-        AgentEvent::MemoriesSurfaced { paths, bytes } => {
+    let events = move |e: AgentEvent| match e.extension() {
+        Some(RecallEvent::MemoriesSurfaced { paths, bytes }) => {
             println!("surfaced {paths:?} ({bytes} bytes)")
         }
-        AgentEvent::RecallSkipped { reason } => println!("recall skipped: {reason}"),
+        Some(RecallEvent::RecallSkipped { reason }) => println!("recall skipped: {reason}"),
         _ => {}
     };
     let mut agent = Agent::builder(Arc::new(model))

@@ -25,8 +25,10 @@ use memloop::core::model::{Model, ModelRequest, StreamEvent};
 use memloop::core::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
 use memloop::core::window::{ContextWindow, DEFAULT_CONTEXT_WINDOW};
 use memloop::core::{Agent, AgentConfig, CancellationToken, prompt::StaticSection};
+use memloop::memory::MemoryEvent;
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::recall::{parse_selection, selection_schema};
+use memloop::memory::session_memory::NotesEvent;
 use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -205,20 +207,32 @@ async fn main() -> Result<()> {
     // ── What happened ──
     let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
     for e in sink.events() {
+        // An extension event (memory, recall, notes) is counted under its own name.
         let kind = serde_json::to_value(&e)
             .ok()
-            .and_then(|v| v["event"].as_str().map(str::to_owned))
+            .and_then(|v| {
+                let v = if v["event"] == "extension" {
+                    &v["data"]
+                } else {
+                    &v
+                };
+                v["event"].as_str().map(str::to_owned)
+            })
             .unwrap_or_else(|| "?".into());
+        let memory = matches!(
+            e.extension::<MemoryEvent>(),
+            Some(MemoryEvent::ExtractionFailed { .. } | MemoryEvent::MemoriesSaved { .. })
+        ) || e.extension::<NotesEvent>().is_some();
+        if memory {
+            println!("  event: {e:?}");
+        }
         *kinds.entry(kind).or_default() += 1;
         match e {
             AgentEvent::TurnFailed { .. }
-            | AgentEvent::ExtractionFailed { .. }
             | AgentEvent::CompactionFailed { .. }
             | AgentEvent::ForkSkipped { .. }
             | AgentEvent::ContextWindowLearned { .. }
             | AgentEvent::Compacted { .. }
-            | AgentEvent::MemoriesSaved { .. }
-            | AgentEvent::SessionMemoryUpdated { .. }
             | AgentEvent::Warning { .. } => println!("  event: {e:?}"),
             _ => {}
         }

@@ -8,7 +8,7 @@
 //! use memloop::core::testing::{ScriptStep, ScriptedModel};
 //! use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 //! use memloop::core::{Agent, events::AgentEvent};
-//! use memloop::memory::recall::{SelectionContext, Selector, SelectorError};
+//! use memloop::memory::recall::{RecallEvent, SelectionContext, Selector, SelectorError};
 //! use memloop::memory::{env::EnvVars, paths::MemoryDirResolver, store::MemoryHeader};
 //! use memloop::{MemorySetup, async_trait};
 //! use serde_json::{Value, json};
@@ -80,7 +80,7 @@
 //! let recalled = Arc::new(Notify::new());
 //! let signal = recalled.clone();
 //! let on_event = move |e: AgentEvent| {
-//!     if matches!(e, AgentEvent::MemoriesSurfaced { .. }) {
+//!     if matches!(e.extension(), Some(RecallEvent::MemoriesSurfaced { .. })) {
 //!         signal.notify_one();
 //!     }
 //! };
@@ -144,12 +144,64 @@ pub use async_trait::async_trait;
 pub use memloop_candle as candle;
 pub use memloop_compact as compact;
 pub use memloop_core as core;
-pub use memloop_memory as memory;
 #[cfg(feature = "postgres")]
 pub use memloop_pg as pg;
+pub use memloop_recall as recall;
+pub use memloop_store as store;
+pub use memloop_text as text;
 
 pub use memloop_core::{
     Agent, AgentBuilder, events::AgentEvent, message::Message, model::Model, tool::Tool,
 };
-pub use memloop_memory::store::MemoryStore;
+pub use memloop_store::MemoryStore;
 pub use setup::{MemorySetup, SetupError};
+
+/// Everything about memory in one place: the memory dir ([`store`](memory::store), the
+/// `memloop-store` crate), where it lives ([`paths`](memory::paths)), [`recall`](memory::recall)
+/// (`memloop-recall`, with `memloop-text`'s analyzer), project
+/// [`instructions`](memory::instructions) (`memloop-instructions`), and what writes memories
+/// (`memloop-memory`: tools, extraction, consolidation, prompt, transcripts, sub-agents).
+pub mod memory {
+    pub use memloop_memory::*;
+
+    /// The environment switches (`MEMLOOP_*`).
+    pub use memloop_store::env;
+
+    /// Project instructions: the `memloop-instructions` crate.
+    pub use memloop_instructions as instructions;
+
+    /// The memory store: the [`MemoryStore`](store::MemoryStore) trait, the file backend, the
+    /// memory types and the rules every write obeys (the `memloop-store` crate).
+    pub mod store {
+        pub use memloop_store::{
+            ChangeCursor, Changes, CheckedWrite, ContainmentGate, ExpectedVersion, FileMemoryStore,
+            Headers, INDEX_FILE, IndexCaps, IndexEntry, LoadedIndex, LocalBases, LocalDir,
+            LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
+            MemoryScope, MemoryStore, MemoryType, ScanCache, ScanChange, ScanConfig, ScanUpdate,
+            SecretFilter, StoreConfig, StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite,
+            WriteLimits, WriteMode, WriteReport, append_to_existing, canonical_memory_text,
+            content_version, format_entry_line, load_capped, redact_secrets, title_file_stem,
+            title_key, topic_to_rel_path, validate_rel_path,
+        };
+    }
+
+    /// Where a project's memory lives: the memory dir resolution, the project root and the
+    /// per-agent-type memory scopes (from the `memloop-store` crate).
+    pub mod paths {
+        pub use memloop_store::{
+            AgentMemoryDir, AgentMemoryScope, AgentMemoryScopes, ConfigFlavor, MemoryDirResolver,
+            ResolutionRule, ResolvedMemoryDir, ScopeError, canonical_project_root, project_dir,
+            project_slug,
+        };
+    }
+
+    /// Recall: the `memloop-recall` crate, with the text analyzer (`memloop-text`) it searches
+    /// with.
+    pub mod recall {
+        pub use memloop_recall::*;
+        pub use memloop_text::{
+            Analyzer, Script, UnknownLanguage, detect_language, fold_accents, normalize, tokens,
+            words,
+        };
+    }
+}

@@ -12,6 +12,9 @@ use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
 use memloop_core::model::Model;
 use memloop_core::subagent::{SubAgentConfig, SubAgentTool};
+use memloop_instructions::{
+    InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions,
+};
 use memloop_memory::agents::{AgentDirs, AgentMemory, LoadedAgents};
 use memloop_memory::consolidate::{
     Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords,
@@ -19,24 +22,24 @@ use memloop_memory::consolidate::{
 use memloop_memory::extract::{
     ExtractionScheduler, ExtractorConfig, ForkedExtractor, SchedulerConfig,
 };
-use memloop_memory::recall::{
-    Bm25Selector, FallbackSelector, HybridSelector, LlmSelector, LlmSelectorConfig, RecallHook,
-    RerankConfig, RerankSelector, Selector, vector_cache_for,
-};
 use memloop_memory::session_memory::{
     FileSessionMemory, NotesEditTool, SessionMemory, SessionMemoryConfig, SessionMemoryError,
     SessionMemoryHook,
 };
 use memloop_memory::{
-    env::EnvVars,
-    instructions::{InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions},
-    paths::{AgentMemoryScopes, MemoryDirResolver, ResolvedMemoryDir},
     prompt::MemorySection,
-    store::{FileMemoryStore, LocalPurpose, MemoryError, MemoryStore},
     tools::memory_tools,
     transcripts::{
         PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
     },
+};
+use memloop_recall::{
+    DefaultSelector, FallbackSelector, LlmSelector, LlmSelectorConfig, RecallHook, RerankConfig,
+    RerankSelector, Selector,
+};
+use memloop_store::{
+    AgentMemoryScopes, FileMemoryStore, LocalPurpose, MemoryDirResolver, MemoryError, MemoryStore,
+    ResolvedMemoryDir, env::EnvVars,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -136,12 +139,12 @@ impl MemorySetup {
         let working_dir = resolver.project().to_path_buf();
         let app_dir = resolver.config_flavor().dir_name();
         let resolver = resolver.env(env.clone());
-        let setting = if env.switch(memloop_memory::env::DISABLE_AUTO_MEMORY) {
+        let setting = if env.switch(memloop_store::env::DISABLE_AUTO_MEMORY) {
             None
         } else {
             resolver.auto_memory_setting()
         };
-        let on = if env.switch(memloop_memory::env::DISABLE_AUTO_MEMORY) {
+        let on = if env.switch(memloop_store::env::DISABLE_AUTO_MEMORY) {
             tracing::info!(
                 "memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY; memory dir not resolved"
             );
@@ -160,7 +163,7 @@ impl MemorySetup {
                 store,
             })
         };
-        let team_memory = env.switch(memloop_memory::env::TEAM_MEMORY);
+        let team_memory = env.switch(memloop_store::env::TEAM_MEMORY);
         Ok(Self {
             env,
             on,
@@ -208,21 +211,23 @@ impl MemorySetup {
         self.on.is_some()
     }
 
-    /// The recall selector (default: [`Bm25Selector`] over the store, or a [`HybridSelector`]
-    /// when an [`embedder`](Self::embedder) is set).
+    /// The recall selector (default: the [`DefaultSelector`] over the store, BM25 or, when an
+    /// [`embedder`](Self::embedder) is set, hybrid).
     pub fn selector(mut self, selector: Arc<dyn Selector>) -> Self {
         self.selector = Some(selector);
         self
     }
 
-    /// Recall semantically: the default selector becomes a [`HybridSelector`] (BM25 fused with
-    /// `embedder`'s similarity), its vectors cached where the store says (beside a memory dir; see
-    /// [`vector_cache_for`]). Memories not embedded yet are embedded during the first
-    /// selections, within each selection's time budget; call [`HybridSelector::warm`] on your
-    /// own selector and pass it to [`selector`](Self::selector) to embed them up front. The
-    /// selector has the default
-    /// [`HybridConfig`](memloop_memory::recall::HybridConfig) (a vector per passage of a long
-    /// memory, no folder lift); build one with [`HybridSelector::with_config`] for others.
+    /// Recall semantically: the default selector becomes a
+    /// [`HybridSelector`](memloop_recall::HybridSelector) (BM25 fused with `embedder`'s
+    /// similarity), its vectors cached where the store says (beside a memory dir; see
+    /// [`vector_cache_for`](memloop_recall::vector_cache_for)). Memories not embedded yet are
+    /// embedded during the first selections, within each selection's time budget; call
+    /// [`HybridSelector::warm`](memloop_recall::HybridSelector::warm) on your own selector and
+    /// pass it to [`selector`](Self::selector) to embed them up front. The selector has the
+    /// default [`HybridConfig`](memloop_recall::HybridConfig) (a vector per passage of a long
+    /// memory, no folder lift); build one with
+    /// [`HybridSelector::with_config`](memloop_recall::HybridSelector::with_config) for others.
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
         self
@@ -448,7 +453,7 @@ impl MemorySetup {
         };
         let team = memloop_pg::PgMemoryStore::open(config.env(&self.env)).await?;
         let dir = match self.team_memory {
-            true => on.resolved.dir.join(memloop_memory::store::TEAM_DIR),
+            true => on.resolved.dir.join(memloop_store::TEAM_DIR),
             false => on.resolved.dir.clone(),
         };
         let local =
@@ -500,14 +505,7 @@ impl MemorySetup {
                 builder = builder.hook(Arc::new(memloop_pg::TeamPullHook::new(sync.clone())));
             }
             if self.recall {
-                let lexical = match &self.embedder {
-                    Some(embedder) => Arc::new(HybridSelector::new(
-                        store.clone(),
-                        embedder.clone(),
-                        vector_cache_for(&**store, embedder.model_id()),
-                    )) as Arc<dyn Selector>,
-                    None => Arc::new(Bm25Selector::new(store.clone())),
-                };
+                let lexical = DefaultSelector::new(store.clone(), self.embedder.clone()).selector();
                 let selector = match (&self.selector, &self.side_model) {
                     (Some(selector), _) => selector.clone(),
                     (None, Some(model)) if self.rerank => Arc::new(RerankSelector::with_config(

@@ -10,13 +10,14 @@
 //! land close the way they do with a multilingual model. What is tested is memloop's side: the
 //! texts it sends (NFKC, each in its own script, neither transliterated nor escaped), the
 //! cross-lingual ranking the fusion makes of such vectors, and the fall-back to BM25 with
-//! `AgentEvent::RecallDegraded` when the server fails or answers with the wrong dimension.
+//! `RecallEvent::RecallDegraded` when the server fails or answers with the wrong dimension.
 #![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop::core::embed::Embedder;
 use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::providers::{OpenAiEmbedConfig, OpenAiEmbedder, RetryPolicy};
+use memloop::memory::recall::RecallEvent;
 use memloop::memory::recall::{
     HybridConfig, HybridSelector, SelectionContext, Selector, vector_cache_for,
 };
@@ -276,7 +277,7 @@ async fn a_server_error_degrades_to_bm25_with_an_event() {
     assert_eq!(got, vec!["копии.md"]);
     let events = sink.events();
     assert!(
-        matches!(&events[..], [AgentEvent::RecallDegraded { selector, reason }]
+        matches!(&events.iter().map(AgentEvent::extension).collect::<Vec<_>>()[..], [Some(RecallEvent::RecallDegraded { selector, reason })]
             if selector == "hybrid" && reason.contains("500")),
         "{events:?}"
     );
@@ -298,7 +299,7 @@ async fn a_wrong_dimension_degrades_to_bm25_with_an_event() {
     assert_eq!(got, vec!["배포.md"]);
     let events = sink.events();
     assert!(
-        matches!(&events[..], [AgentEvent::RecallDegraded { selector, reason }]
+        matches!(&events.iter().map(AgentEvent::extension).collect::<Vec<_>>()[..], [Some(RecallEvent::RecallDegraded { selector, reason })]
             if selector == "hybrid" && reason.contains(&format!("of {}", CONCEPTS.len() + 1))),
         "{events:?}"
     );

@@ -7,14 +7,15 @@
 //! the listed memories whose line holds a marker phrase, last listed first. What is tested is
 //! memloop's side: only the short list reaches the model, as UTF-8, the model's picks come
 //! first and the rest of the list backfills, names the model was not shown are dropped, and a
-//! failing server leaves the first stage's order with `AgentEvent::RecallDegraded`.
+//! failing server leaves the first stage's order with `RecallEvent::RecallDegraded`.
 #![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop::core::events::{AgentEvent, VecSink};
+use memloop::core::events::VecSink;
 use memloop::core::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
 use memloop::memory::recall::{
-    Bm25Selector, LlmSelector, RerankConfig, RerankSelector, SelectionContext, Selector,
+    Bm25Selector, LlmSelector, RecallEvent, RerankConfig, RerankSelector, SelectionContext,
+    Selector,
 };
 use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use serde_json::{Value, json};
@@ -246,8 +247,8 @@ async fn a_failing_model_keeps_the_first_stage_order_and_says_so() {
     assert_eq!(s.seen.lock().unwrap().len(), 1, "the model was asked");
     assert!(
         sink.events().iter().any(|e| matches!(
-            e,
-            AgentEvent::RecallDegraded { selector, .. } if selector == "rerank"
+            e.extension(),
+            Some(RecallEvent::RecallDegraded { selector, .. }) if selector == "rerank"
         )),
         "{:?}",
         sink.events()

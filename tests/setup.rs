@@ -7,6 +7,8 @@ use memloop::core::{
     Agent,
     events::{AgentEvent, VecSink},
 };
+use memloop::memory::MemoryEvent;
+use memloop::memory::recall::RecallEvent;
 use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +54,7 @@ async fn memory_is_wired_in_by_default() {
     assert!(
         !events
             .iter()
-            .any(|e| matches!(e, AgentEvent::ExtractionFailed { .. }))
+            .any(|e| matches!(e.extension(), Some(MemoryEvent::ExtractionFailed { .. })))
     );
 }
 
@@ -70,12 +72,13 @@ async fn the_kill_switch_turns_every_memory_feature_off() {
     assert!(main.tools.is_empty());
     assert!(main.system.iter().all(|s| !s.contains("MEMORY.md")));
     assert!(model.requests_for("extractor").is_empty());
-    assert!(!events.iter().any(|e| matches!(
-        e,
-        AgentEvent::RecallSkipped { .. }
-            | AgentEvent::MemoriesSurfaced { .. }
-            | AgentEvent::ExtractionSkipped { .. }
-    )));
+    assert!(!events.iter().any(|e| {
+        e.extension::<RecallEvent>().is_some()
+            || matches!(
+                e.extension::<MemoryEvent>(),
+                Some(MemoryEvent::ExtractionSkipped { .. })
+            )
+    }));
 }
 
 #[tokio::test]
@@ -143,9 +146,9 @@ async fn the_dream_runs_after_five_sessions_with_the_defaults() {
             events
                 .events()
                 .into_iter()
-                .find_map(|e| match e {
-                    AgentEvent::DreamSkipped { gate } => Some(gate),
-                    AgentEvent::DreamFinished { .. } => Some("finished".into()),
+                .find_map(|e| match e.extension::<MemoryEvent>() {
+                    Some(MemoryEvent::DreamSkipped { gate }) => Some(gate.clone()),
+                    Some(MemoryEvent::DreamFinished { .. }) => Some("finished".into()),
                     _ => None,
                 })
                 .unwrap(),

@@ -11,6 +11,7 @@ use memloop::core::{
     model::{Model, ModelError, ModelRequest, ModelResponse},
 };
 use memloop::memory::paths::{MemoryDirResolver, ResolutionRule};
+use memloop::memory::recall::RecallEvent;
 use memloop::memory::{env::EnvVars, recall::SELECTOR_PURPOSE};
 use std::path::Path;
 use std::sync::Arc;
@@ -138,8 +139,8 @@ async fn surfaced_with_rerank(
     let paths = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = paths.clone();
     let sink = move |e: AgentEvent| {
-        if let AgentEvent::MemoriesSurfaced { paths, .. } = e {
-            seen.lock().unwrap().extend(paths);
+        if let Some(RecallEvent::MemoriesSurfaced { paths, .. }) = e.extension() {
+            seen.lock().unwrap().extend(paths.iter().cloned());
             signal.notify_one();
         }
     };

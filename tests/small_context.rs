@@ -12,6 +12,7 @@ use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::tokens::{CharEstimator, TokenCounter, estimate_messages};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, AgentConfig};
+use memloop::memory::MemoryEvent;
 use memloop::memory::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 use std::sync::{Arc, Mutex};
@@ -181,7 +182,7 @@ async fn a_runaway_reply_on_an_8k_server_does_not_end_the_session() {
         .iter()
         .any(|e| matches!(e, AgentEvent::ForkSkipped { purpose, .. } if purpose == "extractor"));
     for e in &events {
-        if let AgentEvent::ExtractionFailed { error } = e {
+        if let Some(MemoryEvent::ExtractionFailed { error }) = e.extension() {
             assert!(
                 skipped_extractor && error.contains("skipped"),
                 "extraction failed without a skip: {error}"

@@ -32,12 +32,8 @@ mod semantic;
 mod tuning;
 
 use anyhow::{Context, Result, bail};
-use memloop_memory::recall::{
-    Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector,
-};
-use memloop_memory::store::{
-    FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode,
-};
+use memloop_recall::{Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -15,11 +15,11 @@ use crate::tuning::UNITS;
 use crate::{Conversation, Dir, Tally, evaluate_with, level_headers, write_dir};
 use anyhow::{Result, bail};
 use memloop_core::CancellationToken;
-use memloop_core::events::{AgentEvent, VecSink};
+use memloop_core::events::VecSink;
 use memloop_core::model::{Model, ModelError, ModelRequest, ModelResponse};
-use memloop_memory::recall::{
-    Bm25Params, Bm25Selector, LlmSelector, LlmSelectorConfig, RerankConfig, RerankSelector,
-    SelectionContext, Selector,
+use memloop_recall::{
+    Bm25Params, Bm25Selector, LlmSelector, LlmSelectorConfig, RecallEvent, RerankConfig,
+    RerankSelector, SelectionContext, Selector,
 };
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -242,8 +242,8 @@ pub async fn run(
                 let picked = picks_only.select_checked(&q.text, &headers, &ctx).await?;
                 // One event per degraded selection; the second re-ranker's repeats the first's.
                 let events = sink.take();
-                let reason = events.iter().find_map(|e| match e {
-                    AgentEvent::RecallDegraded { reason, .. } => Some(reason.clone()),
+                let reason = events.iter().find_map(|e| match e.extension() {
+                    Some(RecallEvent::RecallDegraded { reason, .. }) => Some(reason.clone()),
                     _ => None,
                 });
                 match reason {

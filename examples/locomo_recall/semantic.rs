@@ -10,10 +10,10 @@ use crate::{
 };
 use anyhow::{Context, Result, bail};
 use memloop_core::embed::{EmbedError, Embedder};
-use memloop_memory::recall::{
+use memloop_recall::{
     Bm25Params, Fusion, HybridConfig, HybridSelector, SelectionContext, Selector,
 };
-use memloop_memory::store::{FileMemoryStore, MemoryHeader, MemoryStore};
+use memloop_store::{FileMemoryStore, MemoryHeader, MemoryStore};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -543,17 +543,17 @@ async fn latency(
             if written == SIZE {
                 break 'outer;
             }
-            let doc = memloop_memory::store::MemoryDoc::new(
+            let doc = memloop_store::MemoryDoc::new(
                 &u.name,
                 &u.description,
-                memloop_memory::store::MemoryType::User,
+                memloop_store::MemoryType::User,
                 &u.body,
             );
             store
                 .write(
                     &format!("conv-{i:02}/{}", u.rel),
                     &doc,
-                    memloop_memory::store::WriteMode::Overwrite,
+                    memloop_store::WriteMode::Overwrite,
                 )
                 .await?;
             written += 1;

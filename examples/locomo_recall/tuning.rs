@@ -5,7 +5,7 @@
 
 use crate::{Conversation, Dir, Level, Tally, evaluate, write_dir};
 use anyhow::Result;
-use memloop_memory::recall::Bm25Params;
+use memloop_recall::Bm25Params;
 
 /// Conversations the parameters are chosen on (1–5); 6–10 are only reported.
 const TUNE: usize = 5;

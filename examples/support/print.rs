@@ -4,6 +4,9 @@ use memloop::core::AgentError;
 use memloop::core::events::{AgentEvent, EventAgent, EventEnvelope, EventSink};
 use memloop::core::model::ModelError;
 use memloop::core::window::ContextWindow;
+use memloop::memory::MemoryEvent;
+use memloop::memory::recall::RecallEvent;
+use memloop::memory::session_memory::NotesEvent;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -67,6 +70,9 @@ fn short(text: &str, max: usize) -> String {
 
 /// Print one event.
 fn print_event(event: AgentEvent) {
+    if print_extension(&event) {
+        return;
+    }
     match event {
         AgentEvent::AssistantText { text } => println!("assistant › {}", short(&text, 300)),
         AgentEvent::ToolCallStarted { name, input, .. } => {
@@ -82,30 +88,6 @@ fn print_event(event: AgentEvent) {
             )
         }
         AgentEvent::ToolDenied { name, reason } => println!("  denied   › {name}: {reason}"),
-        AgentEvent::MemoriesSurfaced { paths, bytes } => {
-            println!(
-                "  recall   › surfaced {} ({bytes} bytes) next to the user's message",
-                paths.join(", ")
-            )
-        }
-        AgentEvent::RecallSkipped { reason } => println!("  recall   › skipped: {reason}"),
-        AgentEvent::MemoriesSaved { paths } => {
-            let n = paths.len();
-            println!(
-                "  memory   › Saved {n} memor{}: {}",
-                if n == 1 { "y" } else { "ies" },
-                paths.join(", ")
-            )
-        }
-        AgentEvent::ExtractionSkipped { reason } => {
-            println!("  memory   › extraction skipped: {reason}")
-        }
-        AgentEvent::ExtractionFailed { error } => {
-            println!("  memory   › extraction failed: {error}")
-        }
-        AgentEvent::SessionMemoryUpdated { path } => {
-            println!("  notes    › session notes updated ({path})")
-        }
         AgentEvent::Compacted {
             strategy,
             tokens_before,
@@ -119,9 +101,6 @@ fn print_event(event: AgentEvent) {
             consecutive_failures,
         } => {
             println!("  compact  › failed ({consecutive_failures} in a row): {error}")
-        }
-        AgentEvent::DreamFinished { paths } => {
-            println!("  dream    › consolidated: {}", paths.join(", "))
         }
         AgentEvent::Warning { message } => println!("  warning  › {message}"),
         AgentEvent::ContextWindowLearned { tokens } => println!(
@@ -213,4 +192,55 @@ fn explain(err: &AgentError, window: &ContextWindow) -> (String, String) {
             "see the error above; start a new session".into(),
         ),
     }
+}
+
+/// Print an event of a memory crate (carried as `AgentEvent::Extension`); `false` when it is
+/// not one this demo prints.
+fn print_extension(event: &AgentEvent) -> bool {
+    if let Some(e) = event.extension::<RecallEvent>() {
+        match e {
+            RecallEvent::MemoriesSurfaced { paths, bytes } => {
+                println!(
+                    "  recall   › surfaced {} ({bytes} bytes) next to the user's message",
+                    paths.join(", ")
+                )
+            }
+            RecallEvent::RecallSkipped { reason } => println!("  recall   › skipped: {reason}"),
+            _ => return false,
+        }
+        return true;
+    }
+    if let Some(e) = event.extension::<MemoryEvent>() {
+        match e {
+            MemoryEvent::MemoriesSaved { paths } => {
+                let n = paths.len();
+                println!(
+                    "  memory   › Saved {n} memor{}: {}",
+                    if n == 1 { "y" } else { "ies" },
+                    paths.join(", ")
+                )
+            }
+            MemoryEvent::ExtractionSkipped { reason } => {
+                println!("  memory   › extraction skipped: {reason}")
+            }
+            MemoryEvent::ExtractionFailed { error } => {
+                println!("  memory   › extraction failed: {error}")
+            }
+            MemoryEvent::DreamFinished { paths } => {
+                println!("  dream    › consolidated: {}", paths.join(", "))
+            }
+            _ => return false,
+        }
+        return true;
+    }
+    if let Some(e) = event.extension::<NotesEvent>() {
+        match e {
+            NotesEvent::SessionMemoryUpdated { path } => {
+                println!("  notes    › session notes updated ({path})")
+            }
+            _ => return false,
+        }
+        return true;
+    }
+    false
 }

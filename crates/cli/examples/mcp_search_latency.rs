@@ -10,7 +10,7 @@
 //! stdio) and print p50 / p99.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
 use rmcp::{ServiceExt, model::CallToolRequestParams, transport::TokioChildProcess};
 use serde_json::json;
 use std::time::{Duration, Instant};

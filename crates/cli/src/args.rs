@@ -1,6 +1,6 @@
 //! The command line grammar (clap derive).
 
-use memloop_memory::store::MemoryType;
+use memloop_store::MemoryType;
 use std::path::PathBuf;
 
 /// The exit-code table shown at the end of `memloop --help`.

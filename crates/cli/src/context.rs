@@ -3,10 +3,8 @@
 use crate::args::Cli;
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
-use memloop_memory::{
-    env::EnvVars,
-    paths::{MemoryDirResolver, ResolvedMemoryDir},
-    store::{FileMemoryStore, MemoryStore},
+use memloop_store::{
+    FileMemoryStore, MemoryDirResolver, MemoryStore, ResolvedMemoryDir, env::EnvVars,
 };
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};

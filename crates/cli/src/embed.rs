@@ -40,7 +40,7 @@ async fn unprefixed(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
 /// ([`hf_cache_model`], `candle` builds only), else none.
 pub async fn embedder_if_configured(
     args: &EmbedArgs,
-    env: &memloop_memory::env::EnvVars,
+    env: &memloop_store::env::EnvVars,
 ) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     if args.embed_url.is_some() || args.embed_model.is_some() {
         return embedder(args).await.map(Some);
@@ -54,7 +54,7 @@ pub async fn embedder_if_configured(
 /// The newest snapshot of `sentence-transformers/all-MiniLM-L6-v2` in the Hugging Face cache
 /// (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`) that has its
 /// weights, if any.
-pub fn hf_cache_model(env: &memloop_memory::env::EnvVars) -> Option<std::path::PathBuf> {
+pub fn hf_cache_model(env: &memloop_store::env::EnvVars) -> Option<std::path::PathBuf> {
     use std::path::PathBuf;
     let hub = env
         .get("HF_HUB_CACHE")

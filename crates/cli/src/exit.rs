@@ -1,6 +1,7 @@
 //! Exit codes that mean something, and the mapping from errors to them.
 
-use memloop_memory::{instructions::InstructionError, store::MemoryError};
+use memloop_instructions::InstructionError;
+use memloop_store::MemoryError;
 
 /// The process exit codes of `memloop` (also listed in `memloop --help`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

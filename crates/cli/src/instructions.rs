@@ -1,14 +1,12 @@
 //! `memloop instructions`: which CLAUDE.md / AGENTS.md files load, their sizes, and what was
-//! skipped and why (the loader's [`LoadReport`](memloop_memory::instructions::LoadReport)). The project's
+//! skipped and why (the loader's [`LoadReport`](memloop_instructions::LoadReport)). The project's
 //! memory index is included last, as a session would load it, when the memory dir has one.
 
 use crate::args::InstructionsArgs;
 use crate::context::{Context, Io, write_json};
 use anyhow::Context as _;
-use memloop_memory::{
-    instructions::{InstructionConfig, InstructionLoader, LoadOptions, MemoryIndexText},
-    store::{FileMemoryStore, INDEX_FILE, MemoryStore},
-};
+use memloop_instructions::{InstructionConfig, InstructionLoader, LoadOptions, MemoryIndexText};
+use memloop_store::{FileMemoryStore, INDEX_FILE, MemoryStore};
 
 /// The memory index as a session would load it (caps applied), if the memory dir has one.
 async fn memory_index(ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<Option<MemoryIndexText>> {

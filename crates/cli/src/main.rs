@@ -3,7 +3,7 @@
 use clap::Parser;
 use memloop_cli::terminal::Visible;
 use memloop_cli::{Cli, Context, Exit, Io, error_message, exit_for, is_broken_pipe};
-use memloop_memory::env::EnvVars;
+use memloop_store::env::EnvVars;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 

@@ -210,7 +210,7 @@ mod tests {
         let ctx = Context::new(
             &cli,
             "/w".into(),
-            memloop_memory::env::EnvVars::from_pairs([("HOME", "/h")]),
+            memloop_store::env::EnvVars::from_pairs([("HOME", "/h")]),
         );
         let c = config(args, &ctx);
         let d = memloop_mcp::McpLimits::default();
@@ -235,7 +235,7 @@ mod tests {
             Context::new(
                 &cli,
                 "/w".into(),
-                memloop_memory::env::EnvVars::from_pairs(pairs),
+                memloop_store::env::EnvVars::from_pairs(pairs),
             )
         };
         let none = summary_config(&summary_args(&["memloop", "mcp"]), &ctx(vec![])).unwrap();

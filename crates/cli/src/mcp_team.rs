@@ -6,9 +6,9 @@
 use crate::context::Context;
 use anyhow::bail;
 use memloop_mcp::{OpenFuture, Project, ProjectStores};
-use memloop_memory::env::EnvVars;
-use memloop_memory::store::{MemoryError, MemoryStore};
 use memloop_pg::{PgConfig, PgMemoryStore};
+use memloop_store::env::EnvVars;
+use memloop_store::{MemoryError, MemoryStore};
 use std::sync::Arc;
 
 /// The `application_name` prefix of the server's database connections; the process id follows

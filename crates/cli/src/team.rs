@@ -4,8 +4,8 @@ use crate::args::{TeamCommand, TeamSyncArgs};
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
 use crate::progress::Progress;
-use memloop_memory::store::{FileMemoryStore, validate_rel_path};
 use memloop_pg::{PgConfig, SyncAction, SyncOptions, SyncReport, TeamSync};
+use memloop_store::{FileMemoryStore, validate_rel_path};
 use std::sync::Arc;
 
 /// Run a `team` subcommand.
@@ -110,8 +110,8 @@ async fn open_sync(ctx: &Context, args: &TeamSyncArgs, url: &str) -> anyhow::Res
     // With private and team memory in one dir (`MEMLOOP_TEAM_MEMORY`), only `team/` is shared.
     let team_memory = ctx
         .env
-        .switch(memloop_memory::env::TEAM_MEMORY)
-        .then(|| memloop_memory::store::TEAM_DIR.to_owned());
+        .switch(memloop_store::env::TEAM_MEMORY)
+        .then(|| memloop_store::TEAM_DIR.to_owned());
     let dir = match args.subdir.as_ref().or(team_memory.as_ref()) {
         Some(sub) => {
             // The same rules as a memory path, minus the `.md`.

@@ -13,6 +13,7 @@ use memloop_core::{
     tokens::{CharEstimator, estimate_messages},
     tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
+use memloop_session_notes::NotesEvent;
 use memloop_session_notes::{
     EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig, SessionMemoryHook,
     UpdateThresholds,
@@ -181,7 +182,7 @@ async fn the_agent_compacts_mid_session_with_its_notes_and_carries_on() {
     assert!(
         all[first_compaction..]
             .iter()
-            .any(|e| matches!(e, AgentEvent::SessionMemoryUpdated { .. }))
+            .any(|e| matches!(e.extension(), Some(NotesEvent::SessionMemoryUpdated { .. })))
     );
 
     // The conversation now opens with the boundary and the notes as the summary.

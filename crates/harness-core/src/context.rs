@@ -60,9 +60,10 @@ impl std::fmt::Debug for HookContext {
 }
 
 impl HookContext {
-    /// Emit an event.
-    pub fn emit(&self, event: AgentEvent) {
-        self.events.emit(event);
+    /// Emit an event: one of core's, or a crate's own event type that converts into
+    /// [`AgentEvent::Extension`].
+    pub fn emit(&self, event: impl Into<AgentEvent>) {
+        self.events.emit(event.into());
     }
 
     /// Whether this is the main agent.

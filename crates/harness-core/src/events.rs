@@ -159,46 +159,6 @@ pub enum AgentEvent {
         /// Bytes of text.
         bytes: usize,
     },
-    /// Memories were surfaced into the conversation.
-    MemoriesSurfaced {
-        /// Relative paths.
-        paths: Vec<String>,
-        /// Bytes surfaced this time.
-        bytes: usize,
-    },
-    /// Recall did not run this turn.
-    RecallSkipped {
-        /// Why.
-        reason: String,
-    },
-    /// A selector could not use part of its ranking this turn and chose with the rest (a
-    /// hybrid selector whose embedder failed or timed out ranks with BM25 alone).
-    RecallDegraded {
-        /// The selector (`hybrid`, ...).
-        selector: String,
-        /// What failed.
-        reason: String,
-    },
-    /// The extractor (or another background writer) saved memories.
-    MemoriesSaved {
-        /// Files written, relative to the memory dir (MEMORY.md excluded).
-        paths: Vec<String>,
-    },
-    /// An extraction did not run.
-    ExtractionSkipped {
-        /// Why.
-        reason: String,
-    },
-    /// An extraction failed (the cursor did not advance).
-    ExtractionFailed {
-        /// The error.
-        error: String,
-    },
-    /// Session notes were updated.
-    SessionMemoryUpdated {
-        /// Notes file.
-        path: String,
-    },
     /// The conversation was compacted.
     Compacted {
         /// Strategy that did it (serialised as `session_memory`, `summary`, `cut`, or a custom
@@ -218,16 +178,11 @@ pub enum AgentEvent {
         /// Consecutive failures so far.
         consecutive_failures: u32,
     },
-    /// Consolidation ("dream") finished.
-    DreamFinished {
-        /// Files written.
-        paths: Vec<String>,
-    },
-    /// Consolidation did not run.
-    DreamSkipped {
-        /// The gate that stopped it.
-        gate: String,
-    },
+    /// An event of a crate above core (recall, memory, session notes, a host's own): the loop
+    /// carries it to the sinks without knowing its type. Match it with
+    /// [`AgentEvent::extension`]; serialised as `{"event": "extension", "source": ..., "data":
+    /// ...}`.
+    Extension(ExtensionEvent),
     /// A provider's context error named a smaller window than assumed; thresholds and output
     /// caps now use it.
     ContextWindowLearned {
@@ -308,6 +263,23 @@ impl std::fmt::Display for SubAgentEnd {
 }
 
 impl AgentEvent {
+    /// The event of a crate above core, when this is one of type `E`.
+    ///
+    /// ```
+    /// use memloop_core::events::{AgentEvent, ExtensionEvent};
+    /// #[derive(Debug, PartialEq, serde::Serialize)]
+    /// enum BuildEvent { Started { target: String } }
+    /// let event: AgentEvent = ExtensionEvent::new("my-host", BuildEvent::Started { target: "x".into() }).into();
+    /// assert_eq!(event.extension::<BuildEvent>(), Some(&BuildEvent::Started { target: "x".into() }));
+    /// assert_eq!(event.extension::<String>(), None);
+    /// ```
+    pub fn extension<E: 'static>(&self) -> Option<&E> {
+        match self {
+            Self::Extension(e) => e.get::<E>(),
+            _ => None,
+        }
+    }
+
     /// Whether this is a streaming delta (many per response; see [`ChannelSink`]'s policy).
     pub fn is_delta(&self) -> bool {
         matches!(
@@ -322,6 +294,101 @@ impl AgentEvent {
             self,
             Self::TurnFinished { .. } | Self::TurnFailed { .. } | Self::TurnCancelled { .. }
         )
+    }
+}
+
+/// An event type of its own, defined by the crate that emits it, carried through the loop's
+/// sinks inside [`AgentEvent::Extension`]. Core knows only that it can be printed, compared and
+/// serialised; a host gets the typed value back with [`AgentEvent::extension`].
+#[derive(Clone)]
+pub struct ExtensionEvent {
+    source: &'static str,
+    value: Arc<dyn std::any::Any + Send + Sync>,
+    debug: fn(&(dyn std::any::Any + Send + Sync), &mut std::fmt::Formatter<'_>) -> std::fmt::Result,
+    json: fn(&(dyn std::any::Any + Send + Sync)) -> serde_json::Value,
+    eq: fn(&(dyn std::any::Any + Send + Sync), &(dyn std::any::Any + Send + Sync)) -> bool,
+}
+
+impl ExtensionEvent {
+    /// Wrap `event`, emitted by `source` (the crate or host that defines it, e.g.
+    /// `"memloop-recall"`).
+    pub fn new<E>(source: &'static str, event: E) -> Self
+    where
+        E: std::fmt::Debug + PartialEq + Serialize + Send + Sync + 'static,
+    {
+        fn debug<E: std::fmt::Debug + 'static>(
+            v: &(dyn std::any::Any + Send + Sync),
+            f: &mut std::fmt::Formatter<'_>,
+        ) -> std::fmt::Result {
+            match v.downcast_ref::<E>() {
+                Some(e) => e.fmt(f),
+                None => f.write_str("<extension event>"),
+            }
+        }
+        fn json<E: Serialize + 'static>(
+            v: &(dyn std::any::Any + Send + Sync),
+        ) -> serde_json::Value {
+            v.downcast_ref::<E>()
+                .and_then(|e| serde_json::to_value(e).ok())
+                .unwrap_or(serde_json::Value::Null)
+        }
+        fn eq<E: PartialEq + 'static>(
+            a: &(dyn std::any::Any + Send + Sync),
+            b: &(dyn std::any::Any + Send + Sync),
+        ) -> bool {
+            matches!((a.downcast_ref::<E>(), b.downcast_ref::<E>()), (Some(a), Some(b)) if a == b)
+        }
+        Self {
+            source,
+            value: Arc::new(event),
+            debug: debug::<E>,
+            json: json::<E>,
+            eq: eq::<E>,
+        }
+    }
+
+    /// Who defines the event (`"memloop-recall"`, `"memloop-memory"`, ...).
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The event, when it is of type `E`.
+    pub fn get<E: 'static>(&self) -> Option<&E> {
+        self.value.downcast_ref::<E>()
+    }
+
+    /// The event as JSON (what [`Serialize`] writes under `data`).
+    pub fn to_json(&self) -> serde_json::Value {
+        (self.json)(self.value.as_ref())
+    }
+}
+
+impl std::fmt::Debug for ExtensionEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: ", self.source)?;
+        (self.debug)(self.value.as_ref(), f)
+    }
+}
+
+impl PartialEq for ExtensionEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source && (self.eq)(self.value.as_ref(), other.value.as_ref())
+    }
+}
+
+impl Serialize for ExtensionEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("source", self.source)?;
+        map.serialize_entry("data", &self.to_json())?;
+        map.end()
+    }
+}
+
+impl From<ExtensionEvent> for AgentEvent {
+    fn from(event: ExtensionEvent) -> Self {
+        Self::Extension(event)
     }
 }
 

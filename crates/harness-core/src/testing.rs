@@ -392,6 +392,18 @@ pub fn skip_unless_ci(what: impl std::fmt::Display) {
     eprintln!("SKIP: {what}");
 }
 
+/// The external data sets the tests and benchmarks read (LoCoMo, CMRC 2018, XQuAD, real memory
+/// dirs, CLAUDE.md files): `$MEMLOOP_TEST_DATA` when set (for checkouts that do not sit next to
+/// `shared/`, such as git worktrees), else `shared/data` beside the workspace. Canonical when it
+/// exists, so paths compare equal to what loaders resolve.
+pub fn shared_data() -> std::path::PathBuf {
+    let dir = match std::env::var_os("MEMLOOP_TEST_DATA") {
+        Some(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        _ => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+    };
+    dir.canonicalize().unwrap_or(dir)
+}
+
 #[cfg(test)]
 mod ci_tests {
     use super::ci_value_means_ci;

@@ -2,7 +2,7 @@
 //! redacted (a hand-written memory file can hold one) and the answer is cut to the size cap,
 //! with a note saying what was cut.
 
-use memloop_memory::store::redact_secrets;
+use memloop_store::redact_secrets;
 use serde_json::{Value, json};
 
 /// Most entries one `context_save` call accepts by default ([`McpLimits::max_batch_entries`]).

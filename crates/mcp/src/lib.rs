@@ -3,7 +3,7 @@
 //! An MCP server (stdio or Streamable HTTP) that gives any MCP client project memory, on the same memory dirs the
 //! memloop library and CLI use: `context_load`, `context_search`, `context_save`,
 //! `context_manage`, plus each project's `MEMORY.md` as a resource. Every write goes through
-//! [`MemoryStore`](memloop_memory::store::MemoryStore) (atomic, locked, secret-filtered,
+//! [`MemoryStore`](memloop_store::MemoryStore) (atomic, locked, secret-filtered,
 //! indexed); search goes through the recall layer's BM25 selector.
 //!
 //! `memloop mcp` runs [`serve_stdio`], and `memloop mcp --http ADDR` runs [`serve_http`]

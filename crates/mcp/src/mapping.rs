@@ -17,7 +17,7 @@
 //! ([`slug`]) and with the same title, keeps its file.
 
 use chrono::{DateTime, Utc};
-use memloop_memory::store::{MemoryDoc, MemoryType, title_file_stem};
+use memloop_store::{MemoryDoc, MemoryType, title_file_stem};
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -233,7 +233,7 @@ pub fn entry_to_memory(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use memloop_memory::store::validate_rel_path;
+    use memloop_store::validate_rel_path;
 
     #[test]
     fn every_entry_type_maps_to_a_valid_path() {

@@ -7,8 +7,8 @@ use crate::answer::McpLimits;
 use crate::mapping::{EntryType, Scope, entry_to_memory, first_line, legacy_path};
 use crate::projects::{NotServed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
-use memloop_memory::recall::{Selector, format_manifest};
-use memloop_memory::store::{
+use memloop_recall::{Selector, format_manifest};
+use memloop_store::{
     ExpectedVersion, MemoryDoc, MemoryError, MemoryHeader, MemoryStore, WriteMode, content_version,
     title_key, validate_rel_path,
 };
@@ -573,9 +573,10 @@ async fn ranked(
     scope: Scope,
     limit: usize,
 ) -> Result<Ranked, String> {
-    let Some(hybrid) = &open.hybrid else {
+    let Some(hybrid) = open.recall.hybrid() else {
         let scored = open
-            .selector
+            .recall
+            .bm25()
             .scored(query, headers, limit, |p| scope.contains(p))
             .await;
         return Ok(Ranked {
@@ -585,7 +586,7 @@ async fn ranked(
         });
     };
     let events = Arc::new(memloop_core::events::VecSink::default());
-    let mut ctx = memloop_memory::recall::SelectionContext::with_limit(limit);
+    let mut ctx = memloop_recall::SelectionContext::with_limit(limit);
     ctx.events = events.clone();
     // Embed every memory without a vector first (no time budget: the first search of a large
     // store pays for it once; later ones only embed what changed). A failure here shows again
@@ -598,13 +599,20 @@ async fn ranked(
         .select_checked(query, headers, &ctx)
         .await
         .map_err(|e| format!("search backend failed: {e}"))?;
-    let degraded = events.events().into_iter().find_map(|e| match e {
-        memloop_core::events::AgentEvent::RecallDegraded { reason, .. } => Some(reason),
-        _ => None,
-    });
+    let degraded =
+        events
+            .events()
+            .iter()
+            .find_map(|e| match e.extension::<memloop_recall::RecallEvent>() {
+                Some(memloop_recall::RecallEvent::RecallDegraded { reason, .. }) => {
+                    Some(reason.clone())
+                }
+                _ => None,
+            });
     let mode = if degraded.is_some() { "bm25" } else { "hybrid" };
     let scores = open
-        .selector
+        .recall
+        .bm25()
         .scored(query, headers, limit.max(chosen.len()) * 4, |p| {
             chosen.iter().any(|c| c == p)
         })

@@ -9,11 +9,10 @@
 
 use crate::access::{Access, Denied, Effect};
 use memloop_core::embed::Embedder;
-use memloop_memory::{
+use memloop_recall::DefaultSelector;
+use memloop_store::{
+    FileMemoryStore, MemoryDirResolver, MemoryError, MemoryStore, ResolvedMemoryDir, ScanCache,
     env::EnvVars,
-    paths::{MemoryDirResolver, ResolvedMemoryDir},
-    recall::{Bm25Selector, HybridSelector, vector_cache_for},
-    store::{FileMemoryStore, MemoryError, MemoryStore, ScanCache},
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -164,9 +163,8 @@ pub(crate) struct OpenProject {
     pub(crate) store: Arc<dyn MemoryStore>,
     /// The store's headers, kept current through its change feed (searches do not rescan).
     pub(crate) headers: ScanCache,
-    pub(crate) selector: Arc<Bm25Selector>,
-    /// The hybrid selector when the server has an embedder.
-    pub(crate) hybrid: Option<Arc<HybridSelector>>,
+    /// BM25, fused with embeddings when the server has an embedder (one BM25 index either way).
+    pub(crate) recall: DefaultSelector,
 }
 
 /// The server's projects: validation, resolution and the open stores (one per memory dir, so
@@ -370,19 +368,14 @@ impl Projects {
 
     /// A freshly opened store with its header cache and selectors.
     fn wrap(&self, store: Arc<dyn MemoryStore>) -> Arc<OpenProject> {
-        let selector = Arc::new(Bm25Selector::new(store.clone()));
-        let hybrid = self.config.embedder.as_ref().map(|embedder| {
-            let cache = vector_cache_for(store.as_ref(), embedder.model_id());
-            Arc::new(HybridSelector::new(store.clone(), embedder.clone(), cache))
-        });
+        let recall = DefaultSelector::new(store.clone(), self.config.embedder.clone());
         if let Some(s) = &self.summariser {
             s.resume(&store);
         }
         Arc::new(OpenProject {
             headers: ScanCache::new(store.clone()),
             store,
-            selector,
-            hybrid,
+            recall,
         })
     }
 

@@ -478,7 +478,7 @@ impl ServerHandler for MemoryServer {
             Ok(None) => String::new(),
             Err(e) => format!("(memory index unavailable: {e})"),
         };
-        let (text, _) = memloop_memory::store::redact_secrets(&text);
+        let (text, _) = memloop_store::redact_secrets(&text);
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, uri).with_mime_type(INDEX_MIME),
         ])

@@ -19,7 +19,7 @@
 use crate::tiers::{self, SummaryState};
 use memloop_core::model::{JsonSchema, Model, ModelRequest};
 use memloop_core::{CancellationToken, message::Message, text::truncate_utf8};
-use memloop_memory::store::{
+use memloop_store::{
     LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryStore, SecretFilter, WriteMode,
 };
 use serde_json::Value;

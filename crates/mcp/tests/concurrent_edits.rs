@@ -7,8 +7,8 @@
 mod support;
 
 use memloop_mcp::{McpConfig, OpenFuture, Project, ProjectStores};
-use memloop_memory::store::{MemoryError, MemoryStore};
 use memloop_pg::{PgConfig, PgMemoryStore};
+use memloop_store::{MemoryError, MemoryStore};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;

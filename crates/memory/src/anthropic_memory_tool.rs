@@ -8,11 +8,11 @@
 //! through `MemoryStore::write` (atomic, locked, secret-filtered, index line kept in step).
 //! `/memories/MEMORY.md` is the index: viewable, never written directly.
 
-use crate::memory_store::MemoryStore;
-use crate::safety::{validate_rel_path, validate_topic};
-use crate::types::{MemoryDoc, MemoryError, WriteMode};
 use async_trait::async_trait;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop_store::MemoryStore;
+use memloop_store::{MemoryDoc, MemoryError, WriteMode};
+use memloop_store::{validate_rel_path, validate_topic};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -98,7 +98,7 @@ fn target(path: &str) -> Result<Target, String> {
     if rel.is_empty() {
         return Ok(Target::Dir(String::new()));
     }
-    if rel == crate::index::INDEX_FILE {
+    if rel == memloop_store::INDEX_FILE {
         return Ok(Target::Index);
     }
     if rel.ends_with(".md") {
@@ -126,7 +126,7 @@ fn file_target(path: &str) -> Result<String, String> {
 /// The document for `text` at `rel`: a full memory file (frontmatter) is parsed; plain text
 /// becomes the body, named after the file, described by its first line.
 fn doc_from_text(rel: &str, text: &str) -> Result<MemoryDoc, String> {
-    let stem = crate::memory_path::file_stem(rel);
+    let stem = memloop_store::file_stem(rel);
     if text.trim_start().starts_with("---") {
         return MemoryDoc::parse(text, stem);
     }
@@ -190,7 +190,7 @@ impl AnthropicMemoryTool {
                 }
                 lines.sort();
                 if prefix.is_empty() {
-                    lines.insert(0, format!("{MEMORIES_ROOT}/{}", crate::index::INDEX_FILE));
+                    lines.insert(0, format!("{MEMORIES_ROOT}/{}", memloop_store::INDEX_FILE));
                 }
                 Ok(format!(
                     "Files in {}:\n{}",

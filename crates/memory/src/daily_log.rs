@@ -2,11 +2,11 @@
 //! store (atomic, locked, secret-checked, contained). Logs stay out of the index and out of
 //! recall; the dream distils them into topic files.
 
-use crate::memory_store::MemoryStore;
-use crate::types::{MemoryDoc, MemoryType, WriteMode};
 use async_trait::async_trait;
 use chrono::{Datelike, Local, NaiveDate};
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop_store::MemoryStore;
+use memloop_store::{MemoryDoc, MemoryType, WriteMode};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -16,16 +16,6 @@ pub(crate) const DAILY_LOG_GUIDANCE: &str = include_str!("../templates/daily_log
 
 /// Name of the daily-log tool.
 pub const MEMORY_LOG_APPEND: &str = "memory_log_append";
-
-/// The dir, relative to the memory dir, that holds the daily logs.
-pub(crate) const LOGS_DIR: &str = "logs";
-
-/// Whether a store-relative path is a daily log (`logs/...`). Logs are raw notes: they get no
-/// index line and recall does not surface them; the dream distils them into topic files.
-pub(crate) fn is_daily_log(rel: &str) -> bool {
-    rel.strip_prefix(LOGS_DIR)
-        .is_some_and(|rest| rest.starts_with('/'))
-}
 
 /// The log file of `date`, relative to the memory dir.
 ///
@@ -61,7 +51,7 @@ impl DailyLogTool {
         date: NaiveDate,
         time: &str,
         text: &str,
-    ) -> Result<PathBuf, crate::types::MemoryError> {
+    ) -> Result<PathBuf, memloop_store::MemoryError> {
         let doc = MemoryDoc {
             name: format!("Daily log {date}"),
             description: format!("raw notes of {date}, to be distilled into topic files"),

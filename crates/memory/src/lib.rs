@@ -1,34 +1,27 @@
 //! # memloop-memory
 //!
-//! Persistent, file-based memory for memloop agents: the memory dir on disk (`MEMORY.md` index +
-//! typed topic files, compatible with Claude Code's format) and everything that reads or writes
-//! it. Each part is a module named for what it does:
+//! What writes memories, and the agent-facing side of memory: the tools the main agent gets, the
+//! stop hook whose forked extractor saves new memories in the background, consolidation (the
+//! "dream"), the daily log, the memory section of the system prompt, session transcripts and
+//! sub-agents with their own memory. The memory dir itself is `memloop-store`'s, recall is
+//! `memloop-recall`'s and project instructions are `memloop-instructions`'; the `memloop` facade
+//! gathers all of them under `memloop::memory`.
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`store`] | the [`MemoryStore`](store::MemoryStore) trait, [`FileMemoryStore`](store::FileMemoryStore), the memory types and the name / secret rules every write obeys |
 //! | [`agents`] | sub-agent definitions on disk (Claude Code's `.claude/agents/*.md` format) and each sub-agent's own memory scope |
-//! | [`paths`] | where a project's memory dir lives (settings, environment, git root, agent scopes) |
-//! | [`recall`] | [`Selector`](recall::Selector)s and the hook that surfaces relevant memories each turn |
 //! | [`extract`] | the stop hook that writes new memories in the background with a forked agent |
-//! | [`consolidate`] | the "dream": periodic consolidation of the memory dir |
+//! | [`consolidate`] | the "dream": periodic consolidation of the memory dir, and the daily log |
 //! | [`session_memory`] | per-session notes, used as the summary when compacting |
-//! | [`instructions`] | `CLAUDE.md` / `AGENTS.md` loading with `@includes` |
 //! | [`tools`] | the `memory_read` / `memory_write` tools the main agent gets, and Anthropic's `memory_20250818` command set |
 //! | [`prompt`] | the system-prompt section with the memory guidance and the index |
 //! | [`transcripts`] | session transcripts (JSONL, Claude Code's layout): the writer hook, reading, resuming, the bounded search and its tool |
-//! | [`env`](mod@env) | the environment switches (`MEMLOOP_*`) |
 #![warn(missing_docs)]
 
 pub mod agents;
 pub mod consolidate;
-pub mod env;
 pub mod extract;
-pub mod instructions;
-pub mod paths;
 pub mod prompt;
-pub mod recall;
-pub mod store;
 pub mod tools;
 pub mod transcripts;
 
@@ -36,23 +29,10 @@ pub mod transcripts;
 /// re-exported here so memory users find it beside the rest of memory.
 pub use memloop_session_notes as session_memory;
 
+/// What the memory writers tell hosts (an [`AgentEvent::Extension`](memloop_core::events::AgentEvent::Extension)).
+pub use events::MemoryEvent;
+
 mod anthropic_memory_tool;
-mod changes;
 mod daily_log;
-mod file_feed;
-mod file_store;
-mod frontmatter;
-mod index;
-mod index_file;
-mod manifest;
-mod memory_path;
-mod memory_store;
-mod project;
-mod resolver;
-mod safety;
-mod scan;
-mod scan_cache;
-mod scopes;
-mod team;
-mod types;
+mod events;
 mod writer_tools;

@@ -1,15 +1,27 @@
 //! The memory section of the system prompt: guidance (from `templates/memory_prompt.md`) plus
 //! the session's capped view of `MEMORY.md`.
 
-use crate::env::EnvVars;
-use crate::memory_store::MemoryStore;
-use crate::team::{self, MemoryScope};
 use async_trait::async_trait;
 use memloop_core::prompt::SystemSection;
 use memloop_core::text::render_template;
+use memloop_store::MemoryStore;
+use memloop_store::env::EnvVars;
+use memloop_store::{MemoryScope, TEAM_DIR};
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
+const TEAM_GUIDANCE: &str = include_str!("../templates/team_memory.md");
+
+/// The guidance on which memory goes where (private or team), for the memory section and the
+/// extractor's prompt.
+pub(crate) fn team_guidance(memory_dir: &str) -> String {
+    let dir = memory_dir.trim_end_matches(['/', '\\']);
+    let team_dir = format!("{dir}/{TEAM_DIR}/");
+    render_template(
+        TEAM_GUIDANCE,
+        &[("memory_dir", dir), ("team_dir", &team_dir)],
+    )
+}
 
 /// The memory section of the system prompt. Computed once per session (the agent caches
 /// sections) from the store's capped index; `None` when memory is disabled.
@@ -17,7 +29,8 @@ const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use memloop_core::prompt::SystemSection;
-/// use memloop_memory::{store::FileMemoryStore, prompt::MemorySection};
+/// use memloop_store::FileMemoryStore;
+/// use memloop_memory::prompt::MemorySection;
 /// use std::sync::Arc;
 /// let dir = tempfile::tempdir()?;
 /// let section = MemorySection::new(Arc::new(FileMemoryStore::open(dir.path())?));
@@ -53,9 +66,9 @@ impl MemorySection {
     /// (when set and not blank) appended.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
         let section = Self::new(store)
-            .enabled(!env.switch(crate::env::DISABLE_AUTO_MEMORY))
-            .team(env.switch(crate::env::TEAM_MEMORY));
-        match env.get(crate::env::MEMORY_EXTRA_GUIDELINES) {
+            .enabled(!env.switch(memloop_store::env::DISABLE_AUTO_MEMORY))
+            .team(env.switch(memloop_store::env::TEAM_MEMORY));
+        match env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES) {
             Some(extra) => section.extra_guidelines(extra),
             None => section,
         }
@@ -77,7 +90,8 @@ impl MemorySection {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use memloop_core::prompt::SystemSection;
-    /// use memloop_memory::{prompt::MemorySection, store::*};
+    /// use memloop_memory::prompt::MemorySection;
+    /// use memloop_store::*;
     /// use std::sync::Arc;
     /// let dir = tempfile::tempdir()?;
     /// let store = FileMemoryStore::open(dir.path())?;
@@ -140,7 +154,7 @@ fn render_sections(memory_dir: &str, index: &str, team_index: Option<&str>) -> S
     );
     let (scopes, team) = match team_index {
         Some(team) => (
-            format!("\n{}\n", team::guidance(memory_dir).trim_end()),
+            format!("\n{}\n", team_guidance(memory_dir).trim_end()),
             format!(
                 "\n\n## Team index (team/MEMORY.md)\n\n{}",
                 empty(team, "team/MEMORY.md is empty: no team memories yet.")
@@ -186,5 +200,16 @@ impl SystemSection for MemorySection {
             text.push_str(extra);
         }
         Some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn team_guidance_names_both_dirs() {
+        let text = super::team_guidance("/home/李雷/.memloop/projects/app/memory/");
+        assert!(text.contains("`/home/李雷/.memloop/projects/app/memory`"));
+        assert!(text.contains("`/home/李雷/.memloop/projects/app/memory/team/`"));
+        assert!(!text.contains("{{"));
     }
 }

@@ -8,12 +8,12 @@ pub use crate::anthropic_memory_tool::{
     ANTHROPIC_MEMORY_TOOL, ANTHROPIC_MEMORY_TOOL_TYPE, AnthropicMemoryTool,
 };
 
-use crate::manifest::format_manifest;
-use crate::memory_store::MemoryStore;
-use crate::safety::{read_target_to_rel_path, topic_to_rel_path};
-use crate::types::{MemoryDoc, MemoryType, WriteMode};
 use async_trait::async_trait;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop_store::MemoryStore;
+use memloop_store::format_manifest;
+use memloop_store::{MemoryDoc, MemoryType, WriteMode};
+use memloop_store::{read_target_to_rel_path, topic_to_rel_path};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -223,7 +223,7 @@ impl Tool for MemoryWriteTool {
         match self.store.write(&rel, &doc, mode).await {
             Ok(report) => {
                 let verb = if report.created { "Created" } else { "Updated" };
-                let index = crate::team::MemoryScope::of(&rel).index_file();
+                let index = memloop_store::MemoryScope::of(&rel).index_file();
                 ToolOutput::ok(format!("{verb} memory `{rel}` and its line in {index}."))
                     .with_file_written(report.path)
             }

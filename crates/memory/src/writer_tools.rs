@@ -10,17 +10,17 @@
 //! whatever tools the parent declares. `MEMORY.md` is never a write target: the index is only
 //! ever changed by the store.
 
-use crate::index::INDEX_FILE;
-use crate::memory_store::{
-    CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
-};
-use crate::types::{IndexEntry, LoadedIndex, MemoryError, MemoryFile, MemoryHeader, WriteReport};
 use async_trait::async_trait;
 use memloop_core::AgentError;
 use memloop_core::fork::ForkedAgentBuilder;
 use memloop_core::tool::{
     PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext, ToolEffect,
 };
+use memloop_store::INDEX_FILE;
+use memloop_store::{
+    CheckedWrite, LocalDir, LocalPurpose, MemoryPath, MemoryStore, StoreDescription, WriteLimits,
+};
+use memloop_store::{IndexEntry, LoadedIndex, MemoryError, MemoryFile, MemoryHeader, WriteReport};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -69,7 +69,7 @@ impl MemoryWriterGate {
             ));
         }
         self.store.memory_path_of(target).map_err(|e| {
-            crate::safety::warn_refused(&e);
+            memloop_store::warn_refused(&e);
             e.to_string()
         })?;
         Ok(())
@@ -264,8 +264,8 @@ pub(crate) fn relative_to_memory_dir(store: &dyn MemoryStore, paths: &[PathBuf])
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::file_store::FileMemoryStore;
     use memloop_core::tool::ToolCallRequest;
+    use memloop_store::FileMemoryStore;
 
     fn call(name: &str, effect: ToolEffect, targets: Vec<PathBuf>) -> ToolCallRequest {
         ToolCallRequest {

@@ -6,8 +6,8 @@ use memloop_core::{
     CancellationToken,
     tool::{AgentKind, Tool, ToolContext, ToolOutput},
 };
-use memloop_memory::store::{FileMemoryStore, MemoryStore};
 use memloop_memory::tools::{ANTHROPIC_MEMORY_TOOL, AnthropicMemoryTool};
+use memloop_store::{FileMemoryStore, MemoryStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

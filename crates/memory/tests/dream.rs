@@ -5,6 +5,7 @@
 mod extract_common;
 use extract_common as common;
 use memloop_core::Hook;
+use memloop_memory::MemoryEvent;
 
 use common::{conversation, hook_with_model, run_extractor};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
@@ -17,9 +18,7 @@ use memloop_memory::consolidate::{
     ProjectDirSessions, SessionSource, daily_log_path,
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
-use memloop_memory::store::{
-    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode,
-};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::fs::File;
@@ -50,11 +49,9 @@ fn dream_events(events: &VecSink) -> Vec<AgentEvent> {
         .into_iter()
         .filter(|e| {
             matches!(
-                e,
-                AgentEvent::DreamFinished { .. }
-                    | AgentEvent::DreamSkipped { .. }
-                    | AgentEvent::Warning { .. }
-            )
+                e.extension::<MemoryEvent>(),
+                Some(MemoryEvent::DreamFinished { .. } | MemoryEvent::DreamSkipped { .. })
+            ) || matches!(e, AgentEvent::Warning { .. })
         })
         .collect()
 }
@@ -222,9 +219,9 @@ async fn dream_hook_consolidates_then_the_time_gate_closes() {
     assert!(bg.drain(Duration::from_secs(60)).await.completed);
     assert_eq!(
         dream_events(&events),
-        vec![AgentEvent::DreamFinished {
+        vec![AgentEvent::from(MemoryEvent::DreamFinished {
             paths: vec!["testing.md".into()]
-        }]
+        })]
     );
     let requests = model.requests_for(DREAM_PURPOSE);
     assert_eq!(
@@ -256,9 +253,9 @@ async fn dream_hook_consolidates_then_the_time_gate_closes() {
     assert!(bg.drain(Duration::from_secs(60)).await.completed);
     assert_eq!(
         dream_events(&events),
-        vec![AgentEvent::DreamSkipped {
+        vec![AgentEvent::from(MemoryEvent::DreamSkipped {
             gate: "time".into()
-        }]
+        })]
     );
 }
 
@@ -370,8 +367,8 @@ async fn the_hook_ignores_forks_and_reports_disabled() {
     off.on_stop(ctx).await;
     assert_eq!(
         events.events(),
-        vec![AgentEvent::DreamSkipped {
+        vec![AgentEvent::from(MemoryEvent::DreamSkipped {
             gate: "disabled".into()
-        }]
+        })]
     );
 }

@@ -6,7 +6,7 @@ use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_memory::consolidate::{
     ConsolidationLock, DREAM_PURPOSE, DreamGate, DreamHook, LockAttempt, ManualDream,
 };
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use std::sync::Arc;
 
 fn dreaming_model() -> ScriptedModel {
@@ -48,9 +48,7 @@ async fn gates_apply_unless_forced_and_the_lock_always_does() {
     let model = dreaming_model();
 
     // Another holder of the lock (a live process: this one) stops even a forced run.
-    let lock = ConsolidationLock::new(
-        &store.local_dir_or_temp(memloop_memory::store::LocalPurpose::Locks),
-    );
+    let lock = ConsolidationLock::new(&store.local_dir_or_temp(memloop_store::LocalPurpose::Locks));
     let LockAttempt::Acquired(held) = lock.acquire().unwrap() else {
         panic!("the test could not take the lock")
     };

@@ -6,6 +6,7 @@
 mod extract_common;
 use extract_common as common;
 use memloop_core::Hook;
+use memloop_memory::MemoryEvent;
 
 use async_trait::async_trait;
 use common::{conversation, hook};
@@ -18,7 +19,7 @@ use memloop_core::{
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
-use memloop_memory::store::{FileMemoryStore, MemoryStore};
+use memloop_store::{FileMemoryStore, MemoryStore};
 use pretty_assertions::assert_eq;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -183,9 +184,13 @@ async fn a_failed_run_keeps_the_cursor_and_the_trailing_run_covers_its_messages(
         "trailing run re-covers the failed messages"
     );
     assert_eq!(sched.cursor("s1").unwrap().as_str(), "a2");
-    assert!(events.events().contains(&AgentEvent::ExtractionFailed {
-        error: "extraction failed: model overloaded".into()
-    }));
+    assert!(
+        events
+            .events()
+            .contains(&AgentEvent::from(MemoryEvent::ExtractionFailed {
+                error: "extraction failed: model overloaded".into()
+            }))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,8 +301,8 @@ async fn skips_and_advances_when_the_main_agent_wrote_a_memory_itself() {
     assert_eq!(ex.calls().len(), 1, "the extractor did not run again");
     assert_eq!(sched.cursor("s1").unwrap().as_str(), "t2");
     assert!(events.events().iter().any(|e| matches!(
-        e,
-        AgentEvent::ExtractionSkipped { reason } if reason.contains("already wrote")
+        e.extension(),
+        Some(MemoryEvent::ExtractionSkipped { reason }) if reason.contains("already wrote")
     )));
 }
 
@@ -315,9 +320,13 @@ async fn throttle_counts_eligible_turns_and_trailing_runs_ignore_it() {
     sched.on_stop(hook(1, conversation(1), &events, &bg)).await;
     assert!(sched.drain(Duration::from_secs(1)).await.completed);
     assert!(ex.calls().is_empty());
-    assert!(events.take().contains(&AgentEvent::ExtractionSkipped {
-        reason: "throttled: eligible turn 1 of 2".into()
-    }));
+    assert!(
+        events
+            .take()
+            .contains(&AgentEvent::from(MemoryEvent::ExtractionSkipped {
+                reason: "throttled: eligible turn 1 of 2".into()
+            }))
+    );
     sched.on_stop(hook(2, conversation(2), &events, &bg)).await;
     assert_eq!(started.recv().await, Some(2));
     sched.on_stop(hook(3, conversation(3), &events, &bg)).await; // pending, trailing
@@ -353,9 +362,9 @@ async fn reports_saved_files_relative_without_the_index_and_ignores_forks_and_di
     assert!(sched.drain(Duration::from_secs(1)).await.completed);
     assert_eq!(
         events.events(),
-        vec![AgentEvent::MemoriesSaved {
+        vec![AgentEvent::from(MemoryEvent::MemoriesSaved {
             paths: vec!["a.md".into(), "sub/b.md".into()]
-        }]
+        })]
     );
 
     let off = ExtractionScheduler::with_config(
@@ -468,7 +477,7 @@ struct PanickingSink;
 
 impl memloop_core::events::EventSink for PanickingSink {
     fn emit(&self, event: AgentEvent) {
-        if matches!(event, AgentEvent::MemoriesSaved { .. }) {
+        if matches!(event.extension(), Some(MemoryEvent::MemoriesSaved { .. })) {
             panic!("event sink failed");
         }
     }
@@ -495,8 +504,8 @@ async fn a_panic_outside_the_extractor_frees_the_dir_for_the_next_run() {
     assert_eq!(ex.calls().len(), 2);
     assert_eq!(
         events.events(),
-        vec![AgentEvent::MemoriesSaved {
+        vec![AgentEvent::from(MemoryEvent::MemoriesSaved {
             paths: vec!["a.md".into()]
-        }]
+        })]
     );
 }

@@ -7,6 +7,7 @@
 
 mod extract_common;
 use extract_common as common;
+use memloop_memory::MemoryEvent;
 
 use common::run_extractor;
 use memloop_core::Hook;
@@ -17,9 +18,7 @@ use memloop_core::{
     message::ContentBlock,
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, Extractor, ForkedExtractor};
-use memloop_memory::store::{
-    FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode,
-};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -229,9 +228,13 @@ async fn agent_stop_hook_saves_a_memory_and_reports_it() {
     agent.run_turn("I prefer tabs over spaces").await.unwrap();
     assert!(agent.drain(Duration::from_secs(60)).await.completed);
 
-    assert!(events.events().contains(&AgentEvent::MemoriesSaved {
-        paths: vec!["feedback_indentation.md".into()]
-    }));
+    assert!(
+        events
+            .events()
+            .contains(&AgentEvent::from(MemoryEvent::MemoriesSaved {
+                paths: vec!["feedback_indentation.md".into()]
+            }))
+    );
     let prompt = model.requests_for(EXTRACTOR_PURPOSE)[0]
         .messages
         .last()
@@ -327,43 +330,40 @@ struct ReadOnlyDir(FileMemoryStore);
 
 #[async_trait::async_trait]
 impl MemoryStore for ReadOnlyDir {
-    fn describe(&self) -> memloop_memory::store::StoreDescription {
+    fn describe(&self) -> memloop_store::StoreDescription {
         self.0.describe()
     }
-    async fn scan(&self) -> Result<Vec<memloop_memory::store::MemoryHeader>, MemoryError> {
+    async fn scan(&self) -> Result<Vec<memloop_store::MemoryHeader>, MemoryError> {
         self.0.scan().await
     }
     async fn read_path(
         &self,
-        path: &memloop_memory::store::MemoryPath,
-    ) -> Result<memloop_memory::store::MemoryFile, MemoryError> {
+        path: &memloop_store::MemoryPath,
+    ) -> Result<memloop_store::MemoryFile, MemoryError> {
         self.0.read_path(path).await
     }
     async fn write_checked(
         &self,
-        write: memloop_memory::store::CheckedWrite,
-    ) -> Result<memloop_memory::store::WriteReport, MemoryError> {
+        write: memloop_store::CheckedWrite,
+    ) -> Result<memloop_store::WriteReport, MemoryError> {
         Err(MemoryError::io(
             format!("writing {}", write.path()),
             std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
         ))
     }
-    async fn delete_checked(
-        &self,
-        path: &memloop_memory::store::MemoryPath,
-    ) -> Result<(), MemoryError> {
+    async fn delete_checked(&self, path: &memloop_store::MemoryPath) -> Result<(), MemoryError> {
         self.0.delete_checked(path).await
     }
     async fn clear(&self) -> Result<Vec<String>, MemoryError> {
         self.0.clear().await
     }
-    async fn load_index(&self) -> Result<memloop_memory::store::LoadedIndex, MemoryError> {
+    async fn load_index(&self) -> Result<memloop_store::LoadedIndex, MemoryError> {
         self.0.load_index().await
     }
-    async fn index_entries(&self) -> Result<Vec<memloop_memory::store::IndexEntry>, MemoryError> {
+    async fn index_entries(&self) -> Result<Vec<memloop_store::IndexEntry>, MemoryError> {
         self.0.index_entries().await
     }
-    fn check_contained(&self, rel: &str) -> Result<memloop_memory::store::MemoryPath, MemoryError> {
+    fn check_contained(&self, rel: &str) -> Result<memloop_store::MemoryPath, MemoryError> {
         self.0.check_contained(rel)
     }
 }
@@ -405,8 +405,8 @@ async fn an_extraction_whose_writes_all_failed_keeps_the_cursor() {
     assert!(scheduler.drain(Duration::from_secs(60)).await.completed);
     assert_eq!(scheduler.cursor("s1"), None, "cursor must not advance");
     assert!(events.events().iter().any(|e| matches!(
-        e,
-        AgentEvent::ExtractionFailed { error } if error.contains("memory write(s) failed")
+        e.extension(),
+        Some(MemoryEvent::ExtractionFailed { error }) if error.contains("memory write(s) failed")
     )));
 
     // Same scheduler shape over a writable store, where the only write is a refused credential:

@@ -8,8 +8,8 @@ use memloop_core::{
     CancellationToken,
     tool::{AgentKind, Tool, ToolContext},
 };
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_memory::tools::MemoryReadTool;
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -186,6 +186,6 @@ async fn a_file_named_with_a_line_break_cannot_forge_manifest_lines() {
     let headers = store.scan().await.unwrap();
     let listed: Vec<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
     assert_eq!(listed, ["заметка.md"]);
-    let manifest = memloop_memory::recall::format_manifest(&headers);
+    let manifest = memloop_recall::format_manifest(&headers);
     assert_eq!(manifest.lines().count(), 1, "{manifest}");
 }

@@ -3,6 +3,7 @@
 //! `Agent::clear` resets both.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../recall/tests/recall_common/mod.rs"]
 mod recall_common;
 
 use memloop_core::testing::{ScriptStep, ScriptedModel};
@@ -11,8 +12,9 @@ use memloop_core::{
     events::{AgentEvent, EventSink, FanoutSink, VecSink},
     tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
-use memloop_memory::recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
 use memloop_memory::transcripts::{TranscriptDir, TranscriptHook};
+use memloop_recall::RecallEvent;
+use memloop_recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
 use recall_common::{put, store};
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -90,7 +92,7 @@ async fn resume_rebuilds(path: &str, description: &str, body: &str, questions: [
     let settled = Arc::new(Notify::new());
     let signal = settled.clone();
     let on_surfaced = move |e: AgentEvent| {
-        if matches!(e, AgentEvent::MemoriesSurfaced { .. }) {
+        if matches!(e.extension(), Some(RecallEvent::MemoriesSurfaced { .. })) {
             signal.notify_one();
         }
     };

@@ -4,10 +4,11 @@
 
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{Agent, events::VecSink, message::Message};
+use memloop_memory::MemoryEvent;
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
-use memloop_memory::store::{FileMemoryStore, MemoryStore};
+use memloop_store::{FileMemoryStore, MemoryStore};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -77,7 +78,7 @@ async fn the_notice_lands_on_the_next_user_message_when_switched_on() {
         events
             .events()
             .iter()
-            .any(|e| matches!(e, memloop_core::events::AgentEvent::MemoriesSaved { .. }))
+            .any(|e| matches!(e.extension(), Some(MemoryEvent::MemoriesSaved { .. })))
     );
 }
 
@@ -92,6 +93,6 @@ async fn by_default_only_the_event_reports_saved_memories() {
         events
             .events()
             .iter()
-            .any(|e| matches!(e, memloop_core::events::AgentEvent::MemoriesSaved { .. }))
+            .any(|e| matches!(e.extension(), Some(MemoryEvent::MemoriesSaved { .. })))
     );
 }

@@ -14,9 +14,9 @@ use memloop_core::{
 };
 use memloop_memory::{
     prompt::MemorySection,
-    store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode},
     tools::{MEMORY_READ, memory_tools},
 };
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -416,12 +416,12 @@ async fn memory_section_renders_guidance_and_capped_index() {
         MemorySection::new(s.clone()).enabled(false).compute().await,
         None
     );
-    let off = memloop_memory::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "TRUE")]);
+    let off = memloop_store::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "TRUE")]);
     assert_eq!(
         MemorySection::from_env(s.clone(), &off).compute().await,
         None
     );
-    let on = memloop_memory::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
+    let on = memloop_store::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
     assert!(MemorySection::from_env(s, &on).compute().await.is_some());
 }
 
@@ -444,7 +444,7 @@ async fn unnamed_new_memories_are_named_after_their_file() {
 /// memory file, a credential in an unknown key, `MEMORY.md` and an oversized text.
 #[tokio::test]
 async fn raw_writes_keep_the_bytes_and_apply_every_rule() {
-    use memloop_memory::store::{ExpectedVersion, MemoryError, content_version};
+    use memloop_store::{ExpectedVersion, MemoryError, content_version};
     let dir = tempfile::tempdir().unwrap();
     let store = FileMemoryStore::open(dir.path()).unwrap();
     let text = "---\r\nname: 決定\r\ndescription: Решение\r\n# コメント\r\ntags: [배포]\r\nmetadata:\r\n  type: project\r\n---\r\n\r\n本文  \r\nno final newline";
@@ -506,7 +506,7 @@ async fn raw_writes_keep_the_bytes_and_apply_every_rule() {
 /// header, the size cut, binary and invalid UTF-8 files, a missing file and an escaping path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_are_the_same_on_the_calling_task_and_on_the_blocking_pool() {
-    use memloop_memory::store::StoreConfig;
+    use memloop_store::StoreConfig;
     let dir = TempDir::new().unwrap();
     let root = dir.path();
     let front =

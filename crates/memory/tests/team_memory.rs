@@ -6,21 +6,21 @@
 
 mod extract_common;
 
+use memloop_core::CancellationToken;
 use memloop_core::prompt::SystemSection;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::tool::{AgentKind, Tool, ToolContext};
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
 use memloop_memory::prompt::MemorySection;
-use memloop_memory::store::{
+use memloop_memory::tools::MemoryWriteTool;
+use memloop_store::{
     ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryScope, MemoryStore, MemoryType,
     WriteMode,
 };
-use memloop_memory::tools::MemoryWriteTool;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()

@@ -7,7 +7,7 @@
 //! the size cap measured the body for one writer and the whole text for another.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_memory::store::{
+use memloop_store::{
     ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryType, StoreConfig, WriteLimits,
     WriteMode,
 };

@@ -16,11 +16,9 @@
 //! every write, quadratic at 20,000).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use memloop_memory::recall::{Bm25Selector, SelectionContext, Selector};
-use memloop_memory::store::{
-    FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, ScanCache, WriteMode,
-};
 use memloop_pg::{PgConfig, PgFtsSelector, PgMemoryStore};
+use memloop_recall::{Bm25Selector, SelectionContext, Selector};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, ScanCache, WriteMode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -244,7 +242,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut index = String::new();
         for (rel, doc) in &docs {
             std::fs::write(dir.join(rel), doc.render())?;
-            index.push_str(&memloop_memory::store::format_entry_line(
+            index.push_str(&memloop_store::format_entry_line(
                 &doc.name,
                 rel,
                 &doc.description,

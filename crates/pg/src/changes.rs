@@ -1,4 +1,4 @@
-//! The team store's change feed ([`MemoryStore::changes`](memloop_memory::store::MemoryStore::changes)):
+//! The team store's change feed ([`MemoryStore::changes`](memloop_store::MemoryStore::changes)):
 //! what changed in a project since a cursor, by any writer on any machine, in one query.
 //!
 //! A trigger (migration 3) keeps one row per memory path in `memloop_changes`: whether the path is
@@ -10,7 +10,7 @@
 
 use crate::error::StoreError;
 use crate::store::{PgMemoryStore, db, parse_type};
-use memloop_memory::store::{ChangeCursor, Changes, MemoryHeader, MemoryPath};
+use memloop_store::{ChangeCursor, Changes, MemoryHeader, MemoryPath};
 
 /// The cursor's prefix: the feed's format version.
 const PREFIX: &str = "pg-xmin-1";

@@ -2,8 +2,8 @@
 
 use crate::error::PgError;
 use crate::tls::{MakeRustlsConnect, SslMode, split_tls_params};
-use memloop_memory::env::EnvVars;
-use memloop_memory::store::LocalBases;
+use memloop_store::LocalBases;
+use memloop_store::env::EnvVars;
 
 /// Environment variable holding the team store's connection URL.
 pub const DATABASE_URL_ENV: &str = "MEMLOOP_DATABASE_URL";
@@ -73,7 +73,7 @@ impl std::fmt::Debug for PgConfig {
 
 impl PgConfig {
     /// The connection URL without its password (`postgres://user@host:port/db`), for logs and
-    /// [`StoreDescription`](memloop_memory::store::StoreDescription)s.
+    /// [`StoreDescription`](memloop_store::StoreDescription)s.
     pub fn redacted_url(&self) -> String {
         let Ok(c) = split_tls_params(&self.url)
             .map_err(|_| ())
@@ -154,7 +154,7 @@ impl PgConfig {
     /// The URL from `MEMLOOP_DATABASE_URL` in `env`, if set and non-empty.
     ///
     /// ```
-    /// use memloop_memory::env::EnvVars;
+    /// use memloop_store::env::EnvVars;
     /// let env = EnvVars::from_pairs([("MEMLOOP_DATABASE_URL", "postgres://db/team")]);
     /// assert_eq!(memloop_pg::PgConfig::url_from_env(&env).as_deref(), Some("postgres://db/team"));
     /// ```

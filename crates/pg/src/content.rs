@@ -1,7 +1,7 @@
 //! The canonical text of a memory and its SHA-256: what both stores compare, so an entry that
 //! did not change has the same hash on every machine.
 
-use memloop_memory::store::canonical_memory_text;
+use memloop_store::canonical_memory_text;
 
 /// The file stem of a relative path (`team/deploy.md` → `deploy`): the name of a memory that
 /// has none.
@@ -29,5 +29,5 @@ pub fn canonical_text(raw: &str, rel_path: &str) -> String {
 /// );
 /// ```
 pub fn sha256_hex(text: &str) -> String {
-    memloop_memory::store::content_version(text)
+    memloop_store::content_version(text)
 }

@@ -1,7 +1,7 @@
 //! [`PgError`]: what can go wrong talking to the team store, and how it maps onto
 //! [`MemoryError`].
 
-use memloop_memory::store::MemoryError;
+use memloop_store::MemoryError;
 
 /// Errors of the PostgreSQL backend. Messages never contain the connection password.
 #[derive(Debug, thiserror::Error)]
@@ -121,7 +121,7 @@ impl PgError {
     }
 
     /// The `PgError` inside a [`MemoryError::Backend`], if any (to tell a conflict from other
-    /// failures after a [`MemoryStore`](memloop_memory::store::MemoryStore) call).
+    /// failures after a [`MemoryStore`](memloop_store::MemoryStore) call).
     pub fn from_memory_error(e: &MemoryError) -> Option<&PgError> {
         match e {
             MemoryError::Backend { source, .. } => source.downcast_ref::<PgError>(),

@@ -2,14 +2,14 @@
 //!
 //! Team memory on PostgreSQL: what one engineer's agent learned about a repository reaches every
 //! teammate's agent and every CI agent. The local memory dir
-//! ([`FileMemoryStore`](memloop_memory::store::FileMemoryStore)) stays the offline default; this
+//! ([`FileMemoryStore`](memloop_store::FileMemoryStore)) stays the offline default; this
 //! crate adds
 //!
-//! - [`PgMemoryStore`], a [`MemoryStore`](memloop_memory::store::MemoryStore) with one row per
+//! - [`PgMemoryStore`], a [`MemoryStore`](memloop_store::MemoryStore) with one row per
 //!   memory keyed by (project id, relative path), versions for optimistic concurrency
 //!   ([`PgMemoryStore::write_versioned`], [`PgError::Conflict`]) and embedded migrations run on
 //!   open;
-//! - [`PgFtsSelector`], a recall [`Selector`](memloop_memory::recall::Selector) over the
+//! - [`PgFtsSelector`], a recall [`Selector`](memloop_recall::Selector) over the
 //!   database's full-text search;
 //! - [`TeamSync`], push / pull / status between a local memory dir and the team store (per-entry
 //!   SHA-256, server wins on pull, conflicts kept in a recovery file, deletions only with
@@ -17,7 +17,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use memloop_memory::store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
+//! use memloop_store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 //! use memloop_pg::{Expected, PgConfig, PgMemoryStore};
 //! let store = PgMemoryStore::open(PgConfig::new("postgres://127.0.0.1/team", "github.com/acme/api")).await?;
 //! let doc = MemoryDoc::new("Deploys", "when we deploy", MemoryType::Project, "Tuesdays only.");

@@ -135,7 +135,7 @@ ALTER TABLE memloop_memories ADD COLUMN source text;
         r#"
 -- `t` with Cyrillic ё written е and every combining mark on a Latin letter removed (decomposed,
 -- the marks after a Latin base dropped, recomposed), as the recall analyzer folds a word
--- (`memloop_memory::recall::fold_accents` does the same for the query): `Zürich` is `Zurich`,
+-- (`memloop_text::fold_accents` does the same for the query): `Zürich` is `Zurich`,
 -- `Máy chủ` is `May chu`, `ёлка` is `елка`. Letters that do not decompose (`ø`, `ł`, `ß`,
 -- `đ`) and the marks of other scripts (Devanagari vowel signs) stay.
 CREATE FUNCTION memloop_fold(t text) RETURNS text

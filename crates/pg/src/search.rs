@@ -1,5 +1,5 @@
 //! The team search's query side: the query is cut by the recall analyzer
-//! (`memloop_memory::recall::tokens`, the same normalisation and script rules as local recall)
+//! (`memloop_text::tokens`, the same normalisation and script rules as local recall)
 //! into the two kinds of lexemes the `search_text` column (migration 2) holds: words, stemmed
 //! by PostgreSQL's `russian` configuration (Snowball Russian for Cyrillic, Snowball English for
 //! ASCII words, as local recall does), and character bigrams of Han, Kana, Hangul and Thai runs
@@ -8,7 +8,7 @@
 //! sides (Latin letters without their accents, `ё` as `е`: migration 5 and
 //! [`fold_accents`]), so `zurich` finds `Zürich` and `réunion` finds `reunion`.
 
-use memloop_memory::recall::{Script, fold_accents, tokens};
+use memloop_text::{Script, fold_accents, tokens};
 use std::collections::BTreeSet;
 
 /// The lexemes of one query: `words` for `to_tsquery('russian', ..)` and `grams` for

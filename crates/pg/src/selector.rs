@@ -2,8 +2,8 @@
 
 use crate::store::PgMemoryStore;
 use async_trait::async_trait;
-use memloop_memory::recall::{SelectionContext, Selector, SelectorError};
-use memloop_memory::store::{MemoryError, MemoryHeader};
+use memloop_recall::{SelectionContext, Selector, SelectorError};
+use memloop_store::{MemoryError, MemoryHeader};
 
 /// Chooses memories with the database's full-text search: a weighted `tsvector` (name over
 /// description over body) of stemmed words (Snowball English for ASCII words, Russian for

@@ -7,7 +7,7 @@ use crate::error::{PgError, StoreError, VersionLabel};
 use crate::migrations::migrate;
 use async_trait::async_trait;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
-use memloop_memory::store::{
+use memloop_store::{
     ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex,
     LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
     MemoryStore, MemoryType, StoreDescription, StoreLocation, VersionedWrite, WriteMode,

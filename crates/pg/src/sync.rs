@@ -23,9 +23,7 @@
 use crate::content::{canonical_text, sha256_hex};
 use crate::error::StoreError;
 use crate::store::{Expected, PgMemory, PgMemoryStore};
-use memloop_memory::store::{
-    ExpectedVersion, FileMemoryStore, MemoryError, MemoryStore, SecretFilter,
-};
+use memloop_store::{ExpectedVersion, FileMemoryStore, MemoryError, MemoryStore, SecretFilter};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

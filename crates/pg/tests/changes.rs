@@ -5,8 +5,8 @@
 
 mod support;
 
-use memloop_memory::store::{ChangeCursor, Changes, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_pg::PgMemoryStore;
+use memloop_store::{ChangeCursor, Changes, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use support::{TestSchema, URL, admin};
 
 fn doc(name: &str, body: &str) -> MemoryDoc {

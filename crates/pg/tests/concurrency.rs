@@ -4,8 +4,8 @@
 
 mod support;
 
-use memloop_memory::store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_pg::{Expected, PgError, PgMemoryStore, PgWrite, StoreError, sha256_hex};
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use support::{TestSchema, admin};

@@ -3,9 +3,9 @@
 
 mod support;
 
-use memloop_memory::recall::{SelectionContext, Selector};
-use memloop_memory::store::{MemoryDoc, MemoryHeader, MemoryStore, WriteMode};
 use memloop_pg::PgFtsSelector;
+use memloop_recall::{SelectionContext, Selector};
+use memloop_store::{MemoryDoc, MemoryHeader, MemoryStore, WriteMode};
 use std::sync::Arc;
 use support::{TestSchema, admin};
 
@@ -260,8 +260,8 @@ async fn queries_find_memories_with_or_without_accents() {
             .await
             .unwrap()
             .get(0);
-        let token = memloop_memory::recall::normalize(word);
-        assert_eq!(sql, memloop_memory::recall::fold_accents(&token), "{word}");
+        let token = memloop_text::normalize(word);
+        assert_eq!(sql, memloop_text::fold_accents(&token), "{word}");
     }
 }
 

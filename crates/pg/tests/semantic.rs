@@ -5,12 +5,12 @@
 mod support;
 
 use memloop_core::embed::{EmbedError, Embedder, normalize};
-use memloop_memory::env::EnvVars;
-use memloop_memory::recall::{HybridSelector, SelectionContext, Selector, vector_cache_for};
-use memloop_memory::store::{
+use memloop_pg::PgMemoryStore;
+use memloop_recall::{HybridSelector, SelectionContext, Selector, vector_cache_for};
+use memloop_store::env::EnvVars;
+use memloop_store::{
     LocalDir, LocalPurpose, MemoryDoc, MemoryStore, MemoryType, StoreLocation, WriteMode,
 };
-use memloop_pg::PgMemoryStore;
 use std::sync::Arc;
 use support::TestSchema;
 

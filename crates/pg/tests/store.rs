@@ -4,8 +4,8 @@
 
 mod support;
 
-use memloop_memory::store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use memloop_pg::{Expected, PgConfig, PgError, PgMemoryStore, StoreError, sha256_hex};
+use memloop_store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use support::{TestSchema, admin};
 
 fn doc(name: &str, body: &str) -> MemoryDoc {

@@ -3,8 +3,8 @@
 
 mod support;
 
-use memloop_memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_pg::{EntryState, SyncAction, SyncOptions, TeamSync};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use support::TestSchema;
 
 fn doc(name: &str, body: &str) -> MemoryDoc {
@@ -416,27 +416,18 @@ async fn a_secret_in_an_unknown_key_never_leaves_the_machine() {
     assert!(
         matches!(
             err,
-            memloop_pg::StoreError::Memory(
-                memloop_memory::store::MemoryError::SensitiveData { .. }
-            )
+            memloop_pg::StoreError::Memory(memloop_store::MemoryError::SensitiveData { .. })
         ),
         "{err:?}"
     );
     assert!(!err.to_string().contains(&token));
     let err = alice
         .local
-        .write_raw_if(
-            "other.md",
-            &text,
-            &memloop_memory::store::ExpectedVersion::Any,
-        )
+        .write_raw_if("other.md", &text, &memloop_store::ExpectedVersion::Any)
         .await
         .unwrap_err();
     assert!(
-        matches!(
-            err,
-            memloop_memory::store::MemoryError::SensitiveData { .. }
-        ),
+        matches!(err, memloop_store::MemoryError::SensitiveData { .. }),
         "{err:?}"
     );
     assert!(!alice.local.root().join("other.md").exists());
@@ -454,7 +445,7 @@ async fn a_secret_in_an_unknown_key_never_leaves_the_machine() {
     assert!(
         matches!(
             err,
-            memloop_pg::StoreError::Memory(memloop_memory::store::MemoryError::TooLarge { .. })
+            memloop_pg::StoreError::Memory(memloop_store::MemoryError::TooLarge { .. })
         ),
         "{err:?}"
     );

@@ -8,8 +8,8 @@
 
 mod support;
 
-use memloop_memory::store::MemoryStore;
 use memloop_pg::{PgConfig, PgError, PgMemoryStore, SslMode};
+use memloop_store::MemoryStore;
 use std::path::{Path, PathBuf};
 use support::TestSchema;
 

@@ -10,11 +10,11 @@ use super::queue::FifoQueue;
 use super::template::{
     CONDENSE_REMINDER, DEFAULT_TEMPLATE, DEFAULT_UPDATE_PROMPT, oversized_sections,
 };
+use crate::events::NotesEvent;
 use async_trait::async_trait;
 use memloop_core::text::render_template;
 use memloop_core::{
     HookContext,
-    events::AgentEvent,
     message::{Message, MessageId, Role},
 };
 use std::path::{Path, PathBuf};
@@ -218,7 +218,7 @@ impl Inner {
         }
         let edits = outcome.tool_calls.saturating_sub(outcome.denied_calls);
         tracing::info!(path = %self.path.display(), tool_calls = outcome.tool_calls, "session notes updated");
-        ctx.emit(AgentEvent::SessionMemoryUpdated {
+        ctx.emit(NotesEvent::SessionMemoryUpdated {
             path: self.path.display().to_string(),
         });
         Ok(UpdateReport {

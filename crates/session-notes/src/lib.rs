@@ -10,6 +10,7 @@
 
 mod config;
 mod edit_tool;
+mod events;
 mod file;
 mod fs;
 mod hook;
@@ -21,6 +22,7 @@ pub use config::{Baselines, NotesCaps, SessionMemoryConfig, UpdateSignal, Update
 pub use edit_tool::{
     EDIT_TOOL_NAME, NOTES_UPDATER_PURPOSE, NotesEditTool, apply_notes_edit, only_this_file,
 };
+pub use events::NotesEvent;
 pub use file::FileSessionMemory;
 pub use hook::SessionMemoryHook;
 pub use notes::{

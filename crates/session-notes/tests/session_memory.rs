@@ -11,6 +11,7 @@ use memloop_core::{
     message::{ContentBlock, Message, MessageKind, Role},
     model::Model,
 };
+use memloop_session_notes::NotesEvent;
 use memloop_session_notes::{
     DEFAULT_TEMPLATE, EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig,
     SessionMemoryHook, UpdateTrigger, frame,
@@ -196,7 +197,7 @@ async fn the_updater_edits_only_below_fixed_lines_and_only_that_file() {
     assert!(
         sink.events()
             .iter()
-            .any(|e| matches!(e, AgentEvent::SessionMemoryUpdated { .. }))
+            .any(|e| matches!(e.extension(), Some(NotesEvent::SessionMemoryUpdated { .. })))
     );
     let b = sm.baselines();
     assert_eq!(b.last_summarized, Some(ctx.messages[0].id.clone()));

@@ -7,10 +7,10 @@ use common::{append_worklog, ctx_with, memory, updater};
 use memloop_core::Hook;
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
-    events::AgentEvent,
     message::Message,
     model::{Model, ModelResponse},
 };
+use memloop_session_notes::NotesEvent;
 use memloop_session_notes::{SessionMemory, SessionMemoryHook, UpdateTrigger};
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,7 +106,7 @@ async fn the_hook_returns_at_once_and_the_update_lands_in_the_background() {
     assert!(
         sink.events()
             .iter()
-            .any(|e| matches!(e, AgentEvent::SessionMemoryUpdated { .. }))
+            .any(|e| matches!(e.extension(), Some(NotesEvent::SessionMemoryUpdated { .. })))
     );
     // Not due again right away.
     assert!(!sm.should_update(&ctx));

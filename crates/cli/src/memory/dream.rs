@@ -36,7 +36,7 @@ pub async fn dream(
         store.clone(),
         DreamConfig::from_env(&ctx.env),
         Arc::new(memloop_memory::consolidate::SessionRecords::for_memory_dir(
-            &store.local_dir_or_temp(memloop_memory::store::LocalPurpose::SessionRecords),
+            &store.local_dir_or_temp(memloop_store::LocalPurpose::SessionRecords),
         )),
         memloop_memory::consolidate::Consolidator::new(store.clone()),
     );

@@ -3,7 +3,7 @@
 use super::file_topic;
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
-use memloop_memory::store::INDEX_FILE;
+use memloop_store::INDEX_FILE;
 use serde_json::json;
 
 /// Remove one memory and its index line.

@@ -8,11 +8,9 @@ use crate::context::{Context, Io, write_json};
 use crate::progress::Progress;
 use crate::table;
 use memloop_core::embed::Embedder;
-use memloop_memory::env::EnvVars;
-use memloop_memory::recall::{
-    Bm25Selector, HybridSelector, SelectionContext, Selector, vector_cache_for,
-};
-use memloop_memory::store::{MemoryHeader, MemoryStore};
+use memloop_recall::{DefaultSelector, SelectionContext};
+use memloop_store::env::EnvVars;
+use memloop_store::{MemoryHeader, MemoryStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -29,21 +27,17 @@ pub async fn ranked(
     env: &EnvVars,
 ) -> anyhow::Result<Vec<MemoryHeader>> {
     let headers = store.scan().await?;
-    let selector: Arc<dyn Selector> = match embedder {
-        Some(embedder) => {
-            let cache = vector_cache_for(&*store, embedder.model_id());
-            let hybrid = HybridSelector::new(store, embedder, cache);
-            let progress = Progress::new("embedding memories", env);
-            let report = hybrid
-                .warm_with_progress(&headers, &|done, total| progress.set(done, total))
-                .await?;
-            progress.finish();
-            tracing::info!(?report, "memories embedded");
-            Arc::new(hybrid)
-        }
-        None => Arc::new(Bm25Selector::new(store)),
-    };
-    let paths = selector
+    let recall = DefaultSelector::new(store, embedder);
+    if let Some(hybrid) = recall.hybrid() {
+        let progress = Progress::new("embedding memories", env);
+        let report = hybrid
+            .warm_with_progress(&headers, &|done, total| progress.set(done, total))
+            .await?;
+        progress.finish();
+        tracing::info!(?report, "memories embedded");
+    }
+    let paths = recall
+        .selector()
         .select_checked(query, &headers, &SelectionContext::with_limit(limit))
         .await?;
     Ok(paths

@@ -3,10 +3,8 @@
 use super::{Topic, header_json, parse_topic};
 use crate::context::{Context, Io, write_json};
 use anyhow::Context as _;
-use memloop_memory::{
-    recall::format_manifest,
-    store::{INDEX_FILE, MemoryError, MemoryScope, MemoryType},
-};
+use memloop_recall::format_manifest;
+use memloop_store::{INDEX_FILE, MemoryError, MemoryScope, MemoryType};
 use serde_json::{Value, json};
 
 /// List the manifest, newest first, optionally only one type.

@@ -1,7 +1,7 @@
 //! What a TOPIC argument names, and the JSON shape of a memory header, shared by the
 //! `memory` subcommands.
 
-use memloop_memory::store::{MemoryError, MemoryHeader, topic_to_rel_path, validate_rel_path};
+use memloop_store::{MemoryError, MemoryHeader, read_target_to_rel_path};
 use serde_json::{Value, json};
 
 /// What a TOPIC argument names.
@@ -13,9 +13,10 @@ pub enum Topic {
     File(String),
 }
 
-/// Parse a TOPIC argument: `MEMORY` (any case, optional `.md`) is the index; a name with a `/`
-/// is a relative path (`.md` added when missing) checked by the store's path rules; anything
-/// else is a topic name (`testing` → `testing.md`). Hostile names (`../x`, `.hidden`, NUL) are
+/// Parse a TOPIC argument: `MEMORY` (any case, optional `.md`) is the index; anything else
+/// names a memory file by the store's one rule for what a read names
+/// ([`read_target_to_rel_path`]: a name with a `/` is a relative path, `.md` added when
+/// missing; a plain name is a topic, `testing` → `testing.md`). Hostile names (`../x`, `.hidden`, NUL) are
 /// refused with [`MemoryError::InvalidName`].
 ///
 /// ```
@@ -30,16 +31,7 @@ pub fn parse_topic(topic: &str) -> Result<Topic, MemoryError> {
     if stem.eq_ignore_ascii_case("MEMORY") {
         return Ok(Topic::Index);
     }
-    if topic.contains('/') {
-        let rel = if topic.ends_with(".md") {
-            topic.to_owned()
-        } else {
-            format!("{topic}.md")
-        };
-        validate_rel_path(&rel)?;
-        return Ok(Topic::File(rel));
-    }
-    topic_to_rel_path(topic).map(Topic::File)
+    read_target_to_rel_path(topic).map(Topic::File)
 }
 
 /// A memory file topic (the index is refused with a clear message).

@@ -3,7 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_mcp::{HttpOptions, McpConfig, McpLimits, MemoryServer, TlsIdentity, Tokens};
-use memloop_memory::env::EnvVars;
+use memloop_store::env::EnvVars;
 use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequestParams, ReadResourceRequestParams},

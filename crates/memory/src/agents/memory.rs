@@ -2,11 +2,7 @@
 //! every other memory dir.
 
 use super::parse::MEMORY_KEY;
-use crate::file_store::FileMemoryStore;
-use crate::memory_store::MemoryStore;
 use crate::prompt::MemorySection;
-use crate::safety::resolve_existing_prefix;
-use crate::scopes::{AgentMemoryScope, AgentMemoryScopes};
 use crate::tools::{ANTHROPIC_MEMORY_TOOL, MEMORY_DELETE, MEMORY_READ, MEMORY_WRITE, memory_tools};
 use async_trait::async_trait;
 use memloop_core::builtin_tools::normalize_lexically;
@@ -15,6 +11,10 @@ use memloop_core::subagent::{ChildExtension, ChildKit};
 use memloop_core::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect,
 };
+use memloop_store::FileMemoryStore;
+use memloop_store::MemoryStore;
+use memloop_store::resolve_existing_prefix;
+use memloop_store::{AgentMemoryScope, AgentMemoryScopes};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

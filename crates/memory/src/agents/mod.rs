@@ -22,7 +22,7 @@
 //!
 //! **Memory.** [`AgentMemory`] is the [`ChildExtension`](memloop_core::subagent::ChildExtension)
 //! that gives a sub-agent whose definition says `memory: <scope>` its own memory dir (resolved
-//! by [`AgentMemoryScopes`](crate::paths::AgentMemoryScopes)), the memory section of the system
+//! by [`AgentMemoryScopes`](memloop_store::AgentMemoryScopes)), the memory section of the system
 //! prompt for it, and the memory tools bound to it; every other sub-agent gets no memory tools,
 //! and no sub-agent may write into the parent's memory dir or another agent's.
 
@@ -31,9 +31,9 @@ mod parse;
 
 pub use memory::AgentMemory;
 
-use crate::env::EnvVars;
-use crate::paths::MemoryDirResolver;
 use memloop_core::subagent::AgentDefinition;
+use memloop_store::MemoryDirResolver;
+use memloop_store::env::EnvVars;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -1,9 +1,11 @@
 //! One agent definition file: YAML frontmatter (`name`, `description`, `tools`, `model`,
 //! `memory`) and the system prompt as the body.
 
-use crate::frontmatter::{Closing, parse_frontmatter_mapping, split_frontmatter};
-use crate::scopes::{AgentMemoryScope, sanitize_agent_type};
 use memloop_core::subagent::AgentDefinition;
+use memloop_store::{AgentMemoryScope, sanitize_agent_type};
+use memloop_text::frontmatter::{
+    Closing, parse_mapping as parse_frontmatter_mapping, split as split_frontmatter,
+};
 use serde_norway::{Mapping, Value};
 use std::path::Path;
 

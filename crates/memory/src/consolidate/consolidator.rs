@@ -1,14 +1,14 @@
 //! The forked consolidator: a consolidation prompt, the parent's tools, and a gate that lets it
 //! write only with `memory_write` and `memory_delete` inside the memory dir.
 
-use crate::index::IndexCaps;
-use crate::manifest::format_manifest_capped;
-use crate::memory_store::MemoryStore;
 use crate::tools::memory_tools;
 use crate::writer_tools::WriterError;
 use crate::writer_tools::{CONSOLIDATOR_WRITES, bind_tools, memory_writer_gate};
 use memloop_core::text::render_template;
 use memloop_core::{HookContext, fork::ForkedAgentBuilder, tool::Tool};
+use memloop_store::IndexCaps;
+use memloop_store::MemoryStore;
+use memloop_store::format_manifest_capped;
 use std::path::PathBuf;
 use std::sync::Arc;
 

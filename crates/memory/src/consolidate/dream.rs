@@ -4,10 +4,11 @@ use super::{
     ConsolidationLock, Consolidator, LockAttempt, LockGuard, SessionRecords, SessionSource,
     WriterError,
 };
-use crate::memory_store::{LocalPurpose, MemoryStore};
+use crate::events::MemoryEvent;
 use crate::writer_tools::relative_to_memory_dir;
 use memloop_core::Hook;
 use memloop_core::{HookContext, events::AgentEvent};
+use memloop_store::{LocalPurpose, MemoryStore};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -30,9 +31,9 @@ pub struct DreamConfig {
 
 impl DreamConfig {
     /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
-    pub fn from_env(env: &crate::env::EnvVars) -> Self {
+    pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
         Self {
-            enabled: !env.switch(crate::env::DISABLE_AUTO_MEMORY),
+            enabled: !env.switch(memloop_store::env::DISABLE_AUTO_MEMORY),
             ..Self::default()
         }
     }
@@ -280,7 +281,7 @@ impl Inner {
         let guard = match self.check_gates(&ctx.session_id).await {
             Ok(g) => g,
             Err(gate) => {
-                ctx.emit(AgentEvent::DreamSkipped {
+                ctx.emit(MemoryEvent::DreamSkipped {
                     gate: gate.as_str().into(),
                 });
                 return;
@@ -291,7 +292,7 @@ impl Inner {
                 if let Err(e) = guard.commit() {
                     tracing::warn!(error = %e, "dream: cannot touch the lock");
                 }
-                ctx.emit(AgentEvent::DreamFinished {
+                ctx.emit(MemoryEvent::DreamFinished {
                     paths: relative_to_memory_dir(self.store.as_ref(), &paths),
                 });
             }
@@ -315,7 +316,7 @@ impl Hook for DreamHook {
             return;
         }
         if !self.inner.config.enabled {
-            ctx.emit(AgentEvent::DreamSkipped {
+            ctx.emit(MemoryEvent::DreamSkipped {
                 gate: DreamGate::Disabled.as_str().into(),
             });
             return;
@@ -337,7 +338,7 @@ impl Hook for DreamHook {
             });
         }
         if self.inner.running.swap(true, Ordering::SeqCst) {
-            ctx.emit(AgentEvent::DreamSkipped {
+            ctx.emit(MemoryEvent::DreamSkipped {
                 gate: DreamGate::Running.as_str().into(),
             });
             return;

@@ -1,6 +1,6 @@
 //! "Sessions touched since the last consolidation" (the dream's session gate).
 
-use crate::types::MemoryError;
+use memloop_store::MemoryError;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;

@@ -18,7 +18,7 @@ pub struct ExtractionContext {
 
 /// Why an extraction failed: the background writers' error (shared with the consolidator). The
 /// scheduler reports it as
-/// [`AgentEvent::ExtractionFailed`](memloop_core::events::AgentEvent::ExtractionFailed) and keeps the
+/// [`MemoryEvent::ExtractionFailed`](crate::MemoryEvent::ExtractionFailed) and keeps the
 /// cursor where it was.
 pub type ExtractError = WriterError;
 

@@ -2,13 +2,13 @@
 
 use super::extractor::{ExtractError, ExtractionContext, Extractor};
 use crate::daily_log::DailyLogTool;
-use crate::manifest::format_manifest_capped;
-use crate::memory_store::MemoryStore;
 use crate::tools::{MemoryReadTool, MemoryWriteTool};
 use crate::writer_tools::{EXTRACTOR_WRITES, TallyStore, bind_tools, memory_writer_gate};
 use async_trait::async_trait;
 use memloop_core::text::render_template as render;
 use memloop_core::{fork::ForkedAgentBuilder, tool::Tool};
+use memloop_store::MemoryStore;
+use memloop_store::format_manifest_capped;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ pub struct ExtractorConfig {
     /// binds the `memory_log_append` tool (register a [`DailyLogTool`] on the main agent too, so
     /// its requests keep the agent's cached prefix).
     pub daily_log: bool,
-    /// Private and team memory (see [`MemoryScope`](crate::store::MemoryScope)): the prompt
+    /// Private and team memory (see [`MemoryScope`](memloop_store::MemoryScope)): the prompt
     /// carries the rule for which memory goes where, and the extractor saves shared project
     /// knowledge as `team/<topic>` and personal memories without the prefix.
     pub team: bool,
@@ -112,7 +112,7 @@ impl ForkedExtractor {
             true => format!(
                 "{}\nSave team memories with the topic `team/<name>` (e.g. `team/release_process`); \
                  everything else without the prefix.\n\n",
-                crate::team::guidance(&root).trim_end()
+                crate::prompt::team_guidance(&root).trim_end()
             ),
             false => String::new(),
         };

@@ -16,9 +16,10 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, events::{AgentEvent, VecSink}};
+//! use memloop_memory::MemoryEvent;
 //! use memloop_memory::consolidate::DreamHook;
 //! use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
-//! use memloop_memory::store::{FileMemoryStore, MemoryStore};
+//! use memloop_store::{FileMemoryStore, MemoryStore};
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
@@ -53,9 +54,9 @@
 //!
 //! agent.run_turn("I prefer tabs over spaces").await?;
 //! assert!(agent.drain(Duration::from_secs(60)).await.completed); // waits for the extraction
-//! assert!(events.events().contains(&AgentEvent::MemoriesSaved {
+//! assert!(events.events().contains(&AgentEvent::from(MemoryEvent::MemoriesSaved {
 //!     paths: vec!["feedback_indentation.md".into()],
-//! }));
+//! })));
 //! assert!(store.load_index().await?.content.contains("(feedback_indentation.md)"));
 //! # Ok(()) }
 //! ```

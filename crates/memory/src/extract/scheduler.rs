@@ -3,16 +3,16 @@
 
 use super::extractor::{ExtractError, ExtractionContext, Extractor};
 use super::slot::{DirSlot, Pending, RunInfo, slot_for};
-use crate::memory_store::MemoryStore;
+use crate::events::MemoryEvent;
 use crate::writer_tools::relative_to_memory_dir;
 use futures::FutureExt;
 use memloop_core::Hook;
 use memloop_core::{
     DrainReport, HookContext,
-    events::AgentEvent,
     hooks::{Attachment, PendingAttachment},
     message::{Message, MessageId, MessageKind},
 };
+use memloop_store::MemoryStore;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,7 +27,7 @@ pub struct SchedulerConfig {
     pub every_n_turns: u32,
     /// Timeout of [`ExtractionScheduler::drain_default`]. Default 60 s.
     pub drain_timeout: Duration,
-    /// Besides the [`AgentEvent::MemoriesSaved`] event, put a short `Memory saved: a.md, b.md`
+    /// Besides the [`MemoryEvent::MemoriesSaved`] event, put a short `Memory saved: a.md, b.md`
     /// line in the conversation (a `memory_saved` system reminder on the next user message).
     /// Default off: Claude Code shows its notice to the user only (a display message that never
     /// reaches the model), and memloop's conversation is what the model reads; a host's UI shows
@@ -39,14 +39,14 @@ impl SchedulerConfig {
     /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
     ///
     /// ```
-    /// use memloop_memory::env::EnvVars;
+    /// use memloop_store::env::EnvVars;
     /// use memloop_memory::extract::SchedulerConfig;
     /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
     /// assert!(!SchedulerConfig::from_env(&env).enabled);
     /// ```
-    pub fn from_env(env: &crate::env::EnvVars) -> Self {
+    pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
         Self {
-            enabled: !env.switch(crate::env::DISABLE_AUTO_MEMORY),
+            enabled: !env.switch(memloop_store::env::DISABLE_AUTO_MEMORY),
             ..Self::default()
         }
     }
@@ -403,7 +403,7 @@ impl Inner {
         if carried.iter().chain(after).any(|m| self.wrote_memory(m)) {
             self.advance(&ctx.session_id, last_id);
             self.drop_carried(&ctx.session_id, carried.len());
-            ctx.emit(AgentEvent::ExtractionSkipped {
+            ctx.emit(MemoryEvent::ExtractionSkipped {
                 reason: "the main agent already wrote to the memory directory since the last \
                          extraction"
                     .into(),
@@ -417,7 +417,7 @@ impl Inner {
             .cloned()
             .collect();
         if new_messages.is_empty() {
-            ctx.emit(AgentEvent::ExtractionSkipped {
+            ctx.emit(MemoryEvent::ExtractionSkipped {
                 reason: "no new messages since the last extraction".into(),
             });
             return;
@@ -428,7 +428,7 @@ impl Inner {
             if state.turns_since_run < self.config.every_n_turns {
                 let (n, every) = (state.turns_since_run, self.config.every_n_turns);
                 drop(state);
-                ctx.emit(AgentEvent::ExtractionSkipped {
+                ctx.emit(MemoryEvent::ExtractionSkipped {
                     reason: format!("throttled: eligible turn {n} of {every}"),
                 });
                 return;
@@ -458,12 +458,12 @@ impl Inner {
                             .or_default()
                             .extend(saved.iter().cloned());
                     }
-                    ctx.emit(AgentEvent::MemoriesSaved { paths: saved });
+                    ctx.emit(MemoryEvent::MemoriesSaved { paths: saved });
                 }
             }
             Err(e) => {
                 tracing::warn!(error = %e, trailing, "extraction failed; cursor kept");
-                ctx.emit(AgentEvent::ExtractionFailed {
+                ctx.emit(MemoryEvent::ExtractionFailed {
                     error: e.to_string(),
                 });
             }

@@ -1,8 +1,8 @@
 //! The transcript files: `<dir>/<session id>.jsonl`, one [`TranscriptRecord`] per line.
 
-use crate::memory_store::{LocalDir, LocalPurpose, MemoryStore};
-use crate::types::MemoryError;
 use memloop_core::message::Message;
+use memloop_store::MemoryError;
+use memloop_store::{LocalDir, LocalPurpose, MemoryStore};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::Write;
@@ -214,7 +214,7 @@ pub struct SessionInfo {
 impl SessionInfo {
     /// The modification time as RFC 3339 (UTC, seconds), as memory listings show times.
     pub fn modified_rfc3339(&self) -> String {
-        crate::manifest::format_mtime(self.modified)
+        memloop_store::format_mtime(self.modified)
     }
 }
 

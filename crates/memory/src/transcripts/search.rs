@@ -1,8 +1,8 @@
 //! The bounded search over a project's transcripts.
 
 use super::file::{TranscriptDir, TranscriptRecord};
-use crate::recall::{Analyzer, Language, fold_with_offsets, normalize, words};
-use crate::types::MemoryError;
+use memloop_store::MemoryError;
+use memloop_text::{Analyzer, Language, fold_with_offsets, normalize, words};
 use std::collections::BTreeSet;
 use std::io::{Read, Seek, SeekFrom};
 

@@ -2,8 +2,8 @@
 //! (also when the test fails).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_memory::store::{MemoryDoc, MemoryType, WriteMode};
 use memloop_pg::{PgConfig, PgMemoryStore};
+use memloop_store::{MemoryDoc, MemoryType, WriteMode};
 
 /// The machine's PostgreSQL (trust auth).
 pub const URL: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
@@ -47,7 +47,7 @@ pub async fn write_memories(store: &PgMemoryStore, mems: &[(&str, &str, &str, &s
 
 /// The paths of `store`'s memories, sorted.
 pub async fn rel_paths(store: &PgMemoryStore) -> Vec<String> {
-    use memloop_memory::store::MemoryStore;
+    use memloop_store::MemoryStore;
     let mut paths: Vec<String> = store
         .scan()
         .await

@@ -1,0 +1,773 @@
+//! [`Bm25Index`]: an incrementally maintained BM25F inverted index over memory name,
+//! description and body, with an optional directory lift (a memory's score is raised by the best
+//! score of another memory in the same directory, so that e.g. a session summary lifts the notes
+//! filed next to it).
+
+use super::lift::BestTwo;
+use memloop_text::{Analyzer, Language, Script, tokens};
+use std::collections::{BinaryHeap, HashMap};
+use std::time::SystemTime;
+
+mod feedback;
+
+const FIELDS: usize = 3;
+
+/// Tuning of the BM25 index behind [`Bm25Selector`](super::Bm25Selector). The defaults were tuned on LoCoMo (see the crate README).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Params {
+    /// Term-frequency saturation. Default 0.9.
+    pub k1: f32,
+    /// Length normalisation (0 = none, 1 = full). Default 0.4.
+    pub b: f32,
+    /// Weight of the name field. Default 1.0.
+    pub name_weight: f32,
+    /// Weight of the description field. Default 1.0.
+    pub description_weight: f32,
+    /// Weight of the body field. Default 1.0.
+    pub body_weight: f32,
+    /// Index adjacent word pairs too. Default true.
+    pub bigrams: bool,
+    /// Score multiplier of bigram matches. Default 0.3.
+    pub bigram_weight: f32,
+    /// Share of the best sibling's score (same sub-directory) added to a memory's score; 0
+    /// disables the lift. Memories at the top of the memory dir are never lifted. Default 0.0:
+    /// turn it on for layouts that file related memories together (one folder per session,
+    /// project or topic, with a summary next to the details).
+    pub dir_weight: f32,
+    /// Coordination exponent: a memory's score is multiplied by the share of the query's
+    /// (IDF-weighted) words it contains, raised to this power, so that a memory matching most of
+    /// the query beats one that matches a single rare word many times; 0 disables it.
+    /// Default 0.4.
+    pub coordination: f32,
+    /// The language of Latin-script words in every memory and query (`Some`), or detected per
+    /// memory (`None`, the default; see [`Analyzer`]).
+    pub language: Option<Language>,
+    /// Pseudo-relevance feedback (RM3-style): how many of a first pass's best memories lend
+    /// words to a second pass; 0 (the default) disables it. See [`Self::feedback_terms`].
+    pub feedback_docs: usize,
+    /// Pseudo-relevance feedback: how many words of the feedback memories (not already in the
+    /// query, ranked by their share of those memories' text times IDF) are added. Default 10.
+    pub feedback_terms: usize,
+    /// Pseudo-relevance feedback: the weight of the heaviest added word relative to a query
+    /// word (the others in proportion to their share). Default 0.3.
+    pub feedback_weight: f32,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Self {
+            k1: 0.9,
+            b: 0.4,
+            name_weight: 1.0,
+            description_weight: 1.0,
+            body_weight: 1.0,
+            bigrams: true,
+            bigram_weight: 0.3,
+            dir_weight: 0.0,
+            coordination: 0.4,
+            language: None,
+            feedback_docs: 0,
+            feedback_terms: 10,
+            feedback_weight: 0.3,
+        }
+    }
+}
+
+/// The text of one memory as indexed.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexText<'a> {
+    /// Name (or file stem).
+    pub name: &'a str,
+    /// Description.
+    pub description: &'a str,
+    /// Body.
+    pub body: &'a str,
+}
+
+/// One memory's occurrences of one term. The field lengths are copied here so scoring never
+/// leaves the postings list.
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    tf: [u16; FIELDS],
+    lens: [u32; FIELDS],
+    /// The memory's language (fits in the padding): only a query analysed in it may score.
+    lang: Language,
+}
+
+#[derive(Debug)]
+struct Doc {
+    path: String,
+    mtime: SystemTime,
+    dir: u32,
+    lens: [u32; FIELDS],
+    terms: Vec<u32>,
+    lang: Language,
+}
+
+/// An inverted index of memories keyed by relative path. Updates touch only the changed
+/// document; search scores every memory that shares a term with the query.
+///
+/// Each memory is analysed in its own language (its Latin-script words' detected language, or
+/// [`Bm25Params::language`]); a query is analysed once per language the index holds and each
+/// analysis scores only the memories of its language, so a short query that no detector could
+/// place still meets every memory in the memory's own stems.
+#[derive(Debug)]
+pub struct Bm25Index {
+    analyzer: Analyzer,
+    params: Bm25Params,
+    term_ids: HashMap<String, u32>,
+    is_bigram: Vec<bool>,
+    postings: Vec<Vec<Posting>>,
+    docs: Vec<Option<Doc>>,
+    free: Vec<u32>,
+    alive: Vec<bool>,
+    df: Vec<u32>,
+    tombstones: Vec<u32>,
+    by_path: HashMap<String, u32>,
+    dir_ids: HashMap<String, u32>,
+    dir_members: Vec<Vec<u32>>,
+    len_sum: [u64; FIELDS],
+    /// Indexed memories per language (by `Language::ALL` position).
+    lang_docs: [u32; Language::ALL.len()],
+}
+
+impl Default for Bm25Index {
+    fn default() -> Self {
+        Self::new(Bm25Params::default())
+    }
+}
+
+impl Bm25Index {
+    /// An empty index.
+    pub fn new(params: Bm25Params) -> Self {
+        Self {
+            analyzer: Analyzer::new(params.bigrams).with_language(params.language),
+            params,
+            term_ids: HashMap::new(),
+            is_bigram: Vec::new(),
+            postings: Vec::new(),
+            docs: Vec::new(),
+            free: Vec::new(),
+            alive: Vec::new(),
+            df: Vec::new(),
+            tombstones: Vec::new(),
+            by_path: HashMap::new(),
+            dir_ids: HashMap::new(),
+            dir_members: Vec::new(),
+            len_sum: [0; FIELDS],
+            lang_docs: [0; Language::ALL.len()],
+        }
+    }
+
+    /// Number of indexed memories.
+    pub fn len(&self) -> usize {
+        self.by_path.len()
+    }
+
+    /// The mtime recorded for `path`, if indexed.
+    pub fn mtime(&self, path: &str) -> Option<SystemTime> {
+        let id = *self.by_path.get(path)?;
+        self.doc(id).map(|d| d.mtime)
+    }
+
+    /// Every indexed path (any order).
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.by_path.keys().map(String::as_str)
+    }
+
+    fn doc(&self, id: u32) -> Option<&Doc> {
+        self.docs.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// Add or replace the memory at `path`.
+    pub fn upsert(&mut self, path: &str, mtime: SystemTime, text: IndexText<'_>) {
+        self.remove(path);
+        let fields = [text.name, text.description, text.body];
+        let mut tfs: HashMap<u32, [u16; FIELDS]> = HashMap::new();
+        let mut lens = [0u32; FIELDS];
+        let lang = self.analyzer.language().unwrap_or_else(|| {
+            self.analyzer.language_of(&format!(
+                "{}\n{}\n{}",
+                text.name, text.description, text.body
+            ))
+        });
+        for (f, field) in fields.iter().enumerate() {
+            let terms = self.analyzer.analyze_in(field, lang);
+            lens[f] = u32::try_from(terms.single.len()).unwrap_or(u32::MAX);
+            let single = terms.single.into_iter().map(|t| (t, false));
+            for (term, pair) in single.chain(terms.pairs.into_iter().map(|t| (t, true))) {
+                let tid = self.term_id(term, pair);
+                let e = tfs.entry(tid).or_insert([0; FIELDS]);
+                e[f] = e[f].saturating_add(1);
+            }
+        }
+        let dir = self.dir_id(path);
+        let id = self.free.pop().unwrap_or_else(|| {
+            self.docs.push(None);
+            self.alive.push(false);
+            u32::try_from(self.docs.len() - 1).unwrap_or(u32::MAX)
+        });
+        self.alive[id as usize] = true;
+        let mut terms = Vec::with_capacity(tfs.len());
+        for (tid, tf) in tfs {
+            self.postings[tid as usize].push(Posting {
+                doc: id,
+                tf,
+                lens,
+                lang,
+            });
+            self.df[tid as usize] += 1;
+            terms.push(tid);
+        }
+        for (sum, len) in self.len_sum.iter_mut().zip(lens) {
+            *sum += u64::from(len);
+        }
+        self.dir_members[dir as usize].push(id);
+        if let Some(n) = self.lang_docs.get_mut(lang.index()) {
+            *n += 1;
+        }
+        self.docs[id as usize] = Some(Doc {
+            path: path.to_owned(),
+            mtime,
+            dir,
+            lens,
+            terms,
+            lang,
+        });
+        self.by_path.insert(path.to_owned(), id);
+    }
+
+    /// Remove the memory at `path`; returns whether it was indexed.
+    ///
+    /// Removal is lazy: the memory's postings become tombstones that scoring skips (document
+    /// frequencies are exact at once), and they are swept in one pass once they make up a
+    /// quarter of the index, so one update costs O(its own terms), not O(postings of common
+    /// terms).
+    pub fn remove(&mut self, path: &str) -> bool {
+        let Some(id) = self.by_path.remove(path) else {
+            return false;
+        };
+        let Some(doc) = self.docs.get_mut(id as usize).and_then(Option::take) else {
+            return false;
+        };
+        self.alive[id as usize] = false;
+        for tid in &doc.terms {
+            if let Some(df) = self.df.get_mut(*tid as usize) {
+                *df = df.saturating_sub(1);
+            }
+        }
+        for (sum, len) in self.len_sum.iter_mut().zip(doc.lens) {
+            *sum = sum.saturating_sub(u64::from(len));
+        }
+        if let Some(n) = self.lang_docs.get_mut(doc.lang.index()) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(members) = self.dir_members.get_mut(doc.dir as usize) {
+            members.retain(|m| *m != id);
+        }
+        self.tombstones.push(id);
+        if self.tombstones.len() > 64 && self.tombstones.len() * 4 > self.by_path.len() {
+            self.sweep();
+        }
+        true
+    }
+
+    /// Drop the postings of removed memories and make their slots reusable.
+    fn sweep(&mut self) {
+        let alive = &self.alive;
+        for list in &mut self.postings {
+            list.retain(|p| alive[p.doc as usize]);
+        }
+        self.free.append(&mut self.tombstones);
+    }
+
+    fn term_id(&mut self, term: String, bigram: bool) -> u32 {
+        if let Some(id) = self.term_ids.get(&term) {
+            return *id;
+        }
+        let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
+        self.postings.push(Vec::new());
+        self.df.push(0);
+        self.is_bigram.push(bigram);
+        self.term_ids.insert(term, id);
+        id
+    }
+
+    fn dir_id(&mut self, path: &str) -> u32 {
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+        if let Some(id) = self.dir_ids.get(dir) {
+            return *id;
+        }
+        let id = u32::try_from(self.dir_members.len()).unwrap_or(u32::MAX);
+        self.dir_members.push(Vec::new());
+        self.dir_ids.insert(dir.to_owned(), id);
+        id
+    }
+
+    /// The best `k` memories for `query` among those `keep` accepts, best first, with scores.
+    /// Memories with no matching term (and no lift) are not returned.
+    pub fn search(&self, query: &str, k: usize, keep: impl Fn(&str) -> bool) -> Vec<(String, f32)> {
+        if self.by_path.is_empty() || k == 0 {
+            return Vec::new();
+        }
+        let tokens = tokens(query);
+        // Without Latin words the analysis is the same in every language: do it once.
+        let latin = tokens.iter().any(|(_, s)| *s == Script::Latin);
+        let languages: Vec<Language> = if latin {
+            self.languages().collect()
+        } else {
+            vec![Language::English]
+        };
+        // Each query term with the languages whose analysis of the query produced it (a bit per
+        // language): its postings are read once and count for the memories of those languages.
+        // A term of every language (all terms when the memories share one language; Han
+        // bigrams, Cyrillic stems, names otherwise) needs no check at all.
+        let mut qterms: Vec<QueryTerm> = Vec::new();
+        for lang in &languages {
+            let terms = self.analyzer.analyze_tokens(tokens.clone(), *lang);
+            for t in terms.single.iter().chain(&terms.pairs) {
+                let Some(tid) = self.term_ids.get(t) else {
+                    continue;
+                };
+                match qterms.iter_mut().find(|q| q.tid == *tid) {
+                    Some(q) => q.langs |= lang_bit(*lang),
+                    None => qterms.push(QueryTerm {
+                        tid: *tid,
+                        langs: lang_bit(*lang),
+                        weight: 1.0,
+                        expansion: false,
+                    }),
+                }
+            }
+        }
+        let every = languages.iter().fold(0u16, |m, l| m | lang_bit(*l));
+        qterms.sort_unstable_by_key(|q| q.tid);
+        let (mut scores, mut touched) = self.score(&qterms, every);
+        if self.params.feedback_docs > 0 {
+            self.add_feedback(&qterms, &mut scores, &mut touched, &keep, every);
+        }
+        if self.params.dir_weight > 0.0 {
+            self.top_k(self.lift(&scores, &touched), k, keep)
+        } else {
+            self.top_k(touched.iter().map(|d| (*d, scores[*d as usize])), k, keep)
+        }
+    }
+
+    /// The languages of the indexed memories.
+    pub fn languages(&self) -> impl Iterator<Item = Language> + '_ {
+        Language::ALL
+            .into_iter()
+            .filter(|l| self.lang_docs.get((*l).index()).is_some_and(|n| *n > 0))
+    }
+
+    fn idf(&self, tid: u32) -> f32 {
+        let n = self.by_path.len() as f32;
+        let df = self.df[tid as usize] as f32;
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        if self.is_bigram[tid as usize] {
+            idf * self.params.bigram_weight
+        } else {
+            idf
+        }
+    }
+
+    /// BM25F scores of every memory sharing a term of `qterms` in one of the term's languages
+    /// (dense by doc slot), and the slots touched. `every`: the languages of the memories.
+    fn score(&self, qterms: &[QueryTerm], every: u16) -> (Vec<f32>, Vec<u32>) {
+        let n = self.by_path.len().max(1);
+        let avg: [f32; FIELDS] =
+            std::array::from_fn(|f| (self.len_sum[f] as f32 / n as f32).max(1.0));
+        let w = [
+            self.params.name_weight,
+            self.params.description_weight,
+            self.params.body_weight,
+        ];
+        let (k1, b) = (self.params.k1, self.params.b);
+        let mut scores = vec![0f32; self.docs.len()];
+        let coord = self.params.coordination > 0.0;
+        // IDF mass of the query's unigrams each memory matched, and of all of them (per
+        // language: a memory is measured against the query analysed in its language).
+        let mut matched = vec![0f32; if coord { self.docs.len() } else { 0 }];
+        let mut total = [0f32; Language::ALL.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for q in qterms {
+            let tid = q.tid;
+            let list = &self.postings[tid as usize];
+            if self.df[tid as usize] == 0 {
+                continue;
+            }
+            let idf = self.idf(tid) * q.weight;
+            // Words added by feedback score but do not count towards coordination.
+            let uni = !self.is_bigram[tid as usize] && !q.expansion;
+            if uni {
+                for l in Language::ALL {
+                    if q.langs & lang_bit(l) != 0 {
+                        total[l.index()] += idf;
+                    }
+                }
+            }
+            let check = q.langs & every != every;
+            for p in list {
+                if !self.alive[p.doc as usize] || (check && q.langs & lang_bit(p.lang) == 0) {
+                    continue;
+                }
+                let mut tf = 0f32;
+                for f in 0..FIELDS {
+                    if p.tf[f] > 0 {
+                        let norm = 1.0 - b + b * p.lens[f] as f32 / avg[f];
+                        tf += w[f] * f32::from(p.tf[f]) / norm;
+                    }
+                }
+                let slot = &mut scores[p.doc as usize];
+                if *slot == 0.0 {
+                    touched.push(p.doc);
+                }
+                *slot += idf * tf * (k1 + 1.0) / (k1 + tf);
+                if coord && uni {
+                    matched[p.doc as usize] += idf;
+                }
+            }
+        }
+        // One total for every language (the usual case): no need to look up each memory's.
+        let same_total = qterms
+            .iter()
+            .all(|q| q.langs & every == every)
+            .then_some(total.iter().copied().fold(0f32, f32::max));
+        if coord {
+            // A memory's share depends only on which query words it matched: a handful of
+            // distinct values, so `powf` runs once per value instead of once per memory.
+            let mut powers: Vec<(u32, f32)> = Vec::new();
+            let mut power = |share: f32| {
+                let bits = share.to_bits();
+                if let Some((_, p)) = powers.iter().find(|(b, _)| *b == bits) {
+                    return *p;
+                }
+                let p = share.powf(self.params.coordination);
+                if powers.len() < 64 {
+                    powers.push((bits, p));
+                }
+                p
+            };
+            for d in &touched {
+                let total = match same_total {
+                    Some(t) => t,
+                    None => {
+                        let lang = self.doc(*d).map_or(Language::English, |doc| doc.lang);
+                        total.get(lang.index()).copied().unwrap_or(0.0)
+                    }
+                };
+                if total > 0.0 {
+                    let share = matched[*d as usize] / total;
+                    scores[*d as usize] *= power(share);
+                }
+            }
+        }
+        (scores, touched)
+    }
+
+    /// Add `dir_weight` × the best other score of the same directory to every memory of a
+    /// directory that has a match.
+    fn lift(&self, scores: &[f32], touched: &[u32]) -> Vec<(u32, f32)> {
+        let mut best: HashMap<u32, BestTwo> = HashMap::new();
+        for d in touched {
+            let Some(doc) = self.doc(*d) else { continue };
+            best.entry(doc.dir).or_default().offer(scores[*d as usize]);
+        }
+        let mut out = Vec::new();
+        let root = self.dir_ids.get("").copied();
+        for (dir, two) in best {
+            let members = self.dir_members.get(dir as usize).into_iter().flatten();
+            if Some(dir) == root {
+                out.extend(members.map(|m| (*m, scores[*m as usize])));
+                continue;
+            }
+            for m in members {
+                let own = scores[*m as usize];
+                out.push((*m, own + self.params.dir_weight * two.sibling_of(own)));
+            }
+        }
+        out
+    }
+
+    /// The best `k` of `ranked` (positive scores only) that `keep` accepts, best first: higher
+    /// score, then newer, then path. A bounded heap: a candidate that cannot beat the current
+    /// `k`-th costs one float comparison (no path is looked at, `keep` is not asked), so
+    /// thousands of candidates with tied scores do not turn into thousands of path comparisons.
+    fn top_k(
+        &self,
+        ranked: impl IntoIterator<Item = (u32, f32)>,
+        k: usize,
+        keep: impl Fn(&str) -> bool,
+    ) -> Vec<(String, f32)> {
+        // The worst kept candidate on top.
+        let mut best: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(k.min(1024) + 1);
+        for (d, score) in ranked {
+            if score.is_nan() || score <= 0.0 {
+                continue;
+            }
+            let full = best.len() >= k;
+            if full && best.peek().is_some_and(|w| score < w.score) {
+                continue;
+            }
+            let Some(doc) = self.doc(d) else { continue };
+            let entry = Ranked { doc, score };
+            if full && best.peek().is_some_and(|w| entry >= *w) {
+                continue;
+            }
+            if !keep(&doc.path) {
+                continue;
+            }
+            best.push(entry);
+            if best.len() > k {
+                best.pop();
+            }
+        }
+        best.into_sorted_vec()
+            .into_iter()
+            .map(|r| (r.doc.path.clone(), r.score))
+            .collect()
+    }
+}
+
+/// A scored memory in [`Bm25Index::top_k`], ordered best first: higher score, then newer, then
+/// path (paths are unique, so the order is total).
+#[derive(Debug, Clone, Copy)]
+struct Ranked<'a> {
+    doc: &'a Doc,
+    score: f32,
+}
+
+impl Ord for Ranked<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| other.doc.mtime.cmp(&self.doc.mtime))
+            // Lazily: an eager `then` would compare the paths of every pair.
+            .then_with(|| self.doc.path.cmp(&other.doc.path))
+    }
+}
+
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Ranked<'_> {}
+
+/// One term of an analysed query and the languages (bits, see [`lang_bit`]) that produced it.
+#[derive(Debug, Clone, Copy)]
+struct QueryTerm {
+    tid: u32,
+    langs: u16,
+    /// Multiplies the term's IDF: 1 for the query's own terms, less for feedback words.
+    weight: f32,
+    /// Added by pseudo-relevance feedback (not the user's word).
+    expansion: bool,
+}
+
+/// The bit of `lang` in a language set.
+fn lang_bit(lang: Language) -> u16 {
+    1 << lang.index()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text<'a>(description: &'a str, body: &'a str) -> IndexText<'a> {
+        IndexText {
+            name: "",
+            description,
+            body,
+        }
+    }
+
+    #[test]
+    fn remove_and_replace_leave_no_trace() {
+        let mut idx = Bm25Index::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert("a.md", t0, text("kafka consumer lag", "alerts fire at 10k"));
+        idx.upsert("b.md", t0, text("postgres vacuum", "run weekly"));
+        assert_eq!(idx.search("kafka lag", 5, |_| true)[0].0, "a.md");
+        idx.upsert("a.md", t0, text("redis eviction", "allkeys-lru"));
+        assert!(idx.search("kafka lag", 5, |_| true).is_empty());
+        assert_eq!(idx.search("redis", 5, |_| true)[0].0, "a.md");
+        assert!(idx.remove("a.md"));
+        assert!(!idx.remove("a.md"));
+        assert!(idx.search("redis", 5, |_| true).is_empty());
+        assert_eq!(idx.len(), 1);
+        idx.upsert("c.md", t0, text("redis again", ""));
+        assert_eq!(idx.search("redis", 5, |_| true)[0].0, "c.md");
+        // Enough churn to sweep the tombstones: results stay exact and slots are reused.
+        for round in 0..3 {
+            for i in 0..100 {
+                idx.upsert(
+                    &format!("n{i}.md"),
+                    t0,
+                    text(&format!("note {round}"), "churn"),
+                );
+            }
+        }
+        assert_eq!(idx.len(), 102);
+        assert!(idx.docs.len() < 250, "slots are reused after a sweep");
+        let hits = idx.search("churn", 200, |_| true);
+        assert_eq!(hits.len(), 100);
+        assert_eq!(idx.search("redis", 5, |_| true)[0].0, "c.md");
+    }
+
+    #[test]
+    fn field_weights_rank_and_keep_filters() {
+        let mut idx = Bm25Index::new(Bm25Params {
+            description_weight: 2.0,
+            ..Bm25Params::default()
+        });
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert("body.md", t0, text("misc", "no deploy on friday"));
+        idx.upsert("desc.md", t0, text("no deploy on friday", "misc"));
+        let got = idx.search("deploy friday", 5, |_| true);
+        assert_eq!(got[0].0, "desc.md");
+        let got = idx.search("deploy friday", 5, |p| p != "desc.md");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, "body.md");
+    }
+
+    #[test]
+    fn coordination_prefers_memories_matching_more_of_the_query() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let fill = |idx: &mut Bm25Index| {
+            idx.upsert("one.md", t0, text("kafka kafka kafka kafka", "kafka kafka"));
+            idx.upsert("both.md", t0, text("kafka consumer", "notes"));
+            idx.upsert("other.md", t0, text("consumer survey", "retail"));
+        };
+        let mut off = Bm25Index::new(Bm25Params {
+            coordination: 0.0,
+            ..Bm25Params::default()
+        });
+        fill(&mut off);
+        let mut on = Bm25Index::default();
+        fill(&mut on);
+        let score = |idx: &Bm25Index, path: &str| {
+            idx.search("kafka consumer", 5, |_| true)
+                .into_iter()
+                .find(|r| r.0 == path)
+                .map(|r| r.1)
+                .unwrap()
+        };
+        // Full coverage keeps its score; partial coverage is scaled down.
+        assert_eq!(score(&on, "both.md"), score(&off, "both.md"));
+        assert!(score(&on, "one.md") < score(&off, "one.md"));
+        assert!(score(&on, "other.md") < score(&off, "other.md"));
+    }
+
+    #[test]
+    fn directory_lift_raises_siblings_but_never_at_the_root() {
+        let params = Bm25Params {
+            dir_weight: 0.5,
+            ..Bm25Params::default()
+        };
+        let mut idx = Bm25Index::new(params);
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert(
+            "s1/summary.md",
+            t0,
+            text("trip to lisbon", "we planned the lisbon trip"),
+        );
+        idx.upsert(
+            "s1/detail.md",
+            t0,
+            text("flights booked", "tap air, window seats"),
+        );
+        idx.upsert("s2/detail.md", t0, text("dentist appointment", "tuesday"));
+        idx.upsert("root-a.md", t0, text("lisbon restaurants", ""));
+        idx.upsert("root-b.md", t0, text("unrelated", "nothing"));
+        let got: Vec<String> = idx
+            .search("lisbon trip", 10, |_| true)
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
+        assert!(
+            got.contains(&"s1/detail.md".to_owned()),
+            "lifted by its summary: {got:?}"
+        );
+        assert!(!got.contains(&"s2/detail.md".to_owned()));
+        assert!(
+            !got.contains(&"root-b.md".to_owned()),
+            "the root dir never lifts"
+        );
+    }
+
+    #[test]
+    fn bounded_top_k_matches_a_full_ranking_with_ties() {
+        // Many memories with equal scores and equal mtimes (the order then falls to mtime and
+        // path), in English, Chinese, Japanese and Russian: every k and filter must give exactly
+        // the prefix of the full ranking.
+        let mut idx = Bm25Index::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        let texts = [
+            ("deploy queue", "the deploy queue retries on timeout"),
+            ("部署队列", "部署队列在超时后重试"),
+            ("デプロイキュー", "デプロイキューはタイムアウトで再試行する"),
+            (
+                "очередь деплоя",
+                "очередь деплоя повторяет попытку по таймауту",
+            ),
+        ];
+        for i in 0..240u64 {
+            let (d, b) = texts[(i % 4) as usize];
+            // Three mtimes only: large groups tie on score and mtime.
+            let mtime = t0 + std::time::Duration::from_secs(i % 3);
+            let body = if i % 5 == 0 {
+                format!("{b} {b}")
+            } else {
+                b.to_owned()
+            };
+            idx.upsert(&format!("d{}/m{i:03}.md", i % 7), mtime, text(d, &body));
+        }
+        for query in [
+            "deploy queue timeout",
+            "部署队列超时",
+            "デプロイキュー",
+            "очередь деплоя",
+        ] {
+            let full = idx.search(query, usize::MAX, |_| true);
+            assert!(full.len() >= 60, "{query}: {}", full.len());
+            for k in [1, 2, 5, 17, 59, full.len(), full.len() + 3] {
+                let got = idx.search(query, k, |_| true);
+                assert_eq!(got, full[..k.min(full.len())].to_vec(), "{query} k={k}");
+            }
+            let keep = |p: &str| !p.starts_with("d3/") && !p.ends_with("0.md");
+            let kept: Vec<_> = full.iter().filter(|(p, _)| keep(p)).cloned().collect();
+            for k in [1, 5, 23] {
+                assert_eq!(
+                    idx.search(query, k, keep),
+                    kept[..k].to_vec(),
+                    "{query} k={k}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn upsert_example() {
+        let mut idx = Bm25Index::default();
+        let t = IndexText {
+            name: "Deploys",
+            description: "how we ship releases",
+            body: "tag then push",
+        };
+        idx.upsert("deploy.md", std::time::SystemTime::UNIX_EPOCH, t);
+        assert_eq!(
+            idx.search("shipping a release", 5, |_| true)[0].0,
+            "deploy.md"
+        );
+    }
+}

@@ -1,0 +1,70 @@
+//! Which selector a host gets, decided in one place for every host (`MemorySetup`, `memloop mcp`,
+//! `memloop memory search`): BM25 over every memory, or, when the host has an embedder, BM25
+//! fused with embeddings whose vectors are cached where [`vector_cache_for`] says (per store and
+//! model). A model-backed selector on top (LLM, re-rank) is the host's choice and wraps this one.
+
+use crate::bm25_selector::Bm25Selector;
+use crate::hybrid::HybridSelector;
+use crate::selector::Selector;
+use crate::vectors::vector_cache_for;
+use memloop_core::embed::Embedder;
+use memloop_store::MemoryStore;
+use std::sync::Arc;
+
+/// The selector a host starts from: [`Bm25Selector`], or [`HybridSelector`] when there is an
+/// embedder. Either way there is one BM25 index per store (the hybrid selector's own), so a host
+/// that also searches lexically ([`DefaultSelector::bm25`]) does not keep a second one.
+///
+/// ```
+/// # fn demo(store: std::sync::Arc<dyn memloop_store::MemoryStore>) {
+/// use memloop_recall::DefaultSelector;
+/// let recall = DefaultSelector::new(store, None);
+/// assert!(recall.hybrid().is_none());
+/// let selector = recall.selector(); // Arc<dyn Selector>, for RecallHook::new
+/// # let _ = selector; }
+/// ```
+#[derive(Debug, Clone)]
+pub enum DefaultSelector {
+    /// BM25 alone (no embedder).
+    Lexical(Arc<Bm25Selector>),
+    /// BM25 fused with embeddings, vectors cached on disk.
+    Hybrid(Arc<HybridSelector>),
+}
+
+impl DefaultSelector {
+    /// The selector over `store`: hybrid when `embedder` is given, its vectors cached in
+    /// [`vector_cache_for`]`(store, model)`; BM25 otherwise. Default settings.
+    pub fn new(store: Arc<dyn MemoryStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        match embedder {
+            Some(embedder) => {
+                let cache = vector_cache_for(store.as_ref(), embedder.model_id());
+                Self::Hybrid(Arc::new(HybridSelector::new(store, embedder, cache)))
+            }
+            None => Self::Lexical(Arc::new(Bm25Selector::new(store))),
+        }
+    }
+
+    /// The selector, for [`RecallHook`](crate::RecallHook) or `select_checked`.
+    pub fn selector(&self) -> Arc<dyn Selector> {
+        match self {
+            Self::Lexical(bm25) => bm25.clone(),
+            Self::Hybrid(hybrid) => hybrid.clone(),
+        }
+    }
+
+    /// The BM25 selector: the lexical one, or the hybrid selector's own.
+    pub fn bm25(&self) -> Arc<Bm25Selector> {
+        match self {
+            Self::Lexical(bm25) => bm25.clone(),
+            Self::Hybrid(hybrid) => hybrid.bm25(),
+        }
+    }
+
+    /// The hybrid selector, when there is an embedder.
+    pub fn hybrid(&self) -> Option<&Arc<HybridSelector>> {
+        match self {
+            Self::Lexical(_) => None,
+            Self::Hybrid(hybrid) => Some(hybrid),
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! `MEMORY.md` on disk for the file store's writes: which memories its entry lines link to,
+//! remembered by the file's stamp, so a write whose line is new *appends* one line (fsync'd)
+//! instead of reading and rewriting the whole index, and a write whose line is unchanged
+//! touches nothing. A write that changes a line still rewrites the file atomically.
+//!
+//! A writer killed mid-append can leave a torn last line. Readers skip lines that are not
+//! entries, and the next append starts on a fresh line, so a torn line never swallows the next
+//! entry; the next rewrite keeps it as the text it is (it names no memory).
+
+use crate::index::parse_entry_line;
+use crate::types::MemoryError;
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::time::SystemTime;
+
+/// What identifies one version of the file: size, mtime, ctime and inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime: Option<SystemTime>,
+    ctime: (i64, i64),
+    ino: u64,
+}
+
+fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
+    #[cfg(unix)]
+    let (ctime, ino) = {
+        use std::os::unix::fs::MetadataExt;
+        ((meta.ctime(), meta.ctime_nsec()), meta.ino())
+    };
+    #[cfg(not(unix))]
+    let (ctime, ino) = ((0, 0), 0);
+    Stamp {
+        len: meta.len(),
+        mtime: meta.modified().ok(),
+        ctime,
+        ino,
+    }
+}
+
+/// The entry lines of one version of `MEMORY.md`.
+#[derive(Debug, Default)]
+pub(crate) struct IndexLines {
+    /// `None` until read, and whenever the file may have changed behind our back.
+    stamp: Option<Stamp>,
+    /// For each linked memory: how many entry lines link to it, and the first one's text
+    /// (without its line ending or a byte-order mark).
+    links: HashMap<String, (usize, String)>,
+    /// The file's line ending (`\r\n` when it uses CRLF).
+    eol: &'static str,
+}
+
+/// What [`IndexLines::upsert`] decided.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Upsert {
+    /// The line is already there, alone: nothing written.
+    Unchanged,
+    /// The line was new: appended.
+    Appended,
+    /// A line linking to the memory differs (or is duplicated): the caller rewrites the file.
+    Rewrite,
+}
+
+impl IndexLines {
+    /// Forget what was read (after a rewrite by the caller, the next call re-reads).
+    pub(crate) fn invalidate(&mut self) {
+        self.stamp = None;
+    }
+
+    /// Make sure `links` describes the file at `path` now (re-read when its stamp moved).
+    fn load(&mut self, path: &Path) -> Result<(), MemoryError> {
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(MemoryError::io("reading MEMORY.md", e)),
+        };
+        let now = meta.as_ref().map(stamp_of);
+        if now.is_some() && now == self.stamp {
+            return Ok(());
+        }
+        let text = match memloop_core::files::read_regular(path) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(MemoryError::io("reading MEMORY.md", e)),
+        };
+        self.links.clear();
+        for raw in text.lines() {
+            if let Some(e) = parse_entry_line(raw) {
+                let line = raw.strip_prefix('\u{feff}').unwrap_or(raw).to_owned();
+                self.links
+                    .entry(e.file)
+                    .and_modify(|(n, _)| *n += 1)
+                    .or_insert((1, line));
+            }
+        }
+        self.eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        // A missing file has no stamp to trust: stay unloaded so the append path re-checks.
+        self.stamp = now;
+        Ok(())
+    }
+
+    /// Whether an entry line links to `file` (after bringing the picture up to date).
+    pub(crate) fn links_to(&mut self, path: &Path, file: &str) -> Result<bool, MemoryError> {
+        self.load(path)?;
+        Ok(self.links.contains_key(file))
+    }
+
+    /// Add the entry `line` for `file`: nothing when it is there already, an fsync'd append
+    /// when no line links to `file`, else [`Upsert::Rewrite`] for the caller. The caller holds
+    /// the dir lock.
+    pub(crate) fn upsert(
+        &mut self,
+        path: &Path,
+        file: &str,
+        line: &str,
+    ) -> Result<Upsert, MemoryError> {
+        self.load(path)?;
+        match self.links.get(file) {
+            Some((1, existing)) if existing == line => return Ok(Upsert::Unchanged),
+            Some(_) => return Ok(Upsert::Rewrite),
+            None => {}
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| MemoryError::io("opening MEMORY.md", e))?;
+        // Check the last byte on disk rather than trusting the picture: a torn append or a
+        // hand edit without a final newline must not glue this entry onto its line.
+        let len = f
+            .metadata()
+            .map_err(|e| MemoryError::io("MEMORY.md", e))?
+            .len();
+        let mut last = [b'\n'];
+        if len > 0 {
+            f.seek(SeekFrom::Start(len - 1))
+                .and_then(|_| f.read_exact(&mut last))
+                .map_err(|e| MemoryError::io("reading MEMORY.md", e))?;
+        }
+        let mut bytes = String::with_capacity(line.len() + 4);
+        if last[0] != b'\n' {
+            bytes.push_str(self.eol);
+        }
+        bytes.push_str(line);
+        bytes.push_str(self.eol);
+        f.write_all(bytes.as_bytes())
+            .and_then(|()| f.sync_data())
+            .map_err(|e| MemoryError::io("appending to MEMORY.md", e))?;
+        if len == 0 {
+            // A new file: make its directory entry durable too.
+            crate::safety::sync_parent_dir(path);
+        }
+        let meta = f.metadata().map_err(|e| MemoryError::io("MEMORY.md", e))?;
+        self.links.insert(file.to_owned(), (1, line.to_owned()));
+        self.stamp = Some(stamp_of(&meta));
+        Ok(Upsert::Appended)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use crate::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+
+    fn doc(name: &str, description: &str) -> MemoryDoc {
+        MemoryDoc::new(name, description, MemoryType::Project, "body")
+    }
+
+    fn index(dir: &std::path::Path) -> String {
+        std::fs::read_to_string(dir.join("MEMORY.md")).unwrap()
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn new_lines_append_changed_lines_rewrite_unchanged_lines_touch_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FileMemoryStore::open(tmp.path()).unwrap();
+        store
+            .write("a.md", &doc("Альфа", "первая"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        let ino = |p: &std::path::Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).unwrap().ino()
+        };
+        let first = ino(&tmp.path().join("MEMORY.md"));
+        store
+            .write("b.md", &doc("ベータ", "二番目"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        // Appended in place (same inode), one line each.
+        assert_eq!(ino(&tmp.path().join("MEMORY.md")), first);
+        assert_eq!(
+            index(tmp.path()),
+            "- [Альфа](a.md) — первая\n- [ベータ](b.md) — 二番目\n"
+        );
+        // The same line again: nothing written.
+        let before = std::fs::metadata(tmp.path().join("MEMORY.md")).unwrap();
+        store
+            .write("b.md", &doc("ベータ", "二番目"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        let after = std::fs::metadata(tmp.path().join("MEMORY.md")).unwrap();
+        assert_eq!(before.modified().unwrap(), after.modified().unwrap());
+        // A changed line: rewritten where it was.
+        store
+            .write("a.md", &doc("Альфа", "исправлено"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert_eq!(
+            index(tmp.path()),
+            "- [Альфа](a.md) — исправлено\n- [ベータ](b.md) — 二番目\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_torn_last_line_never_swallows_the_next_entry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FileMemoryStore::open(tmp.path()).unwrap();
+        store
+            .write("a.md", &doc("A", "one"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        // A writer killed mid-append left half a line (no newline).
+        let mut text = index(tmp.path());
+        text.push_str("- [Half](ha");
+        std::fs::write(tmp.path().join("MEMORY.md"), &text).unwrap();
+        store
+            .write("c.md", &doc("C", "three"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        let entries = store.index_entries().await.unwrap();
+        let files: Vec<&str> = entries.iter().map(|e| e.file.as_str()).collect();
+        assert_eq!(files, ["a.md", "c.md"]);
+        assert!(index(tmp.path()).ends_with("- [Half](ha\n- [C](c.md) — three\n"));
+    }
+
+    #[tokio::test]
+    async fn a_hand_edit_between_writes_is_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FileMemoryStore::open(tmp.path()).unwrap();
+        store
+            .write("a.md", &doc("A", "one"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        // Someone adds a line for b.md by hand (CRLF), before memloop writes b.md.
+        std::fs::write(
+            tmp.path().join("MEMORY.md"),
+            "- [A](a.md) — one\r\n- [B by hand](b.md) — typed\r\n",
+        )
+        .unwrap();
+        store
+            .write("b.md", &doc("B", "two"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert_eq!(
+            index(tmp.path()),
+            "- [A](a.md) — one\r\n- [B](b.md) — two\r\n",
+            "replaced, not appended twice"
+        );
+        store
+            .write("c.md", &doc("C", "three"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert!(
+            index(tmp.path()).ends_with("- [C](c.md) — three\r\n"),
+            "CRLF kept"
+        );
+    }
+}

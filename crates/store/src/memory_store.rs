@@ -1,0 +1,609 @@
+//! The [`MemoryStore`] trait: everything the rest of memloop needs from a memory store, and the
+//! one enforcing entry point every write goes through.
+//!
+//! The embedded default is `FileMemoryStore` (Markdown files plus a `MEMORY.md` index, in Claude
+//! Code's format). Other backends implement the same trait; selectors, recall, extraction and the
+//! memory tools only see `Arc<dyn MemoryStore>`.
+
+use crate::changes::{ChangeCursor, Changes};
+pub use crate::memory_path::MemoryPath;
+use crate::safety::SecretFilter;
+use crate::team::MemoryScope;
+use crate::types::{
+    IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
+    WriteReport,
+};
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The limits the write entry point enforces before a backend sees a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteLimits {
+    /// Largest memory one write may store, measured the same way for every write: the bytes
+    /// of the memory file's whole text (frontmatter and body, as rendered or as given raw).
+    /// 1 MiB by default, the same as the file store's `StoreConfig::max_read_bytes`, so a
+    /// memory written in one piece is read back whole. A bigger one is refused with
+    /// [`MemoryError::TooLarge`].
+    pub max_text_bytes: usize,
+}
+
+impl Default for WriteLimits {
+    fn default() -> Self {
+        Self {
+            max_text_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// A write that passed every rule: the path is a valid [`MemoryPath`] (so never `MEMORY.md`),
+/// no field of the doc looks like a credential ([`SecretFilter`]), the body is within
+/// [`WriteLimits::max_text_bytes`], and a `user` memory is not written into team memory
+/// (`team/…`, see [`MemoryScope`](crate::MemoryScope)). Only [`CheckedWrite::check`] builds one, so a backend's
+/// [`MemoryStore::write_checked`] cannot be handed a write that skipped them.
+#[derive(Debug)]
+pub struct CheckedWrite {
+    path: MemoryPath,
+    doc: MemoryDoc,
+    mode: WriteMode,
+    raw: Option<String>,
+}
+
+impl CheckedWrite {
+    /// Apply the rules to a write. This is the single place they run: `dyn MemoryStore::write`
+    /// calls it, and so does any backend-specific writer (e.g. the team sync's versioned push).
+    pub fn check(
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+        limits: WriteLimits,
+    ) -> Result<Self, MemoryError> {
+        let path = MemoryPath::new(rel_path)?;
+        for part in [&doc.name, &doc.description, &doc.body] {
+            SecretFilter::check(part)?;
+        }
+        crate::team::check_team_write(path.as_str(), doc)?;
+        within_limit(&path, crate::frontmatter::render_memory(doc).len(), limits)?;
+        Ok(Self {
+            path,
+            doc: doc.clone(),
+            mode,
+            raw: None,
+        })
+    }
+
+    /// Apply the rules to a write of a memory file exactly as written (`text`, e.g. a file a
+    /// teammate's machine holds, unknown frontmatter keys and comments included): valid path,
+    /// never `MEMORY.md`, the text must be a memory file ([`MemoryDoc::parse`]), no credential
+    /// anywhere in the *whole* text (so also not in a key memloop does not know), the whole
+    /// text within [`WriteLimits::max_text_bytes`], and a `user` memory not written into team
+    /// memory: the same rules as [`check`](Self::check). The write replaces the file
+    /// ([`WriteMode::Overwrite`]); [`raw`](Self::raw) is the text to store and [`doc`](Self::doc)
+    /// its parsed fields.
+    pub fn check_raw(rel_path: &str, text: &str, limits: WriteLimits) -> Result<Self, MemoryError> {
+        let path = MemoryPath::new(rel_path)?;
+        SecretFilter::check(text)?;
+        within_limit(&path, text.len(), limits)?;
+        let stem = crate::memory_path::file_stem(rel_path);
+        let doc = MemoryDoc::parse(text, stem).map_err(|reason| MemoryError::Unreadable {
+            path: path.as_str().to_owned(),
+            reason: format!("not a memory file: {reason}"),
+        })?;
+        crate::team::check_team_write(path.as_str(), &doc)?;
+        Ok(Self {
+            path,
+            doc,
+            mode: WriteMode::Overwrite,
+            raw: Some(text.to_owned()),
+        })
+    }
+
+    /// Where to write.
+    pub fn path(&self) -> &MemoryPath {
+        &self.path
+    }
+
+    /// What to write.
+    pub fn doc(&self) -> &MemoryDoc {
+        &self.doc
+    }
+
+    /// Replace or append.
+    pub fn mode(&self) -> WriteMode {
+        self.mode
+    }
+
+    /// The file text to store as is, for a write built by [`check_raw`](Self::check_raw)
+    /// (`None`: the backend renders [`doc`](Self::doc)). A backend that keeps file text stores
+    /// these bytes; one that only keeps fields stores `doc`.
+    pub fn raw(&self) -> Option<&str> {
+        self.raw.as_deref()
+    }
+}
+
+/// The size rule of [`CheckedWrite`]: `bytes` of memory text within the limit.
+fn within_limit(path: &MemoryPath, bytes: usize, limits: WriteLimits) -> Result<(), MemoryError> {
+    if bytes > limits.max_text_bytes {
+        return Err(MemoryError::TooLarge {
+            path: path.as_str().to_owned(),
+            bytes,
+            limit: limits.max_text_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// The version of a memory: the SHA-256 (lowercase hex) of its text as the store holds it
+/// ([`MemoryFile::raw`] of a read). The same rule on every backend, so a client compares
+/// versions without knowing which backend it talks to.
+///
+/// ```
+/// use memloop_store::content_version;
+/// assert_eq!(content_version("").len(), 64);
+/// assert_ne!(content_version("決定"), content_version("决定"));
+/// ```
+pub fn content_version(raw: &str) -> String {
+    Sha256::digest(raw.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What a conditional write ([`MemoryStore::write_checked_if`]) expects to find at its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpectedVersion {
+    /// Whatever is there (last writer wins); the write still reports the version it made.
+    Any,
+    /// No memory (create only).
+    Absent,
+    /// Exactly this version ([`content_version`] of the text the caller read).
+    Is(String),
+}
+
+impl ExpectedVersion {
+    /// Whether a memory whose current version is `current` (`None`: absent) satisfies it.
+    pub fn accepts(&self, current: Option<&str>) -> bool {
+        match (self, current) {
+            (Self::Any, _) | (Self::Absent, None) => true,
+            (Self::Is(v), Some(c)) => v.eq_ignore_ascii_case(c),
+            _ => false,
+        }
+    }
+
+    /// The conflict error for a memory at `path` whose current version is `current`.
+    pub fn conflict(&self, path: &str, current: Option<&str>) -> MemoryError {
+        MemoryError::VersionConflict {
+            path: path.to_owned(),
+            expected: match self {
+                Self::Is(v) => v.clone(),
+                Self::Absent => "none".into(),
+                Self::Any => "any".into(),
+            },
+            current: current.unwrap_or("none").to_owned(),
+        }
+    }
+}
+
+/// What a conditional write did: the usual report and the memory's new version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionedWrite {
+    /// Where it was written.
+    pub report: WriteReport,
+    /// The memory's version after the write ([`content_version`] of its stored text).
+    pub version: String,
+}
+
+/// Where a store keeps its memories.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreLocation {
+    /// A memory dir on local disk (absolute, canonical).
+    Directory(PathBuf),
+    /// A database.
+    Database {
+        /// The engine (`postgres`).
+        engine: String,
+        /// The connection URL with any password replaced by `***`.
+        url: String,
+        /// The project whose memories this store serves.
+        project: String,
+    },
+}
+
+/// What a store is: where it keeps its memories, and a stable identity (two stores over the
+/// same memories have the same identity; it is usable as a cache key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreDescription {
+    /// Where the memories are.
+    pub location: StoreLocation,
+    /// A stable identity string (`dir:/abs/path`, `postgres:host/db?schema=..#project`).
+    pub identity: String,
+}
+
+impl StoreDescription {
+    /// A directory store at `dir`.
+    pub fn directory(dir: &Path) -> Self {
+        Self {
+            location: StoreLocation::Directory(dir.to_path_buf()),
+            identity: format!("dir:{}", dir.display()),
+        }
+    }
+
+    /// The memory dir, when the store is a directory.
+    pub fn dir(&self) -> Option<&Path> {
+        match &self.location {
+            StoreLocation::Directory(d) => Some(d),
+            StoreLocation::Database { .. } => None,
+        }
+    }
+
+    /// A short hex digest of the identity (16 characters), for directory names.
+    pub fn identity_hash(&self) -> String {
+        let digest = Sha256::digest(self.identity.as_bytes());
+        digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Display for StoreDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.location {
+            StoreLocation::Directory(d) => write!(f, "{}", d.display()),
+            StoreLocation::Database {
+                engine,
+                url,
+                project,
+            } => write!(f, "{engine} database {url}, project `{project}`"),
+        }
+    }
+}
+
+/// Why something needs local disk, for [`MemoryStore::local_dir`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LocalPurpose {
+    /// The semantic-recall vector cache (one file per embedding model).
+    VectorCache,
+    /// Cross-process locks (the consolidation lock).
+    Locks,
+    /// Per-session records the consolidation gate counts.
+    SessionRecords,
+    /// Session transcripts the consolidation reads.
+    Transcripts,
+    /// Work that must survive a restart (the MCP server's pending background summaries).
+    PendingWork,
+}
+
+/// The answer to [`MemoryStore::local_dir`]. A directory is the base the consumer lays its own
+/// files out in (the consolidation lock file, the `.sessions/` dir, one vector file per model).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalDir {
+    /// A real directory on this machine (it may not exist yet; the user creates it).
+    Dir(PathBuf),
+    /// This backend keeps it elsewhere (or not at all); the reason says where or why.
+    Elsewhere(String),
+}
+
+/// Where a store with no directory of its own keeps what needs local disk, keyed by the store's
+/// identity: the vector cache under `<cache>/memloop/vectors/<identity hash>/`, locks, session
+/// records and pending work under `<state>/memloop/stores/<identity hash>/`; transcripts are
+/// not such a store's to keep. `<cache>` is `XDG_CACHE_HOME` (else `$HOME/.cache`), `<state>`
+/// is `XDG_STATE_HOME` (else `$HOME/.local/state`; `USERPROFILE` stands for `HOME` where that
+/// is unset), read from the environment it is built from;
+/// a relative value is ignored, as the XDG rules say.
+///
+/// ```
+/// use memloop_store::env::EnvVars;
+/// use memloop_store::{LocalBases, LocalDir, LocalPurpose, StoreDescription, StoreLocation};
+///
+/// let bases = LocalBases::from_env(&EnvVars::from_pairs([("HOME", "/home/ann")]));
+/// let store = StoreDescription {
+///     identity: "postgres:db/team#web".into(),
+///     location: StoreLocation::Database {
+///         engine: "postgres".into(),
+///         url: "postgres://db/team".into(),
+///         project: "web".into(),
+///     },
+/// };
+/// let LocalDir::Dir(dir) = bases.local_dir(&store, LocalPurpose::VectorCache) else {
+///     panic!("HOME is set")
+/// };
+/// assert!(dir.starts_with("/home/ann/.cache/memloop/vectors"));
+/// assert!(matches!(bases.local_dir(&store, LocalPurpose::Transcripts), LocalDir::Elsewhere(_)));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalBases {
+    cache: Option<PathBuf>,
+    state: Option<PathBuf>,
+}
+
+impl LocalBases {
+    /// The bases `env` names (`XDG_CACHE_HOME`, `XDG_STATE_HOME`, `HOME`).
+    pub fn from_env(env: &memloop_core::env::EnvVars) -> Self {
+        let absolute = |key: &str| env.get(key).map(PathBuf::from).filter(|p| p.is_absolute());
+        let home = env.home_dir().filter(|p| p.is_absolute());
+        Self {
+            cache: absolute("XDG_CACHE_HOME").or_else(|| home.as_ref().map(|h| h.join(".cache"))),
+            state: absolute("XDG_STATE_HOME")
+                .or_else(|| home.as_ref().map(|h| h.join(".local/state"))),
+        }
+    }
+
+    /// The local dir for `purpose` of the store `description` describes.
+    pub fn local_dir(&self, description: &StoreDescription, purpose: LocalPurpose) -> LocalDir {
+        let hash = description.identity_hash();
+        let (base, sub) = match purpose {
+            LocalPurpose::VectorCache => (&self.cache, "vectors"),
+            LocalPurpose::Locks | LocalPurpose::SessionRecords | LocalPurpose::PendingWork => {
+                (&self.state, "stores")
+            }
+            LocalPurpose::Transcripts => {
+                return LocalDir::Elsewhere(format!(
+                    "{description} keeps no session transcripts on this machine"
+                ));
+            }
+        };
+        match base {
+            Some(base) => LocalDir::Dir(base.join("memloop").join(sub).join(hash)),
+            None => LocalDir::Elsewhere(format!(
+                "no local dir for {description}: neither XDG_CACHE_HOME / XDG_STATE_HOME nor HOME is set"
+            )),
+        }
+    }
+}
+
+/// A project's memories. Object-safe; share it as `Arc<dyn MemoryStore>`.
+///
+/// Contract:
+/// - memories are addressed by [`MemoryPath`]s (relative, validated); a store says what it is
+///   with [`describe`](Self::describe) and never pretends to be a path;
+/// - a backend implements primitives ([`read_path`](Self::read_path),
+///   [`write_checked`](Self::write_checked), [`delete_checked`](Self::delete_checked), ...);
+///   everything else calls the entry points on `dyn MemoryStore`: `write`,
+///   `delete`, `read`. The write entry point applies every rule
+///   (path, `MEMORY.md`, secrets, size) before the backend sees the write, so a backend cannot
+///   forget them: [`write_checked`](Self::write_checked) takes a [`CheckedWrite`], which only
+///   [`CheckedWrite::check`] builds;
+/// - [`write_checked`](Self::write_checked) is atomic and updates the index line in the same
+///   locked operation;
+/// - [`scan`](Self::scan) lists every memory (newest first) and never fails because of one bad
+///   file: text that is not valid UTF-8 is read lossily and binary or unreadable files are
+///   skipped, each with a `tracing` warning; every memory it lists can be read (a very large one
+///   is returned cut, with a note);
+/// - whatever needs local disk asks [`local_dir`](Self::local_dir) for it, by purpose.
+///
+/// A third backend implements the required methods and gets the rules for free; the recipe is
+/// in `docs/ARCHITECTURE.md` ("Add a memory backend") and `crates/memory/tests/naive_backend.rs`.
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// What this store is (a directory, a database project, ...) and its stable identity.
+    fn describe(&self) -> StoreDescription;
+
+    /// A local directory for `purpose`, or why this backend keeps it elsewhere. The default
+    /// keys dirs by the store's identity under the process environment's [`LocalBases`]; a
+    /// backend that is given an environment (as `memloop-pg`'s config is) overrides this with
+    /// [`LocalBases::local_dir`] over its own.
+    fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
+        LocalBases::from_env(&memloop_core::env::EnvVars::from_process())
+            .local_dir(&self.describe(), purpose)
+    }
+
+    /// The limits the write entry point enforces (1 MiB bodies by default).
+    fn write_limits(&self) -> WriteLimits {
+        WriteLimits::default()
+    }
+
+    /// What changed since `since` (the change feed, [`crate::Changes`]): a cache calls
+    /// this each turn instead of [`scan`](Self::scan). The default has no feed and always asks
+    /// for a rescan, which is correct for any backend.
+    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
+        let _ = since;
+        Ok(Changes::Rescan { cursor: None })
+    }
+
+    /// Headers of all memories (never `MEMORY.md`), newest first.
+    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError>;
+
+    /// Read one memory (primitive: callers use `read`).
+    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError>;
+
+    /// Write a memory and its index line (primitive: callers use `write`, which
+    /// builds the [`CheckedWrite`]). Atomic and locked.
+    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError>;
+
+    /// Write a memory and its index line only if its current version is what `expected` says
+    /// (primitive: callers use `write_if`); otherwise nothing is written and the error is
+    /// [`MemoryError::VersionConflict`] naming the current version. Returns the new version.
+    ///
+    /// Both built-in backends make the check and the write one atomic step (the file store
+    /// under its directory lock, the PostgreSQL store on the row's version). The default reads,
+    /// compares and writes without holding anything in between: correct for a store with one
+    /// writer, racy with several; a backend shared by writers overrides it.
+    async fn write_checked_if(
+        &self,
+        write: CheckedWrite,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let rel = write.path().as_str().to_owned();
+        if *expected != ExpectedVersion::Any {
+            let current = match self.read_path(write.path()).await {
+                Ok(f) => Some(content_version(&f.raw)),
+                Err(MemoryError::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            };
+            if !expected.accepts(current.as_deref()) {
+                return Err(expected.conflict(&rel, current.as_deref()));
+            }
+        }
+        let path = write.path().clone();
+        let report = self.write_checked(write).await?;
+        let version = content_version(&self.read_path(&path).await?.raw);
+        Ok(VersionedWrite { report, version })
+    }
+
+    /// Delete a memory and its index line (primitive: callers use `delete`).
+    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError>;
+
+    /// Delete every memory and the index itself (`memloop memory clear`). Returns the relative
+    /// paths of the memories deleted. Index lines that name no valid memory file are dropped
+    /// with the index.
+    async fn clear(&self) -> Result<Vec<String>, MemoryError>;
+
+    /// `MEMORY.md` with the session-load caps applied (200 lines / 25,000 bytes + warning).
+    async fn load_index(&self) -> Result<LoadedIndex, MemoryError>;
+
+    /// The parsed index entries (all of them, no caps; a store that keeps a team index lists
+    /// its entries too, as store paths: `team/…`).
+    async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError>;
+
+    /// The index of one scope, with the session-load caps: the private index is
+    /// [`load_index`](Self::load_index); the team index is the one a store keeps for its
+    /// `team/` memories (the file store: `team/MEMORY.md`, entry links relative to `team/`). The
+    /// default keeps no team index: an empty one.
+    async fn load_scope_index(&self, scope: MemoryScope) -> Result<LoadedIndex, MemoryError> {
+        match scope {
+            MemoryScope::Private => self.load_index().await,
+            MemoryScope::Team => Ok(LoadedIndex::default()),
+        }
+    }
+
+    /// The containment question for a memory path a tool names (`rel`, relative): `Ok` when it
+    /// is a valid memory path of this store. The default validates it ([`MemoryPath::new`]); the
+    /// file store also resolves symlinks so a link cannot lead out of the memory dir. A
+    /// question, not a refusal: implementations log nothing here.
+    fn check_contained(&self, rel: &str) -> Result<MemoryPath, MemoryError> {
+        MemoryPath::new(rel)
+    }
+}
+
+impl dyn MemoryStore + '_ {
+    /// Write a memory and its index line: the one enforcing entry point. The rules run here
+    /// ([`CheckedWrite::check`]: valid path, never `MEMORY.md`, no credential, body within
+    /// [`write_limits`](MemoryStore::write_limits)) and then the store's containment question;
+    /// only a write that passes reaches the backend.
+    pub async fn write(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+    ) -> Result<WriteReport, MemoryError> {
+        let checked = CheckedWrite::check(rel_path, doc, mode, self.write_limits())
+            .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
+            .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
+        self.write_checked(checked).await
+    }
+
+    /// `write` only if the memory is at the `expected` version
+    /// ([`MemoryStore::write_checked_if`]): the same rules first, then one atomic check-and-write.
+    /// A stale expectation is [`MemoryError::VersionConflict`] with the current version.
+    pub async fn write_if(
+        &self,
+        rel_path: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let checked = CheckedWrite::check(rel_path, doc, mode, self.write_limits())
+            .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
+            .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
+        self.write_checked_if(checked, expected).await
+    }
+
+    /// Write a memory file exactly as written (unknown frontmatter keys, comments and the body
+    /// byte for byte) and its index line, through the same rules as `write`
+    /// ([`CheckedWrite::check_raw`]: the secret filter runs on the whole text) and the
+    /// containment question, only if the memory is at the `expected` version.
+    pub async fn write_raw_if(
+        &self,
+        rel_path: &str,
+        text: &str,
+        expected: &ExpectedVersion,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let checked = CheckedWrite::check_raw(rel_path, text, self.write_limits())
+            .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
+            .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
+        self.write_checked_if(checked, expected).await
+    }
+
+    /// Delete a memory and its index line (path validated, never `MEMORY.md`, contained).
+    pub async fn delete(&self, rel_path: &str) -> Result<(), MemoryError> {
+        let path = self
+            .check_contained(rel_path)
+            .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory delete refused"))?;
+        self.delete_checked(&path).await
+    }
+
+    /// Read one memory (path validated and contained).
+    pub async fn read(&self, rel_path: &str) -> Result<MemoryFile, MemoryError> {
+        let path = self.check_contained(rel_path)?;
+        self.read_path(&path).await
+    }
+
+    /// How a memory is named where a tool reports a written file or a path is shown to the
+    /// model: the absolute file for a directory store, else the memory path itself (relative).
+    pub fn target_path(&self, path: &MemoryPath) -> PathBuf {
+        match self.describe().location {
+            StoreLocation::Directory(root) => root.join(path.as_str()),
+            StoreLocation::Database { .. } => PathBuf::from(path.as_str()),
+        }
+    }
+
+    /// The local dir this store gives for `purpose`; when it keeps that elsewhere, a
+    /// per-identity dir under the system temp dir, with a warning (for consumers that cannot run
+    /// without one: the consolidation lock, the vector cache).
+    pub fn local_dir_or_temp(&self, purpose: LocalPurpose) -> PathBuf {
+        match self.local_dir(purpose) {
+            LocalDir::Dir(d) => d,
+            LocalDir::Elsewhere(why) => {
+                let d = std::env::temp_dir()
+                    .join("memloop")
+                    .join("stores")
+                    .join(self.describe().identity_hash());
+                tracing::warn!(?purpose, reason = %why, dir = %d.display(), "no local dir; using a temp dir");
+                d
+            }
+        }
+    }
+
+    /// A tool's write target for the memory `rel`: [`check_contained`](MemoryStore::check_contained),
+    /// then `target_path`.
+    pub fn write_target(&self, rel: &str) -> Result<PathBuf, MemoryError> {
+        Ok(self.target_path(&self.check_contained(rel)?))
+    }
+
+    /// The memory path a tool's write target or written file names (`target_path`'s
+    /// inverse): for a directory store an absolute path inside the dir (symlinks resolved) or a
+    /// path relative to it; for other stores a relative memory path. `Err` when it names no
+    /// memory of this store.
+    pub fn memory_path_of(&self, target: &Path) -> Result<MemoryPath, MemoryError> {
+        let outside = || MemoryError::OutsideMemoryDir {
+            path: target.to_path_buf(),
+            root: PathBuf::from(self.describe().to_string()),
+        };
+        let rel = match (self.describe().location, target.is_absolute()) {
+            (StoreLocation::Directory(root), true) => {
+                dir_relative(&root, target).ok_or_else(outside)?
+            }
+            (_, true) => return Err(outside()),
+            (_, false) => target.to_str().ok_or_else(outside)?.replace('\\', "/"),
+        };
+        self.check_contained(&rel)
+    }
+}
+
+/// `path` (absolute) relative to the directory `root`, `/`-separated: lexically, else through
+/// the canonical forms of both (a path through a symlinked root maps too).
+fn dir_relative(root: &Path, path: &Path) -> Option<String> {
+    let strip = |p: &Path, r: &Path| {
+        let s = p.strip_prefix(r).ok()?.to_string_lossy().replace('\\', "/");
+        (!s.is_empty()).then_some(s)
+    };
+    let normal = memloop_core::builtin_tools::normalize_lexically(path);
+    strip(&normal, root).or_else(|| {
+        let canonical_root = std::fs::canonicalize(root).ok()?;
+        let parent = normal.parent()?;
+        let canonical = std::fs::canonicalize(parent)
+            .ok()?
+            .join(normal.file_name()?);
+        strip(&canonical, &canonical_root)
+    })
+}

@@ -1,0 +1,22 @@
+//! Storage safety: the single write-containment gate, atomic writes,
+//! the cross-process lock around index updates, name validation and the sensitive-data filter.
+
+mod atomic;
+mod containment;
+mod lock;
+mod names;
+mod redact;
+mod secrets;
+
+pub(crate) use atomic::sync_parent_dir;
+pub use atomic::{atomic_write, has_temp_files, remove_temp_files};
+pub use containment::ContainmentGate;
+pub use containment::{resolve_existing_prefix, warn_refused};
+pub use lock::DirLock;
+pub(crate) use names::shown;
+pub use names::{
+    read_target_to_rel_path, title_file_stem, title_key, topic_to_rel_path, validate_rel_path,
+    validate_topic,
+};
+pub use redact::redact_secrets;
+pub use secrets::SecretFilter;

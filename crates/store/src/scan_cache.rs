@@ -1,0 +1,312 @@
+//! [`ScanCache`]: a store's headers kept current through its change feed
+//! ([`MemoryStore::changes`]), so whatever needs "every memory" each turn (the recall hook, the
+//! BM25 and vector indexes, MCP search) pays O(changes) instead of a rescan.
+
+use crate::changes::{ChangeCursor, Changes};
+use crate::memory_store::MemoryStore;
+use crate::types::{MemoryError, MemoryHeader};
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+use tokio::sync::Mutex;
+
+/// What changed since the previous [`ScanCache::refresh`] of the same cache.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScanChange {
+    /// Nothing.
+    Unchanged,
+    /// These memories were written (current headers) or removed (paths).
+    Changed {
+        /// Created or rewritten memories.
+        written: Vec<MemoryHeader>,
+        /// Removed memories.
+        removed: Vec<String>,
+    },
+    /// The store could not say: the headers were rescanned; diff against them.
+    Rescanned,
+}
+
+/// Every memory's header, newest first (ties by path) like [`MemoryStore::scan`], with an
+/// O(1) lookup by path. Derefs to the slice.
+#[derive(Debug, Clone, Default)]
+pub struct Headers {
+    list: Vec<MemoryHeader>,
+    /// Each listed path's mtime: where it sits in `list`.
+    mtimes: HashMap<String, SystemTime>,
+    version: u64,
+}
+
+impl Headers {
+    /// Bumped by every refresh that changed something: equal versions from one [`ScanCache`]
+    /// mean equal lists (so derived data can be kept per version).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The headers, newest first.
+    pub fn as_slice(&self) -> &[MemoryHeader] {
+        &self.list
+    }
+
+    /// The header of `path`, if it is listed.
+    pub fn get(&self, path: &str) -> Option<&MemoryHeader> {
+        let mtime = *self.mtimes.get(path)?;
+        let probe = (Reverse(mtime), path);
+        self.list
+            .binary_search_by(|h| key(h).cmp(&probe))
+            .ok()
+            .map(|i| &self.list[i])
+    }
+
+    /// Whether `path` is listed.
+    pub fn contains(&self, path: &str) -> bool {
+        self.mtimes.contains_key(path)
+    }
+}
+
+impl std::ops::Deref for Headers {
+    type Target = [MemoryHeader];
+    fn deref(&self) -> &[MemoryHeader] {
+        &self.list
+    }
+}
+
+/// One refresh: every header and what changed.
+#[derive(Debug, Clone)]
+pub struct ScanUpdate {
+    /// All memories, newest first (ties by path).
+    pub headers: Arc<Headers>,
+    /// What changed since the previous refresh.
+    pub change: ScanChange,
+}
+
+/// A store's headers, kept current through its change feed: with no change a refresh costs one
+/// [`MemoryStore::changes`] call; with `k` changes, `k` header updates; only when the store
+/// answers [`Changes::Rescan`] (the first refresh, a backend without a feed, a feed that lost
+/// track) does it call [`MemoryStore::scan`]. Each consumer keeps its own cache (a cursor is
+/// cheap); a cache is `Send + Sync` and serialises its refreshes.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, ScanCache, WriteMode};
+/// use std::sync::Arc;
+/// let dir = tempfile::tempdir()?;
+/// let store = Arc::new(FileMemoryStore::open(dir.path())?);
+/// let cache = ScanCache::new(store.clone());
+/// assert!(cache.headers().await?.is_empty());
+/// let doc = MemoryDoc::new("Deploys", "when", MemoryType::Project, "Tuesdays.");
+/// store.write("deploys.md", &doc, WriteMode::Overwrite).await?;
+/// assert_eq!(cache.headers().await?[0].rel_path, "deploys.md");
+/// # Ok(()) }
+/// ```
+pub struct ScanCache {
+    store: Arc<dyn MemoryStore>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for ScanCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanCache")
+            .field("store", &self.store.describe().to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// `None` until the first refresh, and after [`ScanCache::invalidate`].
+    cursor: Option<ChangeCursor>,
+    loaded: bool,
+    headers: Arc<Headers>,
+}
+
+/// The sort key of the scan order: newest first, then by path.
+fn key(h: &MemoryHeader) -> (Reverse<SystemTime>, &str) {
+    (Reverse(h.mtime), h.rel_path.as_str())
+}
+
+impl State {
+    fn replace(&mut self, list: Vec<MemoryHeader>) {
+        let mtimes = list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
+        let version = self.headers.version + 1;
+        self.headers = Arc::new(Headers {
+            list,
+            mtimes,
+            version,
+        });
+        self.loaded = true;
+    }
+
+    /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each;
+    /// the list is copied only when a caller still holds the previous one).
+    fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
+        let h = Arc::make_mut(&mut self.headers);
+        h.version += 1;
+        let mut drop_path = |path: &str| {
+            if let Some(mtime) = h.mtimes.remove(path) {
+                let probe = (Reverse(mtime), path);
+                if let Ok(i) = h.list.binary_search_by(|x| key(x).cmp(&probe)) {
+                    h.list.remove(i);
+                }
+            }
+        };
+        for p in removed {
+            drop_path(p);
+        }
+        for w in written {
+            drop_path(&w.rel_path);
+        }
+        for w in written {
+            let i = h.list.partition_point(|x| key(x) < key(w));
+            h.list.insert(i, w.clone());
+            h.mtimes.insert(w.rel_path.clone(), w.mtime);
+        }
+    }
+}
+
+impl ScanCache {
+    /// A cache over `store`; the first refresh scans.
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
+        Self {
+            store,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The store this cache follows.
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+        &self.store
+    }
+
+    /// Every header, current (newest first).
+    pub async fn headers(&self) -> Result<Arc<Headers>, MemoryError> {
+        Ok(self.refresh().await?.headers)
+    }
+
+    /// Forget the cursor: the next refresh rescans.
+    pub async fn invalidate(&self) {
+        self.state.lock().await.cursor = None;
+    }
+
+    /// Bring the headers up to date and say what changed since the previous refresh.
+    pub async fn refresh(&self) -> Result<ScanUpdate, MemoryError> {
+        let mut state = self.state.lock().await;
+        let since = if state.loaded {
+            state.cursor.as_ref()
+        } else {
+            None
+        };
+        let change = match self.store.changes(since).await? {
+            Changes::Unchanged => ScanChange::Unchanged,
+            Changes::Changed {
+                cursor,
+                written,
+                removed,
+            } => {
+                let removed: Vec<String> =
+                    removed.into_iter().map(|p| p.as_str().to_owned()).collect();
+                state.apply(&written, &removed);
+                state.cursor = Some(cursor);
+                ScanChange::Changed { written, removed }
+            }
+            Changes::Rescan { cursor } => {
+                // The cursor was taken before this scan: a change made during it is reported
+                // again by the next refresh.
+                let headers = self.store.scan().await?;
+                state.replace(headers);
+                state.cursor = cursor;
+                ScanChange::Rescanned
+            }
+        };
+        Ok(ScanUpdate {
+            headers: state.headers.clone(),
+            change,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::{FileMemoryStore, MemoryDoc, MemoryType, StoreConfig, WriteMode};
+    use std::time::Duration;
+
+    fn header(path: &str, secs: u64) -> MemoryHeader {
+        MemoryHeader {
+            rel_path: path.into(),
+            name: None,
+            description: None,
+            memory_type: None,
+            mtime: SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+        }
+    }
+
+    #[test]
+    fn a_delta_keeps_the_scan_order() {
+        let mut s = State::default();
+        s.replace(vec![
+            header("c.md", 30),
+            header("a.md", 20),
+            header("b.md", 20),
+        ]);
+        // b moves to the front, c goes, d arrives in the middle.
+        s.apply(
+            &[header("b.md", 40), header("d.md", 25)],
+            &["c.md".to_owned()],
+        );
+        let order: Vec<String> = s.headers.iter().map(|h| h.rel_path.clone()).collect();
+        assert_eq!(order, ["b.md", "d.md", "a.md"]);
+        assert_eq!(
+            s.headers.get("d.md").unwrap().mtime,
+            header("d.md", 25).mtime
+        );
+        assert!(s.headers.get("c.md").is_none() && !s.headers.contains("c.md"));
+        // Applying the same delta again changes nothing (harmless duplicates).
+        s.apply(&[header("b.md", 40)], &["c.md".to_owned()]);
+        let again: Vec<String> = s.headers.iter().map(|h| h.rel_path.clone()).collect();
+        assert_eq!(again, order);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_cache_matches_a_fresh_scan_after_every_change() {
+        for watch in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Arc::new(FileMemoryStore::open(dir.path()).unwrap().with_config(
+                StoreConfig {
+                    watch,
+                    ..StoreConfig::default()
+                },
+            ));
+            let cache = ScanCache::new(store.clone());
+            let first = cache.refresh().await.unwrap();
+            assert_eq!(first.change, ScanChange::Rescanned);
+            let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
+            for (i, name) in ["一.md", "два.md", "세.md", "four.md"].iter().enumerate() {
+                store
+                    .write(name, &doc(name), WriteMode::Overwrite)
+                    .await
+                    .unwrap();
+                let u = cache.refresh().await.unwrap();
+                assert!(
+                    matches!(&u.change, ScanChange::Changed { written, .. } if written.len() == 1),
+                    "write {i}: {:?}",
+                    u.change
+                );
+                assert_eq!(u.headers.as_slice(), store.scan().await.unwrap());
+            }
+            store.delete("два.md").await.unwrap();
+            std::fs::write(dir.path().join("一.md"), "---\nname: Один\n---\nx\n").unwrap();
+            let u = cache.refresh().await.unwrap();
+            assert_eq!(u.headers.as_slice(), store.scan().await.unwrap());
+            assert_eq!(
+                cache.refresh().await.unwrap().change,
+                ScanChange::Unchanged,
+                "watch={watch}"
+            );
+            cache.invalidate().await;
+            assert_eq!(cache.refresh().await.unwrap().change, ScanChange::Rescanned);
+        }
+    }
+}

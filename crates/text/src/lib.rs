@@ -1,0 +1,25 @@
+//! # memloop-text
+//!
+//! The text functions every other memloop crate reads with, pure and without I/O:
+//!
+//! - the **analyzer** ([`Analyzer`], [`tokens`], [`normalize`], [`fold_accents`],
+//!   [`detect_language`]): how text becomes search terms in every script, shared by the lexical
+//!   selectors, the vector cache's text, transcript search and the PostgreSQL team search's query
+//!   side, so a memory and a query always meet;
+//! - the **frontmatter** block of a Markdown file ([`frontmatter`]): memory files, instruction
+//!   files and sub-agent definitions all start with one.
+//!
+//! ```
+//! use memloop_text::{Analyzer, Language};
+//! let analyzer = Analyzer::new(false).with_language(Some(Language::English));
+//! assert_eq!(analyzer.unigrams("Deploying the services"), ["deploy", "servic"]);
+//! ```
+#![warn(missing_docs)]
+
+mod analyzer;
+pub mod frontmatter;
+
+pub use analyzer::{
+    Analyzer, Language, Script, Terms, UnknownLanguage, detect_language, fold_accents,
+    fold_with_offsets, nfkc, normalize, tokens, words,
+};
