@@ -20,10 +20,10 @@ import urllib.parse
 root = pathlib.Path(__file__).resolve().parent.parent
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-CODE_SPAN = re.compile(r"(`+)(?:.+?)\1", re.S)
+CODE_SPAN = re.compile(r"(`+)(?:(?!\n[ \t]*\n).)+?\1", re.S)
 # [text](target "title") and ![alt](target); the text may hold one level of brackets.
 INLINE = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*(<[^>]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")
-REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
+REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]*(<[^>]*>|\S+)", re.M)
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -75,34 +75,40 @@ def anchors(path: pathlib.Path) -> set[str]:
     return _anchors[path]
 
 
-def targets(line: str):
-    without_code = CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
-    for match in INLINE.finditer(without_code):
-        yield match.group(1)
-    match = REFERENCE.match(without_code)
-    if match:
-        yield match.group(1)
+def targets(text: str):
+    """(line number, target) of every link in `text`, code blocks and code spans excluded; a
+    link's text may run over several lines of its paragraph."""
+    kept = [""] * (text.count("\n") + 1)
+    for number, line in prose_lines(text):
+        kept[number - 1] = line
+    prose = "\n".join(kept)
+    # Code spans end within their paragraph; blank them out (newlines kept, for line numbers).
+    prose = CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), prose)
+    line_of = lambda offset: prose.count("\n", 0, offset) + 1
+    for match in INLINE.finditer(prose):
+        yield line_of(match.start()), match.group(1)
+    for match in REFERENCE.finditer(prose):
+        yield line_of(match.start()), match.group(1)
 
 
 def check(doc: pathlib.Path) -> list[str]:
     broken = []
     shown = doc.relative_to(root)
-    for number, line in prose_lines(doc.read_text(encoding="utf-8")):
-        for target in targets(line):
-            if target.startswith("<") and target.endswith(">"):
-                target = target[1:-1]
-            if not target or SCHEME.match(target):
-                continue
-            path_part, _, anchor = target.partition("#")
-            path_part = urllib.parse.unquote(path_part)
-            resolved = (doc.parent / path_part).resolve() if path_part else doc
-            if not resolved.exists():
-                broken.append(f"{shown}:{number}: {target}: no file {path_part}")
-                continue
-            if anchor and resolved.is_file() and resolved.suffix == ".md":
-                if urllib.parse.unquote(anchor) not in anchors(resolved):
-                    where = resolved.relative_to(root) if resolved.is_relative_to(root) else resolved
-                    broken.append(f"{shown}:{number}: {target}: no heading #{anchor} in {where}")
+    for number, target in targets(doc.read_text(encoding="utf-8")):
+        if target.startswith("<") and target.endswith(">"):
+            target = target[1:-1]
+        if not target or SCHEME.match(target):
+            continue
+        path_part, _, anchor = target.partition("#")
+        path_part = urllib.parse.unquote(path_part)
+        resolved = (doc.parent / path_part).resolve() if path_part else doc
+        if not resolved.exists():
+            broken.append(f"{shown}:{number}: {target}: no file {path_part}")
+            continue
+        if anchor and resolved.is_file() and resolved.suffix == ".md":
+            if urllib.parse.unquote(anchor) not in anchors(resolved):
+                where = resolved.relative_to(root) if resolved.is_relative_to(root) else resolved
+                broken.append(f"{shown}:{number}: {target}: no heading #{anchor} in {where}")
     return broken
 
 
