@@ -137,6 +137,44 @@
 
 mod setup;
 
+/// The guides under `docs/`, compiled and run as doc tests (`cargo test --doc -p memloop
+/// --all-features`) so their Rust examples stay true; not part of the API.
+#[cfg(doctest)]
+mod guides {
+    #[doc = include_str!("../docs/memory-on-disk.md")]
+    pub struct MemoryOnDisk;
+    #[doc = include_str!("../docs/recall.md")]
+    pub struct Recall;
+    #[doc = include_str!("../docs/recall-evaluation.md")]
+    pub struct RecallEvaluation;
+    #[doc = include_str!("../docs/extraction-and-consolidation.md")]
+    pub struct ExtractionAndConsolidation;
+    #[doc = include_str!("../docs/compaction.md")]
+    pub struct Compaction;
+    #[doc = include_str!("../docs/transcripts.md")]
+    pub struct Transcripts;
+    #[doc = include_str!("../docs/sub-agents.md")]
+    pub struct SubAgents;
+    #[doc = include_str!("../docs/instructions.md")]
+    pub struct Instructions;
+    #[doc = include_str!("../docs/providers.md")]
+    pub struct Providers;
+    #[doc = include_str!("../docs/cli.md")]
+    pub struct Cli;
+    #[doc = include_str!("../docs/mcp.md")]
+    pub struct Mcp;
+    #[doc = include_str!("../docs/team.md")]
+    pub struct Team;
+    #[doc = include_str!("../docs/configuration.md")]
+    pub struct Configuration;
+    #[doc = include_str!("../docs/benchmarks.md")]
+    pub struct Benchmarks;
+    #[doc = include_str!("../docs/limitations.md")]
+    pub struct Limitations;
+    #[doc = include_str!("../docs/development.md")]
+    pub struct Development;
+}
+
 /// The attribute macro the async traits ([`Tool`], [`Model`], `Selector`, `Hook`, ...) are
 /// implemented with, re-exported so implementing them needs no extra dependency.
 pub use async_trait::async_trait;

@@ -7,7 +7,7 @@
 //! `MemoryStore::write` of a new memory (its index line appended) and of a new body under an
 //! unchanged line, at 200 and 20,000.
 //!
-//! `cargo bench -p memloop-memory --bench recall_turn -- --warm-up-time 1 --measurement-time 3`
+//! `cargo bench -p memloop-recall --bench recall_turn -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use memloop_recall::{Bm25Selector, SelectionContext, Selector};

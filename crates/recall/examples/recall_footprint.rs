@@ -2,8 +2,8 @@
 //! the BM25 index (`Bm25Selector`) after one selection, plus the change feed's watcher.
 //!
 //! ```text
-//! cargo run --release -p memloop-memory --example recall_footprint -- 2000
-//! cargo run --release -p memloop-memory --example recall_footprint -- 20000
+//! cargo run --release -p memloop-recall --example recall_footprint -- 2000
+//! cargo run --release -p memloop-recall --example recall_footprint -- 20000
 //! ```
 //!
 //! Prints VmRSS (from `/proc/self/status`) before the memories are loaded and after, in KiB.
