@@ -1,5 +1,5 @@
-//! The agent loop's extension point: one [`Hook`] trait whose methods (turn start, after
-//! sampling, stop, compacted) all default to no-ops, plus the attachments a turn-start hook can
+//! The agent loop's extension point: one [`Hook`] trait whose six methods (turn start, after
+//! sampling, stop, compacting, compacted, cleared) all default to no-ops, plus the attachments a turn-start hook can
 //! inject next to the user's message.
 
 use crate::context::HookContext;

@@ -13,8 +13,8 @@
 //!   rules never touch another script.
 //! - Han and Kana (Chinese, Japanese), which have no spaces, become overlapping character
 //!   bigrams (a run of one character stays a unigram), as Lucene's CJK analyzer does: R@5 99.4
-//!   on CMRC 2018 with the default BM25, against 99.6 for a plain character-bigram BM25 (see the
-//!   README); no dictionary needed.
+//!   on CMRC 2018 with the default BM25, against 99.6 for a plain character-bigram BM25 (see
+//!   `docs/recall-evaluation.md`); no dictionary needed.
 //! - Hangul words are kept whole *and* as character bigrams, so a particle glued to a noun
 //!   (`캐시는`) still shares the noun's term (`캐시`).
 //! - Thai (no spaces) becomes character bigrams like Han.
@@ -48,7 +48,7 @@
 //! memory's stemmer maps both to one stem; a wrong detection costs only stemming quality
 //! (English-stemmed German), never a match. Memories in English only (the common case) cost one
 //! analysis of the query, as before. Measured on LoCoMo and CMRC 2018: every BM25 figure unchanged
-//! (see the README).
+//! (see `docs/recall-evaluation.md`).
 
 use rust_stemmers::{Algorithm, Stemmer};
 use std::borrow::Cow;
