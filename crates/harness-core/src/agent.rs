@@ -20,7 +20,7 @@ use crate::prompt::SystemPrompt;
 use crate::tokens::ConversationTokens;
 use crate::tool::{AgentKind, PermissionGate, ToolContext, ToolRegistry};
 pub use crate::turn_loop::TurnStop;
-use crate::turn_loop::{LoopSpec, Prepared, Transcript, run_loop};
+use crate::turn_loop::{Conversation, LoopSpec, Prepared, run_loop};
 use crate::window::ContextWindow;
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -265,14 +265,14 @@ impl Agent {
             max_iterations: self.config.max_iterations,
             main: true,
         };
-        let mut transcript = MainTranscript {
+        let mut transcript = MainConversation {
             agent: self,
             cancel,
             pending,
             tool_log: BTreeMap::new(),
         };
         let result = run_loop(&spec, &mut transcript).await;
-        let MainTranscript {
+        let MainConversation {
             pending, tool_log, ..
         } = transcript;
         drop(pending);
@@ -486,7 +486,7 @@ impl Agent {
 
 /// The main agent's conversation: the loop's messages are the agent's own, compacted and
 /// validated before every request, with the hooks seeing each response.
-struct MainTranscript<'a> {
+struct MainConversation<'a> {
     agent: &'a mut Agent,
     cancel: CancellationToken,
     pending: Vec<PendingAttachment>,
@@ -495,7 +495,7 @@ struct MainTranscript<'a> {
 }
 
 #[async_trait]
-impl Transcript for MainTranscript<'_> {
+impl Conversation for MainConversation<'_> {
     async fn prepare(&mut self, step: &LoopStep) -> Result<Prepared, AgentError> {
         let agent = &mut *self.agent;
         agent.attach_settled(&mut self.pending).await;

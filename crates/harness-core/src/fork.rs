@@ -24,7 +24,7 @@ use crate::message::{ContentBlock, Message, Role};
 use crate::model::{ModelError, ModelResponse, RequestOptions};
 use crate::tokens::{CharEstimator, TokenCounter, estimate_messages};
 use crate::tool::{AgentKind, DenyAll, PermissionGate, Tool, ToolContext, ToolRegistry};
-use crate::turn_loop::{LoopSpec, Prepared, Transcript, TurnStop, run_loop};
+use crate::turn_loop::{Conversation, LoopSpec, Prepared, TurnStop, run_loop};
 use async_trait::async_trait;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -264,7 +264,7 @@ async fn run_fork(
         max_iterations: b.max_turns,
         main: false,
     };
-    let mut transcript = ForkTranscript {
+    let mut transcript = ForkConversation {
         b: &b,
         events,
         prefix,
@@ -283,7 +283,7 @@ async fn run_fork(
 
 /// A fork's conversation: the parent's prefix (fitted to the window before every request), the
 /// prompt, and the fork's own exchange after it. Nothing of it enters the parent's conversation.
-struct ForkTranscript<'a> {
+struct ForkConversation<'a> {
     b: &'a ForkedAgentBuilder,
     events: Arc<dyn EventSink>,
     prefix: Vec<Message>,
@@ -297,7 +297,7 @@ struct ForkTranscript<'a> {
 }
 
 #[async_trait]
-impl Transcript for ForkTranscript<'_> {
+impl Conversation for ForkConversation<'_> {
     async fn prepare(&mut self, _step: &LoopStep) -> Result<Prepared, AgentError> {
         let b = self.b;
         let counter = CharEstimator;

@@ -4,23 +4,24 @@
 //! ```text
 //! loop {
 //!     iteration guard          at most `max_iterations` model calls
-//!     Transcript::prepare      the request's system sections and messages (the main agent
+//!     Conversation::prepare    the request's system sections and messages (the main agent
 //!                              attaches, clears, compacts, admits and validates; a fork fits the
 //!                              parent's prefix to the window)
 //!     LoopStep::call_model     max_tokens clamped to the window
 //!       a context error        the window learns the limit the provider named (once, and
 //!                              ContextWindowLearned is emitted here only), then
-//!                              Transcript::too_long decides: shrink and retry once, or end
+//!                              Conversation::too_long decides: shrink and retry once, or end
 //!     repair the response      ResponseRepaired events
-//!     Transcript::keep_response
+//!     Conversation::keep_response
 //!     no tool calls → done; else LoopStep::run_tools through the gate,
-//!     Transcript::keep_results, stop if cancelled
+//!     Conversation::keep_results, stop if cancelled
 //! }
 //! ```
 //!
 //! What differs between the two is data: the [`LoopStep`] (its sink's origin, its gate, tools and
 //! limits), [`LoopSpec`] (the iteration limit, whether it is the main agent) and where the
-//! transcript lives (kept in the parent's conversation or not), behind [`Transcript`].
+//! conversation lives (kept in the parent's or not), behind [`Conversation`] (the loop's view
+//! of its messages; a session's transcript file is `memloop-memory`'s).
 
 use crate::error::AgentError;
 use crate::events::AgentEvent;
@@ -74,7 +75,7 @@ pub(crate) struct LoopOutcome {
 
 /// Where the conversation a loop works on lives.
 #[async_trait]
-pub(crate) trait Transcript: Send {
+pub(crate) trait Conversation: Send {
     /// The next request's content, or why none may be sent.
     async fn prepare(&mut self, step: &LoopStep) -> Result<Prepared, AgentError>;
 
@@ -96,7 +97,7 @@ pub(crate) trait Transcript: Send {
 
 /// Run the loop on `transcript` until a response has no tool calls, the iteration guard stops it,
 /// or an error ends it.
-pub(crate) async fn run_loop<T: Transcript>(
+pub(crate) async fn run_loop<T: Conversation>(
     spec: &LoopSpec<'_>,
     transcript: &mut T,
 ) -> Result<LoopOutcome, AgentError> {

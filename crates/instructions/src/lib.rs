@@ -35,18 +35,18 @@
 #![warn(missing_docs)]
 
 mod config;
-mod glob;
 mod loaded;
 mod loader;
 mod markdown;
 mod report;
+mod rule_pattern;
 mod rules;
 mod section;
 mod walk;
 
 pub use config::{DEFAULT_TEXT_EXTENSIONS, InstructionConfig};
-pub use glob::Glob;
 pub use loaded::{InstructionFile, Instructions, LoadOptions, MemoryIndexText};
 pub use loader::{InstructionError, InstructionLoader};
 pub use report::{FileStatus, InstructionKind, LoadReport, ReportEntry, SkipReason};
+pub use rule_pattern::RulePattern;
 pub use section::{InstructionsSection, render_instructions};

@@ -1,7 +1,7 @@
 //! Conditional rules: the `paths:` frontmatter of `rules/**/*.md` files and matching it against
 //! the files the agent touched.
 
-use super::glob::Glob;
+use super::rule_pattern::RulePattern;
 use memloop_core::builtin_tools::normalize_lexically;
 use std::path::{Path, PathBuf};
 
@@ -57,12 +57,15 @@ fn lenient_paths(fm: &str) -> Vec<String> {
 }
 
 /// Compiled globs of one rule; patterns that do not compile never match.
-pub fn compile(patterns: &[String]) -> Vec<Glob> {
-    patterns.iter().filter_map(|p| Glob::new(p)).collect()
+pub fn compile(patterns: &[String]) -> Vec<RulePattern> {
+    patterns
+        .iter()
+        .filter_map(|p| RulePattern::new(p))
+        .collect()
 }
 
 /// Whether any touched file, taken relative to `base`, matches any glob.
-pub fn matches_any(globs: &[Glob], base: &Path, touched: &[PathBuf]) -> bool {
+pub fn matches_any(globs: &[RulePattern], base: &Path, touched: &[PathBuf]) -> bool {
     touched.iter().any(|file| {
         relative_slash_path(base, file).is_some_and(|rel| globs.iter().any(|g| g.is_match(&rel)))
     })

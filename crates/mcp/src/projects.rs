@@ -162,7 +162,7 @@ const MAX_LISTED: usize = 1000;
 pub(crate) struct OpenProject {
     pub(crate) store: Arc<dyn MemoryStore>,
     /// The store's headers, kept current through its change feed (searches do not rescan).
-    pub(crate) headers: ScanCache,
+    pub(crate) headers: Arc<ScanCache>,
     /// BM25, fused with embeddings when the server has an embedder (one BM25 index either way).
     pub(crate) recall: DefaultSelector,
 }
@@ -373,7 +373,7 @@ impl Projects {
             s.resume(&store);
         }
         Arc::new(OpenProject {
-            headers: ScanCache::new(store.clone()),
+            headers: recall.header_cache(),
             store,
             recall,
         })

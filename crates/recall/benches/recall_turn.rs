@@ -1,7 +1,8 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 //! What the recall hook does per turn, before reading the chosen files: bring the headers up to
-//! date through the change feed (`ScanCache`), let the BM25 selector follow the feed, select
-//! (`select_checked`, limit 5). At 200, 2,000 and 20,000 memories, with no change since the last
+//! date through the change feed (the `ScanCache` the BM25 selector shares, as `RecallHook` does:
+//! one feed call per turn), let the BM25 index catch up from it, select (`select_checked`,
+//! limit 5). At 200, 2,000 and 20,000 memories, with no change since the last
 //! turn and with one file changed by another writer (an in-place rewrite, outside the timed part),
 //! watching the dir (the default) and polling it (`StoreConfig::watch = false`). Then one
 //! `MemoryStore::write` of a new memory (its index line appended) and of a new body under an
@@ -68,15 +69,18 @@ fn populate(dir: &Path, n: usize) {
 }
 
 struct Turn {
-    headers: ScanCache,
+    headers: Arc<ScanCache>,
     selector: Arc<dyn Selector>,
 }
 
 impl Turn {
     fn new(store: Arc<dyn MemoryStore>) -> Self {
+        let selector: Arc<dyn Selector> = Arc::new(Bm25Selector::new(store.clone()));
         Self {
-            headers: ScanCache::new(store.clone()),
-            selector: Arc::new(Bm25Selector::new(store)),
+            headers: selector
+                .header_cache()
+                .unwrap_or_else(|| Arc::new(ScanCache::new(store))),
+            selector,
         }
     }
 

@@ -5,12 +5,9 @@ use super::keyword::display_name;
 use super::selector::{SelectionContext, Selector, SelectorError};
 use async_trait::async_trait;
 use futures::StreamExt;
-use memloop_store::MemoryHeader;
-use memloop_store::MemoryStore;
-use memloop_store::{ChangeCursor, Changes};
+use memloop_store::{MemoryHeader, MemoryStore, ScanCache, Since};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::SystemTime;
 use tokio::sync::Mutex;
 
 /// How many memory files are read at once while (re)indexing.
@@ -31,125 +28,77 @@ pub struct SyncReport {
 
 /// BM25F over name, description and body of ALL memories (not only the newest 200).
 ///
-/// The index follows the store's change feed ([`MemoryStore::changes`]): each selection asks
-/// what changed since the last one and reads only those memories, so a turn with no change
-/// costs one feed call, not a look at every header. When the store answers `Rescan` (the first
-/// selection, a feed that lost track) the index is diffed against a fresh scan by path and
-/// mtime; a store without a feed is diffed against the headers the caller passes.
+/// The index follows the store through a [`ScanCache`], the one follower of the store's change
+/// feed ([`MemoryStore::changes`]) that the recall hook and the vector cache of the same store
+/// share: each selection takes what changed since the last one and reads only those memories
+/// (read once for every index that takes them in), so a turn with no change costs no store call
+/// when the caller refreshed the cache (the recall hook does), and one feed call otherwise. When
+/// the cache cannot say what changed (its first scan, a rescan) the index is diffed against
+/// every header by path and mtime.
 pub struct Bm25Selector {
-    store: Arc<dyn MemoryStore>,
+    cache: Arc<ScanCache>,
     index: Mutex<Synced>,
 }
 
-/// The index and the (path, mtime) list it was last synced with: an unchanged scan is detected
-/// by comparing lists, without hashing a single path.
+/// The index and the cache version it has caught up with.
 #[derive(Debug, Default)]
 struct Synced {
     index: Bm25Index,
-    seen: Vec<(String, SystemTime)>,
-    /// Where the index stands in the store's change feed (`None`: not following it).
-    cursor: Option<ChangeCursor>,
-    /// Memories the feed reported that could not be read: tried again on the next selection.
+    /// The [`ScanCache`] version the index reflects (`None`: compare every header next time).
+    seen: Option<u64>,
+    /// Memories the cache reported that could not be read: tried again on the next selection.
     retry: Vec<MemoryHeader>,
 }
 
 impl Synced {
-    /// Catch up with the store through its change feed; `headers` (the caller's scan) is used
-    /// only when the store has no feed.
-    async fn follow(&mut self, store: &dyn MemoryStore, headers: &[MemoryHeader]) -> SyncReport {
-        match store.changes(self.cursor.as_ref()).await {
-            Ok(Changes::Unchanged) if self.retry.is_empty() => SyncReport::default(),
-            Ok(Changes::Unchanged) => {
-                let retry = std::mem::take(&mut self.retry);
-                self.read(store, retry, SyncReport::default()).await
+    /// Catch up with the cache; `offered` (the caller's headers) spares the store a feed call
+    /// when it is the cache's current list, and is indexed as is when the store fails.
+    async fn follow(&mut self, cache: &ScanCache, offered: &[MemoryHeader]) -> SyncReport {
+        let followed = match cache.follow(self.seen, offered).await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(error = %e, "memory change feed failed; indexing the caller's headers");
+                self.seen = None;
+                return sync_index(&mut self.index, cache, offered).await.0;
             }
-            Ok(Changes::Changed {
-                cursor,
-                written,
-                removed,
-            }) => {
+        };
+        let version = followed.headers.version();
+        let (report, failed) = match followed.since {
+            Since::Current if self.retry.is_empty() => return SyncReport::default(),
+            Since::Current => {
+                let retry = std::mem::take(&mut self.retry);
+                let mut report = SyncReport::default();
+                let failed = read_into(&mut self.index, cache, retry, &mut report).await;
+                (report, failed)
+            }
+            Since::Changed { written, removed } => {
                 let mut report = SyncReport::default();
                 for p in &removed {
-                    if self.index.mtime(p.as_str()).is_some() {
-                        self.index.remove(p.as_str());
+                    if self.index.mtime(p).is_some() {
+                        self.index.remove(p);
                         report.removed += 1;
                     }
                 }
-                let removed: HashSet<&str> = removed.iter().map(|p| p.as_str()).collect();
                 let mut stale = std::mem::take(&mut self.retry);
                 stale.retain(|h| {
-                    !removed.contains(h.rel_path.as_str())
+                    !removed.contains(&h.rel_path)
                         && !written.iter().any(|w| w.rel_path == h.rel_path)
                 });
                 stale.extend(written);
-                self.cursor = Some(cursor);
-                self.seen.clear();
-                self.read(store, stale, report).await
+                let failed = read_into(&mut self.index, cache, stale, &mut report).await;
+                (report, failed)
             }
-            Ok(Changes::Rescan {
-                cursor: Some(cursor),
-            }) => match store.scan().await {
-                // The cursor was taken before this scan, so nothing made during it is lost.
-                Ok(fresh) => {
-                    self.retry.clear();
-                    let report = self.sync(store, &fresh).await;
-                    // A memory that could not be read is retried by the next rescan.
-                    self.cursor = (report.failed == 0).then_some(cursor);
-                    report
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "memory scan failed; indexing the caller's headers");
-                    self.cursor = None;
-                    self.sync(store, headers).await
-                }
-            },
-            Ok(Changes::Rescan { cursor: None }) => {
-                self.cursor = None;
-                self.sync(store, headers).await
+            Since::Rescan => {
+                self.retry.clear();
+                sync_index(&mut self.index, cache, &followed.headers).await
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "memory change feed failed; indexing the caller's headers");
-                self.cursor = None;
-                self.sync(store, headers).await
-            }
-        }
-    }
-
-    /// Read and (re)index `stale`; unreadable ones go to `retry`.
-    async fn read(
-        &mut self,
-        store: &dyn MemoryStore,
-        stale: Vec<MemoryHeader>,
-        mut report: SyncReport,
-    ) -> SyncReport {
-        let failed = read_into(&mut self.index, store, stale, &mut report).await;
-        self.retry.extend(failed);
-        if report != SyncReport::default() {
-            tracing::debug!(?report, "bm25 index followed the change feed");
-        }
-        report
-    }
-
-    async fn sync(&mut self, store: &dyn MemoryStore, headers: &[MemoryHeader]) -> SyncReport {
-        let unchanged = self.seen.len() == headers.len()
-            && self
-                .seen
-                .iter()
-                .zip(headers)
-                .all(|((p, m), h)| *m == h.mtime && *p == h.rel_path);
-        if unchanged {
-            return SyncReport::default();
-        }
-        let report = sync_index(&mut self.index, store, headers).await;
-        // Retried through the list compare below (or by the next rescan when following).
-        self.seen = if report.failed == 0 {
-            headers
-                .iter()
-                .map(|h| (h.rel_path.clone(), h.mtime))
-                .collect()
-        } else {
-            Vec::new() // retry the unreadable ones next time
         };
+        // A memory that could not be read is retried on the next selection.
+        self.retry = failed;
+        self.seen = Some(version);
+        if report != SyncReport::default() {
+            tracing::debug!(?report, "bm25 index followed the store");
+        }
         report
     }
 }
@@ -157,7 +106,7 @@ impl Synced {
 impl std::fmt::Debug for Bm25Selector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bm25Selector")
-            .field("store", &self.store.describe().to_string())
+            .field("store", &self.cache.store().describe().to_string())
             .finish_non_exhaustive()
     }
 }
@@ -170,8 +119,14 @@ impl Bm25Selector {
 
     /// A selector with explicit parameters.
     pub fn with_params(store: Arc<dyn MemoryStore>, params: Bm25Params) -> Self {
+        Self::following(Arc::new(ScanCache::new(store)), params)
+    }
+
+    /// A selector that follows the store through `cache`, shared with whatever else follows the
+    /// same store (the recall hook takes it from [`Selector::header_cache`]).
+    pub fn following(cache: Arc<ScanCache>, params: Bm25Params) -> Self {
         Self {
-            store,
+            cache,
             index: Mutex::new(Synced {
                 index: Bm25Index::new(params),
                 ..Synced::default()
@@ -180,12 +135,17 @@ impl Bm25Selector {
     }
 
     /// Bring the index in line with `headers` (the store's scan): re-read changed files, drop
-    /// removed ones. The next selection then asks the store for a rescan before following its
-    /// change feed again.
+    /// removed ones. The next selection then compares every header again before following the
+    /// cache's changes.
     pub async fn sync(&self, headers: &[MemoryHeader]) -> SyncReport {
         let mut synced = self.index.lock().await;
-        synced.cursor = None;
-        synced.sync(self.store.as_ref(), headers).await
+        synced.seen = None;
+        sync_index(&mut synced.index, &self.cache, headers).await.0
+    }
+
+    /// The header cache the index follows the store through.
+    pub(crate) fn cache(&self) -> &Arc<ScanCache> {
+        &self.cache
     }
 
     /// Number of indexed memories.
@@ -193,8 +153,9 @@ impl Bm25Selector {
         self.index.lock().await.index.len()
     }
 
-    /// Catch up with the store (its change feed; `headers` when it has none), then the best `limit` memories for `query` that `keep` accepts, with
-    /// their BM25F scores, best first (what [`Selector::select`] returns, plus the scores).
+    /// Catch up with the store (through the header cache; `headers` when the store fails),
+    /// then the best `limit` memories for `query` that `keep` accepts, with their BM25F scores,
+    /// best first (what [`Selector::select`] returns, plus the scores).
     pub async fn scored(
         &self,
         query: &str,
@@ -203,16 +164,18 @@ impl Bm25Selector {
         keep: impl Fn(&str) -> bool + Send,
     ) -> Vec<(String, f32)> {
         let mut synced = self.index.lock().await;
-        synced.follow(self.store.as_ref(), headers).await;
+        synced.follow(&self.cache, headers).await;
         synced.index.search(query, limit, keep)
     }
 }
 
+/// Diff the index against `headers` by path and mtime: drop the gone, read the new and changed.
+/// Returns the report and the memories that could not be read.
 async fn sync_index(
     index: &mut Bm25Index,
-    store: &dyn MemoryStore,
+    cache: &ScanCache,
     headers: &[MemoryHeader],
-) -> SyncReport {
+) -> (SyncReport, Vec<MemoryHeader>) {
     let mut report = SyncReport::default();
     let stale: Vec<MemoryHeader> = headers
         .iter()
@@ -227,7 +190,7 @@ async fn sync_index(
         .count();
     if headers.len() - new == index.len() {
         if stale.is_empty() {
-            return report;
+            return (report, Vec::new());
         }
     } else {
         let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
@@ -242,25 +205,26 @@ async fn sync_index(
         }
     }
     if stale.is_empty() {
-        return report;
+        return (report, Vec::new());
     }
-    read_into(index, store, stale, &mut report).await;
+    let failed = read_into(index, cache, stale, &mut report).await;
     tracing::debug!(?report, "bm25 index synced");
-    report
+    (report, failed)
 }
 
-/// Read and (re)index `stale` through the store; returns the ones that could not be read
-/// (dropped from the index, counted as failed).
+/// Read (through the cache, so a memory another index read this turn is not read again) and
+/// (re)index `stale`; returns the ones that could not be read (dropped from the index, counted
+/// as failed).
 async fn read_into(
     index: &mut Bm25Index,
-    store: &dyn MemoryStore,
+    cache: &ScanCache,
     stale: Vec<MemoryHeader>,
     report: &mut SyncReport,
 ) -> Vec<MemoryHeader> {
     let mut failed = Vec::new();
     let mut reads = futures::stream::iter(stale)
         .map(|h| async move {
-            let read = store.read(&h.rel_path).await;
+            let read = cache.read(&h).await;
             (h, read)
         })
         .buffer_unordered(READ_CONCURRENCY);
@@ -300,7 +264,7 @@ impl Selector for Bm25Selector {
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError> {
         let mut synced = self.index.lock().await;
-        synced.follow(self.store.as_ref(), headers).await;
+        synced.follow(&self.cache, headers).await;
         let fresh = |p: &str| !ctx.already_surfaced.contains(p);
         let ranked = match candidates(headers, synced.index.len()) {
             Some(only) => synced
@@ -309,6 +273,10 @@ impl Selector for Bm25Selector {
             None => synced.index.search(query, ctx.limit, fresh),
         };
         Ok(ranked.into_iter().map(|(p, _)| p).collect())
+    }
+
+    fn header_cache(&self) -> Option<Arc<ScanCache>> {
+        Some(self.cache.clone())
     }
 }
 

@@ -8,7 +8,7 @@ use crate::hybrid::HybridSelector;
 use crate::selector::Selector;
 use crate::vectors::vector_cache_for;
 use memloop_core::embed::Embedder;
-use memloop_store::MemoryStore;
+use memloop_store::{MemoryStore, ScanCache};
 use std::sync::Arc;
 
 /// The selector a host starts from: [`Bm25Selector`], or [`HybridSelector`] when there is an
@@ -58,6 +58,13 @@ impl DefaultSelector {
             Self::Lexical(bm25) => bm25.clone(),
             Self::Hybrid(hybrid) => hybrid.bm25(),
         }
+    }
+
+    /// The header cache every index of this selector follows the store through: a host that
+    /// lists or searches the store each request refreshes this one, so the indexes do not ask
+    /// the store again.
+    pub fn header_cache(&self) -> Arc<ScanCache> {
+        self.bm25().cache().clone()
     }
 
     /// The hybrid selector, when there is an embedder.

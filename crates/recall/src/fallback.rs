@@ -3,6 +3,7 @@
 use super::selector::{SelectionContext, Selector, SelectorError};
 use async_trait::async_trait;
 use memloop_store::MemoryHeader;
+use memloop_store::ScanCache;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,5 +70,11 @@ impl Selector for FallbackSelector {
                 self.secondary.select_checked(query, headers, ctx).await
             }
         }
+    }
+
+    fn header_cache(&self) -> Option<Arc<ScanCache>> {
+        self.primary
+            .header_cache()
+            .or_else(|| self.secondary.header_cache())
     }
 }

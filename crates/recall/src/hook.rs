@@ -184,10 +184,16 @@ impl std::fmt::Debug for RecallHook {
 }
 
 impl RecallHook {
-    /// Recall over `store` with `selector` and the default config.
+    /// Recall over `store` with `selector` and the default config. When the selector follows
+    /// the same store through a header cache ([`Selector::header_cache`]: BM25, hybrid), the
+    /// hook refreshes that cache, so a turn asks the store once what changed.
     pub fn new(store: Arc<dyn MemoryStore>, selector: Arc<dyn Selector>) -> Self {
+        let headers = selector
+            .header_cache()
+            .filter(|c| std::ptr::addr_eq(Arc::as_ptr(c.store()), Arc::as_ptr(&store)))
+            .unwrap_or_else(|| Arc::new(ScanCache::new(store.clone())));
         Self {
-            headers: Arc::new(ScanCache::new(store.clone())),
+            headers,
             logs: Arc::default(),
             store,
             selector,

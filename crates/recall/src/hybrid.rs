@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use memloop_core::embed::{EmbedError, Embedder};
 use memloop_store::MemoryHeader;
 use memloop_store::MemoryStore;
+use memloop_store::ScanCache;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -149,7 +150,6 @@ impl Default for HybridConfig {
 /// # }
 /// ```
 pub struct HybridSelector {
-    store: Arc<dyn MemoryStore>,
     embedder: Arc<dyn Embedder>,
     bm25: Arc<Bm25Selector>,
     vectors: Mutex<VectorCache>,
@@ -196,8 +196,7 @@ impl HybridSelector {
             config.passages,
         );
         Self {
-            bm25: Arc::new(Bm25Selector::with_params(store.clone(), config.bm25)),
-            store,
+            bm25: Arc::new(Bm25Selector::with_params(store, config.bm25)),
             embedder,
             vectors: Mutex::new(vectors),
             config,
@@ -212,7 +211,7 @@ impl HybridSelector {
         let mut vectors = self.vectors.lock().await;
         vectors
             .follow(
-                self.store.as_ref(),
+                self.bm25.cache(),
                 self.embedder.as_ref(),
                 headers,
                 None,
@@ -245,7 +244,7 @@ impl HybridSelector {
         let mut vectors = self.vectors.lock().await;
         vectors
             .follow(
-                self.store.as_ref(),
+                self.bm25.cache(),
                 self.embedder.as_ref(),
                 headers,
                 None,
@@ -290,7 +289,7 @@ impl HybridSelector {
         // the rest follow on later selections.
         let sync = tokio::time::timeout_at(
             deadline,
-            vectors.follow(self.store.as_ref(), embedder, headers, Some(deadline), None),
+            vectors.follow(self.bm25.cache(), embedder, headers, Some(deadline), None),
         )
         .await;
         match sync {
@@ -348,6 +347,10 @@ impl Selector for HybridSelector {
             }
         };
         Ok(chosen.into_iter().map(|(p, _)| p).collect())
+    }
+
+    fn header_cache(&self) -> Option<Arc<ScanCache>> {
+        self.bm25.header_cache()
     }
 }
 

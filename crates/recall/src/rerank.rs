@@ -5,6 +5,7 @@ use super::selector::{SelectionContext, Selector, SelectorError};
 use crate::events::RecallEvent;
 use async_trait::async_trait;
 use memloop_store::MemoryHeader;
+use memloop_store::ScanCache;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -123,5 +124,9 @@ impl Selector for RerankSelector {
         }
         out.truncate(ctx.limit);
         Ok(out)
+    }
+
+    fn header_cache(&self) -> Option<Arc<ScanCache>> {
+        self.first.header_cache()
     }
 }

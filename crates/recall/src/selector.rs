@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use memloop_core::events::{EventSink, NullSink};
 use memloop_core::{CancellationToken, model::ModelError};
-use memloop_store::Headers;
+use memloop_store::{Headers, ScanCache};
 use memloop_store::{MemoryError, MemoryHeader};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -115,6 +115,14 @@ pub trait Selector: Send + Sync {
         headers: &[MemoryHeader],
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError>;
+
+    /// The header cache this selector follows its store through, if it keeps an index of the
+    /// store (BM25, hybrid). The recall hook refreshes this same cache each turn instead of a
+    /// cache of its own, so one turn asks the store once what changed. `None` (the default) for
+    /// a selector that reads only the headers it is given.
+    fn header_cache(&self) -> Option<Arc<ScanCache>> {
+        None
+    }
 }
 
 /// The memories a selection runs over, as [`select_checked`](trait.Selector.html#method.select_checked)

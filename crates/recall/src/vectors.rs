@@ -18,8 +18,8 @@ use memloop_core::embed::{EmbedError, Embedder, dot};
 use memloop_store::FileMemoryStore;
 use memloop_store::MemoryHeader;
 use memloop_store::atomic_write;
-use memloop_store::{ChangeCursor, Changes};
 use memloop_store::{LocalPurpose, MemoryStore};
+use memloop_store::{ScanCache, Since};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -108,7 +108,7 @@ pub(crate) struct VectorCache {
     /// Where the vectors stand in the store's change feed: set only after a sync that left
     /// nothing behind (no memory pending or unreadable), so the next one can apply just the
     /// changes since; `None` means the next sync compares every header.
-    cursor: Option<ChangeCursor>,
+    seen: Option<u64>,
 }
 
 /// The text of a memory that gets embedded (NFKC): its name, its description, and the start of its
@@ -205,7 +205,7 @@ impl VectorCache {
             entries: HashMap::new(),
             dirty: false,
             passages,
-            cursor: None,
+            seen: None,
         };
         match std::fs::read(&cache.path) {
             Ok(bytes) => match decode(&bytes) {
@@ -255,13 +255,13 @@ impl VectorCache {
     /// saved). An embedder error stops the sync and is returned, progress kept.
     async fn sync(
         &mut self,
-        store: &dyn MemoryStore,
+        cache: &ScanCache,
         embedder: &dyn Embedder,
         headers: &[MemoryHeader],
         deadline: Option<Instant>,
         progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
     ) -> Result<VectorSyncReport, EmbedError> {
-        self.cursor = None;
+        self.seen = None;
         let mut report = VectorSyncReport::default();
         let live: HashSet<&str> = headers.iter().map(|h| h.rel_path.as_str()).collect();
         let before = self.entries.len();
@@ -274,48 +274,41 @@ impl VectorCache {
             .filter(|h| self.entries.get(&h.rel_path).map(|e| e.mtime) != Some(h.mtime))
             .cloned()
             .collect();
-        self.embed_stale(store, embedder, stale, deadline, progress, report)
+        self.embed_stale(cache, embedder, stale, deadline, progress, report)
             .await
     }
 
-    /// Catch up with the store through its change feed ([`MemoryStore::changes`]): with no
-    /// change since the last complete sync this costs one feed call (no header is looked at);
-    /// with `k` changes, `k` removals or reads (and embeddings of the texts that changed).
-    /// When the store cannot say what changed (the first sync, a feed that lost track) the
-    /// vectors are synced against a fresh scan; a store without a feed is synced against
-    /// `headers` (every header's mtime compared), as [`sync`](Self::sync) does. `deadline` and
-    /// `progress` as for `sync`.
+    /// Catch up with the store through the header cache it shares with the BM25 index and the
+    /// recall hook ([`ScanCache::follow`]): with no change since the last complete sync this
+    /// costs no store call when the caller refreshed the cache this turn (no header is looked
+    /// at); with `k` changes, `k` removals or reads (read once for every index, and embeddings
+    /// of the texts that changed). When the cache cannot say what changed (its first scan, a
+    /// rescan) every header's mtime is compared; when the store fails, `offered` is. `deadline`
+    /// and `progress` as for `sync`.
     pub(crate) async fn follow(
         &mut self,
-        store: &dyn MemoryStore,
+        cache: &ScanCache,
         embedder: &dyn Embedder,
-        headers: &[MemoryHeader],
+        offered: &[MemoryHeader],
         deadline: Option<Instant>,
         progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
     ) -> Result<VectorSyncReport, EmbedError> {
         // Taken, not borrowed: a sync cut short (an error, a time budget, a dropped future)
-        // leaves no cursor, and the next call compares everything again.
-        let since = self.cursor.take();
-        let changes = match store.changes(since.as_ref()).await {
-            Ok(c) => c,
+        // leaves no version, and the next call compares every header again.
+        let seen = self.seen.take();
+        let followed = match cache.follow(seen, offered).await {
+            Ok(f) => f,
             Err(e) => {
                 tracing::warn!(error = %e, "memory change feed failed; comparing every memory");
-                Changes::Rescan { cursor: None }
+                return self
+                    .sync_if_stale(cache, embedder, offered, deadline, progress)
+                    .await;
             }
         };
-        let (result, cursor) = match (changes, since) {
-            (Changes::Unchanged, Some(since)) => {
-                self.cursor = Some(since);
-                return Ok(VectorSyncReport::default());
-            }
-            (
-                Changes::Changed {
-                    cursor,
-                    written,
-                    removed,
-                },
-                Some(_),
-            ) => {
+        let version = followed.headers.version();
+        let result = match followed.since {
+            Since::Current => Ok(VectorSyncReport::default()),
+            Since::Changed { written, removed } => {
                 let mut report = VectorSyncReport::default();
                 for p in &removed {
                     if self.entries.remove(p.as_str()).is_some() {
@@ -325,43 +318,19 @@ impl VectorCache {
                 self.dirty |= report.removed > 0;
                 // Every written memory is read again, even with an unchanged mtime (a second
                 // edit within one timestamp tick): its text hash decides whether to embed.
-                let result = self
-                    .embed_stale(store, embedder, written, deadline, progress, report)
-                    .await;
-                (result, Some(cursor))
+                self.embed_stale(cache, embedder, written, deadline, progress, report)
+                    .await
             }
-            // The cursor was taken before this scan, so nothing made during it is lost.
-            (
-                Changes::Rescan {
-                    cursor: Some(cursor),
-                },
-                _,
-            ) => match store.scan().await {
-                Ok(fresh) => (
-                    self.sync(store, embedder, &fresh, deadline, progress).await,
-                    Some(cursor),
-                ),
-                Err(e) => {
-                    tracing::warn!(error = %e, "memory scan failed; syncing the caller's headers");
-                    (
-                        self.sync_if_stale(store, embedder, headers, deadline, progress)
-                            .await,
-                        None,
-                    )
-                }
-            },
-            // No feed (or an answer that does not fit the question): compare every header.
-            _ => (
-                self.sync_if_stale(store, embedder, headers, deadline, progress)
-                    .await,
-                None,
-            ),
+            Since::Rescan => {
+                self.sync(cache, embedder, &followed.headers, deadline, progress)
+                    .await
+            }
         };
         if result
             .as_ref()
             .is_ok_and(|r| r.pending == 0 && r.failed == 0)
         {
-            self.cursor = cursor;
+            self.seen = Some(version);
         }
         result
     }
@@ -369,7 +338,7 @@ impl VectorCache {
     /// [`sync`](Self::sync) unless every memory in `headers` already has a current vector.
     async fn sync_if_stale(
         &mut self,
-        store: &dyn MemoryStore,
+        cache: &ScanCache,
         embedder: &dyn Embedder,
         headers: &[MemoryHeader],
         deadline: Option<Instant>,
@@ -378,14 +347,14 @@ impl VectorCache {
         if self.covers(headers) {
             return Ok(VectorSyncReport::default());
         }
-        self.sync(store, embedder, headers, deadline, progress)
+        self.sync(cache, embedder, headers, deadline, progress)
             .await
     }
 
     /// Read `stale`, embed those whose text changed (in batches, until `deadline`), save.
     async fn embed_stale(
         &mut self,
-        store: &dyn MemoryStore,
+        cache: &ScanCache,
         embedder: &dyn Embedder,
         stale: Vec<MemoryHeader>,
         deadline: Option<Instant>,
@@ -394,7 +363,7 @@ impl VectorCache {
     ) -> Result<VectorSyncReport, EmbedError> {
         let mut reads = futures::stream::iter(stale)
             .map(|h| async move {
-                let read = store.read(&h.rel_path).await;
+                let read = cache.read(&h).await;
                 (h, read)
             })
             .buffer_unordered(READ_CONCURRENCY);

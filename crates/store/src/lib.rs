@@ -58,7 +58,7 @@ pub use safety::{
     validate_topic, warn_refused,
 };
 pub use scan::ScanConfig;
-pub use scan_cache::{Headers, ScanCache, ScanChange, ScanUpdate};
+pub use scan_cache::{Followed, Headers, ScanCache, ScanChange, ScanUpdate, Since};
 pub use scopes::{
     AgentMemoryDir, AgentMemoryScope, AgentMemoryScopes, ScopeError, sanitize_agent_type,
 };

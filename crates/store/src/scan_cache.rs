@@ -1,10 +1,15 @@
 //! [`ScanCache`]: a store's headers kept current through its change feed
 //! ([`MemoryStore::changes`]), so whatever needs "every memory" each turn (the recall hook, the
 //! BM25 and vector indexes, MCP search) pays O(changes) instead of a rescan.
+//!
+//! One cache is the one follower of the feed for everything built on it: the recall hook, the
+//! BM25 index and the vector cache of one store share it, so a turn asks the store once what
+//! changed ([`ScanCache::follow`]), and a changed memory is read once ([`ScanCache::read`])
+//! however many indexes take it in.
 
 use crate::changes::{ChangeCursor, Changes};
 use crate::memory_store::MemoryStore;
-use crate::types::{MemoryError, MemoryHeader};
+use crate::types::{MemoryError, MemoryFile, MemoryHeader};
 use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +30,33 @@ pub enum ScanChange {
     },
     /// The store could not say: the headers were rescanned; diff against them.
     Rescanned,
+}
+
+/// What changed in a [`ScanCache`] since the version a consumer last caught up with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Since {
+    /// Nothing: the consumer is current.
+    Current,
+    /// These memories were written (current headers) or removed (paths) since; a path appears
+    /// at most once, in its last state.
+    Changed {
+        /// Created or rewritten memories.
+        written: Vec<MemoryHeader>,
+        /// Removed memories.
+        removed: Vec<String>,
+    },
+    /// The cache cannot say (its first scan, a rescan, or more changes than it remembers):
+    /// compare against every header.
+    Rescan,
+}
+
+/// One [`ScanCache::follow`]: every header, and what changed since the consumer's version.
+#[derive(Debug, Clone)]
+pub struct Followed {
+    /// All memories, newest first (ties by path).
+    pub headers: Arc<Headers>,
+    /// What changed since the version the consumer gave.
+    pub since: Since,
 }
 
 /// Every memory's header, newest first (ties by path) like [`MemoryStore::scan`], with an
@@ -103,6 +135,21 @@ pub struct ScanUpdate {
 pub struct ScanCache {
     store: Arc<dyn MemoryStore>,
     state: Mutex<State>,
+    /// The memories written by the newest change, read once for every consumer.
+    bodies: std::sync::Mutex<Bodies>,
+}
+
+/// Changes the cache remembers for consumers that catch up ([`ScanCache::follow`]): enough for
+/// a consumer one or a few turns behind; one further behind compares every header.
+const JOURNAL: usize = 256;
+/// Memories of the newest change kept read for the next consumer.
+const BODIES: usize = 64;
+
+/// The bodies of the newest change's memories, by path, for the version that wrote them.
+#[derive(Debug, Default)]
+struct Bodies {
+    version: u64,
+    files: HashMap<String, Arc<MemoryFile>>,
 }
 
 impl std::fmt::Debug for ScanCache {
@@ -119,6 +166,9 @@ struct State {
     cursor: Option<ChangeCursor>,
     loaded: bool,
     headers: Arc<Headers>,
+    /// The versions made by a delta, oldest first, with what each wrote and removed (at most
+    /// [`JOURNAL`]); a rescan clears it.
+    journal: std::collections::VecDeque<(u64, Vec<MemoryHeader>, Vec<String>)>,
 }
 
 /// The sort key of the scan order: newest first, then by path.
@@ -136,6 +186,45 @@ impl State {
             version,
         });
         self.loaded = true;
+        self.journal.clear();
+    }
+
+    /// What changed after version `seen` (`None`: the consumer has seen nothing).
+    fn since(&self, seen: Option<u64>) -> Since {
+        let current = self.headers.version;
+        let Some(seen) = seen else {
+            return Since::Rescan;
+        };
+        if seen == current {
+            return Since::Current;
+        }
+        // The journal must hold every version after `seen`, up to the current one.
+        let reaches = self
+            .journal
+            .front()
+            .is_some_and(|(first, ..)| *first <= seen + 1)
+            && seen < current;
+        if !reaches {
+            return Since::Rescan;
+        }
+        let mut written: HashMap<&str, &MemoryHeader> = HashMap::new();
+        let mut removed: Vec<&str> = Vec::new();
+        for (_, w, r) in self.journal.iter().filter(|(v, ..)| *v > seen) {
+            for p in r {
+                written.remove(p.as_str());
+                removed.push(p);
+            }
+            for h in w {
+                written.insert(&h.rel_path, h);
+            }
+        }
+        removed.retain(|p| !written.contains_key(p));
+        removed.sort_unstable();
+        removed.dedup();
+        Since::Changed {
+            written: written.into_values().cloned().collect(),
+            removed: removed.into_iter().map(str::to_owned).collect(),
+        }
     }
 
     /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each;
@@ -143,6 +232,11 @@ impl State {
     fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
         let h = Arc::make_mut(&mut self.headers);
         h.version += 1;
+        if self.journal.len() == JOURNAL {
+            self.journal.pop_front();
+        }
+        self.journal
+            .push_back((h.version, written.to_vec(), removed.to_vec()));
         let mut drop_path = |path: &str| {
             if let Some(mtime) = h.mtimes.remove(path) {
                 let probe = (Reverse(mtime), path);
@@ -171,6 +265,7 @@ impl ScanCache {
         Self {
             store,
             state: Mutex::new(State::default()),
+            bodies: std::sync::Mutex::new(Bodies::default()),
         }
     }
 
@@ -182,6 +277,64 @@ impl ScanCache {
     /// Every header, current (newest first).
     pub async fn headers(&self) -> Result<Arc<Headers>, MemoryError> {
         Ok(self.refresh().await?.headers)
+    }
+
+    /// Catch a consumer (an index built from every memory) up with the store: the headers, and
+    /// what changed since the version `seen` it last caught up with ([`Headers::version`] of
+    /// what this returned then; `None` the first time). When `offered` is this cache's current
+    /// list (the caller refreshed it this turn, as the recall hook does before it selects), the
+    /// store is not asked again; otherwise this is a [`refresh`](Self::refresh).
+    pub async fn follow(
+        &self,
+        seen: Option<u64>,
+        offered: &[MemoryHeader],
+    ) -> Result<Followed, MemoryError> {
+        {
+            let state = self.state.lock().await;
+            let current = state.headers.as_slice();
+            if state.loaded
+                && std::ptr::eq(current.as_ptr(), offered.as_ptr())
+                && current.len() == offered.len()
+            {
+                return Ok(Followed {
+                    headers: state.headers.clone(),
+                    since: state.since(seen),
+                });
+            }
+        }
+        let headers = self.refresh().await?.headers;
+        let since = self.state.lock().await.since(seen);
+        Ok(Followed { headers, since })
+    }
+
+    /// Read a memory the cache reported written: the newest change's memories are read once
+    /// and kept (at most a few dozen) for every consumer that takes them in; any other is read
+    /// from the store.
+    pub async fn read(&self, header: &MemoryHeader) -> Result<Arc<MemoryFile>, MemoryError> {
+        let version = self.state.lock().await.headers.version;
+        let kept = |b: &Bodies| {
+            (b.version == version)
+                .then(|| b.files.get(&header.rel_path))
+                .flatten()
+                .filter(|f| f.header.mtime == header.mtime)
+                .cloned()
+        };
+        if let Some(file) = self.bodies.lock().ok().as_deref().and_then(kept) {
+            return Ok(file);
+        }
+        let file = Arc::new(self.store.read(&header.rel_path).await?);
+        if let Ok(mut b) = self.bodies.lock() {
+            if b.version != version {
+                *b = Bodies {
+                    version,
+                    files: HashMap::new(),
+                };
+            }
+            if b.files.len() < BODIES {
+                b.files.insert(header.rel_path.clone(), file.clone());
+            }
+        }
+        Ok(file)
     }
 
     /// Forget the cursor: the next refresh rescans.
@@ -267,6 +420,37 @@ mod tests {
         s.apply(&[header("b.md", 40)], &["c.md".to_owned()]);
         let again: Vec<String> = s.headers.iter().map(|h| h.rel_path.clone()).collect();
         assert_eq!(again, order);
+    }
+
+    #[test]
+    fn a_consumer_gets_every_change_since_its_version_once() {
+        let mut s = State::default();
+        s.replace(vec![header("a.md", 10), header("b.md", 10)]);
+        let v0 = s.headers.version;
+        assert_eq!(s.since(Some(v0)), Since::Current);
+        assert_eq!(s.since(None), Since::Rescan);
+        s.apply(&[header("c.md", 20)], &["a.md".to_owned()]);
+        s.apply(&[header("a.md", 30)], &["c.md".to_owned()]);
+        s.apply(&[header("b.md", 40)], &[]);
+        // a came back, c came and went, b was rewritten: each path once, in its last state.
+        let Since::Changed {
+            mut written,
+            removed,
+        } = s.since(Some(v0))
+        else {
+            panic!("the journal reaches back")
+        };
+        written.sort_by(|x, y| x.rel_path.cmp(&y.rel_path));
+        assert_eq!(written, [header("a.md", 30), header("b.md", 40)]);
+        assert_eq!(removed, ["c.md"]);
+        // A consumer further back than the journal, or from before a rescan, compares all.
+        for _ in 0..JOURNAL {
+            s.apply(&[header("b.md", 50)], &[]);
+        }
+        assert_eq!(s.since(Some(v0)), Since::Rescan);
+        let v = s.headers.version;
+        s.replace(vec![header("a.md", 60)]);
+        assert_eq!(s.since(Some(v)), Since::Rescan);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use crate::message::Message;
 use crate::model::{ModelError, ModelResponse};
 use crate::text::truncate_utf8;
 use crate::tokens::{CharEstimator, estimate_messages};
-use crate::turn_loop::{LoopSpec, Prepared, Transcript, TurnStop, run_loop};
+use crate::turn_loop::{Conversation, LoopSpec, Prepared, TurnStop, run_loop};
 use crate::window::ContextWindow;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -113,7 +113,7 @@ impl ChildRun {
             max_iterations: self.max_iterations,
             main: false,
         };
-        let mut transcript = ChildTranscript {
+        let mut transcript = ChildConversation {
             system: self.system,
             messages: vec![Message::user(self.prompt)],
             last_text: String::new(),
@@ -160,14 +160,14 @@ impl ChildRun {
 
 /// A sub-agent's conversation: its task as the first user message, then its own exchange.
 /// Nothing of it enters the parent's conversation but the final answer (as the tool result).
-struct ChildTranscript {
+struct ChildConversation {
     system: Vec<String>,
     messages: Vec<Message>,
     /// The newest non-empty text the sub-agent wrote.
     last_text: String,
 }
 
-impl ChildTranscript {
+impl ChildConversation {
     /// Model calls answered so far (one assistant message each; an empty reply is not kept).
     fn turns(&self) -> u32 {
         self.messages
@@ -178,7 +178,7 @@ impl ChildTranscript {
 }
 
 #[async_trait]
-impl Transcript for ChildTranscript {
+impl Conversation for ChildConversation {
     async fn prepare(&mut self, step: &LoopStep) -> Result<Prepared, AgentError> {
         let context_tokens = estimate_messages(&CharEstimator, &self.messages);
         Ok(Prepared {

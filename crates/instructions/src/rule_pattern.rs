@@ -1,4 +1,4 @@
-//! [`Glob`]: a compiled `paths:` pattern for conditional rules, a thin wrapper over
+//! [`RulePattern`]: a compiled `paths:` pattern for conditional rules, a thin wrapper over
 //! [`memloop_core::builtin_tools::glob_to_regex`] (see there for the syntax). Matching is against
 //! `/`-separated relative paths, whole-string.
 
@@ -6,12 +6,12 @@ use regex::Regex;
 
 /// A compiled glob pattern.
 #[derive(Debug, Clone)]
-pub struct Glob {
+pub struct RulePattern {
     pattern: String,
     regex: Regex,
 }
 
-impl Glob {
+impl RulePattern {
     /// Compile `pattern` (surrounding whitespace and a leading `./` are ignored); `None` if it
     /// cannot be compiled (e.g. an unclosed `[`).
     pub fn new(pattern: &str) -> Option<Self> {
@@ -36,15 +36,15 @@ impl Glob {
 
 #[cfg(test)]
 mod tests {
-    use super::Glob;
+    use super::RulePattern;
 
     #[test]
     fn wrapper_trims_and_keeps_the_pattern_as_written() {
-        let g = Glob::new(" ./tests/*_test.py ").unwrap();
+        let g = RulePattern::new(" ./tests/*_test.py ").unwrap();
         assert!(g.is_match("tests/a_test.py"));
         assert!(!g.is_match("tests/x/a_test.py"));
         assert_eq!(g.pattern(), " ./tests/*_test.py ");
-        assert!(Glob::new("[abc").is_none());
-        assert!(Glob::new("{a,b").is_none());
+        assert!(RulePattern::new("[abc").is_none());
+        assert!(RulePattern::new("{a,b").is_none());
     }
 }
