@@ -1,17 +1,47 @@
 //! Every way into the file store obeys every write rule, with the same outcome: a write of fields
 //! (`write`: the agent's memory tools, the extractor, dream, MCP saves), a write of a file's text
 //! as is (`write_raw_if`: team pull, `memloop memory edit`, MCP updates that keep unknown
-//! frontmatter) and a rename (`FileMemoryStore::rename`: `memloop memory rename`). The rules are
+//! frontmatter), a rename (`FileMemoryStore::rename`: `memloop memory rename`), and the two tool
+//! sets a model writes with (memloop's `memory_write`, Anthropic's `memory` command `create`),
+//! which turn a model's input into one of those writes. The rules are
 //! decided once, by `CheckedWrite`; this table proves no writer skips one. Before, a raw write
 //! and a rename could put a `user` memory into `team/`, a rename skipped the rules entirely, and
 //! the size cap measured the body for one writer and the whole text for another.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use memloop_core::CancellationToken;
+use memloop_core::tool::{AgentKind, Tool, ToolContext, ToolOutput};
+use memloop_memory::tools::{AnthropicMemoryTool, MemoryWriteTool};
 use memloop_store::{
-    ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryType, StoreConfig, WriteLimits,
-    WriteMode,
+    ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, StoreConfig,
+    WriteLimits, WriteMode,
 };
+use serde_json::json;
+use std::sync::Arc;
 use tempfile::TempDir;
+
+/// What a tool's answer says of the write (the tools pass the store's error text on).
+fn tool_outcome(out: &ToolOutput) -> Outcome {
+    if !out.is_error {
+        return Outcome::Written;
+    }
+    if out.content.contains("secret") {
+        Outcome::Secret
+    } else if out.content.contains("-byte limit") {
+        Outcome::TooLarge
+    } else {
+        Outcome::BadName
+    }
+}
+
+fn tool_ctx() -> ToolContext {
+    ToolContext {
+        session_id: "s1".into(),
+        cwd: std::env::temp_dir(),
+        agent: AgentKind::Main,
+        cancel: CancellationToken::new(),
+    }
+}
 
 /// What a rule says of a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,10 +162,40 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
         let s = store(&dir);
         std::fs::write(dir.path().join("source.md"), &text).unwrap();
         let renamed = outcome(s.rename("source.md", case.to).await.map(drop));
+        // The agent's memory_write tool: the topic and the fields as a model gives them.
+        let tool_dir = TempDir::new().unwrap();
+        let tool_store: Arc<dyn MemoryStore> = Arc::new(store(&tool_dir));
+        let input = json!({
+            "topic": case.to.trim_end_matches(".md"),
+            "content": case.doc.body,
+            "name": case.doc.name,
+            "description": case.doc.description,
+            "type": case.doc.memory_type.map(|t| t.as_str()),
+        });
+        let agent_tool = tool_outcome(
+            &MemoryWriteTool::new(tool_store)
+                .call(input, &tool_ctx())
+                .await,
+        );
+        // Anthropic's memory tool: `create` with the whole file text.
+        let anthropic_dir = TempDir::new().unwrap();
+        let anthropic_store: Arc<dyn MemoryStore> = Arc::new(store(&anthropic_dir));
+        let input = json!({
+            "command": "create",
+            "path": format!("/memories/{}", case.to),
+            "file_text": text,
+        });
+        let anthropic = tool_outcome(
+            &AnthropicMemoryTool::new(anthropic_store)
+                .call(input, &tool_ctx())
+                .await,
+        );
         for (writer, got) in [
             ("write", fields),
             ("write_raw_if", raw),
             ("rename", renamed),
+            ("memory_write tool", agent_tool),
+            ("anthropic memory tool", anthropic),
         ] {
             assert_eq!(
                 got, case.expected,
@@ -153,7 +213,7 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
             assert!(dir.path().join("source.md").exists());
         }
     }
-    assert_eq!(rows, 15);
+    assert_eq!(rows, 25);
 }
 
 #[tokio::test]

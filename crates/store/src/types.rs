@@ -216,12 +216,12 @@ pub enum MemoryError {
     },
     /// A write carries more text than the store's limit (`WriteLimits::max_text_bytes`).
     #[error(
-        "refused to store memory `{path}`: its body is {bytes} bytes, over the {limit}-byte limit"
+        "refused to store memory `{path}`: its text is {bytes} bytes, over the {limit}-byte limit"
     )]
     TooLarge {
         /// Relative path.
         path: String,
-        /// Size of the body.
+        /// Size of the memory's whole text (frontmatter and body).
         bytes: usize,
         /// The limit.
         limit: usize,
