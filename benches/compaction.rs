@@ -14,7 +14,7 @@ use memloop::core::{
     message::{ContentBlock, Message, Role},
     tokens::{CharEstimator, ConversationTokens, count_conversation_uncached, estimate_message},
 };
-use memloop::memory::session_memory::{CompactionNotes, DEFAULT_TEMPLATE};
+use memloop::memory::session_notes::{CompactionNotes, DEFAULT_TEMPLATE};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

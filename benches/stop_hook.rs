@@ -10,7 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use memloop::core::Hook;
 use memloop::core::testing::{ScriptedModel, hook_context};
 use memloop::core::{BackgroundTasks, HookContext, message::Message};
-use memloop::memory::consolidate::{Consolidator, DreamConfig, DreamHook, SessionSource};
+use memloop::memory::dream::{Consolidator, DreamConfig, DreamHook, SessionSource};
 use memloop::memory::extract::{ExtractError, ExtractionContext, ExtractionScheduler, Extractor};
 use memloop::memory::store::{FileMemoryStore, MemoryError, MemoryStore};
 use std::path::PathBuf;

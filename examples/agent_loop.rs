@@ -27,7 +27,7 @@ use memloop::core::builtin_tools::ReadFile;
 use memloop::core::window::{ContextWindow, DEFAULT_CONTEXT_WINDOW};
 use memloop::core::{Agent, AgentConfig, model::Model, prompt::StaticSection};
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
-use memloop::memory::session_memory::UpdateThresholds;
+use memloop::memory::session_notes::UpdateThresholds;
 use memloop::memory::{env::EnvVars, paths::MemoryDirResolver, store::MemoryStore};
 use std::path::PathBuf;
 use std::sync::Arc;

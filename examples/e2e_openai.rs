@@ -28,7 +28,7 @@ use memloop::core::{Agent, AgentConfig, CancellationToken, prompt::StaticSection
 use memloop::memory::MemoryEvent;
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::recall::{parse_selection, selection_schema};
-use memloop::memory::session_memory::NotesEvent;
+use memloop::memory::session_notes::NotesEvent;
 use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -105,7 +105,7 @@
 //!   forked agents, token counting, the invariant checker;
 //! - [`memory`] (`memloop-memory`): the memory dir, selectors and recall, extraction,
 //!   consolidation, project instructions, and the session notes (`memloop-session-notes`,
-//!   re-exported as [`memory::session_memory`]);
+//!   re-exported as [`memory::session_notes`]);
 //! - [`compact`] (`memloop-compact`): compaction strategies and conversation repair;
 //! - `pg` (`memloop-pg`, feature `postgres`): team memory on PostgreSQL;
 //! - `candle` (`memloop-candle`, feature `candle`): text embeddings from a local BERT or MPNet
@@ -129,7 +129,7 @@
 //! | [`MemoryStore`](memory::store::MemoryStore) | [`FileMemoryStore`](memory::store::FileMemoryStore) |
 //! | [`Selector`](memory::recall::Selector) | above (`FeedbackOnly`), and the trait's docs |
 //! | [`Extractor`](memory::extract::Extractor) | the trait's docs; [`ForkedExtractor`](memory::extract::ForkedExtractor) |
-//! | [`SessionMemory`](memory::session_memory::SessionMemory) | [`FileSessionMemory`](memory::session_memory::FileSessionMemory) |
+//! | [`SessionNotes`](memory::session_notes::SessionNotes) | [`FileSessionNotes`](memory::session_notes::FileSessionNotes) |
 //!
 //! The README follows.
 #![warn(missing_docs)]

@@ -16,15 +16,13 @@ use memloop_instructions::{
     InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions,
 };
 use memloop_memory::agents::{AgentDirs, AgentMemory, LoadedAgents};
-use memloop_memory::consolidate::{
-    Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords,
-};
+use memloop_memory::dream::{Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{
     ExtractionScheduler, ExtractorConfig, ForkedExtractor, SchedulerConfig,
 };
-use memloop_memory::session_memory::{
-    FileSessionMemory, NotesEditTool, SessionMemory, SessionMemoryConfig, SessionMemoryError,
-    SessionMemoryHook,
+use memloop_memory::session_notes::{
+    FileSessionNotes, NotesEditTool, SessionMemoryError, SessionNotes, SessionNotesConfig,
+    SessionNotesHook,
 };
 use memloop_memory::{
     prompt::MemorySection,
@@ -52,7 +50,7 @@ pub enum SetupError {
     Memory(#[from] MemoryError),
     /// The session notes could not be created.
     #[error(transparent)]
-    SessionMemory(#[from] SessionMemoryError),
+    SessionNotes(#[from] SessionMemoryError),
 }
 
 /// Memory for one project, ready to attach to agents.
@@ -103,7 +101,7 @@ enum Compaction {
     /// Session notes with the default settings (when memory is on).
     Default,
     /// These settings.
-    Custom(Box<(CompactConfig, SessionMemoryConfig)>),
+    Custom(Box<(CompactConfig, SessionNotesConfig)>),
     /// None.
     Off,
 }
@@ -343,7 +341,7 @@ impl MemorySetup {
     /// compaction are applied on top). Without this call, memory on means session notes and
     /// compaction with the defaults ([`default_notes_config`](Self::default_notes_config)), as
     /// in Claude Code; [`without_compaction`](Self::without_compaction) opts out.
-    pub fn compaction(mut self, compact: CompactConfig, notes: SessionMemoryConfig) -> Self {
+    pub fn compaction(mut self, compact: CompactConfig, notes: SessionNotesConfig) -> Self {
         self.compaction = Compaction::Custom(Box::new((compact, notes)));
         self
     }
@@ -463,10 +461,10 @@ impl MemorySetup {
 
     /// Default session-notes settings for this project (`<project_dir>`, custom templates from
     /// `<base>/session-memory/config/`); `None` when memory is switched off.
-    pub fn default_notes_config(&self) -> Option<SessionMemoryConfig> {
+    pub fn default_notes_config(&self) -> Option<SessionNotesConfig> {
         self.on
             .as_ref()
-            .map(|o| SessionMemoryConfig::new(&o.project_dir).with_config_home(&o.base))
+            .map(|o| SessionNotesConfig::new(&o.project_dir).with_config_home(&o.base))
     }
 
     /// Wire memory into `builder`. With memory disabled by the environment, only compaction (if
@@ -582,12 +580,12 @@ impl MemorySetup {
         if let Some((compact, notes)) = &compaction {
             let session = builder.session_id().to_owned();
             let session_dir = notes.session_dir(&session);
-            let notes = Arc::new(FileSessionMemory::new(notes.clone(), &session)?);
+            let notes = Arc::new(FileSessionNotes::new(notes.clone(), &session)?);
             builder = builder.tool(Arc::new(NotesEditTool::new(notes.notes_path())));
-            let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
+            let hook = Arc::new(SessionNotesHook::new(notes.clone()));
             // The agent shares the compactor's context-window handle (see AgentBuilder::build).
             let compactor = Compactor::new((*compact).with_env(&self.env))
-                .with_session_memory(notes)
+                .with_session_notes(notes)
                 .with_spill_dir(session_dir.clone())
                 .with_token_counter(builder.counter());
             builder = builder

@@ -5,7 +5,7 @@
 use memloop::core::model::ModelRequest;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::memory::extract::EXTRACTOR_PURPOSE;
-use memloop::memory::session_memory::EDIT_TOOL_NAME;
+use memloop::memory::session_notes::EDIT_TOOL_NAME;
 use serde_json::json;
 use std::time::Duration;
 
@@ -18,9 +18,9 @@ pub const S3_FILES: [&str; 6] = [
     "crates/harness-core/src/agent.rs",
     "crates/harness-core/src/fork.rs",
     "crates/harness-core/src/tokens.rs",
-    "crates/memory/src/store.rs",
+    "crates/store/src/lib.rs",
     "crates/harness-core/src/invariants.rs",
-    "crates/memory/src/manifest.rs",
+    "crates/store/src/manifest.rs",
 ];
 
 /// The italic instruction line under the Worklog header of the notes template.

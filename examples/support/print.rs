@@ -6,7 +6,7 @@ use memloop::core::model::ModelError;
 use memloop::core::window::ContextWindow;
 use memloop::memory::MemoryEvent;
 use memloop::memory::recall::RecallEvent;
-use memloop::memory::session_memory::NotesEvent;
+use memloop::memory::session_notes::NotesEvent;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -235,7 +235,7 @@ fn print_extension(event: &AgentEvent) -> bool {
     }
     if let Some(e) = event.extension::<NotesEvent>() {
         match e {
-            NotesEvent::SessionMemoryUpdated { path } => {
+            NotesEvent::NotesUpdated { path } => {
                 println!("  notes    › session notes updated ({path})")
             }
             _ => return false,

@@ -14,7 +14,7 @@ use memloop_core::{
     tokens::{CharEstimator, TokenCounter, estimate_messages},
     window::ContextWindow,
 };
-use memloop_session_notes::SessionMemory;
+use memloop_session_notes::SessionNotes;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 /// ```
 pub struct Compactor {
     config: CompactConfig,
-    memory: Option<Arc<dyn SessionMemory>>,
+    memory: Option<Arc<dyn SessionNotes>>,
     counter: Arc<dyn TokenCounter>,
     breaker: Mutex<CircuitBreaker>,
     warned_turn: Mutex<Option<u64>>,
@@ -96,7 +96,7 @@ impl Compactor {
     }
 
     /// Use the session notes as the summary when possible (builder style).
-    pub fn with_session_memory(mut self, memory: Arc<dyn SessionMemory>) -> Self {
+    pub fn with_session_notes(mut self, memory: Arc<dyn SessionNotes>) -> Self {
         self.memory = Some(memory);
         self
     }
@@ -151,7 +151,7 @@ impl Compactor {
 
     /// The policy: the strategies set with [`with_strategies`](Self::with_strategies), else the
     /// default, session-memory compaction (over the notes of
-    /// [`with_session_memory`](Self::with_session_memory)) → the LLM summary → the cut.
+    /// [`with_session_notes`](Self::with_session_notes)) → the LLM summary → the cut.
     ///
     /// ```
     /// use memloop_compact::{CompactConfig, Compactor};

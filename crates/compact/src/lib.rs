@@ -17,18 +17,18 @@
 //! use memloop_core::env::EnvVars;
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, AgentConfig};
-//! use memloop_session_notes::{FileSessionMemory, SessionMemoryConfig, SessionMemoryHook};
+//! use memloop_session_notes::{FileSessionNotes, SessionNotesConfig, SessionNotesHook};
 //! use std::sync::Arc;
 //!
 //! // `<base>/projects/<slug>`, as resolved by the memory crate's path resolution.
 //! let project_dir = std::env::temp_dir().join("memloop-doc/projects/demo");
 //! let config = AgentConfig::default();
 //! let notes = Arc::new(
-//!     FileSessionMemory::new(SessionMemoryConfig::new(&project_dir), &config.session_id).unwrap(),
+//!     FileSessionNotes::new(SessionNotesConfig::new(&project_dir), &config.session_id).unwrap(),
 //! );
-//! let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
+//! let hook = Arc::new(SessionNotesHook::new(notes.clone()));
 //! let compactor = Compactor::new(CompactConfig::for_model(200_000, 8_192).with_env(&EnvVars::from_process()))
-//!     .with_session_memory(notes);
+//!     .with_session_notes(notes);
 //! let model = ScriptedModel::new().then(ScriptStep::text("Hello!"));
 //! let mut agent = Agent::builder(Arc::new(model))
 //!     .config(config)

@@ -15,7 +15,7 @@ use memloop_core::{
 };
 use memloop_session_notes::NotesEvent;
 use memloop_session_notes::{
-    EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig, SessionMemoryHook,
+    EDIT_TOOL_NAME, FileSessionNotes, SessionNotes, SessionNotesConfig, SessionNotesHook,
     UpdateThresholds,
 };
 use serde_json::json;
@@ -107,14 +107,14 @@ async fn the_agent_compacts_mid_session_with_its_notes_and_carries_on() {
         .unwrap();
     }
     let session_id = "e2e-session";
-    let mut sm_cfg = SessionMemoryConfig::new(dir.path().join("home/projects/p"));
+    let mut sm_cfg = SessionNotesConfig::new(dir.path().join("home/projects/p"));
     sm_cfg.thresholds = UpdateThresholds {
         init_tokens: 2_000,
         min_tokens_between_updates: 1_000,
         tool_calls_between_updates: 3,
     };
-    let notes = Arc::new(FileSessionMemory::new(sm_cfg, session_id).unwrap());
-    let hook = Arc::new(SessionMemoryHook::new(notes.clone()));
+    let notes = Arc::new(FileSessionNotes::new(sm_cfg, session_id).unwrap());
+    let hook = Arc::new(SessionNotesHook::new(notes.clone()));
     let mut cfg = CompactConfig::for_model(20_000, 2_000);
     cfg.autocompact_pct = Some(27.8); // auto-compact at 5,000 (27.8% of the 18,000 effective)
     cfg.session_memory = SessionMemoryCompactConfig {
@@ -123,7 +123,7 @@ async fn the_agent_compacts_mid_session_with_its_notes_and_carries_on() {
         max_tokens: 3_000,
         ..Default::default()
     };
-    let compactor = Arc::new(Compactor::new(cfg).with_session_memory(notes.clone()));
+    let compactor = Arc::new(Compactor::new(cfg).with_session_notes(notes.clone()));
     let model = model();
     let events = VecSink::default();
     let mut agent = Agent::builder(Arc::new(model.clone()))
@@ -182,7 +182,7 @@ async fn the_agent_compacts_mid_session_with_its_notes_and_carries_on() {
     assert!(
         all[first_compaction..]
             .iter()
-            .any(|e| matches!(e.extension(), Some(NotesEvent::SessionMemoryUpdated { .. })))
+            .any(|e| matches!(e.extension(), Some(NotesEvent::NotesUpdated { .. })))
     );
 
     // The conversation now opens with the boundary and the notes as the summary.

@@ -230,14 +230,14 @@ async fn warns_once_per_turn_between_warning_and_threshold() {
 
 #[tokio::test]
 async fn falls_back_to_the_llm_summary_when_the_notes_are_still_the_template() {
-    use memloop_session_notes::{FileSessionMemory, SessionMemoryConfig};
+    use memloop_session_notes::{FileSessionNotes, SessionNotesConfig};
     let dir = tempfile::TempDir::new().unwrap();
-    let notes = FileSessionMemory::new(SessionMemoryConfig::new(dir.path()), "s1").unwrap();
+    let notes = FileSessionNotes::new(SessionNotesConfig::new(dir.path()), "s1").unwrap();
     notes.ensure_notes_file().await.unwrap();
     let model = ScriptedModel::new();
     model.push_for("compact_summary", ScriptStep::text("the summary"));
-    let compactor = Compactor::new(CompactConfig::for_model(10_000, 1_000))
-        .with_session_memory(Arc::new(notes));
+    let compactor =
+        Compactor::new(CompactConfig::for_model(10_000, 1_000)).with_session_notes(Arc::new(notes));
     let (c, _) = ctx(Arc::new(model), conversation(3, 10), 5_000, 1);
     let out = compactor
         .maybe_compact(&c, CompactionTrigger::Auto)

@@ -6,7 +6,7 @@
 ///
 /// ```
 /// use memloop_core::compaction::CompactionStrategy;
-/// assert_eq!(CompactionStrategy::SessionMemory.as_str(), "session_memory");
+/// assert_eq!(CompactionStrategy::SessionNotes.as_str(), "session_memory");
 /// assert_eq!(serde_json::to_string(&CompactionStrategy::Cut).unwrap(), r#""cut""#);
 /// assert_eq!(CompactionStrategy::from_name("summary"), CompactionStrategy::Summary);
 /// assert_eq!(CompactionStrategy::custom("drop_all"), "drop_all");
@@ -15,7 +15,7 @@
 #[non_exhaustive]
 pub enum CompactionStrategy {
     /// The session notes became the summary; the recent messages are kept verbatim.
-    SessionMemory,
+    SessionNotes,
     /// A forked LLM call summarised the conversation.
     Summary,
     /// The last resort when not even the summary request fits: the newest messages that fit,
@@ -29,7 +29,7 @@ impl CompactionStrategy {
     /// The serialised name.
     pub fn as_str(&self) -> &str {
         match self {
-            Self::SessionMemory => "session_memory",
+            Self::SessionNotes => "session_memory",
             Self::Summary => "summary",
             Self::Cut => "cut",
             Self::Custom(name) => name,
@@ -39,7 +39,7 @@ impl CompactionStrategy {
     /// The strategy of a serialised name (an unknown name is [`Custom`](Self::Custom)).
     pub fn from_name(name: &str) -> Self {
         match name {
-            "session_memory" => Self::SessionMemory,
+            "session_memory" => Self::SessionNotes,
             "summary" => Self::Summary,
             "cut" => Self::Cut,
             other => Self::Custom(other.to_owned()),
@@ -91,7 +91,7 @@ mod tests {
     #[test]
     fn events_serialise_the_names_as_before() {
         for (strategy, name) in [
-            (CompactionStrategy::SessionMemory, "session_memory"),
+            (CompactionStrategy::SessionNotes, "session_memory"),
             (CompactionStrategy::Summary, "summary"),
             (CompactionStrategy::Cut, "cut"),
             (CompactionStrategy::custom("mine"), "mine"),

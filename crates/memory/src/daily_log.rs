@@ -20,7 +20,7 @@ pub const MEMORY_LOG_APPEND: &str = "memory_log_append";
 /// The log file of `date`, relative to the memory dir.
 ///
 /// ```
-/// use memloop_memory::consolidate::daily_log_path;
+/// use memloop_memory::dream::daily_log_path;
 /// let d = chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap();
 /// assert_eq!(daily_log_path(d), "logs/2026/04/2026-04-09.md");
 /// ```

@@ -11,15 +11,15 @@
 //! |---|---|
 //! | [`agents`] | sub-agent definitions on disk (Claude Code's `.claude/agents/*.md` format) and each sub-agent's own memory scope |
 //! | [`extract`] | the stop hook that writes new memories in the background with a forked agent |
-//! | [`consolidate`] | the "dream": periodic consolidation of the memory dir, and the daily log |
-//! | [`session_memory`] | per-session notes, used as the summary when compacting |
+//! | [`dream`] | the dream: periodic consolidation of the memory dir by a forked agent, and the daily log |
+//! | [`session_notes`] | per-session notes, used as the summary when compacting |
 //! | [`tools`] | the `memory_read` / `memory_write` tools the main agent gets, and Anthropic's `memory_20250818` command set |
 //! | [`prompt`] | the system-prompt section with the memory guidance and the index |
 //! | [`transcripts`] | session transcripts (JSONL, Claude Code's layout): the writer hook, reading, resuming, the bounded search and its tool |
 #![warn(missing_docs)]
 
 pub mod agents;
-pub mod consolidate;
+pub mod dream;
 pub mod extract;
 pub mod prompt;
 pub mod tools;
@@ -27,6 +27,14 @@ pub mod transcripts;
 
 /// Per-session notes, used as the summary when compacting: the `memloop-session-notes` crate,
 /// re-exported here so memory users find it beside the rest of memory.
+pub use memloop_session_notes as session_notes;
+
+/// The dream under its former module name.
+#[deprecated(since = "0.1.0", note = "the dream's module is `dream`")]
+pub use dream as consolidate;
+
+/// The session notes under their former name.
+#[deprecated(since = "0.1.0", note = "the session notes are `session_notes`")]
 pub use memloop_session_notes as session_memory;
 
 /// What the memory writers tell hosts (an [`AgentEvent::Extension`](memloop_core::events::AgentEvent::Extension)).

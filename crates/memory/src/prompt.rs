@@ -76,7 +76,7 @@ impl MemorySection {
 
     /// Daily-log mode: the guidance tells the agent to append one line per fact to today's log
     /// with `memory_log_append` instead of writing topic files (the extractor's rule too); the
-    /// agent needs the [`DailyLogTool`](crate::consolidate::DailyLogTool).
+    /// agent needs the [`DailyLogTool`](crate::dream::DailyLogTool).
     pub fn daily_log(mut self, on: bool) -> Self {
         self.daily_log = on;
         self

@@ -13,7 +13,7 @@ use memloop_core::{
     BackgroundTasks,
     events::{AgentEvent, VecSink},
 };
-use memloop_memory::consolidate::{
+use memloop_memory::dream::{
     CONSOLIDATE_LOCK, Consolidator, DREAM_PURPOSE, DailyLogTool, DreamConfig, DreamGate, DreamHook,
     ProjectDirSessions, SessionSource, daily_log_path,
 };
@@ -181,11 +181,10 @@ async fn seeded_project() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
         store.write(file, &doc, WriteMode::Overwrite).await.unwrap();
     }
     // Five earlier sessions recorded (as the hook records every session), plus this one.
-    let records = memloop_memory::consolidate::SessionRecords::for_memory_dir(
-        store.describe().dir().unwrap(),
-    );
+    let records =
+        memloop_memory::dream::SessionRecords::for_memory_dir(store.describe().dir().unwrap());
     for s in ["a", "b", "c", "d", "e", "current"] {
-        memloop_memory::consolidate::SessionSource::record(&records, s).unwrap();
+        memloop_memory::dream::SessionSource::record(&records, s).unwrap();
     }
     (tmp, store)
 }

@@ -4,7 +4,7 @@
 //! holding (alive) until the parent has both answers. No sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use memloop_memory::consolidate::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt};
+use memloop_memory::dream::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_core::testing::{ScriptStep, ScriptedModel};
-use memloop_memory::consolidate::{
+use memloop_memory::dream::{
     ConsolidationLock, DREAM_PURPOSE, DreamGate, DreamHook, LockAttempt, ManualDream,
 };
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};

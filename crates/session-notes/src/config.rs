@@ -107,9 +107,9 @@ impl Default for NotesCaps {
     }
 }
 
-/// Settings of [`FileSessionMemory`](super::file::FileSessionMemory).
+/// Settings of [`FileSessionNotes`](super::file::FileSessionNotes).
 #[derive(Clone)]
-pub struct SessionMemoryConfig {
+pub struct SessionNotesConfig {
     /// `<base>/projects/<slug>`: the notes live in `<project_dir>/<session-id>/session-memory/`.
     /// Resolve it with the memory crate's path resolution; this module derives nothing itself.
     pub project_dir: PathBuf,
@@ -128,9 +128,9 @@ pub struct SessionMemoryConfig {
     pub counter: Arc<dyn TokenCounter>,
 }
 
-impl std::fmt::Debug for SessionMemoryConfig {
+impl std::fmt::Debug for SessionNotesConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionMemoryConfig")
+        f.debug_struct("SessionNotesConfig")
             .field("project_dir", &self.project_dir)
             .field("custom_dir", &self.custom_dir)
             .field("enabled", &self.enabled)
@@ -141,7 +141,7 @@ impl std::fmt::Debug for SessionMemoryConfig {
     }
 }
 
-impl SessionMemoryConfig {
+impl SessionNotesConfig {
     /// Defaults for a project dir.
     pub fn new(project_dir: impl Into<PathBuf>) -> Self {
         Self {

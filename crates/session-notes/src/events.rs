@@ -13,7 +13,7 @@ use serde::Serialize;
 #[non_exhaustive]
 pub enum NotesEvent {
     /// Session notes were updated.
-    SessionMemoryUpdated {
+    NotesUpdated {
         /// Notes file.
         path: String,
     },

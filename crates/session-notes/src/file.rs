@@ -1,10 +1,10 @@
-//! [`FileSessionMemory`]: the notes as a Markdown file per session.
+//! [`FileSessionNotes`]: the notes as a Markdown file per session.
 
-use super::config::{Baselines, SessionMemoryConfig, UpdateSignal};
+use super::config::{Baselines, SessionNotesConfig, UpdateSignal};
 use super::edit_tool::{NOTES_UPDATER_PURPOSE, NotesEditTool, NotesUpdaterGate};
 use super::fs::{create_if_absent, create_private_dir};
 use super::notes::{
-    CompactionNotes, SessionMemory, SessionMemoryError, UpdateFuture, UpdateReport, UpdateTrigger,
+    CompactionNotes, SessionMemoryError, SessionNotes, UpdateFuture, UpdateReport, UpdateTrigger,
 };
 use super::queue::FifoQueue;
 use super::template::{
@@ -24,27 +24,27 @@ use std::sync::{Arc, Mutex};
 /// file 0600), created from the template on first use and never overwritten.
 ///
 /// ```
-/// use memloop_session_notes::{FileSessionMemory, SessionMemory, SessionMemoryConfig};
+/// use memloop_session_notes::{FileSessionNotes, SessionNotes, SessionNotesConfig};
 /// let dir = std::env::temp_dir().join("memloop-doc-projects-slug");
-/// let sm = FileSessionMemory::new(SessionMemoryConfig::new(&dir), "session-1").unwrap();
+/// let sm = FileSessionNotes::new(SessionNotesConfig::new(&dir), "session-1").unwrap();
 /// assert!(sm.notes_path().ends_with("session-1/session-memory/summary.md"));
-/// assert!(FileSessionMemory::new(SessionMemoryConfig::new(&dir), "../x").is_err());
+/// assert!(FileSessionNotes::new(SessionNotesConfig::new(&dir), "../x").is_err());
 /// ```
 #[derive(Clone)]
-pub struct FileSessionMemory {
+pub struct FileSessionNotes {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    config: SessionMemoryConfig,
+    config: SessionNotesConfig,
     path: PathBuf,
     baselines: Mutex<Baselines>,
     queue: FifoQueue,
 }
 
-impl std::fmt::Debug for FileSessionMemory {
+impl std::fmt::Debug for FileSessionNotes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileSessionMemory")
+        f.debug_struct("FileSessionNotes")
             .field("path", &self.inner.path)
             .finish_non_exhaustive()
     }
@@ -66,10 +66,10 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionMemoryError + '_
     }
 }
 
-impl FileSessionMemory {
+impl FileSessionNotes {
     /// Notes for one session. The session id becomes a directory name, so it must be a plain
     /// name (letters, digits, `-`, `_`, `.`).
-    pub fn new(config: SessionMemoryConfig, session_id: &str) -> Result<Self, SessionMemoryError> {
+    pub fn new(config: SessionNotesConfig, session_id: &str) -> Result<Self, SessionMemoryError> {
         if !valid_session_id(session_id) {
             return Err(SessionMemoryError::InvalidSessionId(session_id.to_owned()));
         }
@@ -85,7 +85,7 @@ impl FileSessionMemory {
     }
 
     /// The settings.
-    pub fn config(&self) -> &SessionMemoryConfig {
+    pub fn config(&self) -> &SessionNotesConfig {
         &self.inner.config
     }
 
@@ -218,7 +218,7 @@ impl Inner {
         }
         let edits = outcome.tool_calls.saturating_sub(outcome.denied_calls);
         tracing::info!(path = %self.path.display(), tool_calls = outcome.tool_calls, "session notes updated");
-        ctx.emit(NotesEvent::SessionMemoryUpdated {
+        ctx.emit(NotesEvent::NotesUpdated {
             path: self.path.display().to_string(),
         });
         Ok(UpdateReport {
@@ -231,7 +231,7 @@ impl Inner {
 }
 
 #[async_trait]
-impl SessionMemory for FileSessionMemory {
+impl SessionNotes for FileSessionNotes {
     fn is_enabled(&self) -> bool {
         self.inner.config.enabled
     }

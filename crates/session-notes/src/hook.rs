@@ -1,6 +1,6 @@
 //! The hook that drives session memory from the agent loop.
 
-use super::notes::SessionMemory;
+use super::notes::SessionNotes;
 use memloop_core::Hook;
 use memloop_core::{HookContext, events::AgentEvent, message::MessageKind, model::ModelResponse};
 use std::sync::Arc;
@@ -12,32 +12,32 @@ use std::sync::Arc;
 ///
 /// Register the same value as both (see the crate README for the wiring).
 #[derive(Clone)]
-pub struct SessionMemoryHook {
-    memory: Arc<dyn SessionMemory>,
+pub struct SessionNotesHook {
+    memory: Arc<dyn SessionNotes>,
 }
 
-impl std::fmt::Debug for SessionMemoryHook {
+impl std::fmt::Debug for SessionNotesHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionMemoryHook")
+        f.debug_struct("SessionNotesHook")
             .field("notes", &self.memory.notes_path())
             .finish()
     }
 }
 
-impl SessionMemoryHook {
+impl SessionNotesHook {
     /// A hook driving `memory`.
-    pub fn new(memory: Arc<dyn SessionMemory>) -> Self {
+    pub fn new(memory: Arc<dyn SessionNotes>) -> Self {
         Self { memory }
     }
 
     /// The session memory it drives.
-    pub fn memory(&self) -> &Arc<dyn SessionMemory> {
+    pub fn memory(&self) -> &Arc<dyn SessionNotes> {
         &self.memory
     }
 }
 
 #[async_trait::async_trait]
-impl Hook for SessionMemoryHook {
+impl Hook for SessionNotesHook {
     async fn after_sampling(&self, ctx: &HookContext, _response: &ModelResponse) {
         if !self.memory.should_update(ctx) {
             return;

@@ -3,9 +3,9 @@
 //! Session memory: a per-session notes file with fixed sections, kept up to date
 //! in the background by a forked agent and used as the summary when the conversation is compacted.
 //!
-//! - [`SessionMemory`]: the trait compaction uses (`Arc<dyn SessionMemory>`).
-//! - [`FileSessionMemory`]: the default, a Markdown file per session.
-//! - [`SessionMemoryHook`]: the post-sampling hook that schedules updates and the compaction
+//! - [`SessionNotes`]: the trait compaction uses (`Arc<dyn SessionNotes>`).
+//! - [`FileSessionNotes`]: the default, a Markdown file per session.
+//! - [`SessionNotesHook`]: the post-sampling hook that schedules updates and the compaction
 //!   listener that resets the baselines.
 
 mod config;
@@ -18,15 +18,15 @@ mod notes;
 mod queue;
 mod template;
 
-pub use config::{Baselines, NotesCaps, SessionMemoryConfig, UpdateSignal, UpdateThresholds};
+pub use config::{Baselines, NotesCaps, SessionNotesConfig, UpdateSignal, UpdateThresholds};
 pub use edit_tool::{
     EDIT_TOOL_NAME, NOTES_UPDATER_PURPOSE, NotesEditTool, apply_notes_edit, only_this_file,
 };
 pub use events::NotesEvent;
-pub use file::FileSessionMemory;
-pub use hook::SessionMemoryHook;
+pub use file::FileSessionNotes;
+pub use hook::SessionNotesHook;
 pub use notes::{
-    CompactionNotes, SessionMemory, SessionMemoryError, UpdateFuture, UpdateReport, UpdateTrigger,
+    CompactionNotes, SessionMemoryError, SessionNotes, UpdateFuture, UpdateReport, UpdateTrigger,
 };
 pub use template::{
     CONDENSE_REMINDER, DEFAULT_TEMPLATE, DEFAULT_UPDATE_PROMPT, OversizedSection, Section, frame,

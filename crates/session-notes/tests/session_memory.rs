@@ -13,8 +13,8 @@ use memloop_core::{
 };
 use memloop_session_notes::NotesEvent;
 use memloop_session_notes::{
-    DEFAULT_TEMPLATE, EDIT_TOOL_NAME, FileSessionMemory, SessionMemory, SessionMemoryConfig,
-    SessionMemoryHook, UpdateTrigger, frame,
+    DEFAULT_TEMPLATE, EDIT_TOOL_NAME, FileSessionNotes, SessionNotes, SessionNotesConfig,
+    SessionNotesHook, UpdateTrigger, frame,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -66,7 +66,7 @@ async fn invalid_session_ids_are_rejected() {
     let dir = TempDir::new().unwrap();
     for bad in ["", ".", "..", "../x", "a/b", "a\0b", "/abs"] {
         assert!(
-            FileSessionMemory::new(SessionMemoryConfig::new(dir.path()), bad).is_err(),
+            FileSessionNotes::new(SessionNotesConfig::new(dir.path()), bad).is_err(),
             "{bad:?}"
         );
     }
@@ -129,7 +129,7 @@ async fn thresholds_decide_updates_and_reset_after_compaction() {
         Message::user("next"),
         Message::assistant("ok"),
     ];
-    let hook = SessionMemoryHook::new(Arc::new(sm.clone()));
+    let hook = SessionNotesHook::new(Arc::new(sm.clone()));
     let (ctx, _) = ctx_with(model.clone(), compacted.clone(), 3_000);
     hook.on_compacted(&ctx).await;
     let b = sm.baselines();
@@ -197,7 +197,7 @@ async fn the_updater_edits_only_below_fixed_lines_and_only_that_file() {
     assert!(
         sink.events()
             .iter()
-            .any(|e| matches!(e.extension(), Some(NotesEvent::SessionMemoryUpdated { .. })))
+            .any(|e| matches!(e.extension(), Some(NotesEvent::NotesUpdated { .. })))
     );
     let b = sm.baselines();
     assert_eq!(b.last_summarized, Some(ctx.messages[0].id.clone()));
@@ -214,9 +214,9 @@ async fn custom_template_and_prompt_replace_the_defaults_with_single_pass_substi
         "Notes at {{notesPath}}:\n{{currentNotes}}\nkeep {{unknown}}",
     )
     .unwrap();
-    let cfg = SessionMemoryConfig::new(dir.path().join("home/projects/p"))
+    let cfg = SessionNotesConfig::new(dir.path().join("home/projects/p"))
         .with_config_home(dir.path().join("home"));
-    let sm = FileSessionMemory::new(cfg, "s2").unwrap();
+    let sm = FileSessionNotes::new(cfg, "s2").unwrap();
     sm.ensure_notes_file().await.unwrap();
     assert_eq!(
         sm.current_notes().await.unwrap().unwrap(),

@@ -11,7 +11,7 @@ use memloop_core::{
     model::{Model, ModelResponse},
 };
 use memloop_session_notes::NotesEvent;
-use memloop_session_notes::{SessionMemory, SessionMemoryHook, UpdateTrigger};
+use memloop_session_notes::{SessionNotes, SessionNotesHook, UpdateTrigger};
 use std::sync::Arc;
 use std::time::Duration;
 use tempfile::TempDir;
@@ -85,7 +85,7 @@ async fn the_hook_returns_at_once_and_the_update_lands_in_the_background() {
         g.notify_one();
         Some(append_worklog("hooked"))
     });
-    let hook = SessionMemoryHook::new(sm.clone());
+    let hook = SessionNotesHook::new(sm.clone());
     let (ctx, sink) = ctx_with(
         Arc::new(model),
         vec![Message::user("x"), Message::assistant("y")],
@@ -106,7 +106,7 @@ async fn the_hook_returns_at_once_and_the_update_lands_in_the_background() {
     assert!(
         sink.events()
             .iter()
-            .any(|e| matches!(e.extension(), Some(NotesEvent::SessionMemoryUpdated { .. })))
+            .any(|e| matches!(e.extension(), Some(NotesEvent::NotesUpdated { .. })))
     );
     // Not due again right away.
     assert!(!sm.should_update(&ctx));

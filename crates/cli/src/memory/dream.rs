@@ -5,7 +5,7 @@ use crate::args::ModelArgs;
 use crate::context::{Context, Io, write_json};
 use anyhow::{Context as _, bail};
 use memloop_core::model::Model;
-use memloop_memory::consolidate::{DreamConfig, DreamHook, ManualDream};
+use memloop_memory::dream::{DreamConfig, DreamHook, ManualDream};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -35,10 +35,10 @@ pub async fn dream(
     let hook = DreamHook::with_parts(
         store.clone(),
         DreamConfig::from_env(&ctx.env),
-        Arc::new(memloop_memory::consolidate::SessionRecords::for_memory_dir(
+        Arc::new(memloop_memory::dream::SessionRecords::for_memory_dir(
             &store.local_dir_or_temp(memloop_store::LocalPurpose::SessionRecords),
         )),
-        memloop_memory::consolidate::Consolidator::new(store.clone()),
+        memloop_memory::dream::Consolidator::new(store.clone()),
     );
     let outcome = hook.run_now(model, force).await?;
     if ctx.json {
@@ -64,7 +64,7 @@ pub async fn dream(
             io.out,
             "not consolidated: the `{}` gate stopped it{}",
             gate.as_str(),
-            if gate == memloop_memory::consolidate::DreamGate::Lock {
+            if gate == memloop_memory::dream::DreamGate::Lock {
                 " (another consolidation holds the lock)"
             } else {
                 " (--force skips it)"

@@ -17,7 +17,7 @@
 //! use memloop_core::testing::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, events::{AgentEvent, VecSink}};
 //! use memloop_memory::MemoryEvent;
-//! use memloop_memory::consolidate::DreamHook;
+//! use memloop_memory::dream::DreamHook;
 //! use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
 //! use memloop_store::{FileMemoryStore, MemoryStore};
 //! use std::sync::Arc;

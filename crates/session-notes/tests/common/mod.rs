@@ -8,7 +8,7 @@ use memloop_core::{
     message::Message,
     model::{Model, ModelRequest},
 };
-use memloop_session_notes::{EDIT_TOOL_NAME, FileSessionMemory, SessionMemoryConfig};
+use memloop_session_notes::{EDIT_TOOL_NAME, FileSessionNotes, SessionNotesConfig};
 use serde_json::json;
 use std::sync::Arc;
 use tempfile::TempDir;
@@ -30,9 +30,9 @@ pub fn ctx_with(
     (ctx, sink)
 }
 
-pub fn memory(dir: &TempDir) -> FileSessionMemory {
-    FileSessionMemory::new(
-        SessionMemoryConfig::new(dir.path().join("projects/slug")),
+pub fn memory(dir: &TempDir) -> FileSessionNotes {
+    FileSessionNotes::new(
+        SessionNotesConfig::new(dir.path().join("projects/slug")),
         "s1",
     )
     .unwrap()

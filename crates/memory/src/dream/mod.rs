@@ -10,13 +10,13 @@
 //! - [`DailyLogTool`]: daily-log mode (`logs/YYYY/MM/YYYY-MM-DD.md`).
 
 mod consolidator;
-mod dream;
+mod hook;
 mod lock;
 mod sessions;
 
 pub use crate::daily_log::{DailyLogTool, MEMORY_LOG_APPEND, daily_log_path};
 pub use crate::writer_tools::WriterError;
 pub use consolidator::{Consolidator, DREAM_PURPOSE};
-pub use dream::{DreamConfig, DreamGate, DreamHook, ManualDream};
+pub use hook::{DreamConfig, DreamGate, DreamHook, ManualDream};
 pub use lock::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt, LockGuard};
 pub use sessions::{ProjectDirSessions, SessionRecords, SessionSource};
