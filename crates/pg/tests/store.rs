@@ -310,7 +310,14 @@ async fn migrations_are_versioned_and_run_once() {
     let gin: i64 = admin()
         .await
         .query_one(
-            "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexdef ILIKE '%USING gin (search_text)%'",
+            // This schema's indexes first (OFFSET 0 keeps the planner from evaluating
+            // pg_get_indexdef on other schemas' indexes, which tests running beside this one
+            // may be dropping: "could not open relation with OID").
+            "SELECT count(*) FROM (SELECT i.indexrelid FROM pg_index i \
+             JOIN pg_class c ON c.oid = i.indexrelid \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 OFFSET 0) s \
+             WHERE pg_get_indexdef(s.indexrelid) ILIKE '%USING gin (search_text)%'",
             &[&schema.name],
         )
         .await
