@@ -142,18 +142,28 @@ async fn rmcp_client_round_trip() {
         ]
     );
     let p = project_str(&fx.project);
+    let entries = json!([
+        {"type": "decision", "title": "Queue", "content": "Use NATS for the job queue."},
+        {"type": "todo", "content": "Write the NATS runbook"},
+        {"type": "change", "content": "password = hunter2hunter2"},
+    ]);
+    // A batch is saved whole or not at all: the credential refuses all three.
+    let refused = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": entries}),
+    )
+    .await;
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert_eq!(refused["written"], 0, "{refused}");
+    assert_eq!(refused["results"][2]["status"], "refused");
     let saved = call(
         &client,
         "context_save",
-        json!({"project_path": p, "entries": [
-            {"type": "decision", "title": "Queue", "content": "Use NATS for the job queue."},
-            {"type": "todo", "content": "Write the NATS runbook"},
-            {"type": "change", "content": "password = hunter2hunter2"},
-        ]}),
+        json!({"project_path": p, "entries": [entries[0], entries[1]]}),
     )
     .await;
     assert_eq!(saved["written"], 2, "{saved}");
-    assert_eq!(saved["results"][2]["status"], "refused");
     let found = call(
         &client,
         "context_search",
