@@ -13,6 +13,7 @@ mod access;
 mod answer;
 mod batch;
 mod http;
+mod logs;
 mod mapping;
 mod onboarding;
 mod ops;
@@ -34,6 +35,7 @@ pub use http::{
     HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, TokenFileError, Tokens, check_bind,
     serve_http,
 };
+pub use logs::{PAYLOAD_TARGETS, loggable, loggable_target};
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
 pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
