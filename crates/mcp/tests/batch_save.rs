@@ -6,74 +6,17 @@
 
 mod support;
 
-use memloop_mcp::{
-    McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, Tokens,
-};
-use memloop_memory::store::{MemoryError, MemoryStore};
-use memloop_pg::{PgConfig, PgMemoryStore};
+use memloop_mcp::{McpConfig, ProjectStores, Tokens};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
+use support::team::TestTeam;
 use support::{Fixture, HttpSession, s};
 
-const URL: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
 const WRITER: &str = "writer-token-0123456789";
 const OTHER: &str = "other-writer-token-0123456789";
 /// An AWS access key id (the documentation's example): the secret filter refuses it.
 const AWS_KEY: &str = "AKIAIOSFODNN7EXAMPLE";
-
-/// The team store in a schema of its own (dropped when the test ends), with its transactions.
-struct TestTeam {
-    schema: String,
-}
-
-impl TestTeam {
-    fn config(&self, project: &Project) -> PgConfig {
-        PgConfig::for_project_dir(URL, &project.path).schema(&self.schema)
-    }
-}
-
-impl ProjectStores for TestTeam {
-    fn describe(&self) -> String {
-        format!("postgres:test?schema={}", self.schema)
-    }
-
-    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
-        Box::pin(async move {
-            let store = PgMemoryStore::open(self.config(project))
-                .await
-                .map_err(MemoryError::from)?;
-            Ok(Arc::new(store) as Arc<dyn MemoryStore>)
-        })
-    }
-
-    fn open_store<'a>(&'a self, project: &'a Project) -> OpenStoreFuture<'a> {
-        Box::pin(async move {
-            let store = PgMemoryStore::open(self.config(project))
-                .await
-                .map_err(MemoryError::from)?;
-            Ok(OpenedStore::atomic(Arc::new(store)))
-        })
-    }
-}
-
-impl Drop for TestTeam {
-    fn drop(&mut self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(async {
-                    let (c, conn) = tokio_postgres::connect(URL, tokio_postgres::NoTls).await?;
-                    tokio::spawn(conn);
-                    c.batch_execute(&sql).await
-                })
-        })
-        .join();
-    }
-}
 
 /// Which store the server keeps memories in.
 #[derive(Debug, Clone, Copy)]
@@ -87,9 +30,7 @@ enum Backend {
 async fn serve(fx: &Fixture, backend: Backend) -> (support::HttpServer, Option<Arc<TestTeam>>) {
     let team = match backend {
         Backend::Files => None,
-        Backend::Postgres => Some(Arc::new(TestTeam {
-            schema: format!("memloop_batch_{}", uuid::Uuid::new_v4().simple()),
-        })),
+        Backend::Postgres => Some(TestTeam::new()),
     };
     let mut config: McpConfig = fx.config();
     config.stores = team.clone().map(|t| t as Arc<dyn ProjectStores>);

@@ -2,6 +2,8 @@
 //! client), and a fixture with a root of projects and a `MEMLOOP_HOME`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod team;
+
 use memloop_mcp::{HttpOptions, McpConfig, McpLimits, MemoryServer, TlsIdentity, Tokens};
 use memloop_memory::env::EnvVars;
 use rmcp::{
