@@ -629,6 +629,13 @@ async fn ranked(
 pub(crate) fn refusal_reason(e: &MemoryError) -> (&'static str, String) {
     let code = match e {
         MemoryError::SensitiveData { .. } => "secret_refused",
+        // The text rule every store applies (`CheckedWrite`): a control character in a title
+        // or description, a NUL in a body.
+        MemoryError::InvalidName { reason, .. }
+            if reason.contains("control character") || reason.contains("NUL character") =>
+        {
+            "invalid_text"
+        }
         MemoryError::InvalidName { .. } | MemoryError::OutsideMemoryDir { .. } => "invalid_path",
         MemoryError::TooLarge { .. } => "too_large",
         MemoryError::VersionConflict { .. } => "version_conflict",

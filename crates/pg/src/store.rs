@@ -185,6 +185,9 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
         .await
         .map_err(db)?;
     if claimed.is_none() {
+        // Ended here, not left to the drop: a dropped transaction's ROLLBACK waits for the
+        // connection's next use, and the connection stays idle in the transaction until then.
+        tx.rollback().await.map_err(db)?;
         return Ok(());
     }
     let moved = tx

@@ -52,7 +52,12 @@ impl ProjectStores for TestTeam {
 
 impl Drop for TestTeam {
     fn drop(&mut self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
+        // Bounded: a test that panicked while a connection of its own still holds a lock in the
+        // schema must fail, not hang on its cleanup.
+        let sql = format!(
+            "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {} CASCADE",
+            self.schema
+        );
         let _ = std::thread::spawn(move || {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
