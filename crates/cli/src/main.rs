@@ -11,11 +11,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("MEMLOOP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .without_time()
+    // Whatever the level, no event that carries a request's payload (memory text) is logged.
+    use tracing_subscriber::{Layer, layer::SubscriberExt, util::SubscriberInitExt};
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal())
+                .without_time()
+                .with_filter(filter)
+                .with_filter(tracing_subscriber::filter::filter_fn(memloop_mcp::loggable)),
+        )
         .init();
     if let memloop_cli::args::Command::Mcp(args) = &cli.command {
         return serve_mcp(&cli, args);

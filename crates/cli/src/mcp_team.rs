@@ -5,7 +5,7 @@
 
 use crate::context::Context;
 use anyhow::bail;
-use memloop_mcp::{OpenFuture, Project, ProjectStores};
+use memloop_mcp::{OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores};
 use memloop_pg::{PgConfig, PgMemoryStore};
 use memloop_store::env::EnvVars;
 use memloop_store::{MemoryError, MemoryStore};
@@ -51,6 +51,19 @@ impl ProjectStores for TeamStores {
                 .await
                 .map_err(MemoryError::from)?;
             Ok(Arc::new(store) as Arc<dyn MemoryStore>)
+        })
+    }
+
+    /// The team store with its transactions: a `context_save` batch is one transaction, and
+    /// its idempotency key is recorded in it.
+    fn open_store<'a>(&'a self, project: &'a Project) -> OpenStoreFuture<'a> {
+        Box::pin(async move {
+            let config = self.config(&project.path);
+            tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
+            let store = PgMemoryStore::open(config)
+                .await
+                .map_err(MemoryError::from)?;
+            Ok(OpenedStore::atomic(Arc::new(store)))
         })
     }
 }

@@ -142,18 +142,28 @@ async fn rmcp_client_round_trip() {
         ]
     );
     let p = project_str(&fx.project);
+    let entries = json!([
+        {"type": "decision", "title": "Queue", "content": "Use NATS for the job queue."},
+        {"type": "todo", "content": "Write the NATS runbook"},
+        {"type": "change", "content": "password = hunter2hunter2"},
+    ]);
+    // A batch is saved whole or not at all: the credential refuses all three.
+    let refused = call(
+        &client,
+        "context_save",
+        json!({"project_path": p, "entries": entries}),
+    )
+    .await;
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert_eq!(refused["written"], 0, "{refused}");
+    assert_eq!(refused["results"][2]["status"], "refused");
     let saved = call(
         &client,
         "context_save",
-        json!({"project_path": p, "entries": [
-            {"type": "decision", "title": "Queue", "content": "Use NATS for the job queue."},
-            {"type": "todo", "content": "Write the NATS runbook"},
-            {"type": "change", "content": "password = hunter2hunter2"},
-        ]}),
+        json!({"project_path": p, "entries": [entries[0], entries[1]]}),
     )
     .await;
     assert_eq!(saved["written"], 2, "{saved}");
-    assert_eq!(saved["results"][2]["status"], "refused");
     let found = call(
         &client,
         "context_search",
@@ -555,17 +565,24 @@ fn mcp_inspector_cli_session_with_the_hostile_cases() {
         .collect();
     assert_eq!(names.len(), 4, "{names:?}");
 
-    // A batch with one oversized entry: refused alone, the rest written.
+    // A batch with one oversized entry: saved whole or not at all, so nothing is written and
+    // the answer says which entry to fix.
     let big = "x".repeat(70_000);
-    let entries = json!([
-        { "type": "decision", "title": "Database", "content": "Use Postgres 16." },
-        { "type": "knowledge", "title": "big", "content": big },
-    ]);
+    let good = json!({ "type": "decision", "title": "Database", "content": "Use Postgres 16." });
+    let entries = json!([good, { "type": "knowledge", "title": "big", "content": big }]);
     let args = [p.clone(), format!("entries={entries}")];
     let r = inspector(&fx, &tool_call("context_save", &args)).unwrap();
     let results = &r["structuredContent"]["results"];
-    assert_eq!(results[0]["status"], "written", "{r}");
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(results[0]["status"], "not_written", "{r}");
     assert_eq!(results[1]["code"], "too_large", "{r}");
+    // The good entry alone is written.
+    let args = [p.clone(), format!("entries={}", json!([good]))];
+    let r = inspector(&fx, &tool_call("context_save", &args)).unwrap();
+    assert_eq!(
+        r["structuredContent"]["results"][0]["status"], "written",
+        "{r}"
+    );
 
     // A symlink out of the memory dir: a tool error, for update as for delete.
     let mem = PathBuf::from(

@@ -423,6 +423,11 @@ pub async fn serve_http(
                     }
                 }
                 parts.extensions.insert(access);
+                if tokens.is_some() {
+                    parts
+                        .extensions
+                        .insert(crate::batch::Caller(crate::batch::caller_of_digest(&owner)));
+                }
                 let response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
                 if opens_session
                     && let Ok(r) = &response

@@ -11,11 +11,14 @@
 
 mod access;
 mod answer;
+mod batch;
 mod http;
+mod logs;
 mod mapping;
 mod onboarding;
 mod ops;
 mod projects;
+mod save;
 mod server;
 mod stdio;
 mod summaries;
@@ -24,14 +27,22 @@ mod tls;
 
 pub use access::{Access, Denied, Effect, ProjectGlob, TokenScope};
 pub use answer::{MAX_BATCH, McpLimits};
+pub use batch::{
+    AnswerOf, AtomicBatches, BatchFuture, Batched, IDEMPOTENCY_TTL, MAX_IDEMPOTENCY_KEY_CHARS,
+    SaveKey, check_key,
+};
 pub use http::{
     HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, TokenFileError, Tokens, check_bind,
     serve_http,
 };
+pub use logs::{PAYLOAD_TARGETS, loggable, loggable_target};
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
 pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
-pub use projects::{McpConfig, OpenFuture, Project, ProjectRefused, ProjectStores, project_id};
+pub use projects::{
+    McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectRefused, ProjectStores,
+    project_id,
+};
 pub use server::{
     INDEX_MIME, LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,
     SearchParams, serve_stdio,

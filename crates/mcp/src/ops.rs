@@ -4,16 +4,16 @@
 
 use crate::access::{Denied, Effect};
 use crate::answer::McpLimits;
-use crate::mapping::{EntryType, Scope, entry_to_memory, first_line, legacy_path};
+use crate::mapping::{EntryType, Scope, first_line};
 use crate::projects::{NotServed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_recall::{Selector, format_manifest};
 use memloop_store::{
-    ExpectedVersion, MemoryDoc, MemoryError, MemoryHeader, MemoryStore, WriteMode, content_version,
-    title_key, validate_rel_path,
+    ExpectedVersion, MemoryDoc, MemoryError, MemoryHeader, MemoryStore, append_to_existing,
+    content_version, validate_rel_path,
 };
 use rmcp::schemars;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -70,7 +70,7 @@ impl From<NotServed> for Refusal {
 }
 
 /// One entry of a `context_save` batch.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct SaveEntry {
     /// What kind of entry this is; decides the folder and the memory type.
     #[serde(rename = "type")]
@@ -123,7 +123,7 @@ impl ManageAction {
     }
 }
 
-fn project_json(p: &Project) -> Value {
+pub(crate) fn project_json(p: &Project) -> Value {
     json!({
         "id": p.id,
         "path": p.path,
@@ -134,7 +134,7 @@ fn project_json(p: &Project) -> Value {
     })
 }
 
-fn unavailable(p: &Project, reason: impl std::fmt::Display) -> Value {
+pub(crate) fn unavailable(p: &Project, reason: impl std::fmt::Display) -> Value {
     tracing::warn!(project = %p.path.display(), %reason, "memory backend unavailable");
     json!({ "project": project_json(p), "available": false, "reason": reason.to_string() })
 }
@@ -171,7 +171,7 @@ async fn with_body(store: &dyn MemoryStore, h: &MemoryHeader, detail: Detail) ->
 }
 
 /// The version a client sent, checked: 64 hex digits ([`content_version`]).
-fn expected_of(raw: Option<&str>) -> Result<ExpectedVersion, Refusal> {
+pub(crate) fn expected_of(raw: Option<&str>) -> Result<ExpectedVersion, Refusal> {
     match raw.map(str::trim) {
         None => Ok(ExpectedVersion::Any),
         Some(v) if v.len() == 64 && v.chars().all(|c| c.is_ascii_hexdigit()) => {
@@ -634,9 +634,16 @@ async fn ranked(
     })
 }
 
-fn refusal_reason(e: &MemoryError) -> (&'static str, String) {
+pub(crate) fn refusal_reason(e: &MemoryError) -> (&'static str, String) {
     let code = match e {
         MemoryError::SensitiveData { .. } => "secret_refused",
+        // The text rule every store applies (`CheckedWrite`): a control character in a title
+        // or description, a NUL in a body.
+        MemoryError::InvalidName { reason, .. }
+            if reason.contains("control character") || reason.contains("NUL character") =>
+        {
+            "invalid_text"
+        }
         MemoryError::InvalidName { .. } | MemoryError::OutsideMemoryDir { .. } => "invalid_path",
         MemoryError::TooLarge { .. } => "too_large",
         MemoryError::VersionConflict { .. } => "version_conflict",
@@ -647,7 +654,7 @@ fn refusal_reason(e: &MemoryError) -> (&'static str, String) {
 
 /// Whether `e` refuses the request itself (a bad or escaping target, a credential, a size, a
 /// missing memory) rather than reporting a failing backend.
-fn is_refusal(e: &MemoryError) -> bool {
+pub(crate) fn is_refusal(e: &MemoryError) -> bool {
     matches!(
         e,
         MemoryError::InvalidName { .. }
@@ -670,153 +677,6 @@ fn store_failure(project: &Project, what: &str, e: MemoryError) -> Result<Value,
         e if is_refusal(&e) => Err(Refusal::new(format!("{what} refused: {e}"))),
         e => Ok(unavailable(project, e)),
     }
-}
-
-/// `context_save`: each entry written through the store; per entry what was written or why not.
-pub async fn save(
-    projects: &Projects,
-    project: Project,
-    entries: &[SaveEntry],
-    limits: McpLimits,
-) -> Result<Value, Refusal> {
-    if entries.is_empty() {
-        return Err(Refusal::new("entries is empty: nothing to save"));
-    }
-    if entries.len() > limits.max_batch_entries {
-        return Err(Refusal::new(format!(
-            "{} entries in one batch; at most {}",
-            entries.len(),
-            limits.max_batch_entries
-        )));
-    }
-    let total: usize = entries.iter().map(|e| e.content.len()).sum();
-    if total > limits.max_batch_bytes {
-        return Err(Refusal::new(format!(
-            "the batch's contents are {total} bytes; at most {} in one call (split it)",
-            limits.max_batch_bytes
-        )));
-    }
-    let open = if entries.iter().any(|e| !e.global) {
-        match projects.open(&project, true).await {
-            Ok(Some(open)) => Some(open),
-            Ok(None) => return Ok(unavailable(&project, "memory dir could not be created")),
-            Err(e) => return Ok(unavailable(&project, e)),
-        }
-    } else {
-        None
-    };
-    let global = if entries.iter().any(|e| e.global) {
-        projects.open_global(true).await.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "global memory unavailable");
-            None
-        })
-    } else {
-        None
-    };
-    let now = chrono::Utc::now();
-    let summariser = projects.summariser();
-    let mut results = Vec::new();
-    let (mut written, mut refused) = (0usize, 0usize);
-    for (i, entry) in entries.iter().enumerate() {
-        let (mut rel, mut doc) = entry_to_memory(
-            entry.kind,
-            entry.title.as_deref(),
-            &entry.content,
-            &entry.tags,
-            now,
-        );
-        if summariser.is_some() {
-            doc.body = tiers::with_pending(&doc.body);
-        }
-        let target = if entry.global { &global } else { &open };
-        let mut taken = false;
-        if let Some(o) = target {
-            if let Some(old) = legacy_path(entry.kind, entry.title.as_deref(), &entry.content)
-                && o.store.read(&rel).await.is_err()
-                && o.store.read(&old).await.is_ok_and(|f| {
-                    f.header.name.as_deref().map(title_key) == Some(title_key(&doc.name))
-                })
-            {
-                rel = old; // saved under the old naming rule: update it in place
-            }
-            taken = !entry.kind.append_only()
-                && o.store.read(&rel).await.is_ok_and(|f| {
-                    f.header.name.as_deref().map(title_key) != Some(title_key(&doc.name))
-                });
-        }
-        let expected = expected_of(entry.expected_version.as_deref());
-        let r = if entry.content.trim().is_empty() {
-            Err(("empty_content", "content is empty".to_owned()))
-        } else if let Err(Refusal { reason, .. }) = &expected {
-            Err(("invalid_version", reason.clone()))
-        } else if entry.content.len() > limits.max_entry_bytes {
-            Err((
-                "too_large",
-                format!(
-                    "content is {} bytes; at most {} per entry (split it or summarise)",
-                    entry.content.len(),
-                    limits.max_entry_bytes
-                ),
-            ))
-        } else if taken {
-            // Only a hash collision of two titles (or a hand-edited name) gets here: refuse
-            // rather than replace another entry.
-            Err((
-                "name_taken",
-                format!("{rel} holds an entry with another title; retitle this one"),
-            ))
-        } else {
-            let expected = expected.unwrap_or(ExpectedVersion::Any);
-            match target {
-                Some(o) => o
-                    .store
-                    .write_if(&rel, &doc, WriteMode::Overwrite, &expected)
-                    .await
-                    .map_err(|e| refusal_reason(&e)),
-                None => Err((
-                    "unavailable",
-                    "the global memory dir cannot be opened (no home directory?)".to_owned(),
-                )),
-            }
-        };
-        match r {
-            Ok(w) => {
-                let (report, version) = (w.report, w.version);
-                written += 1;
-                if let (Some(s), Some(o)) = (summariser, target) {
-                    s.enqueue(&o.store, &report.rel_path);
-                }
-                let path = if entry.global {
-                    format!("{GLOBAL_PREFIX}{}", report.rel_path)
-                } else {
-                    report.rel_path
-                };
-                results.push(json!({
-                    "index": i, "type": entry.kind.as_str(), "status": "written",
-                    "path": path, "created": report.created, "global": entry.global,
-                    "replaced": !report.created && !entry.kind.append_only(),
-                    "version": version,
-                    "memory_type": doc.memory_type.map(|t| t.as_str()),
-                    "summary_state": if summariser.is_some() { "pending" } else { "none" },
-                }));
-            }
-            Err((code, reason)) => {
-                refused += 1;
-                tracing::info!(entry = i, code, "context_save entry refused");
-                results.push(json!({
-                    "index": i, "type": entry.kind.as_str(), "status": "refused",
-                    "code": code, "reason": reason,
-                }));
-            }
-        }
-    }
-    Ok(json!({
-        "project": project_json(&project),
-        "available": true,
-        "written": written,
-        "refused": refused,
-        "results": results,
-    }))
 }
 
 /// What `context_manage` was asked (the tool's arguments, borrowed).
@@ -951,10 +811,11 @@ pub async fn manage(
                 None => content.to_owned(),
             };
             let doc = MemoryDoc::new(title, description, h.memory_type, body);
-            match store
-                .write_if(&rel, &doc, WriteMode::Overwrite, &expected)
-                .await
-            {
+            // The file as it is, with its body replaced and its description following it:
+            // frontmatter keys memloop does not know (`tags:`, a `metadata:` block), and its
+            // comments where the store keeps them, stay as they were.
+            let text = with_new_body(&old.raw, &old.body, &doc);
+            match store.write_raw_if(&rel, &text, &expected).await {
                 Ok(w) => {
                     if let Some(s) = summariser {
                         s.enqueue(&open.store, &w.report.rel_path);
@@ -989,6 +850,24 @@ pub async fn manage(
                          saved entry",
             })))
         }
+    }
+}
+
+/// `raw` (a memory file whose body is `body`) with `doc.body` as its body and `doc`'s
+/// description (and name and type, when they differ) set in its frontmatter in place; every
+/// other frontmatter line is kept. A file whose body cannot be found in it is rendered from
+/// `doc` alone.
+pub(crate) fn with_new_body(raw: &str, body: &str, doc: &MemoryDoc) -> String {
+    let head = if body.is_empty() {
+        Some(raw)
+    } else {
+        raw.strip_suffix(body)
+    };
+    match head {
+        Some(head) if head.trim_start_matches('\u{feff}').starts_with("---") => {
+            append_to_existing(head, doc)
+        }
+        _ => doc.render(),
     }
 }
 

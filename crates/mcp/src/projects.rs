@@ -8,6 +8,7 @@
 //! CLI's `--database-url`), in the store those open for it.
 
 use crate::access::{Access, Denied, Effect};
+use crate::batch::AtomicBatches;
 use memloop_core::embed::Embedder;
 use memloop_recall::DefaultSelector;
 use memloop_store::{
@@ -26,6 +27,39 @@ use tokio::sync::Mutex;
 pub type OpenFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Arc<dyn MemoryStore>, MemoryError>> + Send + 'a>>;
 
+/// The future [`ProjectStores::open_store`] returns.
+pub type OpenStoreFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<OpenedStore, MemoryError>> + Send + 'a>>;
+
+/// A store [`ProjectStores::open_store`] opened, and its batch writer when it has one.
+#[derive(Clone)]
+pub struct OpenedStore {
+    /// The store the tools use.
+    pub store: Arc<dyn MemoryStore>,
+    /// The same store's transactions: with them a `context_save` batch is one transaction and
+    /// its idempotency key is recorded in it; without, the batch is checked whole, then written
+    /// entry by entry (see [`AtomicBatches`]).
+    pub batches: Option<Arc<dyn AtomicBatches>>,
+}
+
+impl OpenedStore {
+    /// A store without transactions.
+    pub fn plain(store: Arc<dyn MemoryStore>) -> Self {
+        Self {
+            store,
+            batches: None,
+        }
+    }
+
+    /// A store that is also its own batch writer.
+    pub fn atomic<S: MemoryStore + AtomicBatches + 'static>(store: Arc<S>) -> Self {
+        Self {
+            store: store.clone(),
+            batches: Some(store),
+        }
+    }
+}
+
 /// Where the projects' memories live when not in their memory dirs: the CLI's
 /// `memloop mcp --database-url URL` passes one that opens a PostgreSQL team store per project.
 /// The tools only see the `dyn MemoryStore` it returns, whichever backend it is.
@@ -37,6 +71,13 @@ pub trait ProjectStores: Send + Sync {
     /// the store open); an error is reported as `available: false` and retried on the next
     /// call.
     fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a>;
+
+    /// [`open`](Self::open), with the store's batch writer when it has one (the default has
+    /// none). The server calls this one: a backend with transactions overrides it
+    /// ([`OpenedStore::atomic`]), e.g. the PostgreSQL team store with the `postgres` feature.
+    fn open_store<'a>(&'a self, project: &'a Project) -> OpenStoreFuture<'a> {
+        Box::pin(async move { Ok(OpenedStore::plain(self.open(project).await?)) })
+    }
 }
 
 /// How the server was started: the roots it serves and how it resolves memory dirs.
@@ -165,6 +206,8 @@ pub(crate) struct OpenProject {
     pub(crate) headers: Arc<ScanCache>,
     /// BM25, fused with embeddings when the server has an embedder (one BM25 index either way).
     pub(crate) recall: DefaultSelector,
+    /// The store's transactions, when it has them.
+    pub(crate) batches: Option<Arc<dyn AtomicBatches>>,
 }
 
 /// The server's projects: validation, resolution and the open stores (one per memory dir, so
@@ -360,14 +403,14 @@ impl Projects {
         if let Some(p) = open.get(&project.path) {
             return Ok(p.clone());
         }
-        let store = stores.open(project).await?;
-        let opened = self.wrap(store);
+        let opened = self.wrap(stores.open_store(project).await?);
         open.insert(project.path.clone(), opened.clone());
         Ok(opened)
     }
 
     /// A freshly opened store with its header cache and selectors.
-    fn wrap(&self, store: Arc<dyn MemoryStore>) -> Arc<OpenProject> {
+    fn wrap(&self, opened: OpenedStore) -> Arc<OpenProject> {
+        let OpenedStore { store, batches } = opened;
         let recall = DefaultSelector::new(store.clone(), self.config.embedder.clone());
         if let Some(s) = &self.summariser {
             s.resume(&store);
@@ -376,6 +419,7 @@ impl Projects {
             headers: recall.header_cache(),
             store,
             recall,
+            batches,
         })
     }
 
@@ -423,7 +467,7 @@ impl Projects {
         if !create && !exists {
             return Ok(None);
         }
-        let opened = self.wrap(Arc::new(FileMemoryStore::open(dir)?));
+        let opened = self.wrap(OpenedStore::plain(Arc::new(FileMemoryStore::open(dir)?)));
         open.insert(dir.to_path_buf(), opened.clone());
         Ok(Some(opened))
     }

@@ -1,6 +1,7 @@
 //! [`MemoryServer`]: the MCP handler (tools + the index resource) and [`serve_stdio`].
 
 use crate::access::{Access, Denied, Effect};
+use crate::batch::{Caller, SaveKey, check_key};
 use crate::mapping::Scope;
 use crate::ops::{self, ManageAction, Refusal, SaveEntry};
 use crate::projects::{McpConfig, NotServed, Project, Projects};
@@ -61,8 +62,15 @@ pub struct SearchParams {
 pub struct SaveParams {
     /// Absolute path of the project directory.
     pub project_path: String,
-    /// The entries to save (1 to 100); each is written or refused on its own.
+    /// The entries to save (1 to 100), all or none: when one is refused, nothing is written
+    /// and the answer says why for each.
     pub entries: Vec<SaveEntry>,
+    /// Optional key naming this batch (1 to 128 visible ASCII characters, e.g. a UUID): a
+    /// retry with the same key (after a lost answer) writes nothing again and gets the first
+    /// answer back (`replayed: true`); the same key with other entries is refused
+    /// (`code: idempotency_key_reused`). Keys are kept 24 hours, per token and project.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
 
 /// `context_manage` arguments.
@@ -175,6 +183,15 @@ fn access_of(ctx: &RequestContext<RoleServer>) -> Access {
         .and_then(|parts| parts.extensions.get::<Access>())
         .cloned()
         .unwrap_or_else(Access::full)
+}
+
+/// Who a request is, for idempotency keys: the [`Caller`] its transport put into the HTTP
+/// request's extensions (a digest of its bearer token), else `local` (stdio, no tokens).
+fn caller_of(ctx: &RequestContext<RoleServer>) -> String {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .map_or_else(|| "local".to_owned(), |c| c.0.clone())
 }
 
 /// The MCP server over memloop memory dirs. Clone it freely: clones share the open stores.
@@ -342,10 +359,12 @@ impl MemoryServer {
         description = "Save entries to a project's memory in one batch. Types: session_summary \
         (what happened this session), decision (what was decided and why), change (what \
         changed), knowledge (durable facts, pointers), todo (open work). Decisions, knowledge \
-        and todos with an existing title are updated (give expected_version, the `version` \
-        you read, to refuse the update if someone changed it since). Each entry is reported as written (with \
-        its path) or refused (with the reason, e.g. it looked like a credential: never save \
-        secrets)."
+        and todos with an existing title are updated (give expected_version, the `version` you \
+        read, to refuse the update if someone changed it since). The batch is saved whole or \
+        not at all: if any entry is refused (e.g. it looked like a credential: never save \
+        secrets), nothing is written and each entry's reason is given. Pass an \
+        idempotency_key (e.g. a UUID) to retry safely: a retry with the same key returns the \
+        first answer instead of saving twice."
     )]
     async fn context_save(
         &self,
@@ -356,8 +375,20 @@ impl MemoryServer {
             Ok(project) => project,
             Err(e) => return self.answer(Err(e.into())),
         };
+        let key = match p.idempotency_key.as_deref().map(check_key).transpose() {
+            Ok(key) => key.map(|key| SaveKey {
+                caller: caller_of(&ctx),
+                key: key.to_owned(),
+                request_sha256: crate::batch::sha256_hex(
+                    serde_json::to_string(&p.entries)
+                        .unwrap_or_default()
+                        .as_bytes(),
+                ),
+            }),
+            Err(why) => return self.answer(Err(Refusal::new(why))),
+        };
         let limits = self.projects.limits();
-        self.answer(ops::save(&self.projects, project, &p.entries, limits).await)
+        self.answer(crate::save::save(&self.projects, project, &p.entries, key, limits).await)
     }
 
     #[tool(

@@ -113,7 +113,7 @@ async fn entries_batches_and_answers_are_capped_with_a_note() {
     let client = connect(config).await;
     let project = fx.project("app");
 
-    // One oversized entry is refused; the rest of the batch is saved.
+    // One oversized entry refuses the batch: nothing of it is saved.
     let big = "x".repeat(10_001);
     let r = save(
         &client,
@@ -124,12 +124,14 @@ async fn entries_batches_and_answers_are_capped_with_a_note() {
         ]),
     )
     .await;
-    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(r["is_error"], true, "{r}");
+    assert_eq!(r["code"], "batch_refused", "{r}");
     assert_eq!(r["results"][0]["status"], "refused");
     assert_eq!(r["results"][0]["code"], "too_large");
-    assert_eq!(r["results"][1]["status"], "written");
+    assert_eq!(r["results"][1]["status"], "not_written");
     let mem = memory_dir(&fx, &project);
     assert!(!mem.join("knowledge/big.md").exists());
+    assert!(!mem.join("knowledge/small.md").exists());
 
     // Too many bytes or entries in one batch: the call is refused whole.
     let many: Vec<Value> = (0..4)

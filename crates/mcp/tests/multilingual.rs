@@ -120,8 +120,9 @@ async fn credentials_in_other_languages_are_refused_and_nothing_is_stored() {
         .map(|(i, c)| json!({ "type": "knowledge", "title": format!("note {i}"), "content": c }))
         .collect();
     let r = save(&client, &project, json!(entries)).await;
+    assert_eq!(r["is_error"], true, "{r}");
     assert_eq!(r["written"], 0, "{r}");
-    assert_eq!(r["refused"], secrets.len(), "{r}");
+    assert_eq!(r["refused_entries"], secrets.len(), "{r}");
     let list = call(
         &client,
         "context_manage",

@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 mod changes;
 mod config;
 mod content;
@@ -38,6 +39,7 @@ mod store;
 mod sync;
 mod tls;
 
+pub use batch::{BatchOutcome, BatchWrite, IDEMPOTENCY_TTL, IdempotencyKey};
 pub use config::{
     DATABASE_URL_ENV, MAX_PROJECT_ID_CHARS, PgConfig, legacy_project_id_for, project_id_for,
     validate_project_id,

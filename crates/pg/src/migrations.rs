@@ -177,6 +177,27 @@ INSERT INTO memloop_project_aliases (legacy_id)
     SELECT DISTINCT project_id FROM memloop_memories WHERE project_id !~ '[/:@\\]';
 "#,
     ),
+    (
+        7,
+        "idempotency keys: a retried batch save replays its first outcome",
+        r#"
+-- One row per (project, caller, key) a client gave a batch save: the hash of what it asked
+-- and the outcome it got, written in the batch's own transaction (so a batch and its key land
+-- together or not at all). A row past `expires_at` no longer counts and is deleted by later
+-- keyed saves of the project. `caller` is a digest naming who asked (never a credential).
+CREATE TABLE memloop_idempotency (
+    project_id     text        NOT NULL,
+    caller         text        NOT NULL,
+    key            text        NOT NULL,
+    request_sha256 text        NOT NULL,
+    outcome        text        NOT NULL,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    expires_at     timestamptz NOT NULL,
+    PRIMARY KEY (project_id, caller, key)
+);
+CREATE INDEX memloop_idempotency_expiry ON memloop_idempotency (project_id, expires_at);
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
-use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Transaction};
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -185,6 +185,9 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
         .await
         .map_err(db)?;
     if claimed.is_none() {
+        // Ended here, not left to the drop: a dropped transaction's ROLLBACK waits for the
+        // connection's next use, and the connection stays idle in the transaction until then.
+        tx.rollback().await.map_err(db)?;
         return Ok(());
     }
     let moved = tx
@@ -311,7 +314,7 @@ impl PgMemoryStore {
         })
     }
 
-    fn remember(&self, rel: &str, version: Option<i64>) {
+    pub(crate) fn remember(&self, rel: &str, version: Option<i64>) {
         if let Ok(mut seen) = self.inner.seen.lock() {
             match version {
                 Some(v) => seen.insert(rel.to_owned(), v),
@@ -472,12 +475,30 @@ impl PgMemoryStore {
         &self,
         mut client: Client,
         rel: &str,
+        parts: (&MemoryDoc, WriteMode, Option<&str>),
+        expected: Expected,
+        write_id: Uuid,
+    ) -> Result<PgWrite, StoreError> {
+        let tx = client.transaction().await.map_err(db)?;
+        let w = self
+            .write_in_tx(&tx, rel, parts, expected, write_id)
+            .await?;
+        tx.commit().await.map_err(db)?;
+        Ok(w)
+    }
+
+    /// One row's write inside the caller's transaction (row locked, version checked, content
+    /// and index view changed together); the caller commits. A row already carrying
+    /// `write_id` is this very write, landed before a lost connection: reported, not redone.
+    pub(crate) async fn write_in_tx(
+        &self,
+        tx: &Transaction<'_>,
+        rel: &str,
         (doc, mode, raw): (&MemoryDoc, WriteMode, Option<&str>),
         expected: Expected,
         write_id: Uuid,
     ) -> Result<PgWrite, StoreError> {
         let project = self.project_id();
-        let tx = client.transaction().await.map_err(db)?;
         let current = tx
             .query_opt(
                 "SELECT version, content, write_id, coalesce(source, content) FROM memloop_memories
@@ -528,7 +549,6 @@ impl PgMemoryStore {
             // Same canonical text: no new version (a formatting-only difference is no change);
             // the source is kept as it was.
             if *old == content {
-                tx.commit().await.map_err(db)?;
                 return Ok(PgWrite {
                     rel_path: rel.to_owned(),
                     version: *version,
@@ -588,7 +608,6 @@ impl PgMemoryStore {
                 }
             }
         };
-        tx.commit().await.map_err(db)?;
         Ok(PgWrite {
             rel_path: rel.to_owned(),
             version,

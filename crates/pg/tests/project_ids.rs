@@ -34,8 +34,8 @@ async fn dirs_of_one_name_never_share_memory_and_old_ids_are_claimed_once() {
     admin()
         .await
         .batch_execute(&format!(
-            "SET search_path = {s}; DROP TABLE memloop_project_aliases; \
-             DELETE FROM memloop_schema_migrations WHERE version = 6",
+            "SET search_path = {s}; DROP TABLE memloop_project_aliases, memloop_idempotency; \
+             DELETE FROM memloop_schema_migrations WHERE version >= 6",
             s = schema.name
         ))
         .await

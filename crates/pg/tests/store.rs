@@ -306,7 +306,11 @@ async fn migrations_are_versioned_and_run_once() {
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
     let mut versions = versions;
     versions.sort();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6], "each migration recorded once");
+    assert_eq!(
+        versions,
+        [1, 2, 3, 4, 5, 6, 7],
+        "each migration recorded once"
+    );
     let gin: i64 = admin()
         .await
         .query_one(

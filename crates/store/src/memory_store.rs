@@ -37,6 +37,7 @@ impl Default for WriteLimits {
 }
 
 /// A write that passed every rule: the path is a valid [`MemoryPath`] (so never `MEMORY.md`),
+/// the title and description hold no control character but whitespace and the body no NUL,
 /// no field of the doc looks like a credential ([`SecretFilter`]), the body is within
 /// [`WriteLimits::max_text_bytes`], and a `user` memory is not written into team memory
 /// (`team/…`, see [`MemoryScope`](crate::MemoryScope)). Only [`CheckedWrite::check`] builds one, so a backend's
@@ -59,6 +60,7 @@ impl CheckedWrite {
         limits: WriteLimits,
     ) -> Result<Self, MemoryError> {
         let path = MemoryPath::new(rel_path)?;
+        check_text(doc)?;
         for part in [&doc.name, &doc.description, &doc.body] {
             SecretFilter::check(part)?;
         }
@@ -89,6 +91,13 @@ impl CheckedWrite {
             path: path.as_str().to_owned(),
             reason: format!("not a memory file: {reason}"),
         })?;
+        check_text(&doc)?;
+        if text.contains('\0') {
+            return Err(MemoryError::InvalidName {
+                name: path.as_str().to_owned(),
+                reason: "the memory's text contains a NUL character (U+0000); remove it".into(),
+            });
+        }
         crate::team::check_team_write(path.as_str(), &doc)?;
         Ok(Self {
             path,
@@ -119,6 +128,34 @@ impl CheckedWrite {
     pub fn raw(&self) -> Option<&str> {
         self.raw.as_deref()
     }
+}
+
+/// The text rule of [`CheckedWrite`], the same for every backend: a title (`name`) and a
+/// description are one line of text, so neither holds a control character other than whitespace
+/// (tab, line feed, ... are written as one space; NUL, BEL, ESC, DEL and the C1 controls are
+/// refused: they would reach `MEMORY.md` raw, drive a terminal, or be refused by a database),
+/// and a body holds no NUL (no database text column stores it, and a file with one reads as
+/// binary). Refused with [`MemoryError::InvalidName`], the text shown escaped.
+fn check_text(doc: &MemoryDoc) -> Result<(), MemoryError> {
+    for (field, text) in [("title", &doc.name), ("description", &doc.description)] {
+        if let Some(c) = text.chars().find(|c| c.is_control() && !c.is_whitespace()) {
+            return Err(MemoryError::InvalidName {
+                name: crate::safety::shown(text),
+                reason: format!(
+                    "the {field} contains the control character U+{:04X}; a {field} is one line \
+                     of printable text: remove it",
+                    u32::from(c)
+                ),
+            });
+        }
+    }
+    if doc.body.contains('\0') {
+        return Err(MemoryError::InvalidName {
+            name: crate::safety::shown(&doc.name),
+            reason: "the body contains a NUL character (U+0000); remove it".into(),
+        });
+    }
+    Ok(())
 }
 
 /// The size rule of [`CheckedWrite`]: `bytes` of memory text within the limit.

@@ -47,11 +47,19 @@ async def main(binary, project, home, outside):
                 {"type": "todo", "title": "Fix flaky CI", "content": "The payments integration test times out on CI."},
                 {"type": "knowledge", "title": "aws", "content": "key is AKIAIOSFODNN7EXAMPLE for prod"},
             ]
-            saved = payload(await session.call_tool("context_save", {"project_path": project, "entries": entries}))
-            assert saved["written"] == 5 and saved["refused"] == 1, saved
-            refused = saved["results"][5]
+            refused_batch = await session.call_tool("context_save", {"project_path": project, "entries": entries})
+            rejected = payload(refused_batch)
+            assert refused_batch.isError and rejected["code"] == "batch_refused" and rejected["written"] == 0, rejected
+            refused = rejected["results"][5]
             assert refused["status"] == "refused" and refused["code"] == "secret_refused", refused
-            assert "AKIA" not in json.dumps(saved), "the secret was echoed back"
+            assert [r["status"] for r in rejected["results"][:5]] == ["not_written"] * 5, rejected
+            assert "AKIA" not in json.dumps(rejected), "the secret was echoed back"
+            # Without the secret, the batch is saved whole, once per idempotency key.
+            args = {"project_path": project, "entries": entries[:5], "idempotency_key": "py-batch-1"}
+            saved = payload(await session.call_tool("context_save", args))
+            assert saved["written"] == 5 and saved["replayed"] is False, saved
+            again = payload(await session.call_tool("context_save", args))
+            assert again["replayed"] is True and again["results"] == saved["results"], again
             paths = [r["path"] for r in saved["results"][:5]]
             assert paths[0].startswith("sessions/") and paths[1] == "decisions/database.md", paths
             assert paths[4] == "todos/fix-flaky-ci.md", paths
@@ -117,10 +125,10 @@ async def main(binary, project, home, outside):
                 assert r.isError and "available" not in payload(r), (action, r)
             assert open(secret_file).read() == "---\nname: t\n---\nkeep me\n"
 
-            # An oversized entry is refused on its own; the batch goes on.
+            # An oversized entry refuses its batch: nothing of it is written.
             big = [{"type": "knowledge", "title": "big", "content": "x" * 70000}, {"type": "todo", "title": "small", "content": "ok"}]
             saved = payload(await session.call_tool("context_save", {"project_path": project, "entries": big}))
-            assert [r["status"] for r in saved["results"]] == ["refused", "written"], saved
+            assert [r["status"] for r in saved["results"]] == ["refused", "not_written"], saved
             assert saved["results"][0]["code"] == "too_large", saved
 
             # A credential already in a hand-written file is redacted in every answer.

@@ -2,6 +2,8 @@
 //! client), and a fixture with a root of projects and a `MEMLOOP_HOME`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod team;
+
 use memloop_mcp::{HttpOptions, McpConfig, McpLimits, MemoryServer, TlsIdentity, Tokens};
 use memloop_store::env::EnvVars;
 use rmcp::{
@@ -104,6 +106,15 @@ pub async fn start_http(
     tokens: Option<Tokens>,
     tls: Option<TlsIdentity>,
 ) -> HttpServer {
+    start_http_config(fx.config(), tokens, tls).await
+}
+
+/// Start `serve_http` over `config` with `tokens` (plain HTTP without `tls`).
+pub async fn start_http_config(
+    config: McpConfig,
+    tokens: Option<Tokens>,
+    tls: Option<TlsIdentity>,
+) -> HttpServer {
     let stop = tokio_util::sync::CancellationToken::new();
     let options = HttpOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
@@ -113,7 +124,7 @@ pub async fn start_http(
         shutdown: stop.clone(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let server = MemoryServer::new(fx.config());
+    let server = MemoryServer::new(config);
     tokio::spawn(async move { memloop_mcp::serve_http(server, options, Some(tx)).await });
     let addr = rx.await.unwrap();
     HttpServer {
@@ -184,4 +195,87 @@ pub async fn save(client: &Client, project: &Path, entries: Value) -> Value {
         json!({ "project_path": s(project), "entries": entries }),
     )
     .await
+}
+
+/// A raw Streamable HTTP MCP session over loopback: initialize, then JSON-RPC requests with
+/// the session id and a bearer token.
+pub struct HttpSession {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    id: Option<String>,
+    next: u64,
+}
+
+/// The JSON-RPC message of an answer: a JSON body, or the last `data:` of an SSE stream.
+pub fn http_message(body: &str) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return v;
+    }
+    body.lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .find_map(|d| serde_json::from_str::<Value>(d).ok())
+        .unwrap_or(Value::Null)
+}
+
+impl HttpSession {
+    /// Open a session at `url` with `token`.
+    pub async fn open(url: &str, token: &str) -> Self {
+        let mut session = Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            token: token.to_owned(),
+            id: None,
+            next: 1,
+        };
+        let (status, _) = session
+            .send(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-03-26", "capabilities": {},
+                "clientInfo": {"name": "tests", "version": "0"}}}),
+            )
+            .await;
+        assert_eq!(status, 200);
+        session
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        session
+    }
+
+    /// POST one JSON-RPC message: the status and the answer's message.
+    pub async fn send(&mut self, body: Value) -> (u16, Value) {
+        let mut req = self
+            .http
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(id) = &self.id {
+            req = req.header("Mcp-Session-Id", id);
+        }
+        let r = req.send().await.unwrap();
+        if let Some(id) = r.headers().get("mcp-session-id") {
+            self.id = Some(id.to_str().unwrap().to_owned());
+        }
+        let status = r.status().as_u16();
+        (status, http_message(&r.text().await.unwrap()))
+    }
+
+    /// Call `tool`: its structured answer with `is_error` added.
+    pub async fn tool(&mut self, name: &str, args: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let (status, v) = self
+            .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": name, "arguments": args}}))
+            .await;
+        assert_eq!(status, 200, "{v}");
+        let mut out = v["result"]["structuredContent"].clone();
+        assert!(out.is_object(), "{v}");
+        out["is_error"] = json!(v["result"]["isError"].as_bool().unwrap_or(false));
+        out
+    }
 }

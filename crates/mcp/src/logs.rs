@@ -1,0 +1,41 @@
+//! What the server's log may hold: never a credential, never a memory's text.
+//!
+//! memloop's own events name paths, counts, codes and peers; two libraries under the server log
+//! whole payloads below `INFO`: rmcp logs every JSON-RPC request and response it handles
+//! (`received request`, `response message`: tool arguments and answers, so memory text), and
+//! tokio-postgres logs every statement's parameters (memory text, through the `log` bridge).
+//! [`loggable`] is the filter a host puts on its subscriber, whatever level the operator asked
+//! for (`MEMLOOP_LOG=trace` included): those events are dropped, everything else passes.
+//! Bearer tokens never reach an event: the transport logs only the peer of a refused request.
+
+/// The targets whose events below `INFO` carry payloads, as prefixes: rmcp's service and
+/// transports (JSON-RPC messages), tokio-postgres' statement execution (parameters).
+pub const PAYLOAD_TARGETS: &[&str] = &["rmcp", "tokio_postgres::query"];
+
+/// Whether an event or span with `metadata` may be logged: `false` for the debug and trace
+/// events of [`PAYLOAD_TARGETS`]. Use it as a filter beside the level filter, e.g.
+/// `tracing_subscriber::filter::filter_fn(memloop_mcp::loggable)`.
+///
+/// ```
+/// use tracing::Level;
+/// assert!(!memloop_mcp::loggable_target("rmcp::service", &Level::DEBUG));
+/// assert!(memloop_mcp::loggable_target("rmcp::service", &Level::INFO));
+/// assert!(!memloop_mcp::loggable_target("tokio_postgres::query", &Level::DEBUG));
+/// assert!(memloop_mcp::loggable_target("memloop_mcp::http", &Level::TRACE));
+/// ```
+pub fn loggable(metadata: &tracing::Metadata<'_>) -> bool {
+    loggable_target(metadata.target(), metadata.level())
+}
+
+/// [`loggable`] for a target and a level.
+pub fn loggable_target(target: &str, level: &tracing::Level) -> bool {
+    if *level < tracing::Level::DEBUG {
+        // ERROR, WARN, INFO: never a payload.
+        return true;
+    }
+    !PAYLOAD_TARGETS.iter().any(|p| {
+        target
+            .strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+    })
+}

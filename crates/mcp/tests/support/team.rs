@@ -1,0 +1,75 @@
+//! The PostgreSQL team store for the tools: a schema of its own per test (dropped when the
+//! guard goes), one store per project path, with its transactions.
+#![allow(dead_code)]
+
+use memloop_mcp::{OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores};
+use memloop_pg::{PgConfig, PgMemoryStore};
+use memloop_store::{MemoryError, MemoryStore};
+use std::sync::Arc;
+
+/// The machine's PostgreSQL (trust auth).
+pub const URL: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
+
+pub struct TestTeam {
+    pub schema: String,
+}
+
+impl TestTeam {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            schema: format!("memloop_mcp_{}", uuid::Uuid::new_v4().simple()),
+        })
+    }
+
+    pub fn config(&self, project: &std::path::Path) -> PgConfig {
+        PgConfig::for_project_dir(URL, project).schema(&self.schema)
+    }
+}
+
+impl ProjectStores for TestTeam {
+    fn describe(&self) -> String {
+        format!("postgres:test?schema={}", self.schema)
+    }
+
+    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
+        Box::pin(async move {
+            let store = PgMemoryStore::open(self.config(&project.path))
+                .await
+                .map_err(MemoryError::from)?;
+            Ok(Arc::new(store) as Arc<dyn MemoryStore>)
+        })
+    }
+
+    fn open_store<'a>(&'a self, project: &'a Project) -> OpenStoreFuture<'a> {
+        Box::pin(async move {
+            let store = PgMemoryStore::open(self.config(&project.path))
+                .await
+                .map_err(MemoryError::from)?;
+            Ok(OpenedStore::atomic(Arc::new(store)))
+        })
+    }
+}
+
+impl Drop for TestTeam {
+    fn drop(&mut self) {
+        // Bounded: a test that panicked while a connection of its own still holds a lock in the
+        // schema must fail, not hang on its cleanup.
+        let sql = format!(
+            "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {} CASCADE",
+            self.schema
+        );
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?
+                .block_on(async {
+                    let (c, conn) = tokio_postgres::connect(URL, tokio_postgres::NoTls).await?;
+                    tokio::spawn(conn);
+                    c.batch_execute(&sql).await
+                })
+                .map_err(|e| e.to_string())
+        })
+        .join();
+    }
+}

@@ -1,0 +1,245 @@
+//! Batch writes: several checked writes in one transaction (all land or none), optionally under
+//! an idempotency key so a client that retries after losing the answer gets the first outcome
+//! back instead of a second write.
+
+use crate::error::{PgError, StoreError};
+use crate::store::{Expected, PgMemoryStore, db};
+use memloop_store::{CheckedWrite, ExpectedVersion, VersionedWrite, WriteReport};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_postgres::Transaction;
+use uuid::Uuid;
+
+/// How long a key is kept by default (24 hours): a retry within it replays the first outcome.
+pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// One write of a batch: a write that passed the rules ([`CheckedWrite::check`]) and the version
+/// it expects to find ([`ExpectedVersion`], content versions as every backend reports them).
+#[derive(Debug)]
+pub struct BatchWrite {
+    /// The checked write.
+    pub write: CheckedWrite,
+    /// What must be there for it to apply.
+    pub expected: ExpectedVersion,
+}
+
+/// A client-chosen key that makes a batch apply once per `(project, caller, key)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey {
+    /// Who asked (a digest naming the client's credential, never the credential itself).
+    pub caller: String,
+    /// The client's key.
+    pub key: String,
+    /// SHA-256 (hex) of what was asked: the same key with another request is refused.
+    pub request_sha256: String,
+    /// How long the key is kept ([`IDEMPOTENCY_TTL`] by default).
+    pub ttl: Duration,
+}
+
+/// What [`PgMemoryStore::write_batch`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchOutcome {
+    /// Every write landed, in one transaction: each one's report and new content version. The
+    /// key (if any) was recorded with the outcome text the caller made of them.
+    Written(Vec<VersionedWrite>),
+    /// The key was used before for the same request: nothing was written; this is the outcome
+    /// text recorded then.
+    Replayed(String),
+    /// The key was used before for another request (its hash differs): nothing was written.
+    KeyReused,
+}
+
+/// What a keyed batch found when it claimed its key.
+enum Claim {
+    Claimed,
+    Recorded {
+        request_sha256: String,
+        outcome: String,
+    },
+}
+
+async fn claim(
+    tx: &Transaction<'_>,
+    project: &str,
+    key: &IdempotencyKey,
+) -> Result<Claim, StoreError> {
+    // Expired keys of the project go first, so a key past its time is claimed afresh.
+    tx.execute(
+        "DELETE FROM memloop_idempotency WHERE project_id = $1 AND expires_at < now()",
+        &[&project],
+    )
+    .await
+    .map_err(db)?;
+    // A concurrent batch with the same key waits here on the primary key until the first one
+    // commits (then finds its row) or rolls back (then claims it).
+    let ttl = key.ttl.as_secs_f64();
+    let claimed = tx
+        .query_opt(
+            "INSERT INTO memloop_idempotency
+                 (project_id, caller, key, request_sha256, outcome, expires_at)
+             VALUES ($1, $2, $3, $4, '', now() + make_interval(secs => $5))
+             ON CONFLICT (project_id, caller, key) DO NOTHING RETURNING 1",
+            &[&project, &key.caller, &key.key, &key.request_sha256, &ttl],
+        )
+        .await
+        .map_err(db)?;
+    if claimed.is_some() {
+        return Ok(Claim::Claimed);
+    }
+    let row = tx
+        .query_one(
+            "SELECT request_sha256, outcome FROM memloop_idempotency
+             WHERE project_id = $1 AND caller = $2 AND key = $3",
+            &[&project, &key.caller, &key.key],
+        )
+        .await
+        .map_err(db)?;
+    Ok(Claim::Recorded {
+        request_sha256: row.get(0),
+        outcome: row.get(1),
+    })
+}
+
+impl PgMemoryStore {
+    /// Apply `writes` in one transaction: every row is locked and its expected version checked,
+    /// then all are written, or, when any check fails, none is (the error names the first
+    /// conflicting memory: [`MemoryError::VersionConflict`](memloop_store::MemoryError::VersionConflict) with content versions). A lost
+    /// connection is retried on a fresh one; a batch whose commit landed before the connection
+    /// dropped is recognised by its rows' write ids and reported, never applied twice.
+    ///
+    /// With `key`, the key is claimed in the same transaction and recorded with
+    /// `outcome(writes)` (the caller's answer, e.g. JSON): a later call with the same
+    /// `(caller, key)` and the same `request_sha256` writes nothing and gets
+    /// [`BatchOutcome::Replayed`] with that text; with another hash, [`BatchOutcome::KeyReused`].
+    /// Concurrent calls with one key wait for each other: one writes, the others replay.
+    pub async fn write_batch(
+        &self,
+        writes: &[BatchWrite],
+        key: Option<&IdempotencyKey>,
+        outcome: &(dyn Fn(&[VersionedWrite]) -> String + Sync),
+    ) -> Result<BatchOutcome, StoreError> {
+        let ids: Vec<Uuid> = writes.iter().map(|_| Uuid::new_v4()).collect();
+        let project = self.project_id().to_owned();
+        let result = self
+            .retrying("batch", |mut client| {
+                let (ids, project) = (&ids, &project);
+                async move {
+                    let tx = client.transaction().await.map_err(db)?;
+                    if let Some(key) = key {
+                        match claim(&tx, project, key).await? {
+                            Claim::Claimed => {}
+                            Claim::Recorded {
+                                request_sha256,
+                                outcome,
+                            } => {
+                                return Ok(if request_sha256 == key.request_sha256 {
+                                    BatchOutcome::Replayed(outcome)
+                                } else {
+                                    BatchOutcome::KeyReused
+                                });
+                            }
+                        }
+                    }
+                    let mut done = Vec::with_capacity(writes.len());
+                    let mut numbers = Vec::with_capacity(writes.len());
+                    for (w, id) in writes.iter().zip(ids) {
+                        let (written, number) = self.batch_entry(&tx, w, *id).await?;
+                        done.push(written);
+                        numbers.push(number);
+                    }
+                    if let Some(key) = key {
+                        tx.execute(
+                            "UPDATE memloop_idempotency SET outcome = $4
+                             WHERE project_id = $1 AND caller = $2 AND key = $3",
+                            &[project, &key.caller, &key.key, &outcome(&done)],
+                        )
+                        .await
+                        .map_err(db)?;
+                    }
+                    tx.commit().await.map_err(db)?;
+                    for (w, number) in done.iter().zip(numbers) {
+                        self.remember(&w.report.rel_path, Some(number));
+                    }
+                    Ok(BatchOutcome::Written(done))
+                }
+            })
+            .await;
+        match &result {
+            Ok(BatchOutcome::Written(done)) => {
+                tracing::info!(
+                    entries = done.len(),
+                    keyed = key.is_some(),
+                    "team memory batch written"
+                );
+            }
+            Ok(BatchOutcome::Replayed(_)) => {
+                tracing::info!("team memory batch replayed for a known idempotency key");
+            }
+            Ok(BatchOutcome::KeyReused) => {
+                tracing::info!("team memory batch refused: idempotency key reused");
+            }
+            Err(e) => tracing::warn!(error = %e, "team memory batch not written"),
+        }
+        result
+    }
+
+    /// One write of a batch inside its transaction: the row locked, its content version
+    /// checked against `w.expected`, then written.
+    async fn batch_entry(
+        &self,
+        tx: &Transaction<'_>,
+        w: &BatchWrite,
+        id: Uuid,
+    ) -> Result<(VersionedWrite, i64), StoreError> {
+        let rel = w.write.path().as_str();
+        let current = tx
+            .query_opt(
+                "SELECT version, sha256, write_id FROM memloop_memories
+                 WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
+                &[&self.project_id(), &rel],
+            )
+            .await
+            .map_err(db)?;
+        let current: Option<(i64, String, Uuid)> = current.map(|r| (r.get(0), r.get(1), r.get(2)));
+        let landed = current.as_ref().is_some_and(|c| c.2 == id);
+        let expected = match &current {
+            // Written by this very batch before a lost connection: reported by `write_in_tx`.
+            _ if landed => Expected::Any,
+            Some((version, sha, _)) if w.expected.accepts(Some(sha)) => Expected::Version(*version),
+            None if w.expected.accepts(None) => Expected::Absent,
+            _ => {
+                let sha = current.as_ref().map(|c| c.1.as_str());
+                return Err(StoreError::Memory(w.expected.conflict(rel, sha)));
+            }
+        };
+        let write = &w.write;
+        let parts = (write.doc(), write.mode(), write.raw());
+        let pg = match self.write_in_tx(tx, rel, parts, expected, id).await {
+            Ok(pg) => pg,
+            // The row was checked under its lock above; a conflict here is a row another
+            // writer created between the check and the insert.
+            Err(StoreError::Pg(PgError::Conflict { .. })) => {
+                let sha: Option<String> = tx
+                    .query_opt(
+                        "SELECT sha256 FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
+                        &[&self.project_id(), &rel],
+                    )
+                    .await
+                    .map_err(db)?
+                    .map(|r| r.get(0));
+                return Err(StoreError::Memory(w.expected.conflict(rel, sha.as_deref())));
+            }
+            Err(e) => return Err(e),
+        };
+        let written = VersionedWrite {
+            report: WriteReport {
+                path: PathBuf::from(&pg.rel_path),
+                rel_path: pg.rel_path,
+                created: pg.created,
+            },
+            // The row's `sha256`: the content version of the text a read returns as `raw`.
+            version: pg.sha256,
+        };
+        Ok((written, pg.version))
+    }
+}

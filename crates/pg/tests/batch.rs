@@ -1,0 +1,224 @@
+//! `PgMemoryStore::write_batch`: one transaction (a conflict on the last entry leaves the
+//! first ones unwritten), idempotency keys (replayed, refused when reused for another request,
+//! claimed afresh once expired) and concurrent calls with one key (one writes, the others wait
+//! and replay).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use memloop_pg::{BatchOutcome, BatchWrite, IDEMPOTENCY_TTL, IdempotencyKey, PgMemoryStore};
+use memloop_store::{
+    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryType, VersionedWrite, WriteLimits,
+    WriteMode, content_version,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{TestSchema, rel_paths};
+
+fn write(rel: &str, body: &str, expected: ExpectedVersion) -> BatchWrite {
+    let doc = MemoryDoc::new(rel, "a batch entry", MemoryType::Project, body);
+    BatchWrite {
+        write: CheckedWrite::check(rel, &doc, WriteMode::Overwrite, WriteLimits::default())
+            .unwrap(),
+        expected,
+    }
+}
+
+fn key(key: &str, request: &str, ttl: Duration) -> IdempotencyKey {
+    IdempotencyKey {
+        caller: "caller-a".into(),
+        key: key.into(),
+        request_sha256: content_version(request),
+        ttl,
+    }
+}
+
+fn outcome(w: &[VersionedWrite]) -> String {
+    w.iter()
+        .map(|w| format!("{}={}", w.report.rel_path, w.version))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[tokio::test]
+async fn a_conflict_on_the_last_entry_writes_none_of_the_batch() {
+    let schema = TestSchema::new();
+    let store = schema.open("github.com/acme/billing").await;
+    let first = store
+        .write_batch(
+            &[write(
+                "decisions/queue.md",
+                "one queue",
+                ExpectedVersion::Absent,
+            )],
+            None,
+            &outcome,
+        )
+        .await
+        .unwrap();
+    let BatchOutcome::Written(w) = first else {
+        panic!("{first:?}")
+    };
+    let v1 = w[0].version.clone();
+    assert_eq!(
+        v1,
+        content_version(&store.read("decisions/queue.md").await.unwrap().raw)
+    );
+
+    let stale = ExpectedVersion::Is(content_version("not what is stored"));
+    let err = store
+        .write_batch(
+            &[
+                write("knowledge/a.md", "a", ExpectedVersion::Absent),
+                write("knowledge/b.md", "b", ExpectedVersion::Any),
+                write("decisions/queue.md", "two queues", stale),
+            ],
+            None,
+            &outcome,
+        )
+        .await
+        .unwrap_err();
+    let MemoryError::VersionConflict { path, current, .. } = MemoryError::from(err) else {
+        panic!("not a conflict")
+    };
+    assert_eq!((path.as_str(), current), ("decisions/queue.md", v1.clone()));
+    assert_eq!(rel_paths(&store).await, ["decisions/queue.md"]);
+    assert!(
+        store
+            .read("decisions/queue.md")
+            .await
+            .unwrap()
+            .body
+            .contains("one queue")
+    );
+
+    // With the current version the same batch lands whole.
+    let ok = store
+        .write_batch(
+            &[
+                write("knowledge/a.md", "a", ExpectedVersion::Absent),
+                write("knowledge/b.md", "b", ExpectedVersion::Any),
+                write("decisions/queue.md", "two queues", ExpectedVersion::Is(v1)),
+            ],
+            None,
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(ok, BatchOutcome::Written(ref w) if w.len() == 3),
+        "{ok:?}"
+    );
+    assert_eq!(
+        rel_paths(&store).await,
+        ["decisions/queue.md", "knowledge/a.md", "knowledge/b.md"]
+    );
+}
+
+#[tokio::test]
+async fn a_key_replays_its_first_outcome_until_it_expires() {
+    let schema = TestSchema::new();
+    let store = schema.open("github.com/acme/billing").await;
+    let batch = || [write("sessions/s1.md", "summary", ExpectedVersion::Any)];
+    let k = key("k-1", "request one", IDEMPOTENCY_TTL);
+    let BatchOutcome::Written(w) = store
+        .write_batch(&batch(), Some(&k), &outcome)
+        .await
+        .unwrap()
+    else {
+        panic!("not written")
+    };
+    let recorded = outcome(&w);
+    // A retry: the recorded outcome, and the row untouched (same version number).
+    let version_before = store.get("sessions/s1.md").await.unwrap().unwrap().version;
+    let again = store
+        .write_batch(&batch(), Some(&k), &outcome)
+        .await
+        .unwrap();
+    assert_eq!(again, BatchOutcome::Replayed(recorded));
+    assert_eq!(
+        store.get("sessions/s1.md").await.unwrap().unwrap().version,
+        version_before
+    );
+    // The same key for another request.
+    let other = key("k-1", "request two", IDEMPOTENCY_TTL);
+    let reused = store
+        .write_batch(
+            &[write("sessions/s2.md", "other", ExpectedVersion::Any)],
+            Some(&other),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reused, BatchOutcome::KeyReused);
+    assert_eq!(rel_paths(&store).await, ["sessions/s1.md"]);
+
+    // A key kept no time is expired at once: the next call with it claims it afresh.
+    let brief = key("k-2", "request three", Duration::ZERO);
+    let once = store
+        .write_batch(
+            &[write("sessions/s3.md", "three", ExpectedVersion::Any)],
+            Some(&brief),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(once, BatchOutcome::Written(_)));
+    let twice = store
+        .write_batch(
+            &[write("sessions/s3.md", "three again", ExpectedVersion::Any)],
+            Some(&brief),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(twice, BatchOutcome::Written(_)), "{twice:?}");
+    let rows: i64 = support::admin()
+        .await
+        .query_one(
+            &format!("SELECT count(*) FROM {}.memloop_idempotency", schema.name),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 2, "k-1, and k-2 once (its expired row was deleted)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_with_one_key_write_once() {
+    const CALLS: usize = 6;
+    let schema = TestSchema::new();
+    let store = Arc::new(schema.open("github.com/acme/billing").await);
+    // Every caller has its own connection: two stores per caller, as two servers would.
+    let start = Arc::new(tokio::sync::Barrier::new(CALLS));
+    let mut tasks = Vec::new();
+    for _ in 0..CALLS {
+        let config = store.config().clone();
+        let start = start.clone();
+        tasks.push(tokio::spawn(async move {
+            let store = PgMemoryStore::open(config).await.unwrap();
+            let k = key("same", "the request", IDEMPOTENCY_TTL);
+            let batch = [
+                write("changes/c.md", "one change", ExpectedVersion::Absent),
+                write("todos/t.md", "one todo", ExpectedVersion::Absent),
+            ];
+            start.wait().await;
+            store.write_batch(&batch, Some(&k), &outcome).await.unwrap()
+        }));
+    }
+    let mut written = 0;
+    let mut replayed = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            BatchOutcome::Written(_) => written += 1,
+            BatchOutcome::Replayed(o) => replayed.push(o),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(written, 1);
+    assert_eq!(replayed.len(), CALLS - 1);
+    assert!(replayed.iter().all(|o| o.contains("changes/c.md=")));
+    assert_eq!(rel_paths(&store).await, ["changes/c.md", "todos/t.md"]);
+    assert_eq!(store.get("changes/c.md").await.unwrap().unwrap().version, 1);
+}
