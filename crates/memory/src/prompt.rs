@@ -63,12 +63,12 @@ impl MemorySection {
         }
     }
 
-    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`, shows team
+    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`, shows team
     /// memory when `MEMLOOP_TEAM_MEMORY` is, with the text of `MEMLOOP_MEMORY_EXTRA_GUIDELINES`
     /// (when set and not blank) appended.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
         let section = Self::new(store)
-            .enabled(!env.switch(memloop_store::env::DISABLE_AUTO_MEMORY))
+            .enabled(memloop_store::env::memory_enabled(env))
             .team(env.switch(memloop_store::env::TEAM_MEMORY));
         match env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES) {
             Some(extra) => section.extra_guidelines(extra),

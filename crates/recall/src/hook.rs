@@ -58,7 +58,7 @@ impl Default for RecallConfig {
 }
 
 impl RecallConfig {
-    /// The defaults, with recall off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    /// The defaults, with recall off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`.
     ///
     /// ```
     /// use memloop_store::env::EnvVars;
@@ -69,7 +69,7 @@ impl RecallConfig {
     /// ```
     pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
         Self {
-            enabled: !env.switch(memloop_store::env::DISABLE_AUTO_MEMORY),
+            enabled: memloop_store::env::memory_enabled(env),
             ..Self::default()
         }
     }
