@@ -143,6 +143,18 @@ impl MemorySetup {
             memloop_store::ConfigFlavor::ClaudeCode
         );
         let switched_off = memloop_store::env::memory_switched_off_by(&env, claude_layout);
+        // In Claude Code's layout, Claude Code's own extra guidelines stand in for memloop's.
+        let env = match (
+            claude_layout,
+            env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES),
+            env.get(memloop_store::env::CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES),
+        ) {
+            (true, None, Some(extra)) => {
+                let extra = extra.to_owned();
+                env.with(memloop_store::env::MEMORY_EXTRA_GUIDELINES, extra)
+            }
+            _ => env,
+        };
         let setting = if switched_off.is_some() {
             None
         } else {

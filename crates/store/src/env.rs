@@ -30,6 +30,10 @@ pub const CLAUDE_CODE_SIMPLE: &str = "CLAUDE_CODE_SIMPLE";
 /// truthy.
 pub const CLAUDE_CODE_DISABLE_AUTO_MEMORY: &str = "CLAUDE_CODE_DISABLE_AUTO_MEMORY";
 
+/// Claude Code's extra memory guidelines, honoured in Claude Code's layout when
+/// [`MEMORY_EXTRA_GUIDELINES`] is not set.
+pub const CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES: &str = "CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES";
+
 /// The variable that turns memory off in `env`, if any: [`DISABLE_AUTO_MEMORY`] or [`SIMPLE`]
 /// always, and with `claude_layout` (Claude Code's layout) also Claude Code's own
 /// [`CLAUDE_CODE_DISABLE_AUTO_MEMORY`] and [`CLAUDE_CODE_SIMPLE`]. The one place that decides
