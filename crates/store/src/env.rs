@@ -34,6 +34,10 @@ pub const CLAUDE_CODE_DISABLE_AUTO_MEMORY: &str = "CLAUDE_CODE_DISABLE_AUTO_MEMO
 /// [`MEMORY_EXTRA_GUIDELINES`] is not set.
 pub const CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES: &str = "CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES";
 
+/// Claude Code's explicit memory dir, honoured in Claude Code's layout after
+/// [`MEMORY_DIR`]: used verbatim, like it.
+pub const CLAUDE_COWORK_MEMORY_PATH_OVERRIDE: &str = "CLAUDE_COWORK_MEMORY_PATH_OVERRIDE";
+
 /// The variable that turns memory off in `env`, if any: [`DISABLE_AUTO_MEMORY`] or [`SIMPLE`]
 /// always, and with `claude_layout` (Claude Code's layout) also Claude Code's own
 /// [`CLAUDE_CODE_DISABLE_AUTO_MEMORY`] and [`CLAUDE_CODE_SIMPLE`]. The one place that decides
