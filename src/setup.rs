@@ -131,20 +131,39 @@ impl MemorySetup {
     }
 
     /// Memory resolved by `resolver` (e.g. [`MemoryDirResolver::claude_code`], or one with an
-    /// override dir), reading switches from `env`. With `MEMLOOP_DISABLE_AUTO_MEMORY` truthy
-    /// nothing is resolved or opened: no disk access, and no `HOME` needed.
+    /// override dir), reading switches from `env`. With `MEMLOOP_DISABLE_AUTO_MEMORY` or
+    /// `MEMLOOP_SIMPLE` truthy (in Claude Code's layout also `CLAUDE_CODE_DISABLE_AUTO_MEMORY` or
+    /// `CLAUDE_CODE_SIMPLE`) nothing is resolved or opened: no disk access, and no `HOME` needed.
     pub fn with_resolver(resolver: MemoryDirResolver, env: EnvVars) -> Result<Self, SetupError> {
         let working_dir = resolver.project().to_path_buf();
         let app_dir = resolver.config_flavor().dir_name();
         let resolver = resolver.env(env.clone());
-        let setting = if env.switch(memloop_store::env::DISABLE_AUTO_MEMORY) {
+        let claude_layout = matches!(
+            resolver.config_flavor(),
+            memloop_store::ConfigFlavor::ClaudeCode
+        );
+        let switched_off = memloop_store::env::memory_switched_off_by(&env, claude_layout);
+        // In Claude Code's layout, Claude Code's own extra guidelines stand in for memloop's.
+        let env = match (
+            claude_layout,
+            env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES),
+            env.get(memloop_store::env::CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES),
+        ) {
+            (true, None, Some(extra)) => {
+                let extra = extra.to_owned();
+                env.with(memloop_store::env::MEMORY_EXTRA_GUIDELINES, extra)
+            }
+            _ => env,
+        };
+        let setting = if switched_off.is_some() {
             None
         } else {
             resolver.auto_memory_setting()
         };
-        let on = if env.switch(memloop_store::env::DISABLE_AUTO_MEMORY) {
+        let on = if let Some(var) = switched_off {
             tracing::info!(
-                "memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY; memory dir not resolved"
+                var,
+                "memory disabled by the environment; memory dir not resolved"
             );
             None
         } else if let Some((false, file)) = setting {
@@ -203,7 +222,7 @@ impl MemorySetup {
         self.on.as_ref().map(|o| o.project_dir.as_path())
     }
 
-    /// Whether memory is on (`MEMLOOP_DISABLE_AUTO_MEMORY` is not truthy and no settings file
+    /// Whether memory is on (no switch of [`memory_switched_off_by`](memloop_store::env::memory_switched_off_by) is truthy and no settings file
     /// says `autoMemoryEnabled: false`).
     pub fn enabled(&self) -> bool {
         self.on.is_some()
@@ -554,7 +573,7 @@ impl MemorySetup {
                 builder = builder.hook(Arc::new(dream));
             }
         } else {
-            tracing::info!("memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY");
+            tracing::info!("memory disabled by the environment or settings");
         }
         if let Some(config) = &self.subagents {
             let loaded = self.load_agents();

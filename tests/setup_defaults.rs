@@ -325,6 +325,30 @@ async fn an_environment_variable_appends_guidelines_to_the_memory_prompt() {
 }
 
 #[tokio::test]
+async fn claude_codes_extra_guidelines_count_in_its_layout() {
+    for text in [
+        "Never save anything about customers.",
+        "不要保存任何客户信息。",
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let env = env(home.path())
+            .with("CLAUDE_CONFIG_DIR", home.path().to_string_lossy())
+            .with("CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES", text);
+        let claude = MemoryDirResolver::claude_code(project.path())
+            .managed_settings(project.path().join("no-managed-settings.json"));
+        let memory = MemorySetup::with_resolver(claude, env.clone()).unwrap();
+        let req = first_request(&memory).await;
+        let section = req.system.iter().find(|s| s.contains("MEMORY.md")).unwrap();
+        assert!(section.contains(&format!("## Additional guidelines\n\n{text}")));
+        // memloop's own layout reads only memloop's variable.
+        let memory = MemorySetup::with_resolver(resolver(project.path()), env).unwrap();
+        let req = first_request(&memory).await;
+        assert!(req.system.iter().all(|s| !s.contains(text)));
+    }
+}
+
+#[tokio::test]
 async fn daily_log_mode_switches_the_main_agents_prompt_and_tools_too() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();

@@ -44,6 +44,7 @@ pub struct MemorySection {
     extra: Option<String>,
     daily_log: bool,
     team: bool,
+    agent_scope: Option<memloop_store::AgentMemoryScope>,
 }
 
 impl MemorySection {
@@ -58,15 +59,16 @@ impl MemorySection {
             extra: None,
             daily_log: false,
             team: false,
+            agent_scope: None,
         }
     }
 
-    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`, shows team
+    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`, shows team
     /// memory when `MEMLOOP_TEAM_MEMORY` is, with the text of `MEMLOOP_MEMORY_EXTRA_GUIDELINES`
     /// (when set and not blank) appended.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
         let section = Self::new(store)
-            .enabled(!env.switch(memloop_store::env::DISABLE_AUTO_MEMORY))
+            .enabled(memloop_store::env::memory_enabled(env))
             .team(env.switch(memloop_store::env::TEAM_MEMORY));
         match env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES) {
             Some(extra) => section.extra_guidelines(extra),
@@ -106,6 +108,13 @@ impl MemorySection {
         self
     }
 
+    /// A sub-agent's own memory in `scope`: the guidance gains the line saying who shares it
+    /// ([`agent_scope_guidance`]).
+    pub fn agent_scope(mut self, scope: memloop_store::AgentMemoryScope) -> Self {
+        self.agent_scope = Some(scope);
+        self
+    }
+
     /// Append `text` to the guidance, under "Additional guidelines" (blank text adds nothing).
     pub fn extra_guidelines(mut self, text: &str) -> Self {
         let text = text.trim();
@@ -135,6 +144,32 @@ impl MemorySection {
                 tracing::warn!(error = %e, file, "could not load an index for the system prompt");
                 format!("({file} could not be read: {e})")
             }
+        }
+    }
+}
+
+/// The line a sub-agent's memory prompt carries for its scope: who else sees the memories, and
+/// so what to write in them.
+///
+/// ```
+/// use memloop_memory::prompt::agent_scope_guidance;
+/// use memloop_store::AgentMemoryScope;
+/// assert!(agent_scope_guidance(AgentMemoryScope::Local).contains("not checked in"));
+/// ```
+pub fn agent_scope_guidance(scope: memloop_store::AgentMemoryScope) -> &'static str {
+    use memloop_store::AgentMemoryScope as S;
+    match scope {
+        S::User => {
+            "This is user-scope memory: it follows you into every project, so keep what you \
+             learn general, not tied to one project's code or names."
+        }
+        S::Project => {
+            "This is project-scope memory: it lives in the project and is shared with the team \
+             through version control, so write what every teammate's agent should know."
+        }
+        S::Local => {
+            "This is local-scope memory: it stays on this machine only and is not checked in, \
+             so it may hold what is specific to this checkout or this user's setup."
         }
     }
 }
@@ -194,6 +229,10 @@ impl SystemSection for MemorySection {
             text.push_str("\n\n## Daily-log mode\n\n");
             text.push_str(crate::daily_log::DAILY_LOG_GUIDANCE.trim());
             text.push_str(" This replaces \"How to save\" above.");
+        }
+        if let Some(scope) = self.agent_scope {
+            text.push_str("\n\n## Scope of this memory\n\n");
+            text.push_str(agent_scope_guidance(scope));
         }
         if let Some(extra) = &self.extra {
             text.push_str("\n\n## Additional guidelines\n\n");
