@@ -25,7 +25,7 @@ use memloop_memory::session_notes::{
     SessionNotesHook,
 };
 use memloop_memory::{
-    prompt::MemorySection,
+    prompt::{Guidance, MemorySection},
     tools::memory_tools,
     transcripts::{
         PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
@@ -83,6 +83,8 @@ pub struct MemorySetup {
     transcripts: TranscriptConfig,
     saved_notice: bool,
     daily_log: bool,
+    /// `None`: chosen from the compaction window ([`Guidance::for_window`]).
+    guidance: Option<Guidance>,
     team_memory: bool,
     /// `None`: no sub-agents.
     subagents: Option<SubAgentConfig>,
@@ -196,6 +198,7 @@ impl MemorySetup {
             transcripts: TranscriptConfig::default(),
             saved_notice: false,
             daily_log: false,
+            guidance: None,
             team_memory,
             subagents: Some(SubAgentConfig::default()),
             subagent_models: Vec::new(),
@@ -296,6 +299,23 @@ impl MemorySetup {
     pub fn daily_log(mut self, on: bool) -> Self {
         self.daily_log = on;
         self
+    }
+
+    /// How the memory guidance describes the kinds of memory. Without this call: brief when
+    /// [`compaction`](Self::compaction) names a window below
+    /// [`Guidance::BRIEF_BELOW_TOKENS`], in full otherwise.
+    pub fn guidance(mut self, guidance: Guidance) -> Self {
+        self.guidance = Some(guidance);
+        self
+    }
+
+    /// The guidance this setup gives: the one set, or the one that fits the compaction window.
+    fn chosen_guidance(&self) -> Guidance {
+        match (self.guidance, &self.compaction) {
+            (Some(guidance), _) => guidance,
+            (None, Compaction::Custom(custom)) => Guidance::for_window(custom.0.context_window),
+            (None, _) => Guidance::Full,
+        }
     }
 
     /// Give the agent the `agent` tool over the sub-agent definitions found on disk (default on;
@@ -511,7 +531,8 @@ impl MemorySetup {
             builder = builder.section(Arc::new(
                 MemorySection::from_env(store.clone(), &self.env)
                     .daily_log(self.daily_log)
-                    .team(self.team_memory),
+                    .team(self.team_memory)
+                    .guidance(self.chosen_guidance()),
             ));
             if self.daily_log {
                 builder = builder.tool(Arc::new(DailyLogTool::new(store.clone())));

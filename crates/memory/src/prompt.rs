@@ -10,6 +10,50 @@ use memloop_store::{MemoryScope, TEAM_DIR};
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
+const KINDS_FULL: &str = include_str!("../templates/memory_kinds.md");
+const KINDS_BRIEF: &str = include_str!("../templates/memory_kinds_brief.md");
+
+/// How the memory section describes the four kinds of memory.
+///
+/// The full guidance (when to save each kind, how to use it, how to write its body, examples)
+/// is about 500 tokens; the brief one (a paragraph and one example per kind) about 280. A model
+/// whose whole window is a few thousand tokens cannot afford the full text beside a
+/// conversation, so [`Guidance::for_window`] picks the brief one below 32,768 tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Guidance {
+    /// When to save, how to use, body structure and examples for each kind (the default).
+    #[default]
+    Full,
+    /// One paragraph and one example per kind, for small context windows.
+    Brief,
+}
+
+impl Guidance {
+    /// Windows below this many tokens get [`Guidance::Brief`] from [`Guidance::for_window`].
+    pub const BRIEF_BELOW_TOKENS: u64 = 32_768;
+
+    /// The guidance that fits a model with a `tokens`-token context window.
+    ///
+    /// ```
+    /// use memloop_memory::prompt::Guidance;
+    /// assert_eq!(Guidance::for_window(2_048), Guidance::Brief);
+    /// assert_eq!(Guidance::for_window(200_000), Guidance::Full);
+    /// ```
+    pub fn for_window(tokens: u64) -> Self {
+        match tokens < Self::BRIEF_BELOW_TOKENS {
+            true => Self::Brief,
+            false => Self::Full,
+        }
+    }
+
+    fn kinds(self) -> &'static str {
+        match self {
+            Self::Full => KINDS_FULL,
+            Self::Brief => KINDS_BRIEF,
+        }
+        .trim_end()
+    }
+}
 const TEAM_GUIDANCE: &str = include_str!("../templates/team_memory.md");
 
 /// The guidance on which memory goes where (private or team), for the memory section and the
@@ -45,6 +89,7 @@ pub struct MemorySection {
     daily_log: bool,
     team: bool,
     agent_scope: Option<memloop_store::AgentMemoryScope>,
+    guidance: Guidance,
 }
 
 impl MemorySection {
@@ -60,6 +105,7 @@ impl MemorySection {
             daily_log: false,
             team: false,
             agent_scope: None,
+            guidance: Guidance::Full,
         }
     }
 
@@ -115,6 +161,12 @@ impl MemorySection {
         self
     }
 
+    /// Describe the kinds of memory in full (the default) or briefly, for small windows.
+    pub fn guidance(mut self, guidance: Guidance) -> Self {
+        self.guidance = guidance;
+        self
+    }
+
     /// Append `text` to the guidance, under "Additional guidelines" (blank text adds nothing).
     pub fn extra_guidelines(mut self, text: &str) -> Self {
         let text = text.trim();
@@ -131,7 +183,7 @@ impl MemorySection {
 
     /// Render the guidance around a given index text.
     pub fn render(memory_dir: &str, index: &str) -> String {
-        render_sections(memory_dir, index, None)
+        render_sections(memory_dir, index, None, Guidance::Full)
     }
 }
 
@@ -176,7 +228,12 @@ pub fn agent_scope_guidance(scope: memloop_store::AgentMemoryScope) -> &'static 
 
 /// The guidance around the private index, and with team memory on, the scope rule and the team
 /// index after it.
-fn render_sections(memory_dir: &str, index: &str, team_index: Option<&str>) -> String {
+fn render_sections(
+    memory_dir: &str,
+    index: &str,
+    team_index: Option<&str>,
+    guidance: Guidance,
+) -> String {
     let empty = |text: &str, what: &'static str| -> String {
         match text.trim().is_empty() {
             true => what.to_owned(),
@@ -201,6 +258,7 @@ fn render_sections(memory_dir: &str, index: &str, team_index: Option<&str>) -> S
         TEMPLATE,
         &[
             ("memory_dir", memory_dir),
+            ("kinds", guidance.kinds()),
             ("index", &index),
             ("scopes", &scopes),
             ("team_index", &team),
@@ -224,7 +282,7 @@ impl SystemSection for MemorySection {
             true => Some(self.index_text(MemoryScope::Team).await),
             false => None,
         };
-        let mut text = render_sections(&dir, &index, team.as_deref());
+        let mut text = render_sections(&dir, &index, team.as_deref(), self.guidance);
         if self.daily_log {
             text.push_str("\n\n## Daily-log mode\n\n");
             text.push_str(crate::daily_log::DAILY_LOG_GUIDANCE.trim());
@@ -244,6 +302,23 @@ impl SystemSection for MemorySection {
 
 #[cfg(test)]
 mod tests {
+    use super::Guidance;
+
+    /// Both forms name the four kinds and the `**Why:**` rule; the brief one is the shorter.
+    #[test]
+    fn both_guidances_cover_the_four_kinds() {
+        for guidance in [Guidance::Full, Guidance::Brief] {
+            let text = super::render_sections("/m", "", None, guidance);
+            for kind in ["user", "feedback", "project", "reference"] {
+                assert!(
+                    text.contains(&format!("**{kind}**")) || text.contains(&format!("### {kind}"))
+                );
+            }
+            assert!(text.contains("**Why:**") && !text.contains("{{"), "{text}");
+        }
+        let len = |g| super::render_sections("/m", "", None, g).len();
+        assert!(len(Guidance::Brief) + 600 < len(Guidance::Full));
+    }
     #[test]
     fn team_guidance_names_both_dirs() {
         let text = super::team_guidance("/home/李雷/.memloop/projects/app/memory/");
