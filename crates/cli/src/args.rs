@@ -103,7 +103,8 @@ pub struct McpArgs {
     /// block there, between markers).
     #[arg(long)]
     pub no_claude_md: bool,
-    /// Largest `content` of one saved entry, in bytes (default 65536).
+    /// Largest memory one save or update may store, in bytes of its whole text (frontmatter
+    /// and content; default 65536): the size rule of the server's stores.
     #[arg(long, value_name = "BYTES")]
     pub max_entry_bytes: Option<usize>,
     /// Largest total `content` of one `context_save` call, in bytes (default 1048576).

@@ -8,7 +8,7 @@ use anyhow::bail;
 use memloop_mcp::{OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores};
 use memloop_pg::{PgConfig, PgMemoryStore};
 use memloop_store::env::EnvVars;
-use memloop_store::{MemoryError, MemoryStore};
+use memloop_store::{MemoryError, MemoryStore, WriteLimits};
 use std::sync::Arc;
 
 /// The `application_name` prefix of the server's database connections; the process id follows
@@ -43,9 +43,9 @@ impl ProjectStores for TeamStores {
         format!("postgres:{}", self.shown)
     }
 
-    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
+    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
         Box::pin(async move {
-            let config = self.config(&project.path);
+            let config = self.config(&project.path).write_limits(limits);
             tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
             let store = PgMemoryStore::open(config)
                 .await
@@ -56,9 +56,9 @@ impl ProjectStores for TeamStores {
 
     /// The team store with its transactions: a `context_save` batch is one transaction, and
     /// its idempotency key is recorded in it.
-    fn open_store<'a>(&'a self, project: &'a Project) -> OpenStoreFuture<'a> {
+    fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
         Box::pin(async move {
-            let config = self.config(&project.path);
+            let config = self.config(&project.path).write_limits(limits);
             tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
             let store = PgMemoryStore::open(config)
                 .await

@@ -3,7 +3,6 @@
 //! A failing backend is not a refusal: the answer says `available: false` and why.
 
 use crate::access::{Denied, Effect};
-use crate::answer::McpLimits;
 use crate::mapping::{EntryType, Scope, first_line};
 use crate::projects::{NotServed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
@@ -697,7 +696,6 @@ pub async fn manage(
     projects: &Projects,
     project: Project,
     request: ManageRequest<'_>,
-    limits: McpLimits,
     claude_md: bool,
 ) -> Result<Value, Refusal> {
     let ManageRequest {
@@ -773,13 +771,6 @@ pub async fn manage(
             let content = content
                 .filter(|c| !c.trim().is_empty())
                 .ok_or_else(|| Refusal::new("update needs non-empty content"))?;
-            if content.len() > limits.max_entry_bytes {
-                return Err(Refusal::new(format!(
-                    "update `{rel}` refused: content is {} bytes; at most {} per entry",
-                    content.len(),
-                    limits.max_entry_bytes
-                )));
-            }
             let what = format!("update `{rel}`");
             let old = match store.read(&rel).await {
                 Ok(f) => f,

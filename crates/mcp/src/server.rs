@@ -420,7 +420,6 @@ impl MemoryServer {
                     content: p.content.as_deref(),
                     expected_version: p.expected_version.as_deref(),
                 },
-                self.projects.limits(),
                 p.claude_md.unwrap_or(true) && self.projects.claude_md(),
             )
             .await,

@@ -8,7 +8,7 @@ mod support;
 
 use memloop_mcp::{McpConfig, OpenFuture, Project, ProjectStores};
 use memloop_pg::{PgConfig, PgMemoryStore};
-use memloop_store::{MemoryError, MemoryStore};
+use memloop_store::{MemoryError, MemoryStore, WriteLimits};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -27,9 +27,11 @@ impl ProjectStores for TestTeam {
         format!("postgres:test?schema={}", self.schema)
     }
 
-    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
+    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
         Box::pin(async move {
-            let config = PgConfig::for_project_dir(URL, &project.path).schema(&self.schema);
+            let config = PgConfig::for_project_dir(URL, &project.path)
+                .schema(&self.schema)
+                .write_limits(limits);
             let store = PgMemoryStore::open(config)
                 .await
                 .map_err(MemoryError::from)?;
