@@ -361,9 +361,11 @@ impl MemorySetup {
         let Some(on) = &self.on else {
             return AgentMemory::off();
         };
+        // Keyed by the canonical git root, so a run from a subdirectory (or a worktree) finds
+        // the same project and local scopes.
         AgentMemory::new(AgentMemoryScopes::new(
             &on.base,
-            &self.working_dir,
+            memloop_store::canonical_project_root(&self.working_dir),
             self.app_dir,
         ))
         .protect(&on.resolved.dir)
@@ -621,17 +623,23 @@ impl MemorySetup {
             let session = builder.session_id().to_owned();
             let session_dir = notes.session_dir(&session);
             let notes = Arc::new(FileSessionNotes::new(notes.clone(), &session)?);
-            builder = builder.tool(Arc::new(NotesEditTool::new(notes.notes_path())));
-            let hook = Arc::new(SessionNotesHook::new(notes.clone()));
+            let compact = (*compact).with_env(&self.env);
+            // The notes are kept for automatic compaction: with it off (by the environment or
+            // the config), nothing would read them, so they are not written either.
+            let keep_notes = !compact.disabled && !compact.auto_disabled;
             // The agent shares the compactor's context-window handle (see AgentBuilder::build).
-            let compactor = Compactor::new((*compact).with_env(&self.env))
-                .with_session_notes(notes)
+            let compactor = Compactor::new(compact)
+                .with_session_notes(notes.clone())
                 .with_spill_dir(session_dir.clone())
                 .with_token_counter(builder.counter());
-            builder = builder
-                .spill_dir(session_dir)
-                .hook(hook) // notes updates after sampling (background, FIFO); baselines reset after compaction
-                .compactor(Arc::new(compactor));
+            builder = builder.spill_dir(session_dir).compactor(Arc::new(compactor));
+            if keep_notes {
+                builder = builder
+                    .tool(Arc::new(NotesEditTool::new(notes.notes_path())))
+                    // notes updates after sampling (background, FIFO); baselines reset after
+                    // compaction
+                    .hook(Arc::new(SessionNotesHook::new(notes)));
+            }
         }
         Ok(builder)
     }

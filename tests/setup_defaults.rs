@@ -55,6 +55,26 @@ async fn instructions_and_compaction_are_on_by_default_each_with_an_opt_out() {
     assert!(!req.tools.iter().any(|t| t.name == "edit_session_notes"));
 }
 
+/// Session notes serve automatic compaction: with it switched off by the environment, the
+/// notes are not kept (no notes tool, no updater), while the compactor stays for manual use.
+#[tokio::test]
+async fn session_notes_are_kept_only_with_automatic_compaction() {
+    for switch in ["MEMLOOP_DISABLE_AUTO_COMPACT", "MEMLOOP_DISABLE_COMPACT"] {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let env = EnvVars::from_pairs([
+            ("MEMLOOP_HOME", home.path().to_str().unwrap()),
+            (switch, "1"),
+        ]);
+        let memory = MemorySetup::with_resolver(resolver(project.path()), env).unwrap();
+        let req = first_request(&memory).await;
+        assert!(
+            !req.tools.iter().any(|t| t.name == "edit_session_notes"),
+            "{switch}: the notes are still kept"
+        );
+    }
+}
+
 /// A side model that always fails.
 struct Broken;
 

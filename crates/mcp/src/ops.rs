@@ -103,9 +103,9 @@ pub enum ManageAction {
     List,
     /// Delete the memory at `target` (a path as listed, e.g. `todos/fix-ci.md`).
     Delete,
-    /// Replace the body of the memory at `target` with `content` (title and type kept), only if
-    /// it is still at `expected_version` (required): a stale update is refused with the
-    /// current version.
+    /// Replace the body of the memory at `target` with `content` (title and type kept). With
+    /// `expected_version`, only if the memory is still at that version (a stale update is
+    /// refused with the current version); without it, the memory as it is now.
     Update,
     /// Create the project's memory dir if it does not exist yet (its index, `MEMORY.md`, is
     /// written with the first saved entry).
@@ -776,17 +776,14 @@ pub async fn manage(
                 Ok(f) => f,
                 Err(e) => return store_failure(&project, &what, e),
             };
+            let previous = content_version(&old.raw);
+            // Given, the version the client read is checked; left out (as clients of the
+            // original `target` + `content` schema do), the update applies to the version just
+            // read, so a change made between this read and the write is still never overwritten.
             let expected = match expected_of(expected_version)? {
-                ExpectedVersion::Any => {
-                    return Err(Refusal::new(format!(
-                        "{what} needs expected_version: the `version` of this memory from a \
-                         context_load or context_search answer (or your last save or update), \
-                         so a change you have not seen is never overwritten"
-                    )));
-                }
+                ExpectedVersion::Any => ExpectedVersion::Is(previous.clone()),
                 e => e,
             };
-            let previous = content_version(&old.raw);
             if !expected.accepts(Some(&previous)) {
                 return store_failure(&project, &what, expected.conflict(&rel, Some(&previous)));
             }
