@@ -632,7 +632,9 @@ impl MemorySetup {
                 .with_session_notes(notes.clone())
                 .with_spill_dir(session_dir.clone())
                 .with_token_counter(builder.counter());
-            builder = builder.spill_dir(session_dir).compactor(Arc::new(compactor));
+            builder = builder
+                .spill_dir(session_dir)
+                .compactor(Arc::new(compactor));
             if keep_notes {
                 builder = builder
                     .tool(Arc::new(NotesEditTool::new(notes.notes_path())))
