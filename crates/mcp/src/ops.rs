@@ -276,24 +276,34 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         }
     };
     let count = |f: &str| headers.iter().filter(|h| h.rel_path.starts_with(f)).count();
-    let summary = format!(
-        "{} memories ({} sessions, {} decisions, {} changes, {} knowledge, {} open todos){}",
+    let counts = json!({
+        "sessions": count("sessions/"),
+        "decisions": count("decisions/"),
+        "changes": count("changes/"),
+        "knowledge": count("knowledge/"),
+        "todos": count("todos/"),
+    });
+    let knowledge: Vec<&MemoryHeader> = in_folder("knowledge/").collect();
+    let last = recent.first().and_then(|v| {
+        let date = v["date"].as_str()?;
+        let text = v["summary"].as_str()?;
+        Some((date.to_owned(), text.to_owned()))
+    });
+    let todo_titles: Vec<String> = in_folder("todos/").map(title_of).collect();
+    let summary = overview(
+        &project,
         headers.len(),
-        count("sessions/"),
-        count("decisions/"),
-        count("changes/"),
-        count("knowledge/"),
-        count("todos/"),
-        sessions
-            .first()
-            .map(|h| format!("; last session: {}", line(h)))
-            .unwrap_or_default()
+        last.as_ref().map(|(d, t)| (d.as_str(), t.as_str())),
+        &decisions.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
+        &todo_titles,
+        &knowledge.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
     );
     Ok(json!({
         "project_id": project.id,
         "registered": true,
         "last_session": sessions.first().map(|h| h.modified_rfc3339()),
         "summary": summary,
+        "counts": counts,
         "recent_sessions": recent,
         "pending_items": in_folder("todos/").map(title_of).collect::<Vec<_>>(),
         "active_decisions": decisions.iter().map(|h| line(h)).collect::<Vec<_>>(),
@@ -310,6 +320,60 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "decisions": decisions.iter().map(|h| header_json(h)).collect::<Vec<_>>(),
         "global_knowledge": global,
     }))
+}
+
+/// Items of each kind an overview names.
+const OVERVIEW_ITEMS: usize = 3;
+/// Longest excerpt of the last session an overview quotes, in characters.
+const OVERVIEW_SESSION_CHARS: usize = 240;
+
+/// `context_load`'s `summary`: a short overview of the project, in prose a model reads at the
+/// start of a session: its name and size, the last session (date and the first line of its
+/// overview), then the newest decisions, open todos and knowledge by title.
+fn overview(
+    project: &Project,
+    memories: usize,
+    last_session: Option<(&str, &str)>,
+    decisions: &[String],
+    todos: &[String],
+    knowledge: &[String],
+) -> String {
+    let name = project
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| project.path.display().to_string());
+    let mut out = format!(
+        "{name}: {memories} {}.",
+        if memories == 1 { "memory" } else { "memories" }
+    );
+    if let Some((date, text)) = last_session {
+        let line = first_line(text, OVERVIEW_SESSION_CHARS);
+        out.push_str(&format!(" Last session ({date}): {line}"));
+        if !line.ends_with(['.', '。', '!', '?', '！', '？', '…']) {
+            out.push('.');
+        }
+    }
+    for (label, items) in [
+        ("Decided", decisions),
+        ("Open", todos),
+        ("Known", knowledge),
+    ] {
+        if items.is_empty() {
+            continue;
+        }
+        let shown: Vec<&str> = items
+            .iter()
+            .take(OVERVIEW_ITEMS)
+            .map(String::as_str)
+            .collect();
+        out.push_str(&format!(" {label}: {}", shown.join("; ")));
+        if items.len() > OVERVIEW_ITEMS {
+            out.push_str(&format!(" (+{} more)", items.len() - OVERVIEW_ITEMS));
+        }
+        out.push('.');
+    }
+    out
 }
 
 /// The prefix of global memories' paths in answers and targets.
