@@ -13,7 +13,8 @@
 pub const PAYLOAD_TARGETS: &[&str] = &["rmcp", "tokio_postgres::query"];
 
 /// Whether an event or span with `metadata` may be logged: `false` for the debug and trace
-/// events of [`PAYLOAD_TARGETS`]. Use it as a filter beside the level filter, e.g.
+/// events of rmcp's transports (whole JSON-RPC messages) and tokio-postgres' statement execution
+/// (parameters). Use it as a filter beside the level filter, e.g.
 /// `tracing_subscriber::filter::filter_fn(memloop_mcp::loggable)`.
 ///
 /// ```
