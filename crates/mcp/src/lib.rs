@@ -25,6 +25,7 @@ mod summaries;
 mod tiers;
 mod tls;
 
+pub use access::{Access, Denied, Effect, ProjectGlob, TokenScope};
 pub use answer::McpLimits;
 pub use batch::{AnswerOf, AtomicBatches, BatchFuture, Batched, SaveKey};
 pub use http::{
