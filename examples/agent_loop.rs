@@ -162,8 +162,35 @@ async fn session(agent: &mut Agent, texts: &[&str]) {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
+    // With `--features otel` and OTEL_EXPORTER_OTLP_ENDPOINT set, the run's spans (agents,
+    // turns, model requests, tool calls) go to that collector: see docs/observability.md.
+    #[cfg(feature = "otel")]
+    let export = traces()?;
+    let outcome = tokio::runtime::Runtime::new()?.block_on(demo());
+    #[cfg(feature = "otel")]
+    if let Some(export) = export {
+        export.shutdown()?;
+    }
+    outcome
+}
+
+/// Export the spans when the standard variables name a collector.
+#[cfg(feature = "otel")]
+fn traces() -> Result<Option<memloop::core::telemetry::otlp::OtlpExport>> {
+    use memloop::core::telemetry::otlp::{OtlpConfig, OtlpExport};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let Some(config) = OtlpConfig::from_env(&EnvVars::from_process())? else {
+        return Ok(None);
+    };
+    let export = OtlpExport::start(&config)?;
+    tracing_subscriber::registry().with(export.layer()).init();
+    println!("traces go to {}", config.traces_endpoint);
+    Ok(Some(export))
+}
+
+async fn demo() -> Result<()> {
     let args = parse_args()?;
     let tmp = tempfile::tempdir()?;
     let base = args

@@ -3,12 +3,42 @@
 use clap::Parser;
 use memloop_cli::terminal::Visible;
 use memloop_cli::{Cli, Context, Exit, Io, error_message, exit_for, is_broken_pipe};
+use memloop_core::telemetry::otlp::{OtlpConfig, OtlpExport};
 use memloop_store::env::EnvVars;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let export = start_export();
+    let code = run(&cli, export.as_ref());
+    if let Some(export) = export {
+        // Send the spans still buffered; a collector that is gone is only warned about.
+        if let Err(e) = export.shutdown() {
+            let _ = writeln!(std::io::stderr(), "memloop: warning: {e}");
+        }
+    }
+    code
+}
+
+/// The OTLP export the standard variables ask for (`OTEL_EXPORTER_OTLP_ENDPOINT`, ...), if
+/// any. A bad setting is warned about and the command runs without it.
+fn start_export() -> Option<OtlpExport> {
+    let started = OtlpConfig::from_env(&EnvVars::from_process())
+        .and_then(|c| c.map(|c| OtlpExport::start(&c)).transpose());
+    match started {
+        Ok(export) => export,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "memloop: warning: traces not exported: {e}"
+            );
+            None
+        }
+    }
+}
+
+fn run(cli: &Cli, export: Option<&OtlpExport>) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MEMLOOP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Whatever the level, no event that carries a request's payload (memory text) is logged.
@@ -22,9 +52,10 @@ fn main() -> ExitCode {
                 .with_filter(filter)
                 .with_filter(tracing_subscriber::filter::filter_fn(memloop_mcp::loggable)),
         )
+        .with(export.map(|e| e.layer()))
         .init();
     if let memloop_cli::args::Command::Mcp(args) = &cli.command {
-        return serve_mcp(&cli, args);
+        return serve_mcp(cli, args);
     }
     let (stdout, stdin) = (std::io::stdout(), std::io::stdin());
     let interactive = stdin.is_terminal();
@@ -42,7 +73,7 @@ fn main() -> ExitCode {
     let outcome = std::env::current_dir()
         .map_err(anyhow::Error::from)
         .and_then(|cwd| {
-            let ctx = Context::new(&cli, cwd, EnvVars::from_process());
+            let ctx = Context::new(cli, cwd, EnvVars::from_process());
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -52,7 +83,7 @@ fn main() -> ExitCode {
                 input: &mut input,
                 interactive,
             };
-            runtime.block_on(memloop_cli::run(&cli, &ctx, &mut io))
+            runtime.block_on(memloop_cli::run(cli, &ctx, &mut io))
         });
     let _ = out.flush();
     match outcome {

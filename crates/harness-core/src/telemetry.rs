@@ -17,6 +17,9 @@
 //! No message text is recorded. The names live here, in one place, so every caller writes the
 //! same ones.
 
+#[cfg(feature = "otel")]
+pub mod otlp;
+
 use crate::message::Usage;
 use crate::model::{ModelError, ModelResponse, StopReason};
 use tracing::Span;

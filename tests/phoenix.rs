@@ -1,0 +1,226 @@
+//! The loop's spans, exported over OTLP/HTTP, read back from a real Arize Phoenix (`.ci/run`
+//! installs `arize-phoenix` into a virtualenv and names its `phoenix` in `MEMLOOP_PHOENIX`):
+//! Phoenix is started on free loopback ports with a temporary working dir, one session of the
+//! scripted model (it says so) with memory on runs with the export, and the spans are read
+//! back through Phoenix's REST API: names, the GenAI attributes, nesting and counts.
+#![cfg(feature = "otel")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use memloop::MemorySetup;
+use memloop::core::Agent;
+use memloop::core::env::EnvVars;
+use memloop::core::telemetry::otlp::{OtlpConfig, OtlpExport};
+use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::memory::paths::MemoryDirResolver;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::instrument::WithSubscriber;
+use tracing_subscriber::layer::SubscriberExt;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A Phoenix server for this test: killed when dropped.
+struct Phoenix {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Phoenix {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start Phoenix, or `None` (skipped outside CI) when it is not installed.
+async fn phoenix() -> Option<Phoenix> {
+    let program = std::env::var("MEMLOOP_PHOENIX").unwrap_or_else(|_| "phoenix".into());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = std::process::Command::new(&program)
+        .arg("serve")
+        .env("PHOENIX_WORKING_DIR", dir.path())
+        .env("PHOENIX_HOST", "127.0.0.1")
+        .env("PHOENIX_PORT", port.to_string())
+        .env("PHOENIX_GRPC_PORT", free_port().to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            memloop::core::testing::skip_unless_ci(format!(
+                "Arize Phoenix is not available (`.ci/run` installs it; MEMLOOP_PHOENIX={program}): {e}"
+            ));
+            return None;
+        }
+    };
+    let server = Phoenix {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        _dir: dir,
+    };
+    let http = reqwest::Client::new();
+    // Phoenix takes some seconds to migrate its database and start.
+    for _ in 0..240 {
+        if let Ok(r) = http.get(format!("{}/healthz", server.url)).send().await {
+            if r.status().is_success() {
+                return Some(server);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("Phoenix did not start on {}", server.url);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_readable_in_phoenix() {
+    let Some(phoenix) = phoenix().await else {
+        return;
+    };
+    let project = "memloop-phoenix-test";
+    let env = EnvVars::from_pairs([
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.url.clone()),
+        ("OTEL_SERVICE_NAME", "memloop-test".into()),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            format!("openinference.project.name={project}"),
+        ),
+    ]);
+    let config = OtlpConfig::from_env(&env).unwrap().unwrap();
+    let export = tokio::task::spawn_blocking(move || OtlpExport::start(&config))
+        .await
+        .unwrap()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry().with(export.layer());
+
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .on_purpose("main", |req| {
+            let answered = req
+                .messages
+                .last()
+                .is_some_and(|m| m.tool_result_ids().next().is_some());
+            Some(match answered {
+                false => ScriptStep::tool(
+                    "memory_write",
+                    serde_json::json!({"topic": "release_day", "content": "Releases go out on Tuesdays.",
+                        "description": "release day", "type": "project"}),
+                ),
+                true => ScriptStep::text("Saved."),
+            })
+        })
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing new")))
+        .on_purpose("session_memory", |_| Some(ScriptStep::text("noted")));
+    let session = {
+        let model = model.clone();
+        let memory_env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+        async move {
+            let memory =
+                MemorySetup::with_resolver(MemoryDirResolver::new(work.path()), memory_env)
+                    .unwrap();
+            let mut agent = memory
+                .attach(Agent::builder(Arc::new(model)))
+                .unwrap()
+                .build();
+            agent
+                .run_turn("Remember that we release on Tuesdays.")
+                .await
+                .unwrap();
+            assert!(agent.drain(Duration::from_secs(30)).await.completed);
+            let session = agent.config().session_id.clone();
+            drop(agent);
+            session
+        }
+        .with_subscriber(subscriber)
+        .await
+    };
+    tokio::task::spawn_blocking(move || export.shutdown())
+        .await
+        .unwrap()
+        .unwrap();
+
+    // Read the spans back (Phoenix writes them asynchronously: poll until they are all there).
+    let http = reqwest::Client::new();
+    let mut spans: Vec<Value> = Vec::new();
+    for _ in 0..120 {
+        let r = http
+            .get(format!(
+                "{}/v1/projects/{project}/spans?limit=1000",
+                phoenix.url
+            ))
+            .send()
+            .await
+            .unwrap();
+        if r.status().is_success() {
+            let v: Value = r.json().await.unwrap();
+            spans = v["data"].as_array().cloned().unwrap_or_default();
+            if spans.iter().any(|s| s["name"] == "invoke_agent main") {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let named =
+        |name: &str| -> Vec<&Value> { spans.iter().filter(|s| s["name"] == name).collect() };
+    let agent = named("invoke_agent main");
+    assert_eq!(agent.len(), 1, "{spans:#?}");
+    let agent = agent[0];
+    assert_eq!(agent["attributes"]["gen_ai.conversation.id"], session);
+    let turn = named("turn");
+    assert_eq!(turn.len(), 1);
+    assert_eq!(turn[0]["parent_id"], agent["context"]["span_id"]);
+
+    // One chat span per request the scripted model answered, main and forks alike.
+    let chats = named("chat scripted");
+    let answered = ["main", "extractor", "session_memory"]
+        .iter()
+        .map(|p| model.requests_for(p).len())
+        .sum::<usize>();
+    assert_eq!(chats.len(), answered, "{chats:#?}");
+    let by_purpose: HashMap<String, usize> = chats.iter().fold(HashMap::new(), |mut m, c| {
+        *m.entry(
+            c["attributes"]["memloop.purpose"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        )
+        .or_default() += 1;
+        m
+    });
+    assert_eq!(by_purpose["main"], model.requests_for("main").len());
+    for chat in &chats {
+        let a = &chat["attributes"];
+        assert_eq!(a["gen_ai.operation.name"], "chat");
+        assert_eq!(a["gen_ai.provider.name"], "memloop.scripted");
+        assert_eq!(a["gen_ai.request.model"], "scripted");
+        assert_eq!(chat["context"]["trace_id"], agent["context"]["trace_id"]);
+    }
+    // The main agent's requests sit under the turn.
+    assert!(
+        chats
+            .iter()
+            .filter(|c| c["attributes"]["memloop.purpose"] == "main")
+            .all(|c| c["parent_id"] == turn[0]["context"]["span_id"])
+    );
+    let tool = named("execute_tool memory_write");
+    assert_eq!(tool.len(), 1, "{spans:#?}");
+    assert_eq!(tool[0]["attributes"]["gen_ai.tool.name"], "memory_write");
+    assert_eq!(tool[0]["parent_id"], turn[0]["context"]["span_id"]);
+    // No message text reached Phoenix.
+    let leaked: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s.to_string().contains("Tuesdays"))
+        .collect();
+    assert!(leaked.is_empty(), "message text exported: {leaked:#?}");
+}
