@@ -32,7 +32,7 @@ pub use batch::{
     SaveKey, check_key,
 };
 pub use http::{
-    HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, TokenFileError, Tokens, check_bind,
+    HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps, TokenFileError, Tokens, check_bind,
     serve_http,
 };
 pub use logs::{PAYLOAD_TARGETS, loggable, loggable_target};

@@ -122,6 +122,7 @@ pub async fn start_http_config(
         insecure_no_auth: false,
         tls,
         shutdown: stop.clone(),
+        session_caps: Default::default(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = MemoryServer::new(config);
