@@ -79,6 +79,7 @@ chmod 600 "$work/tokens"
 # Start one server on a free loopback port; its URL and process id go into $server_url/$server_pid.
 start_server() {
   local log="$work/server$1.log"
+  : >"$log"
   env -i PATH="$PATH" HOME="$work/home" MEMLOOP_HOME="$work/home/base" MEMLOOP_LOG=warn \
     "$bin" --project "$root" mcp --root "$root" --http 127.0.0.1:0 \
     --token-file "$work/tokens" --database-url "$url" </dev/null >/dev/null 2>"$log" &

@@ -544,7 +544,16 @@ pub async fn serve_http(
                         .extensions
                         .insert(crate::batch::Caller(crate::batch::caller_of_digest(&owner)));
                 }
-                let response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
+                let closing = parts.method == http::Method::DELETE;
+                let mut response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
+                // A closed session is answered 204 No Content, not 202: clients (the Python
+                // SDK among them) take anything but 200 or 204 for a failed termination.
+                if closing
+                    && let Ok(r) = &mut response
+                    && r.status() == StatusCode::ACCEPTED
+                {
+                    *r.status_mut() = StatusCode::NO_CONTENT;
+                }
                 // The admitted session counts as open under its id; without one (the
                 // transport refused the `initialize`) the reservation is dropped here.
                 if let Some(reservation) = reservation
@@ -656,7 +665,8 @@ mod tests {
         let admitted = Arc::new(tokio::sync::Barrier::new(CAP + EXTRA));
         let tasks: Vec<_> = (0..CAP + EXTRA)
             .map(|_| {
-                let (counts, manager, admitted) = (counts.clone(), manager.clone(), admitted.clone());
+                let (counts, manager, admitted) =
+                    (counts.clone(), manager.clone(), admitted.clone());
                 tokio::spawn(async move {
                     let reservation = counts.reserve(&owner).await;
                     admitted.wait().await;
@@ -676,7 +686,10 @@ mod tests {
             }
         }
         assert_eq!((opened.len(), refused.len()), (CAP, EXTRA), "{refused:?}");
-        assert!(refused.iter().all(|r| r.contains("at most 5")), "{refused:?}");
+        assert!(
+            refused.iter().all(|r| r.contains("at most 5")),
+            "{refused:?}"
+        );
         assert_eq!(manager.sessions.read().await.len(), CAP);
         // Still full; another token is not affected.
         assert!(counts.reserve(&owner).await.is_err());
@@ -703,7 +716,8 @@ mod tests {
         let admitted = Arc::new(tokio::sync::Barrier::new(TOTAL + 3));
         let tasks: Vec<_> = (0..TOTAL + 3)
             .map(|i| {
-                let (counts, manager, admitted) = (counts.clone(), manager.clone(), admitted.clone());
+                let (counts, manager, admitted) =
+                    (counts.clone(), manager.clone(), admitted.clone());
                 tokio::spawn(async move {
                     let reservation = counts.reserve(&[i as u8; 32]).await;
                     admitted.wait().await;

@@ -32,8 +32,8 @@ pub use batch::{
     SaveKey, check_key,
 };
 pub use http::{
-    HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps, TokenFileError, Tokens, check_bind,
-    serve_http,
+    HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps, TokenFileError, Tokens,
+    check_bind, serve_http,
 };
 pub use logs::{PAYLOAD_TARGETS, loggable, loggable_target};
 pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};

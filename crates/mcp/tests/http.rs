@@ -267,3 +267,30 @@ async fn concurrent_initializes_past_the_session_cap_get_exactly_the_cap() {
     );
     stop.cancel();
 }
+
+#[tokio::test]
+async fn closing_a_session_answers_204() {
+    let fx = Fixture::new();
+    let server = start(&fx, Some(tokens(&fx))).await;
+    let session = support::HttpSession::open(&server.url, WRITER).await;
+    let id = session.id().unwrap().to_owned();
+    let r = reqwest::Client::new()
+        .delete(&server.url)
+        .bearer_auth(WRITER)
+        .header("Mcp-Session-Id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // The session is gone.
+    let r = reqwest::Client::new()
+        .post(&server.url)
+        .bearer_auth(WRITER)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &id)
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}

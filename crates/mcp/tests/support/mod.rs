@@ -246,6 +246,11 @@ impl HttpSession {
         session
     }
 
+    /// The session id the server gave.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
     /// POST one JSON-RPC message: the status and the answer's message.
     pub async fn send(&mut self, body: Value) -> (u16, Value) {
         let mut req = self
