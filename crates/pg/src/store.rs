@@ -89,6 +89,43 @@ pub struct PgWrite {
     pub sha256: String,
 }
 
+/// A pool of connections to one database (URL, TLS settings, schema, application name), for
+/// [`PgMemoryStore::open_in`]: the stores of several projects share it. Cheap to clone.
+#[derive(Clone)]
+pub struct PgPool(Pool);
+
+impl std::fmt::Debug for PgPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.0.status();
+        f.debug_struct("PgPool")
+            .field("max_size", &status.max_size)
+            .field("size", &status.size)
+            .finish()
+    }
+}
+
+impl PgPool {
+    /// A pool of at most `config.pool_size` connections with `config`'s connection settings
+    /// (its project id is not used). Connects lazily: a wrong URL or a down server shows at
+    /// the first store opened on it.
+    pub fn new(config: &PgConfig) -> Result<Self, PgError> {
+        let (driver, tls) = config.connection()?;
+        tracing::debug!(sslmode = %tls.mode(), "team memory TLS mode");
+        let manager = Manager::from_config(
+            driver,
+            tls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        Pool::builder(manager)
+            .max_size(config.pool_size.max(1))
+            .build()
+            .map(Self)
+            .map_err(|e| PgError::Connect(e.to_string()))
+    }
+}
+
 struct Inner {
     pool: Pool,
     config: PgConfig,
@@ -211,22 +248,22 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
 
 impl PgMemoryStore {
     /// Connect, run the migrations, and return the store for `config.project_id`. A wrong URL,
-    /// a down server or a missing permission is a clear [`PgError`].
+    /// a down server or a missing permission is a clear [`PgError`]. The store has a pool of its
+    /// own ([`PgConfig::pool_size`] connections); a server holding many projects shares one
+    /// with [`open_in`](Self::open_in).
     pub async fn open(config: PgConfig) -> Result<Self, PgError> {
         crate::validate_project_id(&config.project_id)?;
-        let (driver, tls) = config.connection()?;
-        tracing::debug!(sslmode = %tls.mode(), "team memory TLS mode");
-        let manager = Manager::from_config(
-            driver,
-            tls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(config.pool_size.max(1))
-            .build()
-            .map_err(|e| PgError::Connect(e.to_string()))?;
+        let pool = PgPool::new(&config)?;
+        Self::open_in(config, &pool).await
+    }
+
+    /// [`open`](Self::open) on `pool`'s connections, which other stores (other projects of the
+    /// same database, schema and application name) share: a server serving many projects holds
+    /// one pool, not one per project. `config` names the project; its connection settings must
+    /// be the pool's (the pool's are used).
+    pub async fn open_in(config: PgConfig, pool: &PgPool) -> Result<Self, PgError> {
+        crate::validate_project_id(&config.project_id)?;
+        let pool = pool.0.clone();
         let url = config.redacted_url();
         let description = StoreDescription {
             identity: format!(
