@@ -108,6 +108,7 @@ run() {
   [ -n "${LOAD_JSON_DIR:-}" ] && json=(--json "$LOAD_JSON_DIR/$label.json")
   timeout 150 "$python" "$script" --url "$url1" --url "$url2" --token "$token" --root "$root/$label" \
     --clients "$clients" --ops "$ops" --processes "$processes" --pg "$pg" --label "$label" \
+    --server-pids "$pid1,$pid2" \
     "${json[@]}" "$@"
 }
 

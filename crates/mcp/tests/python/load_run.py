@@ -261,12 +261,12 @@ async def worker(config):
     await asyncio.gather(*(c.warm() for c in clients))
     print(json.dumps({"ready": True}), flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     await asyncio.gather(*(c.run() for c in clients))
-    ended = time.time()
+    ended, cpu = time.time(), time.process_time() - cpu
     for c in clients:
         await c.close()
-    print(json.dumps({"started": started, "ended": ended, "clients": [c.report() for c in clients]}),
+    print(json.dumps({"started": started, "ended": ended, "cpu_s": cpu, "clients": [c.report() for c in clients]}),
           flush=True)
 
 
@@ -304,6 +304,31 @@ class Killer(threading.Thread):
             self.psql.wait(timeout=5)
         except Exception:  # noqa: BLE001
             self.psql.kill()
+
+
+def process_cpu(pids):
+    """CPU seconds used so far by `pids` (Linux /proc; 0 where unreadable)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def machine_cpu():
+    """(busy, all) CPU seconds of the whole machine so far (Linux /proc/stat; zeros elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / hz, sum(ticks) / hz
 
 
 def percentile(values, q):
@@ -380,6 +405,7 @@ def run_workers(args):
             killer = Killer(args.pg, args.kill_apps.split(","), args.kill_every)
             killer.start()
         wall = time.perf_counter()
+        cpu0 = (process_cpu(args.server_pids), machine_cpu())
         for proc in procs:
             proc.stdin.write("go\n")
         results = []
@@ -389,11 +415,14 @@ def run_workers(args):
                 raise SystemExit("a worker died")
             results.append(json.loads(line))
         wall = time.perf_counter() - wall
+        cpu1 = (process_cpu(args.server_pids), machine_cpu())
+        cpu = {"servers_s": cpu1[0] - cpu0[0], "machine_busy_s": cpu1[1][0] - cpu0[1][0],
+               "machine_all_s": cpu1[1][1] - cpu0[1][1]}
         if killer is not None:
             killer.finish()
         for proc in procs:
             proc.wait(timeout=30)
-        return results, wall, killer
+        return results, wall, killer, cpu
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -415,6 +444,8 @@ def main():
     ap.add_argument("--pg", default="host=127.0.0.1 port=5432 user=root dbname=test")
     ap.add_argument("--kill-apps", default="", help="comma-separated application_name values to terminate")
     ap.add_argument("--kill-every", type=float, default=0.1)
+    ap.add_argument("--server-pids", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                    help="comma-separated server process ids, to report their CPU time per operation")
     ap.add_argument("--label", default="load")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--max-p50-ms", type=float)
@@ -424,7 +455,7 @@ def main():
     for i in range(4):
         os.makedirs(os.path.join(args.root, f"load-{i}"), exist_ok=True)
 
-    results, wall, killer = run_workers(args)
+    results, wall, killer, cpu = run_workers(args)
     reports = [c for r in results for c in r["clients"]]
     span = max(r["ended"] for r in results) - min(r["started"] for r in results)
     by_op = {}
@@ -453,6 +484,12 @@ def main():
         "acknowledged_writes": acked, "checked_memories": checked,
         "lost": len(problems["lost"]), "stale": len(problems["stale"]),
         "resurrected": len(problems["resurrected"]), "unexpected": len(problems["unexpected"]),
+        "cpu_ms_per_op": {
+            "clients": round(1000 * sum(r["cpu_s"] for r in results) / max(1, len(every)), 2),
+            "servers": round(1000 * cpu["servers_s"] / max(1, len(every)), 2) if args.server_pids else None,
+            "machine": round(1000 * cpu["machine_busy_s"] / max(1, len(every)), 2),
+        },
+        "machine_busy": round(cpu["machine_busy_s"] / cpu["machine_all_s"], 3) if cpu["machine_all_s"] else None,
         "retry_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:5]),
         "per_op": {op: {"n": len(v), "p50_ms": round(percentile(v, 0.5), 2), "p99_ms": round(percentile(v, 0.99), 2)}
                    for op, v in sorted(by_op.items())},
@@ -465,6 +502,9 @@ def main():
     print(f"{'all':<10} {figures['operations']:>6} {figures['p50_ms']:>8.2f} {figures['p99_ms']:>8.2f}")
     print(f"throughput {figures['ops_per_s']} ops/s over {figures['seconds']} s; failed operations "
           f"{figures['failed']}; retried calls {retries}; reconnects {figures['reconnects']}")
+    c = figures["cpu_ms_per_op"]
+    print(f"CPU per operation: clients {c['clients']} ms, servers {c['servers']} ms, whole machine {c['machine']} ms "
+          f"(machine busy {100 * (figures['machine_busy'] or 0):.0f} % of {os.cpu_count()} cores)")
     if killer:
         print(f"connections terminated {killer.killed} in {killer.rounds} rounds (every {args.kill_every} s)")
     print(f"acknowledged writes {acked}; memories read back {checked}; lost {figures['lost']}, "
