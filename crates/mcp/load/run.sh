@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The team server's load run (issue 46), loopback only, bounded (about a minute):
+# The team server's load run (issue 46), loopback only, bounded (each of its two runs is stopped
+# after 80 s; about a minute in all on the project's VM, plus the build):
 #
 #   bash crates/mcp/load/run.sh
 #
@@ -106,7 +107,7 @@ run() {
   shift
   local json=()
   [ -n "${LOAD_JSON_DIR:-}" ] && json=(--json "$LOAD_JSON_DIR/$label.json")
-  timeout 150 "$python" "$script" --url "$url1" --url "$url2" --token "$token" --root "$root/$label" \
+  timeout --kill-after=5 80 "$python" "$script" --url "$url1" --url "$url2" --token "$token" --root "$root/$label" \
     --clients "$clients" --ops "$ops" --processes "$processes" --pg "$pg" --label "$label" \
     --server-pids "$pid1,$pid2" \
     "${json[@]}" "$@"

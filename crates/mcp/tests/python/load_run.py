@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -429,10 +430,23 @@ def run_workers(args):
                 proc.kill()
 
 
+def die_with_parent():
+    """On Linux, have the kernel kill this worker when the driver dies (however it dies)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        die_with_parent()
         asyncio.run(worker(json.loads(sys.stdin.readline())))
         return
+    # Stopped from outside (a timeout): the workers are killed on the way out (run_workers).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", action="append", required=True, help="a server's /mcp URL (repeat)")
     ap.add_argument("--token", required=True)
