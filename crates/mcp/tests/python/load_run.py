@@ -479,7 +479,8 @@ def main():
     every = [v for values in by_op.values() for v in values]
     failed = [f for c in reports for f in c["failed"]]
     retries = sum(c["retries"] for c in reports)
-    acked = sum(len(c["live"]) + len(c["deleted"]) for c in reports)
+    # Acknowledged writes: saves, updates and deletes that completed.
+    acked = sum(len(by_op.get(op, [])) for op in ("save", "update", "delete"))
     reasons = {}
     for c in reports:
         for r, n in c["reasons"].items():
@@ -521,7 +522,7 @@ def main():
           f"(machine busy {100 * (figures['machine_busy'] or 0):.0f} % of {os.cpu_count()} cores)")
     if killer:
         print(f"connections terminated {killer.killed} in {killer.rounds} rounds (every {args.kill_every} s)")
-    print(f"acknowledged writes {acked}; memories read back {checked}; lost {figures['lost']}, "
+    print(f"acknowledged writes {acked} (saves, updates, deletes); memories read back {checked}; lost {figures['lost']}, "
           f"stale {figures['stale']}, resurrected {figures['resurrected']}, unexpected {figures['unexpected']}")
     for kind in ("lost", "stale", "resurrected", "unexpected"):
         for p in problems[kind][:5]:
