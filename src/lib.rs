@@ -159,6 +159,8 @@ mod guides {
     pub struct Instructions;
     #[doc = include_str!("../docs/providers.md")]
     pub struct Providers;
+    #[doc = include_str!("../docs/observability.md")]
+    pub struct Observability;
     #[doc = include_str!("../docs/cli.md")]
     pub struct Cli;
     #[doc = include_str!("../docs/mcp.md")]

@@ -25,7 +25,7 @@ use memloop_memory::session_notes::{
     SessionNotesHook,
 };
 use memloop_memory::{
-    prompt::MemorySection,
+    prompt::{Guidance, MemorySection},
     tools::memory_tools,
     transcripts::{
         PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
@@ -83,6 +83,8 @@ pub struct MemorySetup {
     transcripts: TranscriptConfig,
     saved_notice: bool,
     daily_log: bool,
+    /// `None`: chosen from the compaction window ([`Guidance::for_window`]).
+    guidance: Option<Guidance>,
     team_memory: bool,
     /// `None`: no sub-agents.
     subagents: Option<SubAgentConfig>,
@@ -131,20 +133,39 @@ impl MemorySetup {
     }
 
     /// Memory resolved by `resolver` (e.g. [`MemoryDirResolver::claude_code`], or one with an
-    /// override dir), reading switches from `env`. With `MEMLOOP_DISABLE_AUTO_MEMORY` truthy
-    /// nothing is resolved or opened: no disk access, and no `HOME` needed.
+    /// override dir), reading switches from `env`. With `MEMLOOP_DISABLE_AUTO_MEMORY` or
+    /// `MEMLOOP_SIMPLE` truthy (in Claude Code's layout also `CLAUDE_CODE_DISABLE_AUTO_MEMORY` or
+    /// `CLAUDE_CODE_SIMPLE`) nothing is resolved or opened: no disk access, and no `HOME` needed.
     pub fn with_resolver(resolver: MemoryDirResolver, env: EnvVars) -> Result<Self, SetupError> {
         let working_dir = resolver.project().to_path_buf();
         let app_dir = resolver.config_flavor().dir_name();
         let resolver = resolver.env(env.clone());
-        let setting = if env.switch(memloop_store::env::DISABLE_AUTO_MEMORY) {
+        let claude_layout = matches!(
+            resolver.config_flavor(),
+            memloop_store::ConfigFlavor::ClaudeCode
+        );
+        let switched_off = memloop_store::env::memory_switched_off_by(&env, claude_layout);
+        // In Claude Code's layout, Claude Code's own extra guidelines stand in for memloop's.
+        let env = match (
+            claude_layout,
+            env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES),
+            env.get(memloop_store::env::CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES),
+        ) {
+            (true, None, Some(extra)) => {
+                let extra = extra.to_owned();
+                env.with(memloop_store::env::MEMORY_EXTRA_GUIDELINES, extra)
+            }
+            _ => env,
+        };
+        let setting = if switched_off.is_some() {
             None
         } else {
             resolver.auto_memory_setting()
         };
-        let on = if env.switch(memloop_store::env::DISABLE_AUTO_MEMORY) {
+        let on = if let Some(var) = switched_off {
             tracing::info!(
-                "memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY; memory dir not resolved"
+                var,
+                "memory disabled by the environment; memory dir not resolved"
             );
             None
         } else if let Some((false, file)) = setting {
@@ -177,6 +198,7 @@ impl MemorySetup {
             transcripts: TranscriptConfig::default(),
             saved_notice: false,
             daily_log: false,
+            guidance: None,
             team_memory,
             subagents: Some(SubAgentConfig::default()),
             subagent_models: Vec::new(),
@@ -203,7 +225,7 @@ impl MemorySetup {
         self.on.as_ref().map(|o| o.project_dir.as_path())
     }
 
-    /// Whether memory is on (`MEMLOOP_DISABLE_AUTO_MEMORY` is not truthy and no settings file
+    /// Whether memory is on (no switch of [`memory_switched_off_by`](memloop_store::env::memory_switched_off_by) is truthy and no settings file
     /// says `autoMemoryEnabled: false`).
     pub fn enabled(&self) -> bool {
         self.on.is_some()
@@ -279,6 +301,23 @@ impl MemorySetup {
         self
     }
 
+    /// How the memory guidance describes the kinds of memory. Without this call: brief when
+    /// [`compaction`](Self::compaction) names a window below
+    /// [`Guidance::BRIEF_BELOW_TOKENS`], in full otherwise.
+    pub fn guidance(mut self, guidance: Guidance) -> Self {
+        self.guidance = Some(guidance);
+        self
+    }
+
+    /// The guidance this setup gives: the one set, or the one that fits the compaction window.
+    fn chosen_guidance(&self) -> Guidance {
+        match (self.guidance, &self.compaction) {
+            (Some(guidance), _) => guidance,
+            (None, Compaction::Custom(custom)) => Guidance::for_window(custom.0.context_window),
+            (None, _) => Guidance::Full,
+        }
+    }
+
     /// Give the agent the `agent` tool over the sub-agent definitions found on disk (default on;
     /// see [`agent_dirs`](Self::agent_dirs)). Nothing is added when no definition is found.
     /// Each sub-agent gets the memory its definition asks for (`memory: user | project |
@@ -322,9 +361,11 @@ impl MemorySetup {
         let Some(on) = &self.on else {
             return AgentMemory::off();
         };
+        // Keyed by the canonical git root, so a run from a subdirectory (or a worktree) finds
+        // the same project and local scopes.
         AgentMemory::new(AgentMemoryScopes::new(
             &on.base,
-            &self.working_dir,
+            memloop_store::canonical_project_root(&self.working_dir),
             self.app_dir,
         ))
         .protect(&on.resolved.dir)
@@ -492,7 +533,8 @@ impl MemorySetup {
             builder = builder.section(Arc::new(
                 MemorySection::from_env(store.clone(), &self.env)
                     .daily_log(self.daily_log)
-                    .team(self.team_memory),
+                    .team(self.team_memory)
+                    .guidance(self.chosen_guidance()),
             ));
             if self.daily_log {
                 builder = builder.tool(Arc::new(DailyLogTool::new(store.clone())));
@@ -554,7 +596,7 @@ impl MemorySetup {
                 builder = builder.hook(Arc::new(dream));
             }
         } else {
-            tracing::info!("memory disabled by MEMLOOP_DISABLE_AUTO_MEMORY");
+            tracing::info!("memory disabled by the environment or settings");
         }
         if let Some(config) = &self.subagents {
             let loaded = self.load_agents();
@@ -581,17 +623,25 @@ impl MemorySetup {
             let session = builder.session_id().to_owned();
             let session_dir = notes.session_dir(&session);
             let notes = Arc::new(FileSessionNotes::new(notes.clone(), &session)?);
-            builder = builder.tool(Arc::new(NotesEditTool::new(notes.notes_path())));
-            let hook = Arc::new(SessionNotesHook::new(notes.clone()));
+            let compact = (*compact).with_env(&self.env);
+            // The notes are kept for automatic compaction: with it off (by the environment or
+            // the config), nothing would read them, so they are not written either.
+            let keep_notes = !compact.disabled && !compact.auto_disabled;
             // The agent shares the compactor's context-window handle (see AgentBuilder::build).
-            let compactor = Compactor::new((*compact).with_env(&self.env))
-                .with_session_notes(notes)
+            let compactor = Compactor::new(compact)
+                .with_session_notes(notes.clone())
                 .with_spill_dir(session_dir.clone())
                 .with_token_counter(builder.counter());
             builder = builder
                 .spill_dir(session_dir)
-                .hook(hook) // notes updates after sampling (background, FIFO); baselines reset after compaction
                 .compactor(Arc::new(compactor));
+            if keep_notes {
+                builder = builder
+                    .tool(Arc::new(NotesEditTool::new(notes.notes_path())))
+                    // notes updates after sampling (background, FIFO); baselines reset after
+                    // compaction
+                    .hook(Arc::new(SessionNotesHook::new(notes)));
+            }
         }
         Ok(builder)
     }

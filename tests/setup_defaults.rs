@@ -55,6 +55,26 @@ async fn instructions_and_compaction_are_on_by_default_each_with_an_opt_out() {
     assert!(!req.tools.iter().any(|t| t.name == "edit_session_notes"));
 }
 
+/// Session notes serve automatic compaction: with it switched off by the environment, the
+/// notes are not kept (no notes tool, no updater), while the compactor stays for manual use.
+#[tokio::test]
+async fn session_notes_are_kept_only_with_automatic_compaction() {
+    for switch in ["MEMLOOP_DISABLE_AUTO_COMPACT", "MEMLOOP_DISABLE_COMPACT"] {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let env = EnvVars::from_pairs([
+            ("MEMLOOP_HOME", home.path().to_str().unwrap()),
+            (switch, "1"),
+        ]);
+        let memory = MemorySetup::with_resolver(resolver(project.path()), env).unwrap();
+        let req = first_request(&memory).await;
+        assert!(
+            !req.tools.iter().any(|t| t.name == "edit_session_notes"),
+            "{switch}: the notes are still kept"
+        );
+    }
+}
+
 /// A side model that always fails.
 struct Broken;
 
@@ -322,6 +342,30 @@ async fn an_environment_variable_appends_guidelines_to_the_memory_prompt() {
     let req = first_request(&memory).await;
     let section = req.system.iter().find(|s| s.contains("MEMORY.md")).unwrap();
     assert!(section.contains("## Additional guidelines\n\nNever save anything about customers."));
+}
+
+#[tokio::test]
+async fn claude_codes_extra_guidelines_count_in_its_layout() {
+    for text in [
+        "Never save anything about customers.",
+        "不要保存任何客户信息。",
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let env = env(home.path())
+            .with("CLAUDE_CONFIG_DIR", home.path().to_string_lossy())
+            .with("CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES", text);
+        let claude = MemoryDirResolver::claude_code(project.path())
+            .managed_settings(project.path().join("no-managed-settings.json"));
+        let memory = MemorySetup::with_resolver(claude, env.clone()).unwrap();
+        let req = first_request(&memory).await;
+        let section = req.system.iter().find(|s| s.contains("MEMORY.md")).unwrap();
+        assert!(section.contains(&format!("## Additional guidelines\n\n{text}")));
+        // memloop's own layout reads only memloop's variable.
+        let memory = MemorySetup::with_resolver(resolver(project.path()), env).unwrap();
+        let req = first_request(&memory).await;
+        assert!(req.system.iter().all(|s| !s.contains(text)));
+    }
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use memloop::core::{Agent, AgentConfig};
 use memloop::memory::MemoryEvent;
 use memloop::memory::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::memory::prompt::Guidance;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -372,7 +373,13 @@ async fn a_user_message_larger_than_a_2k_window_is_cut_and_the_session_goes_on()
             MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env).unwrap();
         let notes = memory.default_notes_config().unwrap();
         // A 2,048-token window has no room for the transcript search tool and its guidance
-        // (about 300 tokens) besides the memory prompt: a host that small turns them off.
+        // (about 300 tokens) besides the memory prompt: a host that small turns them off. The
+        // memory guidance is brief by itself in a window planned that small; the host that
+        // believes 200,000 tokens asks for it.
+        let memory = match planned < Guidance::BRIEF_BELOW_TOKENS {
+            true => memory,
+            false => memory.guidance(Guidance::Brief),
+        };
         let memory = memory
             .compaction(CompactConfig::for_model(planned, 512), notes)
             .transcripts(memloop::memory::transcripts::TranscriptConfig {

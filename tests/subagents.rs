@@ -216,3 +216,30 @@ async fn with_memory_switched_off_sub_agents_run_without_memory() {
     assert!(child[0].tools.is_empty());
     assert!(!p.project.path().join(".memloop/agent-memory").exists());
 }
+
+/// A sub-agent's project scope is keyed by the canonical git root: run from a subdirectory of
+/// the repository, it writes where a run from the root does, not a new scope in the subdir.
+#[tokio::test]
+async fn a_run_from_a_subdirectory_uses_the_repositorys_scope() {
+    let (home, repo) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let root = std::fs::canonicalize(repo.path()).unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    let sub = root.join("services/billing");
+    std::fs::create_dir_all(&sub).unwrap();
+    write(
+        &sub.join(".memloop/agents/archivist.md"),
+        "---\nname: 档案员\ndescription: 记录团队的决定\nmemory: project\n---\n你负责记录决定。\n",
+    );
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(&sub), env).unwrap();
+    let model = script();
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model.clone())))
+        .unwrap()
+        .build();
+    agent.run_turn("Record the release day.").await.unwrap();
+    assert!(agent.drain(Duration::from_secs(30)).await.completed);
+    let at_root = root.join(".memloop/agent-memory/档案员/project_release_day.md");
+    assert!(at_root.is_file(), "not at the repository root");
+    assert!(!sub.join(".memloop/agent-memory").exists());
+}

@@ -49,9 +49,9 @@ pub struct Cli {
 /// Top-level commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Inspect and edit the project's memories.
-    #[command(subcommand, after_help = EXIT_CODES_HELP)]
-    Memory(MemoryCommand),
+    /// Inspect and edit the project's memories (alone: the memory dir and each memory's size).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Memory(MemoryArgs),
     /// Which CLAUDE.md / AGENTS.md files load for the project, their sizes, and what was skipped.
     #[command(after_help = EXIT_CODES_HELP)]
     Instructions(InstructionsArgs),
@@ -103,7 +103,8 @@ pub struct McpArgs {
     /// block there, between markers).
     #[arg(long)]
     pub no_claude_md: bool,
-    /// Largest `content` of one saved entry, in bytes (default 65536).
+    /// Largest memory one save or update may store, in bytes of its whole text (frontmatter
+    /// and content; default 65536): the size rule of the server's stores.
     #[arg(long, value_name = "BYTES")]
     pub max_entry_bytes: Option<usize>,
     /// Largest total `content` of one `context_save` call, in bytes (default 1048576).
@@ -209,6 +210,15 @@ pub struct TeamSyncArgs {
     pub subdir: Option<String>,
 }
 
+/// `memloop memory [COMMAND]`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct MemoryArgs {
+    /// What to do; none: the memory dir, its index and each memory with its size.
+    #[command(subcommand)]
+    pub command: Option<MemoryCommand>,
+}
+
 /// `memloop memory ...`.
 #[derive(Debug, clap::Subcommand)]
 pub enum MemoryCommand {
@@ -226,7 +236,8 @@ pub enum MemoryCommand {
         /// (`feedback/testing.md`).
         topic: String,
     },
-    /// Open a memory in `$VISUAL` / `$EDITOR`, validate it and save it through the store.
+    /// Open a memory in `$VISUAL` / `$EDITOR` (else `vi`), validate it and save it through the
+    /// store.
     Edit {
         /// Topic name, file name or relative path; a new topic starts from a template.
         topic: String,

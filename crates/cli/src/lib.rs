@@ -34,7 +34,10 @@ use args::Command;
 /// Run one parsed command line. Errors carry their exit code (see [`exit_for`]).
 pub async fn run(cli: &Cli, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()> {
     match &cli.command {
-        Command::Memory(cmd) => memory::run(cmd, ctx, io).await,
+        Command::Memory(args) => match &args.command {
+            Some(cmd) => memory::run(cmd, ctx, io).await,
+            None => memory::overview(ctx, io).await,
+        },
         Command::Instructions(args) => instructions::run(args, ctx, io).await,
         Command::Sessions(cmd) => sessions::run(cmd, ctx, io).await,
         Command::Mcp(args) => mcp::run(args, ctx).await,

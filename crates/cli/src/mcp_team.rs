@@ -8,7 +8,7 @@ use anyhow::bail;
 use memloop_mcp::{OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores};
 use memloop_pg::{PgConfig, PgMemoryStore, PgPool};
 use memloop_store::env::EnvVars;
-use memloop_store::{MemoryError, MemoryStore};
+use memloop_store::{MemoryError, MemoryStore, WriteLimits};
 use std::sync::Arc;
 
 /// The `application_name` prefix of the server's database connections; the process id follows
@@ -50,9 +50,13 @@ impl TeamStores {
             .pool_size(SERVER_POOL_SIZE)
     }
 
-    /// Open `project`'s store on the server's pool.
-    async fn open_project(&self, project: &Project) -> Result<PgMemoryStore, MemoryError> {
-        let config = self.config(&project.path);
+    /// Open `project`'s store on the server's pool, with the server's write limits.
+    async fn open_project(
+        &self,
+        project: &Project,
+        limits: WriteLimits,
+    ) -> Result<PgMemoryStore, MemoryError> {
+        let config = self.config(&project.path).write_limits(limits);
         tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
         let pool = {
             let mut pool = self
@@ -79,18 +83,18 @@ impl ProjectStores for TeamStores {
         format!("postgres:{}", self.shown)
     }
 
-    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
+    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
         Box::pin(async move {
-            let store = self.open_project(project).await?;
+            let store = self.open_project(project, limits).await?;
             Ok(Arc::new(store) as Arc<dyn MemoryStore>)
         })
     }
 
     /// The team store with its transactions: a `context_save` batch is one transaction, and
     /// its idempotency key is recorded in it.
-    fn open_store<'a>(&'a self, project: &'a Project) -> OpenStoreFuture<'a> {
+    fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
         Box::pin(async move {
-            let store = self.open_project(project).await?;
+            let store = self.open_project(project, limits).await?;
             Ok(OpenedStore::atomic(Arc::new(store)))
         })
     }

@@ -460,14 +460,62 @@ fn edit_saves_through_the_store_and_updates_the_index() {
         "{index}"
     );
 
-    // Neither VISUAL nor EDITOR: a clear runtime error.
+    // Neither VISUAL nor EDITOR: `vi`, found on PATH as git finds it.
+    let bin = s.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let vi = s.editor(
+        "vi",
+        "sed -i.bak 's/^Use staging, never mocks.$/Use staging; vi was here./' \"$1\" && rm -f \"$1.bak\"\n",
+    );
+    std::fs::rename(&vi, bin.join("vi")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let o = s.run_with(
         &["memory", "edit", "testing", "--memory-dir", &mem],
-        &[],
+        &[("PATH", &path)],
         "",
     );
-    assert_eq!(code(&o), 1);
-    assert!(stderr(&o).contains("$EDITOR"));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = std::fs::read_to_string(s.mem.join("testing.md")).unwrap();
+    assert!(text.contains("vi was here"), "{text}");
+}
+
+#[test]
+fn memory_alone_shows_the_dir_the_index_and_each_memorys_size() {
+    let s = Sandbox::new();
+    s.seed();
+    let o = s.mem_run(&["memory"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(&format!("Memory dir: {}\n", s.mem.display())),
+        "{out}"
+    );
+    assert!(out.contains("MEMORY.md: "), "{out}");
+    let size = std::fs::metadata(s.mem.join("team/grafana.md"))
+        .unwrap()
+        .len();
+    assert!(
+        out.lines().any(|l| l
+            .trim_start()
+            .starts_with(&format!("{size}  team/grafana.md  grafana board"))),
+        "{out}"
+    );
+    assert!(out.contains("3 memories, "), "{out}");
+
+    let v = json(&s.mem_run(&["memory", "--json"]));
+    let total: u64 = v["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(v["total_bytes"], total);
+    assert_eq!(v["memories"].as_array().unwrap().len(), 3);
+    assert!(v["index"]["lines"].as_u64().unwrap() >= 3, "{v}");
 }
 
 fn kept_path(stderr: &str) -> PathBuf {

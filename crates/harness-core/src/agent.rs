@@ -84,6 +84,9 @@ pub struct Agent {
     pub(crate) last_system: Arc<Vec<String>>,
     pub(crate) session_cancel: CancellationToken,
     pub(crate) window: ContextWindow,
+    /// The agent's whole run (`invoke_agent`, see [`crate::telemetry`]): every turn's span is
+    /// its child.
+    pub(crate) run_span: tracing::Span,
 }
 
 impl std::fmt::Debug for Agent {
@@ -211,7 +214,12 @@ impl Agent {
         self.events = Arc::new(ScopedSink::main(self.host_events.clone(), self.turn));
         self.rollback_point = None;
         let start = self.messages.len();
-        let span = tracing::info_span!("turn", session = %self.config.session_id, turn = self.turn);
+        let span = tracing::info_span!(
+            parent: &self.run_span,
+            "turn",
+            session = %self.config.session_id,
+            turn = self.turn
+        );
         let mut message = input.into();
         message.role = Role::User;
         let result = tracing::Instrument::instrument(self.turn_inner(message, cancel), span).await;

@@ -190,7 +190,9 @@ impl AgentBuilder {
             (None, Some(c)) => c,
             (None, None) => ContextWindow::default(),
         };
+        let run_span = crate::telemetry::agent_span("main", &self.config.session_id);
         Agent {
+            run_span,
             window,
             tokens: ConversationTokens::new(self.counter),
             model: self.model,

@@ -71,6 +71,7 @@ pub mod prompt;
 #[cfg(feature = "providers")]
 pub mod providers;
 pub mod subagent;
+pub mod telemetry;
 pub mod testing;
 pub mod text;
 pub mod tokens;

@@ -121,9 +121,32 @@ impl LoopStep {
             iteration,
             context_tokens,
         });
+        let span = crate::telemetry::chat_span(
+            self.model.provider(),
+            self.model.name(),
+            &self.purpose,
+            max_tokens,
+        );
+        let response =
+            tracing::Instrument::instrument(self.stream_response(req), span.clone()).await;
+        match &response {
+            Ok(r) => crate::telemetry::record_response(&span, r),
+            Err(e) => crate::telemetry::record_error(&span, e),
+        }
+        let response = response?;
+        self.events.emit(AgentEvent::ModelResponse {
+            purpose: self.purpose.clone(),
+            stop_reason: response.stop_reason,
+            usage: response.usage,
+        });
+        Ok(response)
+    }
+
+    /// Send `req` and collect the streamed answer, emitting its deltas.
+    async fn stream_response(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {
         let cancel = self.tool_ctx.cancel.clone();
         let mut stream = self.model.stream(req, cancel.clone());
-        let response = loop {
+        loop {
             let item = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break Err(ModelError::Cancelled),
@@ -158,13 +181,7 @@ impl LoopStep {
                 },
                 _ => continue,
             });
-        }?;
-        self.events.emit(AgentEvent::ModelResponse {
-            purpose: self.purpose.clone(),
-            stop_reason: response.stop_reason,
-            usage: response.usage,
-        });
-        Ok(response)
+        }
     }
 
     /// Run every tool call of `assistant` through the gate and build the user message holding
@@ -285,6 +302,7 @@ impl LoopStep {
                 name: name.to_owned(),
                 reason: reason.clone(),
             });
+            crate::telemetry::record_tool_error(&crate::telemetry::tool_span(name, id), true);
             return (ToolOutput::error(reason), true);
         }
         self.events.emit(AgentEvent::ToolCallStarted {
@@ -292,13 +310,13 @@ impl LoopStep {
             name: name.to_owned(),
             input: input.clone(),
         });
-        let span = tracing::info_span!("tool", name, id);
+        let span = crate::telemetry::tool_span(name, id);
         let cancel = self.tool_ctx.cancel.clone();
         let limit = self.tool_timeout;
         let output = tokio::select! {
             biased;
             _ = cancel.cancelled() => ToolOutput::error("Cancelled by the user while this tool ran."),
-            o = tokio::time::timeout(limit, tracing::Instrument::instrument(caller::scope(self.caller(), tool.call(input.clone(), &self.tool_ctx)), span)) => {
+            o = tokio::time::timeout(limit, tracing::Instrument::instrument(caller::scope(self.caller(), tool.call(input.clone(), &self.tool_ctx)), span.clone())) => {
                 o.unwrap_or_else(|_| {
                     tracing::warn!(tool = name, ?limit, "tool call timed out");
                     ToolOutput::error(format!("The tool call timed out after {} s and was stopped.", limit.as_secs_f64()))
@@ -306,6 +324,9 @@ impl LoopStep {
             }
         };
         let output = self.cap(id, output);
+        if output.is_error {
+            crate::telemetry::record_tool_error(&span, false);
+        }
         self.events.emit(AgentEvent::ToolCallFinished {
             id: id.to_owned(),
             name: name.to_owned(),

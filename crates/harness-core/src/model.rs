@@ -328,6 +328,12 @@ pub trait Model: Send + Sync {
     /// A display name (`claude-sonnet-4`, `scripted`...).
     fn name(&self) -> &str;
 
+    /// Who serves the model, as telemetry names it (`gen_ai.provider.name`: `anthropic`,
+    /// `openai`, ...; see [`crate::telemetry`]). Default `unknown`.
+    fn provider(&self) -> &str {
+        "unknown"
+    }
+
     /// Send one request and wait for the whole response.
     async fn complete(
         &self,

@@ -207,6 +207,10 @@ impl ScriptedModel {
 
 #[async_trait]
 impl Model for ScriptedModel {
+    fn provider(&self) -> &str {
+        "memloop.scripted"
+    }
+
     fn name(&self) -> &str {
         "scripted"
     }

@@ -157,10 +157,20 @@ impl InstructionConfig {
         }
     }
 
-    /// The CLAUDE.md convention: `CLAUDE.md`, `CLAUDE.local.md`, `.claude/`, `/etc/claude/`,
-    /// user base `$CLAUDE_CONFIG_DIR` or `~/.claude`.
+    /// The CLAUDE.md convention: `CLAUDE.md`, `CLAUDE.local.md`, `.claude/`, the managed file
+    /// `/etc/claude-code/CLAUDE.md` (Claude Code's managed dir), user base `$CLAUDE_CONFIG_DIR` or
+    /// `~/.claude`.
+    ///
+    /// ```
+    /// use memloop_instructions::InstructionConfig;
+    /// assert_eq!(
+    ///     InstructionConfig::claude().managed_root,
+    ///     Some(std::path::PathBuf::from("/etc/claude-code"))
+    /// );
+    /// ```
     pub fn claude() -> Self {
         let mut config = Self::new("claude", "CLAUDE.md", "CLAUDE.local.md");
+        config.managed_root = Some(Path::new("/etc").join("claude-code"));
         if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
             config.user_base = Some(PathBuf::from(dir));
         }

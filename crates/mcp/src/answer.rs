@@ -12,8 +12,11 @@ pub const MAX_BATCH: usize = 100;
 /// [`McpConfig::limits`](crate::McpConfig::limits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct McpLimits {
-    /// Largest `content` of one `context_save` entry (64 KiB): a bigger entry is refused
-    /// (`code: too_large`), the rest of the batch is still saved.
+    /// Largest memory one `context_save` entry or `context_manage update` may store (64 KiB),
+    /// measured as every writer's is: the memory file's whole text, frontmatter and content.
+    /// The server opens its stores with this limit ([`write_limits`](Self::write_limits)), so
+    /// the stores' own write rules refuse a bigger one (`code: too_large`; in a batch, the
+    /// whole batch is refused).
     pub max_entry_bytes: usize,
     /// Most entries in one `context_save` call (100).
     pub max_batch_entries: usize,
@@ -23,6 +26,20 @@ pub struct McpLimits {
     /// Largest answer (serialized JSON, 256 KiB): the longest `content` fields are cut first,
     /// then trailing list items are dropped; the answer then carries `cut` with a note.
     pub max_answer_bytes: usize,
+}
+
+impl McpLimits {
+    /// The write limits the server's stores are opened with.
+    ///
+    /// ```
+    /// let limits = memloop_mcp::McpLimits::default();
+    /// assert_eq!(limits.write_limits().max_text_bytes, 64 * 1024);
+    /// ```
+    pub fn write_limits(&self) -> memloop_store::WriteLimits {
+        memloop_store::WriteLimits {
+            max_text_bytes: self.max_entry_bytes,
+        }
+    }
 }
 
 impl Default for McpLimits {

@@ -37,7 +37,7 @@ const KEYS_DIR: &str = ".memloop-idempotency";
 pub struct SaveKey {
     /// Who asked: a digest of the bearer token (`local` without one), never the token.
     pub caller: String,
-    /// The client's key (checked: [`check_key`]).
+    /// The client's key (1 to 128 visible ASCII characters, checked when the call arrives).
     pub key: String,
     /// SHA-256 (hex) of the request's entries: the same key with other entries is refused.
     pub request_sha256: String,

@@ -196,9 +196,9 @@ struct TokenRule {
 
 /// The tokens a server accepts, from a token file: one per line, `TOKEN [PROJECT-GLOB]
 /// [read|write]` (default: every project, `write`), `#` comments and blank lines ignored. The
-/// glob is a [`ProjectGlob`]: it matches the canonical path of the project a request resolves
-/// to (`..` removed, symlinks followed), `*` standing for any characters
-/// (`/srv/repos/payments*`); what it allows is decided by [`Access`].
+/// glob matches the canonical path of the project a request resolves to (`..` removed, symlinks
+/// followed), `*` standing for any characters (`/srv/repos/payments*`); what a token allows is
+/// decided in one place, for every tool and resource, on that resolved project.
 #[derive(Clone)]
 pub struct Tokens {
     rules: Vec<TokenRule>,

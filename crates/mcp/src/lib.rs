@@ -26,27 +26,18 @@ mod tiers;
 mod tls;
 
 pub use access::{Access, Denied, Effect, ProjectGlob, TokenScope};
-pub use answer::{MAX_BATCH, McpLimits};
-pub use batch::{
-    AnswerOf, AtomicBatches, BatchFuture, Batched, IDEMPOTENCY_TTL, MAX_IDEMPOTENCY_KEY_CHARS,
-    SaveKey, check_key,
-};
+pub use answer::McpLimits;
+pub use batch::{AnswerOf, AtomicBatches, BatchFuture, Batched, SaveKey};
 pub use http::{
     HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps, TokenFileError, Tokens,
     check_bind, serve_http,
 };
-pub use logs::{PAYLOAD_TARGETS, loggable, loggable_target};
-pub use mapping::{EntryType, Scope, entry_to_memory, legacy_path, slug};
-pub use onboarding::{BLOCK_BEGIN, BLOCK_END, USAGE_BLOCK};
-pub use ops::{GLOBAL_PREFIX, MAX_LIMIT, ManageAction, Refusal, SaveEntry};
+pub use logs::loggable;
+pub use onboarding::{BLOCK_BEGIN, BLOCK_END};
 pub use projects::{
-    McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectRefused, ProjectStores,
-    project_id,
+    McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, project_id,
 };
-pub use server::{
-    INDEX_MIME, LoadParams, ManageParams, McpServeError, MemoryServer, RESOURCE_PREFIX, SaveParams,
-    SearchParams, serve_stdio,
-};
+pub use server::{INDEX_MIME, McpServeError, MemoryServer, RESOURCE_PREFIX, serve_stdio};
 pub use summaries::{SUMMARY_PURPOSE, SummaryConfig};
-pub use tiers::{Detail, L1_MAX_BYTES};
+pub use tiers::L1_MAX_BYTES;
 pub use tls::TlsIdentity;

@@ -13,22 +13,15 @@
 pub const PAYLOAD_TARGETS: &[&str] = &["rmcp", "tokio_postgres::query"];
 
 /// Whether an event or span with `metadata` may be logged: `false` for the debug and trace
-/// events of [`PAYLOAD_TARGETS`]. Use it as a filter beside the level filter, e.g.
+/// events of rmcp's transports (whole JSON-RPC messages) and tokio-postgres' statement execution
+/// (parameters). Use it as a filter beside the level filter, e.g.
 /// `tracing_subscriber::filter::filter_fn(memloop_mcp::loggable)`.
-///
-/// ```
-/// use tracing::Level;
-/// assert!(!memloop_mcp::loggable_target("rmcp::service", &Level::DEBUG));
-/// assert!(memloop_mcp::loggable_target("rmcp::service", &Level::INFO));
-/// assert!(!memloop_mcp::loggable_target("tokio_postgres::query", &Level::DEBUG));
-/// assert!(memloop_mcp::loggable_target("memloop_mcp::http", &Level::TRACE));
-/// ```
 pub fn loggable(metadata: &tracing::Metadata<'_>) -> bool {
     loggable_target(metadata.target(), metadata.level())
 }
 
 /// [`loggable`] for a target and a level.
-pub fn loggable_target(target: &str, level: &tracing::Level) -> bool {
+pub(crate) fn loggable_target(target: &str, level: &tracing::Level) -> bool {
     if *level < tracing::Level::DEBUG {
         // ERROR, WARN, INFO: never a payload.
         return true;
@@ -38,4 +31,19 @@ pub fn loggable_target(target: &str, level: &tracing::Level) -> bool {
             .strip_prefix(p)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_target;
+    use tracing::Level;
+
+    #[test]
+    fn payload_targets_lose_their_debug_and_trace_events_only() {
+        assert!(!loggable_target("rmcp::service", &Level::DEBUG));
+        assert!(loggable_target("rmcp::service", &Level::INFO));
+        assert!(!loggable_target("tokio_postgres::query", &Level::DEBUG));
+        assert!(loggable_target("tokio_postgres::queryx", &Level::DEBUG));
+        assert!(loggable_target("memloop_mcp::http", &Level::TRACE));
+    }
 }

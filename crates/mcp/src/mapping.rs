@@ -111,11 +111,6 @@ impl EntryType {
 /// `text` as a file-name slug (empty when it has no ASCII letter or digit): the file naming rule
 /// before [`title_file_stem`], which collapsed titles differing only outside ASCII onto one file.
 /// Still used to find an entry saved under it ([`legacy_path`]).
-///
-/// ```
-/// assert_eq!(memloop_mcp::slug("Use Postgres 16, not MySQL!"), "use-postgres-16-not-mysql");
-/// assert_eq!(memloop_mcp::slug("../../etc"), "etc");
-/// ```
 pub fn slug(text: &str) -> String {
     let mut out = String::new();
     for c in text.chars() {
@@ -234,6 +229,15 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use memloop_store::validate_rel_path;
+
+    #[test]
+    fn the_old_slug_keeps_ascii_words_and_drops_paths() {
+        assert_eq!(
+            slug("Use Postgres 16, not MySQL!"),
+            "use-postgres-16-not-mysql"
+        );
+        assert_eq!(slug("../../etc"), "etc");
+    }
 
     #[test]
     fn every_entry_type_maps_to_a_valid_path() {

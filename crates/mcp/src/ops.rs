@@ -3,7 +3,6 @@
 //! A failing backend is not a refusal: the answer says `available: false` and why.
 
 use crate::access::{Denied, Effect};
-use crate::answer::McpLimits;
 use crate::mapping::{EntryType, Scope, first_line};
 use crate::projects::{NotServed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
@@ -104,9 +103,9 @@ pub enum ManageAction {
     List,
     /// Delete the memory at `target` (a path as listed, e.g. `todos/fix-ci.md`).
     Delete,
-    /// Replace the body of the memory at `target` with `content` (title and type kept), only if
-    /// it is still at `expected_version` (required): a stale update is refused with the
-    /// current version.
+    /// Replace the body of the memory at `target` with `content` (title and type kept). With
+    /// `expected_version`, only if the memory is still at that version (a stale update is
+    /// refused with the current version); without it, the memory as it is now.
     Update,
     /// Create the project's memory dir if it does not exist yet (its index, `MEMORY.md`, is
     /// written with the first saved entry).
@@ -277,24 +276,34 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         }
     };
     let count = |f: &str| headers.iter().filter(|h| h.rel_path.starts_with(f)).count();
-    let summary = format!(
-        "{} memories ({} sessions, {} decisions, {} changes, {} knowledge, {} open todos){}",
+    let counts = json!({
+        "sessions": count("sessions/"),
+        "decisions": count("decisions/"),
+        "changes": count("changes/"),
+        "knowledge": count("knowledge/"),
+        "todos": count("todos/"),
+    });
+    let knowledge: Vec<&MemoryHeader> = in_folder("knowledge/").collect();
+    let last = recent.first().and_then(|v| {
+        let date = v["date"].as_str()?;
+        let text = v["summary"].as_str()?;
+        Some((date.to_owned(), text.to_owned()))
+    });
+    let todo_titles: Vec<String> = in_folder("todos/").map(title_of).collect();
+    let summary = overview(
+        &project,
         headers.len(),
-        count("sessions/"),
-        count("decisions/"),
-        count("changes/"),
-        count("knowledge/"),
-        count("todos/"),
-        sessions
-            .first()
-            .map(|h| format!("; last session: {}", line(h)))
-            .unwrap_or_default()
+        last.as_ref().map(|(d, t)| (d.as_str(), t.as_str())),
+        &decisions.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
+        &todo_titles,
+        &knowledge.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
     );
     Ok(json!({
         "project_id": project.id,
         "registered": true,
         "last_session": sessions.first().map(|h| h.modified_rfc3339()),
         "summary": summary,
+        "counts": counts,
         "recent_sessions": recent,
         "pending_items": in_folder("todos/").map(title_of).collect::<Vec<_>>(),
         "active_decisions": decisions.iter().map(|h| line(h)).collect::<Vec<_>>(),
@@ -311,6 +320,60 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "decisions": decisions.iter().map(|h| header_json(h)).collect::<Vec<_>>(),
         "global_knowledge": global,
     }))
+}
+
+/// Items of each kind an overview names.
+const OVERVIEW_ITEMS: usize = 3;
+/// Longest excerpt of the last session an overview quotes, in characters.
+const OVERVIEW_SESSION_CHARS: usize = 240;
+
+/// `context_load`'s `summary`: a short overview of the project, in prose a model reads at the
+/// start of a session: its name and size, the last session (date and the first line of its
+/// overview), then the newest decisions, open todos and knowledge by title.
+fn overview(
+    project: &Project,
+    memories: usize,
+    last_session: Option<(&str, &str)>,
+    decisions: &[String],
+    todos: &[String],
+    knowledge: &[String],
+) -> String {
+    let name = project
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| project.path.display().to_string());
+    let mut out = format!(
+        "{name}: {memories} {}.",
+        if memories == 1 { "memory" } else { "memories" }
+    );
+    if let Some((date, text)) = last_session {
+        let line = first_line(text, OVERVIEW_SESSION_CHARS);
+        out.push_str(&format!(" Last session ({date}): {line}"));
+        if !line.ends_with(['.', '。', '!', '?', '！', '？', '…']) {
+            out.push('.');
+        }
+    }
+    for (label, items) in [
+        ("Decided", decisions),
+        ("Open", todos),
+        ("Known", knowledge),
+    ] {
+        if items.is_empty() {
+            continue;
+        }
+        let shown: Vec<&str> = items
+            .iter()
+            .take(OVERVIEW_ITEMS)
+            .map(String::as_str)
+            .collect();
+        out.push_str(&format!(" {label}: {}", shown.join("; ")));
+        if items.len() > OVERVIEW_ITEMS {
+            out.push_str(&format!(" (+{} more)", items.len() - OVERVIEW_ITEMS));
+        }
+        out.push('.');
+    }
+    out
 }
 
 /// The prefix of global memories' paths in answers and targets.
@@ -697,7 +760,6 @@ pub async fn manage(
     projects: &Projects,
     project: Project,
     request: ManageRequest<'_>,
-    limits: McpLimits,
     claude_md: bool,
 ) -> Result<Value, Refusal> {
     let ManageRequest {
@@ -773,29 +835,19 @@ pub async fn manage(
             let content = content
                 .filter(|c| !c.trim().is_empty())
                 .ok_or_else(|| Refusal::new("update needs non-empty content"))?;
-            if content.len() > limits.max_entry_bytes {
-                return Err(Refusal::new(format!(
-                    "update `{rel}` refused: content is {} bytes; at most {} per entry",
-                    content.len(),
-                    limits.max_entry_bytes
-                )));
-            }
             let what = format!("update `{rel}`");
             let old = match store.read(&rel).await {
                 Ok(f) => f,
                 Err(e) => return store_failure(&project, &what, e),
             };
+            let previous = content_version(&old.raw);
+            // Given, the version the client read is checked; left out (as clients of the
+            // original `target` + `content` schema do), the update applies to the version just
+            // read, so a change made between this read and the write is still never overwritten.
             let expected = match expected_of(expected_version)? {
-                ExpectedVersion::Any => {
-                    return Err(Refusal::new(format!(
-                        "{what} needs expected_version: the `version` of this memory from a \
-                         context_load or context_search answer (or your last save or update), \
-                         so a change you have not seen is never overwritten"
-                    )));
-                }
+                ExpectedVersion::Any => ExpectedVersion::Is(previous.clone()),
                 e => e,
             };
-            let previous = content_version(&old.raw);
             if !expected.accepts(Some(&previous)) {
                 return store_failure(&project, &what, expected.conflict(&rel, Some(&previous)));
             }

@@ -13,7 +13,7 @@ use memloop_core::embed::Embedder;
 use memloop_recall::DefaultSelector;
 use memloop_store::{
     FileMemoryStore, MemoryDirResolver, MemoryError, MemoryStore, ResolvedMemoryDir, ScanCache,
-    env::EnvVars,
+    StoreConfig, WriteLimits, env::EnvVars,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -67,16 +67,18 @@ pub trait ProjectStores: Send + Sync {
     /// A short description for answers and logs (e.g. the database URL without its password).
     fn describe(&self) -> String;
 
-    /// Open the store holding `project`'s memories. Called once per project (the server keeps
-    /// the store open); an error is reported as `available: false` and retried on the next
-    /// call.
-    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a>;
+    /// Open the store holding `project`'s memories, with `limits` as its write rules' limits
+    /// ([`MemoryStore::write_limits`]: the server's per-memory cap, `McpLimits::max_entry_bytes`,
+    /// is enforced by the store's own write rules, not checked apart). Called once per project
+    /// (the server keeps the store open); an error is reported as `available: false` and
+    /// retried on the next call.
+    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a>;
 
     /// [`open`](Self::open), with the store's batch writer when it has one (the default has
     /// none). The server calls this one: a backend with transactions overrides it
     /// ([`OpenedStore::atomic`]), e.g. the PostgreSQL team store with the `postgres` feature.
-    fn open_store<'a>(&'a self, project: &'a Project) -> OpenStoreFuture<'a> {
-        Box::pin(async move { Ok(OpenedStore::plain(self.open(project).await?)) })
+    fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
+        Box::pin(async move { Ok(OpenedStore::plain(self.open(project, limits).await?)) })
     }
 }
 
@@ -204,14 +206,14 @@ pub(crate) struct OpenProject {
     pub(crate) store: Arc<dyn MemoryStore>,
     /// The store's headers, kept current through its change feed (searches do not rescan).
     pub(crate) headers: Arc<ScanCache>,
-    /// BM25, fused with embeddings when the server has an embedder (one BM25 index either way).
+    /// BM25, fused with embeddings when the server has an embedder (one BM25 postings either way).
     pub(crate) recall: DefaultSelector,
     /// The store's transactions, when it has them.
     pub(crate) batches: Option<Arc<dyn AtomicBatches>>,
 }
 
 /// The server's projects: validation, resolution and the open stores (one per memory dir, so
-/// the BM25 index is built once and updated incrementally).
+/// the BM25 postings is built once and updated incrementally).
 pub(crate) struct Projects {
     config: McpConfig,
     roots: Vec<PathBuf>,
@@ -403,7 +405,15 @@ impl Projects {
         if let Some(p) = open.get(&project.path) {
             return Ok(p.clone());
         }
-        let opened = self.wrap(stores.open_store(project).await?);
+        let limits = self.config.limits.write_limits();
+        let opened = stores.open_store(project, limits).await?;
+        if opened.store.write_limits() != limits {
+            tracing::warn!(
+                project = %project.path.display(),
+                "the store was opened with other write limits than the server's"
+            );
+        }
+        let opened = self.wrap(opened);
         open.insert(project.path.clone(), opened.clone());
         Ok(opened)
     }
@@ -467,7 +477,12 @@ impl Projects {
         if !create && !exists {
             return Ok(None);
         }
-        let opened = self.wrap(OpenedStore::plain(Arc::new(FileMemoryStore::open(dir)?)));
+        let config = StoreConfig {
+            write: self.config.limits.write_limits(),
+            ..StoreConfig::default()
+        };
+        let store = FileMemoryStore::open(dir)?.with_config(config);
+        let opened = self.wrap(OpenedStore::plain(Arc::new(store)));
         open.insert(dir.to_path_buf(), opened.clone());
         Ok(Some(opened))
     }

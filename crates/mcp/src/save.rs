@@ -264,7 +264,6 @@ async fn plan<'e>(
     entries: &'e [SaveEntry],
     targets: &Targets,
 ) -> Result<Vec<Planned<'e>>, Refusal> {
-    let limits = projects.limits();
     let now = chrono::Utc::now();
     let summariser = projects.summariser();
     let mut planned = Vec::new();
@@ -305,15 +304,6 @@ async fn plan<'e>(
             Err(("empty_content", "content is empty".to_owned()))
         } else if let Err(Refusal { reason, .. }) = &expected {
             Err(("invalid_version", reason.clone()))
-        } else if entry.content.len() > limits.max_entry_bytes {
-            Err((
-                "too_large",
-                format!(
-                    "content is {} bytes; at most {} per entry (split it or summarise)",
-                    entry.content.len(),
-                    limits.max_entry_bytes
-                ),
-            ))
         } else if taken {
             // Only a hash collision of two titles (or a hand-edited name) gets here: refuse
             // rather than replace another entry.

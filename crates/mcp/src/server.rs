@@ -87,7 +87,7 @@ pub struct ManageParams {
     /// For `update`: the new body.
     #[serde(default)]
     pub content: Option<String>,
-    /// For `update` (required): the memory's `version` as a previous `context_load`,
+    /// For `update` (optional, recommended): the memory's `version` as a previous `context_load`,
     /// `context_search` or `context_save` answer gave it (64 hex digits, the SHA-256 of its
     /// stored text). When the memory has changed since, nothing is written and the tool error
     /// carries `code: "version_conflict"` and the `current_version`.
@@ -397,9 +397,9 @@ impl MemoryServer {
         delete target, update target with new content (its description follows the new first \
         line), or init_project to create the memory directory (MEMORY.md is written with the \
         first saved entry). Targets are paths as returned by list/search (e.g. todos/fix-ci.md). \
-        update needs expected_version, the entry's `version` from context_load/context_search: \
+        Give update the entry's `version` from context_load/context_search as expected_version: \
         if someone changed it since, the update is refused with the current version (re-read, \
-        merge, retry)."
+        merge, retry). Without it, the entry is updated as it is now."
     )]
     async fn context_manage(
         &self,
@@ -420,7 +420,6 @@ impl MemoryServer {
                     content: p.content.as_deref(),
                     expected_version: p.expected_version.as_deref(),
                 },
-                self.projects.limits(),
                 p.claude_md.unwrap_or(true) && self.projects.claude_md(),
             )
             .await,

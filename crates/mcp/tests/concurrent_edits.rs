@@ -8,7 +8,7 @@ mod support;
 
 use memloop_mcp::{McpConfig, OpenFuture, Project, ProjectStores};
 use memloop_pg::{PgConfig, PgMemoryStore};
-use memloop_store::{MemoryError, MemoryStore};
+use memloop_store::{MemoryError, MemoryStore, WriteLimits};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -27,9 +27,11 @@ impl ProjectStores for TestTeam {
         format!("postgres:test?schema={}", self.schema)
     }
 
-    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
+    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
         Box::pin(async move {
-            let config = PgConfig::for_project_dir(URL, &project.path).schema(&self.schema);
+            let config = PgConfig::for_project_dir(URL, &project.path)
+                .schema(&self.schema)
+                .write_limits(limits);
             let store = PgMemoryStore::open(config)
                 .await
                 .map_err(MemoryError::from)?;
@@ -182,21 +184,20 @@ async fn two_members_never_lose_an_edit(stores: Option<Arc<TestTeam>>) {
         v2
     );
 
-    // An update without a version, or with something that is not one, is refused.
+    // An update without a version (the original `target` + `content` schema) applies to the
+    // memory as it is now, and says which version it replaced.
     let none = call(
         &alice,
         "context_manage",
         json!({ "project_path": s(&project), "action": "update", "target": rel,
-                "content": "上書き" }),
+                "content": "本番は PostgreSQL 17。数据库备份每天一次。Backups at 02:00." }),
     )
     .await;
-    assert_eq!(none["is_error"], true, "{none}");
-    assert!(
-        none["reason"]
-            .as_str()
-            .unwrap()
-            .contains("expected_version")
-    );
+    assert_eq!(none["is_error"], false, "{none}");
+    assert_eq!(none["previous_version"], v2.as_str(), "{none}");
+    let v2 = none["version"].as_str().unwrap().to_owned();
+    assert!(body(&bob, &project, "データベース").await.contains("02:00"));
+    // Something that is not a version is refused.
     let junk = update(&alice, &project, &rel, "上書き", json!("v2")).await;
     assert_eq!(junk["is_error"], true, "{junk}");
 

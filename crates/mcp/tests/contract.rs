@@ -36,7 +36,18 @@ async fn context_load_has_the_seeds_shape() {
     assert_eq!(l["registered"], true, "{l}");
     assert_eq!(l["project_id"], project_id(&project));
     assert!(l["last_session"].as_str().unwrap().contains('T'));
-    assert!(l["summary"].as_str().unwrap().contains("1 sessions"), "{l}");
+    // The summary is an overview of the project, not a count line (the counts are apart).
+    let summary = l["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("app: 3 memories. Last session (20"),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("): Finished the shopping cart. Decided: Database. Open: Payment API."),
+        "{summary}"
+    );
+    assert_eq!(l["counts"]["sessions"], 1, "{l}");
+    assert_eq!(l["counts"]["todos"], 1, "{l}");
     let recent = &l["recent_sessions"][0];
     assert_eq!(recent["date"].as_str().unwrap().len(), 10, "{recent}");
     // No summary model: the overview (L1) is the text itself, cut at 1 KiB.
@@ -271,4 +282,40 @@ async fn init_project_writes_the_usage_block_once_between_markers() {
         "{r}"
     );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+}
+
+/// The overview quotes memories in whatever language they were saved in.
+#[tokio::test]
+async fn the_overview_speaks_the_memories_language() {
+    let fx = Fixture::new();
+    let client = connect(fx.config()).await;
+    let project = fx.project("商城");
+    save(
+        &client,
+        &project,
+        json!([
+            { "type": "session_summary", "title": "购物车", "content": "完成了购物车功能。\n\n细节见下。" },
+            { "type": "todo", "title": "支付接口对接", "content": "对接支付宝。" },
+            { "type": "decision", "title": "数据库方案", "content": "确认使用 PostgreSQL 16。" },
+            { "type": "knowledge", "title": "Деплой", "content": "Деплой по вторникам." },
+        ]),
+    )
+    .await;
+    let l = call(
+        &client,
+        "context_load",
+        json!({ "project_path": s(&project) }),
+    )
+    .await;
+    let summary = l["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("商城: 4 memories. Last session ("),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with(
+            "): 完成了购物车功能。 Decided: 数据库方案. Open: 支付接口对接. Known: Деплой."
+        ),
+        "{summary}"
+    );
 }

@@ -11,7 +11,7 @@ mod support;
 
 use memloop_mcp::{OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, Tokens};
 use memloop_pg::{PgConfig, PgMemoryStore};
-use memloop_store::{MemoryError, MemoryStore};
+use memloop_store::{MemoryError, MemoryStore, WriteLimits};
 use std::sync::Arc;
 use support::{Fixture, s};
 
@@ -38,18 +38,18 @@ impl ProjectStores for Team {
         format!("postgres:test?schema={}", self.schema)
     }
 
-    fn open<'a>(&'a self, project: &'a Project) -> OpenFuture<'a> {
+    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
         Box::pin(async move {
-            let store = PgMemoryStore::open(self.config(&project.path))
+            let store = PgMemoryStore::open(self.config(&project.path).write_limits(limits))
                 .await
                 .map_err(MemoryError::from)?;
             Ok(Arc::new(store) as Arc<dyn MemoryStore>)
         })
     }
 
-    fn open_store<'a>(&'a self, project: &'a Project) -> OpenStoreFuture<'a> {
+    fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
         Box::pin(async move {
-            let store = PgMemoryStore::open(self.config(&project.path))
+            let store = PgMemoryStore::open(self.config(&project.path).write_limits(limits))
                 .await
                 .map_err(MemoryError::from)?;
             Ok(OpenedStore::atomic(Arc::new(store)))

@@ -10,6 +10,50 @@ use memloop_store::{MemoryScope, TEAM_DIR};
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");
+const KINDS_FULL: &str = include_str!("../templates/memory_kinds.md");
+const KINDS_BRIEF: &str = include_str!("../templates/memory_kinds_brief.md");
+
+/// How the memory section describes the four kinds of memory.
+///
+/// The full guidance (when to save each kind, how to use it, how to write its body, examples)
+/// is about 500 tokens; the brief one (a paragraph and one example per kind) about 280. A model
+/// whose whole window is a few thousand tokens cannot afford the full text beside a
+/// conversation, so [`Guidance::for_window`] picks the brief one below 32,768 tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Guidance {
+    /// When to save, how to use, body structure and examples for each kind (the default).
+    #[default]
+    Full,
+    /// One paragraph and one example per kind, for small context windows.
+    Brief,
+}
+
+impl Guidance {
+    /// Windows below this many tokens get [`Guidance::Brief`] from [`Guidance::for_window`].
+    pub const BRIEF_BELOW_TOKENS: u64 = 32_768;
+
+    /// The guidance that fits a model with a `tokens`-token context window.
+    ///
+    /// ```
+    /// use memloop_memory::prompt::Guidance;
+    /// assert_eq!(Guidance::for_window(2_048), Guidance::Brief);
+    /// assert_eq!(Guidance::for_window(200_000), Guidance::Full);
+    /// ```
+    pub fn for_window(tokens: u64) -> Self {
+        match tokens < Self::BRIEF_BELOW_TOKENS {
+            true => Self::Brief,
+            false => Self::Full,
+        }
+    }
+
+    fn kinds(self) -> &'static str {
+        match self {
+            Self::Full => KINDS_FULL,
+            Self::Brief => KINDS_BRIEF,
+        }
+        .trim_end()
+    }
+}
 const TEAM_GUIDANCE: &str = include_str!("../templates/team_memory.md");
 
 /// The guidance on which memory goes where (private or team), for the memory section and the
@@ -44,6 +88,8 @@ pub struct MemorySection {
     extra: Option<String>,
     daily_log: bool,
     team: bool,
+    agent_scope: Option<memloop_store::AgentMemoryScope>,
+    guidance: Guidance,
 }
 
 impl MemorySection {
@@ -58,15 +104,17 @@ impl MemorySection {
             extra: None,
             daily_log: false,
             team: false,
+            agent_scope: None,
+            guidance: Guidance::Full,
         }
     }
 
-    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`, shows team
+    /// A section that is off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`, shows team
     /// memory when `MEMLOOP_TEAM_MEMORY` is, with the text of `MEMLOOP_MEMORY_EXTRA_GUIDELINES`
     /// (when set and not blank) appended.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
         let section = Self::new(store)
-            .enabled(!env.switch(memloop_store::env::DISABLE_AUTO_MEMORY))
+            .enabled(memloop_store::env::memory_enabled(env))
             .team(env.switch(memloop_store::env::TEAM_MEMORY));
         match env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES) {
             Some(extra) => section.extra_guidelines(extra),
@@ -106,6 +154,19 @@ impl MemorySection {
         self
     }
 
+    /// A sub-agent's own memory in `scope`: the guidance gains the line saying who shares it
+    /// ([`agent_scope_guidance`]).
+    pub fn agent_scope(mut self, scope: memloop_store::AgentMemoryScope) -> Self {
+        self.agent_scope = Some(scope);
+        self
+    }
+
+    /// Describe the kinds of memory in full (the default) or briefly, for small windows.
+    pub fn guidance(mut self, guidance: Guidance) -> Self {
+        self.guidance = guidance;
+        self
+    }
+
     /// Append `text` to the guidance, under "Additional guidelines" (blank text adds nothing).
     pub fn extra_guidelines(mut self, text: &str) -> Self {
         let text = text.trim();
@@ -122,7 +183,7 @@ impl MemorySection {
 
     /// Render the guidance around a given index text.
     pub fn render(memory_dir: &str, index: &str) -> String {
-        render_sections(memory_dir, index, None)
+        render_sections(memory_dir, index, None, Guidance::Full)
     }
 }
 
@@ -139,9 +200,40 @@ impl MemorySection {
     }
 }
 
+/// The line a sub-agent's memory prompt carries for its scope: who else sees the memories, and
+/// so what to write in them.
+///
+/// ```
+/// use memloop_memory::prompt::agent_scope_guidance;
+/// use memloop_store::AgentMemoryScope;
+/// assert!(agent_scope_guidance(AgentMemoryScope::Local).contains("not checked in"));
+/// ```
+pub fn agent_scope_guidance(scope: memloop_store::AgentMemoryScope) -> &'static str {
+    use memloop_store::AgentMemoryScope as S;
+    match scope {
+        S::User => {
+            "This is user-scope memory: it follows you into every project, so keep what you \
+             learn general, not tied to one project's code or names."
+        }
+        S::Project => {
+            "This is project-scope memory: it lives in the project and is shared with the team \
+             through version control, so write what every teammate's agent should know."
+        }
+        S::Local => {
+            "This is local-scope memory: it stays on this machine only and is not checked in, \
+             so it may hold what is specific to this checkout or this user's setup."
+        }
+    }
+}
+
 /// The guidance around the private index, and with team memory on, the scope rule and the team
 /// index after it.
-fn render_sections(memory_dir: &str, index: &str, team_index: Option<&str>) -> String {
+fn render_sections(
+    memory_dir: &str,
+    index: &str,
+    team_index: Option<&str>,
+    guidance: Guidance,
+) -> String {
     let empty = |text: &str, what: &'static str| -> String {
         match text.trim().is_empty() {
             true => what.to_owned(),
@@ -166,6 +258,7 @@ fn render_sections(memory_dir: &str, index: &str, team_index: Option<&str>) -> S
         TEMPLATE,
         &[
             ("memory_dir", memory_dir),
+            ("kinds", guidance.kinds()),
             ("index", &index),
             ("scopes", &scopes),
             ("team_index", &team),
@@ -189,11 +282,15 @@ impl SystemSection for MemorySection {
             true => Some(self.index_text(MemoryScope::Team).await),
             false => None,
         };
-        let mut text = render_sections(&dir, &index, team.as_deref());
+        let mut text = render_sections(&dir, &index, team.as_deref(), self.guidance);
         if self.daily_log {
             text.push_str("\n\n## Daily-log mode\n\n");
             text.push_str(crate::daily_log::DAILY_LOG_GUIDANCE.trim());
             text.push_str(" This replaces \"How to save\" above.");
+        }
+        if let Some(scope) = self.agent_scope {
+            text.push_str("\n\n## Scope of this memory\n\n");
+            text.push_str(agent_scope_guidance(scope));
         }
         if let Some(extra) = &self.extra {
             text.push_str("\n\n## Additional guidelines\n\n");
@@ -205,6 +302,23 @@ impl SystemSection for MemorySection {
 
 #[cfg(test)]
 mod tests {
+    use super::Guidance;
+
+    /// Both forms name the four kinds and the `**Why:**` rule; the brief one is the shorter.
+    #[test]
+    fn both_guidances_cover_the_four_kinds() {
+        for guidance in [Guidance::Full, Guidance::Brief] {
+            let text = super::render_sections("/m", "", None, guidance);
+            for kind in ["user", "feedback", "project", "reference"] {
+                assert!(
+                    text.contains(&format!("**{kind}**")) || text.contains(&format!("### {kind}"))
+                );
+            }
+            assert!(text.contains("**Why:**") && !text.contains("{{"), "{text}");
+        }
+        let len = |g| super::render_sections("/m", "", None, g).len();
+        assert!(len(Guidance::Brief) + 600 < len(Guidance::Full));
+    }
     #[test]
     fn team_guidance_names_both_dirs() {
         let text = super::team_guidance("/home/李雷/.memloop/projects/app/memory/");

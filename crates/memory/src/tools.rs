@@ -42,7 +42,9 @@ pub fn memory_tools(store: Arc<dyn MemoryStore>) -> Vec<Arc<dyn Tool>> {
 }
 
 /// `memory_read {topic}`: a memory's full text, `MEMORY` for the index, `_list` for the list of
-/// all memories with their descriptions.
+/// all memories with their descriptions; `memory_read {grep}`: the lines of every memory that
+/// contain a text (any script, case and width folded, accents of Latin letters ignored), newest
+/// memory first.
 #[derive(Clone)]
 pub struct MemoryReadTool {
     store: Arc<dyn MemoryStore>,
@@ -57,7 +59,78 @@ impl MemoryReadTool {
 
 #[derive(Deserialize)]
 struct ReadInput {
-    topic: String,
+    #[serde(default)]
+    topic: Option<String>,
+    #[serde(default)]
+    grep: Option<String>,
+}
+
+/// Most memories a `grep` answer names, and most lines it shows of each.
+const GREP_FILES: usize = 20;
+const GREP_LINES_PER_FILE: usize = 5;
+/// Longest line a `grep` answer shows, in characters.
+const GREP_LINE_CHARS: usize = 300;
+
+/// The form a `grep` compares: NFKC, lowercase, accents of Latin letters removed.
+fn grep_form(text: &str) -> String {
+    memloop_text::fold_with_offsets(&memloop_text::normalize(text)).0
+}
+
+impl MemoryReadTool {
+    /// Every memory's lines that contain `pattern` (see [`grep_form`]), newest memory first,
+    /// credentials redacted (a hand-edited file may hold one).
+    async fn grep(&self, pattern: &str) -> Result<String, memloop_store::MemoryError> {
+        let needle = grep_form(pattern.trim());
+        if needle.is_empty() {
+            return Ok("grep needs a non-empty text to look for.".to_owned());
+        }
+        let headers = self.store.scan().await?;
+        let (mut out, mut matched) = (String::new(), 0usize);
+        for header in &headers {
+            let file = match self.store.read(&header.rel_path).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::debug!(path = %header.rel_path, error = %e, "grep skipped a memory");
+                    continue;
+                }
+            };
+            let hits: Vec<(usize, &str)> = file
+                .raw
+                .lines()
+                .enumerate()
+                .filter(|(_, line)| grep_form(line).contains(&needle))
+                .collect();
+            if hits.is_empty() {
+                continue;
+            }
+            matched += 1;
+            if matched > GREP_FILES {
+                continue;
+            }
+            out.push_str(&format!("\n{}\n", header.rel_path));
+            for (n, line) in hits.iter().take(GREP_LINES_PER_FILE) {
+                let shown: String = line.chars().take(GREP_LINE_CHARS).collect();
+                let (shown, _) = memloop_store::redact_secrets(&shown);
+                out.push_str(&format!("  {}: {}\n", n + 1, shown.trim_end()));
+            }
+            if hits.len() > GREP_LINES_PER_FILE {
+                out.push_str(&format!(
+                    "  ({} more lines match)\n",
+                    hits.len() - GREP_LINES_PER_FILE
+                ));
+            }
+        }
+        Ok(match matched {
+            0 => format!("No memory contains `{}`.", pattern.trim()),
+            n if n > GREP_FILES => format!(
+                "{n} memories contain `{}`; the {GREP_FILES} newest:\n{out}\nNarrow the text to see \
+                 the rest.",
+                pattern.trim()
+            ),
+            1 => format!("1 memory contains `{}`:\n{out}", pattern.trim()),
+            n => format!("{n} memories contain `{}`:\n{out}", pattern.trim()),
+        })
+    }
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(input: &Value, tool: &str) -> Result<T, String> {
@@ -71,12 +144,16 @@ impl Tool for MemoryReadTool {
             name: MEMORY_READ.into(),
             description: "Read your persistent memory. topic = a memory's name (e.g. \
                 `feedback_testing`) or its path as listed (e.g. `team/grafana.md`), `MEMORY` for \
-                the index, or `_list` for every memory with its type, date and description."
+                the index, or `_list` for every memory with its type, date and description. Or \
+                grep = a text to find in every memory's content (the matching lines, newest \
+                memory first)."
                 .into(),
             input_schema: json!({
                 "type": "object",
-                "properties": {"topic": {"type": "string", "description": "memory name or listed path, `MEMORY` or `_list`"}},
-                "required": ["topic"]
+                "properties": {
+                    "topic": {"type": "string", "description": "memory name or listed path, `MEMORY` or `_list`"},
+                    "grep": {"type": "string", "description": "text to search every memory for (instead of topic)"}
+                }
             }),
             effect: ToolEffect::ReadOnly,
         }
@@ -87,7 +164,22 @@ impl Tool for MemoryReadTool {
             Ok(i) => i,
             Err(e) => return ToolOutput::error(e),
         };
-        let result = match input.topic.as_str() {
+        let topic = match (input.topic, input.grep) {
+            (_, Some(pattern)) => {
+                return match self.grep(&pattern).await {
+                    Ok(text) => ToolOutput::ok(text),
+                    Err(e) => ToolOutput::error(format!("{MEMORY_READ} failed: {e}")),
+                };
+            }
+            (Some(topic), None) => topic,
+            (None, None) => {
+                return ToolOutput::error(format!(
+                    "{MEMORY_READ}: give `topic` (a memory, `MEMORY` or `_list`) or `grep` (a \
+                     text to find)"
+                ));
+            }
+        };
+        let result = match topic.as_str() {
             INDEX_TOPIC => self.store.load_index().await.map(|ix| {
                 if ix.content.is_empty() {
                     "MEMORY.md is empty: no memories saved yet.".to_owned()

@@ -365,6 +365,15 @@ async fn a_child_with_project_memory_writes_its_own_scope_and_leaves_the_parents
         "{}",
         child[0].system[1]
     );
+    // Its scope line: project memory is shared with the team through version control.
+    assert!(
+        child[0].system[1].contains(
+            "## Scope of this memory\n\nThis is project-scope memory: it lives in the project \
+             and is shared with the team through version control"
+        ),
+        "{}",
+        child[0].system[1]
+    );
     let tools: Vec<String> = child[0].tools.iter().map(|t| t.name.clone()).collect();
     assert_eq!(
         tools,
@@ -485,7 +494,7 @@ async fn user_and_local_scopes_resolve_to_their_own_dirs() {
         ("local", ".memloop/agent-memory-local/scribe"),
     ] {
         let w = world();
-        let (_model, _sink, run) = run_parent(
+        let (model, _sink, run) = run_parent(
             &w,
             &format!("---\nname: scribe\ndescription: Writes.\nmemory: {scope}\n---\nWrite.\n"),
             "scribe",
@@ -501,6 +510,12 @@ async fn user_and_local_scopes_resolve_to_their_own_dirs() {
             w.project.path()
         };
         assert!(base.join(dir).join("user_prefs.md").is_file(), "{scope}");
+        let system = model.requests_for("subagent:scribe")[0].system.join("\n");
+        let line = match scope {
+            "user" => "keep what you learn general",
+            _ => "stays on this machine only and is not checked in",
+        };
+        assert!(system.contains(line), "{scope}: {system}");
         assert!(files_under(&w.parent_dir).is_empty());
     }
 }

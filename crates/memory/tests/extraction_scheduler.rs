@@ -509,3 +509,29 @@ async fn a_panic_outside_the_extractor_frees_the_dir_for_the_next_run() {
         })]
     );
 }
+
+/// A resumed conversation (an agent started with an earlier session's messages) was covered by
+/// that session's extractions: the first extraction after the resume reads only the new turn,
+/// and the next one only what follows it.
+#[tokio::test(start_paused = true)]
+async fn after_a_resume_the_first_extraction_reads_only_the_new_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ex, mut started) = TestExtractor::new(false);
+    let sched = ExtractionScheduler::new(store(&dir), ex.clone());
+    let (events, bg) = (VecSink::default(), BackgroundTasks::new());
+
+    // Three turns came back from the transcript; the fourth is this process's first.
+    sched.on_stop(hook(1, conversation(4), &events, &bg)).await;
+    assert_eq!(started.recv().await, Some(1));
+    assert!(sched.drain(Duration::from_secs(60)).await.completed);
+    sched.on_stop(hook(2, conversation(5), &events, &bg)).await;
+    assert_eq!(started.recv().await, Some(2));
+    assert!(sched.drain(Duration::from_secs(60)).await.completed);
+    let calls = ex.calls();
+    assert_eq!(
+        calls[0].ids,
+        ids(4..=4),
+        "the resumed turns were read again"
+    );
+    assert_eq!(calls[1].ids, ids(5..=5));
+}

@@ -395,19 +395,19 @@ async fn memory_section_renders_guidance_and_capped_index() {
     assert!(text.contains(&s.root().display().to_string()));
     assert!(text.ends_with("- [Role](user_role.md) — backend dev\n"));
     for must in [
-        "**user**",
-        "**feedback**",
-        "**project**",
-        "**reference**",
+        "### user",
+        "### feedback",
+        "### project",
+        "### reference",
         "What does not belong",
         "memory_write",
-        "behave as if the index below were empty",
+        "do not apply, cite, compare against or mention",
         "confirm it still exists",
         "**Why:**",
         "Never record negative judgements about the user",
         "explicitly asks you to remember something, save it right away",
         "a plan or a task list holds that; memory holds what outlives the task",
-        "Example: \"pipeline bugs are in the Linear project INGEST\"",
+        "\"pipeline bugs are in the Linear project INGEST\"",
     ] {
         assert!(text.contains(must), "prompt lacks {must}");
     }
@@ -567,4 +567,44 @@ async fn reads_are_the_same_on_the_calling_task_and_on_the_blocking_pool() {
         watched.read("нет.md").await,
         Err(MemoryError::NotFound(_))
     ));
+}
+
+/// Each kind of memory carries the original's four parts (when to save, how to use, body
+/// structure, examples); the index rule (200 lines, by topic not date) and the exclusions that
+/// hold even on request are stated; and the guidance is whole whatever language the index is in.
+#[tokio::test]
+async fn memory_guidance_has_every_part_of_each_kind() {
+    for (title, description) in [
+        ("Role", "backend dev"),
+        ("角色", "后端开发,熟悉 Go"),
+        ("Rôle", "développeuse back-end"),
+    ] {
+        let (_d, s) = store();
+        let s = Arc::new(s);
+        s.write(
+            "user_role.md",
+            &doc(title, description, Some(MemoryType::User), "b"),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+        let text = MemorySection::new(s).compute().await.unwrap();
+        assert!(text.ends_with(&format!("- [{title}](user_role.md) — {description}\n")));
+        for kind in ["user", "feedback", "project", "reference"] {
+            let start = text.find(&format!("### {kind}\n")).expect(kind);
+            let rest = &text[start + 4..];
+            let part = &rest[..rest.find("\n#").unwrap_or(rest.len())];
+            for must in ["- When to save:", "- How to use:", "- Body:", "- Examples:"] {
+                assert!(part.contains(must), "{kind} lacks {must}");
+            }
+        }
+        for must in [
+            "lines past 200 are cut",
+            "organise memories by topic, not by date",
+            "hold even when the user asks you to save such things: then ask what in the request is worth\nkeeping",
+            "do not apply, cite, compare against or mention any memory",
+        ] {
+            assert!(text.contains(must), "prompt lacks {must}");
+        }
+    }
 }

@@ -4,7 +4,9 @@
 //! frontmatter), a rename (`FileMemoryStore::rename`: `memloop memory rename`), and the two tool
 //! sets a model writes with (memloop's `memory_write`, Anthropic's `memory` command `create`),
 //! which turn a model's input into one of those writes. The rules are
-//! decided once, by `CheckedWrite`; this table proves no writer skips one. Before, a raw write
+//! decided once, by `CheckedWrite`; this table proves no writer skips one (the team server's
+//! writers, `context_save`, `context_manage update` and the PostgreSQL store, have the same
+//! table in `crates/mcp/tests/write_rules.rs`). Before, a raw write
 //! and a rename could put a `user` memory into `team/`, a rename skipped the rules entirely, and
 //! the size cap measured the body for one writer and the whole text for another.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -53,6 +53,9 @@ pub struct PgConfig {
     /// Client certificate chain and private key files (PEM) presented to a server that
     /// authenticates clients by certificate; `None`: the URL's `sslcert` and `sslkey`, else none.
     pub ssl_client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// What the write rules allow (the largest memory text, 1 MiB by default), the same rules
+    /// as every store's ([`memloop_store::CheckedWrite`]).
+    pub write: memloop_store::WriteLimits,
 }
 
 impl std::fmt::Debug for PgConfig {
@@ -124,6 +127,7 @@ impl PgConfig {
             ssl_mode: None,
             ssl_root_cert: None,
             ssl_client_cert: None,
+            write: memloop_store::WriteLimits::default(),
         }
     }
 
@@ -173,6 +177,12 @@ impl PgConfig {
     /// Set the writer name (builder style).
     pub fn writer(mut self, writer: impl Into<String>) -> Self {
         self.writer = writer.into();
+        self
+    }
+
+    /// Set what the write rules allow (builder style), e.g. a server's smaller per-memory cap.
+    pub fn write_limits(mut self, limits: memloop_store::WriteLimits) -> Self {
+        self.write = limits;
         self
     }
 

@@ -827,6 +827,10 @@ impl PgMemoryStore {
 
 #[async_trait]
 impl MemoryStore for PgMemoryStore {
+    fn write_limits(&self) -> memloop_store::WriteLimits {
+        self.inner.config.write
+    }
+
     fn describe(&self) -> StoreDescription {
         self.inner.description.clone()
     }

@@ -1,4 +1,4 @@
-//! [`Bm25Index`]: an incrementally maintained BM25F inverted index over memory name,
+//! [`Bm25Postings`]: incrementally maintained BM25F postings (an inverted index) over memory name,
 //! description and body, with an optional directory lift (a memory's score is raised by the best
 //! score of another memory in the same directory, so that e.g. a session summary lifts the notes
 //! filed next to it).
@@ -12,7 +12,7 @@ mod feedback;
 
 const FIELDS: usize = 3;
 
-/// Tuning of the BM25 index behind [`Bm25Selector`](super::Bm25Selector). The defaults were tuned on LoCoMo (see the crate README).
+/// Tuning of the BM25 postings behind [`Bm25Selector`](super::Bm25Selector). The defaults were tuned on LoCoMo (see the crate README).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bm25Params {
     /// Term-frequency saturation. Default 0.9.
@@ -113,7 +113,7 @@ struct Doc {
 /// analysis scores only the memories of its language, so a short query that no detector could
 /// place still meets every memory in the memory's own stems.
 #[derive(Debug)]
-pub struct Bm25Index {
+pub struct Bm25Postings {
     analyzer: Analyzer,
     params: Bm25Params,
     term_ids: HashMap<String, u32>,
@@ -132,13 +132,13 @@ pub struct Bm25Index {
     lang_docs: [u32; Language::ALL.len()],
 }
 
-impl Default for Bm25Index {
+impl Default for Bm25Postings {
     fn default() -> Self {
         Self::new(Bm25Params::default())
     }
 }
 
-impl Bm25Index {
+impl Bm25Postings {
     /// An empty index.
     pub fn new(params: Bm25Params) -> Self {
         Self {
@@ -530,7 +530,7 @@ impl Bm25Index {
     }
 }
 
-/// A scored memory in [`Bm25Index::top_k`], ordered best first: higher score, then newer, then
+/// A scored memory in [`Bm25Postings::top_k`], ordered best first: higher score, then newer, then
 /// path (paths are unique, so the order is total).
 #[derive(Debug, Clone, Copy)]
 struct Ranked<'a> {
@@ -593,7 +593,7 @@ mod tests {
 
     #[test]
     fn remove_and_replace_leave_no_trace() {
-        let mut idx = Bm25Index::default();
+        let mut idx = Bm25Postings::default();
         let t0 = SystemTime::UNIX_EPOCH;
         idx.upsert("a.md", t0, text("kafka consumer lag", "alerts fire at 10k"));
         idx.upsert("b.md", t0, text("postgres vacuum", "run weekly"));
@@ -626,7 +626,7 @@ mod tests {
 
     #[test]
     fn field_weights_rank_and_keep_filters() {
-        let mut idx = Bm25Index::new(Bm25Params {
+        let mut idx = Bm25Postings::new(Bm25Params {
             description_weight: 2.0,
             ..Bm25Params::default()
         });
@@ -643,19 +643,19 @@ mod tests {
     #[test]
     fn coordination_prefers_memories_matching_more_of_the_query() {
         let t0 = SystemTime::UNIX_EPOCH;
-        let fill = |idx: &mut Bm25Index| {
+        let fill = |idx: &mut Bm25Postings| {
             idx.upsert("one.md", t0, text("kafka kafka kafka kafka", "kafka kafka"));
             idx.upsert("both.md", t0, text("kafka consumer", "notes"));
             idx.upsert("other.md", t0, text("consumer survey", "retail"));
         };
-        let mut off = Bm25Index::new(Bm25Params {
+        let mut off = Bm25Postings::new(Bm25Params {
             coordination: 0.0,
             ..Bm25Params::default()
         });
         fill(&mut off);
-        let mut on = Bm25Index::default();
+        let mut on = Bm25Postings::default();
         fill(&mut on);
-        let score = |idx: &Bm25Index, path: &str| {
+        let score = |idx: &Bm25Postings, path: &str| {
             idx.search("kafka consumer", 5, |_| true)
                 .into_iter()
                 .find(|r| r.0 == path)
@@ -674,7 +674,7 @@ mod tests {
             dir_weight: 0.5,
             ..Bm25Params::default()
         };
-        let mut idx = Bm25Index::new(params);
+        let mut idx = Bm25Postings::new(params);
         let t0 = SystemTime::UNIX_EPOCH;
         idx.upsert(
             "s1/summary.md",
@@ -710,7 +710,7 @@ mod tests {
         // Many memories with equal scores and equal mtimes (the order then falls to mtime and
         // path), in English, Chinese, Japanese and Russian: every k and filter must give exactly
         // the prefix of the full ranking.
-        let mut idx = Bm25Index::default();
+        let mut idx = Bm25Postings::default();
         let t0 = SystemTime::UNIX_EPOCH;
         let texts = [
             ("deploy queue", "the deploy queue retries on timeout"),
@@ -758,7 +758,7 @@ mod tests {
 
     #[test]
     fn upsert_example() {
-        let mut idx = Bm25Index::default();
+        let mut idx = Bm25Postings::default();
         let t = IndexText {
             name: "Deploys",
             description: "how we ship releases",

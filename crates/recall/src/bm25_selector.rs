@@ -1,6 +1,6 @@
-//! [`Bm25Selector`]: the [`Bm25Index`] kept in step with a [`MemoryStore`].
+//! [`Bm25Selector`]: the [`Bm25Postings`] kept in step with a [`MemoryStore`].
 
-use super::bm25::{Bm25Index, Bm25Params, IndexText};
+use super::bm25::{Bm25Params, Bm25Postings, IndexText};
 use super::keyword::display_name;
 use super::selector::{SelectionContext, Selector, SelectorError};
 use async_trait::async_trait;
@@ -43,7 +43,7 @@ pub struct Bm25Selector {
 /// The index and the cache version it has caught up with.
 #[derive(Debug, Default)]
 struct Synced {
-    index: Bm25Index,
+    index: Bm25Postings,
     /// The [`ScanCache`] version the index reflects (`None`: compare every header next time).
     seen: Option<u64>,
     /// Memories the cache reported that could not be read: tried again on the next selection.
@@ -97,7 +97,7 @@ impl Synced {
         self.retry = failed;
         self.seen = Some(version);
         if report != SyncReport::default() {
-            tracing::debug!(?report, "bm25 index followed the store");
+            tracing::debug!(?report, "bm25 postings followed the store");
         }
         report
     }
@@ -128,7 +128,7 @@ impl Bm25Selector {
         Self {
             cache,
             index: Mutex::new(Synced {
-                index: Bm25Index::new(params),
+                index: Bm25Postings::new(params),
                 ..Synced::default()
             }),
         }
@@ -172,7 +172,7 @@ impl Bm25Selector {
 /// Diff the index against `headers` by path and mtime: drop the gone, read the new and changed.
 /// Returns the report and the memories that could not be read.
 async fn sync_index(
-    index: &mut Bm25Index,
+    index: &mut Bm25Postings,
     cache: &ScanCache,
     headers: &[MemoryHeader],
 ) -> (SyncReport, Vec<MemoryHeader>) {
@@ -208,7 +208,7 @@ async fn sync_index(
         return (report, Vec::new());
     }
     let failed = read_into(index, cache, stale, &mut report).await;
-    tracing::debug!(?report, "bm25 index synced");
+    tracing::debug!(?report, "bm25 postings synced");
     (report, failed)
 }
 
@@ -216,7 +216,7 @@ async fn sync_index(
 /// (re)index `stale`; returns the ones that could not be read (dropped from the index, counted
 /// as failed).
 async fn read_into(
-    index: &mut Bm25Index,
+    index: &mut Bm25Postings,
     cache: &ScanCache,
     stale: Vec<MemoryHeader>,
     report: &mut SyncReport,

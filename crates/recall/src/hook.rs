@@ -32,7 +32,7 @@ pub struct RecallConfig {
     pub max_lines: usize,
     /// Bytes per surfaced file. Default 4,096.
     pub max_bytes: usize,
-    /// Bytes surfaced per session (until compaction). Default 60 KiB.
+    /// Bytes surfaced per session (until compaction). Default 60,000.
     pub session_budget_bytes: usize,
     /// Skip a message that is a single word (`ok`, `thanks`, `谢谢`, `继续`). Words are counted
     /// per script: a run of Chinese or Japanese characters (written without spaces) counts one
@@ -50,7 +50,7 @@ impl Default for RecallConfig {
             max_files: 5,
             max_lines: 200,
             max_bytes: 4_096,
-            session_budget_bytes: 60 * 1024,
+            session_budget_bytes: 60_000,
             skip_single_word: true,
             read_tools: ReadTools::default(),
         }
@@ -58,7 +58,7 @@ impl Default for RecallConfig {
 }
 
 impl RecallConfig {
-    /// The defaults, with recall off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    /// The defaults, with recall off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`.
     ///
     /// ```
     /// use memloop_store::env::EnvVars;
@@ -69,7 +69,7 @@ impl RecallConfig {
     /// ```
     pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
         Self {
-            enabled: !env.switch(memloop_store::env::DISABLE_AUTO_MEMORY),
+            enabled: memloop_store::env::memory_enabled(env),
             ..Self::default()
         }
     }
@@ -422,12 +422,14 @@ impl Job {
         self.commit(blocks)
     }
 
-    /// Read and render the chosen files (unreadable ones are skipped).
+    /// Read the chosen files concurrently and render them in the selector's order (unreadable
+    /// ones are skipped).
     async fn render(&self, chosen: &[String], headers: &Headers) -> Vec<(String, String)> {
         let now = self.clock.now();
+        let files = futures::future::join_all(chosen.iter().map(|rel| self.store.read(rel))).await;
         let mut out = Vec::new();
-        for rel in chosen {
-            let file = match self.store.read(rel).await {
+        for (rel, file) in chosen.iter().zip(files) {
+            let file = match file {
                 Ok(f) => f,
                 Err(e) => {
                     tracing::warn!(path = %rel, error = %e, "cannot read selected memory");

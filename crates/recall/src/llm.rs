@@ -97,7 +97,7 @@ impl LlmSelector {
     ) -> ModelRequest {
         let shown = self.shown(headers, ctx);
         let mut user = format!(
-            "Request: {query}\n\nAvailable memories:\n{}",
+            "Query: {query}\n\nAvailable memories:\n{}",
             format_manifest_capped(shown, self.config.manifest_cap, "(none)")
         );
         if !ctx.recent_tools.is_empty() {

@@ -1,5 +1,5 @@
 //! Turning one memory file into surfaced text: the per-file caps with the truncation note, and
-//! the age header (`saved today` / `saved yesterday`, else a staleness note).
+//! the age header (`saved today`, `saved yesterday`, or `saved N days ago` after a staleness note).
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -61,7 +61,7 @@ pub fn age_days(now: SystemTime, mtime: SystemTime) -> u64 {
 
 /// The header put before a surfaced memory: `Memory (saved today): <path>:` or `(saved
 /// yesterday)` up to one day old; older memories get a staleness note, a blank line and
-/// `Memory: <path>:`.
+/// `Memory (saved N days ago): <path>:`.
 pub fn memory_header(path: &str, days: u64) -> String {
     match days {
         0 => format!("Memory (saved today): {path}:"),
@@ -69,7 +69,7 @@ pub fn memory_header(path: &str, days: u64) -> String {
         n => format!(
             "This memory is {n} days old. It records what was true when it was saved; claims \
              about code (files, functions, flags) may be outdated, so verify them before relying \
-             on them.\n\nMemory: {path}:"
+             on them.\n\nMemory (saved {n} days ago): {path}:"
         ),
     }
 }
@@ -140,6 +140,16 @@ pub fn render_surfaced(
     out
 }
 
+/// The rest of `line` after `Memory (saved N days ago): `, for a whole number N.
+fn saved_days_ago(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("Memory (saved ")?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    if digits == 0 {
+        return None;
+    }
+    rest[digits..].strip_prefix(" days ago): ")
+}
+
 /// The memories a recall attachment in the conversation surfaced: for a text block rendered as
 /// a `<system-reminder>` holding [`render_surfaced`] blocks joined by blank lines, the path shown
 /// in each block's [`memory_header`] and the bytes the blocks took (what the session budget
@@ -153,6 +163,8 @@ pub fn surfaced_in(text: &str) -> Option<(Vec<String>, usize)> {
         let rest = line
             .strip_prefix("Memory (saved today): ")
             .or_else(|| line.strip_prefix("Memory (saved yesterday): "))
+            .or_else(|| saved_days_ago(line))
+            // Attachments written before the header named the age.
             .or_else(|| line.strip_prefix("Memory: "));
         if let Some(path) = rest.and_then(|r| r.strip_suffix(':')) {
             paths.push(path.to_owned());
@@ -217,7 +229,7 @@ mod tests {
             "Memory (saved today): /m/a.md:"
         );
         assert!(memory_header("/m/a.md", 3).starts_with("This memory is 3 days old"));
-        assert!(memory_header("/m/a.md", 3).ends_with("\n\nMemory: /m/a.md:"));
+        assert!(memory_header("/m/a.md", 3).ends_with("\n\nMemory (saved 3 days ago): /m/a.md:"));
     }
 
     #[test]
@@ -248,5 +260,8 @@ mod tests {
         assert_eq!(paths, ["/m/a.md", "/m/b.md"]);
         assert_eq!(bytes, a.len() + b.len());
         assert!(surfaced_in("Memory: not an attachment:").is_none());
+        // An attachment from before the header named the age still counts.
+        let old = "<system-reminder>\nnote\n\nMemory: /m/c.md:\ngamma\n</system-reminder>";
+        assert_eq!(surfaced_in(old).unwrap().0, ["/m/c.md"]);
     }
 }

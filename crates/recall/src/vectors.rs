@@ -1,6 +1,6 @@
 //! The on-disk vector index behind [`HybridSelector`](super::HybridSelector): the embeddings of
 //! every memory (its whole text, and each passage of a long one), kept in step with the store
-//! the way the BM25 index is, and cached in one file so a new session does not embed everything
+//! the way the BM25 postings is, and cached in one file so a new session does not embed everything
 //! again.
 //!
 //! **File format 2** (little-endian): the magic `MLVEC\x02\n\0`; a `u32` length and a JSON
@@ -278,7 +278,7 @@ impl VectorCache {
             .await
     }
 
-    /// Catch up with the store through the header cache it shares with the BM25 index and the
+    /// Catch up with the store through the header cache it shares with the BM25 postings and the
     /// recall hook ([`ScanCache::follow`]): with no change since the last complete sync this
     /// costs no store call when the caller refreshed the cache this turn (no header is looked
     /// at); with `k` changes, `k` removals or reads (read once for every index, and embeddings

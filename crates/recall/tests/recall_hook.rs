@@ -119,6 +119,9 @@ async fn header_age_crosses_day_boundaries() {
         ),
     ];
     for (now, expected) in cases {
+        let days = now
+            .duration_since(mtime)
+            .map_or(0, |d| d.as_secs() / 86_400);
         let clock = Arc::new(ManualClock::new(now));
         let hook = RecallHook::new(store.clone(), keyword()).with_clock(clock);
         let text = turn(
@@ -133,7 +136,7 @@ async fn header_age_crosses_day_boundaries() {
         assert!(body.starts_with(&expected), "{expected}: {body}");
         if expected.starts_with("This memory") {
             assert!(body.contains(&format!(
-                "verify them before relying on them.\n\nMemory: {path}:\n"
+                "verify them before relying on them.\n\nMemory (saved {days} days ago): {path}:\n"
             )));
         }
     }

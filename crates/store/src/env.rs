@@ -1,4 +1,4 @@
-//! Environment switches (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
+//! Environment switches (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_SIMPLE`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
 //! `CLAUDE_CONFIG_DIR`, `MEMLOOP_TEAM_MEMORY`, `MEMLOOP_MEMORY_EXTRA_GUIDELINES`), read through core's injectable [`EnvVars`] (re-exported here).
 //!
 //! Library code never reads the process environment behind the caller's back: it takes an
@@ -22,3 +22,46 @@ pub const TEAM_MEMORY: &str = "MEMLOOP_TEAM_MEMORY";
 /// Extra guidelines appended to the memory section of the system prompt (the host's or the
 /// user's own rules about what to remember).
 pub const MEMORY_EXTRA_GUIDELINES: &str = "MEMLOOP_MEMORY_EXTRA_GUIDELINES";
+/// Bare mode: memory off entirely, like [`DISABLE_AUTO_MEMORY`], when truthy.
+pub const SIMPLE: &str = "MEMLOOP_SIMPLE";
+/// Claude Code's bare mode, honoured in Claude Code's layout: memory off when truthy.
+pub const CLAUDE_CODE_SIMPLE: &str = "CLAUDE_CODE_SIMPLE";
+/// Claude Code's switch for automatic memory, honoured in Claude Code's layout: memory off when
+/// truthy.
+pub const CLAUDE_CODE_DISABLE_AUTO_MEMORY: &str = "CLAUDE_CODE_DISABLE_AUTO_MEMORY";
+
+/// Claude Code's extra memory guidelines, honoured in Claude Code's layout when
+/// [`MEMORY_EXTRA_GUIDELINES`] is not set.
+pub const CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES: &str = "CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES";
+
+/// Claude Code's explicit memory dir, honoured in Claude Code's layout after
+/// [`MEMORY_DIR`]: used verbatim, like it.
+pub const CLAUDE_COWORK_MEMORY_PATH_OVERRIDE: &str = "CLAUDE_COWORK_MEMORY_PATH_OVERRIDE";
+
+/// The variable that turns memory off in `env`, if any: [`DISABLE_AUTO_MEMORY`] or [`SIMPLE`]
+/// always, and with `claude_layout` (Claude Code's layout) also Claude Code's own
+/// [`CLAUDE_CODE_DISABLE_AUTO_MEMORY`] and [`CLAUDE_CODE_SIMPLE`]. The one place that decides
+/// "memory enabled" from the environment.
+///
+/// ```
+/// use memloop_store::env::{EnvVars, memory_switched_off_by};
+/// let bare = EnvVars::from_pairs([("CLAUDE_CODE_SIMPLE", "1")]);
+/// assert_eq!(memory_switched_off_by(&bare, true), Some("CLAUDE_CODE_SIMPLE"));
+/// assert_eq!(memory_switched_off_by(&bare, false), None);
+/// let bare = EnvVars::from_pairs([("MEMLOOP_SIMPLE", "1")]);
+/// assert_eq!(memory_switched_off_by(&bare, false), Some("MEMLOOP_SIMPLE"));
+/// ```
+pub fn memory_switched_off_by(env: &EnvVars, claude_layout: bool) -> Option<&'static str> {
+    let ours = [DISABLE_AUTO_MEMORY, SIMPLE];
+    let claude = [CLAUDE_CODE_DISABLE_AUTO_MEMORY, CLAUDE_CODE_SIMPLE];
+    let checked = if claude_layout { &claude[..] } else { &[][..] };
+    ours.into_iter()
+        .chain(checked.iter().copied())
+        .find(|name| env.switch(name))
+}
+
+/// Whether memory is on in `env` for memloop's own variables ([`memory_switched_off_by`]
+/// without Claude Code's layout).
+pub fn memory_enabled(env: &EnvVars) -> bool {
+    memory_switched_off_by(env, false).is_none()
+}

@@ -2,7 +2,9 @@
 //! managed (policy), local or user settings, then the per-project default), its reason, and validation of
 //! configured paths.
 
-use crate::env::{CLAUDE_CONFIG_DIR, EnvVars, MEMLOOP_HOME, MEMORY_DIR};
+use crate::env::{
+    CLAUDE_CONFIG_DIR, CLAUDE_COWORK_MEMORY_PATH_OVERRIDE, EnvVars, MEMLOOP_HOME, MEMORY_DIR,
+};
 use crate::project::{canonical_project_root, project_dir};
 use crate::types::MemoryError;
 use memloop_core::builtin_tools::normalize_lexically;
@@ -227,7 +229,8 @@ impl MemoryDirResolver {
         Ok(project_dir(&self.base_dir()?, &self.project))
     }
 
-    /// Run the chain (first match wins): override, `MEMLOOP_MEMORY_DIR`, local settings, user
+    /// Run the chain (first match wins): override, `MEMLOOP_MEMORY_DIR` (in Claude Code's layout
+    /// then `CLAUDE_COWORK_MEMORY_PATH_OVERRIDE`, also verbatim), local settings, user
     /// settings, default. Project settings (`<project>/.memloop/settings.json`, committed) are
     /// never consulted for the dir; a `memory_dir` there is ignored with a warning.
     pub fn resolve(&self) -> Result<ResolvedMemoryDir, MemoryError> {
@@ -250,6 +253,16 @@ impl MemoryDirResolver {
                 PathBuf::from(raw),
                 ResolutionRule::EnvVar,
                 format!("{MEMORY_DIR} is set"),
+            );
+        }
+        if matches!(self.flavor, ConfigFlavor::ClaudeCode)
+            && let Some(raw) = self.env.get(CLAUDE_COWORK_MEMORY_PATH_OVERRIDE)
+        {
+            validate_memory_dir(raw, None).map_err(hint_env)?;
+            return done(
+                PathBuf::from(raw),
+                ResolutionRule::EnvVar,
+                format!("{CLAUDE_COWORK_MEMORY_PATH_OVERRIDE} is set (Claude Code's layout)"),
             );
         }
         let home = self.env.home_dir();

@@ -3,7 +3,7 @@
 //! BM25 and vector indexes, MCP search) pays O(changes) instead of a rescan.
 //!
 //! One cache is the one follower of the feed for everything built on it: the recall hook, the
-//! BM25 index and the vector cache of one store share it, so a turn asks the store once what
+//! BM25 postings and the vector cache of one store share it, so a turn asks the store once what
 //! changed ([`ScanCache::follow`]), and a changed memory is read once ([`ScanCache::read`])
 //! however many indexes take it in.
 

@@ -97,6 +97,33 @@ fn claude_code_flavor_uses_claude_base_and_config_dir() {
 }
 
 #[test]
+fn claude_codes_path_override_counts_in_its_layout_only() {
+    let w = world();
+    for dir in ["/srv/cowork-mem", "/srv/記憶/mémoire"] {
+        let env = w.env().with("CLAUDE_COWORK_MEMORY_PATH_OVERRIDE", dir);
+        let r = MemoryDirResolver::claude_code(&w.project)
+            .env(env.clone())
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            (r.rule, r.dir),
+            (ResolutionRule::EnvVar, PathBuf::from(dir))
+        );
+        let r = MemoryDirResolver::new(&w.project)
+            .env(env.clone())
+            .resolve()
+            .unwrap();
+        assert_ne!(r.dir, PathBuf::from(dir));
+        // memloop's own variable still comes first.
+        let r = MemoryDirResolver::claude_code(&w.project)
+            .env(env.with("MEMLOOP_MEMORY_DIR", "/srv/env-mem"))
+            .resolve()
+            .unwrap();
+        assert_eq!(r.dir, PathBuf::from("/srv/env-mem"));
+    }
+}
+
+#[test]
 fn chain_order_override_env_local_user() {
     let w = world();
     std::fs::create_dir_all(w.home.join(".memloop")).unwrap();

@@ -24,11 +24,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use tempfile::NamedTempFile;
 
-/// The editor command: `$VISUAL`, else `$EDITOR` (empty counts as unset).
-fn editor_command(env: &EnvVars) -> Option<String> {
+/// The editor when neither `$VISUAL` nor `$EDITOR` is set, as `git` and Claude Code do.
+const FALLBACK_EDITOR: &str = if cfg!(windows) { "notepad" } else { "vi" };
+
+/// The editor command: `$VISUAL`, else `$EDITOR` (empty counts as unset), else `vi`
+/// (`notepad` on Windows).
+fn editor_command(env: &EnvVars) -> String {
     env.get("VISUAL")
         .or_else(|| env.get("EDITOR"))
-        .map(str::to_owned)
+        .unwrap_or(FALLBACK_EDITOR)
+        .to_owned()
 }
 
 fn template(stem: &str) -> String {
@@ -77,12 +82,7 @@ async fn run_editor(editor: &str, path: &Path) -> anyhow::Result<()> {
 /// Edit one memory (a new topic starts from a template and is only created when changed).
 pub async fn edit(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result<()> {
     let rel = file_topic(topic, "edited")?;
-    let editor = editor_command(&ctx.env).ok_or_else(|| {
-        Failure::new(
-            Exit::Runtime,
-            "no editor: set $VISUAL or $EDITOR (e.g. EDITOR=vi)",
-        )
-    })?;
+    let editor = editor_command(&ctx.env);
     let (_, store) = ctx.open_or_create().await?;
     let stem = rel
         .rsplit('/')

@@ -10,6 +10,7 @@ mod topic;
 
 use crate::args::MemoryCommand;
 use crate::context::{Context, Io};
+pub use show::overview;
 pub use topic::{Topic, parse_topic};
 use topic::{file_topic, header_json};
 

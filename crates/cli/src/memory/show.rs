@@ -1,4 +1,4 @@
-//! `memory list` and `memory show`: reading the memory dir.
+//! `memory` alone, `memory list` and `memory show`: reading the memory dir.
 
 use super::{Topic, header_json, parse_topic};
 use crate::context::{Context, Io, write_json};
@@ -6,6 +6,68 @@ use anyhow::Context as _;
 use memloop_recall::format_manifest;
 use memloop_store::{INDEX_FILE, MemoryError, MemoryScope, MemoryType};
 use serde_json::{Value, json};
+
+/// `memloop memory` alone: the memory dir, its index (bytes and lines) and every memory with
+/// its size in bytes, newest first, then the total.
+pub async fn overview(ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()> {
+    let (resolved, store) = ctx.open_existing().await?;
+    let size_of = |rel: &str| {
+        std::fs::symlink_metadata(resolved.dir.join(rel))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
+    let index = memloop_core::files::read_regular(&resolved.dir.join(INDEX_FILE)).ok();
+    let index_lines = index
+        .as_deref()
+        .map_or(0, |b| String::from_utf8_lossy(b).lines().count());
+    let headers = store.scan().await?;
+    let sizes: Vec<u64> = headers.iter().map(|h| size_of(&h.rel_path)).collect();
+    let total: u64 = sizes.iter().sum();
+    if ctx.json {
+        let memories: Vec<Value> = headers
+            .iter()
+            .zip(&sizes)
+            .map(|(h, size)| {
+                let mut v = header_json(h);
+                v["bytes"] = json!(size);
+                v
+            })
+            .collect();
+        return write_json(
+            io.out,
+            &json!({
+                "memory_dir": resolved.dir,
+                "index": index.as_ref().map(|b| json!({"bytes": b.len(), "lines": index_lines})),
+                "memories": memories,
+                "total_bytes": total,
+            }),
+        );
+    }
+    writeln!(io.out, "Memory dir: {}", resolved.dir.display())?;
+    match &index {
+        Some(b) => writeln!(
+            io.out,
+            "{INDEX_FILE}: {} bytes, {index_lines} lines",
+            b.len()
+        )?,
+        None => writeln!(io.out, "{INDEX_FILE}: not written yet")?,
+    }
+    if headers.is_empty() {
+        writeln!(io.out, "no memories")?;
+        return Ok(());
+    }
+    let width = sizes.iter().max().map_or(1, |m| m.to_string().len());
+    for (h, size) in headers.iter().zip(&sizes) {
+        let what = h.description.as_deref().or(h.name.as_deref()).unwrap_or("");
+        writeln!(io.out, "{size:>width$}  {}  {what}", h.rel_path)?;
+    }
+    writeln!(
+        io.out,
+        "{} memories, {total} bytes (`memloop memory show TOPIC` prints one)",
+        headers.len()
+    )?;
+    Ok(())
+}
 
 /// List the manifest, newest first, optionally only one type.
 pub async fn list(ctx: &Context, io: &mut Io<'_>, only: Option<MemoryType>) -> anyhow::Result<()> {

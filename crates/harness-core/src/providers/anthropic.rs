@@ -155,6 +155,10 @@ impl AnthropicModel {
 
 #[async_trait]
 impl Model for AnthropicModel {
+    fn provider(&self) -> &str {
+        "anthropic"
+    }
+
     fn name(&self) -> &str {
         &self.config.model
     }

@@ -225,6 +225,10 @@ fn ollama_context(info: &serde_json::Value) -> Option<u64> {
 
 #[async_trait]
 impl Model for OpenAiCompatModel {
+    fn provider(&self) -> &str {
+        "openai"
+    }
+
     fn name(&self) -> &str {
         &self.config.model
     }

@@ -87,8 +87,8 @@ impl ChildRun {
     /// Run it to its end. Exactly one `SubAgentStarted` and one `SubAgentFinished` are emitted,
     /// also when the future is dropped half-way.
     pub async fn run(self) -> ChildResult {
-        let span =
-            tracing::info_span!("subagent", agent = %self.name, id = %self.id, depth = self.depth);
+        let span = crate::telemetry::agent_span(&self.name, &self.id);
+        span.record("memloop.depth", self.depth);
         tracing::Instrument::instrument(self.run_inner(), span).await
     }
 

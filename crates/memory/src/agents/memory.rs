@@ -84,7 +84,7 @@ impl AgentMemory {
     }
 
     /// The own memory of the agent `kit` runs, if its definition asks for one.
-    fn own_store(&self, kit: &ChildKit) -> Result<Option<Arc<dyn MemoryStore>>, String> {
+    fn own_store(&self, kit: &ChildKit) -> Result<Option<OwnMemory>, String> {
         let Some(raw) = kit.definition.metadata.get(MEMORY_KEY) else {
             return Ok(None);
         };
@@ -99,7 +99,7 @@ impl AgentMemory {
         let store = FileMemoryStore::open(&dir.dir)
             .map_err(|e| format!("its {scope} memory dir cannot be opened: {e}"))?;
         tracing::debug!(agent = %kit.definition.name, %scope, dir = %dir.dir.display(), "sub-agent memory");
-        Ok(Some(Arc::new(store)))
+        Ok(Some((scope, Arc::new(store))))
     }
 }
 
@@ -107,7 +107,8 @@ impl AgentMemory {
 impl ChildExtension for AgentMemory {
     async fn equip(&self, kit: &mut ChildKit) -> Result<(), String> {
         let name = kit.definition.name.clone();
-        let own = self.own_store(kit)?;
+        let owned = self.own_store(kit)?;
+        let own = owned.as_ref().map(|(_, store)| store.clone());
         let reason = match &own {
             None => format!(
                 "agent `{name}` has no memory (its definition sets no `memory:` scope: user, \
@@ -118,11 +119,12 @@ impl ChildExtension for AgentMemory {
         for tool in PARENT_MEMORY_TOOLS {
             kit.withhold(tool, reason.clone());
         }
-        if let Some(store) = &own {
+        if let Some((scope, store)) = &owned {
             for tool in memory_tools(store.clone()) {
                 kit.give(tool);
             }
-            if let Some(section) = MemorySection::new(store.clone()).compute().await {
+            let section = MemorySection::new(store.clone()).agent_scope(*scope);
+            if let Some(section) = section.compute().await {
                 kit.system.push(section);
             }
         }
@@ -135,6 +137,9 @@ impl ChildExtension for AgentMemory {
         Ok(())
     }
 }
+
+/// A sub-agent's own memory: its scope and its store.
+type OwnMemory = (AgentMemoryScope, Arc<dyn MemoryStore>);
 
 /// The sub-agent's gate, wrapped: writes into protected dirs are refused (see [`AgentMemory`]),
 /// everything else is the wrapped gate's call.

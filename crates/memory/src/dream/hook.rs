@@ -30,10 +30,10 @@ pub struct DreamConfig {
 }
 
 impl DreamConfig {
-    /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`.
     pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
         Self {
-            enabled: !env.switch(memloop_store::env::DISABLE_AUTO_MEMORY),
+            enabled: memloop_store::env::memory_enabled(env),
             ..Self::default()
         }
     }

@@ -171,3 +171,13 @@ impl Extractor for ForkedExtractor {
         Ok(outcome.files_written)
     }
 }
+
+#[cfg(test)]
+mod template_tests {
+    #[test]
+    fn exclusions_hold_even_when_the_user_asks() {
+        assert!(super::TEMPLATE.contains(
+            "These stay out even\nwhen the user asked to remember them: save only the lasting part"
+        ));
+    }
+}

@@ -13,7 +13,7 @@ use memloop_core::{
     message::{Message, MessageId, MessageKind},
 };
 use memloop_store::MemoryStore;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -36,7 +36,7 @@ pub struct SchedulerConfig {
 }
 
 impl SchedulerConfig {
-    /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` is truthy in `env`.
+    /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`.
     ///
     /// ```
     /// use memloop_store::env::EnvVars;
@@ -46,7 +46,7 @@ impl SchedulerConfig {
     /// ```
     pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
         Self {
-            enabled: !env.switch(memloop_store::env::DISABLE_AUTO_MEMORY),
+            enabled: memloop_store::env::memory_enabled(env),
             ..Self::default()
         }
     }
@@ -67,6 +67,9 @@ impl Default for SchedulerConfig {
 #[derive(Default)]
 struct Local {
     cursors: HashMap<String, MessageId>,
+    /// Sessions whose first turn this scheduler has seen (where a resumed conversation's cursor
+    /// was placed).
+    started: HashSet<String>,
     /// Per session, the normal messages a compaction dropped before an extraction saw them
     /// (oldest first, at most [`MAX_CARRIED`]): the next run gets them ahead of the new ones.
     carried: HashMap<String, Vec<Message>>,
@@ -304,6 +307,7 @@ impl Hook for ExtractionScheduler {
         if !ctx.is_main() || !self.inner.config.enabled {
             return;
         }
+        self.inner.start_session(&ctx);
         {
             let mut state = self.inner.slot.lock();
             if state.running.is_some() {
@@ -355,6 +359,24 @@ impl Drop for ChainGuard {
 }
 
 impl Inner {
+    /// At the first turn this scheduler sees of a session, the cursor goes before that turn:
+    /// what came before it is a resumed conversation, which its own session's extractions
+    /// covered, so the first extraction after a resume reads only the new turns. (In a new
+    /// session the first turn is the conversation's start, and nothing moves.)
+    fn start_session(&self, ctx: &HookContext) {
+        let mut local = lock(&self.local);
+        if !local.started.insert(ctx.session_id.clone())
+            || local.cursors.contains_key(&ctx.session_id)
+        {
+            return;
+        }
+        if let Some(start) = turn_start(&ctx.messages).filter(|&i| i > 0) {
+            let before = ctx.messages[start - 1].id.clone();
+            tracing::debug!(session = %ctx.session_id, "resumed conversation: extraction starts after it");
+            local.cursors.insert(ctx.session_id.clone(), before);
+        }
+    }
+
     async fn run_chain(self: Arc<Self>, first: HookContext) {
         let mut guard = ChainGuard {
             slot: self.slot.clone(),
@@ -492,6 +514,16 @@ impl Inner {
             .iter()
             .any(|f| self.store.memory_path_of(f).is_ok())
     }
+}
+
+/// Where the current turn starts: the newest user message that answers no tool call (the
+/// user's prompt).
+fn turn_start(messages: &[Message]) -> Option<usize> {
+    messages.iter().rposition(|m| {
+        m.role == memloop_core::message::Role::User
+            && m.meta.kind == MessageKind::Normal
+            && m.tool_result_ids().next().is_none()
+    })
 }
 
 /// Messages after the cursor; all of them when there is no cursor or it is gone (a compaction

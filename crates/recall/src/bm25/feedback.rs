@@ -1,12 +1,12 @@
-//! Pseudo-relevance feedback for [`Bm25Index`] (RM3-style): the best memories of a first pass
+//! Pseudo-relevance feedback for [`Bm25Postings`] (RM3-style): the best memories of a first pass
 //! lend their most characteristic words to the query, weighted below the query's own words,
 //! so that a question phrased differently from a memory still meets the words of memories
 //! that share its topic.
 
-use super::{Bm25Index, QueryTerm, lang_bit};
+use super::{Bm25Postings, QueryTerm, lang_bit};
 use std::collections::HashMap;
 
-impl Bm25Index {
+impl Bm25Postings {
     /// Add the feedback words' scores (see [`Self::expand`]) to a first pass's `scores` over
     /// the `touched` slots; memories they reach for the first time join `touched`. The words
     /// score apart from the query so that the coordination factor (the share of the *user's*
@@ -125,11 +125,11 @@ impl Bm25Index {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Bm25Index, Bm25Params, IndexText};
+    use super::super::{Bm25Params, Bm25Postings, IndexText};
     use std::time::SystemTime;
 
-    fn index(feedback_docs: usize, memories: &[(&str, &str)]) -> Bm25Index {
-        let mut idx = Bm25Index::new(Bm25Params {
+    fn index(feedback_docs: usize, memories: &[(&str, &str)]) -> Bm25Postings {
+        let mut idx = Bm25Postings::new(Bm25Params {
             feedback_docs,
             ..Bm25Params::default()
         });
@@ -144,7 +144,7 @@ mod tests {
         idx
     }
 
-    fn found(idx: &Bm25Index, query: &str) -> Vec<String> {
+    fn found(idx: &Bm25Postings, query: &str) -> Vec<String> {
         idx.search(query, 10, |_| true)
             .into_iter()
             .map(|r| r.0)

@@ -1,0 +1,168 @@
+//! The spans the loop opens, named and attributed as OpenTelemetry's GenAI semantic conventions
+//! define them, so any tracing backend that reads those conventions (Arize Phoenix, Langfuse,
+//! Jaeger, Grafana Tempo, Datadog) shows what an agent did. They are ordinary `tracing` spans:
+//! a host that exports them (e.g. through `tracing-opentelemetry`, which takes the span's name
+//! from `otel.name` and its kind from `otel.kind`) sees, nested:
+//!
+//! - `invoke_agent {agent}`: an agent's whole life (its session), `gen_ai.conversation.id`;
+//! - `turn`: one user turn, under the agent's span;
+//! - `chat {model}`: one model request: `gen_ai.operation.name`, `gen_ai.provider.name`,
+//!   `gen_ai.request.model`, `gen_ai.request.max_tokens`, then `gen_ai.response.model`,
+//!   `gen_ai.response.id`, `gen_ai.response.finish_reasons`, `gen_ai.usage.input_tokens`,
+//!   `gen_ai.usage.output_tokens`, the cache read and write tokens, or `error.type`; and
+//!   `memloop.purpose` (main, a fork's purpose, a sub-agent's);
+//! - `execute_tool {tool}`: one tool call: `gen_ai.tool.name`, `gen_ai.tool.call.id`,
+//!   `gen_ai.tool.type`, and `error.type` when the tool failed.
+//!
+//! No message text is recorded. The names live here, in one place, so every caller writes the
+//! same ones.
+
+use crate::message::Usage;
+use crate::model::{ModelError, ModelResponse, StopReason};
+use tracing::Span;
+
+/// `gen_ai.operation.name` of a model request.
+pub const OP_CHAT: &str = "chat";
+/// `gen_ai.operation.name` of a tool call.
+pub const OP_EXECUTE_TOOL: &str = "execute_tool";
+/// `gen_ai.operation.name` of an agent's run.
+pub const OP_INVOKE_AGENT: &str = "invoke_agent";
+
+/// The span of an agent's whole run (its session): `invoke_agent {agent}`; a sub-agent records
+/// its nesting depth in `memloop.depth`.
+pub fn agent_span(agent: &str, session_id: &str) -> Span {
+    tracing::info_span!(
+        "invoke_agent",
+        otel.name = %format!("{OP_INVOKE_AGENT} {agent}"),
+        otel.kind = "internal",
+        gen_ai.operation.name = OP_INVOKE_AGENT,
+        gen_ai.agent.name = %agent,
+        gen_ai.conversation.id = %session_id,
+        memloop.depth = tracing::field::Empty,
+    )
+}
+
+/// The span of one model request, before it is sent: `chat {model}`. Record the answer with
+/// [`record_response`] or [`record_error`].
+pub fn chat_span(provider: &str, model: &str, purpose: &str, max_tokens: u32) -> Span {
+    tracing::info_span!(
+        "chat",
+        otel.name = %format!("{OP_CHAT} {model}"),
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = OP_CHAT,
+        gen_ai.provider.name = %provider,
+        gen_ai.request.model = %model,
+        gen_ai.request.max_tokens = max_tokens,
+        gen_ai.response.model = tracing::field::Empty,
+        gen_ai.response.id = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+        gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        memloop.purpose = %purpose,
+    )
+}
+
+/// Record a model's answer on its [`chat_span`].
+pub fn record_response(span: &Span, response: &ModelResponse) {
+    if !response.model.is_empty() {
+        span.record("gen_ai.response.model", response.model.as_str());
+    }
+    if !response.id.is_empty() {
+        span.record("gen_ai.response.id", response.id.as_str());
+    }
+    span.record(
+        "gen_ai.response.finish_reasons",
+        format!("[\"{}\"]", finish_reason(response.stop_reason)).as_str(),
+    );
+    record_usage(span, &response.usage);
+}
+
+fn record_usage(span: &Span, usage: &Usage) {
+    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    span.record(
+        "gen_ai.usage.cache_read.input_tokens",
+        usage.cache_read_input_tokens,
+    );
+    span.record(
+        "gen_ai.usage.cache_creation.input_tokens",
+        usage.cache_creation_input_tokens,
+    );
+}
+
+/// Record a failed model request on its [`chat_span`]: `error.type` and an error status.
+pub fn record_error(span: &Span, error: &ModelError) {
+    span.record("error.type", error_type(error));
+    span.record("otel.status_code", "ERROR");
+}
+
+/// The span of one tool call: `execute_tool {tool}`.
+pub fn tool_span(tool: &str, call_id: &str) -> Span {
+    tracing::info_span!(
+        "execute_tool",
+        otel.name = %format!("{OP_EXECUTE_TOOL} {tool}"),
+        otel.kind = "internal",
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = OP_EXECUTE_TOOL,
+        gen_ai.tool.name = %tool,
+        gen_ai.tool.call.id = %call_id,
+        gen_ai.tool.type = "function",
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// Record that a tool call failed (its output is an error) on its [`tool_span`].
+pub fn record_tool_error(span: &Span, denied: bool) {
+    span.record(
+        "error.type",
+        if denied {
+            "permission_denied"
+        } else {
+            "tool_error"
+        },
+    );
+    span.record("otel.status_code", "ERROR");
+}
+
+/// The convention's finish reason for a stop reason.
+///
+/// ```
+/// use memloop_core::model::StopReason;
+/// assert_eq!(memloop_core::telemetry::finish_reason(StopReason::MaxTokens), "length");
+/// ```
+pub fn finish_reason(stop: StopReason) -> &'static str {
+    match stop {
+        StopReason::EndTurn => "stop",
+        StopReason::ToolUse => "tool_calls",
+        StopReason::MaxTokens => "length",
+        StopReason::StopSequence => "stop_sequence",
+        StopReason::Refusal => "content_filter",
+        StopReason::Other => "other",
+    }
+}
+
+/// `error.type` of a model error: a short, stable name of its kind (never its message).
+///
+/// ```
+/// use memloop_core::model::ModelError;
+/// assert_eq!(memloop_core::telemetry::error_type(&ModelError::Timeout), "timeout");
+/// ```
+pub fn error_type(error: &ModelError) -> &'static str {
+    match error {
+        ModelError::Auth(_) => "auth",
+        ModelError::RateLimited { .. } => "rate_limited",
+        ModelError::Overloaded(_) => "overloaded",
+        ModelError::ContextTooLong { .. } => "context_too_long",
+        ModelError::InvalidResponse(_) => "invalid_response",
+        ModelError::Http { .. } => "http",
+        ModelError::Transport(_) => "transport",
+        ModelError::Timeout => "timeout",
+        ModelError::Cancelled => "cancelled",
+        ModelError::Stream { .. } => "stream",
+        ModelError::Other(_) => "other",
+    }
+}

@@ -1,0 +1,215 @@
+//! The loop's spans follow OpenTelemetry's GenAI conventions: one `invoke_agent` span per agent,
+//! a `turn` span per turn under it, one `chat {model}` span per model request the (scripted,
+//! and it says so) model answered, one `execute_tool {tool}` span per tool call, with the
+//! conventions' attributes and no message text. Captured by a real `tracing` subscriber layer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use async_trait::async_trait;
+use memloop::core::model::ModelError;
+use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop::core::{Agent, message::Usage};
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// One span as the layer saw it: its name, its fields, and its parent's index.
+#[derive(Debug, Clone)]
+struct Seen {
+    name: String,
+    parent: Option<usize>,
+    fields: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Default)]
+struct Capture {
+    spans: Arc<Mutex<Vec<Seen>>>,
+    /// Open spans: subscriber id → index in `spans` (ids are reused once a span closes).
+    open: Arc<Mutex<HashMap<u64, usize>>>,
+}
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let parent_id = ctx
+            .span(id)
+            .and_then(|s| s.parent().map(|p| p.id().into_u64()));
+        let mut open = self.open.lock().unwrap();
+        let parent = parent_id.and_then(|p| open.get(&p).copied());
+        let mut spans = self.spans.lock().unwrap();
+        spans.push(Seen {
+            name: attrs.metadata().name().to_owned(),
+            parent,
+            fields,
+        });
+        open.insert(id.into_u64(), spans.len() - 1);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        let open = self.open.lock().unwrap();
+        if let Some(&i) = open.get(&id.into_u64()) {
+            values.record(&mut Fields(&mut self.spans.lock().unwrap()[i].fields));
+        }
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        self.open.lock().unwrap().remove(&id.into_u64());
+    }
+}
+
+/// A read-only tool that answers with its input.
+struct Echo;
+
+#[async_trait]
+impl Tool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "echo".into(),
+            description: "Echo the input.".into(),
+            input_schema: json!({"type": "object"}),
+            effect: ToolEffect::ReadOnly,
+        }
+    }
+    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
+        ToolOutput::ok(input.to_string())
+    }
+}
+
+const PROMPT: &str = "Quelle est la capitale ? 秘密の質問";
+
+#[tokio::test]
+async fn a_turn_is_traced_with_the_genai_conventions() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let usage = Usage {
+        input_tokens: 120,
+        output_tokens: 7,
+        cache_read_input_tokens: 100,
+        cache_creation_input_tokens: 20,
+    };
+    let model = ScriptedModel::new().on_purpose("main", move |req| {
+        let answered = req
+            .messages
+            .last()
+            .is_some_and(|m| m.tool_result_ids().next().is_some());
+        Some(match answered {
+            false => ScriptStep::tool("echo", json!({"q": 1})).with_usage(usage),
+            true => ScriptStep::text("Paris.").with_usage(usage),
+        })
+    });
+    let mut agent = Agent::builder(Arc::new(model.clone()))
+        .tool(Arc::new(Echo))
+        .build();
+    agent.run_turn(PROMPT).await.unwrap();
+    let session = agent.config().session_id.clone();
+    let call_id = agent
+        .messages()
+        .iter()
+        .find_map(|m| m.tool_uses().next().map(|(id, _, _)| id.to_owned()))
+        .unwrap();
+    drop(agent);
+
+    let spans = capture.spans.lock().unwrap().clone();
+    let index = |name: &str| -> Vec<usize> {
+        spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.name == name)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let run = index("invoke_agent");
+    assert_eq!(run.len(), 1, "{spans:#?}");
+    let run = &spans[run[0]];
+    assert_eq!(run.fields["otel.name"], "invoke_agent main");
+    assert_eq!(run.fields["gen_ai.operation.name"], "invoke_agent");
+    assert_eq!(run.fields["gen_ai.conversation.id"], session);
+
+    let turns = index("turn");
+    assert_eq!(turns.len(), 1);
+    assert_eq!(spans[turns[0]].parent, Some(index("invoke_agent")[0]));
+
+    // One chat span per request the model answered, under the turn.
+    let chats = index("chat");
+    assert_eq!(chats.len(), model.requests_for("main").len());
+    assert_eq!(chats.len(), 2);
+    for (i, &c) in chats.iter().enumerate() {
+        let chat = &spans[c];
+        assert_eq!(chat.parent, Some(turns[0]), "{chat:#?}");
+        let f = &chat.fields;
+        assert_eq!(f["otel.name"], "chat scripted");
+        assert_eq!(f["otel.kind"], "client");
+        assert_eq!(f["gen_ai.operation.name"], "chat");
+        assert_eq!(f["gen_ai.provider.name"], "memloop.scripted");
+        assert_eq!(f["gen_ai.request.model"], "scripted");
+        assert_eq!(f["gen_ai.usage.input_tokens"], "120");
+        assert_eq!(f["gen_ai.usage.output_tokens"], "7");
+        assert_eq!(f["gen_ai.usage.cache_read.input_tokens"], "100");
+        assert_eq!(f["gen_ai.usage.cache_creation.input_tokens"], "20");
+        assert_eq!(f["memloop.purpose"], "main");
+        assert!(f.contains_key("gen_ai.request.max_tokens"));
+        let reason = if i == 0 { "tool_calls" } else { "stop" };
+        assert_eq!(
+            f["gen_ai.response.finish_reasons"],
+            format!("[\"{reason}\"]")
+        );
+        assert!(!f.contains_key("error.type"));
+    }
+
+    // One tool span, under the turn.
+    let tools = index("execute_tool");
+    assert_eq!(tools.len(), 1);
+    let tool = &spans[tools[0]];
+    assert_eq!(tool.parent, Some(turns[0]));
+    assert_eq!(tool.fields["otel.name"], "execute_tool echo");
+    assert_eq!(tool.fields["gen_ai.tool.name"], "echo");
+    assert_eq!(tool.fields["gen_ai.tool.call.id"], call_id);
+
+    // No message text in any span.
+    for s in &spans {
+        for v in s.fields.values() {
+            assert!(!v.contains("capitale") && !v.contains("Paris"), "{s:#?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_failed_model_request_carries_its_error_type() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let model = ScriptedModel::new().on_purpose("main", |_| {
+        Some(ScriptStep::Fail(ModelError::Auth("bad key".into())))
+    });
+    let mut agent = Agent::builder(Arc::new(model.clone())).build();
+    assert!(agent.run_turn(PROMPT).await.is_err());
+    drop(agent);
+    let spans = capture.spans.lock().unwrap().clone();
+    let failed: Vec<&Seen> = spans.iter().filter(|s| s.name == "chat").collect();
+    assert_eq!(failed.len(), model.requests_for("main").len());
+    assert!(!failed.is_empty());
+    for chat in failed {
+        assert_eq!(chat.fields["error.type"], "auth", "{chat:#?}");
+        assert_eq!(chat.fields["otel.status_code"], "ERROR");
+        assert!(!chat.fields.contains_key("gen_ai.usage.input_tokens"));
+    }
+}
