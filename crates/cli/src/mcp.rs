@@ -150,6 +150,7 @@ async fn serve_http(
         insecure_no_auth: args.insecure_no_auth,
         tls,
         shutdown: shutdown.clone(),
+        session_caps: Default::default(),
     };
     if let Some(warning) = memloop_mcp::check_bind(&options)? {
         let _ = writeln!(std::io::stderr(), "memloop: warning: {warning}");

@@ -6,7 +6,7 @@
 use crate::context::Context;
 use anyhow::bail;
 use memloop_mcp::{OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores};
-use memloop_pg::{PgConfig, PgMemoryStore};
+use memloop_pg::{PgConfig, PgMemoryStore, PgPool};
 use memloop_store::env::EnvVars;
 use memloop_store::{MemoryError, MemoryStore, WriteLimits};
 use std::sync::Arc;
@@ -15,11 +15,18 @@ use std::sync::Arc;
 /// (`memloop-mcp:4242`), so an operator can tell which server holds a connection.
 pub const APPLICATION_NAME: &str = "memloop-mcp";
 
-/// Opens one [`PgMemoryStore`] per served project on one database.
+/// Connections one server holds to the database, shared by all the projects it serves (a
+/// pool per project would hold 4 per project: a server with 30 projects would pass
+/// PostgreSQL's default `max_connections` of 100 alone).
+pub const SERVER_POOL_SIZE: usize = 8;
+
+/// Opens one [`PgMemoryStore`] per served project on one database, all on one connection pool.
 pub struct TeamStores {
     url: String,
     shown: String,
     env: EnvVars,
+    /// The server's pool, made at the first open.
+    pool: std::sync::Mutex<Option<PgPool>>,
 }
 
 impl TeamStores {
@@ -27,7 +34,12 @@ impl TeamStores {
     pub fn new(url: impl Into<String>, env: EnvVars) -> Self {
         let url = url.into();
         let shown = PgConfig::new(url.clone(), "-").redacted_url();
-        Self { url, shown, env }
+        Self {
+            url,
+            shown,
+            env,
+            pool: std::sync::Mutex::new(None),
+        }
     }
 
     /// The connection settings for the project at `project_dir` ([`PgConfig::for_project_dir`]).
@@ -35,6 +47,34 @@ impl TeamStores {
         PgConfig::for_project_dir(self.url.clone(), project_dir)
             .env(&self.env)
             .application_name(format!("{APPLICATION_NAME}:{}", std::process::id()))
+            .pool_size(SERVER_POOL_SIZE)
+    }
+
+    /// Open `project`'s store on the server's pool, with the server's write limits.
+    async fn open_project(
+        &self,
+        project: &Project,
+        limits: WriteLimits,
+    ) -> Result<PgMemoryStore, MemoryError> {
+        let config = self.config(&project.path).write_limits(limits);
+        tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
+        let pool = {
+            let mut pool = self
+                .pool
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match &*pool {
+                Some(p) => p.clone(),
+                None => {
+                    let p = PgPool::new(&config).map_err(MemoryError::from)?;
+                    *pool = Some(p.clone());
+                    p
+                }
+            }
+        };
+        PgMemoryStore::open_in(config, &pool)
+            .await
+            .map_err(MemoryError::from)
     }
 }
 
@@ -45,11 +85,7 @@ impl ProjectStores for TeamStores {
 
     fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
         Box::pin(async move {
-            let config = self.config(&project.path).write_limits(limits);
-            tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
-            let store = PgMemoryStore::open(config)
-                .await
-                .map_err(MemoryError::from)?;
+            let store = self.open_project(project, limits).await?;
             Ok(Arc::new(store) as Arc<dyn MemoryStore>)
         })
     }
@@ -58,11 +94,7 @@ impl ProjectStores for TeamStores {
     /// its idempotency key is recorded in it.
     fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
         Box::pin(async move {
-            let config = self.config(&project.path).write_limits(limits);
-            tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
-            let store = PgMemoryStore::open(config)
-                .await
-                .map_err(MemoryError::from)?;
+            let store = self.open_project(project, limits).await?;
             Ok(OpenedStore::atomic(Arc::new(store)))
         })
     }

@@ -52,15 +52,95 @@ pub const MAX_SESSIONS_PER_TOKEN: usize = 64;
 pub const MAX_SESSIONS: usize = 512;
 
 /// The open sessions and the token each was opened with, to cap them per token and in all.
-/// Closed and expired sessions are pruned against the session manager's own table.
+/// A new session is counted from the moment it is admitted ([`SessionCounts::reserve`]), before
+/// the session exists, so concurrent `initialize` requests cannot all pass the check and
+/// overshoot the cap. Closed and expired sessions are pruned against the session manager's
+/// own table.
 struct SessionCounts {
     manager: Arc<LocalSessionManager>,
-    owners: tokio::sync::Mutex<std::collections::HashMap<String, [u8; 32]>>,
+    per_token: usize,
+    total: usize,
+    state: std::sync::Mutex<CountState>,
+}
+
+/// What [`SessionCounts`] holds under its lock.
+#[derive(Default)]
+struct CountState {
+    /// Open sessions: id -> (owner, the `next` it was recorded at).
+    owners: std::collections::HashMap<String, ([u8; 32], u64)>,
+    /// Admitted sessions not yet opened (or refused by the transport), per owner.
+    reserved: std::collections::HashMap<[u8; 32], usize>,
+    /// A counter stamped on each recorded session: a session recorded after a snapshot of
+    /// the manager's table was begun is not pruned for missing from it.
+    next: u64,
+}
+
+impl CountState {
+    fn reserved_total(&self) -> usize {
+        self.reserved.values().sum()
+    }
+
+    fn release(&mut self, owner: &[u8; 32]) {
+        if let Some(n) = self.reserved.get_mut(owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.reserved.remove(owner);
+            }
+        }
+    }
+}
+
+/// A session admitted under the caps: it counts until it is [`opened`](Self::opened), or
+/// until it is dropped (the transport refused or failed the `initialize`).
+struct Reservation {
+    counts: Arc<SessionCounts>,
+    owner: [u8; 32],
+    done: bool,
+}
+
+impl Reservation {
+    /// The session was opened as `id`: it counts as an open session from now on.
+    fn opened(mut self, id: &str) {
+        self.done = true;
+        let mut state = self.counts.lock();
+        state.release(&self.owner);
+        let stamp = state.next;
+        state.next += 1;
+        state.owners.insert(id.to_owned(), (self.owner, stamp));
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.done {
+            self.counts.lock().release(&self.owner);
+        }
+    }
 }
 
 impl SessionCounts {
-    /// Why a new session for `owner` is refused, if it is.
-    async fn refusal(&self, owner: &[u8; 32]) -> Option<String> {
+    fn new(manager: Arc<LocalSessionManager>, per_token: usize, total: usize) -> Self {
+        Self {
+            manager,
+            per_token,
+            total,
+            state: std::sync::Mutex::new(CountState::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CountState> {
+        // The state stays consistent whatever panicked while holding it (each change is one
+        // insert or decrement), so a poisoned lock is used as it is.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Admit a new session for `owner`, counted at once; or why it is refused. The check and
+    /// the count are one step under one lock: of concurrent requests past the cap, exactly
+    /// the ones that fit are admitted.
+    async fn reserve(self: &Arc<Self>, owner: &[u8; 32]) -> Result<Reservation, String> {
+        let snapshot_from = self.lock().next;
         let live: std::collections::HashSet<String> = self
             .manager
             .sessions
@@ -69,28 +149,36 @@ impl SessionCounts {
             .keys()
             .map(|id| id.to_string())
             .collect();
-        let mut owners = self.owners.lock().await;
-        owners.retain(|id, _| live.contains(id));
-        let mine = owners.values().filter(|o| *o == owner).count();
-        if mine >= MAX_SESSIONS_PER_TOKEN {
-            return Some(format!(
-                "this token already holds {mine} open MCP sessions (at most \
-                 {MAX_SESSIONS_PER_TOKEN}): close one (DELETE with its Mcp-Session-Id) or let \
-                 idle ones expire ({} s)",
+        let mut state = self.lock();
+        state
+            .owners
+            .retain(|id, (_, stamp)| *stamp >= snapshot_from || live.contains(id));
+        let mine = state.owners.values().filter(|(o, _)| o == owner).count()
+            + state.reserved.get(owner).copied().unwrap_or(0);
+        if mine >= self.per_token {
+            return Err(format!(
+                "this token already holds {mine} open MCP sessions (at most {}): close one \
+                 (DELETE with its Mcp-Session-Id) or let idle ones expire ({} s)",
+                self.per_token,
                 SESSION_IDLE_TIMEOUT.as_secs()
             ));
         }
-        if live.len() >= MAX_SESSIONS {
-            return Some(format!(
-                "the server holds {} open MCP sessions (at most {MAX_SESSIONS}); retry later",
-                live.len()
+        // Sessions the manager holds that were never recorded (their client went away
+        // before the answer to its `initialize`) count too, until they idle out.
+        let all = (state.owners.len() + state.reserved_total()).max(live.len());
+        if all >= self.total {
+            return Err(format!(
+                "the server holds {all} open MCP sessions (at most {}); retry later",
+                self.total
             ));
         }
-        None
-    }
-
-    async fn opened(&self, id: &str, owner: [u8; 32]) {
-        self.owners.lock().await.insert(id.to_owned(), owner);
+        *state.reserved.entry(*owner).or_insert(0) += 1;
+        drop(state);
+        Ok(Reservation {
+            counts: self.clone(),
+            owner: *owner,
+            done: false,
+        })
     }
 }
 
@@ -250,6 +338,28 @@ pub struct HttpOptions {
     pub tls: Option<TlsIdentity>,
     /// Stops the server when cancelled.
     pub shutdown: CancellationToken,
+    /// How many MCP sessions may be open at once, per token and in all.
+    pub session_caps: SessionCaps,
+}
+
+/// The most MCP sessions a server keeps open at once: per token and in all. An `initialize`
+/// past either cap gets HTTP 429 with the reason. The caps are hard: a session counts from the
+/// moment its `initialize` is admitted, so concurrent `initialize` requests cannot overshoot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionCaps {
+    /// Most open sessions one token may hold (default [`MAX_SESSIONS_PER_TOKEN`]).
+    pub per_token: usize,
+    /// Most open sessions in all (default [`MAX_SESSIONS`]).
+    pub total: usize,
+}
+
+impl Default for SessionCaps {
+    fn default() -> Self {
+        Self {
+            per_token: MAX_SESSIONS_PER_TOKEN,
+            total: MAX_SESSIONS,
+        }
+    }
 }
 
 /// Check `options` before binding: a non-loopback address needs tokens (or the explicit
@@ -335,10 +445,11 @@ pub async fn serve_http(
     sessions.session_config.init_timeout = Some(SESSION_INIT_TIMEOUT);
     sessions.session_config.sse_retry = None;
     let sessions = Arc::new(sessions);
-    let counts = Arc::new(SessionCounts {
-        manager: sessions.clone(),
-        owners: tokio::sync::Mutex::new(std::collections::HashMap::new()),
-    });
+    let counts = Arc::new(SessionCounts::new(
+        sessions.clone(),
+        options.session_caps.per_token,
+        options.session_caps.total,
+    ));
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let tokens = options.tokens.map(Arc::new);
     let acceptor = options.tls.as_ref().map(TlsIdentity::acceptor);
@@ -397,7 +508,7 @@ pub async fn serve_http(
                         ));
                     }
                 };
-                let mut opens_session = false;
+                let mut reservation = None;
                 if parts.method == http::Method::POST {
                     let message = match serde_json::from_slice::<serde_json::Value>(&bytes) {
                         Ok(m) => m,
@@ -408,11 +519,16 @@ pub async fn serve_http(
                             ));
                         }
                     };
-                    opens_session =
+                    let opens_session =
                         is_initialize(&message) && !parts.headers.contains_key("mcp-session-id");
-                    if opens_session && let Some(why) = counts.refusal(&owner).await {
-                        tracing::warn!(%peer, "new MCP session refused: session cap reached");
-                        return Ok(plain(StatusCode::TOO_MANY_REQUESTS, &why));
+                    if opens_session {
+                        match counts.reserve(&owner).await {
+                            Ok(r) => reservation = Some(r),
+                            Err(why) => {
+                                tracing::warn!(%peer, "new MCP session refused: session cap reached");
+                                return Ok(plain(StatusCode::TOO_MANY_REQUESTS, &why));
+                            }
+                        }
                     }
                     // The answer's status for a refused call; the tools enforce the same rule
                     // again (the Access travels with the request), so nothing depends on this
@@ -428,15 +544,26 @@ pub async fn serve_http(
                         .extensions
                         .insert(crate::batch::Caller(crate::batch::caller_of_digest(&owner)));
                 }
-                let response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
-                if opens_session
+                let closing = parts.method == http::Method::DELETE;
+                let mut response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
+                // A closed session is answered 204 No Content, not 202: clients (the Python
+                // SDK among them) take anything but 200 or 204 for a failed termination.
+                if closing
+                    && let Ok(r) = &mut response
+                    && r.status() == StatusCode::ACCEPTED
+                {
+                    *r.status_mut() = StatusCode::NO_CONTENT;
+                }
+                // The admitted session counts as open under its id; without one (the
+                // transport refused the `initialize`) the reservation is dropped here.
+                if let Some(reservation) = reservation
                     && let Ok(r) = &response
                     && let Some(id) = r
                         .headers()
                         .get("mcp-session-id")
                         .and_then(|v| v.to_str().ok())
                 {
-                    counts.opened(id, owner).await;
+                    reservation.opened(id);
                 }
                 response
             }
@@ -516,5 +643,99 @@ mod tests {
             Some(Access::new(None, TokenScope::Read))
         );
         assert!(!format!("{t:?}").contains("0123456789abcdef"));
+    }
+
+    /// Open a real session in `manager` (so pruning sees it live) and record it.
+    async fn open_one(manager: &LocalSessionManager, r: Reservation) -> String {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let (id, _transport) = manager.create_session().await.unwrap();
+        r.opened(&id);
+        id.to_string()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_initializes_past_the_cap_get_exactly_the_cap() {
+        const CAP: usize = 5;
+        const EXTRA: usize = 7;
+        let manager = Arc::new(LocalSessionManager::default());
+        let counts = Arc::new(SessionCounts::new(manager.clone(), CAP, 100));
+        let owner = [7u8; 32];
+        // Every request is admitted or refused before any session is opened: a check that
+        // counted only opened sessions would admit all of them.
+        let admitted = Arc::new(tokio::sync::Barrier::new(CAP + EXTRA));
+        let tasks: Vec<_> = (0..CAP + EXTRA)
+            .map(|_| {
+                let (counts, manager, admitted) =
+                    (counts.clone(), manager.clone(), admitted.clone());
+                tokio::spawn(async move {
+                    let reservation = counts.reserve(&owner).await;
+                    admitted.wait().await;
+                    match reservation {
+                        Ok(r) => Ok(open_one(&manager, r).await),
+                        Err(why) => Err(why),
+                    }
+                })
+            })
+            .collect();
+        let mut opened = Vec::new();
+        let mut refused = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(id) => opened.push(id),
+                Err(why) => refused.push(why),
+            }
+        }
+        assert_eq!((opened.len(), refused.len()), (CAP, EXTRA), "{refused:?}");
+        assert!(
+            refused.iter().all(|r| r.contains("at most 5")),
+            "{refused:?}"
+        );
+        assert_eq!(manager.sessions.read().await.len(), CAP);
+        // Still full; another token is not affected.
+        assert!(counts.reserve(&owner).await.is_err());
+        let other = counts.reserve(&[8u8; 32]).await.unwrap();
+        // A reservation given back (the `initialize` failed) frees its place.
+        drop(other);
+        assert_eq!(counts.lock().reserved_total(), 0);
+        // A closed session frees its place.
+        {
+            use rmcp::transport::streamable_http_server::session::SessionManager;
+            let id: Arc<str> = Arc::from(opened[0].as_str());
+            manager.close_session(&id).await.unwrap();
+        }
+        let again = counts.reserve(&owner).await.unwrap();
+        assert!(counts.reserve(&owner).await.is_err());
+        open_one(&manager, again).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn the_total_cap_is_hard_under_concurrent_initializes_of_many_tokens() {
+        const TOTAL: usize = 4;
+        let manager = Arc::new(LocalSessionManager::default());
+        let counts = Arc::new(SessionCounts::new(manager.clone(), 100, TOTAL));
+        let admitted = Arc::new(tokio::sync::Barrier::new(TOTAL + 3));
+        let tasks: Vec<_> = (0..TOTAL + 3)
+            .map(|i| {
+                let (counts, manager, admitted) =
+                    (counts.clone(), manager.clone(), admitted.clone());
+                tokio::spawn(async move {
+                    let reservation = counts.reserve(&[i as u8; 32]).await;
+                    admitted.wait().await;
+                    match reservation {
+                        Ok(r) => Some(open_one(&manager, r).await),
+                        Err(why) => {
+                            assert!(why.contains("retry later"), "{why}");
+                            None
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut opened = 0;
+        for t in tasks {
+            opened += usize::from(t.await.unwrap().is_some());
+        }
+        assert_eq!(opened, TOTAL);
+        assert_eq!(manager.sessions.read().await.len(), TOTAL);
     }
 }

@@ -29,8 +29,8 @@ pub use access::{Access, Denied, Effect, ProjectGlob, TokenScope};
 pub use answer::McpLimits;
 pub use batch::{AnswerOf, AtomicBatches, BatchFuture, Batched, SaveKey};
 pub use http::{
-    HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, TokenFileError, Tokens, check_bind,
-    serve_http,
+    HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps, TokenFileError, Tokens,
+    check_bind, serve_http,
 };
 pub use logs::loggable;
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END};

@@ -123,6 +123,7 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
         insecure_no_auth: insecure,
         tls: None,
         shutdown: CancellationToken::new(),
+        session_caps: Default::default(),
     };
     let err = check_bind(&options(None, false)).unwrap_err();
     assert!(err.to_string().contains("--token-file"), "{err}");
@@ -136,6 +137,7 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
         insecure_no_auth: false,
         tls: None,
         shutdown: CancellationToken::new(),
+        session_caps: Default::default(),
     };
     assert_eq!(check_bind(&local).unwrap(), None);
 }
@@ -223,4 +225,72 @@ async fn malformed_bodies_get_400_and_sessions_are_capped_per_token() {
     assert!(r.text().await.unwrap().contains("open MCP sessions"));
     // Another token is not affected by the first one's sessions.
     assert_eq!(post(&server.url, Some(READER), &init).await.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_initializes_past_the_session_cap_get_exactly_the_cap() {
+    const CAP: usize = 3;
+    const EXTRA: usize = 5;
+    let fx = Fixture::new();
+    let stop = CancellationToken::new();
+    let options = HttpOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tokens: Some(tokens(&fx)),
+        insecure_no_auth: false,
+        tls: None,
+        shutdown: stop.clone(),
+        session_caps: memloop_mcp::SessionCaps {
+            per_token: CAP,
+            total: 100,
+        },
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = memloop_mcp::MemoryServer::new(fx.config());
+    tokio::spawn(async move { memloop_mcp::serve_http(server, options, Some(tx)).await });
+    let url = format!("http://{}/mcp", rx.await.unwrap());
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    // All at once: whatever the interleaving, exactly CAP are admitted.
+    let answers = futures::future::join_all((0..CAP + EXTRA).map(|_| async {
+        let r = post(&url, Some(WRITER), &init).await;
+        let status = r.status().as_u16();
+        (status, r.text().await.unwrap())
+    }))
+    .await;
+    let ok = answers.iter().filter(|(s, _)| *s == 200).count();
+    let refused: Vec<_> = answers.iter().filter(|(s, _)| *s == 429).collect();
+    assert_eq!((ok, refused.len()), (CAP, EXTRA), "{answers:?}");
+    assert!(
+        refused.iter().all(|(_, t)| t.contains("at most 3")),
+        "{refused:?}"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn closing_a_session_answers_204() {
+    let fx = Fixture::new();
+    let server = start(&fx, Some(tokens(&fx))).await;
+    let session = support::HttpSession::open(&server.url, WRITER).await;
+    let id = session.id().unwrap().to_owned();
+    let r = reqwest::Client::new()
+        .delete(&server.url)
+        .bearer_auth(WRITER)
+        .header("Mcp-Session-Id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // The session is gone.
+    let r = reqwest::Client::new()
+        .post(&server.url)
+        .bearer_auth(WRITER)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &id)
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
 }

@@ -285,6 +285,7 @@ fn a_network_bind_warns_about_plain_http_only() {
         insecure_no_auth: false,
         tls,
         shutdown: CancellationToken::new(),
+        session_caps: Default::default(),
     };
     let plain = check_bind(&options(None)).unwrap();
     assert!(plain.unwrap().contains("plain HTTP"));

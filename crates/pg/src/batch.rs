@@ -4,10 +4,10 @@
 
 use crate::error::{PgError, StoreError};
 use crate::store::{Expected, PgMemoryStore, db};
+use deadpool_postgres::Transaction;
 use memloop_store::{CheckedWrite, ExpectedVersion, VersionedWrite, WriteReport};
 use std::path::PathBuf;
 use std::time::Duration;
-use tokio_postgres::Transaction;
 use uuid::Uuid;
 
 /// How long a key is kept by default (24 hours): a retry within it replays the first outcome.
@@ -65,7 +65,11 @@ async fn claim(
 ) -> Result<Claim, StoreError> {
     // Expired keys of the project go first, so a key past its time is claimed afresh.
     tx.execute(
-        "DELETE FROM memloop_idempotency WHERE project_id = $1 AND expires_at < now()",
+        &tx.prepare_cached(
+            "DELETE FROM memloop_idempotency WHERE project_id = $1 AND expires_at < now()",
+        )
+        .await
+        .map_err(db)?,
         &[&project],
     )
     .await
@@ -75,10 +79,14 @@ async fn claim(
     let ttl = key.ttl.as_secs_f64();
     let claimed = tx
         .query_opt(
-            "INSERT INTO memloop_idempotency
+            &tx.prepare_cached(
+                "INSERT INTO memloop_idempotency
                  (project_id, caller, key, request_sha256, outcome, expires_at)
              VALUES ($1, $2, $3, $4, '', now() + make_interval(secs => $5))
              ON CONFLICT (project_id, caller, key) DO NOTHING RETURNING 1",
+            )
+            .await
+            .map_err(db)?,
             &[&project, &key.caller, &key.key, &key.request_sha256, &ttl],
         )
         .await
@@ -88,8 +96,12 @@ async fn claim(
     }
     let row = tx
         .query_one(
-            "SELECT request_sha256, outcome FROM memloop_idempotency
+            &tx.prepare_cached(
+                "SELECT request_sha256, outcome FROM memloop_idempotency
              WHERE project_id = $1 AND caller = $2 AND key = $3",
+            )
+            .await
+            .map_err(db)?,
             &[&project, &key.caller, &key.key],
         )
         .await
@@ -149,8 +161,12 @@ impl PgMemoryStore {
                     }
                     if let Some(key) = key {
                         tx.execute(
-                            "UPDATE memloop_idempotency SET outcome = $4
+                            &tx.prepare_cached(
+                                "UPDATE memloop_idempotency SET outcome = $4
                              WHERE project_id = $1 AND caller = $2 AND key = $3",
+                            )
+                            .await
+                            .map_err(db)?,
                             &[project, &key.caller, &key.key, &outcome(&done)],
                         )
                         .await
@@ -194,8 +210,12 @@ impl PgMemoryStore {
         let rel = w.write.path().as_str();
         let current = tx
             .query_opt(
-                "SELECT version, sha256, write_id FROM memloop_memories
+                &tx.prepare_cached(
+                    "SELECT version, sha256, write_id FROM memloop_memories
                  WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
+                )
+                .await
+                .map_err(db)?,
                 &[&self.project_id(), &rel],
             )
             .await
@@ -221,7 +241,7 @@ impl PgMemoryStore {
             Err(StoreError::Pg(PgError::Conflict { .. })) => {
                 let sha: Option<String> = tx
                     .query_opt(
-                        "SELECT sha256 FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
+                        &tx.prepare_cached("SELECT sha256 FROM memloop_memories WHERE project_id = $1 AND rel_path = $2").await.map_err(db)?,
                         &[&self.project_id(), &rel],
                     )
                     .await

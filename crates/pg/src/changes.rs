@@ -38,7 +38,15 @@ impl PgMemoryStore {
             let xmin: String = self
                 .retrying("changes", |client| async move {
                     let row = client
-                        .query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", &[])
+                        .query_one(
+                            &client
+                                .prepare_cached(
+                                    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text",
+                                )
+                                .await
+                                .map_err(db)?,
+                            &[],
+                        )
                         .await
                         .map_err(db)?;
                     Ok(row.get(0))
@@ -54,7 +62,9 @@ impl PgMemoryStore {
                 async move {
                     client
                         .query(
-                            "SELECT pg_snapshot_xmin(pg_current_snapshot())::text,
+                            &client
+                                .prepare_cached(
+                                    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text,
                                     c.rel_path, c.deleted, m.name, m.description,
                                     m.memory_type, m.updated_at
                              FROM (SELECT 1) AS now
@@ -62,6 +72,9 @@ impl PgMemoryStore {
                                  ON c.project_id = $1 AND c.txid >= $2::text::xid8
                              LEFT JOIN memloop_memories m
                                  ON m.project_id = c.project_id AND m.rel_path = c.rel_path",
+                                )
+                                .await
+                                .map_err(db)?,
                             &[project, from],
                         )
                         .await

@@ -48,7 +48,7 @@ pub use content::{canonical_text, sha256_hex};
 pub use error::{PgError, StoreError, VersionLabel};
 pub use hook::TeamPullHook;
 pub use selector::PgFtsSelector;
-pub use store::{Expected, PgMemory, PgMemoryStore, PgWrite};
+pub use store::{Expected, PgMemory, PgMemoryStore, PgPool, PgWrite};
 pub use sync::{
     CONFLICT_DIR, EntryState, STATE_FILE, SyncAction, SyncItem, SyncOptions, SyncProgress,
     SyncReport, TeamSync,

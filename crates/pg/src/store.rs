@@ -6,6 +6,7 @@ use crate::content::{canonical_text, sha256_hex, stem};
 use crate::error::{PgError, StoreError, VersionLabel};
 use crate::migrations::migrate;
 use async_trait::async_trait;
+use deadpool_postgres::Transaction;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
 use memloop_store::{
     ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex,
@@ -17,8 +18,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Row, Transaction};
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -86,6 +87,43 @@ pub struct PgWrite {
     pub changed: bool,
     /// SHA-256 (hex) of the stored content.
     pub sha256: String,
+}
+
+/// A pool of connections to one database (URL, TLS settings, schema, application name), for
+/// [`PgMemoryStore::open_in`]: the stores of several projects share it. Cheap to clone.
+#[derive(Clone)]
+pub struct PgPool(Pool);
+
+impl std::fmt::Debug for PgPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.0.status();
+        f.debug_struct("PgPool")
+            .field("max_size", &status.max_size)
+            .field("size", &status.size)
+            .finish()
+    }
+}
+
+impl PgPool {
+    /// A pool of at most `config.pool_size` connections with `config`'s connection settings
+    /// (its project id is not used). Connects lazily: a wrong URL or a down server shows at
+    /// the first store opened on it.
+    pub fn new(config: &PgConfig) -> Result<Self, PgError> {
+        let (driver, tls) = config.connection()?;
+        tracing::debug!(sslmode = %tls.mode(), "team memory TLS mode");
+        let manager = Manager::from_config(
+            driver,
+            tls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        Pool::builder(manager)
+            .max_size(config.pool_size.max(1))
+            .build()
+            .map(Self)
+            .map_err(|e| PgError::Connect(e.to_string()))
+    }
 }
 
 struct Inner {
@@ -178,8 +216,12 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
     let tx = client.transaction().await.map_err(db)?;
     let claimed = tx
         .query_opt(
-            "UPDATE memloop_project_aliases SET project_id = $2, claimed_at = now()
+            &tx.prepare_cached(
+                "UPDATE memloop_project_aliases SET project_id = $2, claimed_at = now()
              WHERE legacy_id = $1 AND project_id IS NULL RETURNING legacy_id",
+            )
+            .await
+            .map_err(db)?,
             &[&legacy, &config.project_id],
         )
         .await
@@ -192,9 +234,9 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
     }
     let moved = tx
         .execute(
-            "UPDATE memloop_memories m SET project_id = $2
+            &tx.prepare_cached("UPDATE memloop_memories m SET project_id = $2
              WHERE m.project_id = $1 AND NOT EXISTS (
-                 SELECT 1 FROM memloop_memories n WHERE n.project_id = $2 AND n.rel_path = m.rel_path)",
+                 SELECT 1 FROM memloop_memories n WHERE n.project_id = $2 AND n.rel_path = m.rel_path)").await.map_err(db)?,
             &[&legacy, &config.project_id],
         )
         .await
@@ -206,22 +248,22 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
 
 impl PgMemoryStore {
     /// Connect, run the migrations, and return the store for `config.project_id`. A wrong URL,
-    /// a down server or a missing permission is a clear [`PgError`].
+    /// a down server or a missing permission is a clear [`PgError`]. The store has a pool of its
+    /// own ([`PgConfig::pool_size`] connections); a server holding many projects shares one
+    /// with [`open_in`](Self::open_in).
     pub async fn open(config: PgConfig) -> Result<Self, PgError> {
         crate::validate_project_id(&config.project_id)?;
-        let (driver, tls) = config.connection()?;
-        tracing::debug!(sslmode = %tls.mode(), "team memory TLS mode");
-        let manager = Manager::from_config(
-            driver,
-            tls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(config.pool_size.max(1))
-            .build()
-            .map_err(|e| PgError::Connect(e.to_string()))?;
+        let pool = PgPool::new(&config)?;
+        Self::open_in(config, &pool).await
+    }
+
+    /// [`open`](Self::open) on `pool`'s connections, which other stores (other projects of the
+    /// same database, schema and application name) share: a server serving many projects holds
+    /// one pool, not one per project. `config` names the project; its connection settings must
+    /// be the pool's (the pool's are used).
+    pub async fn open_in(config: PgConfig, pool: &PgPool) -> Result<Self, PgError> {
+        crate::validate_project_id(&config.project_id)?;
+        let pool = pool.0.clone();
         let url = config.redacted_url();
         let description = StoreDescription {
             identity: format!(
@@ -350,8 +392,14 @@ impl PgMemoryStore {
                 {
                     attempt += 1;
                     tracing::warn!(what, attempt, error = %e, "team memory connection lost; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(attempt)))
+                    // The first retry goes at once (a backend that was terminated is gone, the
+                    // next connection is fresh); later ones back off while the server recovers.
+                    if attempt > 1 {
+                        tokio::time::sleep(std::time::Duration::from_millis(
+                            20 * u64::from(attempt - 1),
+                        ))
                         .await;
+                    }
                 }
                 other => return other,
             }
@@ -370,7 +418,10 @@ impl PgMemoryStore {
                 let (sql, project, rel) = (&sql, &project, &rel);
                 async move {
                     let row = client
-                        .query_opt(sql.as_str(), &[project, rel])
+                        .query_opt(
+                            &client.prepare_cached(sql.as_str()).await.map_err(db)?,
+                            &[project, rel],
+                        )
                         .await
                         .map_err(db)?;
                     Ok(row.as_ref().map(row_to_memory))
@@ -389,7 +440,13 @@ impl PgMemoryStore {
         self.retrying("entries", |client| {
             let (sql, project) = (&sql, &project);
             async move {
-                let rows = client.query(sql.as_str(), &[project]).await.map_err(db)?;
+                let rows = client
+                    .query(
+                        &client.prepare_cached(sql.as_str()).await.map_err(db)?,
+                        &[project],
+                    )
+                    .await
+                    .map_err(db)?;
                 Ok(rows.iter().map(row_to_memory).collect())
             }
         })
@@ -501,8 +558,8 @@ impl PgMemoryStore {
         let project = self.project_id();
         let current = tx
             .query_opt(
-                "SELECT version, content, write_id, coalesce(source, content) FROM memloop_memories
-                 WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
+                &tx.prepare_cached("SELECT version, content, write_id, coalesce(source, content) FROM memloop_memories
+                 WHERE project_id = $1 AND rel_path = $2 FOR UPDATE").await.map_err(db)?,
                 &[&project, &rel],
             )
             .await
@@ -576,10 +633,14 @@ impl PgMemoryStore {
         ];
         let version: i64 = if current.is_some() {
             tx.query_one(
-                "UPDATE memloop_memories SET name = $3, description = $4, memory_type = $5,
+                &tx.prepare_cached(
+                    "UPDATE memloop_memories SET name = $3, description = $4, memory_type = $5,
                     body = $6, content = $7, sha256 = $8, version = version + 1,
                     updated_at = now(), updated_by = $9, write_id = $10, source = $11
                  WHERE project_id = $1 AND rel_path = $2 RETURNING version",
+                )
+                .await
+                .map_err(db)?,
                 &row_params,
             )
             .await
@@ -588,10 +649,14 @@ impl PgMemoryStore {
         } else {
             let row = tx
                 .query_opt(
-                    "INSERT INTO memloop_memories (project_id, rel_path, name, description,
+                    &tx.prepare_cached(
+                        "INSERT INTO memloop_memories (project_id, rel_path, name, description,
                         memory_type, body, content, sha256, version, updated_by, write_id, source)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10, $11)
                      ON CONFLICT (project_id, rel_path) DO NOTHING RETURNING version",
+                    )
+                    .await
+                    .map_err(db)?,
                     &row_params,
                 )
                 .await
@@ -636,8 +701,12 @@ impl PgMemoryStore {
                     let tx = client.transaction().await.map_err(db)?;
                     let current: Option<i64> = tx
                         .query_opt(
-                            "SELECT version FROM memloop_memories
+                            &tx.prepare_cached(
+                                "SELECT version FROM memloop_memories
                              WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
+                            )
+                            .await
+                            .map_err(db)?,
                             &[project, rel],
                         )
                         .await
@@ -657,7 +726,11 @@ impl PgMemoryStore {
                         Some(_) => {}
                     }
                     tx.execute(
-                        "DELETE FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
+                        &tx.prepare_cached(
+                            "DELETE FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
+                        )
+                        .await
+                        .map_err(db)?,
                         &[project, rel],
                     )
                     .await
@@ -701,7 +774,13 @@ impl PgMemoryStore {
                         .filter(|t| !t.is_empty())
                         .map(|t| t as &(dyn ToSql + Sync)),
                 );
-                let rows = client.query(sql.as_str(), &params).await.map_err(db)?;
+                let rows = client
+                    .query(
+                        &client.prepare_cached(sql.as_str()).await.map_err(db)?,
+                        &params,
+                    )
+                    .await
+                    .map_err(db)?;
                 Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
             }
         })
@@ -725,8 +804,13 @@ impl PgMemoryStore {
             async move {
                 let rows = client
                     .query(
-                        "SELECT rel_path, name, description FROM memloop_memories
+                        &client
+                            .prepare_cached(
+                                "SELECT rel_path, name, description FROM memloop_memories
                          WHERE project_id = $1 ORDER BY seq",
+                            )
+                            .await
+                            .map_err(db)?,
                         &[project],
                     )
                     .await
@@ -770,9 +854,9 @@ impl MemoryStore for PgMemoryStore {
                 async move {
                     let rows = client
                         .query(
-                            "SELECT rel_path, name, description, memory_type, updated_at, version
+                            &client.prepare_cached("SELECT rel_path, name, description, memory_type, updated_at, version
                              FROM memloop_memories WHERE project_id = $1
-                             ORDER BY updated_at DESC, rel_path",
+                             ORDER BY updated_at DESC, rel_path").await.map_err(db)?,
                             &[project],
                         )
                         .await
@@ -874,7 +958,7 @@ impl MemoryStore for PgMemoryStore {
                 async move {
                     let rows = client
                         .query(
-                            "DELETE FROM memloop_memories WHERE project_id = $1 RETURNING rel_path",
+                            &client.prepare_cached("DELETE FROM memloop_memories WHERE project_id = $1 RETURNING rel_path").await.map_err(db)?,
                             &[project],
                         )
                         .await

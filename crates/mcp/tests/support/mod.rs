@@ -122,6 +122,7 @@ pub async fn start_http_config(
         insecure_no_auth: false,
         tls,
         shutdown: stop.clone(),
+        session_caps: Default::default(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = MemoryServer::new(config);
@@ -243,6 +244,11 @@ impl HttpSession {
             .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await;
         session
+    }
+
+    /// The session id the server gave.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 
     /// POST one JSON-RPC message: the status and the answer's message.
