@@ -6,6 +6,7 @@ mod containment;
 mod lock;
 mod names;
 mod redact;
+mod secret_labels;
 mod secrets;
 
 pub(crate) use atomic::sync_parent_dir;
