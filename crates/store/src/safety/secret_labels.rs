@@ -183,6 +183,8 @@ fn is_pin_label(label: &str) -> bool {
         || l.contains("пин")
         || l.contains("暗証番号")
         || l.contains("pin码")
+        || l.contains("الرقم السري")
+        || l.contains("الرمز السري")
 }
 
 /// Words that join a label to its value: "is", "是", "ist", "est", "είναι", … Finnish and Estonian
@@ -205,7 +207,7 @@ const ATTACHED_COPULAS: &[&str] = &["是", "为", "為", "係", "は", "が", "�
 const ORDINARY_VALUES: &[&str] = &[
     "optional", "required", "mandatory", "hidden", "masked", "encrypted", "hashed", "redacted",
     "unset", "empty", "none", "null", "nil", "unknown", "disabled", "enabled", "default", "same",
-    "changeme", "change-me", "change_me", "placeholder", "example", "sample", "dummy", "tbd",
+    "1password", "bitwarden", "lastpass", "keepass", "keepassxc", "keychain", "changeme", "change-me", "change_me", "placeholder", "example", "sample", "dummy", "tbd",
     "todo", "n/a", "na", "see", "ask", "true", "false", "yes", "no", "on", "off", "oauth", "oauth2",
     "oauth1", "oidc", "saml", "saml2", "http2", "http3", "ipv4", "ipv6", "utf8", "utf-8", "utf16",
     "base64", "base32", "hex", "md5", "sha1", "sha-1", "sha256", "sha-256", "sha384", "sha512",
@@ -361,7 +363,7 @@ impl Makeup {
                 }
             } else if c.is_ascii_digit() {
                 m.digits += 1;
-            } else if !matches!(c, '-' | '_' | '.') {
+            } else if !matches!(c, '-' | '_' | '.' | '\'' | '’') {
                 m.symbols += 1;
             }
             if let Some(p) = prev {
@@ -522,9 +524,24 @@ fn word_char(c: char) -> bool {
     (c.is_alphanumeric() || c == '_') && !unspaced(c)
 }
 
-/// Sentence punctuation: a qualifier does not run past it.
-fn stops_window(c: char) -> bool {
-    matches!(c, ',' | ';' | '!' | '?' | '。' | '、' | '！' | '？' | '\n' | '\r' | '.')
+/// Letters of scripts written without any spaces between words (Han, Kana, Hangul, Thai, Lao,
+/// Khmer, Myanmar): a qualifier in them is counted in characters, not words.
+fn cjk_like(c: char) -> bool {
+    matches!(c,
+        '\u{0E00}'..='\u{0EFF}' | '\u{1000}'..='\u{109F}' | '\u{1780}'..='\u{17FF}'
+        | '\u{1100}'..='\u{11FF}' | '\u{3040}'..='\u{30FF}' | '\u{3130}'..='\u{318F}'
+        | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}'
+        | '\u{F900}'..='\u{FAFF}')
+}
+
+/// Sentence punctuation: a qualifier does not run past it. `.`, `,`, `;`, `!` and `?` end a
+/// sentence or clause only before white space or the end (`db.prod`, `Ank4ra!06x` go on).
+fn stops_window(c: char, next: Option<char>) -> bool {
+    match c {
+        '。' | '、' | '！' | '？' | '\n' | '\r' => true,
+        ',' | ';' | '!' | '?' | '.' => next.is_none_or(char::is_whitespace),
+        _ => false,
+    }
 }
 
 /// Characters that end a value (besides white space and unspaced-script letters).
@@ -532,7 +549,7 @@ fn ends_value(c: char) -> bool {
     matches!(c, ',' | ';' | '"' | '\'' | '`' | ')' | ']' | '}' | '>' | '|' | '。' | '、' | '，')
 }
 
-const MAX_WINDOW_WORDS: usize = 5;
+const MAX_WINDOW_WORDS: usize = 7;
 const MAX_WINDOW_CHARS: usize = 60;
 const MAX_WINDOW_UNSPACED: usize = 12;
 
@@ -627,9 +644,17 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
             }
             _ => {}
         }
-        if c == '.' && next.is_some_and(|n| !n.is_whitespace()) {
-            // a dot inside a word (`db.prod`, `v1.2`) is part of the qualifier
-        } else if stops_window(c) {
+        if stops_window(c, next) {
+            // The word the punctuation ends may be a value without a separator (`jelszava
+            // Bp5Xq8Lm!`): judged with the punctuation, which the shape check trims.
+            if in_word && c != '\n' && c != '\r' {
+                let token = &rest[word_start..i + c.len_utf8()];
+                if (words == 0 || !english && !first.is_ascii() && token.is_ascii())
+                    && secret_shaped(token, Strictness::Strict, pin)
+                {
+                    return Some(label.end + word_start..label.end + i + c.len_utf8());
+                }
+            }
             return None;
         }
         if c.is_whitespace() {
@@ -666,9 +691,11 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
                 sep = Some((after_cop, false));
                 break;
             }
-            unspaced_run += 1;
-            if unspaced_run > MAX_WINDOW_UNSPACED {
-                return None;
+            if cjk_like(c) {
+                unspaced_run += 1;
+                if unspaced_run > MAX_WINDOW_UNSPACED {
+                    return None;
+                }
             }
         }
         if !in_word {
@@ -762,7 +789,26 @@ fn value_after(
     } else {
         Strictness::Strong
     };
-    secret_shaped(value, strictness, pin).then_some(start..end)
+    if secret_shaped(value, strictness, pin) {
+        return Some(start..end);
+    }
+    // A login and its password: `admin / Na5!Xq8L`.
+    let pair = text[end..line_end].trim_start_matches([' ', '\t']);
+    let second = pair.strip_prefix('/')?.trim_start_matches([' ', '\t']);
+    if !punct || second.is_empty() || value.contains('/') {
+        return None;
+    }
+    let s = line_end - second.len();
+    let e = second
+        .char_indices()
+        .find(|(_, c)| c.is_whitespace() || unspaced(*c) || ends_value(*c))
+        .map_or(line_end, |(i, _)| s + i);
+    let strictness = if prose_follows(&text[e..line_end]) {
+        Strictness::Strong
+    } else {
+        Strictness::Weak
+    };
+    secret_shaped(&text[s..e], strictness, pin).then_some(s..e)
 }
 
 /// Whether words of a sentence follow a value (`secret: rotation happens monthly`), rather than

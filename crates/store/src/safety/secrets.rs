@@ -57,7 +57,7 @@ fn patterns() -> &'static [SecretPattern] {
         let raw: Vec<(&'static str, &str, Confirm)> = vec![
             (
                 "private key block",
-                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d",
+                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?:\r?\n[A-Za-z0-9+/=]+)*)|PuTTY-User-Key-File-\d[^\n]*(?:\n[^\n]+)*",
                 Confirm::Shape,
             ),
             ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{12,24}\b", Confirm::Shape),
@@ -91,7 +91,7 @@ fn patterns() -> &'static [SecretPattern] {
             ("API key (sk-...)", r"\bsk-[A-Za-z0-9_-]{16,}", Confirm::Mixed),
             (
                 "Stripe secret key",
-                r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{8,}",
+                r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{6,}",
                 Confirm::Shape,
             ),
             ("Google API key", r"\bAIza[0-9A-Za-z_-]{20,}", Confirm::Shape),
