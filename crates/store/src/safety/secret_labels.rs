@@ -60,6 +60,8 @@ const OTHER_LABELS: &[&str] = &[
     r"ключ[аи]? (?:api|доступ[ау])",
     r"секретн(?:ый|ий|ого|ого) ключ[аи]?",
     r"код доступа",
+    r"(?:кодовое|контрольное|секретное) слово",
+    r"уч[её]тные данные",
     r"лозинк[аеу]",
     r"шифра",
     // Polish, Czech, Slovak, Slovenian, Croatian, Serbian, Bosnian (Latin)
@@ -74,6 +76,8 @@ const OTHER_LABELS: &[&str] = &[
     r"klíč(?:e)? (?:api|k api)",
     r"kľúč (?:api|k api)",
     r"přístupový klíč",
+    r"přihlašovací údaje",
+    r"dane logowania",
     r"tokenu?",
     // Baltic, Finnic, Hungarian
     r"slaptažod(?:is|žio|į)",
@@ -96,16 +100,22 @@ const OTHER_LABELS: &[&str] = &[
     r"palavra[ -]passe",
     r"chave(?: secreta| de acesso| de api| api)?",
     r"mot de passe",
+    r"identifiants",
     r"mdp",
     r"jeton",
     r"clé (?:api|d'api|secrète|d'accès)",
     r"code (?:d'accès|pin)",
     r"parola d'ordine",
+    r"credenziali",
+    r"credenciales",
+    r"credenciais",
     r"chiave (?:api|segreta|di accesso)",
     r"codice (?:segreto|di accesso)",
     // Germanic
     r"passw(?:ort|örter)",
     r"kennwort",
+    r"zugangsdaten",
+    r"inloggegevens",
     r"api-schlüssel",
     r"geheimer schlüssel",
     r"zugangs(?:code|schlüssel|token)",
@@ -127,6 +137,7 @@ const OTHER_LABELS: &[&str] = &[
     r"parolası",
     r"(?:api|gizli|erişim) anahtarı",
     r"açar söz",
+    r"kimlik bilgileri",
     // Indonesian, Malay, Tagalog, Swahili, Vietnamese
     r"kata sandi(?:nya)?",
     r"kata laluan",
@@ -155,7 +166,7 @@ const UNSPACED_LABELS: &[&str] = &[
     // Korean
     r"비밀번호|비번|패스워드|암호|토큰|API ?키|액세스 ?키|비밀 ?키",
     // Thai
-    r"รหัสผ่าน|โทเค็น",
+    r"รหัสผ่าน|โทเค็น|รหัส",
     // Arabic
     r"كلمة المرور|كلمة السر|كلمة مرور|الرقم السري|الرمز السري|رمز الدخول|رمز الوصول|مفتاح API|المفتاح السري",
     // Persian, Urdu
@@ -194,9 +205,9 @@ const COPULAS: &[&str] = &[
     "is", "was", "are", "equals", "es", "era", "é", "è", "e", "és", "ist", "lautet", "war", "est",
     "était", "är", "var", "er", "jest", "je", "bylo", "е", "є", "это", "este", "adalah", "ialah",
     "yaitu", "là", "είναι", "ήταν", "هي", "هو", "است", "היא", "הוא", "זה", "है", "হল", "คือ", "ni",
-    "ay", "yra", "ir", "është", "olan",
+    "ay", "yra", "ir", "është", "olan", "be", "becomes", "became", "to", "now",
 ];
-const NON_ENGLISH_COPULAS: &[&str] = &["on", "to", "oli"];
+const NON_ENGLISH_COPULAS: &[&str] = &["on", "oli", "na", "auf", "sur", "para", "em", "in"];
 
 /// Copulas and topic markers attached to the label in unspaced scripts: `密码是`, `パスワードは`,
 /// `비밀번호는`, `รหัสผ่านคือ`.
@@ -266,6 +277,13 @@ pub(super) fn is_placeholder(v: &str) -> bool {
         || lower.starts_with("gcp:")
         || lower.starts_with("projects/")
         || (v.len() >= 2 && v.starts_with('%') && v.ends_with('%'))
+    {
+        return true;
+    }
+    // A YAML tag (`!vault`, `!Ref`, `!Sub`): the value follows it, or is looked up.
+    if let Some(tag) = v.strip_prefix('!')
+        && !tag.is_empty()
+        && tag.chars().all(|c| c.is_ascii_alphabetic())
     {
         return true;
     }
@@ -407,7 +425,7 @@ pub(super) fn secret_shaped(raw: &str, strictness: Strictness, pin: bool) -> boo
     }
     let m = Makeup::of(v);
     // A hyphenated description ("SHA256-hashed", "base64-encoded", "JWT-based").
-    if let Some((_, last)) = v.rsplit_once('-')
+    if let Some((_, last)) = v.split_once('-')
         && last.chars().count() >= 3
         && last.chars().all(char::is_lowercase)
         && m.symbols == 0
@@ -446,7 +464,9 @@ pub(super) fn secret_shaped(raw: &str, strictness: Strictness, pin: bool) -> boo
                 || long_random
         }
         Strictness::Strict => {
-            m.chars >= 8
+            // A bare hex string is a commit or a content hash more often than a secret.
+            !v.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+                && m.chars >= 8
                 && m.letters > 0
                 && (m.symbols > 0 && m.digits > 0
                     || m.transitions >= 2
@@ -579,6 +599,10 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
     let before = text[..label.start].chars().next_back();
     let after = text[label.end..].chars().next();
     let english = english_regex().is_some_and(|r| r.is_match(word));
+    // A label inside a value (`arn:…:secret:prod/app`, `/etc/token`, `?token=`) is not one.
+    if before.is_some_and(|b| matches!(b, ':' | '/' | '\\' | '@' | '=' | '?' | '&' | '%')) {
+        return None;
+    }
     // Word boundaries for labels of spaced scripts.
     if !unspaced(first) {
         if let Some(b) = before
@@ -649,7 +673,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
             // Bp5Xq8Lm!`): judged with the punctuation, which the shape check trims.
             if in_word && c != '\n' && c != '\r' {
                 let token = &rest[word_start..i + c.len_utf8()];
-                if (words == 0 || !english && !first.is_ascii() && token.is_ascii())
+                if (words == 0 || !english && token.is_ascii())
                     && secret_shaped(token, Strictness::Strict, pin)
                 {
                     return Some(label.end + word_start..label.end + i + c.len_utf8());
@@ -664,13 +688,16 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
                 if COPULAS.contains(&w.as_str())
                     || !english && NON_ENGLISH_COPULAS.contains(&w.as_str())
                 {
-                    sep = Some((i, false));
-                    break;
+                    // A copula that is not followed by a value is part of the qualifier ("the
+                    // password to the server room: X", "changed to X").
+                    if let Some(v) = value_after(text, label.end + i, line_end, false, pin) {
+                        return Some(v);
+                    }
                 }
                 // A value with no separator, in a different script from the label (`رمز عبور
                 // سرور Qw7zLp2Vn9 است`), or right after the label (`口令 Qw7zLp2Vn9`).
                 let token = &rest[word_start..i];
-                if (words == 0 || !english && !first.is_ascii() && token.is_ascii())
+                if (words == 0 || !english && token.is_ascii())
                     && secret_shaped(token, Strictness::Strict, pin)
                 {
                     return Some(label.end + word_start..label.end + i);
@@ -708,7 +735,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         // The line ended inside the window: a last token may be the value.
         if in_word {
             let token = &rest[word_start..];
-            if (words == 0 || !english && !first.is_ascii() && token.is_ascii())
+            if (words == 0 || !english && token.is_ascii())
                 && secret_shaped(token, Strictness::Strict, pin)
             {
                 return Some(label.end + word_start..label.end + rest.len());
@@ -729,7 +756,8 @@ fn value_after(
     pin: bool,
 ) -> Option<Range<usize>> {
     let after = &text[from..line_end];
-    let trimmed = after.trim_start_matches([' ', '\t', '\r']);
+    // White space, and Markdown emphasis (`**Password:** X`, `Пароль: **X**`).
+    let trimmed = after.trim_start_matches([' ', '\t', '\r', '*']);
     let start = from + (after.len() - trimmed.len());
     if trimmed.trim().is_empty() {
         // `password:` alone on its line, the value alone on the next.
@@ -778,8 +806,8 @@ fn value_after(
         .find(|(_, c)| c.is_whitespace() || unspaced(*c) || ends_value(*c))
         .map_or(line_end, |(i, _)| start + i);
     let value = &text[start..end];
-    // Trailing sentence punctuation is not part of the value.
-    let value = value.trim_end_matches(['.', ':', '?', '!']);
+    // Trailing sentence punctuation and emphasis are not part of the value.
+    let value = value.trim_end_matches(['.', ':', '?', '!', '*']);
     if value.is_empty() {
         return None;
     }
