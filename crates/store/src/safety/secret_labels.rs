@@ -420,10 +420,19 @@ pub(super) fn secret_shaped(raw: &str, strictness: Strictness, pin: bool) -> boo
     let v = raw
         .trim_matches(['"', '\'', '`'])
         .trim_end_matches(['.', ':', '!', '?', ',', ';', ')']);
-    if v.is_empty() || is_placeholder(v) {
+    if v.is_empty() {
         return false;
     }
     let m = Makeup::of(v);
+    // Cheap rejections first: most words after a label are plain words.
+    let plain_word = m.digits == 0 && m.symbols == 0 && m.humps == 0;
+    if plain_word && m.chars < 16 || m.chars < 4 || strictness == Strictness::Strict && m.chars < 8
+    {
+        return false;
+    }
+    if is_placeholder(v) {
+        return false;
+    }
     // A hyphenated description ("SHA256-hashed", "base64-encoded", "JWT-based").
     if let Some((_, last)) = v.split_once('-')
         && last.chars().count() >= 3

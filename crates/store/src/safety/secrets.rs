@@ -60,7 +60,7 @@ fn patterns() -> &'static [SecretPattern] {
                 r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?:\r?\n[A-Za-z0-9+/=]+)*)|PuTTY-User-Key-File-\d[^\n]*(?:\n[^\n]+)*",
                 Confirm::Shape,
             ),
-            ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{12,24}\b", Confirm::Shape),
+            ("AWS access key id", r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{12,24}(?-u:\b)", Confirm::Shape),
             (
                 "AWS secret access key",
                 r"(?:^|[^A-Za-z0-9/+=])([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)",
@@ -68,16 +68,16 @@ fn patterns() -> &'static [SecretPattern] {
             ),
             (
                 "GitHub token",
-                r"\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,})",
+                r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,})",
                 Confirm::Shape,
             ),
-            ("GitLab token", r"\bglpat-[A-Za-z0-9_-]{14,}", Confirm::Shape),
+            ("GitLab token", r"(?-u:\b)glpat-[A-Za-z0-9_-]{14,}", Confirm::Shape),
             (
                 "JSON Web Token",
-                r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}",
+                r"(?-u:\b)eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}",
                 Confirm::Shape,
             ),
-            ("Slack token", r"\bxox[abposre]-[A-Za-z0-9-]{8,}", Confirm::Shape),
+            ("Slack token", r"(?-u:\b)xox[abposre]-[A-Za-z0-9-]{8,}", Confirm::Shape),
             (
                 "Slack webhook",
                 r"hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+",
@@ -85,86 +85,86 @@ fn patterns() -> &'static [SecretPattern] {
             ),
             (
                 "API key (sk-...)",
-                r"\bsk-(?:ant-(?:api\d\d-|admin\d\d-)?|proj-|svcacct-|admin-)[A-Za-z0-9_-]{16,}",
+                r"(?-u:\b)sk-(?:ant-(?:api\d\d-|admin\d\d-)?|proj-|svcacct-|admin-)[A-Za-z0-9_-]{16,}",
                 Confirm::Shape,
             ),
-            ("API key (sk-...)", r"\bsk-[A-Za-z0-9_-]{16,}", Confirm::Mixed),
+            ("API key (sk-...)", r"(?-u:\b)sk-[A-Za-z0-9_-]{16,}", Confirm::Mixed),
             (
                 "Stripe secret key",
-                r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{6,}",
+                r"(?-u:\b)[sr]k_(?:live|test)_[A-Za-z0-9]{6,}",
                 Confirm::Shape,
             ),
-            ("Google API key", r"\bAIza[0-9A-Za-z_-]{20,}", Confirm::Shape),
-            ("npm token", r"\bnpm_[A-Za-z0-9]{30,}\b", Confirm::Shape),
-            ("PyPI token", r"\bpypi-AgE[A-Za-z0-9_-]{40,}", Confirm::Shape),
-            ("Hugging Face token", r"\bhf_[A-Za-z0-9]{24,}\b", Confirm::Shape),
+            ("Google API key", r"(?-u:\b)AIza[0-9A-Za-z_-]{20,}", Confirm::Shape),
+            ("npm token", r"(?-u:\b)npm_[A-Za-z0-9]{30,}(?-u:\b)", Confirm::Shape),
+            ("PyPI token", r"(?-u:\b)pypi-AgE[A-Za-z0-9_-]{40,}", Confirm::Shape),
+            ("Hugging Face token", r"(?-u:\b)hf_[A-Za-z0-9]{24,}(?-u:\b)", Confirm::Shape),
             (
                 "SendGrid key",
-                r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
+                r"(?-u:\b)SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
                 Confirm::Shape,
             ),
-            ("DigitalOcean token", r"\bdo[opr]_v1_[a-f0-9]{48,}\b", Confirm::Shape),
+            ("DigitalOcean token", r"(?-u:\b)do[opr]_v1_[a-f0-9]{48,}(?-u:\b)", Confirm::Shape),
             (
                 "Shopify token",
-                r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{24,}\b",
+                r"(?-u:\b)shp(?:at|ca|pa|ss)_[a-fA-F0-9]{24,}(?-u:\b)",
                 Confirm::Shape,
             ),
-            ("Mailgun key", r"\bkey-[0-9a-f]{32}\b", Confirm::Shape),
+            ("Mailgun key", r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)", Confirm::Shape),
             (
                 "Telegram bot token",
-                r"\b\d{8,10}:AA[A-Za-z0-9_-]{30,}\b",
+                r"(?-u:\b)\d{8,10}:AA[A-Za-z0-9_-]{30,}(?-u:\b)",
                 Confirm::Shape,
             ),
             (
                 "Google OAuth token or client secret",
-                r"\bya29\.[0-9A-Za-z_-]{20,}|\bGOCSPX-[A-Za-z0-9_-]{20,}",
+                r"(?-u:\b)ya29\.[0-9A-Za-z_-]{20,}|(?-u:\b)GOCSPX-[A-Za-z0-9_-]{20,}",
                 Confirm::Shape,
             ),
-            ("Stripe webhook secret", r"\bwhsec_[A-Za-z0-9+/=]{16,}", Confirm::Shape),
-            ("Slack app token", r"\bxapp-\d-[A-Za-z0-9-]{20,}", Confirm::Shape),
+            ("Stripe webhook secret", r"(?-u:\b)whsec_[A-Za-z0-9+/=]{16,}", Confirm::Shape),
+            ("Slack app token", r"(?-u:\b)xapp-\d-[A-Za-z0-9-]{20,}", Confirm::Shape),
             (
                 "Notion token",
-                r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})\b",
+                r"(?-u:\b)(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})(?-u:\b)",
                 Confirm::Shape,
             ),
-            ("Linear API key", r"\blin_api_[A-Za-z0-9]{32,}\b", Confirm::Shape),
+            ("Linear API key", r"(?-u:\b)lin_api_[A-Za-z0-9]{32,}(?-u:\b)", Confirm::Shape),
             (
                 "HashiCorp Vault token",
-                r"\bhv[sbr]\.[A-Za-z0-9_-]{24,}",
+                r"(?-u:\b)hv[sbr]\.[A-Za-z0-9_-]{24,}",
                 Confirm::Shape,
             ),
-            ("Doppler token", r"\bdp\.(?:pt|st|ct|sa)\.[A-Za-z0-9]{40,}", Confirm::Shape),
+            ("Doppler token", r"(?-u:\b)dp\.(?:pt|st|ct|sa)\.[A-Za-z0-9]{40,}", Confirm::Shape),
             (
                 "Grafana token",
-                r"\bgl(?:sa|c)_[A-Za-z0-9_+/=-]{32,}",
+                r"(?-u:\b)gl(?:sa|c)_[A-Za-z0-9_+/=-]{32,}",
                 Confirm::Shape,
             ),
-            ("New Relic key", r"\bNRAK-[A-Z0-9]{27}\b", Confirm::Shape),
+            ("New Relic key", r"(?-u:\b)NRAK-[A-Z0-9]{27}(?-u:\b)", Confirm::Shape),
             (
                 "Postman key",
-                r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b",
+                r"(?-u:\b)PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?-u:\b)",
                 Confirm::Shape,
             ),
-            ("age secret key", r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b", Confirm::Shape),
+            ("age secret key", r"(?-u:\b)AGE-SECRET-KEY-1[0-9A-Z]{58}(?-u:\b)", Confirm::Shape),
             (
                 "Groq / xAI / Replicate key",
-                r"\b(?:gsk_[A-Za-z0-9]{40,}|xai-[A-Za-z0-9]{60,}|r8_[A-Za-z0-9]{30,})\b",
+                r"(?-u:\b)(?:gsk_[A-Za-z0-9]{40,}|xai-[A-Za-z0-9]{60,}|r8_[A-Za-z0-9]{30,})(?-u:\b)",
                 Confirm::Shape,
             ),
-            ("Databricks token", r"\bdapi[a-f0-9]{32}\b", Confirm::Shape),
+            ("Databricks token", r"(?-u:\b)dapi[a-f0-9]{32}(?-u:\b)", Confirm::Shape),
             (
                 "bearer token",
-                r"(?i)\bbearer[ \t]+[A-Za-z0-9._~+/=-]{20,}",
+                r"(?i)(?-u:\b)bearer[ \t]+[A-Za-z0-9._~+/=-]{20,}",
                 Confirm::Shape,
             ),
             (
                 "basic auth header",
-                r"(?i)\bauthorization:[ \t]*basic[ \t]+[A-Za-z0-9+/]{8,}=*",
+                r"(?i)(?-u:\b)authorization:[ \t]*basic[ \t]+[A-Za-z0-9+/]{8,}=*",
                 Confirm::Shape,
             ),
             (
                 "connection string with password (scheme://user:password@host)",
-                r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]*:([^\s/@]+)@",
+                r"(?i)(?-u:\b)[a-z][a-z0-9+.-]*://[^\s:/@]*:([^\s/@]+)@",
                 Confirm::Value,
             ),
             (
@@ -174,12 +174,12 @@ fn patterns() -> &'static [SecretPattern] {
             ),
             (
                 "password flag glued to its value (mysql -pVALUE)",
-                r"(?i)\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|mariadb-dump|mariadb-admin)\b[^\n|;&]*?[ \t]-p([^\s`-][^\s`]*)",
+                r"(?i)(?-u:\b)(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|mariadb-dump|mariadb-admin)(?-u:\b)[^\n|;&]*?[ \t]-p([^\s`-][^\s`]*)",
                 Confirm::Value,
             ),
             (
                 "client password argument (sshpass -p, redis-cli -a, curl -u user:pass)",
-                r"(?i)\b(?:sshpass[ \t]+-p[ \t]*|redis-cli\b[^\n|;&]*?[ \t]-a[ \t]+|(?:curl|wget)\b[^\n|;&]*?[ \t](?:-u|--user)[ \t]+[^\s:]+:|docker[ \t]+login\b[^\n|;&]*?[ \t]-p[ \t]+|ldap\w+\b[^\n|;&]*?[ \t]-w[ \t]+|smbclient\b[^\n|;&]*?[ \t]-U[ \t]*[^\s%]+%)([^\s-][^\s]*)",
+                r"(?i)(?-u:\b)(?:sshpass[ \t]+-p[ \t]*|redis-cli(?-u:\b)[^\n|;&]*?[ \t]-a[ \t]+|(?:curl|wget)(?-u:\b)[^\n|;&]*?[ \t](?:-u|--user)[ \t]+[^\s:]+:|docker[ \t]+login(?-u:\b)[^\n|;&]*?[ \t]-p[ \t]+|ldap\w+(?-u:\b)[^\n|;&]*?[ \t]-w[ \t]+|smbclient(?-u:\b)[^\n|;&]*?[ \t]-U[ \t]*[^\s%]+%)([^\s-][^\s]*)",
                 Confirm::Value,
             ),
             (
@@ -288,6 +288,10 @@ fn pattern_spans<'t>(
     p: &'t SecretPattern,
     text: &'t str,
 ) -> Box<dyn Iterator<Item = Range<usize>> + 't> {
+    // The DFA answers whether there is a match at all far faster than captures are found.
+    if !p.regex.is_match(text) {
+        return Box::new(std::iter::empty());
+    }
     match p.confirm {
         Confirm::Shape => Box::new(
             p.regex
@@ -322,13 +326,24 @@ fn pattern_spans<'t>(
 
 /// `text` in Unicode compatibility form (NFKC) when it is not already, so fullwidth and other
 /// compatibility characters (`ｐａｓｓｗｏｒｄ＝…`, `密码：…`) match like their ASCII forms.
+///
+/// Only the lines that need it are normalised: one line of Chinese with a fullwidth comma does
+/// not make the whole text pay for normalisation.
 fn nfkc(text: &str) -> Cow<'_, str> {
     use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
-    if matches!(is_nfkc_quick(text.chars()), IsNormalized::Yes) {
-        Cow::Borrowed(text)
-    } else {
-        Cow::Owned(text.nfkc().collect())
+    let normal = |s: &str| matches!(is_nfkc_quick(s.chars()), IsNormalized::Yes);
+    if normal(text) {
+        return Cow::Borrowed(text);
     }
+    let mut out = String::with_capacity(text.len() + 16);
+    for line in text.split_inclusive('\n') {
+        if normal(line) {
+            out.push_str(line);
+        } else {
+            out.extend(line.nfkc());
+        }
+    }
+    Cow::Owned(out)
 }
 
 impl SecretFilter {
