@@ -1171,7 +1171,10 @@ fn sessions_show_and_search_print_credentials_redacted() {
         }
     }
     let search = stdout(&s.run(&["sessions", "search", "staging", "deploy"]));
-    assert!(search.contains("heslo k databázi je [redacted: "), "{search}");
+    assert!(
+        search.contains("heslo k databázi je [redacted: "),
+        "{search}"
+    );
     let none = stdout(&s.run(&["sessions", "search", PASSWORD]));
     assert!(none.contains("no past message matches"), "{none}");
 }

@@ -488,7 +488,10 @@ async fn transcript_search_returns_redacted_text_and_the_file_stays_faithful() {
     .await
     .unwrap();
     let on_disk = std::fs::read_to_string(dir.path_of("past").unwrap()).unwrap();
-    assert!(on_disk.contains(PASSWORD), "the file is faithful: {on_disk}");
+    assert!(
+        on_disk.contains(PASSWORD),
+        "the file is faithful: {on_disk}"
+    );
 
     let tool = TranscriptSearchTool::new(dir.clone());
     let ctx = ToolContext {
@@ -530,14 +533,10 @@ async fn redaction_on_disk_is_a_setting() {
     use memloop_memory::transcripts::TranscriptConfig;
     use memloop_store::env::EnvVars;
     const TOKEN: &str = "ghp_R8s2kLm4Qp7xZt1Vw9Yb3Nc6Hd0Jf5Ga2Ke";
-    let on = TranscriptConfig::from_env(&EnvVars::from_pairs([(
-        "MEMLOOP_REDACT_TRANSCRIPTS",
-        "1",
-    )]));
-    let off = TranscriptConfig::from_env(&EnvVars::from_pairs([(
-        "MEMLOOP_REDACT_TRANSCRIPTS",
-        "0",
-    )]));
+    let on =
+        TranscriptConfig::from_env(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "1")]));
+    let off =
+        TranscriptConfig::from_env(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "0")]));
     assert!(on.redact_on_disk && !off.redact_on_disk);
     assert!(!TranscriptConfig::default().redact_on_disk);
     for config in [on, off] {
@@ -555,7 +554,11 @@ async fn redaction_on_disk_is_a_setting() {
             "redact_on_disk={}: {text}",
             config.redact_on_disk
         );
-        assert_eq!(text.contains("[redacted: "), config.redact_on_disk, "{text}");
+        assert_eq!(
+            text.contains("[redacted: "),
+            config.redact_on_disk,
+            "{text}"
+        );
         // The file still reads, and what is not a credential is kept.
         let t = dir.load("s").unwrap();
         assert_eq!(t.skipped_lines, 0);

@@ -7,7 +7,9 @@
 //! `cargo bench -p memloop-store --bench secrets -- --warm-up-time 1 --measurement-time 5`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, SecretFilter, WriteMode, redact_secrets};
+use memloop_store::{
+    FileMemoryStore, MemoryDoc, MemoryType, SecretFilter, WriteMode, redact_secrets,
+};
 use std::hint::black_box;
 use std::path::Path;
 use tempfile::TempDir;
@@ -45,8 +47,12 @@ fn bench_filter(c: &mut Criterion) {
     let text = harmless_text(1024);
     let mut group = c.benchmark_group("secret_filter");
     group.throughput(Throughput::Bytes(text.len() as u64));
-    group.bench_function("find_1KiB", |b| b.iter(|| SecretFilter::find(black_box(&text))));
-    group.bench_function("redact_1KiB", |b| b.iter(|| redact_secrets(black_box(&text))));
+    group.bench_function("find_1KiB", |b| {
+        b.iter(|| SecretFilter::find(black_box(&text)))
+    });
+    group.bench_function("redact_1KiB", |b| {
+        b.iter(|| redact_secrets(black_box(&text)))
+    });
     group.finish();
 }
 

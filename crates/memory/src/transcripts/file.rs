@@ -2,7 +2,9 @@
 
 use memloop_core::message::Message;
 use memloop_store::env::EnvVars;
-use memloop_store::{LocalDir, LocalPurpose, MemoryError, MemoryStore, SecretFilter, redact_secrets};
+use memloop_store::{
+    LocalDir, LocalPurpose, MemoryError, MemoryStore, SecretFilter, redact_secrets,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::Write;

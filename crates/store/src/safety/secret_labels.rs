@@ -180,8 +180,21 @@ const UNSPACED_LABELS: &[&str] = &[
 /// Labels that also end a compound word (`Datenbankpasswort`, `WLAN-Passwort` is already split,
 /// `Zugriffstoken`, `tietokantasalasana`): letters may come before them.
 const COMPOUND_TAILS: &[&str] = &[
-    "password", "passwort", "kennwort", "wachtwoord", "lösenord", "lösenordet", "passord",
-    "passordet", "kodeord", "adgangskode", "salasana", "salasanan", "jelszó", "jelszava", "token",
+    "password",
+    "passwort",
+    "kennwort",
+    "wachtwoord",
+    "lösenord",
+    "lösenordet",
+    "passord",
+    "passordet",
+    "kodeord",
+    "adgangskode",
+    "salasana",
+    "salasanan",
+    "jelszó",
+    "jelszava",
+    "token",
 ];
 
 /// Labels of a PIN: a value of four digits is a credential after them (after any other label a
@@ -202,10 +215,57 @@ fn is_pin_label(label: &str) -> bool {
 /// "on" and Polish and Czech "to" only count after a label that is not English ("the password on
 /// db01", "the token to use").
 const COPULAS: &[&str] = &[
-    "is", "was", "are", "equals", "es", "era", "é", "è", "e", "és", "ist", "lautet", "war", "est",
-    "était", "är", "var", "er", "jest", "je", "bylo", "е", "є", "это", "este", "adalah", "ialah",
-    "yaitu", "là", "είναι", "ήταν", "هي", "هو", "است", "היא", "הוא", "זה", "है", "হল", "คือ", "ni",
-    "ay", "yra", "ir", "është", "olan", "be", "becomes", "became", "to", "now",
+    "is",
+    "was",
+    "are",
+    "equals",
+    "es",
+    "era",
+    "é",
+    "è",
+    "e",
+    "és",
+    "ist",
+    "lautet",
+    "war",
+    "est",
+    "était",
+    "är",
+    "var",
+    "er",
+    "jest",
+    "je",
+    "bylo",
+    "е",
+    "є",
+    "это",
+    "este",
+    "adalah",
+    "ialah",
+    "yaitu",
+    "là",
+    "είναι",
+    "ήταν",
+    "هي",
+    "هو",
+    "است",
+    "היא",
+    "הוא",
+    "זה",
+    "है",
+    "হল",
+    "คือ",
+    "ni",
+    "ay",
+    "yra",
+    "ir",
+    "është",
+    "olan",
+    "be",
+    "becomes",
+    "became",
+    "to",
+    "now",
 ];
 const NON_ENGLISH_COPULAS: &[&str] = &["on", "oli", "na", "auf", "sur", "para", "em", "in"];
 
@@ -216,18 +276,130 @@ const ATTACHED_COPULAS: &[&str] = &["是", "为", "為", "係", "は", "が", "�
 /// Words a value is not, though it sits where a value would: descriptions of a field and
 /// well-known technical names.
 const ORDINARY_VALUES: &[&str] = &[
-    "optional", "required", "mandatory", "hidden", "masked", "encrypted", "hashed", "redacted",
-    "unset", "empty", "none", "null", "nil", "unknown", "disabled", "enabled", "default", "same",
-    "1password", "bitwarden", "lastpass", "keepass", "keepassxc", "keychain", "changeme", "change-me", "change_me", "placeholder", "example", "sample", "dummy", "tbd",
-    "todo", "n/a", "na", "see", "ask", "true", "false", "yes", "no", "on", "off", "oauth", "oauth2",
-    "oauth1", "oidc", "saml", "saml2", "http2", "http3", "ipv4", "ipv6", "utf8", "utf-8", "utf16",
-    "base64", "base32", "hex", "md5", "sha1", "sha-1", "sha256", "sha-256", "sha384", "sha512",
-    "sha-512", "sha3", "bcrypt", "scrypt", "argon2", "argon2id", "argon2i", "pbkdf2", "hmac",
-    "hmac-sha256", "aes", "aes128", "aes256", "aes-128", "aes-256", "aes-256-gcm", "chacha20",
-    "rsa", "rsa2048", "rsa4096", "rsa-2048", "rsa-4096", "ed25519", "x25519", "ecdsa", "p256",
-    "p-256", "secp256k1", "hs256", "hs384", "hs512", "rs256", "rs384", "rs512", "es256", "es384",
-    "ps256", "eddsa", "jwt", "jwe", "jws", "totp", "hotp", "2fa", "mfa", "pkce", "x509", "x.509",
-    "pkcs8", "pkcs12", "pkcs#8", "pkcs#12", "s3", "kms", "gpt4", "gpt-4", "gpt4o", "gpt-4o",
+    "optional",
+    "required",
+    "mandatory",
+    "hidden",
+    "masked",
+    "encrypted",
+    "hashed",
+    "redacted",
+    "unset",
+    "empty",
+    "none",
+    "null",
+    "nil",
+    "unknown",
+    "disabled",
+    "enabled",
+    "default",
+    "same",
+    "1password",
+    "bitwarden",
+    "lastpass",
+    "keepass",
+    "keepassxc",
+    "keychain",
+    "changeme",
+    "change-me",
+    "change_me",
+    "placeholder",
+    "example",
+    "sample",
+    "dummy",
+    "tbd",
+    "todo",
+    "n/a",
+    "na",
+    "see",
+    "ask",
+    "true",
+    "false",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "oauth",
+    "oauth2",
+    "oauth1",
+    "oidc",
+    "saml",
+    "saml2",
+    "http2",
+    "http3",
+    "ipv4",
+    "ipv6",
+    "utf8",
+    "utf-8",
+    "utf16",
+    "base64",
+    "base32",
+    "hex",
+    "md5",
+    "sha1",
+    "sha-1",
+    "sha256",
+    "sha-256",
+    "sha384",
+    "sha512",
+    "sha-512",
+    "sha3",
+    "bcrypt",
+    "scrypt",
+    "argon2",
+    "argon2id",
+    "argon2i",
+    "pbkdf2",
+    "hmac",
+    "hmac-sha256",
+    "aes",
+    "aes128",
+    "aes256",
+    "aes-128",
+    "aes-256",
+    "aes-256-gcm",
+    "chacha20",
+    "rsa",
+    "rsa2048",
+    "rsa4096",
+    "rsa-2048",
+    "rsa-4096",
+    "ed25519",
+    "x25519",
+    "ecdsa",
+    "p256",
+    "p-256",
+    "secp256k1",
+    "hs256",
+    "hs384",
+    "hs512",
+    "rs256",
+    "rs384",
+    "rs512",
+    "es256",
+    "es384",
+    "ps256",
+    "eddsa",
+    "jwt",
+    "jwe",
+    "jws",
+    "totp",
+    "hotp",
+    "2fa",
+    "mfa",
+    "pkce",
+    "x509",
+    "x.509",
+    "pkcs8",
+    "pkcs12",
+    "pkcs#8",
+    "pkcs#12",
+    "s3",
+    "kms",
+    "gpt4",
+    "gpt-4",
+    "gpt4o",
+    "gpt-4o",
 ];
 
 /// Whether a value is a placeholder, a reference or a mask rather than a secret: an environment
@@ -334,9 +506,9 @@ fn is_email(v: &str) -> bool {
 /// `token.json`, `id_rsa.pem`, `.env.local`: a name with a file extension.
 fn is_file_name(lower: &str) -> bool {
     const EXT: &[&str] = &[
-        "json", "txt", "pem", "key", "env", "yaml", "yml", "toml", "ini", "cfg", "conf", "md", "enc",
-        "gpg", "age", "kdbx", "p12", "pfx", "crt", "cer", "jks", "keystore", "local", "secret",
-        "secrets", "rs", "py", "js", "ts", "go", "sh",
+        "json", "txt", "pem", "key", "env", "yaml", "yml", "toml", "ini", "cfg", "conf", "md",
+        "enc", "gpg", "age", "kdbx", "p12", "pfx", "crt", "cer", "jks", "keystore", "local",
+        "secret", "secrets", "rs", "py", "js", "ts", "go", "sh",
     ];
     lower.rsplit_once('.').is_some_and(|(stem, ext)| {
         !stem.is_empty()
@@ -385,7 +557,8 @@ impl Makeup {
                 m.symbols += 1;
             }
             if let Some(p) = prev {
-                if p.is_alphabetic() && c.is_ascii_digit() || p.is_ascii_digit() && c.is_alphabetic()
+                if p.is_alphabetic() && c.is_ascii_digit()
+                    || p.is_ascii_digit() && c.is_alphabetic()
                 {
                     m.transitions += 1;
                 }
@@ -474,7 +647,8 @@ pub(super) fn secret_shaped(raw: &str, strictness: Strictness, pin: bool) -> boo
         }
         Strictness::Strict => {
             // A bare hex string is a commit or a content hash more often than a secret.
-            !v.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+            !v.chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
                 && m.chars >= 8
                 && m.letters > 0
                 && (m.symbols > 0 && m.digits > 0
@@ -575,7 +749,10 @@ fn stops_window(c: char, next: Option<char>) -> bool {
 
 /// Characters that end a value (besides white space and unspaced-script letters).
 fn ends_value(c: char) -> bool {
-    matches!(c, ',' | ';' | '"' | '\'' | '`' | ')' | ']' | '}' | '>' | '|' | '。' | '、' | '，')
+    matches!(
+        c,
+        ',' | ';' | '"' | '\'' | '`' | ')' | ']' | '}' | '>' | '|' | '。' | '、' | '，'
+    )
 }
 
 const MAX_WINDOW_WORDS: usize = 7;
@@ -618,9 +795,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
             && b.is_alphanumeric()
             && !unspaced(b)
         {
-            let compound = COMPOUND_TAILS
-                .iter()
-                .any(|t| word.to_lowercase() == *t);
+            let compound = COMPOUND_TAILS.iter().any(|t| word.to_lowercase() == *t);
             if !compound || !b.is_alphabetic() {
                 return None;
             }
