@@ -1143,7 +1143,7 @@ fn sessions_show_and_search_print_credentials_redacted() {
     dir.append(
         "pw",
         &[
-            rec(&Message::user(&format!(
+            rec(&Message::user(format!(
                 "heslo k databázi je {PASSWORD}, the staging deploy needs it"
             ))),
             rec(&tool_call),

@@ -790,15 +790,14 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         return None;
     }
     // Word boundaries for labels of spaced scripts.
-    if !unspaced(first) {
-        if let Some(b) = before
-            && b.is_alphanumeric()
-            && !unspaced(b)
-        {
-            let compound = COMPOUND_TAILS.iter().any(|t| word.to_lowercase() == *t);
-            if !compound || !b.is_alphabetic() {
-                return None;
-            }
+    if !unspaced(first)
+        && let Some(b) = before
+        && b.is_alphanumeric()
+        && !unspaced(b)
+    {
+        let compound = COMPOUND_TAILS.iter().any(|t| word.to_lowercase() == *t);
+        if !compound || !b.is_alphabetic() {
+            return None;
         }
     }
     if !unspaced(last) && after.is_some_and(word_char) {
