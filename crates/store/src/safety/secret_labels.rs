@@ -39,6 +39,7 @@ const ENGLISH_LABELS: &[&str] = &[
     r"token",
     r"(?:private|signing|encryption|master|license|licence|secret access)[ _-]?key",
     r"credentials?",
+    r"(?:unlock|access|door|security|alarm|gate|lock) code",
 ];
 
 /// Credential words of other languages written with spaces between words: Russian, Ukrainian,
@@ -65,7 +66,7 @@ const OTHER_LABELS: &[&str] = &[
     r"лозинк[аеу]",
     r"шифра",
     // Polish, Czech, Slovak, Slovenian, Croatian, Serbian, Bosnian (Latin)
-    r"hasł[oaemu]",
+    r"hasł(?:em|o|a|u|e)",
     r"haśle",
     r"hes(?:lo|la|lem|le)",
     r"ges(?:lo|la)",
@@ -84,9 +85,9 @@ const OTHER_LABELS: &[&str] = &[
     r"parole?s?",
     r"parool[ie]?",
     r"salasõna",
-    r"salasana[na]?",
+    r"salasana(?:nsa|mme|ni|si|n|a)?",
     r"tunnussana",
-    r"jelsz(?:ó|ava|avát|ót)",
+    r"jelsz(?:avát|ava|ót|ó)",
     // Romance
     r"parol[ăa](?: de acces)?",
     r"parolei",
@@ -170,7 +171,7 @@ const UNSPACED_LABELS: &[&str] = &[
     // Arabic
     r"كلمة المرور|كلمة السر|كلمة مرور|الرقم السري|الرمز السري|رمز الدخول|رمز الوصول|مفتاح API|المفتاح السري",
     // Persian, Urdu
-    r"رمز عبور|کلمه عبور|گذرواژه|کلید API|توکن|پاس ورڈ|خفیہ لفظ",
+    r"رمز عبور|کلمه عبور|گذرواژه|کلید API|توکن|رمز|پاس ورڈ|خفیہ لفظ",
     // Hebrew
     r"סיסמ[האת]|טוקן|מפתח API",
     // Hindi, Bengali
@@ -203,6 +204,7 @@ fn is_pin_label(label: &str) -> bool {
     let l = label.to_lowercase();
     l.starts_with("pin")
         || l.contains(" pin")
+        || l.ends_with(" code")
         || l.contains("passcode")
         || l.contains("пин")
         || l.contains("暗証番号")

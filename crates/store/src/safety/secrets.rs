@@ -256,6 +256,10 @@ fn assignment_is_secret(text: &str, c: &regex::Captures<'_>) -> bool {
     if is_placeholder(v) {
         return false;
     }
+    // A Markdown code span holding a command (`` token: `gh auth refresh -h x` ``) is not a value.
+    if quote.as_str() == "`" && text[value.end()..].starts_with([' ', '\t']) {
+        return v.chars().count() >= 6 && looks_random(v);
+    }
     if !quote.as_str().is_empty() || sep.as_str().trim() == "=" && sep.as_str().len() == 1 {
         return true; // quoted values and tight `key=value` are code, not prose
     }
