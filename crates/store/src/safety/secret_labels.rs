@@ -27,6 +27,7 @@ const ENGLISH_LABELS: &[&str] = &[
     r"passphrase",
     r"passcode",
     r"pass[ _-]?word",
+    r"pass",
     r"pwd",
     r"pw",
     r"pin(?:[ _-]?code)?",
@@ -197,6 +198,9 @@ const COMPOUND_TAILS: &[&str] = &[
     "jelszava",
     "token",
 ];
+
+/// English labels that are also ordinary words: they need their separator right after them.
+const TIGHT_LABELS: &[&str] = &["pass", "pw", "pwd"];
 
 /// Labels of a PIN: a value of four digits is a credential after them (after any other label a
 /// value of digits only must have six).
@@ -681,9 +685,9 @@ fn is_quantity(v: &str) -> bool {
         return true;
     }
     // a version, a date, a time: digit groups joined by `.`, `-`, `:`, `/`
-    s.contains(['.', '-', ':', '/', '+'])
+    s.contains(['.', '-', ':', '/', '+', '%', ','])
         && s.chars()
-            .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | ':' | '/' | '+'))
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | ':' | '/' | '+' | '%' | ','))
 }
 
 fn labels_regex() -> Option<&'static Regex> {
@@ -758,6 +762,7 @@ fn ends_value(c: char) -> bool {
 }
 
 const MAX_WINDOW_WORDS: usize = 7;
+const MAX_DASH_WORDS: usize = 5;
 const MAX_WINDOW_CHARS: usize = 60;
 const MAX_WINDOW_UNSPACED: usize = 12;
 
@@ -805,6 +810,14 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
     if !unspaced(last) && after.is_some_and(word_char) {
         return None;
     }
+    // Short words that are also ordinary English (`pass`, `pw`, `pin`) are labels only with
+    // their separator right after them (`pass: …`, `PIN=…`).
+    if TIGHT_LABELS.contains(&word.to_lowercase().as_str()) {
+        let next = text[label.end..].trim_start_matches([' ', '\t']);
+        if !next.starts_with([':', '=', '|']) {
+            return None;
+        }
+    }
     let pin = is_pin_label(word);
     let line_end = text[label.end..]
         .find('\n')
@@ -817,8 +830,8 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
     let mut in_word = false;
     let mut word_start = 0usize;
     let mut chars = rest.char_indices().peekable();
-    // (position after the separator, whether it is punctuation)
-    let mut sep: Option<(usize, bool)> = None;
+    // (position after the separator, whether it is punctuation, whether it is a dash)
+    let mut sep: Option<(usize, bool, bool)> = None;
     let mut seen = 0usize;
     while let Some((i, c)) = chars.peek().copied() {
         seen += 1;
@@ -830,7 +843,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         match c {
             ':' if next != Some(':') && !rest[i..].starts_with("://") => {
                 let len = if rest[i..].starts_with(":=") { 2 } else { 1 };
-                sep = Some((i + len, true));
+                sep = Some((i + len, true, false));
                 break;
             }
             '=' => {
@@ -839,16 +852,25 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
                 } else {
                     1
                 };
-                sep = Some((i + len, true));
+                sep = Some((i + len, true, false));
                 break;
             }
+            // Dashes also set off clauses in prose ("… a load pass seeds the env with what —
+            // Layer-1 only"): after a qualifier of five words at most, and a value followed by
+            // prose must then be clearly random.
             '—' | '–' | '→' | '|' => {
-                sep = Some((i + c.len_utf8(), true));
+                if words > MAX_DASH_WORDS {
+                    return None;
+                }
+                sep = Some((i + c.len_utf8(), true, true));
                 break;
             }
             '-' if !in_word && next.is_some_and(|n| n == ' ' || n == '>' || n == '\t') => {
+                if words > MAX_DASH_WORDS {
+                    return None;
+                }
                 let len = if next == Some('>') { 2 } else { 1 };
-                sep = Some((i + len, true));
+                sep = Some((i + len, true, true));
                 break;
             }
             _ => {}
@@ -875,7 +897,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
                 {
                     // A copula that is not followed by a value is part of the qualifier ("the
                     // password to the server room: X", "changed to X").
-                    if let Some(v) = value_after(text, label.end + i, line_end, false, pin) {
+                    if let Some(v) = value_after(text, label.end + i, line_end, false, false, pin) {
                         return Some(v);
                     }
                 }
@@ -900,7 +922,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
             if let Some(cop) = ATTACHED_COPULAS.iter().find(|a| rest[i..].starts_with(**a)) {
                 let after_cop = i + cop.len();
                 // The topic marker must end the word: `는` in `비밀번호는`, not a syllable.
-                sep = Some((after_cop, false));
+                sep = Some((after_cop, false, false));
                 break;
             }
             if cjk_like(c) {
@@ -916,7 +938,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         }
         chars.next();
     }
-    let Some((sep_end, punct)) = sep else {
+    let Some((sep_end, punct, dash)) = sep else {
         // The line ended inside the window: a last token may be the value.
         if in_word {
             let token = &rest[word_start..];
@@ -928,7 +950,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         }
         return None;
     };
-    value_after(text, label.end + sep_end, line_end, punct, pin)
+    value_after(text, label.end + sep_end, line_end, punct, dash, pin)
 }
 
 /// The value after a separator ending at `from` (its line ends at `line_end`), if it is a
@@ -938,6 +960,7 @@ fn value_after(
     from: usize,
     line_end: usize,
     punct: bool,
+    dash: bool,
     pin: bool,
 ) -> Option<Range<usize>> {
     let after = &text[from..line_end];
@@ -997,10 +1020,11 @@ fn value_after(
         return None;
     }
     let end = start + value.len();
-    let strictness = if punct && !prose_follows(&text[end..line_end]) {
-        Strictness::Weak
-    } else {
-        Strictness::Strong
+    let prose = prose_follows(&text[end..line_end]);
+    let strictness = match (punct, prose) {
+        (true, false) => Strictness::Weak,
+        (_, true) if dash => Strictness::Strict,
+        _ => Strictness::Strong,
     };
     if secret_shaped(value, strictness, pin) {
         return Some(start..end);
