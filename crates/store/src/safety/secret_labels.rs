@@ -275,6 +275,21 @@ const COPULAS: &[&str] = &[
 ];
 const NON_ENGLISH_COPULAS: &[&str] = &["on", "oli", "na", "auf", "sur", "para", "em", "in"];
 
+/// Whether `w` is a copula (after an English label or not).
+fn is_copula(w: &str, english: bool) -> bool {
+    if w.len() > 12 {
+        return false;
+    }
+    let eq = |c: &&str| {
+        if w.is_ascii() {
+            c.eq_ignore_ascii_case(w)
+        } else {
+            *c == w || w.to_lowercase() == *c
+        }
+    };
+    COPULAS.iter().any(eq) || !english && NON_ENGLISH_COPULAS.iter().any(eq)
+}
+
 /// Copulas and topic markers attached to the label in unspaced scripts: `密码是`, `パスワードは`,
 /// `비밀번호는`, `รหัสผ่านคือ`.
 const ATTACHED_COPULAS: &[&str] = &["是", "为", "為", "係", "は", "が", "는", "은", "คือ"];
@@ -791,7 +806,6 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
     let last = word.chars().last()?;
     let before = text[..label.start].chars().next_back();
     let after = text[label.end..].chars().next();
-    let english = english_regex().is_some_and(|r| r.is_match(word));
     // A label inside a value (`arn:…:secret:prod/app`, `/etc/token`, `?token=`) is not one.
     if before.is_some_and(|b| matches!(b, ':' | '/' | '\\' | '@' | '=' | '?' | '&' | '%')) {
         return None;
@@ -810,9 +824,10 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
     if !unspaced(last) && after.is_some_and(word_char) {
         return None;
     }
-    // Short words that are also ordinary English (`pass`, `pw`, `pin`) are labels only with
-    // their separator right after them (`pass: …`, `PIN=…`).
-    if TIGHT_LABELS.contains(&word.to_lowercase().as_str()) {
+    let english = english_regex().is_some_and(|r| r.is_match(word));
+    // Short words that are also ordinary English (`pass`, `pw`, `pwd`) are labels only with
+    // their separator right after them (`pass: …`, `pw=…`).
+    if word.len() <= 4 && TIGHT_LABELS.iter().any(|t| t.eq_ignore_ascii_case(word)) {
         let next = text[label.end..].trim_start_matches([' ', '\t']);
         if !next.starts_with([':', '=', '|']) {
             return None;
@@ -891,10 +906,8 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         if c.is_whitespace() {
             if in_word {
                 in_word = false;
-                let w = rest[word_start..i].to_lowercase();
-                if COPULAS.contains(&w.as_str())
-                    || !english && NON_ENGLISH_COPULAS.contains(&w.as_str())
-                {
+                let w = &rest[word_start..i];
+                if is_copula(w, english) {
                     // A copula that is not followed by a value is part of the qualifier ("the
                     // password to the server room: X", "changed to X").
                     if let Some(v) = value_after(text, label.end + i, line_end, false, false, pin) {
