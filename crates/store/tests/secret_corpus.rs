@@ -1737,3 +1737,37 @@ fn no_real_memory_file_is_refused() {
     assert!(checked >= 100, "{checked} files");
     assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+    /// Any text, made of label words, separators, copulas and values of every script: the filter
+    /// never panics, its spans are sorted, disjoint and on character boundaries, and redaction
+    /// leaves no span's text behind.
+    #[test]
+    fn any_text_is_judged_without_panicking(parts in proptest::collection::vec(
+        proptest::sample::select(vec![
+            "password", "пароль", "密码", "口令", "パスワード", "비밀번호", "hasło", "κωδικός πρόσβασης",
+            "كلمة المرور", "token", "API-ключ", "pass", ":", "：", "=", "—", " - ", "is", "是", "は",
+            "는", " ", " ", "\n", "\t", ",", ".", "!", "**", "`", "\"", "'", "/", "Qw7zLp2Vn9",
+            "hunter2", "ghp_", "sk_live_", "xoxb-", "AKIA", "eyJ", "-----BEGIN RSA PRIVATE KEY-----",
+            "$X", "${X}", "%X%", "env:X", "1Password", "12", "é", "ё", "🙂", "\u{0301}", "ｐａｓｓ",
+            "admin", "for the", "de la", "администратора", "的", "abc", "0", "\r\n",
+        ]),
+        0..24,
+    )) {
+        let text: String = parts.concat();
+        let _ = SecretFilter::find(&text);
+        let spans = SecretFilter::spans(&text);
+        let mut end = 0;
+        for (r, _) in &spans {
+            proptest::prop_assert!(r.start >= end && r.start < r.end && r.end <= text.len());
+            proptest::prop_assert!(text.is_char_boundary(r.start) && text.is_char_boundary(r.end));
+            end = r.end;
+        }
+        let (out, n) = redact_secrets(&text);
+        proptest::prop_assert_eq!(n, spans.len());
+        if n == 0 {
+            proptest::prop_assert_eq!(out, text);
+        }
+    }
+}

@@ -62,11 +62,6 @@ fn patterns() -> &'static [SecretPattern] {
             ),
             ("AWS access key id", r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{12,24}(?-u:\b)", Confirm::Shape),
             (
-                "AWS secret access key",
-                r"(?:^|[^A-Za-z0-9/+=])([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)",
-                Confirm::AwsSecret,
-            ),
-            (
                 "GitHub token",
                 r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,})",
                 Confirm::Shape,
@@ -152,6 +147,12 @@ fn patterns() -> &'static [SecretPattern] {
                 Confirm::Shape,
             ),
             ("Databricks token", r"(?-u:\b)dapi[a-f0-9]{32}(?-u:\b)", Confirm::Shape),
+            // After the vendor families: the body of a `ghp_…` token is not an AWS secret key.
+            (
+                "AWS secret access key",
+                r"(?:^|[^A-Za-z0-9/+=_-])([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=_-]|$)",
+                Confirm::AwsSecret,
+            ),
             (
                 "bearer token",
                 r"(?i)(?-u:\b)bearer[ \t]+[A-Za-z0-9._~+/=-]{20,}",
