@@ -151,7 +151,7 @@ const OTHER_LABELS: &[&str] = &[
     r"khóa (?:api|bí mật)",
     r"mã (?:truy cập|pin)",
     // Greek
-    r"κωδικ(?:ός|ού|ό) πρόσβασης",
+    r"κωδικ(?:ός|ού|ό)(?: πρόσβασης)?",
     r"συνθηματικό",
     r"κλειδί api",
     r"μυστικό κλειδί",
@@ -401,6 +401,9 @@ const ORDINARY_VALUES: &[&str] = &[
     "es384",
     "ps256",
     "eddsa",
+    "bearer",
+    "basic",
+    "digest",
     "jwt",
     "jwe",
     "jws",
@@ -700,9 +703,11 @@ fn is_quantity(v: &str) -> bool {
         return true;
     }
     // a version, a date, a time: digit groups joined by `.`, `-`, `:`, `/`
-    s.contains(['.', '-', ':', '/', '+', '%', ','])
-        && s.chars()
-            .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | ':' | '/' | '+' | '%' | ','))
+    s.contains(['.', '-', ':', '/', '+', '%', ',', '–', '—', '~'])
+        && s.chars().all(|c| {
+            c.is_ascii_digit()
+                || matches!(c, '.' | '-' | ':' | '/' | '+' | '%' | ',' | '–' | '—' | '~')
+        })
 }
 
 fn labels_regex() -> Option<&'static Regex> {
@@ -779,7 +784,7 @@ fn ends_value(c: char) -> bool {
 const MAX_WINDOW_WORDS: usize = 7;
 const MAX_DASH_WORDS: usize = 5;
 const MAX_WINDOW_CHARS: usize = 60;
-const MAX_WINDOW_UNSPACED: usize = 12;
+const MAX_WINDOW_UNSPACED: usize = 16;
 
 /// Every credential value the structural rule finds in `text` (byte ranges of the values). With
 /// `first_only`, stops at the first.
@@ -922,7 +927,11 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
                 {
                     return Some(label.end + word_start..label.end + i);
                 }
-                words += 1;
+                // Short function words (`de`, `la`, `of`, `для`, `του`) do not count: Romance
+                // qualifiers chain them ("de la base de datos de staging").
+                if w.chars().count() > 3 {
+                    words += 1;
+                }
                 if words > MAX_WINDOW_WORDS {
                     return None;
                 }
