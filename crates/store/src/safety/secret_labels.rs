@@ -476,6 +476,16 @@ pub(super) fn is_placeholder(v: &str) -> bool {
     {
         return true;
     }
+    // A content digest (`sha256:4f8a2c…`): names an image or a file, not a secret.
+    if let Some((algo, hex)) = v.split_once(':')
+        && !algo.is_empty()
+        && algo.len() <= 10
+        && algo.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && hex.len() >= 8
+        && hex.chars().all(|c| c.is_ascii_hexdigit())
+    {
+        return true;
+    }
     // A YAML tag (`!vault`, `!Ref`, `!Sub`): the value follows it, or is looked up.
     if let Some(tag) = v.strip_prefix('!')
         && !tag.is_empty()
@@ -653,6 +663,11 @@ pub(super) fn secret_shaped(raw: &str, strictness: Strictness, pin: bool) -> boo
             return false;
         }
     }
+    // A kebab-case name (`gpt-4o-mini`, `node-20-alpine`, `db-creds-v2`) named in prose: a value
+    // only where nothing but the value follows the label.
+    if strictness != Strictness::Weak && is_kebab_name(v) {
+        return false;
+    }
     let digits_only = m.digits == m.chars;
     if digits_only {
         return m.chars >= if pin { 4 } else { 6 } && strictness != Strictness::Strict
@@ -681,6 +696,62 @@ pub(super) fn secret_shaped(raw: &str, strictness: Strictness, pin: bool) -> boo
                     || m.humps >= 2 && m.digits > 0)
                 || long_random && m.transitions >= 2
         }
+    }
+}
+
+/// `gpt-4o-mini`, `node-20-alpine`, `ubuntu-22.04`: small letters, digits and `.`, in parts
+/// joined by `-`, the first a word.
+fn is_kebab_name(v: &str) -> bool {
+    v.contains('-')
+        && v.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
+        && v
+            .split('-')
+            .next()
+            .is_some_and(|first| first.len() >= 2 && first.chars().all(|c| c.is_ascii_lowercase()))
+}
+
+/// Words in a qualifier that make the line about the credential rather than a credential: its
+/// name, length, policy, format, expiry, scope, where it is kept (`secret name: db-creds-v2`,
+/// `token expiry: 2025-12-31`, `Passwort-Richtlinie: …`, `密码长度：…`).
+const META_WORDS: &[&str] = &[
+    "name", "names", "length", "policy", "policies", "format", "expiry", "expires", "expiration",
+    "lifetime", "ttl", "scope", "scopes", "type", "types", "field", "fields", "column", "header",
+    "hash", "hashing", "hashed", "hint", "rule", "rules", "rotation", "limit", "limits", "budget",
+    "count", "size", "prefix", "reset", "requirements", "strength",
+    "длина", "срок", "формат", "имя", "название", "политика", "требования", "сброс", "поле",
+    "länge", "richtlinie", "format", "ablauf", "feld", "longitud", "política", "nombre", "campo",
+    "caducidad", "comprimento", "política", "nome", "campo", "longueur", "politique", "nom",
+    "champ", "expiration", "lunghezza", "politica", "nome", "campo", "scadenza", "długość",
+    "polityka", "nazwa", "pole", "délka", "zásady", "název", "lengte", "beleid", "naam", "veld",
+    "längd", "lengde", "længde", "uzunluğu", "politikası", "adı", "panjang", "kebijakan", "nama",
+    "độ", "chính",
+];
+const META_UNSPACED: &[&str] = &[
+    "长度", "長度", "策略", "格式", "名称", "名稱", "有效期", "过期", "字段", "規則", "规则", "長さ", "ポリシー",
+    "形式", "名前", "有効期限", "길이", "정책", "형식", "이름", "만료", "طول", "سياسة", "اسم", "طول",
+    "سیاست", "نام", "אורך", "מדיניות", "שם", "लंबाई", "नीति", "ความยาว", "นโยบาย",
+];
+
+/// Whether a window (the text between a label and its separator) makes the line about the
+/// credential: one of its words is in [`META_WORDS`], or it holds one of [`META_UNSPACED`].
+fn window_is_meta(window: &str) -> bool {
+    window
+        .split(|c: char| c.is_whitespace() || matches!(c, '-' | '_' | '(' | ')'))
+        .any(is_meta)
+}
+
+/// Whether a qualifier word makes the line about the credential (see [`META_WORDS`]).
+fn is_meta(word: &str) -> bool {
+    let w = word.trim_matches(|c: char| !c.is_alphanumeric());
+    if w.is_empty() {
+        return false;
+    }
+    if w.is_ascii() {
+        META_WORDS.iter().any(|m| m.eq_ignore_ascii_case(w))
+    } else {
+        let lower = w.to_lowercase();
+        META_WORDS.contains(&lower.as_str()) || META_UNSPACED.iter().any(|m| lower.contains(m))
     }
 }
 
@@ -912,7 +983,7 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
             if in_word {
                 in_word = false;
                 let w = &rest[word_start..i];
-                if is_copula(w, english) {
+                if is_copula(w, english) && !window_is_meta(&rest[..word_start]) {
                     // A copula that is not followed by a value is part of the qualifier ("the
                     // password to the server room: X", "changed to X").
                     if let Some(v) = value_after(text, label.end + i, line_end, false, false, pin) {
@@ -972,6 +1043,9 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         }
         return None;
     };
+    if window_is_meta(&rest[..sep_end]) {
+        return None;
+    }
     value_after(text, label.end + sep_end, line_end, punct, dash, pin)
 }
 

@@ -264,15 +264,16 @@ fn assignment_is_secret(text: &str, c: &regex::Captures<'_>) -> bool {
     if !quote.as_str().is_empty() || sep.as_str().trim() == "=" && sep.as_str().len() == 1 {
         return true; // quoted values and tight `key=value` are code, not prose
     }
-    // Prose continues after the value ("secret: rotation happens monthly"): a credential only
-    // when the value itself looks random.
+    // Text continues after the value ("secret: rotation happens monthly", "token: gpt-4o-mini
+    // context is 128k", "secret: Opaque (type …)"): a credential only when the value itself is
+    // shaped like one. A value alone at the end of its line may be a plain word (`letmein`).
     let rest = &text[value.end()..];
     let line_rest = rest.split('\n').next().unwrap_or("");
-    let prose_follows = line_rest.starts_with([' ', '\t'])
-        && line_rest
-            .trim_start()
-            .starts_with(|ch: char| ch.is_alphabetic());
-    !prose_follows || v.chars().count() >= 4 && looks_random(v)
+    let text_follows = line_rest.starts_with([' ', '\t']) && !line_rest.trim().is_empty();
+    !text_follows
+        || v.chars().count() >= 4
+            && looks_random(v)
+            && secret_labels::secret_shaped(v, secret_labels::Strictness::Strong, false)
 }
 
 /// Checks text against the credential patterns.
