@@ -847,6 +847,9 @@ const META_UNSPACED: &[&str] = &[
 /// Whether a window (the text between a label and its separator) makes the line about the
 /// credential: one of its words is in [`META_WORDS`], or it holds one of [`META_UNSPACED`].
 fn window_is_meta(window: &str) -> bool {
+    if window.len() < 2 {
+        return false;
+    }
     window
         .split(|c: char| c.is_whitespace() || matches!(c, '-' | '_' | '(' | ')'))
         .any(is_meta)
