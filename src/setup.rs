@@ -412,7 +412,9 @@ impl MemorySetup {
     /// `<project dir>/<session id>.jsonl` (where the store keeps transcripts), the main agent
     /// gets the `transcript_search` tool over past sessions and the "searching past context"
     /// guidance, and transcripts older than the retention are deleted when an agent is attached.
-    /// `TranscriptConfig { enabled: false, .. }` turns all of it off.
+    /// `TranscriptConfig { enabled: false, .. }` turns all of it off. What the search returns is
+    /// always redacted; `redact_on_disk` (or `MEMLOOP_REDACT_TRANSCRIPTS=1`) redacts the JSONL
+    /// too.
     pub fn transcripts(mut self, config: TranscriptConfig) -> Self {
         self.transcripts = config;
         self
@@ -667,6 +669,9 @@ impl MemorySetup {
                 tracing::warn!(error = %e, "could not apply the transcript retention");
             }
         }
+        let dir = dir.with_redaction_on_disk(
+            self.transcripts.redact_on_disk || memloop_store::env::redact_transcripts(&self.env),
+        );
         builder
             .section(Arc::new(PastContextSection))
             .tool(Arc::new(TranscriptSearchTool::new(dir.clone())))

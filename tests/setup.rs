@@ -364,6 +364,42 @@ async fn transcripts_are_written_by_default_and_can_be_switched_off() {
     assert!(dir.list().unwrap().is_empty());
 }
 
+/// `MEMLOOP_REDACT_TRANSCRIPTS=1` reaches the transcript writer: a password the user pastes is
+/// a `[redacted: …]` marker in the JSONL; without the switch the JSONL keeps it.
+#[tokio::test]
+async fn memloop_redact_transcripts_redacts_the_jsonl() {
+    use memloop::memory::transcripts::TranscriptDir;
+    const PASSWORD: &str = "Qw7zLp2Vn9";
+    for on in [true, false] {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let mut env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+        if on {
+            env = env.with("MEMLOOP_REDACT_TRANSCRIPTS", "1");
+        }
+        let memory =
+            MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env).unwrap();
+        let model = ScriptedModel::new()
+            .on_purpose("main", |_| Some(ScriptStep::text("noted")))
+            .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")));
+        let mut agent = memory
+            .attach(Agent::builder(Arc::new(model.clone())))
+            .unwrap()
+            .build();
+        agent
+            .run_turn(&format!("the wifi password for the office is {PASSWORD}"))
+            .await
+            .unwrap();
+        agent.drain(Duration::from_secs(30)).await;
+        let dir = TranscriptDir::new(memory.project_dir().unwrap());
+        let sessions = dir.list().unwrap();
+        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        let text = std::fs::read_to_string(&sessions[0].path).unwrap();
+        assert_eq!(text.contains(PASSWORD), !on, "on={on}: {text}");
+        assert_eq!(text.contains("[redacted: "), on, "on={on}: {text}");
+    }
+}
+
 /// `MemorySetup::resume` reads a session's conversation back from its transcript; an agent built
 /// on it under the same session id continues the transcript without writing a message twice.
 #[tokio::test]

@@ -1,11 +1,14 @@
 //! `memloop sessions list|show|search`: the project's session transcripts, read with
-//! [`TranscriptDir`] (a torn last line is skipped, as the agent's own reads do).
+//! [`TranscriptDir`] (a torn last line is skipped, as the agent's own reads do). What they print
+//! is redacted ([`redact_secrets`]): a password pasted into a session weeks ago is not shown
+//! again, whatever the JSONL on disk holds.
 
 use crate::args::SessionsCommand;
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
 use memloop_core::message::{ContentBlock, Message};
 use memloop_memory::transcripts::{RecordKind, SearchOptions, TranscriptDir, TranscriptRecord};
+use memloop_store::redact_secrets;
 use serde_json::json;
 
 /// Run a `sessions` subcommand.
@@ -41,7 +44,7 @@ fn first_user_line(records: &[&TranscriptRecord]) -> String {
             _ => None,
         })
         .find_map(|t| t.lines().find(|l| !l.trim().is_empty()).map(str::to_owned))
-        .map(|l| l.chars().take(80).collect())
+        .map(|l| redact_secrets(&l).0.chars().take(80).collect())
         .unwrap_or_default()
 }
 
@@ -108,7 +111,11 @@ fn show(ctx: &Context, io: &mut Io<'_>, dir: &TranscriptDir, id: &str) -> anyhow
             t.skipped_lines
         )?;
     }
-    let records = t.message_records();
+    let records: Vec<TranscriptRecord> = t
+        .message_records()
+        .into_iter()
+        .map(TranscriptRecord::redacted)
+        .collect();
     if ctx.json {
         let rows: Vec<_> = records
             .iter()
@@ -123,12 +130,15 @@ fn show(ctx: &Context, io: &mut Io<'_>, dir: &TranscriptDir, id: &str) -> anyhow
             .collect();
         return write_json(io.out, &rows);
     }
-    for r in records {
+    for r in &records {
         let role = match r.kind {
             RecordKind::Assistant => "assistant",
             _ => "user",
         };
         let body = r.to_message().map_or_else(|| r.text(), |m| render(&m));
+        // Each string of the record is redacted already; the rendered body is checked again, as
+        // a credential can span what were two strings (`→ login {"password":…}`).
+        let body = redact_secrets(&body).0;
         writeln!(io.out, "── {role} · {}\n{body}\n", r.timestamp)?;
     }
     Ok(())

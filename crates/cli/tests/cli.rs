@@ -1167,6 +1167,66 @@ fn sessions_list_show_and_search_read_the_projects_transcripts() {
     assert!(none.contains("no past message matches"), "{none}");
 }
 
+/// A password pasted into a session: `sessions show` (text and JSON), `sessions list` and
+/// `sessions search` print it redacted, while the JSONL on disk keeps it.
+#[test]
+fn sessions_show_and_search_print_credentials_redacted() {
+    use memloop_core::message::{ContentBlock, Message, Role};
+    use memloop_memory::transcripts::{TranscriptDir, TranscriptRecord};
+    const PASSWORD: &str = "Qw7zLp2Vn9";
+    let s = Sandbox::new();
+    let v = json(&s.run(&["memory", "path", "--json"]));
+    let mem = PathBuf::from(v["dir"].as_str().unwrap());
+    std::fs::create_dir_all(&mem).unwrap();
+    let dir = TranscriptDir::new(mem.parent().unwrap());
+    let rec = |m: &Message| TranscriptRecord::for_message("pw", m).unwrap();
+    let tool_call = Message::new(
+        Role::Assistant,
+        vec![ContentBlock::tool_use(
+            "t1",
+            "login",
+            serde_json::json!({"user": "admin", "password": PASSWORD}),
+        )],
+    );
+    dir.append(
+        "pw",
+        &[
+            rec(&Message::user(format!(
+                "heslo k databázi je {PASSWORD}, the staging deploy needs it"
+            ))),
+            rec(&tool_call),
+            rec(&Message::assistant("The staging deploy can log in now.")),
+        ],
+    )
+    .unwrap();
+    let on_disk = std::fs::read_to_string(dir.path_of("pw").unwrap()).unwrap();
+    assert!(on_disk.contains(PASSWORD), "the file is faithful");
+
+    for args in [
+        &["sessions", "show", "pw"][..],
+        &["sessions", "show", "pw", "--json"],
+        &["sessions", "list"],
+        &["sessions", "list", "--json"],
+        &["sessions", "search", "staging", "deploy"],
+        &["sessions", "search", "staging", "deploy", "--json"],
+    ] {
+        let out = s.run(args);
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(!text.contains(PASSWORD), "{args:?} leaks it: {text}");
+        if args[1] != "list" {
+            assert!(text.contains("[redacted: "), "{args:?}: {text}");
+        }
+    }
+    let search = stdout(&s.run(&["sessions", "search", "staging", "deploy"]));
+    assert!(
+        search.contains("heslo k databázi je [redacted: "),
+        "{search}"
+    );
+    let none = stdout(&s.run(&["sessions", "search", PASSWORD]));
+    assert!(none.contains("no past message matches"), "{none}");
+}
+
 /// A loopback Anthropic Messages API (a thread on an ephemeral port): the first request gets a
 /// `memory_write` tool call, every later one a plain answer. Returns the base URL and the request
 /// count.

@@ -466,3 +466,102 @@ fn search_without_accents_places_the_snippet_at_the_accented_words() {
     assert!(shown.starts_with('…'), "{shown}");
     assert!(first("елку").contains("ёлку"));
 }
+
+/// A password the user pasted into a session: the JSONL keeps it (faithful, as Claude Code keeps
+/// transcripts), but `transcript_search` never puts it back into the model's context, in the
+/// snippet nor by being searched for.
+#[tokio::test]
+async fn transcript_search_returns_redacted_text_and_the_file_stays_faithful() {
+    const PASSWORD: &str = "Qw7zLp2Vn9";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = TranscriptDir::new(tmp.path());
+    let model = ScriptedModel::new()
+        .then(ScriptStep::tool(
+            "echo",
+            serde_json::json!({"login": "admin", "password": PASSWORD}),
+        ))
+        .then(ScriptStep::text("saved, the staging deploy can use it"));
+    let mut past = agent(&dir, "past", model, Vec::new());
+    past.run_turn(&format!(
+        "the staging deploy needs the database: пароль администратора: {PASSWORD}"
+    ))
+    .await
+    .unwrap();
+    let on_disk = std::fs::read_to_string(dir.path_of("past").unwrap()).unwrap();
+    assert!(
+        on_disk.contains(PASSWORD),
+        "the file is faithful: {on_disk}"
+    );
+
+    let tool = TranscriptSearchTool::new(dir.clone());
+    let ctx = ToolContext {
+        session_id: "now".into(),
+        cwd: tmp.path().into(),
+        agent: AgentKind::Main,
+        cancel: Default::default(),
+    };
+    let out = tool
+        .call(serde_json::json!({"query": "staging deploy"}), &ctx)
+        .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("[session past"), "{}", out.content);
+    assert!(out.content.contains("[redacted: "), "{}", out.content);
+    assert!(!out.content.contains(PASSWORD), "{}", out.content);
+    // The tool input `{"password": …}` and its echo are found and redacted too.
+    let input = tool
+        .call(serde_json::json!({"query": "admin password"}), &ctx)
+        .await;
+    assert!(!input.content.contains(PASSWORD), "{}", input.content);
+    // Searching for the secret itself finds nothing.
+    let by_secret = tool
+        .call(serde_json::json!({"query": PASSWORD}), &ctx)
+        .await;
+    assert!(
+        by_secret.content.contains("No past session"),
+        "{}",
+        by_secret.content
+    );
+    for hit in dir.search("deploy", &SearchOptions::default()).unwrap() {
+        assert!(!hit.snippet.contains(PASSWORD), "{hit:?}");
+    }
+}
+
+/// With redaction on disk (`MEMLOOP_REDACT_TRANSCRIPTS=1`, read into `TranscriptConfig`), the
+/// writer hook puts markers in the JSONL in place of the credential; off, it does not.
+#[tokio::test]
+async fn redaction_on_disk_is_a_setting() {
+    use memloop_memory::transcripts::TranscriptConfig;
+    use memloop_store::env::EnvVars;
+    const TOKEN: &str = "ghp_R8s2kLm4Qp7xZt1Vw9Yb3Nc6Hd0Jf5Ga2Ke";
+    let on =
+        TranscriptConfig::from_env(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "1")]));
+    let off =
+        TranscriptConfig::from_env(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "0")]));
+    assert!(on.redact_on_disk && !off.redact_on_disk);
+    assert!(!TranscriptConfig::default().redact_on_disk);
+    for config in [on, off] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = TranscriptDir::new(tmp.path()).with_redaction_on_disk(config.redact_on_disk);
+        let model = ScriptedModel::new().then(ScriptStep::text("noted"));
+        let mut a = agent(&dir, "s", model, Vec::new());
+        a.run_turn(&format!("use this token: {TOKEN} for the CI"))
+            .await
+            .unwrap();
+        let text = std::fs::read_to_string(dir.path_of("s").unwrap()).unwrap();
+        assert_eq!(
+            text.contains(TOKEN),
+            !config.redact_on_disk,
+            "redact_on_disk={}: {text}",
+            config.redact_on_disk
+        );
+        assert_eq!(
+            text.contains("[redacted: "),
+            config.redact_on_disk,
+            "{text}"
+        );
+        // The file still reads, and what is not a credential is kept.
+        let t = dir.load("s").unwrap();
+        assert_eq!(t.skipped_lines, 0);
+        assert!(t.records[0].text().contains("for the CI"));
+    }
+}

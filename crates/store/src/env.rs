@@ -1,5 +1,6 @@
 //! Environment switches (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_SIMPLE`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
-//! `CLAUDE_CONFIG_DIR`, `MEMLOOP_TEAM_MEMORY`, `MEMLOOP_MEMORY_EXTRA_GUIDELINES`), read through core's injectable [`EnvVars`] (re-exported here).
+//! `CLAUDE_CONFIG_DIR`, `MEMLOOP_TEAM_MEMORY`, `MEMLOOP_MEMORY_EXTRA_GUIDELINES`,
+//! `MEMLOOP_REDACT_TRANSCRIPTS`), read through core's injectable [`EnvVars`] (re-exported here).
 //!
 //! Library code never reads the process environment behind the caller's back: it takes an
 //! [`EnvVars`], which hosts build with [`EnvVars::from_process`] and tests build from a map, so
@@ -64,4 +65,21 @@ pub fn memory_switched_off_by(env: &EnvVars, claude_layout: bool) -> Option<&'st
 /// without Claude Code's layout).
 pub fn memory_enabled(env: &EnvVars) -> bool {
     memory_switched_off_by(env, false).is_none()
+}
+
+/// Redact credentials in session transcripts on disk too when truthy. Off by default: the JSONL
+/// stays faithful (as Claude Code keeps it) and only what is read back (the `transcript_search`
+/// tool, `memloop sessions show|search`) is redacted.
+pub const REDACT_TRANSCRIPTS: &str = "MEMLOOP_REDACT_TRANSCRIPTS";
+
+/// Whether [`REDACT_TRANSCRIPTS`] is on in `env`.
+///
+/// ```
+/// use memloop_store::env::{EnvVars, redact_transcripts};
+/// assert!(redact_transcripts(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "1")])));
+/// assert!(!redact_transcripts(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "0")])));
+/// assert!(!redact_transcripts(&EnvVars::from_pairs(Vec::<(String, String)>::new())));
+/// ```
+pub fn redact_transcripts(env: &EnvVars) -> bool {
+    env.switch(REDACT_TRANSCRIPTS)
 }

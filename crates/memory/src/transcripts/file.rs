@@ -1,8 +1,10 @@
 //! The transcript files: `<dir>/<session id>.jsonl`, one [`TranscriptRecord`] per line.
 
 use memloop_core::message::Message;
-use memloop_store::MemoryError;
-use memloop_store::{LocalDir, LocalPurpose, MemoryStore};
+use memloop_store::env::EnvVars;
+use memloop_store::{
+    LocalDir, LocalPurpose, MemoryError, MemoryStore, SecretFilter, redact_secrets,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::Write;
@@ -21,6 +23,10 @@ pub struct TranscriptConfig {
     /// ([`TranscriptDir::prune`]). Default 30 days (Claude Code's `cleanupPeriodDays`); `None`
     /// keeps them forever.
     pub retention: Option<Duration>,
+    /// Redact credentials ([`redact_secrets`]) in the JSONL on disk too. Default false: the file
+    /// stays faithful and only what is read back (search, `memloop sessions`) is redacted.
+    /// `MEMLOOP_REDACT_TRANSCRIPTS=1` turns it on ([`TranscriptConfig::from_env`]).
+    pub redact_on_disk: bool,
 }
 
 impl Default for TranscriptConfig {
@@ -28,6 +34,18 @@ impl Default for TranscriptConfig {
         Self {
             enabled: true,
             retention: Some(Duration::from_secs(30 * 24 * 60 * 60)),
+            redact_on_disk: false,
+        }
+    }
+}
+
+impl TranscriptConfig {
+    /// The defaults, with [`redact_on_disk`](Self::redact_on_disk) from
+    /// `MEMLOOP_REDACT_TRANSCRIPTS`.
+    pub fn from_env(env: &EnvVars) -> Self {
+        Self {
+            redact_on_disk: memloop_store::env::redact_transcripts(env),
+            ..Self::default()
         }
     }
 }
@@ -108,6 +126,18 @@ impl TranscriptRecord {
             .and_then(|m| serde_json::from_value(m.clone()).ok())
     }
 
+    /// The record with every credential in its message replaced by a `[redacted: …]` marker
+    /// ([`redact_secrets`] on each string; a string under a credential key, as in a tool input
+    /// `{"password": "…"}`, is judged with its key). Ids, signatures and binary data are left as
+    /// they are.
+    pub fn redacted(&self) -> Self {
+        let mut out = self.clone();
+        if let Some(m) = out.message.as_mut() {
+            redact_json(m);
+        }
+        out
+    }
+
     /// Every piece of text in the message (text blocks, tool inputs and results), joined by
     /// newlines; works on other writers' message shapes too.
     pub fn text(&self) -> String {
@@ -116,6 +146,44 @@ impl TranscriptRecord {
             collect_text(m, &mut out);
         }
         out.join("\n")
+    }
+}
+
+/// Redacts credentials in every string of `v`, in place; returns how many were replaced.
+fn redact_json(v: &mut serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => {
+            let (out, n) = redact_secrets(s);
+            if n > 0 {
+                *s = out;
+            }
+            n
+        }
+        Value::Object(map) => {
+            let mut n = 0;
+            for (k, v) in map.iter_mut() {
+                if matches!(
+                    k.as_str(),
+                    "id" | "tool_use_id" | "signature" | "data" | "source" | "type" | "media_type"
+                ) {
+                    continue;
+                }
+                // `{"password": "hunter2"}`: the value alone has no label; with its key it does.
+                if let Value::String(s) = v
+                    && SecretFilter::find(s).is_none()
+                    && let Some(name) = SecretFilter::find(&format!("{k}={s}"))
+                {
+                    *s = format!("{}{name}]", memloop_store::REDACTED_PREFIX);
+                    n += 1;
+                    continue;
+                }
+                n += redact_json(v);
+            }
+            n
+        }
+        Value::Array(items) => items.iter_mut().map(redact_json).sum(),
+        _ => 0,
     }
 }
 
@@ -223,12 +291,29 @@ impl SessionInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptDir {
     dir: PathBuf,
+    /// Whether [`TranscriptDir::append`] redacts credentials before writing.
+    redact_on_disk: bool,
 }
 
 impl TranscriptDir {
-    /// Transcripts in `dir`.
+    /// Transcripts in `dir`, written faithfully.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            redact_on_disk: false,
+        }
+    }
+
+    /// Whether [`TranscriptDir::append`] replaces credentials with `[redacted: …]` markers
+    /// before writing (builder style; [`TranscriptConfig::redact_on_disk`]).
+    pub fn with_redaction_on_disk(mut self, on: bool) -> Self {
+        self.redact_on_disk = on;
+        self
+    }
+
+    /// Whether appends are redacted on disk.
+    pub fn redacts_on_disk(&self) -> bool {
+        self.redact_on_disk
     }
 
     /// Where `store` keeps transcripts ([`LocalPurpose::Transcripts`]; the file store answers
@@ -314,7 +399,8 @@ impl TranscriptDir {
     }
 
     /// Append records to session `id`'s transcript: each one line, the batch in one write, the
-    /// file created (and its dir) when missing.
+    /// file created (and its dir) when missing. With [`TranscriptDir::with_redaction_on_disk`]
+    /// each record is written [`redacted`](TranscriptRecord::redacted).
     pub fn append(&self, id: &str, records: &[TranscriptRecord]) -> Result<(), MemoryError> {
         if records.is_empty() {
             return Ok(());
@@ -322,6 +408,13 @@ impl TranscriptDir {
         let path = self.path_of(id)?;
         let mut buf = Vec::new();
         for r in records {
+            let redacted;
+            let r = if self.redact_on_disk {
+                redacted = r.redacted();
+                &redacted
+            } else {
+                r
+            };
             serde_json::to_writer(&mut buf, r).map_err(|e| {
                 MemoryError::io("encoding a transcript record", std::io::Error::other(e))
             })?;

@@ -44,7 +44,8 @@ pub struct SearchHit {
     pub timestamp: String,
     /// `user` or `assistant`.
     pub role: String,
-    /// The text around the first match, whitespace collapsed.
+    /// The text around the first match, whitespace collapsed, credentials replaced by
+    /// `[redacted: …]` markers.
     pub snippet: String,
 }
 
@@ -188,7 +189,8 @@ impl TranscriptDir {
     /// Messages of past sessions containing every term of `query`, newest session first, within
     /// `options`' bounds. Terms are compared as recall compares them (Unicode-normalised, case
     /// folded, stemmed, CJK as character bigrams), so the search works in every language. An
-    /// empty query finds nothing.
+    /// empty query finds nothing. Snippets are redacted ([`memloop_store::redact_secrets`]),
+    /// whatever the file on disk holds.
     pub fn search(
         &self,
         query: &str,
@@ -234,6 +236,12 @@ fn match_record(
 ) -> Option<SearchHit> {
     let text = r.text();
     if !query.matches(&text) {
+        return None;
+    }
+    // What the search returns never holds a credential the user once pasted: the snippet is cut
+    // from the redacted text, and a message found only by its credential is not a hit.
+    let (text, redacted) = memloop_store::redact_secrets(&text);
+    if redacted > 0 && !query.matches(&text) {
         return None;
     }
     // Place the snippet at the first query word found in the normalised text. When normalising

@@ -6,6 +6,7 @@ mod containment;
 mod lock;
 mod names;
 mod redact;
+mod secret_labels;
 mod secrets;
 
 pub(crate) use atomic::sync_parent_dir;
@@ -18,5 +19,5 @@ pub use names::{
     read_target_to_rel_path, title_file_stem, title_key, topic_to_rel_path, validate_rel_path,
     validate_topic,
 };
-pub use redact::redact_secrets;
+pub use redact::{REDACTED_PREFIX, redact_secrets};
 pub use secrets::SecretFilter;
