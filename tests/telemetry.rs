@@ -213,3 +213,106 @@ async fn a_failed_model_request_carries_its_error_type() {
         assert!(!chat.fields.contains_key("gen_ai.usage.input_tokens"));
     }
 }
+
+/// With memory on, recall and extraction have spans of their own under the turn's agent:
+/// what recall surfaced (paths and bytes, never text), and what the extraction read and saved.
+#[tokio::test]
+async fn recall_and_extraction_are_traced_with_paths_and_counts() {
+    use memloop::MemorySetup;
+    use memloop::memory::env::EnvVars;
+    use memloop::memory::paths::MemoryDirResolver;
+    use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
+
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let env = EnvVars::from_pairs([("MEMLOOP_HOME", home.path().to_str().unwrap())]);
+    let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env)
+        .unwrap()
+        .without_compaction();
+    let store = memory.store().unwrap().clone();
+    let doc = MemoryDoc::new(
+        "Release day",
+        "the team ships releases on tuesdays",
+        MemoryType::Project,
+        "Releases go out on Tuesdays after the freeze.",
+    );
+    store
+        .write("release_day.md", &doc, WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let model = ScriptedModel::new()
+        .on_purpose("main", |_| Some(ScriptStep::text("On Tuesday.")))
+        .on_purpose("extractor", |_| {
+            Some(ScriptStep::text("Nothing new to save."))
+        });
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model.clone())))
+        .unwrap()
+        .build();
+    agent
+        .run_turn("when do releases ship? tuesdays?")
+        .await
+        .unwrap();
+    assert!(
+        agent
+            .drain(std::time::Duration::from_secs(30))
+            .await
+            .completed
+    );
+    drop(agent);
+
+    let spans = capture.spans.lock().unwrap().clone();
+    // The scripted model answers at once, before recall settles: that turn's recall is
+    // cancelled. Recall on its own, awaited, shows what its span records.
+    let hook = memloop::memory::recall::RecallHook::new(
+        store.clone(),
+        Arc::new(memloop::memory::recall::Bm25Selector::new(store.clone())),
+    );
+    let ctx = memloop::core::testing::hook_context(Arc::new(model.clone()), vec![]);
+    let pending =
+        memloop::core::Hook::on_turn_start(&hook, &ctx, "when do releases ship? tuesdays?")
+            .await
+            .unwrap();
+    assert!(pending.wait().await.is_some());
+    let after = capture.spans.lock().unwrap().clone();
+    let recall: Vec<&Seen> = after.iter().filter(|s| s.name == "recall").collect();
+    let f = &recall.last().unwrap().fields;
+    assert_eq!(f["memloop.recall.candidates"], "1", "{f:?}");
+    assert_eq!(f["memloop.recall.surfaced"], "release_day.md");
+    assert!(f["memloop.recall.bytes"].parse::<u64>().unwrap() > 0);
+    // In the session, recall's span sits under the turn.
+    let turn = spans.iter().position(|s| s.name == "turn").unwrap();
+    let in_turn = spans.iter().find(|s| s.name == "recall").unwrap();
+    assert_eq!(in_turn.parent, Some(turn));
+
+    let extract: Vec<&Seen> = spans.iter().filter(|s| s.name == "extract").collect();
+    assert_eq!(extract.len(), 1, "{spans:#?}");
+    assert_eq!(extract[0].fields["memloop.extract.saved"], "0");
+    assert_eq!(extract[0].fields["memloop.extract.messages"], "2");
+    // The extractor's model request nests under the extraction.
+    let extract_at = spans.iter().position(|s| s.name == "extract").unwrap();
+    let fork_chat = spans
+        .iter()
+        .filter(|s| {
+            s.name == "chat"
+                && s.fields.get("memloop.purpose").map(String::as_str) == Some("extractor")
+        })
+        .count();
+    assert_eq!(fork_chat, model.requests_for("extractor").len());
+    assert!(
+        spans
+            .iter()
+            .enumerate()
+            .any(|(i, s)| s.name == "fork" && s.parent == Some(extract_at) && i > extract_at),
+        "{spans:#?}"
+    );
+    for s in &spans {
+        for v in s.fields.values() {
+            assert!(!v.contains("freeze"), "memory text in a span: {s:#?}");
+        }
+    }
+}

@@ -288,8 +288,29 @@ impl ContextCompactor for Compactor {
                 return Ok(None);
             }
         }
-        let span = tracing::info_span!("compact", ?trigger, tokens = ctx.context_tokens);
-        match tracing::Instrument::instrument(self.compact(ctx), span).await {
+        let span = tracing::info_span!(
+            "compact",
+            ?trigger,
+            tokens = ctx.context_tokens,
+            memloop.compact.strategy = tracing::field::Empty,
+            memloop.compact.tokens_before = tracing::field::Empty,
+            memloop.compact.tokens_after = tracing::field::Empty,
+            memloop.compact.messages_kept = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let result = tracing::Instrument::instrument(self.compact(ctx), span.clone()).await;
+        match &result {
+            Ok(o) => {
+                span.record("memloop.compact.strategy", o.strategy.as_str());
+                span.record("memloop.compact.tokens_before", o.tokens_before);
+                span.record("memloop.compact.tokens_after", o.tokens_after);
+                span.record("memloop.compact.messages_kept", o.messages_kept as u64);
+            }
+            Err(_) => {
+                span.record("error.type", "compaction_failed");
+            }
+        }
+        match result {
             Ok(outcome) => {
                 if let Ok(mut b) = self.breaker.lock() {
                     b.success();

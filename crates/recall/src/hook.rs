@@ -316,13 +316,28 @@ impl Hook for RecallHook {
             generation,
         };
         let watch = cancel.clone();
-        Some(PendingAttachment::spawn(cancel, async move {
-            tokio::select! {
-                biased;
-                _ = watch.cancelled() => None,
-                a = job.run() => a,
-            }
-        }))
+        // Under the turn's span: what recall looked at and surfaced, or why it surfaced nothing
+        // (paths and sizes only, never a memory's text).
+        let span = tracing::info_span!(
+            "recall",
+            memloop.recall.candidates = tracing::field::Empty,
+            memloop.recall.surfaced = tracing::field::Empty,
+            memloop.recall.bytes = tracing::field::Empty,
+            memloop.recall.skipped = tracing::field::Empty,
+        );
+        Some(PendingAttachment::spawn(
+            cancel,
+            tracing::Instrument::instrument(
+                async move {
+                    tokio::select! {
+                        biased;
+                        _ = watch.cancelled() => None,
+                        a = job.run() => a,
+                    }
+                },
+                span,
+            ),
+        ))
     }
     async fn on_compacted(&self, _ctx: &HookContext) {
         self.reset();
@@ -351,9 +366,9 @@ struct Job {
 
 impl Job {
     fn skipped(&self, reason: impl Into<String>) -> Option<Attachment> {
-        self.ctx.emit(RecallEvent::RecallSkipped {
-            reason: reason.into(),
-        });
+        let reason = reason.into();
+        tracing::Span::current().record("memloop.recall.skipped", reason.as_str());
+        self.ctx.emit(RecallEvent::RecallSkipped { reason });
         None
     }
 
@@ -385,6 +400,10 @@ impl Job {
         if headers.len() == logs.len() {
             return self.skipped("no memories");
         }
+        tracing::Span::current().record(
+            "memloop.recall.candidates",
+            (headers.len() - logs.len()) as u64,
+        );
         let mut exclude = read_in_full(
             &self.ctx.messages,
             self.store.as_ref(),
@@ -490,6 +509,9 @@ impl Job {
         });
         drop(state);
         tracing::info!(?paths, bytes, "memories surfaced");
+        let span = tracing::Span::current();
+        span.record("memloop.recall.surfaced", paths.join(", ").as_str());
+        span.record("memloop.recall.bytes", bytes as u64);
         self.ctx
             .emit(RecallEvent::MemoriesSurfaced { paths, bytes });
         Some(att)

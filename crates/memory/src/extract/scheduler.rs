@@ -457,15 +457,30 @@ impl Inner {
             }
             state.turns_since_run = 0;
         }
+        // The run's span: how many messages it read, which memories it saved or why it failed
+        // (paths only); the extractor's fork and its model requests nest under it.
+        let span = tracing::info_span!(
+            "extract",
+            memloop.extract.trailing = trailing,
+            memloop.extract.messages = new_messages.len() as u64,
+            memloop.extract.saved = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
         let ectx = ExtractionContext {
             hook: ctx.clone(),
             new_messages,
             trailing,
         };
-        let result = AssertUnwindSafe(self.extractor.extract(&ectx))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| Err(ExtractError::Failed("the extractor panicked".into())));
+        let result = tracing::Instrument::instrument(
+            AssertUnwindSafe(self.extractor.extract(&ectx)).catch_unwind(),
+            span.clone(),
+        )
+        .await
+        .unwrap_or_else(|_| Err(ExtractError::Failed("the extractor panicked".into())));
+        match &result {
+            Ok(paths) => span.record("memloop.extract.saved", paths.len() as u64),
+            Err(_) => span.record("error.type", "extraction_failed"),
+        };
         match result {
             Ok(paths) => {
                 self.advance(&ctx.session_id, last_id);
