@@ -206,14 +206,14 @@ pub(crate) struct OpenProject {
     pub(crate) store: Arc<dyn MemoryStore>,
     /// The store's headers, kept current through its change feed (searches do not rescan).
     pub(crate) headers: Arc<ScanCache>,
-    /// BM25, fused with embeddings when the server has an embedder (one BM25 postings either way).
+    /// BM25, fused with embeddings when the server has an embedder (one set of BM25 postings either way).
     pub(crate) recall: DefaultSelector,
     /// The store's transactions, when it has them.
     pub(crate) batches: Option<Arc<dyn AtomicBatches>>,
 }
 
 /// The server's projects: validation, resolution and the open stores (one per memory dir, so
-/// the BM25 postings is built once and updated incrementally).
+/// the BM25 postings are built once and updated incrementally).
 pub(crate) struct Projects {
     config: McpConfig,
     roots: Vec<PathBuf>,

@@ -12,7 +12,7 @@ use memloop_store::{MemoryStore, ScanCache};
 use std::sync::Arc;
 
 /// The selector a host starts from: [`Bm25Selector`], or [`HybridSelector`] when there is an
-/// embedder. Either way there is one BM25 postings per store (the hybrid selector's own), so a host
+/// embedder. Either way there is one set of BM25 postings per store (the hybrid selector's own), so a host
 /// that also searches lexically ([`DefaultSelector::bm25`]) does not keep a second one.
 ///
 /// ```

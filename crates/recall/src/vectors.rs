@@ -1,6 +1,6 @@
 //! The on-disk vector index behind [`HybridSelector`](super::HybridSelector): the embeddings of
 //! every memory (its whole text, and each passage of a long one), kept in step with the store
-//! the way the BM25 postings is, and cached in one file so a new session does not embed everything
+//! the way the BM25 postings are, and cached in one file so a new session does not embed everything
 //! again.
 //!
 //! **File format 2** (little-endian): the magic `MLVEC\x02\n\0`; a `u32` length and a JSON
