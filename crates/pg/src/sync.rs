@@ -204,7 +204,7 @@ impl std::fmt::Debug for TeamSync {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Direction {
     Status,
     Push,
@@ -324,6 +324,22 @@ impl TeamSync {
     }
 
     async fn run(&self, dir: Direction, opts: SyncOptions) -> Result<SyncReport, StoreError> {
+        // The sync's span: which way, how many entries it looked at, or why it failed.
+        let span = tracing::info_span!(
+            "team_sync",
+            memloop.sync.direction = ?dir,
+            memloop.sync.entries = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let result = tracing::Instrument::instrument(self.run_inner(dir, opts), span.clone()).await;
+        match &result {
+            Ok(report) => span.record("memloop.sync.entries", report.items.len() as u64),
+            Err(_) => span.record("error.type", "team_sync_failed"),
+        };
+        result
+    }
+
+    async fn run_inner(&self, dir: Direction, opts: SyncOptions) -> Result<SyncReport, StoreError> {
         let mut state = self.load_state();
         let local = self.local_entries().await?;
         let server: BTreeMap<String, PgMemory> = self

@@ -278,16 +278,35 @@ impl Inner {
     }
 
     async fn run(&self, ctx: HookContext) {
+        // The dream's span: the gate that stopped it, or how many memories it wrote (paths and
+        // counts only); its fork and model requests nest under it.
+        let span = tracing::info_span!(
+            "dream",
+            memloop.dream.skipped = tracing::field::Empty,
+            memloop.dream.written = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        tracing::Instrument::instrument(self.run_traced(ctx), span).await
+    }
+
+    async fn run_traced(&self, ctx: HookContext) {
+        let span = tracing::Span::current();
         let guard = match self.check_gates(&ctx.session_id).await {
             Ok(g) => g,
             Err(gate) => {
+                span.record("memloop.dream.skipped", gate.as_str());
                 ctx.emit(MemoryEvent::DreamSkipped {
                     gate: gate.as_str().into(),
                 });
                 return;
             }
         };
-        match self.consolidator.run(&ctx).await {
+        let result = self.consolidator.run(&ctx).await;
+        match &result {
+            Ok(paths) => span.record("memloop.dream.written", paths.len() as u64),
+            Err(_) => span.record("error.type", "dream_failed"),
+        };
+        match result {
             Ok(paths) => {
                 if let Err(e) = guard.commit() {
                     tracing::warn!(error = %e, "dream: cannot touch the lock");
