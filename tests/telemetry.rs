@@ -313,7 +313,10 @@ async fn recall_and_extraction_are_traced_with_paths_and_counts() {
     // The dream ran its gates at the end of the turn: its span says which one stopped it.
     let dream: Vec<&Seen> = spans.iter().filter(|s| s.name == "dream").collect();
     assert_eq!(dream.len(), 1, "{spans:#?}");
-    assert!(dream[0].fields.contains_key("memloop.dream.skipped"), "{dream:#?}");
+    assert!(
+        dream[0].fields.contains_key("memloop.dream.skipped"),
+        "{dream:#?}"
+    );
     for s in &spans {
         for v in s.fields.values() {
             assert!(!v.contains("freeze"), "memory text in a span: {s:#?}");
