@@ -9,78 +9,10 @@
 
 mod support;
 
-use memloop_mcp::{OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, Tokens};
-use memloop_pg::{PgConfig, PgMemoryStore};
-use memloop_store::{MemoryError, MemoryStore, WriteLimits};
-use std::sync::Arc;
+use memloop_mcp::Tokens;
+use support::team::{DropSchema, TestTeam, URL as PG};
 use support::{Fixture, s};
-
-const PG: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
 const TOKEN: &str = "load-run-token-0123456789";
-
-/// One server's team stores: the shared schema, its own `application_name` (what the
-/// connection killer aims at).
-struct Team {
-    schema: String,
-    application_name: String,
-}
-
-impl Team {
-    fn config(&self, project: &std::path::Path) -> PgConfig {
-        PgConfig::for_project_dir(PG, project)
-            .schema(&self.schema)
-            .application_name(&self.application_name)
-    }
-}
-
-impl ProjectStores for Team {
-    fn describe(&self) -> String {
-        format!("postgres:test?schema={}", self.schema)
-    }
-
-    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
-        Box::pin(async move {
-            let store = PgMemoryStore::open(self.config(&project.path).write_limits(limits))
-                .await
-                .map_err(MemoryError::from)?;
-            Ok(Arc::new(store) as Arc<dyn MemoryStore>)
-        })
-    }
-
-    fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
-        Box::pin(async move {
-            let store = PgMemoryStore::open(self.config(&project.path).write_limits(limits))
-                .await
-                .map_err(MemoryError::from)?;
-            Ok(OpenedStore::atomic(Arc::new(store)))
-        })
-    }
-}
-
-/// Drops the schema when the test ends, however it ends.
-struct DropSchema(String);
-
-impl Drop for DropSchema {
-    fn drop(&mut self) {
-        let sql = format!(
-            "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {} CASCADE",
-            self.0
-        );
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?
-                .block_on(async {
-                    let (c, conn) = tokio_postgres::connect(PG, tokio_postgres::NoTls).await?;
-                    tokio::spawn(conn);
-                    c.batch_execute(&sql).await
-                })
-                .map_err(|e| e.to_string())
-        })
-        .join();
-    }
-}
 
 /// The Python with the MCP SDK, or `None` (skipped outside CI) when there is none or no `psql`.
 fn python() -> Option<String> {
@@ -122,10 +54,7 @@ async fn sdk_clients_on_two_servers_lose_no_acknowledged_write_while_connections
     let mut servers = Vec::new();
     for app in &apps {
         let mut config = fx.config();
-        config.stores = Some(Arc::new(Team {
-            schema: schema.clone(),
-            application_name: app.clone(),
-        }));
+        config.stores = Some(TestTeam::sharing(&schema, app));
         servers.push(support::start_http_config(config, Some(tokens.clone()), None).await);
     }
     let root = fx.root.join("load");
