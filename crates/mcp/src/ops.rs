@@ -284,16 +284,14 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "todos": count("todos/"),
     });
     let knowledge: Vec<&MemoryHeader> = in_folder("knowledge/").collect();
-    let last = recent.first().and_then(|v| {
-        let date = v["date"].as_str()?;
-        let text = v["summary"].as_str()?;
-        Some((date.to_owned(), text.to_owned()))
-    });
+    let last = recent
+        .first()
+        .and_then(|v| Some((v["date"].as_str()?, v["summary"].as_str()?)));
     let todo_titles: Vec<String> = in_folder("todos/").map(title_of).collect();
     let summary = overview(
         &project,
         headers.len(),
-        last.as_ref().map(|(d, t)| (d.as_str(), t.as_str())),
+        last,
         &decisions.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
         &todo_titles,
         &knowledge.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
@@ -305,7 +303,7 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "summary": summary,
         "counts": counts,
         "recent_sessions": recent,
-        "pending_items": in_folder("todos/").map(title_of).collect::<Vec<_>>(),
+        "pending_items": todo_titles,
         "active_decisions": decisions.iter().map(|h| line(h)).collect::<Vec<_>>(),
         "detail": detail_name(detail),
         "project": project_json(&project),
