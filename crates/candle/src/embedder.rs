@@ -1,7 +1,7 @@
 //! [`CandleEmbedder`]: a BERT or MPNet sentence-transformers model run in-process on CPU.
 
 use crate::bert::Bert;
-use crate::layout::{Layout, load};
+use crate::layout::{Layout, Prompts, load};
 use crate::pooling::Pooling;
 use async_trait::async_trait;
 use candle_core::{DType, Device};
@@ -37,6 +37,7 @@ struct Inner {
     tokenizer: Tokenizer,
     pooling: Pooling,
     lowercase: bool,
+    prompts: Prompts,
     /// Values per token vector (`hidden_size`).
     dimension: usize,
     /// Threads a call's texts are split between (`RAYON_NUM_THREADS`, else the physical cores,
@@ -84,10 +85,21 @@ impl CandleEmbedder {
                 why,
             ));
         }
-        if tokenizer.get_vocab_size(true) > layout.bert.vocab_size {
+        let tokens = tokenizer.get_vocab_size(true);
+        if tokens > layout.bert.vocab_size {
             let why = format!(
-                "{} tokens, more than the model's vocab_size {}",
-                tokenizer.get_vocab_size(true),
+                "{tokens} tokens, more than the model's vocab_size {}",
+                layout.bert.vocab_size
+            );
+            return Err(load(&tokenizer_path, why));
+        }
+        // A model's embedding table has a row per token of its tokenizer, plus at most a few
+        // spare rows (multilingual-e5-small: 250,002 tokens, 250,037 rows). A tokenizer that
+        // leaves most rows unused is another model's.
+        if tokens < layout.bert.vocab_size - layout.bert.vocab_size / 10 {
+            let why = format!(
+                "{tokens} tokens, far fewer than the model's vocab_size {}: this tokenizer \
+                 belongs to another model",
                 layout.bert.vocab_size
             );
             return Err(load(&tokenizer_path, why));
@@ -127,6 +139,7 @@ impl CandleEmbedder {
                 tokenizer,
                 pooling: layout.pooling,
                 lowercase: layout.lowercase,
+                prompts: layout.prompts,
                 dimension: layout.bert.hidden_size,
                 threads: candle_core::utils::get_num_threads().max(1),
             }),
@@ -186,30 +199,60 @@ impl Embedder for CandleEmbedder {
         MAX_BATCH
     }
 
+    /// Passages (memories), each after the model's passage prompt, if it declares one.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(texts, Role::Passage).await
+    }
+
+    /// Queries, each after the model's query prompt, if it declares one (e5: `"query: "`).
+    async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(texts, Role::Query).await
+    }
+}
+
+/// Which of the model's prompts goes before a text.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Query,
+    Passage,
+}
+
+impl CandleEmbedder {
+    /// Embed `texts` in `role` on tokio's blocking pool.
+    async fn run(&self, texts: &[String], role: Role) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
         let inner = Arc::clone(&self.inner);
         let texts = texts.to_vec();
-        tokio::task::spawn_blocking(move || inner.embed_all(&texts))
+        tokio::task::spawn_blocking(move || inner.embed_all(&texts, role))
             .await
             .map_err(|e| EmbedError::Inference(format!("embedding task failed: {e}")))?
     }
 }
 
 impl Inner {
-    /// Tokenise every text, split them into one run of consecutive texts per thread (about
-    /// the same number of tokens each), and embed the runs at once, each on its own thread in
-    /// forward passes of at most [`MAX_BATCH`] texts. A pass runs packed (no padding, see
+    /// Put the role's prompt before every text, tokenise them, split them into one run of
+    /// consecutive texts per thread (about the same number of tokens each), and embed the runs
+    /// at once, each on its own thread in forward passes of at most [`MAX_BATCH`] texts. A pass runs packed (no padding, see
     /// [`Bert::forward`]), so its texts need not have similar lengths. The vectors come back in
     /// the order of `texts`.
-    fn embed_all(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let inputs: Vec<String> = if self.lowercase {
-            texts.iter().map(|t| t.to_lowercase()).collect()
-        } else {
-            texts.to_vec()
+    fn embed_all(&self, texts: &[String], role: Role) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let prompt = match role {
+            Role::Query => &self.prompts.query,
+            Role::Passage => &self.prompts.passage,
         };
+        let inputs: Vec<String> = texts
+            .iter()
+            .map(|t| {
+                let text = format!("{prompt}{t}");
+                if self.lowercase {
+                    text.to_lowercase()
+                } else {
+                    text
+                }
+            })
+            .collect();
         let encodings = self
             .tokenizer
             .encode_batch(inputs, true)

