@@ -315,6 +315,33 @@ pub struct EmbedArgs {
         default_value = "none"
     )]
     pub embed_prefixes: EmbedPrefixes,
+    /// How --embed-url is told a query from a memory: `none` or `input-type`. A server that
+    /// adds the prefixes itself wants --embed-prefixes none.
+    #[arg(
+        long,
+        env = "MEMLOOP_EMBED_ROLES",
+        value_name = "HOW",
+        value_enum,
+        default_value = "none"
+    )]
+    pub embed_roles: EmbedRoleMode,
+    /// The endpoint's model name for queries (with --embed-passage-name, instead of
+    /// --embed-name).
+    #[arg(
+        long,
+        env = "MEMLOOP_EMBED_QUERY_NAME",
+        value_name = "NAME",
+        requires = "embed_passage_name"
+    )]
+    pub embed_query_name: Option<String>,
+    /// The endpoint's model name for memories (with --embed-query-name).
+    #[arg(
+        long,
+        env = "MEMLOOP_EMBED_PASSAGE_NAME",
+        value_name = "NAME",
+        requires = "embed_query_name"
+    )]
+    pub embed_passage_name: Option<String>,
 }
 
 /// The prefix conventions `--embed-prefixes` knows.
@@ -327,6 +354,16 @@ pub enum EmbedPrefixes {
     E5,
     /// bge English v1.5 models: an instruction before queries.
     Bge,
+}
+
+/// How `--embed-roles` tells an endpoint a query from a memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmbedRoleMode {
+    /// Queries and memories are sent alike.
+    #[default]
+    None,
+    /// Each request carries `"input_type": "query"` or `"passage"`.
+    InputType,
 }
 
 /// The chat model a command runs (`memory dream`), configured as the providers read their

