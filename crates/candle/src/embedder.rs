@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use memloop_core::embed::{EmbedError, Embedder, normalize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokenizers::{
     Encoding, PostProcessor, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
@@ -26,7 +26,15 @@ const MAX_BATCH: usize = 32;
 /// L2-normalised, as the [`Embedder`] contract requires, even for a model whose `modules.json`
 /// has no Normalize module (cosine similarity is unchanged by it).
 pub struct CandleEmbedder {
-    inner: Arc<Inner>,
+    /// The model, once loaded: loaded by [`load`](CandleEmbedder::load), on first use after
+    /// [`open`](CandleEmbedder::open). A failed load is kept, so every call reports it.
+    model: Arc<tokio::sync::OnceCell<Result<Arc<Inner>, String>>>,
+    /// The directory, for a lazy load.
+    dir: PathBuf,
+    /// Prompts used when the directory declares none ([`with_default_prompts`]).
+    ///
+    /// [`with_default_prompts`]: CandleEmbedder::with_default_prompts
+    fallback_prompts: Prompts,
     model_id: String,
     dimension: usize,
 }
@@ -68,7 +76,111 @@ impl CandleEmbedder {
     pub fn load(dir: impl AsRef<Path>) -> Result<Self, EmbedError> {
         let dir = dir.as_ref();
         let layout = Layout::read(dir)?;
+        let identity = Identity::of(dir, &layout);
+        let inner = Inner::load(dir, layout)?;
+        let model = tokio::sync::OnceCell::new_with(Some(Ok(Arc::new(inner))));
+        Ok(identity.embedder(dir, model))
+    }
 
+    /// The model in directory `dir`, loaded on first use (on tokio's blocking pool) rather than
+    /// now: a host can set recall up at once and pay for the weights only when a query needs
+    /// them. Reads only the small configuration files now, for
+    /// [`model_id`](Embedder::model_id) and [`dimension`](Embedder::dimension).
+    ///
+    /// Never fails: a directory that is missing, truncated or not a model this crate runs gives
+    /// an embedder whose every call fails with the same [`EmbedError::Load`] that
+    /// [`load`](Self::load) would have returned. A hybrid selector then ranks with BM25 alone
+    /// and says why in a `RecallDegraded` event each turn.
+    pub fn open(dir: impl AsRef<Path>) -> Self {
+        let dir = dir.as_ref();
+        match Layout::read(dir) {
+            Ok(layout) => Identity::of(dir, &layout).embedder(dir, tokio::sync::OnceCell::new()),
+            Err(e) => {
+                let identity = Identity {
+                    model_id: format!("candle:{}:unavailable", dir_name(dir)),
+                    dimension: 0,
+                };
+                identity.embedder(
+                    dir,
+                    tokio::sync::OnceCell::new_with(Some(Err(e.to_string()))),
+                )
+            }
+        }
+    }
+
+    /// Use `query` and `passage` as the prompts when the model directory declares none in
+    /// `config_sentence_transformers.json` (models published before sentence-transformers had
+    /// prompts, such as the e5 family: `"query: "` and `"passage: "`). A directory's own
+    /// prompts win. When they are used, they are part of the [`model_id`](Embedder::model_id).
+    #[must_use]
+    pub fn with_default_prompts(mut self, query: &str, passage: &str) -> Self {
+        if self.fallback_prompts.query.is_empty() && self.fallback_prompts.passage.is_empty() {
+            let declared = self
+                .model
+                .get()
+                .and_then(|m| m.as_ref().ok())
+                .map(|m| !m.prompts.is_empty());
+            let declared = declared.unwrap_or_else(|| {
+                Layout::read(&self.dir).is_ok_and(|layout| !layout.prompts.is_empty())
+            });
+            if !declared {
+                self.fallback_prompts = Prompts {
+                    query: query.to_owned(),
+                    passage: passage.to_owned(),
+                };
+                self.model_id = format!("{}:prompts:{query:?}:{passage:?}", self.model_id);
+            }
+        }
+        self
+    }
+
+    /// The model directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// What names a model and its vectors, from its configuration files alone.
+struct Identity {
+    model_id: String,
+    dimension: usize,
+}
+
+impl Identity {
+    fn of(dir: &Path, layout: &Layout) -> Self {
+        Self {
+            model_id: format!("candle:{}:{}", dir_name(dir), &layout.fingerprint[..16]),
+            dimension: layout.bert.hidden_size,
+        }
+    }
+
+    fn embedder(
+        self,
+        dir: &Path,
+        model: tokio::sync::OnceCell<Result<Arc<Inner>, String>>,
+    ) -> CandleEmbedder {
+        CandleEmbedder {
+            model: Arc::new(model),
+            dir: dir.to_path_buf(),
+            fallback_prompts: Prompts::default(),
+            model_id: self.model_id,
+            dimension: self.dimension,
+        }
+    }
+}
+
+/// The directory's own name (a Hugging Face snapshot: the repository's), for model ids.
+fn dir_name(dir: &Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    crate::hub::repo_of_snapshot(&dir)
+        .map(|repo| repo.rsplit('/').next().unwrap_or(&repo).to_owned())
+        .or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "model".to_owned())
+}
+
+impl Inner {
+    /// Read the tokenizer and the weights of the model `layout` describes.
+    fn load(dir: &Path, layout: Layout) -> Result<Self, EmbedError> {
         let tokenizer_path = layout.model_dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_bytes(&layout.tokenizer_json)
             .map_err(|e| load(&tokenizer_path, format!("not a tokenizer: {e}")))?;
@@ -125,24 +237,15 @@ impl CandleEmbedder {
         if !layout.normalize {
             tracing::debug!(dir = %dir.display(), "model has no Normalize module; vectors are normalised anyway");
         }
-        let name = std::fs::canonicalize(dir)
-            .ok()
-            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "model".to_owned());
-        let model_id = format!("candle:{name}:{}", &layout.fingerprint[..16]);
-        tracing::debug!(%model_id, pooling = ?layout.pooling, max_seq_length = layout.max_seq_length, "embedding model loaded");
+        tracing::debug!(dir = %dir.display(), pooling = ?layout.pooling, max_seq_length = layout.max_seq_length, "embedding model loaded");
         Ok(Self {
+            model,
+            tokenizer,
+            pooling: layout.pooling,
+            lowercase: layout.lowercase,
+            prompts: layout.prompts,
             dimension: layout.bert.hidden_size,
-            model_id,
-            inner: Arc::new(Inner {
-                model,
-                tokenizer,
-                pooling: layout.pooling,
-                lowercase: layout.lowercase,
-                prompts: layout.prompts,
-                dimension: layout.bert.hidden_size,
-                threads: candle_core::utils::get_num_threads().max(1),
-            }),
+            threads: candle_core::utils::get_num_threads().max(1),
         })
     }
 }
@@ -152,7 +255,8 @@ impl std::fmt::Debug for CandleEmbedder {
         f.debug_struct("CandleEmbedder")
             .field("model_id", &self.model_id)
             .field("dimension", &self.dimension)
-            .field("pooling", &self.inner.pooling)
+            .field("dir", &self.dir)
+            .field("loaded", &self.model.initialized())
             .finish_non_exhaustive()
     }
 }
@@ -223,24 +327,62 @@ impl CandleEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let inner = Arc::clone(&self.inner);
+        let inner = self.model().await?;
         let texts = texts.to_vec();
-        tokio::task::spawn_blocking(move || inner.embed_all(&texts, role))
+        let fallback = self.fallback_prompts.clone();
+        tokio::task::spawn_blocking(move || inner.embed_all(&texts, role, &fallback))
             .await
             .map_err(|e| EmbedError::Inference(format!("embedding task failed: {e}")))?
+    }
+
+    /// The loaded model: loaded now (once, on the blocking pool) if it was opened lazily.
+    async fn model(&self) -> Result<Arc<Inner>, EmbedError> {
+        let dir = self.dir.clone();
+        let loaded = self
+            .model
+            .get_or_init(|| async move {
+                let span = tracing::info_span!("embedding_model_load", dir = %dir.display());
+                let load = move || {
+                    let _enter = span.enter();
+                    Layout::read(&dir)
+                        .and_then(|layout| Inner::load(&dir, layout))
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                };
+                match tokio::task::spawn_blocking(load).await {
+                    Ok(loaded) => loaded,
+                    Err(e) => Err(format!("loading the embedding model failed: {e}")),
+                }
+            })
+            .await;
+        match loaded {
+            Ok(inner) => Ok(Arc::clone(inner)),
+            Err(why) => Err(EmbedError::Load(why.clone())),
+        }
     }
 }
 
 impl Inner {
     /// Put the role's prompt before every text, tokenise them, split them into one run of
     /// consecutive texts per thread (about the same number of tokens each), and embed the runs
-    /// at once, each on its own thread in forward passes of at most [`MAX_BATCH`] texts. A pass runs packed (no padding, see
-    /// [`Bert::forward`]), so its texts need not have similar lengths. The vectors come back in
-    /// the order of `texts`.
-    fn embed_all(&self, texts: &[String], role: Role) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// at once, each on its own thread in forward passes of at most [`MAX_BATCH`] texts. A pass
+    /// runs packed (no padding, see [`Bert::forward`]), so its texts need not have similar
+    /// lengths. The vectors come back in the order of `texts`. `fallback` holds the prompts
+    /// used when the model declares none.
+    fn embed_all(
+        &self,
+        texts: &[String],
+        role: Role,
+        fallback: &Prompts,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let prompts = if self.prompts.is_empty() {
+            fallback
+        } else {
+            &self.prompts
+        };
         let prompt = match role {
-            Role::Query => &self.prompts.query,
-            Role::Passage => &self.prompts.passage,
+            Role::Query => &prompts.query,
+            Role::Passage => &prompts.passage,
         };
         let inputs: Vec<String> = texts
             .iter()

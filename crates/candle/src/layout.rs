@@ -157,6 +157,11 @@ pub(crate) struct Prompts {
 }
 
 impl Prompts {
+    /// Whether there are none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.query.is_empty() && self.passage.is_empty()
+    }
+
     /// The `prompts` of `config_sentence_transformers.json`; absent or null, none.
     fn from_config(config: &Value) -> Result<Self, String> {
         let prompts = match config.get("prompts") {

@@ -49,8 +49,12 @@
 mod bert;
 mod embedder;
 mod gelu;
+mod hub;
 mod kernels;
 mod layout;
 mod pooling;
 
 pub use embedder::CandleEmbedder;
+pub use hub::{DefaultModel, HubCache, KNOWN_MODELS, KnownModel, default_model, known_model};
+#[cfg(feature = "hub")]
+pub use hub::{FetchOptions, fetch};
