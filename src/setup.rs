@@ -73,6 +73,8 @@ pub struct MemorySetup {
     on: Option<Resolved>,
     selector: Option<Arc<dyn Selector>>,
     embedder: Option<Arc<dyn Embedder>>,
+    /// Whether `embedder` is the local model found by default (not one the host set).
+    local_embedder: bool,
     side_model: Option<Arc<dyn Model>>,
     rerank: bool,
     recall: bool,
@@ -183,11 +185,13 @@ impl MemorySetup {
             })
         };
         let team_memory = env.switch(memloop_store::env::TEAM_MEMORY);
+        let embedder = local_model(&env);
         Ok(Self {
             env,
             on,
             selector: None,
-            embedder: None,
+            local_embedder: embedder.is_some(),
+            embedder,
             side_model: None,
             rerank: false,
             recall: true,
@@ -248,8 +252,46 @@ impl MemorySetup {
     /// default [`HybridConfig`](memloop_recall::HybridConfig) (a vector per passage of a long
     /// memory, no folder lift); build one with
     /// [`HybridSelector::with_config`](memloop_recall::HybridSelector::with_config) for others.
+    ///
+    /// With the `candle` feature, a local model configured or fetched is used when no embedder
+    /// is set: the directory `MEMLOOP_EMBED_MODEL` names, else the first known model in the
+    /// Hugging Face cache (`memloop models fetch multilingual-e5-small` puts one there; see
+    /// `memloop::candle::default_model`). Its weights load on
+    /// first use; a broken one leaves recall on BM25 with a `RecallDegraded` event saying why.
+    /// [`local_model(false)`](Self::local_model) turns that off.
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
+        self.local_embedder = false;
+        self
+    }
+
+    /// Get recall's embedder ready now ([`Embedder::ready`]: a local model loads its weights,
+    /// a second or two), so that the first turn's recall does not spend its time budget on it.
+    /// Without it the load starts when the first agent is attached and a first turn that comes
+    /// before it ends ranks with BM25 alone. A model that cannot load is an error here (recall
+    /// itself would fall back to BM25 and say why).
+    pub async fn ready(&self) -> Result<(), memloop_core::embed::EmbedError> {
+        match &self.embedder {
+            Some(embedder) => embedder.ready().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Whether recall uses the local embedding model configured or fetched when no
+    /// [`embedder`](Self::embedder) is set (`candle` feature; default on). Off: BM25, unless an
+    /// embedder is set.
+    pub fn local_model(mut self, on: bool) -> Self {
+        match (on, self.local_embedder) {
+            (false, true) => {
+                self.embedder = None;
+                self.local_embedder = false;
+            }
+            (true, false) if self.embedder.is_none() => {
+                self.embedder = local_model(&self.env);
+                self.local_embedder = self.embedder.is_some();
+            }
+            _ => {}
+        }
         self
     }
 
@@ -547,6 +589,23 @@ impl MemorySetup {
                 builder = builder.hook(Arc::new(memloop_pg::TeamPullHook::new(sync.clone())));
             }
             if self.recall {
+                match &self.embedder {
+                    Some(e) => {
+                        tracing::info!(target: "memloop::recall", model = e.model_id(), "recall: hybrid (BM25 + embeddings)");
+                        // Start loading a lazily loaded model now, not at the first query.
+                        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                            let embedder = e.clone();
+                            runtime.spawn(async move {
+                                if let Err(e) = embedder.ready().await {
+                                    tracing::warn!(error = %e, "the embedding model cannot load: recall ranks with BM25");
+                                }
+                            });
+                        }
+                    }
+                    None => {
+                        tracing::info!(target: "memloop::recall", "recall: BM25 (no embedding model)")
+                    }
+                }
                 let lexical = DefaultSelector::new(store.clone(), self.embedder.clone()).selector();
                 let selector = match (&self.selector, &self.side_model) {
                     (Some(selector), _) => selector.clone(),
@@ -677,4 +736,18 @@ impl MemorySetup {
             .tool(Arc::new(TranscriptSearchTool::new(dir.clone())))
             .hook(Arc::new(TranscriptHook::new(dir)))
     }
+}
+
+/// The local embedding model configured or fetched (`candle` feature), opened lazily.
+#[cfg(feature = "candle")]
+fn local_model(env: &EnvVars) -> Option<Arc<dyn Embedder>> {
+    let found = memloop_candle::default_model(&|name| env.get(name).map(str::to_owned))?;
+    tracing::debug!(model = %found.name, dir = %found.dir.display(), source = found.source, "local embedding model");
+    Some(Arc::new(found.embedder))
+}
+
+/// Without the `candle` feature there is no local model.
+#[cfg(not(feature = "candle"))]
+fn local_model(_: &EnvVars) -> Option<Arc<dyn Embedder>> {
+    None
 }

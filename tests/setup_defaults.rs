@@ -405,3 +405,145 @@ async fn daily_log_mode_switches_the_main_agents_prompt_and_tools_too() {
             .contains("Daily-log mode is on")
     );
 }
+
+/// Run one turn asking `question` of `memory`, whose store holds `memories` (path, description,
+/// body); the recall events of the turn.
+#[cfg(feature = "candle")]
+async fn recall_events(
+    memory: &MemorySetup,
+    memories: &[(&str, &str, &str)],
+    question: &str,
+) -> Vec<RecallEvent> {
+    let store = memory.store().unwrap().clone();
+    for (rel, description, body) in memories {
+        let doc = memloop::memory::store::MemoryDoc {
+            name: rel.trim_end_matches(".md").into(),
+            description: (*description).into(),
+            memory_type: Some(memloop::memory::store::MemoryType::Project),
+            body: (*body).into(),
+        };
+        store
+            .write(rel, &doc, memloop::memory::store::WriteMode::Overwrite)
+            .await
+            .unwrap();
+    }
+    // The main call waits until recall has told its outcome (surfaced or degraded).
+    let settled = Arc::new(tokio::sync::Notify::new());
+    let signal = settled.clone();
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let sink = move |e: AgentEvent| {
+        if let Some(event) = e.extension::<RecallEvent>() {
+            seen.lock().unwrap().push(event.clone());
+            if matches!(event, RecallEvent::MemoriesSurfaced { .. }) {
+                signal.notify_one();
+            }
+        }
+    };
+    let main = ScriptedModel::new()
+        .on_purpose("extractor", |_| Some(ScriptStep::text("nothing")))
+        .then(ScriptStep::text("ok"));
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(WaitThen(settled, main))).events(Arc::new(sink)))
+        .unwrap()
+        .build();
+    agent.run_turn(question).await.unwrap();
+    agent.drain(Duration::from_secs(30)).await;
+    events.lock().map(|e| e.clone()).unwrap()
+}
+
+#[cfg(feature = "candle")]
+fn surfaced(events: &[RecallEvent]) -> Vec<String> {
+    events
+        .iter()
+        .flat_map(|e| match e {
+            RecallEvent::MemoriesSurfaced { paths, .. } => paths.clone(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[cfg(feature = "candle")]
+#[tokio::test]
+async fn a_fetched_model_makes_recall_hybrid_by_default_and_a_broken_one_degrades_to_bm25() {
+    let Some(e5) = std::env::var_os("MEMLOOP_TEST_E5_DIR").filter(|v| !v.is_empty()) else {
+        memloop::core::testing::skip_unless_ci("MEMLOOP_TEST_E5_DIR is unset (`.ci/models.sh`)");
+        return;
+    };
+    let memories = [
+        (
+            "billing_db.md",
+            "billing service database choice",
+            "We chose PostgreSQL as the main database for the billing service.",
+        ),
+        (
+            "lunch.md",
+            "team lunch is on thursdays",
+            "Thai food, usually.",
+        ),
+    ];
+    // multilingual-e5-small in the Hugging Face cache, as `memloop models fetch` leaves it.
+    let (home, project, hub) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let snapshot = hub
+        .path()
+        .join("models--intfloat--multilingual-e5-small/snapshots/abc");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for entry in std::fs::read_dir(&e5).unwrap().flatten() {
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(entry.path(), snapshot.join(entry.file_name())).unwrap();
+    }
+    let env_with = |pairs: &[(&str, &str)]| {
+        let mut env = env(home.path());
+        for (k, v) in pairs {
+            env = env.with(*k, *v);
+        }
+        env
+    };
+    let cached = env_with(&[("HF_HUB_CACHE", hub.path().to_str().unwrap())]);
+    let memory = MemorySetup::with_resolver(resolver(project.path()), cached.clone())
+        .unwrap()
+        .without_compaction();
+    memory.ready().await.unwrap();
+    // A question in Chinese finds the English memory, first: no word in common. (The default
+    // similarity floor is set for English models; e5's unrelated pairs score above it, so the
+    // other memory may follow.)
+    let events = recall_events(&memory, &memories, "计费服务用的是什么数据库？").await;
+    assert_eq!(
+        surfaced(&events).first().map(String::as_str),
+        Some("billing_db.md"),
+        "{events:?}"
+    );
+
+    // Opted out: BM25 alone finds no word in common with the question.
+    let project = tempfile::tempdir().unwrap();
+    let memory = MemorySetup::with_resolver(resolver(project.path()), cached)
+        .unwrap()
+        .without_compaction()
+        .local_model(false);
+    memory.ready().await.unwrap();
+    let events = recall_events(&memory, &memories, "计费服务用的是什么数据库？").await;
+    assert!(surfaced(&events).is_empty(), "{events:?}");
+
+    // A configured model directory that is broken: recall still ranks (BM25) and says why.
+    let project = tempfile::tempdir().unwrap();
+    let broken = hub.path().join("not-a-model");
+    std::fs::create_dir_all(&broken).unwrap();
+    let memory = MemorySetup::with_resolver(
+        resolver(project.path()),
+        env_with(&[("MEMLOOP_EMBED_MODEL", broken.to_str().unwrap())]),
+    )
+    .unwrap()
+    .without_compaction();
+    let err = memory.ready().await.unwrap_err().to_string();
+    assert!(err.contains("modules.json"), "{err}");
+    let events = recall_events(&memory, &memories, "which database does billing use?").await;
+    assert_eq!(surfaced(&events), ["billing_db.md"], "{events:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, RecallEvent::RecallDegraded { selector, reason } if selector == "hybrid" && reason.contains("modules.json"))),
+        "{events:?}"
+    );
+}

@@ -312,6 +312,11 @@ impl Embedder for CandleEmbedder {
     async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.run(texts, Role::Query).await
     }
+
+    /// Load the weights now, if [`open`](CandleEmbedder::open) left them for the first call.
+    async fn ready(&self) -> Result<(), EmbedError> {
+        self.model().await.map(|_| ())
+    }
 }
 
 /// Which of the model's prompts goes before a text.
@@ -335,12 +340,16 @@ impl CandleEmbedder {
             .map_err(|e| EmbedError::Inference(format!("embedding task failed: {e}")))?
     }
 
-    /// The loaded model: loaded now (once, on the blocking pool) if it was opened lazily.
+    /// The loaded model: loaded now (once, on the blocking pool) if it was opened lazily. The
+    /// load runs in a task of its own, so a caller that gives up waiting (a recall budget) does
+    /// not cancel it: the next call finds the model loaded, or still loading.
     async fn model(&self) -> Result<Arc<Inner>, EmbedError> {
-        let dir = self.dir.clone();
-        let loaded = self
-            .model
-            .get_or_init(|| async move {
+        if let Some(loaded) = self.model.get() {
+            return loaded.clone().map_err(EmbedError::Load);
+        }
+        let (cell, dir) = (Arc::clone(&self.model), self.dir.clone());
+        let load = tokio::spawn(async move {
+            cell.get_or_init(|| async move {
                 let span = tracing::info_span!("embedding_model_load", dir = %dir.display());
                 let load = move || {
                     let _enter = span.enter();
@@ -354,10 +363,14 @@ impl CandleEmbedder {
                     Err(e) => Err(format!("loading the embedding model failed: {e}")),
                 }
             })
-            .await;
-        match loaded {
-            Ok(inner) => Ok(Arc::clone(inner)),
-            Err(why) => Err(EmbedError::Load(why.clone())),
+            .await
+            .clone()
+        });
+        match load.await {
+            Ok(loaded) => loaded.map_err(EmbedError::Load),
+            Err(e) => Err(EmbedError::Load(format!(
+                "loading the embedding model failed: {e}"
+            ))),
         }
     }
 }

@@ -101,6 +101,19 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
 }
 
 impl KnownModel {
+    /// The known model whose files `dir` holds: a Hugging Face cache snapshot of its
+    /// repository, or a directory named after it (`…/multilingual-e5-small`).
+    pub fn for_dir(dir: &Path) -> Option<&'static Self> {
+        std::fs::canonicalize(dir)
+            .ok()
+            .and_then(|d| repo_of_snapshot(&d))
+            .and_then(|repo| known_model(&repo))
+            .or_else(|| {
+                dir.file_name()
+                    .and_then(|n| known_model(&n.to_string_lossy()))
+            })
+    }
+
     /// This model's embedder for directory `dir`, opened lazily ([`CandleEmbedder::open`]) with
     /// this model's prompts where the directory declares none.
     pub fn open(&self, dir: impl AsRef<Path>) -> CandleEmbedder {

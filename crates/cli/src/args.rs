@@ -65,6 +65,27 @@ pub enum Command {
     #[cfg(feature = "postgres")]
     #[command(subcommand, after_help = EXIT_CODES_HELP)]
     Team(TeamCommand),
+    /// Local embedding models: which memloop knows and which are fetched (`list`), download one
+    /// into the Hugging Face cache (`fetch`). Recall uses a fetched model by default.
+    #[cfg(feature = "candle")]
+    #[command(subcommand, after_help = EXIT_CODES_HELP)]
+    Models(ModelsCommand),
+}
+
+/// `memloop models ...`.
+#[cfg(feature = "candle")]
+#[derive(Debug, clap::Subcommand)]
+pub enum ModelsCommand {
+    /// The models memloop knows: languages, dimension, download size, whether the cache holds
+    /// them, and which one recall uses.
+    List,
+    /// Download a model into the Hugging Face cache (`HF_HUB_CACHE` / `HF_HOME`; from
+    /// `HF_ENDPOINT`, default huggingface.co; `HF_TOKEN` for gated ones) and check it loads.
+    Fetch {
+        /// A known model's name (`multilingual-e5-small`, see `models list`) or a Hugging Face
+        /// repository (`owner/name`) holding a sentence-transformers model.
+        name: String,
+    },
 }
 
 /// `memloop sessions ...`: the project's session transcripts (`<session id>.jsonl` where the
@@ -271,17 +292,22 @@ pub enum MemoryCommand {
         /// Show at most this many results.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
         limit: u32,
-        /// Rank by meaning as well as words: BM25 fused with an embedding model's similarity
-        /// (vectors cached beside the memory dir). Needs --embed-model or --embed-url.
-        #[arg(long)]
+        /// Require ranking by meaning as well as words (BM25 fused with an embedding model's
+        /// similarity; vectors cached beside the memory dir): an error without a model. With a
+        /// model configured or fetched (`memloop models fetch`) this is the default anyway.
+        #[arg(long, conflicts_with = "lexical")]
         semantic: bool,
-        /// Where `--semantic` gets its embeddings.
+        /// Rank by words alone (BM25), even with a model.
+        #[arg(long)]
+        lexical: bool,
+        /// Where the embeddings come from (default: the model configured or fetched).
         #[command(flatten)]
         embed: EmbedArgs,
     },
 }
 
-/// Where `--semantic` gets its embeddings. memloop never downloads a model.
+/// Where recall's embeddings come from: a directory, an endpoint, else the model configured or
+/// fetched (`memloop models fetch`). Nothing is downloaded unless asked.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct EmbedArgs {
     /// A local sentence-transformers model directory (config.json, tokenizer.json,

@@ -1,5 +1,6 @@
-//! The embedder `--semantic` uses, from `--embed-model` / `--embed-url` (or their environment
-//! variables). memloop never downloads a model: the user names a directory or an endpoint.
+//! The embedder recall uses: the one `--embed-model` / `--embed-url` (or their environment
+//! variables) name, else a local model configured or fetched. Nothing is downloaded unless the
+//! user asks (`memloop models fetch`).
 
 use crate::args::{EmbedArgs, EmbedPrefixes, EmbedRoleMode};
 use anyhow::{Context as _, bail};
@@ -36,9 +37,9 @@ async fn unprefixed(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
         return local(dir);
     }
     bail!(
-        "--semantic needs an embedding model: --embed-model DIR (a sentence-transformers \
-         directory) or --embed-url URL (an OpenAI-compatible endpoint), or MEMLOOP_EMBED_MODEL / \
-         MEMLOOP_EMBED_URL"
+        "--semantic needs an embedding model: `memloop models fetch multilingual-e5-small`, \
+         --embed-model DIR (a sentence-transformers directory) or --embed-url URL (an \
+         OpenAI-compatible endpoint), or MEMLOOP_EMBED_MODEL / MEMLOOP_EMBED_URL"
     )
 }
 
@@ -70,47 +71,63 @@ fn roles(args: &EmbedArgs) -> anyhow::Result<memloop_core::providers::EmbedRoles
     )
 }
 
-/// The embedder `args` name, else all-MiniLM-L6-v2 found in the Hugging Face cache
-/// ([`hf_cache_model`], `candle` builds only), else none.
+/// The embedder recall uses by default: the one `args` names, else the local model configured
+/// (`MEMLOOP_EMBED_MODEL`) or fetched (`memloop models fetch`; the first known model in the
+/// Hugging Face cache), else none (BM25). Says which on the `memloop::recall` log target, shown
+/// by default.
 pub async fn embedder_if_configured(
     args: &EmbedArgs,
     env: &memloop_store::env::EnvVars,
 ) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     if args.embed_url.is_some() || args.embed_model.is_some() {
-        return embedder(args).await.map(Some);
+        let embedder = embedder(args).await?;
+        tracing::info!(target: "memloop::recall", model = embedder.model_id(), "recall: hybrid (BM25 + embeddings)");
+        return Ok(Some(embedder));
     }
-    match hf_cache_model(env) {
-        Some(dir) if cfg!(feature = "candle") => local(&dir).map(Some),
-        _ => Ok(None),
+    Ok(default_local(env))
+}
+
+/// The local model configured or fetched, opened lazily (its weights load on first use; a
+/// broken one makes recall fall back to BM25 and say why).
+#[cfg(feature = "candle")]
+fn default_local(env: &memloop_store::env::EnvVars) -> Option<Arc<dyn Embedder>> {
+    match memloop_candle::default_model(&|name| env.get(name).map(str::to_owned)) {
+        Some(found) => {
+            tracing::info!(
+                target: "memloop::recall",
+                model = %found.name,
+                dir = %found.dir.display(),
+                "recall: hybrid (BM25 + {} in-process, from {})",
+                found.name,
+                found.source
+            );
+            Some(Arc::new(found.embedder))
+        }
+        None => {
+            tracing::info!(
+                target: "memloop::recall",
+                "recall: BM25 (no embedding model; `memloop models fetch multilingual-e5-small` adds meaning-based recall in every language)"
+            );
+            None
+        }
     }
 }
 
-/// The newest snapshot of `sentence-transformers/all-MiniLM-L6-v2` in the Hugging Face cache
-/// (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`) that has its
-/// weights, if any.
-pub fn hf_cache_model(env: &memloop_store::env::EnvVars) -> Option<std::path::PathBuf> {
-    use std::path::PathBuf;
-    let hub = env
-        .get("HF_HUB_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| env.get("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
-        .or_else(|| env.home_dir().map(|h| h.join(".cache/huggingface/hub")))?;
-    let snapshots = hub.join("models--sentence-transformers--all-MiniLM-L6-v2/snapshots");
-    let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(snapshots)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("model.safetensors").is_file() && p.join("tokenizer.json").is_file())
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .collect();
-    dirs.sort();
-    dirs.pop().map(|(_, p)| p)
+#[cfg(not(feature = "candle"))]
+fn default_local(_: &memloop_store::env::EnvVars) -> Option<Arc<dyn Embedder>> {
+    tracing::info!(target: "memloop::recall", "recall: BM25 (built without the `candle` feature)");
+    None
 }
 
+/// The model in `dir`, loaded now (a bad directory is an error naming the file), with a known
+/// model's prompts where the directory declares none.
 #[cfg(feature = "candle")]
 fn local(dir: &std::path::Path) -> anyhow::Result<Arc<dyn Embedder>> {
-    let embedder = memloop_candle::CandleEmbedder::load(dir)
+    let mut embedder = memloop_candle::CandleEmbedder::load(dir)
         .with_context(|| format!("cannot load the embedding model in {}", dir.display()))?;
+    if let Some(known) = memloop_candle::KnownModel::for_dir(dir) {
+        embedder = embedder.with_default_prompts(known.query_prompt, known.passage_prompt);
+    }
     Ok(Arc::new(embedder))
 }
 

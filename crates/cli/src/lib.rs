@@ -18,6 +18,8 @@ pub mod mcp;
 #[cfg(feature = "postgres")]
 pub mod mcp_team;
 pub mod memory;
+#[cfg(feature = "candle")]
+pub mod models;
 pub mod progress;
 pub mod sessions;
 pub mod table;
@@ -43,5 +45,7 @@ pub async fn run(cli: &Cli, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()
         Command::Mcp(args) => mcp::run(args, ctx).await,
         #[cfg(feature = "postgres")]
         Command::Team(cmd) => team::run(cmd, ctx, io).await,
+        #[cfg(feature = "candle")]
+        Command::Models(cmd) => models::run(cmd, ctx, io).await,
     }
 }

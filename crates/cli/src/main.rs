@@ -40,7 +40,8 @@ fn start_export() -> Option<OtlpExport> {
 
 fn run(cli: &Cli, export: Option<&OtlpExport>) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MEMLOOP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // Warnings, and which recall a command runs (hybrid with which model, or BM25).
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,memloop::recall=info"));
     // Whatever the level, no event that carries a request's payload (memory text) is logged.
     use tracing_subscriber::{Layer, layer::SubscriberExt, util::SubscriberInitExt};
     tracing_subscriber::registry()

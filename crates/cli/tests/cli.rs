@@ -1508,3 +1508,160 @@ fn a_terminal_sees_control_characters_not_escape_sequences() {
     let listed = String::from_utf8_lossy(&on_terminal("memory list")).into_owned();
     assert!(listed.contains("метка ␛]0;pwned␇ ␛[2J конец"), "{listed:?}");
 }
+
+/// The loopback Hub of memloop-candle's fetch tests.
+#[cfg(feature = "candle")]
+#[path = "../../candle/tests/support/hub_server.rs"]
+mod hub_server;
+
+#[cfg(feature = "candle")]
+#[test]
+fn a_fetched_model_makes_search_find_memories_across_languages() {
+    // As a user would: `memloop models fetch multilingual-e5-small` (from a loopback server in
+    // the Hub's URL shape serving the converted model), then plain `memory search` ranks by
+    // meaning: a question in Chinese, Russian or Arabic finds the English memory.
+    let Some(e5) = std::env::var_os("MEMLOOP_TEST_E5_DIR").filter(|v| !v.is_empty()) else {
+        memloop_core::testing::skip_unless_ci(
+            "MEMLOOP_TEST_E5_DIR is unset (`.ci/models.sh DIR` prepares multilingual-e5-small)",
+        );
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (url, _) = runtime.block_on(hub_server::hub_server(
+        "intfloat/multilingual-e5-small",
+        PathBuf::from(e5),
+        &[],
+    ));
+    let s = Sandbox::new();
+    s.seed();
+    s.write_memory(
+        "billing_db.md",
+        "Billing database",
+        "which database the billing service uses",
+        "project",
+        "We chose PostgreSQL as the main database for the billing service.",
+    );
+    let hub = [("HF_ENDPOINT", url.as_str())];
+
+    // Before: no model, BM25, and the first log line says so.
+    let o = s
+        .command(
+            &[
+                "--memory-dir",
+                s.mem.to_str().unwrap(),
+                "memory",
+                "search",
+                "计费服务用的是什么数据库？",
+                "--json",
+            ],
+            &hub,
+        )
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .contains("recall: BM25"),
+        "{}",
+        stderr(&o)
+    );
+    let o = s.command(&["models", "list"], &hub).output().unwrap();
+    assert!(
+        stdout(&o).contains("multilingual-e5-small") && stderr(&o).contains("no model fetched")
+    );
+
+    let o = s
+        .command(&["models", "fetch", "multilingual-e5-small"], &hub)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let dir = PathBuf::from(stdout(&o).trim());
+    assert!(
+        dir.starts_with(s.home.join(".cache/huggingface/hub")),
+        "{}",
+        dir.display()
+    );
+    assert!(
+        stderr(&o).contains("recall uses it by default"),
+        "{}",
+        stderr(&o)
+    );
+    let o = s
+        .command(&["models", "list", "--json"], &hub)
+        .output()
+        .unwrap();
+    let v = json(&o);
+    let row = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "multilingual-e5-small")
+        .unwrap();
+    assert_eq!(row["default"], true);
+
+    // After: hybrid by default, said in the first log line; a question in another language
+    // finds the memory, which BM25 alone cannot.
+    for question in [
+        "计费服务用的是什么数据库？",
+        "Какую базу данных использует сервис оплаты?",
+        "ما هي قاعدة البيانات التي تستخدمها خدمة الفوترة؟",
+    ] {
+        let o = s
+            .command(
+                &[
+                    "--memory-dir",
+                    s.mem.to_str().unwrap(),
+                    "memory",
+                    "search",
+                    question,
+                    "--limit",
+                    "1",
+                    "--json",
+                ],
+                &hub,
+            )
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let first = stderr(&o).lines().next().unwrap_or_default().to_owned();
+        assert!(
+            first.contains("recall: hybrid") && first.contains("multilingual-e5-small"),
+            "{first}"
+        );
+        assert_eq!(paths(&json(&o)), ["billing_db.md"], "{question}");
+        let lexical = s
+            .command(
+                &[
+                    "--memory-dir",
+                    s.mem.to_str().unwrap(),
+                    "memory",
+                    "search",
+                    question,
+                    "--lexical",
+                    "--json",
+                ],
+                &hub,
+            )
+            .output()
+            .unwrap();
+        assert!(
+            !paths(&json(&lexical)).contains(&"billing_db.md".to_owned()),
+            "{question}"
+        );
+    }
+
+    // Unknown names are refused with the list of known ones.
+    let o = s
+        .command(&["models", "fetch", "no-such-model"], &hub)
+        .output()
+        .unwrap();
+    assert_ne!(code(&o), 0);
+    assert!(
+        stderr(&o).contains("multilingual-e5-small"),
+        "{}",
+        stderr(&o)
+    );
+}

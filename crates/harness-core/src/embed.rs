@@ -84,6 +84,16 @@ pub trait Embedder: Send + Sync {
     async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed(texts).await
     }
+
+    /// Get ready for the first call now: an embedder that loads lazily (a local model's
+    /// weights) loads here, so that the first query is not the one that waits. Callers with no
+    /// time budget call it before work that has one ([`HybridSelector::warm`] does). The
+    /// default has nothing to do.
+    ///
+    /// [`HybridSelector::warm`]: https://docs.rs/memloop-recall
+    async fn ready(&self) -> Result<(), EmbedError> {
+        Ok(())
+    }
 }
 
 impl dyn Embedder + '_ {
@@ -234,6 +244,10 @@ impl Embedder for Prefixed {
         self.inner
             .embed_queries(&Self::with(&self.query, texts))
             .await
+    }
+
+    async fn ready(&self) -> Result<(), EmbedError> {
+        self.inner.ready().await
     }
 }
 

@@ -203,11 +203,13 @@ impl HybridSelector {
         }
     }
 
-    /// Embed every memory that has no current vector, with no time budget (before a session,
-    /// or from the CLI), and save the cache. On a store with a change feed the vectors follow
+    /// Get the embedder ready ([`Embedder::ready`]: a local model loads its weights), then embed
+    /// every memory that has no current vector, with no time budget (before a session, or from
+    /// the CLI), and save the cache. On a store with a change feed the vectors follow
     /// the whole store (a fresh scan the first time, then only the changes since the last
     /// call); `headers` are used by a store without one.
     pub async fn warm(&self, headers: &[MemoryHeader]) -> Result<VectorSyncReport, EmbedError> {
+        self.embedder.ready().await?;
         let mut vectors = self.vectors.lock().await;
         vectors
             .follow(
@@ -241,6 +243,7 @@ impl HybridSelector {
         headers: &[MemoryHeader],
         progress: &(dyn Fn(usize, usize) + Send + Sync),
     ) -> Result<VectorSyncReport, EmbedError> {
+        self.embedder.ready().await?;
         let mut vectors = self.vectors.lock().await;
         vectors
             .follow(

@@ -7,6 +7,8 @@
     clippy::print_stderr
 )]
 
+pub mod hub_server;
+
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

@@ -28,11 +28,17 @@ pub async fn run(cmd: &MemoryCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow:
             query,
             limit,
             semantic,
+            lexical,
             embed,
         } => {
-            let embedder = match semantic {
-                true => Some(crate::embed::embedder(embed).await?),
-                false => None,
+            let embedder = match (semantic, lexical) {
+                (_, true) => None,
+                (true, false) => match crate::embed::embedder_if_configured(embed, &ctx.env).await?
+                {
+                    Some(embedder) => Some(embedder),
+                    None => Some(crate::embed::embedder(embed).await?),
+                },
+                (false, false) => crate::embed::embedder_if_configured(embed, &ctx.env).await?,
             };
             search::search(ctx, io, &query.join(" "), *limit as usize, embedder).await
         }
