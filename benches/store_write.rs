@@ -1,13 +1,17 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
-//! One `MemoryStore::write` (atomic temp+fsync+rename of the file, its `MEMORY.md` line updated
-//! under the dir lock, temp+fsync+rename of the index) into memory dirs of 200, 2,000 and 20,000
-//! memories. Each iteration rewrites one existing memory with a new description, so both the
-//! file and its index line change and the number of memories stays the same.
+//! One `MemoryStore::write` (atomic temp+rename of the file, its `MEMORY.md` line updated under
+//! the dir lock, temp+rename of the index) into memory dirs of 200, 2,000 and 20,000 memories,
+//! with the default durability (`Durability::Process`: never torn, not fsync'd); and at 2,000
+//! with `Durability::Power` (each file and directory fsync'd). Each iteration rewrites one
+//! existing memory with a new description, so both the file and its index line change and the
+//! number of memories stays the same.
 //!
 //! `cargo bench --bench store_write -- --warm-up-time 1 --measurement-time 5`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
+use memloop::memory::store::{
+    Durability, FileMemoryStore, MemoryDoc, MemoryType, StoreConfig, WriteMode,
+};
 use std::path::Path;
 use tempfile::TempDir;
 
@@ -34,17 +38,26 @@ fn bench_write(c: &mut Criterion) {
         .ok();
     let Some(rt) = rt else { return };
     let mut group = c.benchmark_group("store_write");
-    for n in [200usize, 2_000, 20_000] {
+    for (name, n, durability) in [
+        ("rewrite_one", 200usize, Durability::Process),
+        ("rewrite_one", 2_000, Durability::Process),
+        ("rewrite_one", 20_000, Durability::Process),
+        ("rewrite_one_fsync", 2_000, Durability::Power),
+    ] {
         let Ok(dir) = TempDir::new() else { return };
         populate(dir.path(), n);
-        let Ok(store) = FileMemoryStore::open(dir.path()) else {
+        let config = StoreConfig {
+            durability,
+            ..StoreConfig::default()
+        };
+        let Ok(store) = FileMemoryStore::open(dir.path()).map(|s| s.with_config(config)) else {
             return;
         };
         if n >= 20_000 {
             group.sample_size(20);
         }
         let mut k = 0usize;
-        group.bench_with_input(BenchmarkId::new("rewrite_one", n), &n, |b, &n| {
+        group.bench_with_input(BenchmarkId::new(name, n), &n, |b, &n| {
             b.iter(|| {
                 k += 1;
                 let i = (k * 7919) % n;

@@ -214,9 +214,9 @@ pub mod memory {
     /// memory types and the rules every write obeys (the `memloop-store` crate).
     pub mod store {
         pub use memloop_store::{
-            ChangeCursor, Changes, CheckedWrite, ContainmentGate, ExpectedVersion, FileMemoryStore,
-            Headers, INDEX_FILE, IndexCaps, IndexEntry, LoadedIndex, LocalBases, LocalDir,
-            LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
+            ChangeCursor, Changes, CheckedWrite, ContainmentGate, Durability, ExpectedVersion,
+            FileMemoryStore, Headers, INDEX_FILE, IndexCaps, IndexEntry, LoadedIndex, LocalBases,
+            LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
             MemoryScope, MemoryStore, MemoryType, ScanCache, ScanChange, ScanConfig, ScanUpdate,
             SecretFilter, StoreConfig, StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite,
             WriteLimits, WriteMode, WriteReport, append_to_existing, canonical_memory_text,

@@ -16,7 +16,8 @@ use crate::memory_store::{
 };
 use crate::resolver::ResolvedMemoryDir;
 use crate::safety::{
-    ContainmentGate, DirLock, atomic_write, has_temp_files, remove_temp_files, validate_rel_path,
+    ContainmentGate, DirLock, atomic_write_with, has_temp_files, remove_temp_files,
+    validate_rel_path,
 };
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
 use crate::team::{MemoryScope, TEAM_DIR, TEAM_INDEX_FILE, team_relative};
@@ -41,6 +42,11 @@ pub struct StoreConfig {
     pub max_read_bytes: u64,
     /// What the write entry point enforces (bodies up to 1 MiB, the same as `max_read_bytes`).
     pub write: WriteLimits,
+    /// How far each write is made durable before it returns. Default
+    /// [`Durability::Process`](crate::safety::Durability::Process): atomic (never torn, nothing lost to
+    /// a killed process), not fsync'd, as Claude Code writes its memory; `Durability::Power`
+    /// fsyncs each file and its directory (several ms a write).
+    pub durability: crate::safety::Durability,
     /// Watch the memory dir for changes (filesystem notifications) so the change feed
     /// ([`MemoryStore::changes`]) costs O(changes) per call. Default true. When false, or where
     /// watching cannot work (network and FUSE filesystems, a watcher error), the feed polls:
@@ -55,6 +61,7 @@ impl Default for StoreConfig {
             scan: ScanConfig::default(),
             max_read_bytes: 1024 * 1024,
             write: WriteLimits::default(),
+            durability: crate::safety::Durability::default(),
             watch: true,
         }
     }
@@ -379,9 +386,10 @@ impl FileMemoryStore {
         let old = self.read_index_text(scope)?;
         let new = f(&old);
         if new != old {
-            atomic_write(
+            atomic_write_with(
                 &self.gate.check_write(Path::new(scope.index_file()))?,
                 new.as_bytes(),
+                self.config.durability,
             )?;
         }
         Ok(())
@@ -506,7 +514,7 @@ impl FileMemoryStore {
             _ => render_memory(doc),
         };
         if existing.as_deref() != Some(text.as_str()) {
-            atomic_write(&path, text.as_bytes())?;
+            atomic_write_with(&path, text.as_bytes(), self.config.durability)?;
         }
         // The line goes to the index of the memory's scope, linking relative to that index.
         let index_path = self.gate.check_write(Path::new(scope.index_file()))?;
@@ -531,7 +539,7 @@ impl FileMemoryStore {
             );
             // A new line is appended, an unchanged one left alone; only a changed line
             // rewrites the index.
-            let upsert = lines.upsert(&index_path, link, &line);
+            let upsert = lines.upsert(&index_path, link, &line, self.config.durability);
             if !matches!(upsert, Ok(Upsert::Unchanged | Upsert::Appended)) {
                 lines.invalidate();
             }

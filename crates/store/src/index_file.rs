@@ -8,6 +8,7 @@
 //! entry; the next rewrite keeps it as the text it is (it names no memory).
 
 use crate::index::parse_entry_line;
+use crate::safety::Durability;
 use crate::types::MemoryError;
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -106,14 +107,15 @@ impl IndexLines {
         Ok(self.links.contains_key(file))
     }
 
-    /// Add the entry `line` for `file`: nothing when it is there already, an fsync'd append
-    /// when no line links to `file`, else [`Upsert::Rewrite`] for the caller. The caller holds
-    /// the dir lock.
+    /// Add the entry `line` for `file`: nothing when it is there already, an append (fsync'd
+    /// with [`Durability::Power`]) when no line links to `file`, else [`Upsert::Rewrite`] for
+    /// the caller. The caller holds the dir lock.
     pub(crate) fn upsert(
         &mut self,
         path: &Path,
         file: &str,
         line: &str,
+        durability: Durability,
     ) -> Result<Upsert, MemoryError> {
         self.load(path)?;
         match self.links.get(file) {
@@ -146,9 +148,12 @@ impl IndexLines {
         bytes.push_str(line);
         bytes.push_str(self.eol);
         f.write_all(bytes.as_bytes())
-            .and_then(|()| f.sync_data())
+            .and_then(|()| match durability {
+                Durability::Power => f.sync_data(),
+                _ => Ok(()),
+            })
             .map_err(|e| MemoryError::io("appending to MEMORY.md", e))?;
-        if len == 0 {
+        if len == 0 && durability == Durability::Power {
             // A new file: make its directory entry durable too.
             crate::safety::sync_parent_dir(path);
         }

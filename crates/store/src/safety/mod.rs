@@ -10,7 +10,7 @@ mod secret_labels;
 mod secrets;
 
 pub(crate) use atomic::sync_parent_dir;
-pub use atomic::{atomic_write, has_temp_files, remove_temp_files};
+pub use atomic::{Durability, atomic_write, atomic_write_with, has_temp_files, remove_temp_files};
 pub use containment::ContainmentGate;
 pub use containment::{resolve_existing_prefix, warn_refused};
 pub use lock::DirLock;
