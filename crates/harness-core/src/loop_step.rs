@@ -127,12 +127,19 @@ impl LoopStep {
             &self.purpose,
             max_tokens,
         );
+        let started = std::time::Instant::now();
         let response =
             tracing::Instrument::instrument(self.stream_response(req), span.clone()).await;
         match &response {
             Ok(r) => crate::telemetry::record_response(&span, r),
             Err(e) => crate::telemetry::record_error(&span, e),
         }
+        crate::telemetry::record_chat_metrics(
+            self.model.provider(),
+            self.model.name(),
+            started.elapsed(),
+            response.as_ref(),
+        );
         let response = response?;
         self.events.emit(AgentEvent::ModelResponse {
             purpose: self.purpose.clone(),

@@ -169,3 +169,52 @@ pub fn error_type(error: &ModelError) -> &'static str {
         ModelError::Other(_) => "other",
     }
 }
+
+/// The `tracing` target of the metric events [`record_chat_metrics`] emits; an exporter turns
+/// them into OpenTelemetry metrics (`telemetry::otlp`, feature `otel`), every other subscriber
+/// may ignore them.
+pub const METRICS_TARGET: &str = "memloop::metrics";
+
+/// Record one model request in the GenAI client metrics: `gen_ai.client.operation.duration`
+/// (seconds) and, when it answered, `gen_ai.client.token.usage` once for its input tokens and
+/// once for its output tokens (`gen_ai.token.type`), each with the operation, provider, request
+/// and response model and, on failure, `error.type`. Emitted as `tracing` events on
+/// [`METRICS_TARGET`] (a field `histogram.<metric>` holds the value).
+pub fn record_chat_metrics(
+    provider: &str,
+    request_model: &str,
+    duration: std::time::Duration,
+    outcome: Result<&ModelResponse, &ModelError>,
+) {
+    let (response_model, error) = match outcome {
+        Ok(r) => (r.model.as_str(), ""),
+        Err(e) => ("", error_type(e)),
+    };
+    tracing::event!(
+        target: METRICS_TARGET,
+        tracing::Level::INFO,
+        { "histogram.gen_ai.client.operation.duration" } = duration.as_secs_f64(),
+        gen_ai.operation.name = OP_CHAT,
+        gen_ai.provider.name = provider,
+        gen_ai.request.model = request_model,
+        gen_ai.response.model = response_model,
+        error.type = error,
+    );
+    if let Ok(response) = outcome {
+        for (kind, tokens) in [
+            ("input", response.usage.input_tokens),
+            ("output", response.usage.output_tokens),
+        ] {
+            tracing::event!(
+                target: METRICS_TARGET,
+                tracing::Level::INFO,
+                { "histogram.gen_ai.client.token.usage" } = tokens,
+                gen_ai.operation.name = OP_CHAT,
+                gen_ai.provider.name = provider,
+                gen_ai.request.model = request_model,
+                gen_ai.response.model = response_model,
+                gen_ai.token.type = kind,
+            );
+        }
+    }
+}

@@ -8,9 +8,11 @@
 use async_trait::async_trait;
 use memloop_core::Agent;
 use memloop_core::env::EnvVars;
+use memloop_core::message::Usage;
 use memloop_core::telemetry::otlp::{OtlpConfig, OtlpExport};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -112,6 +114,9 @@ async fn spans_reach_an_otlp_receiver_with_names_attributes_and_nesting() {
     let mut spans: Vec<Span> = Vec::new();
     let mut services = Vec::new();
     for request in server.received_requests().await.unwrap() {
+        if request.url.path() != "/v1/traces" {
+            continue; // the metrics have a test of their own
+        }
         assert_eq!(
             request.headers.get("content-type").unwrap(),
             "application/x-protobuf"
@@ -196,4 +201,90 @@ async fn an_unreachable_collector_never_fails_a_turn() {
         format!("http://127.0.0.1:{port}"),
     )]);
     assert!(traced_turn(env, &model()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_calls_reach_the_receiver_as_genai_client_metrics() {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let env = EnvVars::from_pairs([("OTEL_EXPORTER_OTLP_ENDPOINT", server.uri())]);
+    // Each answer reports 1,200 input and 30 output tokens.
+    let usage = Usage {
+        input_tokens: 1200,
+        output_tokens: 30,
+        ..Usage::default()
+    };
+    let model = ScriptedModel::new().on_purpose("main", move |req| {
+        let answered = req
+            .messages
+            .last()
+            .is_some_and(|m| m.tool_result_ids().next().is_some());
+        Some(
+            match answered {
+                false => ScriptStep::tool("echo", json!({"q": 1})),
+                true => ScriptStep::text("done"),
+            }
+            .with_usage(usage),
+        )
+    });
+    assert!(traced_turn(env, &model).await);
+    let calls = model.requests_for("main").len() as u64;
+    assert_eq!(calls, 2);
+
+    // Every histogram point of a metric: its count and sum, by token type.
+    let mut durations = 0u64;
+    let mut tokens: HashMap<String, (u64, f64)> = HashMap::new();
+    for request in server.received_requests().await.unwrap() {
+        if request.url.path() != "/v1/metrics" {
+            continue;
+        }
+        let body = ExportMetricsServiceRequest::decode(request.body.as_slice()).unwrap();
+        for rm in body.resource_metrics {
+            for sm in rm.scope_metrics {
+                for metric in sm.metrics {
+                    let Some(Data::Histogram(h)) = metric.data else {
+                        continue;
+                    };
+                    for point in h.data_points {
+                        let attr = |key: &str| {
+                            point
+                                .attributes
+                                .iter()
+                                .find(|kv| kv.key == key)
+                                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                                    AnyValue::StringValue(s) => Some(s.clone()),
+                                    _ => None,
+                                })
+                        };
+                        assert_eq!(attr("gen_ai.operation.name").as_deref(), Some("chat"));
+                        assert_eq!(
+                            attr("gen_ai.provider.name").as_deref(),
+                            Some("memloop.scripted")
+                        );
+                        match metric.name.as_str() {
+                            "gen_ai.client.operation.duration" => durations += point.count,
+                            "gen_ai.client.token.usage" => {
+                                let kind = attr("gen_ai.token.type").unwrap();
+                                let entry = tokens.entry(kind).or_default();
+                                entry.0 += point.count;
+                                entry.1 += point.sum.unwrap_or_default();
+                            }
+                            other => panic!("unexpected metric {other}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // One duration per model request, one token count per request and token type, flushed at
+    // shutdown (the export interval is a minute).
+    assert_eq!(durations, calls);
+    assert_eq!(tokens.get("input").map(|t| t.0), Some(calls), "{tokens:?}");
+    assert_eq!(tokens.get("output").map(|t| t.0), Some(calls), "{tokens:?}");
+    assert_eq!(tokens["input"].1, 2400.0, "{tokens:?}");
+    assert_eq!(tokens["output"].1, 60.0, "{tokens:?}");
 }

@@ -53,9 +53,10 @@ pub use memory_store::{
 pub use project::{canonical_project_root, project_dir, project_slug};
 pub use resolver::{ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir};
 pub use safety::{
-    ContainmentGate, Durability, REDACTED_PREFIX, SecretFilter, atomic_write, atomic_write_with,
-    read_target_to_rel_path, redact_secrets, resolve_existing_prefix, title_file_stem, title_key,
-    topic_to_rel_path, validate_rel_path, validate_topic, warn_refused,
+    ContainmentGate, Durability, REDACTED_PREFIX, SECRET_REFUSED_TARGET, SecretFilter,
+    atomic_write, atomic_write_with, read_target_to_rel_path, redact_secrets,
+    resolve_existing_prefix, title_file_stem, title_key, topic_to_rel_path, validate_rel_path,
+    validate_topic, warn_refused,
 };
 pub use scan::ScanConfig;
 pub use scan_cache::{Followed, Headers, ScanCache, ScanChange, ScanUpdate, Since};

@@ -1,4 +1,4 @@
-//! Export the loop's spans ([`crate::telemetry`]) over OTLP/HTTP to a collector or a tracing
+//! Export the loop's spans and its GenAI client metrics ([`crate::telemetry`]) over OTLP/HTTP to a collector or a tracing
 //! backend (Arize Phoenix, Jaeger, Grafana Tempo, Langfuse, ...), configured by the standard
 //! variables. Spans leave from the exporter's own background thread in batches, so a slow or
 //! unreachable collector never holds a turn; [`OtlpExport::shutdown`] (or dropping the
@@ -28,6 +28,10 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`: the full URL traces go to (wins over the base URL).
 pub const TRACES_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+/// `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`: the full URL metrics go to (wins over the base URL).
+pub const METRICS_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+/// `OTEL_METRIC_EXPORT_INTERVAL`: milliseconds between metric exports (default 60,000).
+pub const METRIC_EXPORT_INTERVAL_ENV: &str = "OTEL_METRIC_EXPORT_INTERVAL";
 /// `OTEL_EXPORTER_OTLP_PROTOCOL`: `http/protobuf` (default) or `http/json`.
 pub const PROTOCOL_ENV: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
 /// `OTEL_SERVICE_NAME`: the `service.name` resource attribute (default `memloop`).
@@ -40,6 +44,11 @@ pub const RESOURCE_ATTRIBUTES_ENV: &str = "OTEL_RESOURCE_ATTRIBUTES";
 pub struct OtlpConfig {
     /// The URL spans are posted to (`http://127.0.0.1:6006/v1/traces`).
     pub traces_endpoint: String,
+    /// The URL metrics are posted to (`http://127.0.0.1:6006/v1/metrics`); `None` exports no
+    /// metrics (only `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` was set).
+    pub metrics_endpoint: Option<String>,
+    /// Time between metric exports (the last ones leave at shutdown).
+    pub metric_interval: std::time::Duration,
     /// Protobuf (the default) or JSON bodies.
     pub json: bool,
     /// `service.name`.
@@ -69,6 +78,8 @@ impl OtlpConfig {
     pub fn new(endpoint: &str) -> Self {
         Self {
             traces_endpoint: traces_url(endpoint),
+            metrics_endpoint: Some(signal_url(endpoint, "metrics")),
+            metric_interval: DEFAULT_METRIC_INTERVAL,
             json: false,
             service_name: "memloop".into(),
             resource_attributes: Vec::new(),
@@ -88,6 +99,7 @@ impl OtlpConfig {
     /// ]);
     /// let c = OtlpConfig::from_env(&env).unwrap().unwrap();
     /// assert_eq!(c.traces_endpoint, "http://127.0.0.1:6006/v1/traces");
+    /// assert_eq!(c.metrics_endpoint.as_deref(), Some("http://127.0.0.1:6006/v1/metrics"));
     /// assert_eq!(c.service_name, "billing-agent");
     /// assert_eq!(c.resource_attributes.len(), 2);
     /// assert!(OtlpConfig::from_env(&EnvVars::from_pairs::<&str, &str>([])).unwrap().is_none());
@@ -97,6 +109,23 @@ impl OtlpConfig {
             (Some(full), _) if !full.trim().is_empty() => full.trim().to_owned(),
             (_, Some(base)) if !base.trim().is_empty() => traces_url(base.trim()),
             _ => return Ok(None),
+        };
+        let metrics_endpoint = match (env.get(METRICS_ENDPOINT_ENV), env.get(ENDPOINT_ENV)) {
+            (Some(full), _) if !full.trim().is_empty() => Some(full.trim().to_owned()),
+            (_, Some(base)) if !base.trim().is_empty() => Some(signal_url(base.trim(), "metrics")),
+            _ => None,
+        };
+        let metric_interval = match env.get(METRIC_EXPORT_INTERVAL_ENV).map(str::trim) {
+            None | Some("") => DEFAULT_METRIC_INTERVAL,
+            Some(ms) => match ms.parse::<u64>() {
+                Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms),
+                _ => {
+                    return Err(OtlpError::Config {
+                        variable: METRIC_EXPORT_INTERVAL_ENV,
+                        reason: format!("`{ms}` is not a positive number of milliseconds"),
+                    });
+                }
+            },
         };
         let json = match env.get(PROTOCOL_ENV).map(str::trim) {
             None | Some("") | Some("http/protobuf") => false,
@@ -130,6 +159,8 @@ impl OtlpConfig {
         }
         Ok(Some(Self {
             traces_endpoint: endpoint,
+            metrics_endpoint,
+            metric_interval,
             json,
             service_name: env
                 .get(SERVICE_NAME_ENV)
@@ -142,14 +173,27 @@ impl OtlpConfig {
     }
 }
 
+/// The target of the secret-refusal events (`memloop_store::SECRET_REFUSED_TARGET`; the store
+/// depends on this crate, not the other way round).
+const SECRET_EVENTS_TARGET: &str = "memloop::secrets";
+
+/// The metric export interval when `OTEL_METRIC_EXPORT_INTERVAL` names none (the standard's).
+const DEFAULT_METRIC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// `base` with the traces path.
 fn traces_url(base: &str) -> String {
-    format!("{}/v1/traces", base.trim_end_matches('/'))
+    signal_url(base, "traces")
+}
+
+/// `base` with the path of `signal` (`traces`, `metrics`).
+fn signal_url(base: &str, signal: &str) -> String {
+    format!("{}/v1/{signal}", base.trim_end_matches('/'))
 }
 
 /// A running export: its tracing layer, and the flush at the end.
 pub struct OtlpExport {
     provider: SdkTracerProvider,
+    meters: Option<opentelemetry_sdk::metrics::SdkMeterProvider>,
 }
 
 impl std::fmt::Debug for OtlpExport {
@@ -181,31 +225,77 @@ impl OtlpExport {
             .build();
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
-            .with_resource(resource)
+            .with_resource(resource.clone())
             .build();
-        Ok(Self { provider })
+        let meters = match &config.metrics_endpoint {
+            None => None,
+            Some(endpoint) => {
+                let exporter = opentelemetry_otlp::MetricExporter::builder()
+                    .with_http()
+                    .with_endpoint(endpoint.clone())
+                    .with_protocol(match config.json {
+                        true => Protocol::HttpJson,
+                        false => Protocol::HttpBinary,
+                    })
+                    .build()
+                    .map_err(|e| OtlpError::Export(e.to_string()))?;
+                let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
+                    .with_interval(config.metric_interval)
+                    .build();
+                Some(
+                    opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+                        .with_reader(reader)
+                        .with_resource(resource)
+                        .build(),
+                )
+            }
+        };
+        Ok(Self { provider, meters })
     }
 
     /// The layer that turns memloop's `tracing` spans into OpenTelemetry spans (their name
     /// from `otel.name`, their kind from `otel.kind`, every other field an attribute). Only
     /// spans of memloop's crates pass: not those of the exporter's own HTTP client (which would
     /// feed on themselves), nor other libraries' (a transport's span may carry a request body),
-    /// and no log events (a debug event may quote a message or a tool's input).
+    /// and no log events (a debug event may quote a message or a tool's input) except those of
+    /// target `memloop::secrets`, which name the pattern of a refused credential (never the
+    /// text): they become events of the span they happened in.
+    ///
+    /// With a metrics endpoint, the layer also turns the metric events of
+    /// [`METRICS_TARGET`](crate::telemetry::METRICS_TARGET) (and those alone) into the GenAI
+    /// client metrics `gen_ai.client.operation.duration` and `gen_ai.client.token.usage`.
     pub fn layer<S>(&self) -> impl tracing_subscriber::Layer<S> + use<S>
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
         use tracing_subscriber::Layer as _;
-        tracing_opentelemetry::layer()
+        let spans = tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer("memloop"))
             .with_filter(tracing_subscriber::filter::filter_fn(|m| {
-                m.is_span() && m.target().starts_with("memloop")
-            }))
+                (m.is_span() && m.target().starts_with("memloop"))
+                    || (m.is_event() && m.target() == SECRET_EVENTS_TARGET)
+            }));
+        let metrics = self.meters.clone().map(|meters| {
+            tracing_opentelemetry::MetricsLayer::new(meters).with_filter(
+                tracing_subscriber::filter::filter_fn(|m| {
+                    m.is_event() && m.target() == crate::telemetry::METRICS_TARGET
+                }),
+            )
+        });
+        spans.and_then(metrics)
     }
 
     /// Send what is buffered and stop. An unreachable collector is reported, not waited for
     /// beyond the exporter's timeout.
+    ///
+    /// A collector that takes traces but not metrics (Arize Phoenix) is not an error: the
+    /// metrics' failure is logged at debug level.
     pub fn shutdown(self) -> Result<(), OtlpError> {
+        if let Some(meters) = &self.meters {
+            if let Err(e) = meters.shutdown() {
+                tracing::debug!(error = %e, "metrics not exported");
+            }
+        }
         self.provider
             .shutdown()
             .map_err(|e| OtlpError::Export(e.to_string()))

@@ -129,7 +129,10 @@ mod tests {
     fn every_durability_replaces_the_file_whole_and_leaves_no_temp_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("sub/m.md");
-        for (i, durability) in [Durability::Process, Durability::Power].into_iter().enumerate() {
+        for (i, durability) in [Durability::Process, Durability::Power]
+            .into_iter()
+            .enumerate()
+        {
             let text = format!("revision {i}\n").repeat(1000);
             atomic_write_with(&p, text.as_bytes(), durability).unwrap();
             assert_eq!(std::fs::read_to_string(&p).unwrap(), text);

@@ -20,4 +20,4 @@ pub use names::{
     validate_topic,
 };
 pub use redact::{REDACTED_PREFIX, redact_secrets};
-pub use secrets::SecretFilter;
+pub use secrets::{SECRET_REFUSED_TARGET, SecretFilter};

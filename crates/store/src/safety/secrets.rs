@@ -276,6 +276,11 @@ fn assignment_is_secret(text: &str, c: &regex::Captures<'_>) -> bool {
             && secret_labels::secret_shaped(v, secret_labels::Strictness::Strong, false)
 }
 
+/// The `tracing` target of the event a refused credential raises ([`SecretFilter::check`]): its
+/// field `memloop.secret.pattern` names the pattern that matched; the text is never recorded.
+/// The OTLP export passes it on as a span event.
+pub const SECRET_REFUSED_TARGET: &str = "memloop::secrets";
+
 /// Checks text against the credential patterns.
 ///
 /// ```
@@ -379,11 +384,19 @@ impl SecretFilter {
             })
     }
 
-    /// `Err(SensitiveData)` naming the pattern when `text` looks like it holds a credential.
+    /// `Err(SensitiveData)` naming the pattern when `text` looks like it holds a credential, and
+    /// a warning event on [`SECRET_REFUSED_TARGET`] naming the pattern (never the text).
     pub fn check(text: &str) -> Result<(), MemoryError> {
         match Self::find(text) {
             Some(pattern) => {
-                tracing::warn!(pattern, "memory write refused: looks like a credential");
+                // The one place a refusal is decided, so the one event hosts and traces see
+                // (an OpenTelemetry span event on the tool call or extraction that wrote).
+                tracing::event!(
+                    target: SECRET_REFUSED_TARGET,
+                    tracing::Level::WARN,
+                    { "memloop.secret.pattern" } = pattern,
+                    "memory write refused: looks like a credential"
+                );
                 Err(MemoryError::SensitiveData {
                     pattern: pattern.to_owned(),
                 })
