@@ -317,11 +317,14 @@ impl MemoryServer {
         Parameters(p): Parameters<LoadParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match self.authorize(&access_of(&ctx), &p).await {
-            Ok(project) => project,
-            Err(e) => return self.answer(Err(e.into())),
-        };
-        self.answer(ops::load(&self.projects, project, p.detail).await)
+        self.traced("context_load", &ctx, async {
+            let project = match self.authorize(&access_of(&ctx), &p).await {
+                Ok(project) => project,
+                Err(e) => return self.answer(Err(e.into())),
+            };
+            self.answer(ops::load(&self.projects, project, p.detail).await)
+        })
+        .await
     }
 
     #[tool(
@@ -337,21 +340,24 @@ impl MemoryServer {
         Parameters(p): Parameters<SearchParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match self.authorize(&access_of(&ctx), &p).await {
-            Ok(project) => project,
-            Err(e) => return self.answer(Err(e.into())),
-        };
-        self.answer(
-            ops::search(
-                &self.projects,
-                project,
-                &p.query,
-                p.scope,
-                p.limit,
-                p.detail,
+        self.traced("context_search", &ctx, async {
+            let project = match self.authorize(&access_of(&ctx), &p).await {
+                Ok(project) => project,
+                Err(e) => return self.answer(Err(e.into())),
+            };
+            self.answer(
+                ops::search(
+                    &self.projects,
+                    project,
+                    &p.query,
+                    p.scope,
+                    p.limit,
+                    p.detail,
+                )
+                .await,
             )
-            .await,
-        )
+        })
+        .await
     }
 
     #[tool(
@@ -371,24 +377,27 @@ impl MemoryServer {
         Parameters(p): Parameters<SaveParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match self.authorize(&access_of(&ctx), &p).await {
-            Ok(project) => project,
-            Err(e) => return self.answer(Err(e.into())),
-        };
-        let key = match p.idempotency_key.as_deref().map(check_key).transpose() {
-            Ok(key) => key.map(|key| SaveKey {
-                caller: caller_of(&ctx),
-                key: key.to_owned(),
-                request_sha256: crate::batch::sha256_hex(
-                    serde_json::to_string(&p.entries)
-                        .unwrap_or_default()
-                        .as_bytes(),
-                ),
-            }),
-            Err(why) => return self.answer(Err(Refusal::new(why))),
-        };
-        let limits = self.projects.limits();
-        self.answer(crate::save::save(&self.projects, project, &p.entries, key, limits).await)
+        self.traced("context_save", &ctx, async {
+            let project = match self.authorize(&access_of(&ctx), &p).await {
+                Ok(project) => project,
+                Err(e) => return self.answer(Err(e.into())),
+            };
+            let key = match p.idempotency_key.as_deref().map(check_key).transpose() {
+                Ok(key) => key.map(|key| SaveKey {
+                    caller: caller_of(&ctx),
+                    key: key.to_owned(),
+                    request_sha256: crate::batch::sha256_hex(
+                        serde_json::to_string(&p.entries)
+                            .unwrap_or_default()
+                            .as_bytes(),
+                    ),
+                }),
+                Err(why) => return self.answer(Err(Refusal::new(why))),
+            };
+            let limits = self.projects.limits();
+            self.answer(crate::save::save(&self.projects, project, &p.entries, key, limits).await)
+        })
+        .await
     }
 
     #[tool(
@@ -406,24 +415,63 @@ impl MemoryServer {
         Parameters(p): Parameters<ManageParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match self.authorize(&access_of(&ctx), &p).await {
-            Ok(project) => project,
-            Err(e) => return self.answer(Err(e.into())),
-        };
-        self.answer(
-            ops::manage(
-                &self.projects,
-                project,
-                ops::ManageRequest {
-                    action: p.action,
-                    target: p.target.as_deref(),
-                    content: p.content.as_deref(),
-                    expected_version: p.expected_version.as_deref(),
-                },
-                p.claude_md.unwrap_or(true) && self.projects.claude_md(),
+        self.traced("context_manage", &ctx, async {
+            let project = match self.authorize(&access_of(&ctx), &p).await {
+                Ok(project) => project,
+                Err(e) => return self.answer(Err(e.into())),
+            };
+            self.answer(
+                ops::manage(
+                    &self.projects,
+                    project,
+                    ops::ManageRequest {
+                        action: p.action,
+                        target: p.target.as_deref(),
+                        content: p.content.as_deref(),
+                        expected_version: p.expected_version.as_deref(),
+                    },
+                    p.claude_md.unwrap_or(true) && self.projects.claude_md(),
+                )
+                .await,
             )
-            .await,
-        )
+        })
+        .await
+    }
+}
+
+impl MemoryServer {
+    /// Run one tool call inside its span: `tools/call {tool}` (kind server) with the MCP and
+    /// GenAI attributes (`mcp.method.name`, `gen_ai.operation.name` = `execute_tool`,
+    /// `gen_ai.tool.name`, `jsonrpc.request.id`), and `error.type` when the call is refused or
+    /// fails. Never the arguments or the answer (they hold memory text).
+    async fn traced(
+        &self,
+        tool: &'static str,
+        ctx: &RequestContext<RoleServer>,
+        call: impl std::future::Future<Output = Result<CallToolResult, ErrorData>>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let span = tracing::info_span!(
+            "tools/call",
+            otel.name = %format!("tools/call {tool}"),
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+            mcp.method.name = "tools/call",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = tool,
+            jsonrpc.request.id = ?ctx.id,
+            error.type = tracing::field::Empty,
+        );
+        let result = tracing::Instrument::instrument(call, span.clone()).await;
+        let failed = match &result {
+            Ok(answer) if answer.is_error == Some(true) => Some("tool_error"),
+            Ok(_) => None,
+            Err(_) => Some("protocol_error"),
+        };
+        if let Some(kind) = failed {
+            span.record("error.type", kind);
+            span.record("otel.status_code", "ERROR");
+        }
+        result
     }
 }
 
