@@ -217,11 +217,11 @@ pub mod memory {
             ChangeCursor, Changes, CheckedWrite, ContainmentGate, Durability, ExpectedVersion,
             FileMemoryStore, Headers, INDEX_FILE, IndexCaps, IndexEntry, LoadedIndex, LocalBases,
             LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
-            MemoryScope, MemoryStore, MemoryType, ScanCache, ScanChange, ScanConfig, ScanUpdate,
-            SecretFilter, StoreConfig, StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite,
-            WriteLimits, WriteMode, WriteReport, append_to_existing, canonical_memory_text,
-            content_version, format_entry_line, load_capped, redact_secrets, title_file_stem,
-            title_key, topic_to_rel_path, validate_rel_path,
+            MemoryScope, MemoryStore, MemoryType, REDACTED_PREFIX, ScanCache, ScanChange,
+            ScanConfig, ScanUpdate, SecretFilter, StoreConfig, StoreDescription, StoreLocation,
+            TEAM_DIR, VersionedWrite, WriteLimits, WriteMode, WriteReport, append_to_existing,
+            canonical_memory_text, content_version, format_entry_line, load_capped, redact_secrets,
+            title_file_stem, title_key, topic_to_rel_path, validate_rel_path,
         };
     }
 

@@ -562,6 +562,14 @@ impl MemorySetup {
     /// updater's requests share the agent's cached prompt prefix. Each fork's gate limits what
     /// it may call; `edit_session_notes` refuses every caller but the notes updater.
     pub fn attach(&self, mut builder: AgentBuilder) -> Result<AgentBuilder, SetupError> {
+        // The conventions' switch for message content on the spans: opt in, and never without
+        // the credential redaction every stored text gets.
+        if memloop_core::telemetry::ContentCapture::requested(&self.env) {
+            builder =
+                builder.capture_content(memloop_core::telemetry::ContentCapture::new(|text| {
+                    memloop_store::redact_secrets(text).0
+                }));
+        }
         if let Some(config) = &self.instructions {
             builder = builder.section(Arc::new(InstructionsSection::live(
                 InstructionLoader::new(config.clone()),

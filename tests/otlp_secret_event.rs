@@ -97,3 +97,78 @@ async fn a_refused_secret_is_a_span_event_without_the_secret() {
     assert!(has("execute_tool memory_write"));
     assert!(!has(SECRET), "the secret reached the trace");
 }
+
+/// One turn of a scripted agent (it answers "Noted, I will not store it.") asked `message`,
+/// with memory set up from `env` and traces exported to a loopback receiver; the bodies of the
+/// trace requests, joined.
+async fn exported_turn(env: &[(&str, &str)], message: &str) -> Vec<u8> {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let (home, project) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut vars = vec![("MEMLOOP_HOME", home.path().to_str().unwrap())];
+    vars.extend_from_slice(env);
+    let resolver = MemoryDirResolver::new(project.path())
+        .managed_settings(project.path().join("no-managed-settings.json"));
+    let memory = MemorySetup::with_resolver(resolver, EnvVars::from_pairs(vars))
+        .unwrap()
+        .without_compaction()
+        .extraction(false)
+        .recall(false);
+    let model = ScriptedModel::new().then(ScriptStep::text("Noted, I will not store it."));
+    let config = OtlpConfig::new(&server.uri());
+    let export = tokio::task::spawn_blocking(move || OtlpExport::start(&config))
+        .await
+        .unwrap()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry().with(export.layer());
+    let message = message.to_owned();
+    async move {
+        let mut agent = memory
+            .attach(Agent::builder(Arc::new(model)))
+            .unwrap()
+            .build();
+        agent.run_turn(&message).await.unwrap();
+    }
+    .with_subscriber(subscriber)
+    .await;
+    tokio::task::spawn_blocking(move || export.shutdown())
+        .await
+        .unwrap()
+        .unwrap();
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.url.path() == "/v1/traces")
+        .flat_map(|r| r.body)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_content_is_captured_only_on_request_and_never_a_secret() {
+    let message = format!("The staging database password is {SECRET}; the host is db-stage-3.");
+    let has = |all: &[u8], needle: &str| all.windows(needle.len()).any(|w| w == needle.as_bytes());
+
+    // By default: no message text at all.
+    let all = exported_turn(&[], &message).await;
+    assert!(has(&all, "chat scripted"));
+    assert!(!has(&all, "db-stage-3") && !has(&all, "Noted, I will not store it"));
+    assert!(!has(&all, "gen_ai.input.messages"));
+
+    // Asked for with the standard switch: the request and the answer, the secret redacted.
+    let all = exported_turn(
+        &[("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")],
+        &message,
+    )
+    .await;
+    assert!(has(&all, "gen_ai.input.messages") && has(&all, "gen_ai.output.messages"));
+    assert!(has(&all, "gen_ai.system_instructions"));
+    assert!(has(&all, "db-stage-3"), "the message text was not captured");
+    assert!(has(&all, "Noted, I will not store it"));
+    assert!(has(&all, memloop::memory::store::REDACTED_PREFIX));
+    assert!(!has(&all, SECRET), "the secret reached the trace");
+}

@@ -325,6 +325,7 @@ impl Agent {
             background: self.background.clone(),
             depth: 0,
             withheld: BTreeMap::new(),
+            capture: self.config.capture_content.clone(),
         }
     }
 

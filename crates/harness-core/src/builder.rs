@@ -125,6 +125,12 @@ impl AgentBuilder {
         self
     }
 
+    /// Record message content on the `chat` spans (see [`AgentConfig::capture_content`]).
+    pub fn capture_content(mut self, capture: crate::telemetry::ContentCapture) -> Self {
+        self.config.capture_content = Some(capture);
+        self
+    }
+
     /// Set the compactor.
     pub fn compactor(mut self, compactor: Arc<dyn ContextCompactor>) -> Self {
         self.compactor = Some(compactor);

@@ -36,6 +36,10 @@ pub struct AgentConfig {
     /// Clear the content of old tool results once the conversation crosses a trigger, before
     /// any compaction is considered (see [`crate::clearing`]). `None` (the default) never clears.
     pub tool_result_clearing: Option<ToolResultClearing>,
+    /// Record what the main agent's model requests send and get back on their `chat` spans
+    /// (see [`ContentCapture`](crate::telemetry::ContentCapture)). `None` (the default) records
+    /// no message text.
+    pub capture_content: Option<crate::telemetry::ContentCapture>,
 }
 
 impl AgentConfig {
@@ -60,6 +64,7 @@ impl Default for AgentConfig {
             max_tool_output_bytes: Self::DEFAULT_MAX_TOOL_OUTPUT_BYTES,
             spill_dir: None,
             tool_result_clearing: None,
+            capture_content: None,
         }
     }
 }

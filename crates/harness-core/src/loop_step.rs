@@ -57,6 +57,8 @@ pub(crate) struct LoopStep {
     /// Tools this agent was deliberately not given, with the reason a call to one is refused
     /// (a sub-agent without memory has no memory tools).
     pub withheld: BTreeMap<String, String>,
+    /// Message content recorded on the `chat` spans, if the host asked for it.
+    pub capture: Option<crate::telemetry::ContentCapture>,
 }
 
 const EVENT_OUTPUT_BYTES: usize = 500;
@@ -127,11 +129,19 @@ impl LoopStep {
             &self.purpose,
             max_tokens,
         );
+        if let Some(capture) = &self.capture {
+            capture.record_request(&span, &req);
+        }
         let started = std::time::Instant::now();
         let response =
             tracing::Instrument::instrument(self.stream_response(req), span.clone()).await;
         match &response {
-            Ok(r) => crate::telemetry::record_response(&span, r),
+            Ok(r) => {
+                crate::telemetry::record_response(&span, r);
+                if let Some(capture) = &self.capture {
+                    capture.record_response(&span, r);
+                }
+            }
             Err(e) => crate::telemetry::record_error(&span, e),
         }
         crate::telemetry::record_chat_metrics(

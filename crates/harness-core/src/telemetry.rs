@@ -65,6 +65,9 @@ pub fn chat_span(provider: &str, model: &str, purpose: &str, max_tokens: u32) ->
         gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
         gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
         error.type = tracing::field::Empty,
+        gen_ai.system_instructions = tracing::field::Empty,
+        gen_ai.input.messages = tracing::field::Empty,
+        gen_ai.output.messages = tracing::field::Empty,
         memloop.purpose = %purpose,
     )
 }
@@ -217,4 +220,117 @@ pub fn record_chat_metrics(
             );
         }
     }
+}
+
+/// Opt-in capture of what a model request sends and gets back, on its `chat` span, as the GenAI
+/// conventions define it: `gen_ai.system_instructions`, `gen_ai.input.messages` and
+/// `gen_ai.output.messages` (JSON: each message's role and parts, text, tool calls and tool
+/// results). Off unless a host sets one ([`AgentConfig::capture_content`]); every text goes
+/// through the capture's filter first (`MemorySetup` passes memloop's credential redaction), and
+/// each attribute is cut at 64 KiB with a note.
+///
+/// [`AgentConfig::capture_content`]: crate::AgentConfig::capture_content
+#[derive(Clone)]
+pub struct ContentCapture {
+    filter: std::sync::Arc<dyn Fn(&str) -> String + Send + Sync>,
+}
+
+impl std::fmt::Debug for ContentCapture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContentCapture").finish_non_exhaustive()
+    }
+}
+
+/// The standard switch of content capture: `true` (or `1`) turns it on.
+pub const CAPTURE_CONTENT_ENV: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+
+/// The most bytes one captured attribute holds.
+const MAX_CAPTURED_BYTES: usize = 64 * 1024;
+
+impl ContentCapture {
+    /// Capture content, every text passed through `filter` (a redaction of secrets) first.
+    pub fn new(filter: impl Fn(&str) -> String + Send + Sync + 'static) -> Self {
+        Self {
+            filter: std::sync::Arc::new(filter),
+        }
+    }
+
+    /// Whether `env` asks for content capture ([`CAPTURE_CONTENT_ENV`]).
+    pub fn requested(env: &crate::env::EnvVars) -> bool {
+        env.get(CAPTURE_CONTENT_ENV)
+            .and_then(crate::env::parse_bool_env)
+            .unwrap_or(false)
+    }
+
+    /// `blocks` as the conventions' parts, texts filtered.
+    fn parts(&self, blocks: &[crate::message::ContentBlock]) -> Vec<serde_json::Value> {
+        use crate::message::ContentBlock;
+        use serde_json::json;
+        blocks
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text { text } => {
+                    Some(json!({"type": "text", "content": (self.filter)(text)}))
+                }
+                ContentBlock::ToolUse { id, name, input } => Some(json!({
+                    "type": "tool_call", "id": id, "name": name,
+                    "arguments": (self.filter)(&input.to_string()),
+                })),
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } => Some(json!({
+                    "type": "tool_call_response", "id": tool_use_id,
+                    "response": (self.filter)(&content.text()),
+                })),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Record the request's system sections and messages on `span`.
+    pub(crate) fn record_request(&self, span: &Span, request: &crate::model::ModelRequest) {
+        let system: Vec<serde_json::Value> = request
+            .system
+            .iter()
+            .map(|s| serde_json::json!({"type": "text", "content": (self.filter)(s)}))
+            .collect();
+        let messages: Vec<serde_json::Value> = request
+            .messages
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    crate::message::Role::User => "user",
+                    crate::message::Role::Assistant => "assistant",
+                };
+                serde_json::json!({"role": role, "parts": self.parts(&m.content)})
+            })
+            .collect();
+        span.record("gen_ai.system_instructions", capped(&system).as_str());
+        span.record("gen_ai.input.messages", capped(&messages).as_str());
+    }
+
+    /// Record the answer on `span`.
+    pub(crate) fn record_response(&self, span: &Span, response: &ModelResponse) {
+        let output = [serde_json::json!({
+            "role": "assistant",
+            "parts": self.parts(&response.content),
+            "finish_reason": finish_reason(response.stop_reason),
+        })];
+        span.record("gen_ai.output.messages", capped(&output).as_str());
+    }
+}
+
+/// `value` as JSON, cut at [`MAX_CAPTURED_BYTES`] (on a character boundary) with a note.
+fn capped(value: &[serde_json::Value]) -> String {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    if text.len() <= MAX_CAPTURED_BYTES {
+        return text;
+    }
+    let mut end = MAX_CAPTURED_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [cut: {} bytes in all]", &text[..end], text.len())
 }

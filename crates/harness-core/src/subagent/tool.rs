@@ -301,6 +301,7 @@ impl SubAgentTool {
             background: caller.background.clone(),
             depth,
             withheld: kit.withheld,
+            capture: None,
         };
         Ok(ChildRun {
             id,
