@@ -69,7 +69,9 @@ fn bench(c: &mut Criterion) {
     );
     let model = model();
     let mut group = c.benchmark_group("telemetry_overhead");
-    group.bench_function("turn/no_subscriber", |b| b.iter(|| rt.block_on(turn(&model))));
+    group.bench_function("turn/no_subscriber", |b| {
+        b.iter(|| rt.block_on(turn(&model)))
+    });
     // Each subscriber built once, as a host builds it, and shared by every turn.
     let registry = tracing::Dispatch::new(tracing_subscriber::registry());
     group.bench_function("turn/registry", |b| {
