@@ -323,3 +323,62 @@ async fn recall_and_extraction_are_traced_with_paths_and_counts() {
         }
     }
 }
+
+/// An embedder with a fixed answer, or a failure.
+struct Vectors(bool);
+
+#[async_trait]
+impl memloop::core::embed::Embedder for Vectors {
+    fn model_id(&self) -> &str {
+        "fixed-model"
+    }
+    fn dimension(&self) -> usize {
+        2
+    }
+    fn provider(&self) -> &str {
+        "test.fixed"
+    }
+    async fn embed(
+        &self,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, memloop::core::embed::EmbedError> {
+        match self.0 {
+            true => Ok(texts.iter().map(|_| vec![0.6, 0.8]).collect()),
+            false => Err(memloop::core::embed::EmbedError::Load("no weights".into())),
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_embedding_call_is_an_embeddings_span_without_the_texts() {
+    use memloop::core::embed::Embedder;
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let texts: Vec<String> = ["第一条记忆", "second memory", "третья"]
+        .map(String::from)
+        .to_vec();
+    let good: &dyn Embedder = &Vectors(true);
+    good.embed_checked(&texts).await.unwrap();
+    good.embed_queries_checked(&texts[..1]).await.unwrap();
+    let bad: &dyn Embedder = &Vectors(false);
+    assert!(bad.embed_checked(&texts).await.is_err());
+
+    let spans = capture.spans.lock().unwrap().clone();
+    let calls: Vec<&Seen> = spans.iter().filter(|s| s.name == "embeddings").collect();
+    assert_eq!(calls.len(), 3, "{spans:#?}");
+    for call in &calls {
+        assert_eq!(call.fields["otel.name"], "embeddings fixed-model");
+        assert_eq!(call.fields["gen_ai.operation.name"], "embeddings");
+        assert_eq!(call.fields["gen_ai.provider.name"], "test.fixed");
+        assert_eq!(call.fields["otel.kind"], "client");
+    }
+    assert_eq!(calls[0].fields["memloop.texts"], "3");
+    assert_eq!(calls[0].fields["memloop.role"], "passage");
+    assert_eq!(calls[1].fields["memloop.role"], "query");
+    assert!(!calls[0].fields.contains_key("error.type"));
+    assert_eq!(calls[2].fields["error.type"], "load");
+    assert_eq!(calls[2].fields["otel.status_code"], "ERROR");
+    let all = format!("{spans:?}");
+    assert!(!all.contains("第一条记忆") && !all.contains("second memory"));
+}

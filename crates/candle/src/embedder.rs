@@ -288,6 +288,11 @@ fn split_by_tokens(lens: &[usize], parts: usize) -> Vec<std::ops::Range<usize>> 
 
 #[async_trait]
 impl Embedder for CandleEmbedder {
+    /// `memloop.candle`: memloop's own in-process runtime.
+    fn provider(&self) -> &str {
+        "memloop.candle"
+    }
+
     /// `candle:<directory name>:<16 hex digits>`, the digits a SHA-256 over the directory's
     /// configuration files, `tokenizer.json` and the length of `model.safetensors`.
     fn model_id(&self) -> &str {

@@ -85,6 +85,12 @@ pub trait Embedder: Send + Sync {
         self.embed(texts).await
     }
 
+    /// Who serves the vectors, as OpenTelemetry's `gen_ai.provider.name` names it (`openai`,
+    /// `memloop.candle`, ...). Default `unknown`.
+    fn provider(&self) -> &str {
+        "unknown"
+    }
+
     /// Get ready for the first call now: an embedder that loads lazily (a local model's
     /// weights) loads here, so that the first query is not the one that waits. Callers with no
     /// time budget call it before work that has one ([`HybridSelector::warm`] does). The
@@ -113,6 +119,30 @@ impl dyn Embedder + '_ {
     }
 
     async fn checked(&self, texts: &[String], queries: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let span = crate::telemetry::embeddings_span(
+            self.provider(),
+            self.model_id(),
+            texts.len(),
+            if queries { "query" } else { "passage" },
+        );
+        let result =
+            tracing::Instrument::instrument(self.checked_chunks(texts, queries), span.clone())
+                .await;
+        if let Err(e) = &result {
+            span.record("error.type", crate::telemetry::embed_error_type(e));
+            span.record("otel.status_code", "ERROR");
+        }
+        result
+    }
+
+    async fn checked_chunks(
+        &self,
+        texts: &[String],
+        queries: bool,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let dim = self.dimension();
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(self.max_batch().max(1)) {
@@ -244,6 +274,10 @@ impl Embedder for Prefixed {
         self.inner
             .embed_queries(&Self::with(&self.query, texts))
             .await
+    }
+
+    fn provider(&self) -> &str {
+        self.inner.provider()
     }
 
     async fn ready(&self) -> Result<(), EmbedError> {

@@ -334,3 +334,37 @@ fn capped(value: &[serde_json::Value]) -> String {
     }
     format!("{}… [cut: {} bytes in all]", &text[..end], text.len())
 }
+
+/// The span of one embedding call ([`Embedder::embed_checked`] and the query form, the entry
+/// points every caller uses): `embeddings {model}`, with the provider, the model id, how many
+/// texts and in which role (`query` or `passage`); `error.type` when it fails. Never the texts.
+///
+/// [`Embedder::embed_checked`]: crate::embed::Embedder
+pub fn embeddings_span(provider: &str, model: &str, texts: usize, role: &str) -> Span {
+    tracing::info_span!(
+        "embeddings",
+        otel.name = %format!("{OP_EMBEDDINGS} {model}"),
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = OP_EMBEDDINGS,
+        gen_ai.provider.name = %provider,
+        gen_ai.request.model = %model,
+        memloop.texts = texts,
+        memloop.role = role,
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// `gen_ai.operation.name` of an embedding call.
+pub const OP_EMBEDDINGS: &str = "embeddings";
+
+/// `error.type` of a failed embedding call.
+pub fn embed_error_type(error: &crate::embed::EmbedError) -> &'static str {
+    use crate::embed::EmbedError;
+    match error {
+        EmbedError::Load(_) => "load",
+        EmbedError::Inference(_) => "inference",
+        EmbedError::Shape { .. } => "shape",
+        EmbedError::Model(e) => error_type(e),
+    }
+}

@@ -424,6 +424,10 @@ fn provider_error(e: ProviderError) -> EmbedError {
 
 #[async_trait]
 impl Embedder for OpenAiEmbedder {
+    fn provider(&self) -> &str {
+        "openai"
+    }
+
     fn model_id(&self) -> &str {
         &self.model_id
     }
