@@ -19,67 +19,19 @@ use std::time::Duration;
 use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::SubscriberExt;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A Phoenix server for this test: killed when dropped.
-struct Phoenix {
-    child: std::process::Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Phoenix {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+#[path = "support/phoenix.rs"]
+mod phoenix_server;
+use phoenix_server::Phoenix;
 
 /// Start Phoenix, or `None` (skipped outside CI) when it is not installed.
 async fn phoenix() -> Option<Phoenix> {
-    let program = std::env::var("MEMLOOP_PHOENIX").unwrap_or_else(|_| "phoenix".into());
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let child = std::process::Command::new(&program)
-        .arg("serve")
-        .env("PHOENIX_WORKING_DIR", dir.path())
-        .env("PHOENIX_HOST", "127.0.0.1")
-        .env("PHOENIX_PORT", port.to_string())
-        .env("PHOENIX_GRPC_PORT", free_port().to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    let child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            memloop::core::testing::skip_unless_ci(format!(
-                "Arize Phoenix is not available (`.ci/run` installs it; MEMLOOP_PHOENIX={program}): {e}"
-            ));
-            return None;
+    match Phoenix::start().await {
+        Ok(server) => Some(server),
+        Err(why) => {
+            memloop::core::testing::skip_unless_ci(why);
+            None
         }
-    };
-    let server = Phoenix {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        _dir: dir,
-    };
-    let http = reqwest::Client::new();
-    // Phoenix takes some seconds to migrate its database and start.
-    for _ in 0..240 {
-        if let Ok(r) = http.get(format!("{}/healthz", server.url)).send().await {
-            if r.status().is_success() {
-                return Some(server);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    panic!("Phoenix did not start on {}", server.url);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,7 +48,10 @@ fn run(cli: &Cli, export: Option<&OtlpExport>) -> ExitCode {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .with_ansi(std::io::stderr().is_terminal())
+                // Plain text: no escape sequence from memloop reaches a terminal (a memory's own
+                // control characters are shown as symbols; so is the log's styling, by having
+                // none).
+                .with_ansi(false)
                 .without_time()
                 .with_filter(filter)
                 .with_filter(tracing_subscriber::filter::filter_fn(memloop_mcp::loggable)),
