@@ -59,10 +59,10 @@ impl Phoenix {
         let http = reqwest::Client::new();
         // Phoenix takes some seconds to migrate its database and start.
         for _ in 0..240 {
-            if let Ok(r) = http.get(format!("{}/healthz", server.url)).send().await {
-                if r.status().is_success() {
-                    return Ok(server);
-                }
+            if let Ok(r) = http.get(format!("{}/healthz", server.url)).send().await
+                && r.status().is_success()
+            {
+                return Ok(server);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
