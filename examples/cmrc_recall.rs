@@ -7,9 +7,11 @@
 //! # plus a row for PostgreSQL search (memloop-pg's PgFtsSelector):
 //! cargo run --release --example cmrc_recall -- ../shared/data/cmrc2018/cmrc2018_dev.json \
 //!     --pg "host=127.0.0.1 user=root dbname=test"
-//! # plus a row for the hybrid selector (BM25 + all-MiniLM-L6-v2, an English model):
+//! # plus rows for the hybrid selector (BM25 + a sentence-transformers model: all-MiniLM-L6-v2,
+//! # an English model, or multilingual-e5-small, whose query / passage prompts the model dir
+//! # declares and `CandleEmbedder` applies) and for the model's vectors alone:
 //! cargo run --release --features candle --example cmrc_recall -- \
-//!     ../shared/data/cmrc2018/cmrc2018_dev.json --embed candle:<all-MiniLM-L6-v2 dir>
+//!     ../shared/data/cmrc2018/cmrc2018_dev.json --embed candle:<model dir> [--dense-weight W]...
 //! ```
 //!
 //! A memory's name is its paragraph id, its description the paragraph's first sentence (at most
@@ -260,7 +262,19 @@ async fn main() -> Result<()> {
         .position(|a| a == "--embed")
         .and_then(|i| args.get(i + 1))
     {
-        hybrid_row(spec, &store, &questions).await?;
+        // `--dense-weight W` (repeatable): one more hybrid row each, passages on.
+        let mut weights = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            if a == "--dense-weight" {
+                let w: f32 = args
+                    .get(i + 1)
+                    .context("--dense-weight needs a number")?
+                    .parse()
+                    .context("--dense-weight expects a number in [0, 1]")?;
+                weights.push(w);
+            }
+        }
+        hybrid_row(spec, &store, &questions, &weights).await?;
     }
     Ok(())
 }
@@ -272,6 +286,7 @@ async fn hybrid_row(
     spec: &str,
     store: &Arc<dyn MemoryStore>,
     questions: &[Question],
+    weights: &[f32],
 ) -> Result<()> {
     let Some(dir) = spec.strip_prefix("candle:") else {
         anyhow::bail!("--embed expects candle:<model dir>, got {spec}");
@@ -285,26 +300,67 @@ async fn hybrid_row(
                 .with_context(|| format!("cannot load the model at {dir}"))?,
         );
         let model = embedder.model_id().to_owned();
+        // The model's directory name for the row labels (all-MiniLM-L6-v2, multilingual-e5-small).
+        let short = std::path::Path::new(dir)
+            .file_name()
+            .map_or_else(|| dir.to_owned(), |n| n.to_string_lossy().into_owned());
         let tmp = tempfile::tempdir()?;
-        let rows = [
+        let weighted = |dense_weight| Fusion::Weighted { dense_weight };
+        let floor = HybridConfig::default().min_similarity;
+        let mut rows = vec![
             (
-                "hybrid (BM25 + MiniLM, defaults: dense 0.4, passages)",
-                0.4,
+                format!("hybrid (BM25 + {short}, defaults: dense 0.3, passages)"),
+                Fusion::default(),
                 true,
+                floor,
             ),
-            ("hybrid, dense 0.3, passages", 0.3, true),
-            ("hybrid, dense 0.4, one vector per memory", 0.4, false),
             (
-                "hybrid, dense 0.3, one vector per memory (the defaults before)",
-                0.3,
+                "hybrid, dense 0.4, passages".to_owned(),
+                weighted(0.4),
+                true,
+                floor,
+            ),
+            (
+                "hybrid, dense 0.4, one vector per memory".to_owned(),
+                weighted(0.4),
                 false,
+                floor,
+            ),
+            (
+                "hybrid, dense 0.3, one vector per memory (the defaults before passages)"
+                    .to_owned(),
+                weighted(0.3),
+                false,
+                floor,
+            ),
+            // The vectors alone (passages), every memory ranked: as locomo_recall ranks them.
+            (
+                format!("{short} alone (passages)"),
+                Fusion::Rrf {
+                    k: 60.0,
+                    dense_weight: 1.0,
+                },
+                true,
+                -1.0,
             ),
         ];
-        for (name, dense_weight, passages) in rows {
+        for w in weights.iter().rev() {
+            rows.insert(
+                1,
+                (
+                    format!("hybrid, dense {w}, passages"),
+                    weighted(*w),
+                    true,
+                    floor,
+                ),
+            );
+        }
+        for (name, fusion, passages, min_similarity) in rows {
             let config = HybridConfig {
                 embed_budget: Duration::from_secs(600),
-                fusion: Fusion::Weighted { dense_weight },
+                fusion,
                 passages,
+                min_similarity,
                 ..HybridConfig::default()
             };
             let cache = tmp.path().join(format!("vectors-{passages}.bin"));
@@ -319,13 +375,13 @@ async fn hybrid_row(
                     t.elapsed().as_secs_f64()
                 );
             }
-            run_selector(name, &hybrid, store, questions).await?;
+            run_selector(&name, &hybrid, store, questions).await?;
         }
         Ok(())
     }
     #[cfg(not(feature = "candle"))]
     {
-        let _ = (store, questions);
+        let _ = (store, questions, weights);
         anyhow::bail!("`candle:{dir}` needs `--features candle`")
     }
 }
