@@ -354,6 +354,39 @@ impl Bm25Postings {
         }
     }
 
+    /// How much of `query` the memories can match at all: the share of its distinct analysed
+    /// terms (in any of the memories' languages) that at least one memory contains, in [0, 1];
+    /// 1 for a query with no terms. A question in the memories' language scores near 1; one in
+    /// another language near 0 (only names, numbers and loanwords are shared), which is when
+    /// a ranking by meaning must decide ([`Fusion::fuse_for`](crate::Fusion::fuse_for)).
+    pub fn coverage(&self, query: &str) -> f32 {
+        let tokens = tokens(query);
+        let latin = tokens.iter().any(|(_, s)| *s == Script::Latin);
+        let languages: Vec<Language> = if latin {
+            self.languages().collect()
+        } else {
+            vec![Language::English]
+        };
+        // The analysis (stemming, stop words) of the language that matches best.
+        let mut best: Option<f32> = None;
+        for lang in &languages {
+            let analyzed = self.analyzer.analyze_tokens(tokens.clone(), *lang);
+            let mut terms: Vec<&String> = analyzed.single.iter().collect();
+            terms.sort_unstable();
+            terms.dedup();
+            if terms.is_empty() {
+                continue;
+            }
+            let found = terms
+                .iter()
+                .filter(|t| self.term_ids.contains_key(**t))
+                .count();
+            let share = found as f32 / terms.len() as f32;
+            best = Some(best.map_or(share, |b| b.max(share)));
+        }
+        best.unwrap_or(1.0)
+    }
+
     /// The languages of the indexed memories.
     pub fn languages(&self) -> impl Iterator<Item = Language> + '_ {
         Language::ALL
@@ -589,6 +622,34 @@ mod tests {
             description,
             body,
         }
+    }
+
+    #[test]
+    fn coverage_is_the_share_of_the_query_the_memories_can_match() {
+        let mut idx = Bm25Postings::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        idx.upsert(
+            "db.md",
+            t0,
+            text("billing database", "We chose PostgreSQL for billing."),
+        );
+        idx.upsert(
+            "cat.md",
+            t0,
+            text("office cat", "The cat sleeps on the sofa."),
+        );
+        // In the memories' language: every term is known.
+        assert_eq!(idx.coverage("which database for billing?"), 1.0);
+        // Half the terms unknown.
+        let half = idx.coverage("billing invoices");
+        assert!((half - 0.5).abs() < 1e-6, "{half}");
+        // Another language: nothing in common but a name.
+        assert!(idx.coverage("Какую базу данных использует сервис оплаты?") < 0.01);
+        assert!(idx.coverage("计费服务用的是什么数据库？") < 0.01);
+        let name = idx.coverage("Welche Datenbank nutzt PostgreSQL für Abrechnung?");
+        assert!(name > 0.0 && name < 0.5, "{name}");
+        // No terms at all: nothing to judge by.
+        assert_eq!(idx.coverage("?!"), 1.0);
     }
 
     #[test]

@@ -169,6 +169,15 @@ impl Bm25Selector {
     }
 }
 
+impl Bm25Selector {
+    /// The share of `query`'s distinct terms (analysed in the memories' language that matches
+    /// best) that at least one indexed memory contains, in [0, 1]; 1 for a query with no terms.
+    /// Near 1 for a question in the memories' language, near 0 for one in another language.
+    pub async fn coverage(&self, query: &str) -> f32 {
+        self.index.lock().await.index.coverage(query)
+    }
+}
+
 /// Diff the index against `headers` by path and mtime: drop the gone, read the new and changed.
 /// Returns the report and the memories that could not be read.
 async fn sync_index(

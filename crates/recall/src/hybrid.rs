@@ -49,13 +49,43 @@ impl Default for Fusion {
     /// Recall@5 over observations, session summaries and dialog turns) weighted sums beat RRF
     /// with `k` 5–60, and 0.4 edged 0.3 (68.0 against 67.7 with all-MiniLM-L6-v2 and passage
     /// vectors); on CMRC 2018 (Chinese) the English model's extra weight cost R@1 (95.7 →
-    /// 95.1), so the default stays 0.3. With a multilingual model, try 0.4.
+    /// 95.1), so the default stays 0.3. [`HybridSelector`] raises it per query by how little of
+    /// the query the memories contain ([`Fusion::fuse_for`]).
     fn default() -> Self {
         Fusion::Weighted { dense_weight: 0.3 }
     }
 }
 
 impl Fusion {
+    /// [`fuse`](Self::fuse) for a query whose terms the memories contain in the share
+    /// `coverage` ([`Bm25Selector::coverage`](crate::Bm25Selector::coverage)): the dense weight
+    /// `w` grows to `w + (1 − w) · (1 − coverage)`. A query in the memories' language keeps the
+    /// configured weights; one in another language, whose few lexical matches are names,
+    /// numbers and loanwords, is ranked mostly by meaning, so a stray shared word cannot
+    /// outrank the memory that answers it.
+    pub fn fuse_for(
+        &self,
+        coverage: f32,
+        bm25: &[(String, f32)],
+        dense: &[(String, f32)],
+    ) -> Vec<(String, f32)> {
+        let missing = 1.0 - coverage.clamp(0.0, 1.0);
+        let adapt = |w: f32| {
+            let w = w.clamp(0.0, 1.0);
+            w + (1.0 - w) * missing
+        };
+        let adapted = match *self {
+            Fusion::Rrf { k, dense_weight } => Fusion::Rrf {
+                k,
+                dense_weight: adapt(dense_weight),
+            },
+            Fusion::Weighted { dense_weight } => Fusion::Weighted {
+                dense_weight: adapt(dense_weight),
+            },
+        };
+        adapted.fuse(bm25, dense)
+    }
+
     /// Fuse two rankings (best first, with scores) into one, best first; ties by path.
     pub fn fuse(&self, bm25: &[(String, f32)], dense: &[(String, f32)]) -> Vec<(String, f32)> {
         let mut fused: HashMap<&str, f32> = HashMap::new();
@@ -311,7 +341,8 @@ impl HybridSelector {
             keep,
         );
         drop(vectors);
-        let mut fused = self.config.fusion.fuse(&bm25, &dense);
+        let coverage = self.bm25.coverage(query).await;
+        let mut fused = self.config.fusion.fuse_for(coverage, &bm25, &dense);
         fused.truncate(limit);
         Ok(fused)
     }
@@ -403,6 +434,34 @@ mod tests {
         assert!((f[0].1 - f[1].1).abs() < 1e-6);
         let f = Fusion::Weighted { dense_weight: 0.7 }.fuse(&bm25, &dense);
         assert_eq!(f[0].0, "b");
+    }
+
+    #[test]
+    fn a_query_the_memories_cannot_match_is_ranked_by_meaning() {
+        // A stray shared word puts `stray.md` first for BM25; meaning puts `answer.md` first.
+        let bm25 = vec![("stray.md".to_owned(), 4.0), ("answer.md".to_owned(), 0.5)];
+        let dense = vec![
+            ("answer.md".to_owned(), 0.86),
+            ("stray.md".to_owned(), 0.80),
+        ];
+        let fusion = Fusion::default();
+        let first = |v: Vec<(String, f32)>| v[0].0.clone();
+        // Every query term is in the memories: the configured weights, BM25's order wins.
+        assert_eq!(first(fusion.fuse_for(1.0, &bm25, &dense)), "stray.md");
+        assert_eq!(
+            fusion.fuse_for(1.0, &bm25, &dense),
+            fusion.fuse(&bm25, &dense)
+        );
+        // A question in another language (one term in ten known): meaning decides.
+        assert_eq!(first(fusion.fuse_for(0.1, &bm25, &dense)), "answer.md");
+        assert_eq!(first(fusion.fuse_for(0.0, &bm25, &dense)), "answer.md");
+        // Out-of-range coverage is clamped, for RRF too.
+        let rrf = Fusion::Rrf {
+            k: 60.0,
+            dense_weight: 0.3,
+        };
+        assert_eq!(first(rrf.fuse_for(-3.0, &bm25, &dense)), "answer.md");
+        assert_eq!(rrf.fuse_for(7.0, &bm25, &dense), rrf.fuse(&bm25, &dense));
     }
 
     #[test]
