@@ -408,7 +408,7 @@ async fn daily_log_mode_switches_the_main_agents_prompt_and_tools_too() {
 
 /// Run one turn asking `question` of `memory`, whose store holds `memories` (path, description,
 /// body); the recall events of the turn.
-#[cfg(feature = "candle")]
+#[cfg(all(feature = "candle", unix))]
 async fn recall_events(
     memory: &MemorySetup,
     memories: &[(&str, &str, &str)],
@@ -452,7 +452,7 @@ async fn recall_events(
     events.lock().map(|e| e.clone()).unwrap()
 }
 
-#[cfg(feature = "candle")]
+#[cfg(all(feature = "candle", unix))]
 fn surfaced(events: &[RecallEvent]) -> Vec<String> {
     events
         .iter()
@@ -463,7 +463,7 @@ fn surfaced(events: &[RecallEvent]) -> Vec<String> {
         .collect()
 }
 
-#[cfg(feature = "candle")]
+#[cfg(all(feature = "candle", unix))]
 #[tokio::test]
 async fn a_fetched_model_makes_recall_hybrid_by_default_and_a_broken_one_degrades_to_bm25() {
     let Some(e5) = std::env::var_os("MEMLOOP_TEST_E5_DIR").filter(|v| !v.is_empty()) else {
