@@ -55,6 +55,19 @@ pub enum EmbedError {
     },
 }
 
+impl EmbedError {
+    /// The error's kind as a trace's `error.type`: `load`, `inference`, `shape`, or the model
+    /// error's own.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Load(_) => "load",
+            Self::Inference(_) => "inference",
+            Self::Shape { .. } => "shape",
+            Self::Model(e) => crate::telemetry::error_type(e),
+        }
+    }
+}
+
 /// Turns texts into vectors. Object-safe: share it as `Arc<dyn Embedder>`.
 ///
 /// Implementations return one vector of [`dimension`](Embedder::dimension) floats per input
@@ -132,7 +145,7 @@ impl dyn Embedder + '_ {
             tracing::Instrument::instrument(self.checked_chunks(texts, queries), span.clone())
                 .await;
         if let Err(e) = &result {
-            span.record("error.type", crate::telemetry::embed_error_type(e));
+            span.record("error.type", e.kind());
             span.record("otel.status_code", "ERROR");
         }
         result

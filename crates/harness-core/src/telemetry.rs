@@ -335,11 +335,9 @@ fn capped(value: &[serde_json::Value]) -> String {
     format!("{}… [cut: {} bytes in all]", &text[..end], text.len())
 }
 
-/// The span of one embedding call ([`Embedder::embed_checked`] and the query form, the entry
-/// points every caller uses): `embeddings {model}`, with the provider, the model id, how many
-/// texts and in which role (`query` or `passage`); `error.type` when it fails. Never the texts.
-///
-/// [`Embedder::embed_checked`]: crate::embed::Embedder
+/// The span of one embedding call (`embed_checked` and the query form, the entry points every
+/// caller uses): `embeddings {model}`, with the provider, the model id, how many texts and in
+/// which role (`query` or `passage`); `error.type` when it fails. Never the texts.
 pub fn embeddings_span(provider: &str, model: &str, texts: usize, role: &str) -> Span {
     tracing::info_span!(
         "embeddings",
@@ -357,14 +355,3 @@ pub fn embeddings_span(provider: &str, model: &str, texts: usize, role: &str) ->
 
 /// `gen_ai.operation.name` of an embedding call.
 pub const OP_EMBEDDINGS: &str = "embeddings";
-
-/// `error.type` of a failed embedding call.
-pub fn embed_error_type(error: &crate::embed::EmbedError) -> &'static str {
-    use crate::embed::EmbedError;
-    match error {
-        EmbedError::Load(_) => "load",
-        EmbedError::Inference(_) => "inference",
-        EmbedError::Shape { .. } => "shape",
-        EmbedError::Model(e) => error_type(e),
-    }
-}
