@@ -14,11 +14,11 @@ pub enum Durability {
     /// Through a killed process: the file is replaced by a rename, so readers see the old
     /// content or the new one, never a torn file, and a write that returned is in the kernel's
     /// hands. A power cut or kernel crash may lose the last writes (never tear them). What
-    /// Claude Code gives; sub-millisecond writes.
+    /// Claude Code gives.
     #[default]
     Process,
     /// Through a power cut too: the file is fsync'd before the rename and its directory after
-    /// (several milliseconds per write on most disks).
+    /// (from about half a millisecond to several per write, by disk).
     Power,
 }
 
