@@ -35,6 +35,8 @@ pub struct CandleEmbedder {
     ///
     /// [`with_default_prompts`]: CandleEmbedder::with_default_prompts
     fallback_prompts: Prompts,
+    /// Whether the directory declares prompts of its own (read once, with the layout).
+    declares_prompts: bool,
     model_id: String,
     dimension: usize,
 }
@@ -99,6 +101,7 @@ impl CandleEmbedder {
                 let identity = Identity {
                     model_id: format!("candle:{}:unavailable", dir_name(dir)),
                     dimension: 0,
+                    declares_prompts: false,
                 };
                 identity.embedder(
                     dir,
@@ -114,22 +117,12 @@ impl CandleEmbedder {
     /// prompts win. When they are used, they are part of the [`model_id`](Embedder::model_id).
     #[must_use]
     pub fn with_default_prompts(mut self, query: &str, passage: &str) -> Self {
-        if self.fallback_prompts.query.is_empty() && self.fallback_prompts.passage.is_empty() {
-            let declared = self
-                .model
-                .get()
-                .and_then(|m| m.as_ref().ok())
-                .map(|m| !m.prompts.is_empty());
-            let declared = declared.unwrap_or_else(|| {
-                Layout::read(&self.dir).is_ok_and(|layout| !layout.prompts.is_empty())
-            });
-            if !declared {
-                self.fallback_prompts = Prompts {
-                    query: query.to_owned(),
-                    passage: passage.to_owned(),
-                };
-                self.model_id = format!("{}:prompts:{query:?}:{passage:?}", self.model_id);
-            }
+        if self.fallback_prompts.is_empty() && !self.declares_prompts {
+            self.fallback_prompts = Prompts {
+                query: query.to_owned(),
+                passage: passage.to_owned(),
+            };
+            self.model_id = format!("{}:prompts:{query:?}:{passage:?}", self.model_id);
         }
         self
     }
@@ -144,6 +137,7 @@ impl CandleEmbedder {
 struct Identity {
     model_id: String,
     dimension: usize,
+    declares_prompts: bool,
 }
 
 impl Identity {
@@ -151,6 +145,7 @@ impl Identity {
         Self {
             model_id: format!("candle:{}:{}", dir_name(dir), &layout.fingerprint[..16]),
             dimension: layout.bert.hidden_size,
+            declares_prompts: !layout.prompts.is_empty(),
         }
     }
 
@@ -163,6 +158,7 @@ impl Identity {
             model: Arc::new(model),
             dir: dir.to_path_buf(),
             fallback_prompts: Prompts::default(),
+            declares_prompts: self.declares_prompts,
             model_id: self.model_id,
             dimension: self.dimension,
         }
