@@ -382,3 +382,94 @@ async fn each_embedding_call_is_an_embeddings_span_without_the_texts() {
     let all = format!("{spans:?}");
     assert!(!all.contains("第一条记忆") && !all.contains("second memory"));
 }
+
+/// A stop hook that forks a note-taker, as the extractor does.
+struct ForkOnStop;
+
+#[async_trait]
+impl memloop::core::Hook for ForkOnStop {
+    async fn on_stop(&self, ctx: memloop::core::HookContext) {
+        ctx.fork("noter")
+            .build()
+            .run("Note what the user asked.")
+            .await
+            .unwrap();
+    }
+}
+
+/// Content capture is the agent's, not one request path's: a host that turns it on sees the
+/// content of its forks' and sub-agents' model requests too, through the same filter, and a host
+/// that leaves it off sees none anywhere.
+#[tokio::test]
+async fn content_capture_covers_forks_and_sub_agents() {
+    use memloop::core::subagent::{AgentDefinition, SubAgentTool};
+    use memloop::core::telemetry::ContentCapture;
+
+    for on in [true, false] {
+        let capture = Capture::default();
+        let subscriber = tracing_subscriber::registry().with(capture.clone());
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        let model = ScriptedModel::new()
+            .on_purpose("subagent:counter", |_| {
+                Some(ScriptStep::text("There are 3 files, said the counter."))
+            })
+            .on_purpose("noter", |_| {
+                Some(ScriptStep::text("The user counted files."))
+            })
+            .then(ScriptStep::tool(
+                "agent",
+                json!({"agent": "counter", "prompt": "Count the files in hush-7."}),
+            ))
+            .then(ScriptStep::text("3 files."));
+        let counter = AgentDefinition::new("counter", "Counts files.", "You count files.");
+        let mut builder = Agent::builder(Arc::new(model.clone()))
+            .subagents(Arc::new(SubAgentTool::new([counter])))
+            .hook(Arc::new(ForkOnStop));
+        if on {
+            builder = builder.capture_content(ContentCapture::new(|t| t.replace("hush-7", "[R]")));
+        }
+        let mut agent = builder.build();
+        agent.run_turn("How many files in hush-7?").await.unwrap();
+        assert!(
+            agent
+                .drain(std::time::Duration::from_secs(30))
+                .await
+                .completed
+        );
+        drop(agent);
+        assert_eq!(model.requests_for("noter").len(), 1);
+
+        let spans = capture.spans.lock().unwrap().clone();
+        let chat = |purpose: &str| -> Vec<BTreeMap<String, String>> {
+            spans
+                .iter()
+                .filter(|s| s.name == "chat" && s.fields["memloop.purpose"] == purpose)
+                .map(|s| s.fields.clone())
+                .collect()
+        };
+        for purpose in ["main", "subagent:counter", "noter"] {
+            let seen = chat(purpose);
+            assert!(!seen.is_empty(), "no chat span for {purpose}: {spans:#?}");
+            for f in seen {
+                assert_eq!(
+                    f.contains_key("gen_ai.input.messages"),
+                    on,
+                    "{purpose}: {f:#?}"
+                );
+                assert_eq!(f.contains_key("gen_ai.output.messages"), on, "{purpose}");
+                for v in f.values() {
+                    assert!(!v.contains("hush-7"), "{purpose}: unfiltered content {v}");
+                }
+            }
+        }
+        if on {
+            let child = &chat("subagent:counter")[0];
+            assert!(child["gen_ai.input.messages"].contains("Count the files in [R]"));
+            assert!(child["gen_ai.output.messages"].contains("said the counter"));
+            let fork = &chat("noter")[0];
+            assert!(fork["gen_ai.input.messages"].contains("Note what the user asked"));
+            assert!(fork["gen_ai.output.messages"].contains("The user counted files"));
+        }
+    }
+}

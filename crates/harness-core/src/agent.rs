@@ -198,6 +198,7 @@ impl Agent {
             events: self.events.clone(),
             background: self.background.clone(),
             cancel,
+            capture: self.config.capture_content.clone(),
         }
     }
 

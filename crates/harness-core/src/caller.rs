@@ -30,6 +30,8 @@ pub(crate) struct Caller {
     pub tool_timeout: Duration,
     pub max_tool_output_bytes: usize,
     pub spill_dir: Option<PathBuf>,
+    /// Its content capture, which a sub-agent inherits.
+    pub capture: Option<crate::telemetry::ContentCapture>,
 }
 
 tokio::task_local! {

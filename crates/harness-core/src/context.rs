@@ -45,6 +45,11 @@ pub struct HookContext {
     /// Fires when the turn (turn-start and post-sampling hooks) or the session (stop hooks,
     /// compaction listeners) is cancelled.
     pub cancel: CancellationToken,
+    /// The agent's content capture ([`AgentConfig::capture_content`]), which its forks inherit:
+    /// their `chat` spans record content exactly when the parent's do.
+    ///
+    /// [`AgentConfig::capture_content`]: crate::AgentConfig::capture_content
+    pub capture: Option<crate::telemetry::ContentCapture>,
 }
 
 impl std::fmt::Debug for HookContext {

@@ -255,7 +255,7 @@ async fn run_fork(
         background: b.base.background.clone(),
         depth: 0,
         withheld: std::collections::BTreeMap::new(),
-        capture: None,
+        capture: b.base.capture.clone(),
     };
     // What is sent besides the parent's prefix: system sections, tool specs, the prompt.
     let fixed = step.request_overhead(&b.base.system) + CharEstimator.count(&prompt);

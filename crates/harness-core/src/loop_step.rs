@@ -262,6 +262,7 @@ impl LoopStep {
             tool_timeout: self.tool_timeout,
             max_tool_output_bytes: self.max_tool_output_bytes,
             spill_dir: self.spill_dir.clone(),
+            capture: self.capture.clone(),
         }
     }
 

@@ -350,6 +350,7 @@ pub fn hook_context(
         events: Arc::new(crate::events::NullSink),
         background: crate::BackgroundTasks::new(),
         cancel: CancellationToken::new(),
+        capture: None,
     }
 }
 

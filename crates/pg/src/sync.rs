@@ -211,6 +211,17 @@ enum Direction {
     Pull,
 }
 
+impl Direction {
+    /// The name the `team_sync` span records.
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Status => "status",
+            Self::Push => "push",
+            Self::Pull => "pull",
+        }
+    }
+}
+
 impl TeamSync {
     /// Sync `local` with `team`.
     pub fn new(local: FileMemoryStore, team: PgMemoryStore) -> Self {
@@ -327,7 +338,7 @@ impl TeamSync {
         // The sync's span: which way, how many entries it looked at, or why it failed.
         let span = tracing::info_span!(
             "team_sync",
-            memloop.sync.direction = ?dir,
+            memloop.sync.direction = dir.as_str(),
             memloop.sync.entries = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );

@@ -301,7 +301,7 @@ impl SubAgentTool {
             background: caller.background.clone(),
             depth,
             withheld: kit.withheld,
-            capture: None,
+            capture: caller.capture.clone(),
         };
         Ok(ChildRun {
             id,

@@ -104,6 +104,7 @@ impl Consolidator {
             events: Arc::new(memloop_core::events::NullSink),
             background: memloop_core::BackgroundTasks::new(),
             cancel: memloop_core::CancellationToken::new(),
+            capture: None,
         };
         self.run(&hook).await
     }
