@@ -122,7 +122,7 @@ impl HttpTransport {
         cancel: &CancellationToken,
         parse: impl FnOnce(&[u8]) -> Result<ModelResponse, ModelError>,
     ) -> Result<ModelResponse, ModelError> {
-        let span = tracing::info_span!("model_call", provider, model, purpose);
+        let span = tracing::debug_span!("model_call", provider, model, purpose);
         let bytes = self
             .post_json(body, cancel)
             .instrument(span.clone())
@@ -153,7 +153,7 @@ impl HttpTransport {
         cancel: CancellationToken,
         decoder: impl Fn() -> D + Send + 'static,
     ) -> BoxStream<'static, Result<StreamEvent, ModelError>> {
-        let span = tracing::info_span!("model_stream", provider, model, purpose);
+        let span = tracing::debug_span!("model_stream", provider, model, purpose);
         let state = StreamState {
             transport: self.clone(),
             body,

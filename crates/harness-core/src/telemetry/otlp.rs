@@ -255,8 +255,11 @@ impl OtlpExport {
 
     /// The layer that turns memloop's `tracing` spans into OpenTelemetry spans (their name
     /// from `otel.name`, their kind from `otel.kind`, every other field an attribute). Only
-    /// spans of memloop's crates pass: not those of the exporter's own HTTP client (which would
-    /// feed on themselves), nor other libraries' (a transport's span may carry a request body),
+    /// spans of memloop's crates at `INFO` or above pass (the `DEBUG` ones, a store's
+    /// `memory_write` or a provider's `model_stream`, are detail inside a `chat` or
+    /// `execute_tool` span and cost a turn more than they tell): not those of the exporter's own
+    /// HTTP client (which would feed on themselves), nor other libraries' (a transport's span may
+    /// carry a request body),
     /// and no log events (a debug event may quote a message or a tool's input) except those of
     /// target `memloop::secrets`, which name the pattern of a refused credential (never the
     /// text): they become events of the span they happened in.
@@ -272,7 +275,9 @@ impl OtlpExport {
         let spans = tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer("memloop"))
             .with_filter(tracing_subscriber::filter::filter_fn(|m| {
-                (m.is_span() && m.target().starts_with("memloop"))
+                (m.is_span()
+                    && m.target().starts_with("memloop")
+                    && *m.level() <= tracing::Level::INFO)
                     || (m.is_event() && m.target() == SECRET_EVENTS_TARGET)
             }));
         let metrics = self.meters.clone().map(|meters| {
