@@ -537,10 +537,13 @@ impl FileMemoryStore {
                 fm.description.as_deref().unwrap_or(""),
                 self.config.index.max_entry_chars,
             );
-            // A new line is appended, an unchanged one left alone; only a changed line
-            // rewrites the index.
+            // A new line is appended, an unchanged one left alone, a changed one replaced in
+            // place; only a memory with several lines rewrites the index through its rules.
             let upsert = lines.upsert(&index_path, link, &line, self.config.durability);
-            if !matches!(upsert, Ok(Upsert::Unchanged | Upsert::Appended)) {
+            if !matches!(
+                upsert,
+                Ok(Upsert::Unchanged | Upsert::Appended | Upsert::Replaced)
+            ) {
                 lines.invalidate();
             }
             if upsert? == Upsert::Rewrite {

@@ -1,7 +1,9 @@
 //! `MEMORY.md` on disk for the file store's writes: which memories its entry lines link to,
-//! remembered by the file's stamp, so a write whose line is new *appends* one line (fsync'd)
-//! instead of reading and rewriting the whole index, and a write whose line is unchanged
-//! touches nothing. A write that changes a line still rewrites the file atomically.
+//! remembered by the file's stamp with the file's text, so a write whose line is new *appends*
+//! one line (fsync'd with `Durability::Power`) instead of reading and rewriting the whole index,
+//! a write whose line is unchanged touches nothing, and a write that changes its line splices
+//! the one line into the text it holds and renames the result into place (no re-read, no
+//! re-parse). Only a memory with several lines goes back to the caller's full rewrite.
 //!
 //! A writer killed mid-append can leave a torn last line. Readers skip lines that are not
 //! entries, and the next append starts on a fresh line, so a torn line never swallows the next
@@ -50,6 +52,9 @@ pub(crate) struct IndexLines {
     links: HashMap<String, (usize, String)>,
     /// The file's line ending (`\r\n` when it uses CRLF).
     eol: &'static str,
+    /// The file's text as last read or written (invalid UTF-8 replaced, as every index reader
+    /// does), where a changed line is spliced.
+    text: String,
 }
 
 /// What [`IndexLines::upsert`] decided.
@@ -59,7 +64,9 @@ pub(crate) enum Upsert {
     Unchanged,
     /// The line was new: appended.
     Appended,
-    /// A line linking to the memory differs (or is duplicated): the caller rewrites the file.
+    /// The one line linking to the memory differed: replaced in place, the file renamed over.
+    Replaced,
+    /// Several lines link to the memory: the caller rewrites the file.
     Rewrite,
 }
 
@@ -96,6 +103,7 @@ impl IndexLines {
             }
         }
         self.eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        self.text = text;
         // A missing file has no stamp to trust: stay unloaded so the append path re-checks.
         self.stamp = now;
         Ok(())
@@ -108,8 +116,9 @@ impl IndexLines {
     }
 
     /// Add the entry `line` for `file`: nothing when it is there already, an append (fsync'd
-    /// with [`Durability::Power`]) when no line links to `file`, else [`Upsert::Rewrite`] for
-    /// the caller. The caller holds the dir lock.
+    /// with [`Durability::Power`]) when no line links to `file`, the one line replaced when it
+    /// differs, else (several lines) [`Upsert::Rewrite`] for the caller. The caller holds the
+    /// dir lock.
     pub(crate) fn upsert(
         &mut self,
         path: &Path,
@@ -120,6 +129,22 @@ impl IndexLines {
         self.load(path)?;
         match self.links.get(file) {
             Some((1, existing)) if existing == line => return Ok(Upsert::Unchanged),
+            Some((1, existing)) => {
+                let Some(at) = find_line(&self.text, existing) else {
+                    return Ok(Upsert::Rewrite);
+                };
+                let end = at + existing.len();
+                let mut text = String::with_capacity(self.text.len() + line.len());
+                text.push_str(&self.text[..at]);
+                text.push_str(line);
+                text.push_str(&self.text[end..]);
+                crate::safety::atomic_write_with(path, text.as_bytes(), durability)?;
+                let meta = std::fs::metadata(path).map_err(|e| MemoryError::io("MEMORY.md", e))?;
+                self.text = text;
+                self.links.insert(file.to_owned(), (1, line.to_owned()));
+                self.stamp = Some(stamp_of(&meta));
+                return Ok(Upsert::Replaced);
+            }
             Some(_) => return Ok(Upsert::Rewrite),
             None => {}
         }
@@ -147,6 +172,8 @@ impl IndexLines {
         }
         bytes.push_str(line);
         bytes.push_str(self.eol);
+        // The text on disk is the text held (the stamp said so) and these bytes.
+        self.text.push_str(&bytes);
         f.write_all(bytes.as_bytes())
             .and_then(|()| match durability {
                 Durability::Power => f.sync_data(),
@@ -162,6 +189,17 @@ impl IndexLines {
         self.stamp = Some(stamp_of(&meta));
         Ok(Upsert::Appended)
     }
+}
+
+/// Where `line` stands in `text` as a whole line (the text of a line as `str::lines` gives it,
+/// after a byte-order mark at the start), if it does.
+fn find_line(text: &str, line: &str) -> Option<usize> {
+    text.match_indices(line).map(|(at, _)| at).find(|&at| {
+        let before = &text[..at];
+        let after = &text[at + line.len()..];
+        (before.is_empty() || before.ends_with('\n') || before == "\u{feff}")
+            && (after.is_empty() || after.starts_with('\n') || after.starts_with("\r\n"))
+    })
 }
 
 #[cfg(test)]
@@ -218,6 +256,50 @@ mod tests {
             index(tmp.path()),
             "- [Альфа](a.md) — исправлено\n- [ベータ](b.md) — 二番目\n"
         );
+    }
+
+    /// A changed line is spliced where it stands: the byte-order mark, CRLF endings, hand-written
+    /// lines and a quoted copy of the entry stay as they were, exactly as the index rules
+    /// (`upsert_entry` on the text read afresh) would leave them.
+    #[tokio::test]
+    async fn a_changed_line_is_replaced_where_it_stands_and_nowhere_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FileMemoryStore::open(tmp.path()).unwrap();
+        for (rel, name) in [("a.md", "A"), ("b.md", "B")] {
+            store
+                .write(rel, &doc(name, "one"), WriteMode::Overwrite)
+                .await
+                .unwrap();
+        }
+        // A hand edit: a BOM, CRLF, a heading, and a quote of a.md's line that is not an entry.
+        let hand = "\u{feff}# Notes\r\n> was: - [A](a.md) — one\r\n- [A](a.md) — one\r\n\
+                    - [B](b.md) — one\r\ntrailing words\r\n";
+        std::fs::write(tmp.path().join("MEMORY.md"), hand).unwrap();
+        let mut expected = hand.to_owned();
+        for (rel, name, description) in [
+            ("a.md", "A", "two"),
+            ("b.md", "B", "deux"),
+            ("a.md", "A", "drei, längere Beschreibung"),
+            ("c.md", "C", "new"),
+            ("a.md", "A", "4"),
+        ] {
+            store
+                .write(rel, &doc(name, description), WriteMode::Overwrite)
+                .await
+                .unwrap();
+            let line = format!("- [{name}]({rel}) — {description}");
+            expected = crate::index::upsert_entry(&expected, rel, &line);
+            assert_eq!(index(tmp.path()), expected, "after {rel} → {description}");
+        }
+        assert!(index(tmp.path()).contains("> was: - [A](a.md) — one\r\n"));
+        let files: Vec<String> = store
+            .index_entries()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.file)
+            .collect();
+        assert_eq!(files, ["a.md", "b.md", "c.md"]);
     }
 
     #[tokio::test]
