@@ -201,6 +201,11 @@ const CREDENTIALS: &[(&str, &str)] = &[
     ),
     ("r8_abcdefghijklmnopqrstuvwxyz0123456789A", "r8_abc"),
     ("dapi0123456789abcdef0123456789abcdef", "dapi0123"),
+    // A short label that is also a word, with a qualifier before its separator.
+    ("pw for router → Qw7zLp2Vn9", "Qw7zLp2Vn9"),
+    ("pass for the VPN: Zr8!kLm2Qx", "Zr8!kLm2Qx"),
+    ("pwd of nas-01 -> h7Tq-29xLp!", "h7Tq-29xLp"),
+    ("Pass (staging) = Vb3nQ8rT2z", "Vb3nQ8rT2z"),
 ];
 
 /// Credential lines in other languages: Chinese, Japanese, Korean, Russian, Spanish, Portuguese,
@@ -439,6 +444,13 @@ const HARMLESS: &[&str] = &[
     "our pw policy: no reuse of the last 5",
     "The token was revoked after the incident.",
     "Credentials are in the team vault; ask Maria.",
+    // A short label that is also a word, with a qualifier, and no random value after it.
+    "pass rate for the nightly suite: 98.5%",
+    "pw reset flow → see the runbook",
+    "pass the build id to: deploy-service-v2",
+    "pass through to the backend -> gateway v2",
+    "pass 2 of the migration: backfill the search column",
+    "pw for the router: ask Maria, it is in the vault",
 ];
 
 /// Harmless lines in the same languages: they talk about passwords, keys and tokens.

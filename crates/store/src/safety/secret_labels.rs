@@ -1015,12 +1015,13 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         return None;
     }
     let english = english_regex().is_some_and(|r| r.is_match(word));
-    // Short words that are also ordinary English (`pass`, `pw`, `pwd`) are labels only with
-    // their separator right after them (`pass: …`, `pw=…`).
+    // Short words that are also ordinary English (`pass`, `pw`, `pwd`) are labels with their
+    // separator right after them (`pass: …`, `pw=…`), or after a short qualifier when what
+    // follows the separator is clearly random (`pw for router → Qw7zLp2Vn9`).
     if word.len() <= 4 && TIGHT_LABELS.iter().any(|t| t.eq_ignore_ascii_case(word)) {
         let next = text[label.end..].trim_start_matches([' ', '\t']);
         if !next.starts_with([':', '=', '|']) {
-            return None;
+            return qualified_tight_value(text, label.end);
         }
     }
     let pin = is_pin_label(word);
@@ -1161,6 +1162,53 @@ fn judge(text: &str, label: Range<usize>) -> Option<Range<usize>> {
         return None;
     }
     value_after(text, label.end + sep_end, line_end, punct, dash, pin)
+}
+
+/// Words a short label's qualifier may have (`pw for the router`).
+const MAX_TIGHT_WORDS: usize = 3;
+
+/// The value after a short ordinary-word label (`pass`, `pw`) and a qualifier of at most
+/// [`MAX_TIGHT_WORDS`] words ending at a separator (`:`, `=`, `→`, `->`, `=>`), if that value is
+/// clearly random: such a label is ordinary English too often (`pass rate for CI: 98%`) to take a
+/// value of any other shape.
+fn qualified_tight_value(text: &str, from: usize) -> Option<Range<usize>> {
+    let line_end = text[from..].find('\n').map_or(text.len(), |i| from + i);
+    let rest = &text[from..line_end];
+    let (at, len) = rest
+        .char_indices()
+        .take(MAX_WINDOW_CHARS)
+        .find_map(|(i, c)| match c {
+            ':' | '=' | '→' => Some((
+                i,
+                if rest[i..].starts_with("=>") {
+                    2
+                } else {
+                    c.len_utf8()
+                },
+            )),
+            '-' if rest[i..].starts_with("->") => Some((i, 2)),
+            _ => None,
+        })?;
+    let window = &rest[..at];
+    if !window.starts_with([' ', '\t'])
+        || window.split_whitespace().count() > MAX_TIGHT_WORDS
+        || window
+            .chars()
+            .any(|c| !(c.is_alphanumeric() || c.is_whitespace() || "-_'’()".contains(c)))
+        || window_is_meta(window)
+    {
+        return None;
+    }
+    let after = &rest[at + len..];
+    let value = after.trim_start_matches([' ', '\t']);
+    let start = from + at + len + (after.len() - value.len());
+    let end = value
+        .char_indices()
+        .find(|(_, c)| c.is_whitespace() || unspaced(*c))
+        .map_or(line_end, |(i, _)| start + i);
+    let raw = &text[start..end];
+    let trimmed = raw.trim_end_matches(['.', ',', ';', '!', '?', ')']);
+    secret_shaped(trimmed, Strictness::Strict, false).then_some(start..start + trimmed.len())
 }
 
 /// The value after a separator ending at `from` (its line ends at `line_end`), if it is a
