@@ -110,6 +110,15 @@ pub async fn run(args: &McpArgs, ctx: &Context) -> anyhow::Result<()> {
             None
         }
     };
+    if let Some(embedder) = config.embedder.clone() {
+        // A model opened lazily loads now, while the client connects, so the first
+        // `context_search` ranks with it instead of spending its budget on the load.
+        tokio::spawn(async move {
+            if let Err(e) = embedder.ready().await {
+                tracing::warn!(error = %e, "the embedding model did not load: context_search ranks with BM25");
+            }
+        });
+    }
     match args.http {
         Some(addr) => serve_http(args, addr, config).await,
         None => {

@@ -423,6 +423,58 @@ async fn a_broken_backend_answers_unavailable() {
     client.cancel().await.unwrap();
 }
 
+/// The server loads the model it found in the Hugging Face cache (opened lazily) as it starts,
+/// not at the first `context_search`: with a cached model that cannot load, the warning comes
+/// before any tool is called.
+#[cfg(feature = "candle")]
+#[tokio::test]
+async fn the_cached_embedding_model_loads_at_start_up() {
+    let fx = fixture();
+    let hub = fx.home.join("hub");
+    let repo = hub.join("models--intfloat--multilingual-e5-small");
+    let snapshot = repo.join("snapshots/r1");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "r1").unwrap();
+    for file in [
+        "modules.json",
+        "config.json",
+        "tokenizer.json",
+        "model.safetensors",
+    ] {
+        std::fs::write(snapshot.join(file), "{truncated").unwrap();
+    }
+    let mut server = server_command(&fx)
+        .env_remove("MEMLOOP_EMBED_MODEL")
+        .env("HF_HUB_CACHE", &hub)
+        .env("MEMLOOP_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let done = line.contains("embedding model did not load");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .expect("no load warning before any call");
+    assert!(
+        seen.last().unwrap().contains(".json") || seen.last().unwrap().contains(".safetensors"),
+        "the warning names the file: {seen:?}"
+    );
+    server.kill().await.unwrap();
+}
+
 /// Titles that differ only outside ASCII (Cyrillic, CJK, emoji) each get their own file: every
 /// save reports `written` at a different path and every content survives; saving the same title
 /// again updates its file; a keyed entry saved under the old naming rule is updated in place.
