@@ -58,32 +58,30 @@ enum Claim {
     },
 }
 
+/// Claim `key` in `tx`: a new key, or one whose row is past its expiry (its old outcome no
+/// longer counts), is taken for this batch; a live one is returned as recorded. Only the row of
+/// `(project, caller, key)` is touched: other keys' expired rows are left to
+/// [`PgMemoryStore::sweep_expired_keys`].
 async fn claim(
     tx: &Transaction<'_>,
     project: &str,
     key: &IdempotencyKey,
 ) -> Result<Claim, StoreError> {
-    // Expired keys of the project go first, so a key past its time is claimed afresh.
-    tx.execute(
-        &tx.prepare_cached(
-            "DELETE FROM memloop_idempotency WHERE project_id = $1 AND expires_at < now()",
-        )
-        .await
-        .map_err(db)?,
-        &[&project],
-    )
-    .await
-    .map_err(db)?;
     // A concurrent batch with the same key waits here on the primary key until the first one
-    // commits (then finds its row) or rolls back (then claims it).
+    // commits (then finds its row) or rolls back (then claims it). A row found is locked until
+    // this transaction ends, whether it was taken afresh or not.
     let ttl = key.ttl.as_secs_f64();
     let claimed = tx
         .query_opt(
             &tx.prepare_cached(
-                "INSERT INTO memloop_idempotency
+                "INSERT INTO memloop_idempotency AS i
                  (project_id, caller, key, request_sha256, outcome, expires_at)
              VALUES ($1, $2, $3, $4, '', now() + make_interval(secs => $5))
-             ON CONFLICT (project_id, caller, key) DO NOTHING RETURNING 1",
+             ON CONFLICT (project_id, caller, key) DO UPDATE
+                 SET request_sha256 = EXCLUDED.request_sha256, outcome = '',
+                     created_at = now(), expires_at = EXCLUDED.expires_at
+                 WHERE i.expires_at < now()
+             RETURNING 1",
             )
             .await
             .map_err(db)?,
@@ -144,6 +142,9 @@ impl PgMemoryStore {
                                 request_sha256,
                                 outcome,
                             } => {
+                                // Ended now, not at the drop: the claim locked the key's row,
+                                // and other calls with the key wait for it.
+                                tx.rollback().await.map_err(db)?;
                                 return Ok(if request_sha256 == key.request_sha256 {
                                     BatchOutcome::Replayed(outcome)
                                 } else {
@@ -180,6 +181,14 @@ impl PgMemoryStore {
                 }
             })
             .await;
+        if key.is_some() && self.sweep_due() {
+            // Other keys' expired rows go in a statement of their own, after this batch and
+            // off its path: at most once per `SWEEP_EVERY` per store.
+            let store = self.clone();
+            tokio::spawn(async move {
+                let _ = store.sweep_expired_keys().await;
+            });
+        }
         match &result {
             Ok(BatchOutcome::Written(done)) => {
                 tracing::info!(
@@ -197,6 +206,46 @@ impl PgMemoryStore {
             Err(e) => tracing::warn!(error = %e, "team memory batch not written"),
         }
         result
+    }
+
+    /// Delete this project's idempotency keys past their expiry; how many went. A batch never
+    /// reads an expired key's outcome (the next call with that key takes it afresh), so this
+    /// only reclaims space. The store sweeps when it opens and then at most once an hour, in
+    /// the background after a keyed [`write_batch`](Self::write_batch); call it to sweep now
+    /// (e.g. from a maintenance job).
+    pub async fn sweep_expired_keys(&self) -> Result<u64, StoreError> {
+        let swept = self.delete_expired_keys().await;
+        match &swept {
+            Ok(n) => tracing::debug!(swept = n, "expired idempotency keys swept"),
+            Err(e) => tracing::warn!(error = %e, "expired idempotency keys not swept"),
+        }
+        swept
+    }
+
+    /// The sweep of [`sweep_expired_keys`](Self::sweep_expired_keys), recorded as done now,
+    /// without its log.
+    pub(crate) async fn delete_expired_keys(&self) -> Result<u64, StoreError> {
+        self.mark_swept();
+        let project = self.project_id().to_owned();
+        self.retrying("sweep", |client| {
+            let project = &project;
+            async move {
+                client
+                    .execute(
+                        &client
+                            .prepare_cached(
+                                "DELETE FROM memloop_idempotency
+                                 WHERE project_id = $1 AND expires_at < now()",
+                            )
+                            .await
+                            .map_err(db)?,
+                        &[project],
+                    )
+                    .await
+                    .map_err(db)
+            }
+        })
+        .await
     }
 
     /// One write of a batch inside its transaction: the row locked, its content version

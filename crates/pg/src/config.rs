@@ -39,7 +39,9 @@ pub struct PgConfig {
     pub pool_size: usize,
     /// How many times an operation is retried on a fresh connection after a connection loss.
     pub retries: u32,
-    /// Connect timeout.
+    /// Connect timeout. Four times it bounds how long
+    /// [`PgMemoryStore::open`](crate::PgMemoryStore::open) keeps retrying connections lost
+    /// while it migrates the schema (after [`retries`](Self::retries) attempts).
     pub connect_timeout: std::time::Duration,
     /// Where the store keeps what needs local disk (the vector cache, locks, pending work),
     /// keyed by its identity; from the process environment unless [`env`](Self::env) says

@@ -1,5 +1,6 @@
-//! Embedded, versioned migrations. [`migrate`] runs them on open, inside one transaction under an
-//! advisory lock, so concurrent openers never race and a failed step leaves nothing behind.
+//! Embedded, versioned migrations. [`migrate`] runs them on open, each version in a transaction
+//! of its own under an advisory lock, so concurrent openers never race, a failed step leaves
+//! nothing of itself behind, and the versions before it stay applied.
 
 use crate::error::PgError;
 use deadpool_postgres::Client;
@@ -177,6 +178,11 @@ INSERT INTO memloop_project_aliases (legacy_id)
     SELECT DISTINCT project_id FROM memloop_memories WHERE project_id !~ '[/:@\\]';
 "#,
     ),
+    // How the rows of migration 7 go (the SQL comment below is released text): a keyed save
+    // touches only its own `(project, caller, key)` row and takes it afresh when it is past
+    // `expires_at` (`batch.rs`, `claim`); the project's other expired rows are deleted by
+    // `PgMemoryStore::sweep_expired_keys`, which a store runs when it opens and then at most once
+    // an hour, in the background, after a keyed save of the project.
     (
         7,
         "idempotency keys: a retried batch save replays its first outcome",
@@ -235,6 +241,13 @@ async fn recorded_version(client: &Client) -> Result<Option<i32>, PgError> {
 /// the schema is already current nothing is created or locked, so a role with only
 /// SELECT / INSERT / UPDATE / DELETE on the tables opens the store; creating or upgrading the
 /// schema needs CREATE (once, by an owner role).
+///
+/// Each version is applied in a transaction of its own, under the advisory lock, after re-reading
+/// the recorded version under that lock: a failed step leaves nothing of itself behind, and the
+/// versions committed before it stay, so a migration interrupted by a lost connection resumes
+/// where it stopped on the next attempt. A lost connection is returned as such
+/// ([`PgError::is_connection`], which the open retries); only a statement the server refused is a
+/// [`PgError::Migration`].
 pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result<i32, PgError> {
     let db = |e: tokio_postgres::Error| PgError::from_db(&e);
     match recorded_version(client).await? {
@@ -258,40 +271,45 @@ pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result
             .map_err(db)?;
         tx.commit().await.map_err(db)?;
     }
-    let tx = client.transaction().await.map_err(db)?;
-    tx.execute("SELECT pg_advisory_xact_lock(7377002)", &[])
-        .await
-        .map_err(db)?;
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS memloop_schema_migrations (
-            version    integer PRIMARY KEY,
-            name       text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now())",
-    )
-    .await
-    .map_err(db)?;
-    let current: i32 = tx
-        .query_one(
-            "SELECT coalesce(max(version), 0) FROM memloop_schema_migrations",
-            &[],
-        )
-        .await
-        .map_err(db)?
-        .get(0);
-    if current > latest() {
-        return Err(PgError::SchemaTooNew {
-            found: current,
-            known: latest(),
-        });
-    }
-    for (version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
-        let fail = |e: tokio_postgres::Error| match PgError::from_db(&e) {
-            p @ PgError::Permission(_) => p,
-            other => PgError::Migration {
-                version: *version,
-                message: other.to_string(),
-            },
+    // Whether the migrations table is known to exist (after this call's first committed step).
+    let mut table_exists = false;
+    loop {
+        let tx = client.transaction().await.map_err(db)?;
+        tx.execute("SELECT pg_advisory_xact_lock(7377002)", &[])
+            .await
+            .map_err(db)?;
+        if !table_exists {
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS memloop_schema_migrations (
+                    version    integer PRIMARY KEY,
+                    name       text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now())",
+            )
+            .await
+            .map_err(db)?;
+        }
+        // Read under the lock: another opener may have applied versions since the last look.
+        let current: i32 = tx
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM memloop_schema_migrations",
+                &[],
+            )
+            .await
+            .map_err(db)?
+            .get(0);
+        if current > latest() {
+            tx.rollback().await.map_err(db)?;
+            return Err(PgError::SchemaTooNew {
+                found: current,
+                known: latest(),
+            });
+        }
+        let Some((version, name, sql)) = MIGRATIONS.iter().find(|m| m.0 > current) else {
+            // Current: commit (the table may have been created in this transaction).
+            tx.commit().await.map_err(db)?;
+            return Ok(latest());
         };
+        let fail = |e: tokio_postgres::Error| step_error(*version, &e);
         tx.batch_execute(sql).await.map_err(fail)?;
         tx.execute(
             "INSERT INTO memloop_schema_migrations (version, name) VALUES ($1, $2)",
@@ -299,8 +317,22 @@ pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result
         )
         .await
         .map_err(fail)?;
+        tx.commit().await.map_err(fail)?;
+        table_exists = true;
         tracing::info!(version, name, "team memory schema migrated");
     }
-    tx.commit().await.map_err(db)?;
-    Ok(latest())
+}
+
+/// The error of migration step `version`: a lost connection stays a connection error (retried
+/// on a fresh connection, where the step runs again from its start) and a missing permission
+/// stays [`PgError::Permission`]; a statement the server refused is a [`PgError::Migration`].
+fn step_error(version: i32, e: &tokio_postgres::Error) -> PgError {
+    match PgError::from_db(e) {
+        lost if lost.is_connection() => lost,
+        p @ PgError::Permission(_) => p,
+        other => PgError::Migration {
+            version,
+            message: other.to_string(),
+        },
+    }
 }

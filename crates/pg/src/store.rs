@@ -17,7 +17,7 @@ use memloop_store::{
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tracing::Instrument;
@@ -133,7 +133,13 @@ struct Inner {
     caps: IndexCaps,
     /// Last version this instance read or wrote, per path: what `MemoryStore::write` expects.
     seen: Mutex<HashMap<String, i64>>,
+    /// When this instance last swept its project's expired idempotency keys.
+    swept_at: Mutex<Option<Instant>>,
 }
+
+/// How often a store sweeps its project's expired idempotency keys while it saves with keys
+/// (besides once when it opens).
+const SWEEP_EVERY: Duration = Duration::from_secs(60 * 60);
 
 /// The PostgreSQL memory store. Cheap to clone (clones share the pool); share it as
 /// `Arc<dyn MemoryStore>`.
@@ -246,11 +252,34 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
     Ok(())
 }
 
+/// How long [`PgMemoryStore::open`] keeps retrying connections lost while opening, once the
+/// server was reached: this many times [`PgConfig::connect_timeout`].
+const OPEN_WINDOW_FACTOR: u32 = 4;
+
+/// The longest pause between two attempts to open.
+const OPEN_BACKOFF_MAX: Duration = Duration::from_millis(200);
+
+/// How long an open retries lost connections after the server was first reached.
+fn open_window(config: &PgConfig) -> Duration {
+    config.connect_timeout.saturating_mul(OPEN_WINDOW_FACTOR)
+}
+
+/// The pause before attempt `attempt + 1` of an open: 20 ms more per attempt, at most
+/// [`OPEN_BACKOFF_MAX`].
+fn open_backoff(attempt: u32) -> Duration {
+    Duration::from_millis(20)
+        .saturating_mul(attempt)
+        .min(OPEN_BACKOFF_MAX)
+}
+
 impl PgMemoryStore {
     /// Connect, run the migrations, and return the store for `config.project_id`. A wrong URL,
-    /// a down server or a missing permission is a clear [`PgError`]. The store has a pool of its
-    /// own ([`PgConfig::pool_size`] connections); a server holding many projects shares one
-    /// with [`open_in`](Self::open_in).
+    /// a down server or a missing permission is a clear [`PgError`]. A connection lost while
+    /// opening is retried on a fresh one, [`PgConfig::retries`] times, and, once the server was
+    /// reached, for up to four times [`PgConfig::connect_timeout`]: each migration version
+    /// commits on its own, so a retry resumes at the first one not yet applied. The store has
+    /// a pool of its own ([`PgConfig::pool_size`] connections); a server holding many projects
+    /// shares one with [`open_in`](Self::open_in).
     pub async fn open(config: PgConfig) -> Result<Self, PgError> {
         crate::validate_project_id(&config.project_id)?;
         let pool = PgPool::new(&config)?;
@@ -283,29 +312,43 @@ impl PgMemoryStore {
                 description,
                 caps: IndexCaps::default(),
                 seen: Mutex::new(HashMap::new()),
+                swept_at: Mutex::new(None),
                 config,
             }),
         };
         // A connection lost while opening (a restarting server, a proxy dropping it, a killed
-        // backend) is retried on a fresh one, like every operation.
-        let mut attempt = 0u32;
+        // backend) is retried on a fresh one, like every operation: `retries` times in any
+        // case, and, once the server was reached, until the open's deadline, since every
+        // migration version that committed stays and the next attempt resumes after it.
+        // `None`: a connect timeout too long to add to the clock, which means no deadline.
+        let deadline = Instant::now().checked_add(open_window(&store.inner.config));
+        let (mut attempt, mut reached) = (0u32, false);
         loop {
             let opened = async {
                 let mut client = store.client().await?;
+                reached = true;
                 migrate(&mut client, store.inner.config.schema.as_deref()).await?;
                 claim_legacy_id(&mut client, &store.inner.config).await
             }
             .await;
             match opened {
-                Ok(_) => break,
-                Err(e) if e.is_connection() && attempt < store.inner.config.retries => {
+                Ok(()) => break,
+                Err(e)
+                    if e.is_connection()
+                        && (attempt < store.inner.config.retries
+                            || (reached && deadline.is_none_or(|d| Instant::now() < d))) =>
+                {
                     attempt += 1;
                     tracing::warn!(attempt, error = %e, "team memory connection lost while opening; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(attempt)))
-                        .await;
+                    tokio::time::sleep(open_backoff(attempt)).await;
                 }
                 Err(e) => return Err(e),
             }
+        }
+        // Best effort: a role that may not delete keys still opens.
+        match store.delete_expired_keys().await {
+            Ok(swept) => tracing::debug!(swept, "expired idempotency keys swept"),
+            Err(e) => tracing::debug!(error = %e, "expired idempotency keys not swept"),
         }
         tracing::info!(project = %store.inner.config.project_id, "team memory store opened");
         Ok(store)
@@ -362,6 +405,26 @@ impl PgMemoryStore {
                 Some(v) => seen.insert(rel.to_owned(), v),
                 None => seen.remove(rel),
             };
+        }
+    }
+
+    /// Whether a sweep of expired idempotency keys is due ([`SWEEP_EVERY`] since the last);
+    /// when it is, the sweep is recorded as started, so concurrent callers see it as not due.
+    pub(crate) fn sweep_due(&self) -> bool {
+        let Ok(mut swept_at) = self.inner.swept_at.lock() else {
+            return false;
+        };
+        let due = swept_at.is_none_or(|t| t.elapsed() >= SWEEP_EVERY);
+        if due {
+            *swept_at = Some(Instant::now());
+        }
+        due
+    }
+
+    /// Record that a sweep of expired idempotency keys starts now.
+    pub(crate) fn mark_swept(&self) {
+        if let Ok(mut swept_at) = self.inner.swept_at.lock() {
+            *swept_at = Some(Instant::now());
         }
     }
 

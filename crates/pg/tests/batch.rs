@@ -1,7 +1,7 @@
 //! `PgMemoryStore::write_batch`: one transaction (a conflict on the last entry leaves the
 //! first ones unwritten), idempotency keys (replayed, refused when reused for another request,
-//! claimed afresh once expired) and concurrent calls with one key (one writes, the others wait
-//! and replay).
+//! claimed afresh once expired, other keys' expired rows left to the sweep) and concurrent calls
+//! with one key (one writes, the others wait and replay).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -182,7 +182,130 @@ async fn a_key_replays_its_first_outcome_until_it_expires() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(rows, 2, "k-1, and k-2 once (its expired row was deleted)");
+    assert_eq!(
+        rows, 2,
+        "k-1, and k-2 once (its expired row was taken afresh)"
+    );
+}
+
+/// The idempotency rows of every project in `schema`: (project, key), sorted.
+async fn key_rows(schema: &TestSchema) -> Vec<(String, String)> {
+    support::admin()
+        .await
+        .query(
+            &format!(
+                "SELECT project_id, key FROM {}.memloop_idempotency ORDER BY 1, 2",
+                schema.name
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+fn rows(of: &[(&str, &str)]) -> Vec<(String, String)> {
+    of.iter()
+        .map(|(p, k)| ((*p).to_owned(), (*k).to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_expired_key_is_claimed_afresh_by_another_request() {
+    let schema = TestSchema::new();
+    let store = schema.open("github.com/acme/billing").await;
+    let first = key("k", "request one", Duration::ZERO);
+    let once = store
+        .write_batch(
+            &[write("sessions/a.md", "one", ExpectedVersion::Any)],
+            Some(&first),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(once, BatchOutcome::Written(_)), "{once:?}");
+    // Past its expiry the key no longer counts: another request with it writes, not refused as
+    // reused, and the key now stands for that request (and its outcome) for its whole TTL.
+    let second = key("k", "request two", IDEMPOTENCY_TTL);
+    let BatchOutcome::Written(w) = store
+        .write_batch(
+            &[write("sessions/b.md", "two", ExpectedVersion::Any)],
+            Some(&second),
+            &outcome,
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("an expired key was not claimed afresh")
+    };
+    let again = store
+        .write_batch(
+            &[write("sessions/b.md", "two", ExpectedVersion::Any)],
+            Some(&second),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, BatchOutcome::Replayed(outcome(&w)));
+    let reused = store
+        .write_batch(
+            &[write("sessions/a.md", "one", ExpectedVersion::Any)],
+            Some(&first),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reused, BatchOutcome::KeyReused);
+    assert_eq!(
+        key_rows(&schema).await,
+        rows(&[("github.com/acme/billing", "k")])
+    );
+}
+
+#[tokio::test]
+async fn a_save_leaves_other_keys_expired_rows_to_the_sweep() {
+    let schema = TestSchema::new();
+    let (p, q) = ("github.com/acme/billing", "github.com/acme/ledger");
+    let billing = schema.open(p).await;
+    let ledger = schema.open(q).await;
+    for (store, k) in [(&billing, "old"), (&ledger, "q-old")] {
+        let saved = store
+            .write_batch(
+                &[write(
+                    "sessions/s.md",
+                    "expired at once",
+                    ExpectedVersion::Any,
+                )],
+                Some(&key(k, k, Duration::ZERO)),
+                &outcome,
+            )
+            .await
+            .unwrap();
+        assert!(matches!(saved, BatchOutcome::Written(_)), "{saved:?}");
+    }
+    // A keyed save deals with its own key only: the project's expired `old` stays.
+    let saved = billing
+        .write_batch(
+            &[write("sessions/t.md", "kept a day", ExpectedVersion::Any)],
+            Some(&key("new", "new", IDEMPOTENCY_TTL)),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(saved, BatchOutcome::Written(_)), "{saved:?}");
+    assert_eq!(
+        key_rows(&schema).await,
+        rows(&[(p, "new"), (p, "old"), (q, "q-old")])
+    );
+    // The sweep deletes the project's expired keys, not its live ones or another project's.
+    assert_eq!(billing.sweep_expired_keys().await.unwrap(), 1);
+    assert_eq!(key_rows(&schema).await, rows(&[(p, "new"), (q, "q-old")]));
+    assert_eq!(billing.sweep_expired_keys().await.unwrap(), 0);
+    // Opening a store sweeps its project.
+    drop(schema.open(q).await);
+    assert_eq!(key_rows(&schema).await, rows(&[(p, "new")]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
