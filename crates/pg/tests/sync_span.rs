@@ -6,7 +6,7 @@
 mod support;
 
 use memloop_pg::{SyncOptions, TeamSync};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
 use support::TestSchema;
 
 fn doc(name: &str, body: &str) -> MemoryDoc {
