@@ -473,3 +473,70 @@ async fn content_capture_covers_forks_and_sub_agents() {
         }
     }
 }
+
+/// An embedder that always fails, as a model server that went down does.
+struct Down;
+
+#[async_trait]
+impl memloop::core::embed::Embedder for Down {
+    fn model_id(&self) -> &str {
+        "down-v1"
+    }
+    fn dimension(&self) -> usize {
+        4
+    }
+    async fn embed(
+        &self,
+        _texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, memloop::core::embed::EmbedError> {
+        Err(memloop::core::embed::EmbedError::Inference(
+            "the model server is down".into(),
+        ))
+    }
+}
+
+/// The recall span names its selector, and when the selector had to choose with part of its
+/// ranking (a hybrid selector whose embedder failed), it says so and why.
+#[tokio::test]
+async fn the_recall_span_names_its_selector_and_why_it_degraded() {
+    use memloop::memory::recall::{HybridSelector, RecallHook};
+    use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(dir.path()).unwrap());
+    let doc = MemoryDoc::new(
+        "Release day",
+        "the team ships releases on tuesdays",
+        MemoryType::Project,
+        "Releases go out on Tuesdays after the freeze.",
+    );
+    store
+        .write("release_day.md", &doc, WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let cache = dir.path().join("vectors");
+    let hybrid = HybridSelector::new(store.clone(), Arc::new(Down), cache);
+    let hook = RecallHook::new(store.clone(), Arc::new(hybrid));
+    let ctx = memloop::core::testing::hook_context(Arc::new(ScriptedModel::new()), vec![]);
+    let pending = memloop::core::Hook::on_turn_start(&hook, &ctx, "when do releases ship?")
+        .await
+        .unwrap();
+    assert!(
+        pending.wait().await.is_some(),
+        "BM25 alone still surfaces it"
+    );
+
+    let spans = capture.spans.lock().unwrap().clone();
+    let recall = spans.iter().rfind(|s| s.name == "recall").unwrap();
+    assert_eq!(recall.fields["memloop.recall.selector"], "hybrid");
+    let degraded = &recall.fields["memloop.recall.degraded"];
+    assert!(
+        degraded.starts_with("hybrid: ") && degraded.contains("the model server is down"),
+        "{recall:#?}"
+    );
+    assert_eq!(recall.fields["memloop.recall.surfaced"], "release_day.md");
+}

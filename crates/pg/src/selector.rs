@@ -25,6 +25,10 @@ impl PgFtsSelector {
 
 #[async_trait]
 impl Selector for PgFtsSelector {
+    fn name(&self) -> &'static str {
+        "postgres_fts"
+    }
+
     async fn select(
         &self,
         query: &str,

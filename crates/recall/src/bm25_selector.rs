@@ -266,6 +266,10 @@ async fn read_into(
 
 #[async_trait]
 impl Selector for Bm25Selector {
+    fn name(&self) -> &'static str {
+        "bm25"
+    }
+
     async fn select(
         &self,
         query: &str,

@@ -34,6 +34,27 @@ pub enum RecallEvent {
     },
 }
 
+impl RecallEvent {
+    /// Report that `selector` chose with part of its ranking this turn because of `reason`: a
+    /// [`RecallDegraded`](Self::RecallDegraded) event to the host, and
+    /// `memloop.recall.degraded` on the recall span the selection runs in. Every selector that
+    /// degrades says so through this one place.
+    pub(crate) fn degraded(ctx: &crate::SelectionContext, selector: &str, reason: String) {
+        tracing::warn!(selector, %reason, "recall degraded");
+        tracing::Span::current().record(
+            "memloop.recall.degraded",
+            format!("{selector}: {reason}").as_str(),
+        );
+        ctx.events.emit(
+            Self::RecallDegraded {
+                selector: selector.to_owned(),
+                reason,
+            }
+            .into(),
+        );
+    }
+}
+
 impl From<RecallEvent> for AgentEvent {
     fn from(event: RecallEvent) -> Self {
         ExtensionEvent::new("memloop-recall", event).into()

@@ -50,6 +50,10 @@ impl FallbackSelector {
 
 #[async_trait]
 impl Selector for FallbackSelector {
+    fn name(&self) -> &'static str {
+        "fallback"
+    }
+
     async fn select(
         &self,
         query: &str,
@@ -66,7 +70,15 @@ impl Selector for FallbackSelector {
             Ok(paths) => Ok(paths),
             Err(SelectorError::Cancelled) => Err(SelectorError::Cancelled),
             Err(e) => {
-                tracing::info!(error = %e, "primary selector failed; using the fallback");
+                crate::RecallEvent::degraded(
+                    ctx,
+                    self.name(),
+                    format!(
+                        "{} failed, {} chose: {e}",
+                        self.primary.name(),
+                        self.secondary.name()
+                    ),
+                );
                 self.secondary.select_checked(query, headers, ctx).await
             }
         }

@@ -320,6 +320,8 @@ impl Hook for RecallHook {
         // (paths and sizes only, never a memory's text).
         let span = tracing::info_span!(
             "recall",
+            memloop.recall.selector = self.selector.name(),
+            memloop.recall.degraded = tracing::field::Empty,
             memloop.recall.candidates = tracing::field::Empty,
             memloop.recall.surfaced = tracing::field::Empty,
             memloop.recall.bytes = tracing::field::Empty,

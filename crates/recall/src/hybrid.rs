@@ -350,6 +350,10 @@ impl HybridSelector {
 
 #[async_trait]
 impl Selector for HybridSelector {
+    fn name(&self) -> &'static str {
+        "hybrid"
+    }
+
     async fn select(
         &self,
         query: &str,
@@ -368,14 +372,8 @@ impl Selector for HybridSelector {
         let chosen = match ranked {
             Ok(fused) => fused,
             Err((mut bm25, reason)) => {
-                tracing::warn!(%reason, "hybrid recall falls back to BM25");
-                ctx.events.emit(
-                    RecallEvent::RecallDegraded {
-                        selector: "hybrid".to_owned(),
-                        reason,
-                    }
-                    .into(),
-                );
+                // Ranked by BM25 alone this turn.
+                RecallEvent::degraded(ctx, self.name(), reason);
                 bm25.truncate(ctx.limit);
                 bm25
             }

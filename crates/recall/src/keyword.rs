@@ -151,6 +151,10 @@ pub(crate) fn display_name(h: &MemoryHeader) -> &str {
 
 #[async_trait]
 impl Selector for KeywordSelector {
+    fn name(&self) -> &'static str {
+        "keyword"
+    }
+
     async fn select(
         &self,
         query: &str,

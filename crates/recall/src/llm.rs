@@ -180,6 +180,10 @@ fn resolve_names(names: Vec<String>, shown: &[&MemoryHeader]) -> Vec<String> {
 
 #[async_trait]
 impl Selector for LlmSelector {
+    fn name(&self) -> &'static str {
+        "model"
+    }
+
     async fn select(
         &self,
         query: &str,

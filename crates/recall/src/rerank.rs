@@ -71,6 +71,10 @@ impl RerankSelector {
 
 #[async_trait]
 impl Selector for RerankSelector {
+    fn name(&self) -> &'static str {
+        "rerank"
+    }
+
     async fn select(
         &self,
         query: &str,
@@ -96,14 +100,8 @@ impl Selector for RerankSelector {
             Ok(picked) => picked,
             Err(SelectorError::Cancelled) => return Err(SelectorError::Cancelled),
             Err(e) => {
-                tracing::warn!(error = %e, "re-ranking model failed; keeping the first stage's order");
-                ctx.events.emit(
-                    RecallEvent::RecallDegraded {
-                        selector: "rerank".to_owned(),
-                        reason: e.to_string(),
-                    }
-                    .into(),
-                );
+                // The first stage's order is kept.
+                RecallEvent::degraded(ctx, self.name(), format!("re-ranking model failed: {e}"));
                 let mut out = shortlist;
                 out.truncate(ctx.limit);
                 return Ok(out);

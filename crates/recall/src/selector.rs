@@ -123,6 +123,12 @@ pub trait Selector: Send + Sync {
     fn header_cache(&self) -> Option<Arc<ScanCache>> {
         None
     }
+
+    /// A short name for traces and events (`bm25`, `hybrid`, `rerank`, ...): the recall span's
+    /// `memloop.recall.selector`. Default `custom`.
+    fn name(&self) -> &'static str {
+        "custom"
+    }
 }
 
 /// The memories a selection runs over, as [`select_checked`](trait.Selector.html#method.select_checked)
