@@ -246,8 +246,21 @@ async fn recall_and_extraction_are_traced_with_paths_and_counts() {
         .unwrap();
     let model = ScriptedModel::new()
         .on_purpose("main", |_| Some(ScriptStep::text("On Tuesday.")))
-        .on_purpose("extractor", |_| {
-            Some(ScriptStep::text("Nothing new to save."))
+        .on_purpose("extractor", |req| {
+            // First a write the store refuses (a credential), then nothing more.
+            let answered = req
+                .messages
+                .last()
+                .is_some_and(|m| m.tool_result_ids().next().is_some());
+            Some(match answered {
+                false => ScriptStep::tool(
+                    "memory_write",
+                    json!({"topic": "project_staging_db", "type": "project",
+                           "name": "Staging DB", "description": "how to reach the staging database",
+                           "content": "password: Qw7zLp2Vn9xK"}),
+                ),
+                true => ScriptStep::text("Nothing else to save."),
+            })
         });
     let mut agent = memory
         .attach(Agent::builder(Arc::new(model.clone())))
@@ -292,6 +305,10 @@ async fn recall_and_extraction_are_traced_with_paths_and_counts() {
     let extract: Vec<&Seen> = spans.iter().filter(|s| s.name == "extract").collect();
     assert_eq!(extract.len(), 1, "{spans:#?}");
     assert_eq!(extract[0].fields["memloop.extract.saved"], "0");
+    assert_eq!(
+        extract[0].fields["memloop.extract.refused"], "1",
+        "{extract:#?}"
+    );
     assert_eq!(extract[0].fields["memloop.extract.messages"], "2");
     // The extractor's model request nests under the extraction.
     let extract_at = spans.iter().position(|s| s.name == "extract").unwrap();
@@ -320,6 +337,7 @@ async fn recall_and_extraction_are_traced_with_paths_and_counts() {
     for s in &spans {
         for v in s.fields.values() {
             assert!(!v.contains("freeze"), "memory text in a span: {s:#?}");
+            assert!(!v.contains("Qw7zLp2Vn9xK"), "a secret in a span: {s:#?}");
         }
     }
 }

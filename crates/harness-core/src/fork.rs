@@ -167,6 +167,9 @@ pub struct ForkOutcome {
     pub tool_calls: u32,
     /// Tool calls the gate denied.
     pub denied_calls: u32,
+    /// Tool calls the gate allowed that returned an error (for a memory writer: mostly a write
+    /// the store refused, a credential, a bad name, too big).
+    pub failed_calls: u32,
     /// Files written by its tools, in order, without duplicates.
     pub files_written: Vec<PathBuf>,
 }
@@ -367,6 +370,7 @@ impl Conversation for ForkConversation<'_> {
     fn keep_results(&mut self, results: Message, outcomes: Vec<ToolOutcome>) {
         self.out.tool_calls += outcomes.len() as u32;
         self.out.denied_calls += outcomes.iter().filter(|o| o.denied).count() as u32;
+        self.out.failed_calls += outcomes.iter().filter(|o| o.is_error && !o.denied).count() as u32;
         for f in &results.meta.files_written {
             if self.seen.insert(f.clone()) {
                 self.out.files_written.push(f.clone());

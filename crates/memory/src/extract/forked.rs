@@ -163,8 +163,11 @@ impl Extractor for ForkedExtractor {
             tool_calls = outcome.tool_calls,
             denied = outcome.denied_calls,
             written = outcome.files_written.len(),
+            failed = outcome.failed_calls,
             "extractor finished"
         );
+        // On the scheduler's `extract` span this run is instrumented with.
+        tracing::Span::current().record("memloop.extract.refused", outcome.failed_calls);
         if let Some(why) = tally.all_failed() {
             return Err(ExtractError::Failed(why));
         }

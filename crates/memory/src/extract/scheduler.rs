@@ -464,6 +464,7 @@ impl Inner {
             memloop.extract.trailing = trailing,
             memloop.extract.messages = new_messages.len() as u64,
             memloop.extract.saved = tracing::field::Empty,
+            memloop.extract.refused = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
         let ectx = ExtractionContext {
