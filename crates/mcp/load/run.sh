@@ -19,7 +19,9 @@
 # which downloads from PyPI once) or MEMLOOP_MCP_PYTHON naming a Python that has `mcp`.
 # Settings (environment): LOAD_CLIENTS (20), LOAD_OPS (100), LOAD_PROCESSES (2),
 # LOAD_KILL_EVERY (0.1 s), LOAD_PG (libpq conninfo of the database), LOAD_SKIP_BUILD=1 (use
-# target/release/memloop as it is), LOAD_JSON_DIR (write each run's figures as JSON there).
+# target/release/memloop as it is), LOAD_JSON_DIR (write each run's figures as JSON there),
+# LOAD_RUNS (`both`, the default; `quiet` or `kills` for only that run, e.g. to profile a
+# server during the quiet one).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
@@ -113,9 +115,18 @@ run() {
     "${json[@]}" "$@"
 }
 
+runs="${LOAD_RUNS:-both}"
+case "$runs" in
+  both | quiet | kills) ;;
+  *) echo "LOAD_RUNS must be both, quiet or kills (not $runs)" >&2; exit 1 ;;
+esac
 status=0
-run quiet || status=1
-run kills --kill-apps "memloop-mcp:$pid1,memloop-mcp:$pid2" --kill-every "$kill_every" || status=1
+if [ "$runs" != kills ]; then
+  run quiet || status=1
+fi
+if [ "$runs" != quiet ]; then
+  run kills --kill-apps "memloop-mcp:$pid1,memloop-mcp:$pid2" --kill-every "$kill_every" || status=1
+fi
 for n in 1 2; do
   if grep -qiE "panick|error" "$work/server$n.log"; then
     echo "server $n logged:" && grep -iE "panick|error" "$work/server$n.log" | sort | uniq -c | sort -rn | head -5

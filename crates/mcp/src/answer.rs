@@ -53,13 +53,68 @@ impl Default for McpLimits {
     }
 }
 
+/// Strings of earlier answers found free of credential-shaped text. Redaction is a function of
+/// the string alone, so a string seen clean is clean again: the same memories, paths, titles
+/// and index go out in answer after answer, and each is scanned once instead of every time
+/// (the secret patterns cost more than everything else an answer does). Bounded: emptied
+/// when it holds [`CLEAN_MAX_BYTES`]; strings longer than [`CLEAN_MAX_STRING`] are not kept.
+struct CleanStrings {
+    set: std::collections::HashSet<Box<str>>,
+    bytes: usize,
+}
+
+/// Most bytes of strings [`CleanStrings`] holds before it starts over.
+const CLEAN_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// Longest string [`CleanStrings`] keeps (a memory is at most 64 KiB by default).
+const CLEAN_MAX_STRING: usize = 128 * 1024;
+
+static CLEAN: std::sync::LazyLock<std::sync::Mutex<CleanStrings>> =
+    std::sync::LazyLock::new(|| {
+        std::sync::Mutex::new(CleanStrings {
+            set: std::collections::HashSet::new(),
+            bytes: 0,
+        })
+    });
+
+fn clean_strings() -> std::sync::MutexGuard<'static, CleanStrings> {
+    // A set of strings stays consistent whatever panicked while it was held.
+    CLEAN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether `s` was found clean before.
+fn known_clean(s: &str) -> bool {
+    s.len() <= CLEAN_MAX_STRING && clean_strings().set.contains(s)
+}
+
+/// Remember that `s` holds no credential-shaped text.
+fn remember_clean(s: &str) {
+    if s.len() > CLEAN_MAX_STRING {
+        return;
+    }
+    let mut clean = clean_strings();
+    if clean.bytes + s.len() > CLEAN_MAX_BYTES {
+        clean.set.clear();
+        clean.bytes = 0;
+    }
+    if clean.set.insert(s.into()) {
+        clean.bytes += s.len();
+    }
+}
+
 /// Replace credential-shaped text in every string of `v`; returns how many were replaced.
 pub(crate) fn redact_value(v: &mut Value) -> usize {
     match v {
         Value::String(s) => {
+            if known_clean(s) {
+                return 0;
+            }
             let (out, n) = redact_secrets(s);
             if n > 0 {
                 *s = out;
+            } else {
+                remember_clean(s);
             }
             n
         }
@@ -70,8 +125,9 @@ pub(crate) fn redact_value(v: &mut Value) -> usize {
 }
 
 /// Redact `v` and fit it into `max_bytes`; adds `redacted` (how many credentials were withheld)
-/// and `cut` (what was cut) when they apply.
-pub(crate) fn finish(mut v: Value, max_bytes: usize) -> Value {
+/// and `cut` (what was cut) when they apply. Also returns the answer serialized (compact JSON,
+/// as `Value`'s `Display` writes it), which measuring its size produced anyway.
+pub(crate) fn finish(mut v: Value, max_bytes: usize) -> (Value, String) {
     let redacted = redact_value(&mut v);
     if let (Value::Object(map), true) = (&mut v, redacted > 0) {
         map.insert(
@@ -145,10 +201,12 @@ fn cut_string(s: &mut String, max: usize) {
 /// Room kept for the `cut` note itself.
 const NOTE_ROOM: usize = 512;
 
-fn fit(mut v: Value, max_bytes: usize) -> Value {
-    let before = size(&v);
+/// `v` within `max_bytes`, and its serialization.
+fn fit(mut v: Value, max_bytes: usize) -> (Value, String) {
+    let text = v.to_string();
+    let before = text.len();
     if before <= max_bytes {
-        return v;
+        return (v, text);
     }
     let target = max_bytes.saturating_sub(NOTE_ROOM);
     // 1. Cut the longest contents to an equal share of what the rest leaves.
@@ -182,7 +240,8 @@ fn fit(mut v: Value, max_bytes: usize) -> Value {
             }),
         );
     }
-    v
+    let text = v.to_string();
+    (v, text)
 }
 
 /// Remove the last element of the longest non-empty array in `v`; false when none is left.

@@ -8,8 +8,8 @@ use crate::projects::{NotServed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_recall::{Selector, format_manifest};
 use memloop_store::{
-    ExpectedVersion, MemoryDoc, MemoryError, MemoryHeader, MemoryStore, append_to_existing,
-    content_version, validate_rel_path,
+    ExpectedVersion, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryStore,
+    append_to_existing, content_version, validate_rel_path,
 };
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
@@ -161,8 +161,13 @@ fn header_json(h: &MemoryHeader) -> Value {
 
 /// A memory's header and its body at `detail` ([`tiers::body_fields`]).
 async fn with_body(store: &dyn MemoryStore, h: &MemoryHeader, detail: Detail) -> Value {
+    header_with_file(h, store.read(&h.rel_path).await.ok().as_ref(), detail)
+}
+
+/// [`with_body`] for a memory already read (`None`: it could not be read; the header alone).
+fn header_with_file(h: &MemoryHeader, file: Option<&MemoryFile>, detail: Detail) -> Value {
     let mut v = header_json(h);
-    if let (Value::Object(map), Ok(file)) = (&mut v, store.read(&h.rel_path).await) {
+    if let (Value::Object(map), Some(file)) = (&mut v, file) {
         map.extend(tiers::body_fields(&file.body, detail));
         map.insert("version".into(), json!(content_version(&file.raw)));
     }
@@ -252,10 +257,12 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
     let sessions: Vec<&MemoryHeader> = in_folder("sessions/").collect();
     let mut recent = Vec::new();
     for h in sessions.iter().take(RECENT_SESSIONS) {
-        let mut v = with_body(store, h, detail).await;
-        let l1 = match store.read(&h.rel_path).await {
-            Ok(f) => tiers::l1(&tiers::split(&f.body)).0,
-            Err(_) => h.description.clone().unwrap_or_default(),
+        // Read once: its body at `detail` and its overview come from the same text.
+        let file = store.read(&h.rel_path).await.ok();
+        let mut v = header_with_file(h, file.as_ref(), detail);
+        let l1 = match &file {
+            Some(f) => tiers::l1(&tiers::split(&f.body)).0,
+            None => h.description.clone().unwrap_or_default(),
         };
         if let Value::Object(map) = &mut v {
             map.insert("date".into(), json!(day_of(&h.modified_rfc3339())));

@@ -10,7 +10,7 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     handler::server::{router::tool::ToolRouter, wrapper::Parameters},
     model::{
-        CallToolResult, Implementation, ListResourcesResult, PaginatedRequestParams,
+        CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
         ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
         ResourceContents, ServerCapabilities, ServerConfig,
     },
@@ -260,16 +260,27 @@ impl MemoryServer {
     /// tool error.
     fn answer(&self, r: Result<Value, Refusal>) -> Result<CallToolResult, ErrorData> {
         let max = self.projects.limits().max_answer_bytes;
-        Ok(match r {
-            Ok(v) => CallToolResult::structured(crate::answer::finish(v, max)),
+        // As `CallToolResult::structured` / `structured_error` build it (the JSON as text
+        // content too), with the text the size check serialized instead of a second pass.
+        let (v, failed) = match r {
+            Ok(v) => (v, false),
             Err(Refusal { reason, details }) => {
                 let mut v = json!({ "refused": true, "reason": reason });
                 if let Value::Object(map) = &mut v {
                     map.extend(details);
                 }
-                CallToolResult::structured_error(crate::answer::finish(v, max))
+                (v, true)
             }
-        })
+        };
+        let (v, text) = crate::answer::finish(v, max);
+        let content = vec![ContentBlock::text(text)];
+        let mut result = if failed {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        result.structured_content = Some(v);
+        Ok(result)
     }
 }
 
