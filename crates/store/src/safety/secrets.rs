@@ -210,6 +210,24 @@ fn patterns() -> &'static [SecretPattern] {
     })
 }
 
+/// The patterns that match somewhere in `text`, found in one pass of a set of all of them
+/// (every pattern asked on its own costs a pass over the text and a matcher from its pool each);
+/// every pattern when the set could not be built.
+fn matching_patterns(text: &str) -> impl Iterator<Item = &'static SecretPattern> {
+    static SET: OnceLock<Option<regex::RegexSet>> = OnceLock::new();
+    let set = SET.get_or_init(|| {
+        regex::RegexSet::new(patterns().iter().map(|p| p.regex.as_str()))
+            .inspect_err(|e| tracing::warn!(error = %e, "secret pattern set not built"))
+            .ok()
+    });
+    let hits = set.as_ref().map(|set| set.matches(text));
+    patterns()
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| hits.as_ref().is_none_or(|h| h.matched(*i)))
+        .map(|(_, p)| p)
+}
+
 /// Whether a token-shaped match is a mask in documentation (`ghp_XXXXXXXXXXXXXXXXXXXX`,
 /// `sk_live_****`, `sk-...`) rather than a token.
 fn is_masked(m: &str) -> bool {
@@ -375,8 +393,7 @@ impl SecretFilter {
     pub fn find(text: &str) -> Option<&'static str> {
         let text = nfkc(text);
         let text = text.as_ref();
-        patterns()
-            .iter()
+        matching_patterns(text)
             .find(|p| pattern_spans(p, text).next().is_some())
             .map(|p| p.name)
             .or_else(|| {
@@ -427,7 +444,7 @@ impl SecretFilter {
             return out;
         }
         let mut spans: Vec<(Range<usize>, &'static str)> = Vec::new();
-        for p in patterns() {
+        for p in matching_patterns(text) {
             spans.extend(pattern_spans(p, text).map(|r| (r, p.name)));
         }
         spans.extend(
