@@ -5,30 +5,9 @@
 
 mod support;
 
-use memloop_pg::{SyncOptions, TeamSync};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
-use support::TestSchema;
-
-fn doc(name: &str, body: &str) -> MemoryDoc {
-    MemoryDoc::new(name, format!("about {name}"), MemoryType::Project, body)
-}
-
-struct Machine {
-    _dir: tempfile::TempDir,
-    local: FileMemoryStore,
-    sync: TeamSync,
-}
-
-async fn machine(schema: &TestSchema, sub: &str) -> Machine {
-    let dir = tempfile::tempdir().unwrap();
-    let local = FileMemoryStore::open(dir.path().join(sub)).unwrap();
-    let team = schema.open("acme/api").await;
-    Machine {
-        sync: TeamSync::new(local.clone(), team),
-        local,
-        _dir: dir,
-    }
-}
+use memloop_pg::SyncOptions;
+use memloop_store::WriteMode;
+use support::{TestSchema, sync_doc as doc, sync_machine as machine};
 
 const PULL: SyncOptions = SyncOptions { prune: false };
 

@@ -2,8 +2,8 @@
 //! (also when the test fails).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_pg::{PgConfig, PgMemoryStore};
-use memloop_store::{MemoryDoc, MemoryType, WriteMode};
+use memloop_pg::{PgConfig, PgMemoryStore, TeamSync};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
 
 /// The machine's PostgreSQL (trust auth).
 pub const URL: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
@@ -42,6 +42,31 @@ pub async fn write_memories(store: &PgMemoryStore, mems: &[(&str, &str, &str, &s
             )
             .await
             .unwrap();
+    }
+}
+
+/// A project memory named `name` with `body`, as the sync tests write them.
+pub fn sync_doc(name: &str, body: &str) -> MemoryDoc {
+    MemoryDoc::new(name, format!("about {name}"), MemoryType::Project, body)
+}
+
+/// One teammate's machine: a memory dir (`sub` in a tempdir) synced with the team store of
+/// project `acme/api` in `schema`.
+pub struct Machine {
+    _dir: tempfile::TempDir,
+    pub local: FileMemoryStore,
+    pub sync: TeamSync,
+}
+
+/// A [`Machine`] whose memory dir is `sub`.
+pub async fn sync_machine(schema: &TestSchema, sub: &str) -> Machine {
+    let dir = tempfile::tempdir().unwrap();
+    let local = FileMemoryStore::open(dir.path().join(sub)).unwrap();
+    let team = schema.open("acme/api").await;
+    Machine {
+        sync: TeamSync::new(local.clone(), team),
+        local,
+        _dir: dir,
     }
 }
 
