@@ -214,6 +214,21 @@ async fn a_failed_model_request_carries_its_error_type() {
     }
 }
 
+/// The memory the recall tests look for: `release_day.md`.
+async fn write_release_day(store: &dyn memloop::memory::store::MemoryStore) {
+    use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
+    let doc = MemoryDoc::new(
+        "Release day",
+        "the team ships releases on tuesdays",
+        MemoryType::Project,
+        "Releases go out on Tuesdays after the freeze.",
+    );
+    store
+        .write("release_day.md", &doc, WriteMode::Overwrite)
+        .await
+        .unwrap();
+}
+
 /// With memory on, recall and extraction have spans of their own under the turn's agent:
 /// what recall surfaced (paths and bytes, never text), and what the extraction read and saved.
 #[tokio::test]
@@ -221,7 +236,6 @@ async fn recall_and_extraction_are_traced_with_paths_and_counts() {
     use memloop::MemorySetup;
     use memloop::memory::env::EnvVars;
     use memloop::memory::paths::MemoryDirResolver;
-    use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
 
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
@@ -234,16 +248,7 @@ async fn recall_and_extraction_are_traced_with_paths_and_counts() {
         .unwrap()
         .without_compaction();
     let store = memory.store().unwrap().clone();
-    let doc = MemoryDoc::new(
-        "Release day",
-        "the team ships releases on tuesdays",
-        MemoryType::Project,
-        "Releases go out on Tuesdays after the freeze.",
-    );
-    store
-        .write("release_day.md", &doc, WriteMode::Overwrite)
-        .await
-        .unwrap();
+    write_release_day(store.as_ref()).await;
     let model = ScriptedModel::new()
         .on_purpose("main", |_| Some(ScriptStep::text("On Tuesday.")))
         .on_purpose("extractor", |req| {
@@ -518,7 +523,7 @@ impl memloop::core::embed::Embedder for Down {
 #[tokio::test]
 async fn the_recall_span_names_its_selector_and_why_it_degraded() {
     use memloop::memory::recall::{HybridSelector, RecallHook};
-    use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+    use memloop::memory::store::{FileMemoryStore, MemoryStore};
 
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
@@ -526,16 +531,7 @@ async fn the_recall_span_names_its_selector_and_why_it_degraded() {
 
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(dir.path()).unwrap());
-    let doc = MemoryDoc::new(
-        "Release day",
-        "the team ships releases on tuesdays",
-        MemoryType::Project,
-        "Releases go out on Tuesdays after the freeze.",
-    );
-    store
-        .write("release_day.md", &doc, WriteMode::Overwrite)
-        .await
-        .unwrap();
+    write_release_day(store.as_ref()).await;
     let cache = dir.path().join("vectors");
     let hybrid = HybridSelector::new(store.clone(), Arc::new(Down), cache);
     let hook = RecallHook::new(store.clone(), Arc::new(hybrid));
