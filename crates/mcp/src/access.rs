@@ -1,14 +1,17 @@
 //! What a request may do: the one place the server decides authorization.
 //!
 //! A request carries an [`Access`]: everything (stdio, a server without tokens, a token line
-//! with neither a project glob nor `read`), or what one token line allows. The decision is
-//! taken on the *resolved* project, after its path was made canonical (`..` removed, symlinks
-//! followed), never on the string a client sent: [`Access::permit`] matches the token's glob
-//! against the canonical path, and [`Access::permit_global`] keeps the global memory, which
-//! every project sees, writable only by tokens that may write everywhere. Each tool declares
-//! its [`Effect`] next to its arguments (`ToolRequest` in `server.rs`), so whether a call
-//! writes is never inferred from a list of tool names.
+//! with no grant), or what one token line grants ([`Grant`]: a project glob, a git origin, a
+//! project id). The decision is taken on the [`MemoryKey`] the request's memory is stored under,
+//! never on the string a client sent: [`Access::permit`] lets a request in only when every
+//! project path that maps to that key lies inside the grant ([`Grant::covers`]), so two paths
+//! sharing one memory (a git root above a glob, one origin, one slug) cannot be used to reach
+//! past it. [`Access::permit_global`] keeps the global memory, which every project sees,
+//! writable only by tokens that may write everywhere. Each tool declares its [`Effect`] next to
+//! its arguments (`ToolRequest` in `server.rs`), so whether a call writes is never inferred from
+//! a list of tool names.
 
+use crate::key::{MemoryKey, Reach};
 use std::path::{Path, PathBuf};
 
 /// What a token may do.
@@ -76,9 +79,78 @@ impl ProjectGlob {
         glob_match(&self.0, &path.to_string_lossy())
     }
 
+    /// Whether every path at or under `root` (canonical) matches: the glob matches `root`, ends
+    /// with `*`, and what comes before its last `*`s matches a prefix of `root/`. (A glob that
+    /// does not end with `*` cannot match every extension of a path; one that does matches
+    /// every extension exactly when the part before its trailing `*`s matches a prefix.)
+    pub fn covers_tree(&self, root: &Path) -> bool {
+        if !self.matches(root) || !self.0.ends_with('*') {
+            return false;
+        }
+        let head = self.0.trim_end_matches('*');
+        let under = format!("{}/", root.to_string_lossy().trim_end_matches('/'));
+        under
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain([under.len()])
+            .any(|end| glob_match(head, &under[..end]))
+    }
+
     /// The glob, as matched.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// What a token line grants: the memories it reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grant {
+    /// Every project, and the global memory.
+    Everything,
+    /// The projects whose memory only paths matching this glob reach (see [`Reach`]): a
+    /// memory shared with a path outside the glob (a git root above it, a slug or an origin
+    /// shared with another directory) is refused.
+    Paths(ProjectGlob),
+    /// The team project keyed by this git origin (credentials removed), through any of its
+    /// checkouts the server serves: the grant for one memory shared by every checkout
+    /// (`origin:URL` in a token file).
+    Origin(String),
+    /// The memory stored under this key id (a team project id such as `dir:/srv/app`, or a
+    /// memory dir's path): `project:ID` in a token file.
+    Project(String),
+}
+
+impl Grant {
+    /// A token file's grant field: `origin:URL`, `project:ID`, or a project glob.
+    pub fn parse(field: &str) -> Result<Self, String> {
+        if let Some(url) = field.strip_prefix("origin:") {
+            return non_empty(url, "origin:")
+                .map(|u| Self::Origin(memloop_store::origin_without_credentials(u)));
+        }
+        if let Some(id) = field.strip_prefix("project:") {
+            return non_empty(id, "project:").map(|id| Self::Project(id.to_owned()));
+        }
+        ProjectGlob::new(field).map(Self::Paths)
+    }
+
+    /// Whether every project path that maps to `key` lies inside this grant.
+    pub fn covers(&self, key: &MemoryKey) -> bool {
+        match (self, &key.reach) {
+            (Self::Everything, _) => true,
+            (Self::Paths(glob), Reach::Dir(dir)) => glob.matches(dir),
+            (Self::Paths(glob), Reach::Tree(root)) => glob.covers_tree(root),
+            (Self::Origin(url), Reach::Origin(origin)) => url == origin,
+            (Self::Project(id), _) => *id == key.id && key.reach != Reach::Anyone,
+            _ => false,
+        }
+    }
+}
+
+fn non_empty<'a>(value: &'a str, prefix: &str) -> Result<&'a str, String> {
+    if value.trim().is_empty() {
+        Err(format!("`{prefix}` needs a value"))
+    } else {
+        Ok(value)
     }
 }
 
@@ -92,14 +164,14 @@ impl ProjectGlob {
 /// [`serve_http`]: crate::serve_http
 ///
 /// ```
-/// use memloop_mcp::{Access, ProjectGlob, TokenScope};
-/// let limited = Access::new(Some(ProjectGlob::new("/srv/app*").unwrap()), TokenScope::Write);
+/// use memloop_mcp::{Access, Grant, ProjectGlob, TokenScope};
+/// let limited = Access::new(Grant::Paths(ProjectGlob::new("/srv/app*").unwrap()), TokenScope::Write);
 /// assert!(!limited.may_write_global());
 /// assert!(Access::full().may_write_global());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
-    projects: Option<ProjectGlob>,
+    grant: Grant,
     scope: TokenScope,
 }
 
@@ -108,35 +180,68 @@ pub struct Access {
 #[error("{0}")]
 pub struct Denied(pub String);
 
+impl Denied {
+    /// The one refusal for a project outside a token's grant: the same text whatever lies
+    /// there (a path that exists or not, a symlink's target, another project's memory), so a
+    /// limited token learns nothing about the server's disk.
+    pub fn outside() -> Self {
+        Self(
+            "this token's grant does not cover the memory of that project_path (or no such \
+             project is served)"
+                .into(),
+        )
+    }
+}
+
 impl Access {
     /// Everything: every project, reads and writes, the global memory.
     pub fn full() -> Self {
         Self {
-            projects: None,
+            grant: Grant::Everything,
             scope: TokenScope::Write,
         }
     }
 
-    /// The projects matching `projects` (`None`: every project), with `scope`.
-    pub fn new(projects: Option<ProjectGlob>, scope: TokenScope) -> Self {
-        Self { projects, scope }
+    /// The memories `grant` reaches, with `scope`.
+    pub fn new(grant: Grant, scope: TokenScope) -> Self {
+        Self { grant, scope }
+    }
+
+    /// What this access grants.
+    pub fn grant(&self) -> &Grant {
+        &self.grant
     }
 
     /// Whether this access is limited to some projects.
     pub fn is_limited(&self) -> bool {
-        self.projects.is_some()
+        self.grant != Grant::Everything
     }
 
     /// Whether this access may write the global memory: only one that may write every project.
     pub fn may_write_global(&self) -> bool {
-        self.projects.is_none() && self.scope == TokenScope::Write
+        !self.is_limited() && self.scope == TokenScope::Write
     }
 
-    /// May this request do `effect` on the project at `canonical` (a resolved, canonical
-    /// path: never the string a client sent)?
-    pub fn permit(&self, canonical: &Path, effect: Effect) -> Result<(), Denied> {
-        self.permit_path(canonical)?;
-        self.permit_effect(effect)
+    /// May this request do `effect` on the memory stored under `key`? Only if every project
+    /// path mapping to `key` lies inside the grant ([`Grant::covers`]).
+    pub fn permit(&self, key: &MemoryKey, effect: Effect) -> Result<(), Denied> {
+        self.permit_effect(effect)?;
+        if self.grant.covers(key) {
+            Ok(())
+        } else {
+            Err(Denied::outside())
+        }
+    }
+
+    /// Whether this access may be told about the project at `canonical` (why it is not
+    /// served, say): a path grant whose glob matches it, or a grant for everything. Anything
+    /// else gets [`Denied::outside`] and nothing more.
+    pub(crate) fn may_know(&self, canonical: &Path) -> bool {
+        match &self.grant {
+            Grant::Everything => true,
+            Grant::Paths(glob) => glob.matches(canonical),
+            Grant::Origin(_) | Grant::Project(_) => false,
+        }
     }
 
     /// May this request do `effect` on the global memory? Reading it is open to every project
@@ -157,26 +262,15 @@ impl Access {
     /// The refusal for a project path that could not be resolved, if this access is refused
     /// there whatever the path: a read-only token writing, or a limited token, which learns
     /// nothing about paths outside its projects (not even whether they exist).
-    pub(crate) fn unresolvable(&self, raw: &str, effect: Effect) -> Option<Denied> {
+    pub(crate) fn unresolvable(&self, effect: Effect) -> Option<Denied> {
         if let Err(denied) = self.permit_effect(effect) {
             return Some(denied);
         }
-        self.projects
-            .as_ref()
-            .map(|_| Denied(format!("this token is not valid for project {raw}")))
+        self.is_limited().then(Denied::outside)
     }
 
-    fn permit_path(&self, canonical: &Path) -> Result<(), Denied> {
-        match &self.projects {
-            Some(glob) if !glob.matches(canonical) => Err(Denied(format!(
-                "this token is not valid for project {}",
-                canonical.display()
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    fn permit_effect(&self, effect: Effect) -> Result<(), Denied> {
+    /// Refuse a write by a read-only token.
+    pub(crate) fn permit_effect(&self, effect: Effect) -> Result<(), Denied> {
         if effect == Effect::Write && self.scope == TokenScope::Read {
             return Err(Denied("this token is read-only; this call writes".into()));
         }
@@ -219,6 +313,46 @@ mod tests {
         assert!(glob_match("/srv/*/api", "/srv/团队/api"));
         assert!(!glob_match("/srv/app*", "/srv/other"));
         assert!(!glob_match("/srv/app", "/srv/app2"));
+    }
+
+    #[test]
+    fn a_glob_covers_a_tree_only_when_it_matches_every_path_under_it() {
+        let glob = |g: &str| ProjectGlob(g.to_owned());
+        let root = Path::new("/srv/mono");
+        assert!(glob("/srv/mono*").covers_tree(root));
+        assert!(glob("/srv/*").covers_tree(root));
+        assert!(glob("*").covers_tree(root));
+        assert!(glob("/srv/mono/**").covers_tree(Path::new("/srv/mono/x")));
+        // A glob under the root, one that matches the root only, one with a literal tail.
+        assert!(!glob("/srv/mono/payments*").covers_tree(root));
+        assert!(!glob("/srv/mono").covers_tree(root));
+        assert!(!glob("/srv/mono*x").covers_tree(root));
+        assert!(!glob("/srv/mon*o").covers_tree(root));
+        assert!(glob("/srv/团*").covers_tree(Path::new("/srv/团队")));
+    }
+
+    #[test]
+    fn grants_cover_keys_by_every_path_that_maps_to_them() {
+        let key = |reach: Reach| MemoryKey {
+            id: "k".into(),
+            reach,
+        };
+        let paths = Grant::Paths(ProjectGlob("/srv/app*".into()));
+        assert!(paths.covers(&key(Reach::Dir("/srv/app1".into()))));
+        assert!(paths.covers(&key(Reach::Tree("/srv/app1".into()))));
+        assert!(!paths.covers(&key(Reach::Tree("/srv".into()))));
+        assert!(!paths.covers(&key(Reach::Origin("git@h:o/app.git".into()))));
+        assert!(!paths.covers(&key(Reach::Anyone)));
+        let origin = Grant::parse("origin:https://u:p@h.example/o/app.git").unwrap();
+        assert_eq!(origin, Grant::Origin("https://h.example/o/app.git".into()));
+        assert!(origin.covers(&key(Reach::Origin("https://h.example/o/app.git".into()))));
+        assert!(!origin.covers(&key(Reach::Origin("https://h.example/o/other.git".into()))));
+        assert!(!origin.covers(&key(Reach::Dir("/srv/app".into()))));
+        let project = Grant::parse("project:k").unwrap();
+        assert!(project.covers(&key(Reach::Dir("/anywhere".into()))));
+        assert!(!project.covers(&key(Reach::Anyone)));
+        assert!(Grant::Everything.covers(&key(Reach::Anyone)));
+        assert!(Grant::parse("origin:").is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! SHA-256 digests in constant time and never logged. Without tokens the server only binds a
 //! loopback address, unless the operator says `insecure_no_auth`.
 
-use crate::access::{Access, ProjectGlob, TokenScope};
+use crate::access::{Access, Grant, TokenScope};
 use crate::server::{McpServeError, MemoryServer};
 use crate::tls::TlsIdentity;
 use bytes::Bytes;
@@ -194,11 +194,14 @@ struct TokenRule {
     access: Access,
 }
 
-/// The tokens a server accepts, from a token file: one per line, `TOKEN [PROJECT-GLOB]
-/// [read|write]` (default: every project, `write`), `#` comments and blank lines ignored. The
-/// glob matches the canonical path of the project a request resolves to (`..` removed, symlinks
-/// followed), `*` standing for any characters (`/srv/repos/payments*`); what a token allows is
-/// decided in one place, for every tool and resource, on that resolved project.
+/// The tokens a server accepts, from a token file: one per line, `TOKEN [GRANT] [read|write]`
+/// (default: every project, `write`), `#` comments and blank lines ignored. The grant
+/// ([`Grant`]) is a project glob over canonical paths (`..` removed, symlinks followed; `*`
+/// stands for any characters: `/srv/repos/payments*`), `origin:URL` (the team project of a git
+/// origin, through any of its checkouts) or `project:ID` (the memory stored under that key). What
+/// a token allows is decided in one place, for every tool and resource, on the key the
+/// request's memory is stored under: a glob covers it only when every path mapping to it
+/// matches.
 #[derive(Clone)]
 pub struct Tokens {
     rules: Vec<TokenRule>,
@@ -244,10 +247,10 @@ impl Tokens {
     /// Parse a token file's text.
     ///
     /// ```
-    /// use memloop_mcp::{Access, ProjectGlob, TokenScope, Tokens};
+    /// use memloop_mcp::{Access, Grant, ProjectGlob, TokenScope, Tokens};
     /// let t = Tokens::parse("# team\nalpha-token-0123456789\nbeta-token-0123456789 /srv/app* read\n").unwrap();
     /// assert_eq!(t.access_of("alpha-token-0123456789"), Some(Access::full()));
-    /// let beta = Access::new(Some(ProjectGlob::new("/srv/app*").unwrap()), TokenScope::Read);
+    /// let beta = Access::new(Grant::Paths(ProjectGlob::new("/srv/app*").unwrap()), TokenScope::Read);
     /// assert_eq!(t.access_of("beta-token-0123456789"), Some(beta));
     /// assert!(t.access_of("nope").is_none());
     /// ```
@@ -267,20 +270,20 @@ impl Tokens {
             if token.len() < 16 {
                 return Err(bad("a token must be at least 16 characters"));
             }
-            let (glob, scope) = match rest {
+            let (grant, scope) = match rest {
                 [] => (None, TokenScope::Write),
                 [s] if is_scope(s) => (None, scope(s)),
-                [glob] => (Some(*glob), TokenScope::Write),
-                [glob, s] if is_scope(s) => (Some(*glob), scope(s)),
-                _ => return Err(bad("expected `TOKEN [PROJECT-GLOB] [read|write]`")),
+                [grant] => (Some(*grant), TokenScope::Write),
+                [grant, s] if is_scope(s) => (Some(*grant), scope(s)),
+                _ => return Err(bad("expected `TOKEN [GRANT] [read|write]`")),
             };
-            let projects = glob
-                .map(ProjectGlob::new)
-                .transpose()
-                .map_err(|e| bad(&e))?;
+            let grant = match grant {
+                Some(g) => Grant::parse(g).map_err(|e| bad(&e))?,
+                None => Grant::Everything,
+            };
             rules.push(TokenRule {
                 digest: digest(token),
-                access: Access::new(projects, scope),
+                access: Access::new(grant, scope),
             });
         }
         if rules.is_empty() {
@@ -640,7 +643,7 @@ mod tests {
         let t = Tokens::parse("0123456789abcdef read\n").unwrap();
         assert_eq!(
             t.access_of("0123456789abcdef"),
-            Some(Access::new(None, TokenScope::Read))
+            Some(Access::new(Grant::Everything, TokenScope::Read))
         );
         assert!(!format!("{t:?}").contains("0123456789abcdef"));
     }

@@ -13,6 +13,7 @@ mod access;
 mod answer;
 mod batch;
 mod http;
+mod key;
 mod logs;
 mod mapping;
 mod onboarding;
@@ -22,22 +23,28 @@ mod save;
 mod server;
 mod stdio;
 mod summaries;
+#[cfg(feature = "postgres")]
+mod team;
 mod tiers;
 mod tls;
 
-pub use access::{Access, Denied, Effect, ProjectGlob, TokenScope};
+pub use access::{Access, Denied, Effect, Grant, ProjectGlob, TokenScope};
 pub use answer::McpLimits;
 pub use batch::{AnswerOf, AtomicBatches, BatchFuture, Batched, SaveKey};
 pub use http::{
     HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps, TokenFileError, Tokens,
     check_bind, serve_http,
 };
+pub use key::{MemoryKey, OWNER_FILE, Reach};
 pub use logs::loggable;
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END};
 pub use projects::{
-    McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, project_id,
+    ClaimFuture, McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores,
+    project_id,
 };
 pub use server::{INDEX_MIME, McpServeError, MemoryServer, RESOURCE_PREFIX, serve_stdio};
 pub use summaries::{SUMMARY_PURPOSE, SummaryConfig};
+#[cfg(feature = "postgres")]
+pub use team::{SERVER_POOL_SIZE, TeamStores};
 pub use tiers::L1_MAX_BYTES;
 pub use tls::TlsIdentity;

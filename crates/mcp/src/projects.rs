@@ -7,13 +7,15 @@
 //! path. Its memories live in that dir, or, when the server was given [`ProjectStores`] (the
 //! CLI's `--database-url`), in the store those open for it.
 
-use crate::access::{Access, Denied, Effect};
+use crate::access::{Access, Denied, Effect, Grant};
 use crate::batch::AtomicBatches;
+use crate::key::{MemoryKey, OwnerError, Reach, holds_nothing, record_owner, recorded_owner};
 use memloop_core::embed::Embedder;
 use memloop_recall::DefaultSelector;
 use memloop_store::{
-    FileMemoryStore, MemoryDirResolver, MemoryError, MemoryStore, ResolvedMemoryDir, ScanCache,
-    StoreConfig, WriteLimits, env::EnvVars,
+    FileMemoryStore, MemoryDirResolver, MemoryError, MemoryStore, ResolutionRule,
+    ResolvedMemoryDir, ScanCache, StoreConfig, WriteLimits, canonical_project_root, env::EnvVars,
+    find_git_root,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -26,6 +28,9 @@ use tokio::sync::Mutex;
 /// The future [`ProjectStores::open`] returns.
 pub type OpenFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Arc<dyn MemoryStore>, MemoryError>> + Send + 'a>>;
+
+/// The future [`ProjectStores::claim_legacy`] returns.
+pub type ClaimFuture<'a> = Pin<Box<dyn Future<Output = Result<(), MemoryError>> + Send + 'a>>;
 
 /// The future [`ProjectStores::open_store`] returns.
 pub type OpenStoreFuture<'a> =
@@ -66,6 +71,27 @@ impl OpenedStore {
 pub trait ProjectStores: Send + Sync {
     /// A short description for answers and logs (e.g. the database URL without its password).
     fn describe(&self) -> String;
+
+    /// The key the memory of the project at `canonical` (a canonical directory) is stored
+    /// under, and every project path that maps to it: the server authorizes on it, and
+    /// [`open_store`](Self::open_store) must open exactly that key (`project.key`). The
+    /// default says [`Reach::Anyone`], which only a token for every project covers: a store
+    /// that lets limited tokens in says which paths share each key.
+    fn key(&self, canonical: &Path) -> Result<MemoryKey, MemoryError> {
+        Ok(MemoryKey {
+            id: canonical.to_string_lossy().into_owned(),
+            reach: Reach::Anyone,
+        })
+    }
+
+    /// Take over memories older versions stored for `project` under another key (the team
+    /// store's pre-schema-6 ids, named after a directory's base name: any directory of that
+    /// name maps to them). The server calls it only for a write by a token whose grant covers
+    /// every project, never for a read. The default has nothing to take over.
+    fn claim_legacy<'a>(&'a self, project: &'a Project) -> ClaimFuture<'a> {
+        let _ = project;
+        Box::pin(async { Ok(()) })
+    }
 
     /// Open the store holding `project`'s memories, with `limits` as its write rules' limits
     /// ([`MemoryStore::write_limits`]: the server's per-memory cap, `McpLimits::max_entry_bytes`,
@@ -147,6 +173,12 @@ pub struct Project {
     /// Where the memories live when not in the memory dir (the [`ProjectStores`]' description,
     /// e.g. the team database); `None` for the memory dir.
     pub store: Option<String>,
+    /// The key its memory is stored under, and which paths map to it: what authorization is
+    /// decided on, and what the store opens.
+    pub key: MemoryKey,
+    /// The owner to record in the memory dir at the first write
+    /// ([`OWNER_FILE`](crate::OWNER_FILE)), when the dir records none yet.
+    pub(crate) unrecorded_owner: Option<PathBuf>,
 }
 
 impl Project {
@@ -187,6 +219,75 @@ fn canonical_project_path(raw: &str) -> Result<PathBuf, ProjectRefused> {
         Ok(_) => refuse(format!("`{raw}` is not a directory")),
         Err(e) => refuse(format!("`{raw}` cannot be opened: {e}")),
     }
+}
+
+/// The key of a project's memory dir, and the owner to record at its first write when it
+/// records none yet.
+///
+/// - A dir every project shares (`--memory-dir`, `MEMLOOP_MEMORY_DIR`, user or managed
+///   settings) is reached by [`Reach::Anyone`].
+/// - A per-project dir (the default, named by the slug of the project's canonical root, or one
+///   named by the project's local settings) belongs to its recorded owner: the owner's tree (a
+///   git root: every subdirectory maps to it) or dir. Another project whose path maps to the
+///   same dir is refused. A dir that records no owner yet is the first writer's when it holds
+///   nothing; one that already holds memories (written before owners were recorded, or by the
+///   CLI) may be any path's of that slug, so it is [`Reach::Anyone`]'s until a token for
+///   every project writes there and records its owner.
+fn dir_key(
+    canonical: &Path,
+    memory: &ResolvedMemoryDir,
+) -> Result<(MemoryKey, Option<PathBuf>), ProjectRefused> {
+    let id = memory.dir.to_string_lossy().into_owned();
+    let owner = match memory.rule {
+        ResolutionRule::Default => canonical_project_root(canonical),
+        ResolutionRule::LocalSettings => canonical.to_path_buf(),
+        ResolutionRule::Override
+        | ResolutionRule::EnvVar
+        | ResolutionRule::UserSettings
+        | ResolutionRule::ManagedSettings => {
+            let reach = Reach::Anyone;
+            return Ok((MemoryKey { id, reach }, None));
+        }
+    };
+    let in_git = memory.rule == ResolutionRule::Default && find_git_root(canonical).is_some();
+    let reach = if in_git {
+        Reach::Tree(owner.clone())
+    } else {
+        Reach::Dir(owner.clone())
+    };
+    match recorded_owner(&memory.dir) {
+        Some(recorded) if recorded == owner => Ok((MemoryKey { id, reach }, None)),
+        Some(recorded) => {
+            let taken = OwnerError::Taken {
+                dir: memory.dir.display().to_string(),
+                other: recorded.display().to_string(),
+            };
+            tracing::info!(project = %canonical.display(), owner = %recorded.display(), "{taken}");
+            Err(ProjectRefused(taken.to_string()))
+        }
+        None if holds_nothing(&memory.dir) => Ok((MemoryKey { id, reach }, Some(owner))),
+        None => {
+            let reach = Reach::Anyone;
+            Ok((MemoryKey { id, reach }, Some(owner)))
+        }
+    }
+}
+
+/// Record `project`'s owner in its memory dir (see [`record_owner`]), off the runtime's threads.
+async fn record_owner_of(project: &Project) -> Result<(), OwnerError> {
+    let Some(owner) = project.unrecorded_owner.clone() else {
+        return Ok(());
+    };
+    let dir = project.memory.dir.clone();
+    let shown = dir.display().to_string();
+    tokio::task::spawn_blocking(move || record_owner(&dir, &owner))
+        .await
+        .unwrap_or_else(|e| {
+            Err(OwnerError::Io {
+                dir: shown,
+                why: e.to_string(),
+            })
+        })
 }
 
 /// Why a request names a project the server does not serve to it.
@@ -285,10 +386,13 @@ impl Projects {
         &self.roots
     }
 
-    /// Validate `raw`, decide whether `access` may do `effect` there, and resolve its memory
-    /// dir. Authorization is decided here, once, on the canonical path (`..` removed, symlinks
-    /// followed), before the roots are checked: a limited token learns nothing about paths
-    /// outside its projects.
+    /// Validate `raw`, resolve the key its memory is stored under, and decide whether `access`
+    /// may do `effect` there: the one function mapping a request to its memory, for
+    /// authorization and storage alike. Authorization is decided on the key
+    /// ([`Access::permit`]): a grant covers it only when every path that maps to it lies inside
+    /// the grant. Whatever a limited token is refused, it gets [`Denied::outside`]: it learns
+    /// nothing about paths outside its grant (whether they exist, where links lead, who owns a
+    /// memory dir).
     pub(crate) async fn resolve(
         &self,
         raw: &str,
@@ -298,30 +402,72 @@ impl Projects {
         let canonical = match canonical_project_path(raw) {
             Ok(c) => c,
             Err(refused) => {
-                return Err(match access.unresolvable(raw, effect) {
+                return Err(match access.unresolvable(effect) {
                     Some(denied) => NotServed::Denied(denied),
                     None => NotServed::Refused(refused),
                 });
             }
         };
-        access
-            .permit(&canonical, effect)
-            .map_err(NotServed::Denied)?;
+        access.permit_effect(effect).map_err(NotServed::Denied)?;
+        let may_know = access.may_know(&canonical);
+        if matches!(access.grant(), Grant::Paths(_)) && !may_know {
+            return Err(NotServed::Denied(Denied::outside()));
+        }
+        let refuse = |why: ProjectRefused| {
+            if may_know {
+                NotServed::Refused(why)
+            } else {
+                tracing::debug!(reason = %why, "project refused to a limited token");
+                NotServed::Denied(Denied::outside())
+            }
+        };
         if !self.config.allow_any_project && !self.roots.iter().any(|r| canonical.starts_with(r)) {
             let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
-            return Err(NotServed::Refused(ProjectRefused(format!(
+            return Err(refuse(ProjectRefused(format!(
                 "`{}` is outside the directories this server was started for ({}); start it \
                  with `--root` or `--allow-any-project` to serve it",
                 canonical.display(),
                 roots.join(", ")
             ))));
         }
-        let project = self.project_at(canonical).map_err(NotServed::Refused)?;
+        let project = self.project_at(canonical).map_err(refuse)?;
+        access
+            .permit(&project.key, effect)
+            .map_err(NotServed::Denied)?;
         self.seen
             .lock()
             .await
             .insert(project.id.clone(), project.clone());
         Ok(project)
+    }
+
+    /// Before a write to `project` that `access` was permitted: record the memory dir's owner
+    /// when the dir exists and records none yet (refused when another project recorded it
+    /// first; a dir the write creates is recorded as it is created, by [`Self::open`]), and let
+    /// the shared store take over the project's legacy memories when `access` covers every
+    /// project.
+    pub(crate) async fn before_write(
+        &self,
+        project: &Project,
+        access: &Access,
+    ) -> Result<(), NotServed> {
+        if project.unrecorded_owner.is_some() && project.memory.dir.is_dir() {
+            if let Err(e) = record_owner_of(project).await {
+                return Err(if access.may_know(&project.path) {
+                    NotServed::Refused(ProjectRefused(e.to_string()))
+                } else {
+                    tracing::info!(error = %e, "write refused to a limited token");
+                    NotServed::Denied(Denied::outside())
+                });
+            }
+        }
+        if let Some(stores) = &self.config.stores
+            && !access.is_limited()
+            && let Err(e) = stores.claim_legacy(project).await
+        {
+            tracing::warn!(project = %project.path.display(), error = %e, "legacy memories not claimed");
+        }
+        Ok(())
     }
 
     fn project_at(&self, canonical: PathBuf) -> Result<Project, ProjectRefused> {
@@ -338,11 +484,22 @@ impl Projects {
         let memory = resolver
             .resolve()
             .map_err(|e| ProjectRefused(format!("cannot resolve its memory directory: {e}")))?;
+        let (key, unrecorded_owner) = match &self.config.stores {
+            Some(stores) => (
+                stores
+                    .key(&canonical)
+                    .map_err(|e| ProjectRefused(format!("cannot resolve its team project: {e}")))?,
+                None,
+            ),
+            None => dir_key(&canonical, &memory)?,
+        };
         Ok(Project {
             id: project_id(&canonical),
             path: canonical,
             memory,
             store: self.config.stores.as_ref().map(|s| s.describe()),
+            key,
+            unrecorded_owner,
         })
     }
 
@@ -391,7 +548,18 @@ impl Projects {
     ) -> Result<Option<Arc<OpenProject>>, MemoryError> {
         match &self.config.stores {
             Some(stores) => self.open_shared(stores.as_ref(), project).await.map(Some),
-            None => self.open_dir(&project.memory.dir, create).await,
+            None => {
+                let created = create && !project.memory.dir.is_dir();
+                let opened = self.open_dir(&project.memory.dir, create).await?;
+                if created && opened.is_some() {
+                    // The dir this write created is its owner's from the start; of two first
+                    // writers of one dir, the second is refused here.
+                    record_owner_of(project).await.map_err(|e| {
+                        MemoryError::io("the memory dir", std::io::Error::other(e.to_string()))
+                    })?;
+                }
+                Ok(opened)
+            }
         }
     }
 

@@ -214,7 +214,8 @@ pub const INDEX_MIME: &str = "text/markdown";
 
 impl MemoryServer {
     /// The project a tool call may act on, resolved, or why not: the one place a call's
-    /// [`Access`] is checked, on the canonical project path, for every tool.
+    /// [`Access`] is checked, on the key its memory is stored under, for every tool. It has no
+    /// effect on memory (the HTTP transport runs it before dispatching, for the status code).
     async fn authorize(
         &self,
         access: &Access,
@@ -229,6 +230,21 @@ impl MemoryServer {
             access
                 .permit_global(Effect::Write)
                 .map_err(NotServed::Denied)?;
+        }
+        Ok(project)
+    }
+
+    /// [`Self::authorize`] as a tool runs it: a call that writes first records what the
+    /// first write to a project records ([`Projects::before_write`]).
+    async fn admit(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        call: &dyn ToolRequest,
+    ) -> Result<Project, NotServed> {
+        let access = access_of(ctx);
+        let project = self.authorize(&access, call).await?;
+        if call.declared().effect == Effect::Write {
+            self.projects.before_write(&project, &access).await?;
         }
         Ok(project)
     }
@@ -329,7 +345,7 @@ impl MemoryServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         self.traced("context_load", &ctx, async {
-            let project = match self.authorize(&access_of(&ctx), &p).await {
+            let project = match self.admit(&ctx, &p).await {
                 Ok(project) => project,
                 Err(e) => return self.answer(Err(e.into())),
             };
@@ -352,7 +368,7 @@ impl MemoryServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         self.traced("context_search", &ctx, async {
-            let project = match self.authorize(&access_of(&ctx), &p).await {
+            let project = match self.admit(&ctx, &p).await {
                 Ok(project) => project,
                 Err(e) => return self.answer(Err(e.into())),
             };
@@ -389,7 +405,7 @@ impl MemoryServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         self.traced("context_save", &ctx, async {
-            let project = match self.authorize(&access_of(&ctx), &p).await {
+            let project = match self.admit(&ctx, &p).await {
                 Ok(project) => project,
                 Err(e) => return self.answer(Err(e.into())),
             };
@@ -427,7 +443,7 @@ impl MemoryServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         self.traced("context_manage", &ctx, async {
-            let project = match self.authorize(&access_of(&ctx), &p).await {
+            let project = match self.admit(&ctx, &p).await {
                 Ok(project) => project,
                 Err(e) => return self.answer(Err(e.into())),
             };
@@ -515,7 +531,7 @@ impl ServerHandler for MemoryServer {
             .listed()
             .await
             .into_iter()
-            .filter(|p| p.known() && access.permit(&p.path, Effect::Read).is_ok())
+            .filter(|p| p.known() && access.permit(&p.key, Effect::Read).is_ok())
             .map(|p| {
                 Resource::new(
                     format!("{RESOURCE_PREFIX}{}/MEMORY.md", p.id),
@@ -550,7 +566,7 @@ impl ServerHandler for MemoryServer {
                 .into_iter()
                 // A project outside the request's access is not found, as one that does
                 // not exist: its existence is not disclosed either.
-                .find(|p| p.id == id && access.permit(&p.path, Effect::Read).is_ok()),
+                .find(|p| p.id == id && access.permit(&p.key, Effect::Read).is_ok()),
             None => None,
         };
         let Some(project) = project else {

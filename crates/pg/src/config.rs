@@ -2,8 +2,8 @@
 
 use crate::error::PgError;
 use crate::tls::{MakeRustlsConnect, SslMode, split_tls_params};
-use memloop_store::LocalBases;
 use memloop_store::env::EnvVars;
+use memloop_store::{LocalBases, origin_without_credentials};
 
 /// Environment variable holding the team store's connection URL.
 pub const DATABASE_URL_ENV: &str = "MEMLOOP_DATABASE_URL";
@@ -142,9 +142,9 @@ impl PgConfig {
     /// assert!(config.project_id.starts_with("dir:"));
     /// ```
     pub fn for_project_dir(url: impl Into<String>, project_dir: &std::path::Path) -> Self {
-        let (id, legacy) = project_ids(project_dir);
-        let mut config = Self::new(url, id);
-        config.legacy_project_id = legacy;
+        let identity = ProjectIdentity::of(project_dir);
+        let mut config = Self::new(url, identity.id);
+        config.legacy_project_id = identity.legacy;
         config
     }
 
@@ -352,7 +352,44 @@ fn writer_from(env: &EnvVars) -> String {
 /// clone, so every machine lands in one project), else `dir:` and the dir's canonical path, so
 /// two dirs of the same name never share memory.
 pub fn project_id_for(project_dir: &std::path::Path) -> String {
-    project_ids(project_dir).0
+    ProjectIdentity::of(project_dir).id
+}
+
+/// Which team project a project dir's memories live in, and why: one look at the dir (one `git`
+/// run, one canonicalisation), the one place the id rule is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectIdentity {
+    /// The team project id ([`project_id_for`]).
+    pub id: String,
+    /// The git origin the id is (credentials removed), when the dir has one: every checkout of
+    /// it shares the id. `None`: the id is the dir's own (`dir:` and its canonical path).
+    pub origin: Option<String>,
+    /// The id older versions gave the dir ([`legacy_project_id_for`]), when it has no origin.
+    pub legacy: Option<String>,
+}
+
+impl ProjectIdentity {
+    /// The identity of the project at `project_dir`.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let identity = memloop_pg::ProjectIdentity::of(dir.path());
+    /// assert!(identity.id.starts_with("dir:") && identity.origin.is_none());
+    /// ```
+    pub fn of(project_dir: &std::path::Path) -> Self {
+        let canonical =
+            std::fs::canonicalize(project_dir).unwrap_or_else(|_| project_dir.to_path_buf());
+        let origin = git_origin(project_dir).map(|url| origin_without_credentials(&url));
+        let legacy = match origin {
+            Some(_) => None,
+            None => canonical
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .filter(|id| validate_project_id(id).is_ok()),
+        };
+        let id = origin.clone().unwrap_or_else(|| dir_project_id(&canonical));
+        Self { id, origin, legacy }
+    }
 }
 
 /// The id memloop gave `project_dir` before project ids became unique (schema 6): its base
@@ -360,23 +397,7 @@ pub fn project_id_for(project_dir: &std::path::Path) -> String {
 /// [`project_id_for`]'s id the first time the dir is opened (see
 /// [`PgConfig::for_project_dir`]).
 pub fn legacy_project_id_for(project_dir: &std::path::Path) -> Option<String> {
-    project_ids(project_dir).1
-}
-
-/// [`project_id_for`] and [`legacy_project_id_for`] from one look at the dir (one `git` run,
-/// one canonicalisation).
-fn project_ids(project_dir: &std::path::Path) -> (String, Option<String>) {
-    let canonical =
-        std::fs::canonicalize(project_dir).unwrap_or_else(|_| project_dir.to_path_buf());
-    let origin = git_origin(project_dir);
-    let legacy = match origin {
-        Some(_) => None,
-        None => canonical
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .filter(|id| validate_project_id(id).is_ok()),
-    };
-    (project_id_from(&canonical, origin), legacy)
+    ProjectIdentity::of(project_dir).legacy
 }
 
 /// The `remote.origin.url` of the repository at `dir`, if any.
@@ -391,22 +412,6 @@ fn git_origin(dir: &std::path::Path) -> Option<String> {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
-}
-
-/// [`project_id_for`] given the origin URL: credentials in it (`https://user:token@host/...`)
-/// are dropped, never stored in rows or logged.
-fn project_id_from(project_dir: &std::path::Path, origin: Option<String>) -> String {
-    let origin = origin.map(|url| match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let host_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..host_end].rfind('@') {
-                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-                None => url,
-            }
-        }
-        None => url,
-    });
-    origin.unwrap_or_else(|| dir_project_id(project_dir))
 }
 
 /// `dir:<path>` for a dir without an origin; a path too long for an id, or with characters an
@@ -498,54 +503,33 @@ mod project_id_tests {
     }
 
     #[test]
-    fn credentials_in_the_origin_url_never_become_the_project_id() {
-        let dir = std::path::Path::new("/work/app");
-        let id = |origin: &str| project_id_from(dir, Some(origin.to_owned()));
+    fn a_dir_without_an_origin_is_named_by_its_path() {
         assert_eq!(
-            id("https://alice:ghp_secret123@github.com/acme/api.git"),
-            "https://github.com/acme/api.git"
+            dir_project_id(std::path::Path::new("/work/app")),
+            "dir:/work/app"
         );
-        assert_eq!(
-            id("https://oauth2:glpat-XYZ@gitlab.example.com/g/p"),
-            "https://gitlab.example.com/g/p"
-        );
-        assert_eq!(
-            id("https://github.com/acme/a@b.git"),
-            "https://github.com/acme/a@b.git"
-        );
-        assert_eq!(
-            id("git@github.com:acme/api.git"),
-            "git@github.com:acme/api.git"
-        );
-        assert_eq!(project_id_from(dir, None), "dir:/work/app");
     }
 
     #[test]
     fn dirs_of_the_same_name_get_different_ids() {
-        let a = project_id_from(std::path::Path::new("/srv/repos/proj-a"), None);
-        let b = project_id_from(std::path::Path::new("/srv/repos/payments-y/proj-a"), None);
+        let a = dir_project_id(std::path::Path::new("/srv/repos/proj-a"));
+        let b = dir_project_id(std::path::Path::new("/srv/repos/payments-y/proj-a"));
         assert_ne!(a, b);
         for long in [
             format!("/srv/{}", "长".repeat(300)),
             "/srv/line\nbreak".to_owned(),
         ] {
-            let id = project_id_from(std::path::Path::new(&long), None);
+            let id = dir_project_id(std::path::Path::new(&long));
             assert!(id.starts_with("dir-sha256:"), "{id}");
             assert!(validate_project_id(&id).is_ok());
         }
-        let other = project_id_from(
-            std::path::Path::new(&format!("/srv/{}", "长".repeat(301))),
-            None,
-        );
+        let other = dir_project_id(std::path::Path::new(&format!("/srv/{}", "长".repeat(301))));
         assert_ne!(
             other,
-            project_id_from(
-                std::path::Path::new(&format!("/srv/{}", "长".repeat(300))),
-                None
-            )
+            dir_project_id(std::path::Path::new(&format!("/srv/{}", "长".repeat(300))))
         );
         assert_eq!(
-            project_id_from(std::path::Path::new("/srv/команда"), None),
+            dir_project_id(std::path::Path::new("/srv/команда")),
             "dir:/srv/команда"
         );
     }

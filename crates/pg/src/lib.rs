@@ -41,8 +41,8 @@ mod tls;
 
 pub use batch::{BatchOutcome, BatchWrite, IDEMPOTENCY_TTL, IdempotencyKey};
 pub use config::{
-    DATABASE_URL_ENV, MAX_PROJECT_ID_CHARS, PgConfig, legacy_project_id_for, project_id_for,
-    validate_project_id,
+    DATABASE_URL_ENV, MAX_PROJECT_ID_CHARS, PgConfig, ProjectIdentity, legacy_project_id_for,
+    project_id_for, validate_project_id,
 };
 pub use content::{canonical_text, sha256_hex};
 pub use error::{PgError, StoreError, VersionLabel};

@@ -211,13 +211,20 @@ fn header_of(m: &PgMemory) -> MemoryHeader {
 /// alias row, then finds it claimed. A row whose path the new id already holds stays where it
 /// is.
 async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), PgError> {
-    let Some(legacy) = config
-        .legacy_project_id
-        .as_deref()
-        .filter(|l| *l != config.project_id)
-    else {
-        return Ok(());
-    };
+    match config.legacy_project_id.as_deref() {
+        Some(legacy) => claim_alias(client, legacy, &config.project_id)
+            .await
+            .map(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// Claim the alias `legacy` for `project_id` and move its rows, if no project claimed it yet;
+/// whether this call claimed it.
+async fn claim_alias(client: &mut Client, legacy: &str, project_id: &str) -> Result<bool, PgError> {
+    if legacy == project_id {
+        return Ok(false);
+    }
     let db = |e: tokio_postgres::Error| PgError::from_db(&e);
     let tx = client.transaction().await.map_err(db)?;
     let claimed = tx
@@ -228,7 +235,7 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
             )
             .await
             .map_err(db)?,
-            &[&legacy, &config.project_id],
+            &[&legacy, &project_id],
         )
         .await
         .map_err(db)?;
@@ -236,20 +243,20 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
         // Ended here, not left to the drop: a dropped transaction's ROLLBACK waits for the
         // connection's next use, and the connection stays idle in the transaction until then.
         tx.rollback().await.map_err(db)?;
-        return Ok(());
+        return Ok(false);
     }
     let moved = tx
         .execute(
             &tx.prepare_cached("UPDATE memloop_memories m SET project_id = $2
              WHERE m.project_id = $1 AND NOT EXISTS (
                  SELECT 1 FROM memloop_memories n WHERE n.project_id = $2 AND n.rel_path = m.rel_path)").await.map_err(db)?,
-            &[&legacy, &config.project_id],
+            &[&legacy, &project_id],
         )
         .await
         .map_err(db)?;
     tx.commit().await.map_err(db)?;
-    tracing::info!(legacy, project = %config.project_id, moved, "old team project id claimed; its memories moved");
-    Ok(())
+    tracing::info!(legacy, project = %project_id, moved, "old team project id claimed; its memories moved");
+    Ok(true)
 }
 
 /// How long [`PgMemoryStore::open`] keeps retrying connections lost while opening, once the
@@ -352,6 +359,16 @@ impl PgMemoryStore {
         }
         tracing::info!(project = %store.inner.config.project_id, "team memory store opened");
         Ok(store)
+    }
+
+    /// Claim the pre-schema-6 id `legacy` (a directory's base name) for this store's project:
+    /// its memories move here, once, if no project claimed it yet (`Ok(true)` when this call
+    /// did). [`open`](Self::open) does it for [`PgConfig::legacy_project_id`]; a server that
+    /// decides per request who may claim (only a writer for every project: any directory of
+    /// that name maps to the old id) opens without it and calls this.
+    pub async fn claim_legacy(&self, legacy: &str) -> Result<bool, PgError> {
+        let mut client = self.client().await?;
+        claim_alias(&mut client, legacy, &self.inner.config.project_id).await
     }
 
     /// Write a memory through the enforcing entry point (`dyn MemoryStore::write`).

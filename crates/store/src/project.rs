@@ -35,6 +35,30 @@ pub fn project_slug(path: &str) -> String {
     format!("{}-{hex}", &slug[..MAX_SLUG_LEN])
 }
 
+/// A git origin URL without the `user:password@` of its authority: how an origin names a
+/// project (a team project id, a token's `origin:` grant), so a credential in a remote URL is
+/// never stored, logged or compared.
+///
+/// ```
+/// use memloop_store::origin_without_credentials as bare;
+/// assert_eq!(bare("https://alice:ghp_x1@github.com/acme/api.git"), "https://github.com/acme/api.git");
+/// assert_eq!(bare("https://oauth2:glpat-XYZ@gitlab.example.com/g/p"), "https://gitlab.example.com/g/p");
+/// assert_eq!(bare("https://github.com/acme/a@b.git"), "https://github.com/acme/a@b.git");
+/// assert_eq!(bare("git@github.com:acme/api.git"), "git@github.com:acme/api.git");
+/// ```
+pub fn origin_without_credentials(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let host_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..host_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_owned(),
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
 /// The nearest directory at or above `start` holding a `.git` entry (dir or file).
 pub fn find_git_root(start: &Path) -> Option<PathBuf> {
     let start = std::fs::canonicalize(start).unwrap_or_else(|_| normalize_lexically(start));

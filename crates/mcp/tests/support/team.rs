@@ -2,9 +2,11 @@
 //! guard goes), one store per project path, with its transactions.
 #![allow(dead_code)]
 
-use memloop_mcp::{OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores};
-use memloop_pg::{PgConfig, PgMemoryStore};
-use memloop_store::{MemoryError, MemoryStore, WriteLimits};
+use memloop_mcp::{
+    ClaimFuture, MemoryKey, OpenFuture, OpenStoreFuture, Project, ProjectStores, TeamStores,
+};
+use memloop_pg::PgConfig;
+use memloop_store::{MemoryError, WriteLimits, env::EnvVars};
 use std::sync::Arc;
 
 /// The machine's PostgreSQL (trust auth).
@@ -12,6 +14,8 @@ pub const URL: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
 
 pub struct TestTeam {
     pub schema: String,
+    /// The server's team stores in that schema, as `memloop mcp --database-url` opens them.
+    stores: TeamStores,
     /// The `application_name` of its connections, when the test aims at them.
     application_name: Option<String>,
     /// Whether dropping it drops the schema (a schema shared by several servers is dropped
@@ -21,8 +25,10 @@ pub struct TestTeam {
 
 impl TestTeam {
     pub fn new() -> Arc<Self> {
+        let schema = format!("memloop_mcp_{}", uuid::Uuid::new_v4().simple());
         Arc::new(Self {
-            schema: format!("memloop_mcp_{}", uuid::Uuid::new_v4().simple()),
+            stores: stores(&schema, None),
+            schema,
             application_name: None,
             owns_schema: true,
         })
@@ -32,6 +38,7 @@ impl TestTeam {
     /// `application_name`.
     pub fn sharing(schema: &str, application_name: &str) -> Arc<Self> {
         Arc::new(Self {
+            stores: stores(schema, Some(application_name)),
             schema: schema.to_owned(),
             application_name: Some(application_name.to_owned()),
             owns_schema: false,
@@ -47,27 +54,33 @@ impl TestTeam {
     }
 }
 
+fn stores(schema: &str, application_name: Option<&str>) -> TeamStores {
+    let stores = TeamStores::new(URL, EnvVars::from_process()).schema(schema);
+    match application_name {
+        Some(name) => stores.application_name(name),
+        None => stores,
+    }
+}
+
 impl ProjectStores for TestTeam {
     fn describe(&self) -> String {
         format!("postgres:test?schema={}", self.schema)
     }
 
+    fn key(&self, canonical: &std::path::Path) -> Result<MemoryKey, MemoryError> {
+        self.stores.key(canonical)
+    }
+
+    fn claim_legacy<'a>(&'a self, project: &'a Project) -> ClaimFuture<'a> {
+        self.stores.claim_legacy(project)
+    }
+
     fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
-        Box::pin(async move {
-            let store = PgMemoryStore::open(self.config(&project.path).write_limits(limits))
-                .await
-                .map_err(MemoryError::from)?;
-            Ok(Arc::new(store) as Arc<dyn MemoryStore>)
-        })
+        self.stores.open(project, limits)
     }
 
     fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
-        Box::pin(async move {
-            let store = PgMemoryStore::open(self.config(&project.path).write_limits(limits))
-                .await
-                .map_err(MemoryError::from)?;
-            Ok(OpenedStore::atomic(Arc::new(store)))
-        })
+        self.stores.open_store(project, limits)
     }
 }
 

@@ -1,0 +1,171 @@
+//! The PostgreSQL team store behind the tools (feature `postgres`): one [`PgMemoryStore`] per
+//! served project, all on one connection pool, each under the team project id
+//! [`ProjectIdentity`] gives its directory (its git `origin` URL, else `dir:` and its canonical
+//! path, so two dirs of one name never share memory). The server authorizes on that id
+//! ([`ProjectStores::key`]): an origin id is reached by every checkout of the origin, so only a
+//! grant naming the origin (or the id) covers it; a `dir:` id only by its own directory.
+//! Memories of a pre-schema-6 id (a directory's base name) are taken over only by a write of a
+//! token for every project, never at open and never by a read.
+
+use crate::key::{MemoryKey, Reach};
+use crate::projects::{
+    ClaimFuture, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores,
+};
+use memloop_pg::{PgConfig, PgMemoryStore, PgPool, ProjectIdentity};
+use memloop_store::env::EnvVars;
+use memloop_store::{MemoryError, MemoryStore, WriteLimits};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Connections one server holds to the database, shared by all the projects it serves (a
+/// pool per project would hold 4 per project: a server with 30 projects would pass
+/// PostgreSQL's default `max_connections` of 100 alone).
+pub const SERVER_POOL_SIZE: usize = 8;
+
+/// Opens one [`PgMemoryStore`] per served project on one database, all on one connection pool.
+pub struct TeamStores {
+    url: String,
+    shown: String,
+    env: EnvVars,
+    application_name: String,
+    schema: Option<String>,
+    /// The server's pool, made at the first open.
+    pool: Mutex<Option<PgPool>>,
+    /// The legacy ids this server has claimed or found claimed (each is tried once).
+    claimed: Mutex<HashSet<String>>,
+}
+
+impl TeamStores {
+    /// The team stores at `url`; writer name and local dirs (the vector cache) from `env`.
+    pub fn new(url: impl Into<String>, env: EnvVars) -> Self {
+        let url = url.into();
+        let shown = PgConfig::new(url.clone(), "-").redacted_url();
+        Self {
+            url,
+            shown,
+            env,
+            application_name: "memloop-mcp".into(),
+            schema: None,
+            pool: Mutex::new(None),
+            claimed: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Name the server's database connections (`application_name`; default `memloop-mcp`).
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = name.into();
+        self
+    }
+
+    /// Keep the tables in `schema` instead of the connection's default.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// The connection settings for the team project `key` names (its id, as
+    /// [`ProjectStores::key`] gave it). Legacy ids are not claimed at open
+    /// ([`ProjectStores::claim_legacy`] does it, for writers of every project).
+    pub fn config(&self, key: &MemoryKey) -> PgConfig {
+        let config = PgConfig::new(self.url.clone(), key.id.clone())
+            .env(&self.env)
+            .application_name(&self.application_name)
+            .pool_size(SERVER_POOL_SIZE);
+        match &self.schema {
+            Some(schema) => config.schema(schema),
+            None => config,
+        }
+    }
+
+    /// Open `project`'s store on the server's pool, with the server's write limits.
+    async fn open_project(
+        &self,
+        project: &Project,
+        limits: WriteLimits,
+    ) -> Result<PgMemoryStore, MemoryError> {
+        let config = self.config(&project.key).write_limits(limits);
+        tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
+        let pool = {
+            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*pool {
+                Some(p) => p.clone(),
+                None => {
+                    let p = PgPool::new(&config).map_err(MemoryError::from)?;
+                    *pool = Some(p.clone());
+                    p
+                }
+            }
+        };
+        PgMemoryStore::open_in(config, &pool)
+            .await
+            .map_err(MemoryError::from)
+    }
+}
+
+impl ProjectStores for TeamStores {
+    fn describe(&self) -> String {
+        format!("postgres:{}", self.shown)
+    }
+
+    /// The team project id ([`ProjectIdentity`]): reached by every checkout of its origin, or by
+    /// its own directory alone.
+    fn key(&self, canonical: &std::path::Path) -> Result<MemoryKey, MemoryError> {
+        let identity = ProjectIdentity::of(canonical);
+        let reach = match identity.origin {
+            Some(origin) => Reach::Origin(origin),
+            None => Reach::Dir(canonical.to_path_buf()),
+        };
+        Ok(MemoryKey {
+            id: identity.id,
+            reach,
+        })
+    }
+
+    fn claim_legacy<'a>(&'a self, project: &'a Project) -> ClaimFuture<'a> {
+        Box::pin(async move {
+            if !matches!(project.key.reach, Reach::Dir(_)) {
+                return Ok(());
+            }
+            let Some(legacy) = ProjectIdentity::of(&project.path).legacy else {
+                return Ok(());
+            };
+            let tried = |claimed: &Mutex<HashSet<String>>| {
+                claimed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .contains(&legacy)
+            };
+            if tried(&self.claimed) {
+                return Ok(());
+            }
+            let store = self
+                .open_project(project, memloop_store::WriteLimits::default())
+                .await?;
+            store
+                .claim_legacy(&legacy)
+                .await
+                .map_err(MemoryError::from)?;
+            self.claimed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(legacy);
+            Ok(())
+        })
+    }
+
+    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
+        Box::pin(async move {
+            let store = self.open_project(project, limits).await?;
+            Ok(Arc::new(store) as Arc<dyn MemoryStore>)
+        })
+    }
+
+    /// The team store with its transactions: a `context_save` batch is one transaction, and
+    /// its idempotency key is recorded in it.
+    fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
+        Box::pin(async move {
+            let store = self.open_project(project, limits).await?;
+            Ok(OpenedStore::atomic(Arc::new(store)))
+        })
+    }
+}
