@@ -160,6 +160,7 @@ async fn serve_http(
         tls,
         shutdown: shutdown.clone(),
         session_caps: Default::default(),
+        body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     if let Some(warning) = memloop_mcp::check_bind(&options)? {
         let _ = writeln!(std::io::stderr(), "memloop: warning: {warning}");

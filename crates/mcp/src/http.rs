@@ -42,6 +42,11 @@ const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// A session with no request for this long is closed (its client re-initializes).
 const SESSION_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// How long a client has to send a request's whole body once its headers are in (the default of
+/// [`HttpOptions::body_timeout`]): a client that trickles a body loses its connection (HTTP
+/// 408), as one that trickles headers does.
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How long a new session may wait for its `initialize` request.
 const SESSION_INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -134,6 +139,11 @@ impl SessionCounts {
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The token (digest) that opened session `id`, when this server recorded it.
+    fn owner_of(&self, id: &str) -> Option<[u8; 32]> {
+        self.lock().owners.get(id).map(|(owner, _)| *owner)
     }
 
     /// Admit a new session for `owner`, counted at once; or why it is refused. The check and
@@ -343,6 +353,8 @@ pub struct HttpOptions {
     pub shutdown: CancellationToken,
     /// How many MCP sessions may be open at once, per token and in all.
     pub session_caps: SessionCaps,
+    /// How long a client has to send a request's body ([`BODY_READ_TIMEOUT`] by default).
+    pub body_timeout: std::time::Duration,
 }
 
 /// The most MCP sessions a server keeps open at once: per token and in all. An `initialize`
@@ -441,6 +453,7 @@ pub async fn serve_http(
         config = config.disable_allowed_hosts();
     }
     let gate = server.clone();
+    let tool_names: Arc<[String]> = server.tool_names().into();
     // No SSE priming events: they carry an empty `data:` that clients try to parse as JSON.
     config.sse_retry = None;
     let mut sessions = LocalSessionManager::default();
@@ -455,6 +468,8 @@ pub async fn serve_http(
     ));
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let tokens = options.tokens.map(Arc::new);
+    let flights = crate::jsonrpc::Flights::default();
+    let body_timeout = options.body_timeout;
     let acceptor = options.tls.as_ref().map(TlsIdentity::acceptor);
     tracing::info!(%addr, auth = tokens.is_some(), tls = acceptor.is_some(), "MCP server listening (streamable HTTP)");
     if let Some(tx) = bound {
@@ -477,11 +492,23 @@ pub async fn serve_http(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
-        let (mcp, tokens, gate, counts) =
-            (mcp.clone(), tokens.clone(), gate.clone(), counts.clone());
+        let (mcp, tokens, gate, counts, flights, tool_names) = (
+            mcp.clone(),
+            tokens.clone(),
+            gate.clone(),
+            counts.clone(),
+            flights.clone(),
+            tool_names.clone(),
+        );
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let (mut mcp, tokens, gate, counts) =
-                (mcp.clone(), tokens.clone(), gate.clone(), counts.clone());
+            let (mut mcp, tokens, gate, counts, flights, tool_names) = (
+                mcp.clone(),
+                tokens.clone(),
+                gate.clone(),
+                counts.clone(),
+                flights.clone(),
+                tool_names.clone(),
+            );
             async move {
                 let (mut parts, body) = req.into_parts();
                 // Sessions are counted per token (its digest; one bucket without tokens).
@@ -502,16 +529,43 @@ pub async fn serve_http(
                     },
                     None => Access::full(),
                 };
-                let bytes = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
-                    Ok(c) => c.to_bytes(),
-                    Err(_) => {
+                // A session is its opener's: another token naming it is answered as for a
+                // session that does not exist, and cannot post into it or close it.
+                let session = parts
+                    .headers
+                    .get("mcp-session-id")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                if let Some(id) = &session
+                    && counts.owner_of(id).is_some_and(|o| o != owner)
+                {
+                    tracing::info!(%peer, "a session named by another token refused");
+                    return Ok(plain(StatusCode::NOT_FOUND, "no such MCP session"));
+                }
+                let read = Limited::new(body, MAX_REQUEST_BYTES).collect();
+                let bytes = match tokio::time::timeout(body_timeout, read).await {
+                    Ok(Ok(c)) => c.to_bytes(),
+                    Ok(Err(_)) => {
                         return Ok(plain(
                             StatusCode::PAYLOAD_TOO_LARGE,
                             "request body too large or unreadable",
                         ));
                     }
+                    Err(_) => {
+                        tracing::info!(%peer, "request body not sent in time; refused");
+                        let mut r = plain(
+                            StatusCode::REQUEST_TIMEOUT,
+                            "the request body was not sent in time",
+                        );
+                        r.headers_mut().insert(
+                            header::CONNECTION,
+                            header::HeaderValue::from_static("close"),
+                        );
+                        return Ok(r);
+                    }
                 };
                 let mut reservation = None;
+                let mut in_flight = None;
                 if parts.method == http::Method::POST {
                     let message = match serde_json::from_slice::<serde_json::Value>(&bytes) {
                         Ok(m) => m,
@@ -522,6 +576,23 @@ pub async fn serve_http(
                             ));
                         }
                     };
+                    if let Err(bad) = crate::jsonrpc::check(&message, &tool_names) {
+                        return Ok(crate::jsonrpc::refusal(bad));
+                    }
+                    // Two requests of one session in flight with one id would share one answer
+                    // channel, and one would never be answered.
+                    if let (Some(session), Some(id)) =
+                        (&session, crate::jsonrpc::request_id(&message))
+                    {
+                        match flights.begin(session, id) {
+                            Some(flight) => in_flight = Some(flight),
+                            None => {
+                                return Ok(crate::jsonrpc::refusal(
+                                    crate::jsonrpc::Bad::duplicate_id(&message["id"]),
+                                ));
+                            }
+                        }
+                    }
                     let opens_session =
                         is_initialize(&message) && !parts.headers.contains_key("mcp-session-id");
                     if opens_session {
@@ -549,6 +620,16 @@ pub async fn serve_http(
                 }
                 let closing = parts.method == http::Method::DELETE;
                 let mut response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
+                // The id stays in flight until the answer's body (an SSE stream) has ended.
+                if let Some(flight) = in_flight
+                    && let Ok(r) = &mut response
+                {
+                    let body = std::mem::replace(
+                        r.body_mut(),
+                        Full::new(Bytes::new()).map_err(|n| match n {}).boxed(),
+                    );
+                    *r.body_mut() = crate::jsonrpc::Releasing::wrap(body, flight);
+                }
                 // A closed session is answered 204 No Content, not 202: clients (the Python
                 // SDK among them) take anything but 200 or 204 for a failed termination.
                 if closing

@@ -13,6 +13,7 @@ mod access;
 mod answer;
 mod batch;
 mod http;
+mod jsonrpc;
 mod key;
 mod logs;
 mod mapping;
@@ -32,8 +33,8 @@ pub use access::{Access, Denied, Effect, Grant, ProjectGlob, TokenScope};
 pub use answer::McpLimits;
 pub use batch::{AnswerOf, AtomicBatches, BatchFuture, Batched, SaveKey};
 pub use http::{
-    HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps, TokenFileError, Tokens,
-    check_bind, serve_http,
+    BODY_READ_TIMEOUT, HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps,
+    TokenFileError, Tokens, check_bind, serve_http,
 };
 pub use key::{MemoryKey, OWNER_FILE, Reach};
 pub use logs::loggable;

@@ -194,6 +194,20 @@ fn caller_of(ctx: &RequestContext<RoleServer>) -> String {
         .map_or_else(|| "local".to_owned(), |c| c.0.clone())
 }
 
+/// Most bytes of a refusal's reason: reasons quote what the client sent (a target, a title),
+/// and an answer must not grow with the input.
+const MAX_REASON_BYTES: usize = 2_000;
+
+/// `reason`, cut at [`MAX_REASON_BYTES`] (on a character boundary) with a mark.
+fn bounded_reason(mut reason: String) -> String {
+    if reason.len() > MAX_REASON_BYTES {
+        let cut = memloop_core::text::truncate_utf8(&reason, MAX_REASON_BYTES).len();
+        reason.truncate(cut);
+        reason.push_str(" … (cut)");
+    }
+    reason
+}
+
 /// The MCP server over memloop memory dirs. Clone it freely: clones share the open stores.
 #[derive(Clone)]
 pub struct MemoryServer {
@@ -281,6 +295,7 @@ impl MemoryServer {
         let (v, failed) = match r {
             Ok(v) => (v, false),
             Err(Refusal { reason, details }) => {
+                let reason = bounded_reason(reason);
                 let mut v = json!({ "refused": true, "reason": reason });
                 if let Value::Object(map) = &mut v {
                     map.extend(details);
@@ -320,6 +335,15 @@ impl MemoryServer {
             projects,
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// The names of the tools this server has (from its tool router: the one list).
+    pub(crate) fn tool_names(&self) -> Vec<String> {
+        self.tool_router
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect()
     }
 
     /// Wait until no background summary is queued or being written (at once when summaries

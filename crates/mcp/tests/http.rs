@@ -124,6 +124,7 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
         tls: None,
         shutdown: CancellationToken::new(),
         session_caps: Default::default(),
+        body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     let err = check_bind(&options(None, false)).unwrap_err();
     assert!(err.to_string().contains("--token-file"), "{err}");
@@ -138,6 +139,7 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
         tls: None,
         shutdown: CancellationToken::new(),
         session_caps: Default::default(),
+        body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     assert_eq!(check_bind(&local).unwrap(), None);
 }
@@ -243,6 +245,7 @@ async fn concurrent_initializes_past_the_session_cap_get_exactly_the_cap() {
             per_token: CAP,
             total: 100,
         },
+        body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = memloop_mcp::MemoryServer::new(fx.config());

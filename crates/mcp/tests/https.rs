@@ -286,6 +286,7 @@ fn a_network_bind_warns_about_plain_http_only() {
         tls,
         shutdown: CancellationToken::new(),
         session_caps: Default::default(),
+        body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     let plain = check_bind(&options(None)).unwrap();
     assert!(plain.unwrap().contains("plain HTTP"));

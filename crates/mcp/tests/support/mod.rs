@@ -123,6 +123,7 @@ pub async fn start_http_config(
         tls,
         shutdown: stop.clone(),
         session_caps: Default::default(),
+        body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = MemoryServer::new(config);
