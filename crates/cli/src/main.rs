@@ -38,6 +38,22 @@ fn start_export() -> Option<OtlpExport> {
     }
 }
 
+/// stderr for log lines: each line passes [`memloop_mcp::loggable_text`] (credentials redacted,
+/// control characters escaped) before it is written, whatever logged it.
+struct LoggableStderr(std::io::Stderr);
+
+impl std::io::Write for LoggableStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let line = memloop_mcp::loggable_text(&String::from_utf8_lossy(buf));
+        self.0.write_all(line.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 fn run(cli: &Cli, export: Option<&OtlpExport>) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MEMLOOP_LOG")
         // Warnings, and which recall a command runs (hybrid with which model, or BM25).
@@ -47,7 +63,7 @@ fn run(cli: &Cli, export: Option<&OtlpExport>) -> ExitCode {
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
+                .with_writer(|| LoggableStderr(std::io::stderr()))
                 // Plain text: no escape sequence from memloop reaches a terminal (a memory's own
                 // control characters are shown as symbols; so is the log's styling, by having
                 // none).

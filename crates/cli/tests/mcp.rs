@@ -814,6 +814,8 @@ async fn http_transport_with_tokens_and_the_inspector_over_http() {
     let fx = fixture();
     let tokens = fx.home.join("tokens");
     std::fs::write(&tokens, "# team\nteam-token-0123456789abcdef\n").unwrap();
+    #[cfg(unix)]
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let guarded = http_server(&fx, &["--token-file", tokens.to_str().unwrap()]).await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let status = reqwest::Client::new()
@@ -930,6 +932,8 @@ async fn https_with_tls_cert_and_key_flags_or_their_variables() {
     // warning.
     let tokens = fx.home.join("tokens");
     std::fs::write(&tokens, "team-token-0123456789abcdef\n").unwrap();
+    #[cfg(unix)]
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut child = tokio::process::Command::new(BIN)
         .env("MEMLOOP_HOME", &fx.home)
         .env("MEMLOOP_LOG", "error")

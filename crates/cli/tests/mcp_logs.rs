@@ -34,6 +34,8 @@ async fn start(
 ) {
     let tokens = home.join("tokens");
     std::fs::write(&tokens, format!("{TOKEN}\n")).unwrap();
+    #[cfg(unix)]
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -191,7 +193,27 @@ async fn exercise(url: &str, project: &Path) {
         updated["result"]["isError"], false,
         "the update failed: {updated}"
     );
+    // Client text that the MCP library logs verbatim (an unknown method, a resource URI):
+    // credentials in it never reach the log, whatever the level.
+    post(
+        url,
+        TOKEN,
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 5, "method": format!("tools/{CLIENT_KEY}")}),
+    )
+    .await;
+    post(
+        url,
+        TOKEN,
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
+                "params": {"uri": format!("memloop://project/{CLIENT_KEY}/MEMORY.md")}}),
+    )
+    .await;
 }
+
+/// An AWS access key id a client puts in a method name and a resource URI.
+const CLIENT_KEY: &str = "AKIAQ3EGV5XK7TZ2WPLM";
 
 fn assert_clean(log: &str, level: &str) {
     assert!(
@@ -204,6 +226,7 @@ fn assert_clean(log: &str, level: &str) {
         ("the memory's text", "Quokka-marmalade-7731"),
         ("the memory's title", "Zebra-quartz-4410"),
         ("the updated text", "Pangolin-sorbet-5582"),
+        ("a credential in a method name or URI", CLIENT_KEY),
     ] {
         if let Some(at) = log.find(secret) {
             let line = log[..at].rsplit('\n').next().unwrap_or_default();

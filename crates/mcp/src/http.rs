@@ -247,6 +247,17 @@ pub enum TokenFileError {
     /// No token in it.
     #[error("the token file holds no token")]
     Empty,
+    /// Others than its owner may read or write it (as ssh refuses a private key that is).
+    #[error(
+        "the token file {path} may be read or written by others than its owner (mode {mode:o}): \
+         `chmod 600 {path}`"
+    )]
+    Exposed {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -302,8 +313,24 @@ impl Tokens {
         Ok(Self { rules })
     }
 
-    /// Read and parse a token file.
+    /// Read and parse a token file. On Unix it must be readable and writable by its owner only
+    /// (no group or other bits), as ssh requires of a private key.
     pub fn load(path: &Path) -> Result<Self, TokenFileError> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = std::fs::metadata(path).map_err(|source| TokenFileError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(TokenFileError::Exposed {
+                    path: path.display().to_string(),
+                    mode,
+                });
+            }
+        }
         let text = std::fs::read_to_string(path).map_err(|source| TokenFileError::Read {
             path: path.display().to_string(),
             source,
@@ -710,6 +737,29 @@ pub async fn serve_http(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_others_may_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("tokens");
+        std::fs::write(&file, "0123456789abcdef\n").unwrap();
+        for (mode, ok) in [
+            (0o644, false),
+            (0o640, false),
+            (0o604, false),
+            (0o600, true),
+            (0o400, true),
+        ] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            let loaded = Tokens::load(&file);
+            assert_eq!(loaded.is_ok(), ok, "{mode:o}: {loaded:?}");
+            if !ok {
+                assert!(loaded.unwrap_err().to_string().contains("chmod 600"));
+            }
+        }
+    }
 
     #[test]
     fn token_files_are_checked_without_echoing_tokens() {

@@ -37,7 +37,7 @@ pub use http::{
     TokenFileError, Tokens, check_bind, serve_http,
 };
 pub use key::{MemoryKey, OWNER_FILE, Reach};
-pub use logs::loggable;
+pub use logs::{loggable, loggable_text};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END};
 pub use projects::{
     ClaimFuture, McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores,

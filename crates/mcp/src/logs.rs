@@ -8,6 +8,31 @@
 //! for (`MEMLOOP_LOG=trace` included): those events are dropped, everything else passes.
 //! Bearer tokens never reach an event: the transport logs only the peer of a refused request.
 
+/// A log line as it may be written: credentials redacted (a library under the server logs
+/// client text verbatim at `WARN`, such as an unknown method name or a resource URI), and
+/// control characters other than newlines and tabs shown escaped, so no client text reaches a
+/// log unfiltered at any level. A host puts it on its log writer (the CLI does, for every line
+/// it logs).
+///
+/// ```
+/// let line = memloop_mcp::loggable_text("WARN unknown method tools/AKIAQ3EGV5XK7TZ2WPLM \u{1b}]0;x\u{7}\n");
+/// assert!(!line.contains("AKIAQ3EGV5XK7TZ2WPLM") && !line.contains('\u{1b}'));
+/// assert!(line.ends_with('\n'));
+/// ```
+pub fn loggable_text(line: &str) -> String {
+    let (redacted, _) = memloop_store::redact_secrets(line);
+    redacted
+        .chars()
+        .flat_map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
 /// The targets whose events below `INFO` carry payloads, as prefixes: rmcp's service and
 /// transports (JSON-RPC messages), tokio-postgres' statement execution (parameters).
 pub const PAYLOAD_TARGETS: &[&str] = &["rmcp", "tokio_postgres::query"];
