@@ -21,7 +21,7 @@ use memloop_memory::extract::{
     ExtractionScheduler, ExtractorConfig, ForkedExtractor, SchedulerConfig,
 };
 use memloop_memory::session_notes::{
-    FileSessionNotes, NotesEditTool, SessionMemoryError, SessionNotes, SessionNotesConfig,
+    FileSessionNotes, NotesEditTool, SessionMemory, SessionMemoryError, SessionNotesConfig,
     SessionNotesHook,
 };
 use memloop_memory::{
@@ -50,7 +50,7 @@ pub enum SetupError {
     Memory(#[from] MemoryError),
     /// The session notes could not be created.
     #[error(transparent)]
-    SessionNotes(#[from] SessionMemoryError),
+    SessionMemory(#[from] SessionMemoryError),
 }
 
 /// Memory for one project, ready to attach to agents.
