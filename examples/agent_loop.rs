@@ -102,7 +102,7 @@ fn new_agent(
             cwd: cwd.to_path_buf(),
             ..AgentConfig::default()
         })
-        .events(Arc::new(print::Printer::default()))
+        .events(Arc::new(print::Printer::new(session)))
         .section(Arc::new(StaticSection::new(
             "persona",
             "You are a concise coding agent working in the memloop repository.",

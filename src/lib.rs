@@ -198,11 +198,11 @@ pub use memloop_pg as pg;
 /// What writes memories after a turn (`memloop-memory`):
 /// [`ForkedExtractor`](memory::extract::ForkedExtractor) by default.
 pub use memloop_memory::extract::Extractor;
-/// What recall surfaces (`memloop-recall`): the memories relevant to a message.
-pub use memloop_recall::Selector;
 /// The per-session notes compaction summarises with (`memloop-session-notes`):
 /// [`FileSessionNotes`](memory::session_notes::FileSessionNotes) by default.
 pub use memloop_memory::session_notes::SessionMemory;
+/// What recall surfaces (`memloop-recall`): the memories relevant to a message.
+pub use memloop_recall::Selector;
 /// Where memories live (`memloop-store`): scan, read, write, delete, the index and the change
 /// feed. [`FileMemoryStore`](memory::store::FileMemoryStore) is the memory dir on disk.
 pub use memloop_store::MemoryStore;
