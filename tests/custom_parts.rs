@@ -357,10 +357,9 @@ async fn a_part_the_store_cannot_carry_is_an_error_naming_it() {
     // Transcripts on (the default): the map keeps none.
     let memory = setup(home.path(), project.path()).memory_store(store.clone());
     let model = Arc::new(ScriptedModel::new());
-    let err = memory
-        .attach(Agent::builder(model.clone()))
-        .err()
-        .expect("attach refuses transcripts over a store without a transcript dir");
+    let Err(err) = memory.attach(Agent::builder(model.clone())) else {
+        panic!("attach refuses transcripts over a store without a transcript dir");
+    };
     assert!(
         matches!(
             &err,
@@ -431,7 +430,9 @@ async fn the_dream_needs_a_lock_dir() {
             ..TranscriptConfig::default()
         });
     let model = Arc::new(ScriptedModel::new());
-    let err = memory.attach(Agent::builder(model.clone())).err().unwrap();
+    let Err(err) = memory.attach(Agent::builder(model.clone())) else {
+        panic!("attach refuses the dream over a store without a local dir");
+    };
     assert!(
         matches!(
             &err,
