@@ -291,7 +291,7 @@ pub mod memory {
     }
 
     /// Recall: the `memloop-recall` crate (the trait is [`Selector`](crate::Selector)); its
-    /// analyzer is [`text`](super::text).
+    /// analyzer is [`text`].
     pub mod recall {
         pub use memloop_recall::{
             Bm25Params, Bm25Selector, Clock, DefaultSelector, FallbackSelector, Fusion, HeaderList,
