@@ -5,8 +5,9 @@
 //! `cargo bench --bench scan -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop::memory::recall::format_manifest;
-use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryStore};
+use memloop::MemoryStore;
+use memloop::memory::store::format_manifest;
+use memloop::memory::store::{FileMemoryStore, MemoryDoc};
 use std::path::Path;
 use tempfile::TempDir;
 

@@ -7,12 +7,14 @@
 
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
+use memloop::Extractor;
+use memloop::MemoryStore;
 use memloop::core::Hook;
 use memloop::core::testing::{ScriptedModel, hook_context};
 use memloop::core::{BackgroundTasks, HookContext, message::Message};
 use memloop::memory::dream::{Consolidator, DreamConfig, DreamHook, SessionSource};
-use memloop::memory::extract::{ExtractError, ExtractionContext, ExtractionScheduler, Extractor};
-use memloop::memory::store::{FileMemoryStore, MemoryError, MemoryStore};
+use memloop::memory::extract::{ExtractError, ExtractionContext, ExtractionScheduler};
+use memloop::memory::store::{FileMemoryStore, MemoryError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -22,13 +22,15 @@ mod print;
 
 use anyhow::{Context, Result, bail};
 use memloop::MemorySetup;
+use memloop::MemoryStore;
 use memloop::compact::{CompactConfig, SessionMemoryCompactConfig};
 use memloop::core::builtin_tools::ReadFile;
+use memloop::core::env::EnvVars;
 use memloop::core::window::{ContextWindow, DEFAULT_CONTEXT_WINDOW};
 use memloop::core::{Agent, AgentConfig, model::Model, prompt::StaticSection};
+use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::session_notes::UpdateThresholds;
-use memloop::memory::{env::EnvVars, paths::MemoryDirResolver, store::MemoryStore};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +102,7 @@ fn new_agent(
             cwd: cwd.to_path_buf(),
             ..AgentConfig::default()
         })
-        .events(Arc::new(print::Printer::default()))
+        .events(Arc::new(print::Printer::new(session)))
         .section(Arc::new(StaticSection::new(
             "persona",
             "You are a concise coding agent working in the memloop repository.",

@@ -6,10 +6,11 @@
 #![allow(clippy::print_stdout)]
 
 use memloop::MemoryStore;
+use memloop::Selector;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{Agent, events::AgentEvent, tool::ToolRegistry};
 use memloop::memory::recall::RecallEvent;
-use memloop::memory::recall::{RecallHook, SelectionContext, Selector, SelectorError};
+use memloop::memory::recall::{RecallHook, SelectionContext, SelectorError};
 use memloop::memory::{
     store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryType, WriteMode},
     tools::memory_tools,

@@ -12,9 +12,10 @@
 
 use anyhow::{Context, Result};
 use memloop::MemorySetup;
+use memloop::core::env::EnvVars;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{Agent, AgentConfig};
-use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
+use memloop::memory::paths::MemoryDirResolver;
 use std::sync::Arc;
 
 fn model() -> ScriptedModel {

@@ -8,8 +8,10 @@
 //! use memloop::core::testing::{ScriptStep, ScriptedModel};
 //! use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 //! use memloop::core::{Agent, events::AgentEvent};
-//! use memloop::memory::recall::{RecallEvent, SelectionContext, Selector, SelectorError};
-//! use memloop::memory::{env::EnvVars, paths::MemoryDirResolver, store::MemoryHeader};
+//! use memloop::memory::recall::{RecallEvent, SelectionContext, SelectorError};
+//! use memloop::Selector;
+//! use memloop::core::env::EnvVars;
+//! use memloop::memory::{paths::MemoryDirResolver, store::MemoryHeader};
 //! use memloop::{MemorySetup, async_trait};
 //! use serde_json::{Value, json};
 //! use std::sync::Arc;
@@ -99,20 +101,24 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The crate re-exports the library crates:
+//! The four memory traits are at the crate root, under these names for good: [`MemoryStore`]
+//! (where memories live), [`Selector`] (what recall surfaces), [`Extractor`] (what writes
+//! memories after a turn) and [`SessionMemory`] (the notes compaction summarises with);
+//! [`MemorySetup`] takes any of each. Beside them, the crate re-exports the library crates:
 //!
 //! - [`core`] (`memloop-core`): messages, the `Model` and `Tool` traits, the agent loop, hooks,
-//!   forked agents, token counting, the invariant checker;
-//! - [`memory`] (`memloop-memory`): the memory dir, selectors and recall, extraction,
-//!   consolidation, project instructions, and the session notes (`memloop-session-notes`,
-//!   re-exported as [`memory::session_notes`]);
+//!   forked agents, token counting, the invariant checker, the environment ([`EnvVars`](core::env::EnvVars));
+//! - [`memory`]: everything about memory, gathered from its crates (`memloop-store`,
+//!   `memloop-recall`, `memloop-text`, `memloop-instructions`, `memloop-memory`,
+//!   `memloop-session-notes`);
 //! - [`compact`] (`memloop-compact`): compaction strategies and conversation repair;
 //! - `pg` (`memloop-pg`, feature `postgres`): team memory on PostgreSQL;
 //! - `candle` (`memloop-candle`, feature `candle`): text embeddings from a local BERT or MPNet
 //!   sentence-transformers model, run in-process on CPU;
 //!
-//! plus [`MemorySetup`] (memory wired into an [`AgentBuilder`] in one call) and the
-//! [`async_trait`](macro@async_trait) attribute the traits are implemented with.
+//! plus [`MemorySetup`] (memory wired into an [`AgentBuilder`](core::AgentBuilder) in one call)
+//! and the [`async_trait`](macro@async_trait) attribute the traits are implemented with. Every
+//! public item has one path in this crate.
 //!
 //! ## Every trait, with an example
 //!
@@ -126,10 +132,10 @@
 //! | [`Hook`](core::Hook) | the trait's docs |
 //! | [`EventSink`](core::events::EventSink) | above (`on_event`: any `Fn(AgentEvent)` is a sink); [`VecSink`](core::events::VecSink) |
 //! | [`ContextCompactor`](core::compaction::ContextCompactor) | [`Compactor`](compact::Compactor) |
-//! | [`MemoryStore`](memory::store::MemoryStore) | [`FileMemoryStore`](memory::store::FileMemoryStore) |
-//! | [`Selector`](memory::recall::Selector) | above (`FeedbackOnly`), and the trait's docs |
-//! | [`Extractor`](memory::extract::Extractor) | the trait's docs; [`ForkedExtractor`](memory::extract::ForkedExtractor) |
-//! | [`SessionNotes`](memory::session_notes::SessionNotes) | [`FileSessionNotes`](memory::session_notes::FileSessionNotes) |
+//! | [`MemoryStore`] | [`FileMemoryStore`](memory::store::FileMemoryStore) |
+//! | [`Selector`] | above (`FeedbackOnly`), and the trait's docs |
+//! | [`Extractor`] | the trait's docs; [`ForkedExtractor`](memory::extract::ForkedExtractor) |
+//! | [`SessionMemory`] | [`FileSessionNotes`](memory::session_notes::FileSessionNotes) |
 //!
 //! The README follows.
 #![warn(missing_docs)]
@@ -177,8 +183,9 @@ mod guides {
     pub struct Development;
 }
 
-/// The attribute macro the async traits ([`Tool`], [`Model`], `Selector`, `Hook`, ...) are
-/// implemented with, re-exported so implementing them needs no extra dependency.
+/// The attribute macro the async traits ([`Tool`](core::tool::Tool),
+/// [`Model`](core::model::Model), [`Selector`], [`Hook`](core::Hook), ...) are implemented
+/// with, re-exported so implementing them needs no extra dependency.
 pub use async_trait::async_trait;
 #[cfg(feature = "candle")]
 pub use memloop_candle as candle;
@@ -186,42 +193,90 @@ pub use memloop_compact as compact;
 pub use memloop_core as core;
 #[cfg(feature = "postgres")]
 pub use memloop_pg as pg;
-pub use memloop_recall as recall;
-pub use memloop_store as store;
-pub use memloop_text as text;
 
-pub use memloop_core::{
-    Agent, AgentBuilder, events::AgentEvent, message::Message, model::Model, tool::Tool,
-};
+// The four memory traits, the public contract: here and nowhere else in the facade.
+/// What writes memories after a turn (`memloop-memory`):
+/// [`ForkedExtractor`](memory::extract::ForkedExtractor) by default.
+pub use memloop_memory::extract::Extractor;
+/// The per-session notes compaction summarises with (`memloop-session-notes`):
+/// [`FileSessionNotes`](memory::session_notes::FileSessionNotes) by default.
+pub use memloop_memory::session_notes::SessionMemory;
+/// What recall surfaces (`memloop-recall`): the memories relevant to a message.
+pub use memloop_recall::Selector;
+/// Where memories live (`memloop-store`): scan, read, write, delete, the index and the change
+/// feed. [`FileMemoryStore`](memory::store::FileMemoryStore) is the memory dir on disk.
 pub use memloop_store::MemoryStore;
+
 pub use setup::{MemorySetup, SetupError};
 
-/// Everything about memory in one place: the memory dir ([`store`](memory::store), the
-/// `memloop-store` crate), where it lives ([`paths`](memory::paths)), [`recall`](memory::recall)
-/// (`memloop-recall`, with `memloop-text`'s analyzer), project
-/// [`instructions`](memory::instructions) (`memloop-instructions`), and what writes memories
+/// Everything about memory in one place (each item under one path; the four traits
+/// [`MemoryStore`], [`Selector`], [`Extractor`] and [`SessionMemory`] are at the crate root):
+/// the memory dir ([`store`](memory::store), the `memloop-store` crate), where it lives
+/// ([`paths`](memory::paths)), its switches ([`env`](memory::env)), [`recall`](memory::recall)
+/// (`memloop-recall`), the text analyzer ([`text`](memory::text), `memloop-text`), project
+/// [`instructions`](memory::instructions) (`memloop-instructions`), the
+/// [`session_notes`](memory::session_notes) (`memloop-session-notes`), and what writes memories
 /// (`memloop-memory`: tools, extraction, consolidation, prompt, transcripts, sub-agents).
 pub mod memory {
-    pub use memloop_memory::*;
-
-    /// The environment switches (`MEMLOOP_*`).
-    pub use memloop_store::env;
+    pub use memloop_memory::{MemoryEvent, WriterError, agents, dream, prompt, tools, transcripts};
 
     /// Project instructions: the `memloop-instructions` crate.
     pub use memloop_instructions as instructions;
 
-    /// The memory store: the [`MemoryStore`](store::MemoryStore) trait, the file backend, the
-    /// memory types and the rules every write obeys (the `memloop-store` crate).
+    /// The text analyzer recall searches with (tokens, stemming, accent folding, language
+    /// detection) and the Markdown frontmatter block: the `memloop-text` crate.
+    pub use memloop_text as text;
+
+    /// The environment switches (`MEMLOOP_*`) of memory; the variables themselves are read
+    /// through [`EnvVars`](crate::core::env::EnvVars).
+    pub mod env {
+        pub use memloop_store::env::{
+            CLAUDE_CODE_DISABLE_AUTO_MEMORY, CLAUDE_CODE_SIMPLE, CLAUDE_CONFIG_DIR,
+            CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES, CLAUDE_COWORK_MEMORY_PATH_OVERRIDE,
+            DISABLE_AUTO_MEMORY, MEMLOOP_HOME, MEMORY_DIR, MEMORY_EXTRA_GUIDELINES,
+            REDACT_TRANSCRIPTS, SIMPLE, TEAM_MEMORY, memory_enabled, memory_switched_off_by,
+            redact_transcripts,
+        };
+    }
+
+    /// Extraction: the stop hook whose extractor writes new memories in the background (the
+    /// trait is [`Extractor`](crate::Extractor)).
+    pub mod extract {
+        pub use memloop_memory::extract::{
+            EXTRACTOR_PURPOSE, ExtractError, ExtractionContext, ExtractionScheduler,
+            ExtractorConfig, ForkedExtractor, MEMORY_SAVED_ATTACHMENT_KIND, SchedulerConfig,
+        };
+    }
+
+    /// Per-session notes, used as the summary when compacting: the `memloop-session-notes`
+    /// crate (the trait is [`SessionMemory`](crate::SessionMemory)).
+    pub mod session_notes {
+        pub use memloop_memory::session_notes::{
+            Baselines, CONDENSE_REMINDER, CompactionNotes, DEFAULT_TEMPLATE, DEFAULT_UPDATE_PROMPT,
+            EDIT_TOOL_NAME, FileSessionNotes, NOTES_UPDATER_PURPOSE, NotesCaps, NotesEditTool,
+            NotesEvent, OversizedSection, Section, SessionMemoryError, SessionNotesConfig,
+            SessionNotesHook, UpdateFuture, UpdateReport, UpdateSignal, UpdateThresholds,
+            UpdateTrigger, apply_notes_edit, frame, is_section_header, only_this_file,
+            oversized_sections, sections,
+        };
+    }
+
+    /// The memory store: the file backend, the memory types and the rules every write obeys
+    /// (the `memloop-store` crate; the trait is [`MemoryStore`](crate::MemoryStore)).
     pub mod store {
         pub use memloop_store::{
             ChangeCursor, Changes, CheckedWrite, ContainmentGate, Durability, ExpectedVersion,
-            FileMemoryStore, Headers, INDEX_FILE, IndexCaps, IndexEntry, LoadedIndex, LocalBases,
-            LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
-            MemoryScope, MemoryStore, MemoryType, REDACTED_PREFIX, ScanCache, ScanChange,
-            ScanConfig, ScanUpdate, SecretFilter, StoreConfig, StoreDescription, StoreLocation,
-            TEAM_DIR, VersionedWrite, WriteLimits, WriteMode, WriteReport, append_to_existing,
-            canonical_memory_text, content_version, format_entry_line, load_capped, redact_secrets,
-            title_file_stem, title_key, topic_to_rel_path, validate_rel_path,
+            FileMemoryStore, Followed, Headers, INDEX_FILE, IndexCaps, IndexEntry, LOGS_DIR,
+            LoadedIndex, LocalBases, LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile,
+            MemoryHeader, MemoryPath, MemoryScope, MemoryType, REDACTED_PREFIX,
+            SECRET_REFUSED_TARGET, ScanCache, ScanChange, ScanConfig, ScanUpdate, SecretFilter,
+            Since, StoreConfig, StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite,
+            WriteLimits, WriteMode, WriteReport, append_to_existing, atomic_write,
+            atomic_write_with, canonical_memory_text, content_version, file_stem,
+            format_entry_line, format_manifest, format_manifest_capped, format_mtime, is_daily_log,
+            load_capped, read_target_to_rel_path, redact_secrets, resolve_existing_prefix,
+            title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic,
+            warn_refused,
         };
     }
 
@@ -231,17 +286,21 @@ pub mod memory {
         pub use memloop_store::{
             AgentMemoryDir, AgentMemoryScope, AgentMemoryScopes, ConfigFlavor, MemoryDirResolver,
             ResolutionRule, ResolvedMemoryDir, ScopeError, canonical_project_root, project_dir,
-            project_slug,
+            project_slug, sanitize_agent_type,
         };
     }
 
-    /// Recall: the `memloop-recall` crate, with the text analyzer (`memloop-text`) it searches
-    /// with.
+    /// Recall: the `memloop-recall` crate (the trait is [`Selector`](crate::Selector)); its
+    /// analyzer is [`text`].
     pub mod recall {
-        pub use memloop_recall::*;
-        pub use memloop_text::{
-            Analyzer, Script, UnknownLanguage, detect_language, fold_accents, normalize, tokens,
-            words,
+        pub use memloop_recall::{
+            Bm25Params, Bm25Selector, Clock, DefaultSelector, FallbackSelector, Fusion, HeaderList,
+            HybridConfig, HybridSelector, KeywordConfig, KeywordSelector, LlmSelector,
+            LlmSelectorConfig, ManualClock, RECALL_ATTACHMENT_KIND, ReadTools, RecallConfig,
+            RecallEvent, RecallHook, RerankConfig, RerankSelector, SELECTOR_PROMPT,
+            SELECTOR_PURPOSE, SelectionContext, SelectorError, SyncReport, SystemClock,
+            VectorSyncReport, parse_selection, read_in_full, selection_schema, vector_cache_for,
+            vector_cache_path,
         };
     }
 }

@@ -18,10 +18,10 @@ use memloop_instructions::{
 use memloop_memory::agents::{AgentDirs, AgentMemory, LoadedAgents};
 use memloop_memory::dream::{Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{
-    ExtractionScheduler, ExtractorConfig, ForkedExtractor, SchedulerConfig,
+    ExtractionScheduler, Extractor, ExtractorConfig, ForkedExtractor, SchedulerConfig,
 };
 use memloop_memory::session_notes::{
-    FileSessionNotes, NotesEditTool, SessionMemoryError, SessionNotes, SessionNotesConfig,
+    FileSessionNotes, NotesEditTool, SessionMemory, SessionMemoryError, SessionNotesConfig,
     SessionNotesHook,
 };
 use memloop_memory::{
@@ -36,8 +36,8 @@ use memloop_recall::{
     RerankSelector, Selector,
 };
 use memloop_store::{
-    AgentMemoryScopes, FileMemoryStore, LocalPurpose, MemoryDirResolver, MemoryError, MemoryStore,
-    ResolvedMemoryDir, env::EnvVars,
+    AgentMemoryScopes, FileMemoryStore, LocalDir, LocalPurpose, MemoryDirResolver, MemoryError,
+    MemoryStore, ResolvedMemoryDir, env::EnvVars,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,6 +51,24 @@ pub enum SetupError {
     /// The session notes could not be created.
     #[error(transparent)]
     SessionNotes(#[from] SessionMemoryError),
+    /// A part this setup wires needs something the store does not have (a directory on this
+    /// machine for transcripts, the dream's lock and session records). Turn the part off, or
+    /// give a store that has it.
+    #[error(
+        "{part} needs {needs}, which the memory store {store} does not have ({why}); turn {part} off (MemorySetup::{switch}) or use a store that has it"
+    )]
+    Unsupported {
+        /// The part (`session transcripts`, `consolidation (dream)`).
+        part: &'static str,
+        /// What it needs.
+        needs: &'static str,
+        /// The store (its description).
+        store: String,
+        /// What the store said.
+        why: String,
+        /// The `MemorySetup` call that turns the part off.
+        switch: &'static str,
+    },
 }
 
 /// Memory for one project, ready to attach to agents.
@@ -72,6 +90,10 @@ pub struct MemorySetup {
     /// `None` when memory is switched off: nothing resolved, nothing opened.
     on: Option<Resolved>,
     selector: Option<Arc<dyn Selector>>,
+    /// `None`: the forked extractor over the store.
+    extractor: Option<Arc<dyn Extractor>>,
+    /// `None`: file-backed notes per session ([`FileSessionNotes`]).
+    session_memory: Option<Arc<dyn SessionMemory>>,
     embedder: Option<Arc<dyn Embedder>>,
     /// Whether `embedder` is the local model found by default (not one the host set).
     local_embedder: bool,
@@ -117,6 +139,8 @@ struct Resolved {
     project_dir: PathBuf,
     base: PathBuf,
     store: Arc<dyn MemoryStore>,
+    /// Whether `store` is one the host gave ([`MemorySetup::memory_store`]), not the memory dir.
+    given: bool,
 }
 
 impl std::fmt::Debug for MemorySetup {
@@ -182,6 +206,7 @@ impl MemorySetup {
                 base: resolver.base_dir()?,
                 resolved,
                 store,
+                given: false,
             })
         };
         let team_memory = env.switch(memloop_store::env::TEAM_MEMORY);
@@ -190,6 +215,8 @@ impl MemorySetup {
             env,
             on,
             selector: None,
+            extractor: None,
+            session_memory: None,
             local_embedder: embedder.is_some(),
             embedder,
             side_model: None,
@@ -218,9 +245,46 @@ impl MemorySetup {
         self.on.as_ref().map(|o| &o.store)
     }
 
-    /// Where the memory dir is and which rule chose it (`None` when memory is switched off).
+    /// Where the memory dir is and which rule chose it (`None` when memory is switched off, or
+    /// when the memories live in a store given with [`memory_store`](Self::memory_store)).
     pub fn memory_dir(&self) -> Option<&ResolvedMemoryDir> {
-        self.on.as_ref().map(|o| &o.resolved)
+        self.on.as_ref().filter(|o| !o.given).map(|o| &o.resolved)
+    }
+
+    /// Keep memories in `store` instead of the project's memory dir: every part this setup
+    /// wires works over it (the memory tools, the memory section of the system prompt, recall,
+    /// extraction, the daily log, team memory, consolidation). Parts that need a directory on
+    /// this machine ask the store for one ([`MemoryStore::local_dir`]): session transcripts
+    /// (`LocalPurpose::Transcripts`) and the dream (its lock and session records); when the
+    /// store keeps none, [`attach`](Self::attach) fails with [`SetupError::Unsupported`] naming
+    /// the part. Session notes live in the project dir, whatever the store. Ignored when memory is
+    /// switched off (the environment or the settings win).
+    pub fn memory_store(mut self, store: Arc<dyn MemoryStore>) -> Self {
+        if let Some(on) = &mut self.on {
+            on.store = store;
+            on.given = true;
+        }
+        self
+    }
+
+    /// What writes memories after a turn (default: the [`ForkedExtractor`] over the store, a
+    /// forked agent restricted to writing memories). The stop hook runs it in the background
+    /// with a cursor, a trailing run and the `MemoriesSaved` events, whatever the extractor.
+    pub fn extractor(mut self, extractor: Arc<dyn Extractor>) -> Self {
+        self.extractor = Some(extractor);
+        self
+    }
+
+    /// The session notes compaction summarises with (default: a [`FileSessionNotes`] per
+    /// session, in the project dir). Every agent attached afterwards uses this one, so give a
+    /// new one for each session. The notes hook asks it when to update
+    /// ([`SessionMemory::should_update`]) and the agent gets the `edit_session_notes` tool over
+    /// its [`notes_path`](SessionMemory::notes_path). Compaction is what reads the notes: with
+    /// [`without_compaction`](Self::without_compaction), or compaction switched off by the
+    /// environment, they are neither read nor updated.
+    pub fn session_memory(mut self, notes: Arc<dyn SessionMemory>) -> Self {
+        self.session_memory = Some(notes);
+        self
     }
 
     /// `<base>/projects/<slug>`: where per-session data (notes) lives (`None` when memory is
@@ -530,6 +594,12 @@ impl MemorySetup {
         let Some(on) = &self.on else {
             return Ok(None);
         };
+        if on.given {
+            return Err(memloop_pg::PgError::Db(format!(
+                "team sync syncs the project's memory dir, and memories live in {}: sync that store yourself",
+                on.store.describe()
+            )));
+        }
         let config = match project_id {
             Some(id) => memloop_pg::PgConfig::new(url, id),
             None => memloop_pg::PgConfig::for_project_dir(url, &self.working_dir),
@@ -579,6 +649,7 @@ impl MemorySetup {
         }
         if let Some(on) = &self.on {
             let store = &on.store;
+            self.check_capabilities(store.as_ref())?;
             for tool in memory_tools(store.clone()) {
                 builder = builder.tool(tool);
             }
@@ -637,12 +708,14 @@ impl MemorySetup {
                 builder = builder.hook(recall);
             }
             if self.extraction {
-                let extractor =
-                    Arc::new(ForkedExtractor::new(store.clone()).config(ExtractorConfig {
+                let extractor = match &self.extractor {
+                    Some(extractor) => extractor.clone(),
+                    None => Arc::new(ForkedExtractor::new(store.clone()).config(ExtractorConfig {
                         daily_log: self.daily_log,
                         team: self.team_memory,
                         ..ExtractorConfig::default()
-                    }));
+                    })) as Arc<dyn Extractor>,
+                };
                 let scheduler = ExtractionScheduler::with_config(
                     store.clone(),
                     extractor,
@@ -691,7 +764,10 @@ impl MemorySetup {
         if let Some((compact, notes)) = &compaction {
             let session = builder.session_id().to_owned();
             let session_dir = notes.session_dir(&session);
-            let notes = Arc::new(FileSessionNotes::new(notes.clone(), &session)?);
+            let notes: Arc<dyn SessionMemory> = match &self.session_memory {
+                Some(given) => given.clone(),
+                None => Arc::new(FileSessionNotes::new(notes.clone(), &session)?),
+            };
             let compact = (*compact).with_env(&self.env);
             // The notes are kept for automatic compaction: with it off (by the environment or
             // the config), nothing would read them, so they are not written either.
@@ -713,6 +789,42 @@ impl MemorySetup {
             }
         }
         Ok(builder)
+    }
+
+    /// The parts that need a directory on this machine get one from `store`, or attaching
+    /// fails naming the part (never a part silently left out).
+    fn check_capabilities(&self, store: &dyn MemoryStore) -> Result<(), SetupError> {
+        let mut needs = Vec::new();
+        if self.transcripts.enabled {
+            needs.push((
+                "session transcripts",
+                "a directory on this machine for the transcripts",
+                LocalPurpose::Transcripts,
+                "transcripts(TranscriptConfig { enabled: false, .. })",
+            ));
+        }
+        if self.dream {
+            for purpose in [LocalPurpose::Locks, LocalPurpose::SessionRecords] {
+                needs.push((
+                    "consolidation (dream)",
+                    "a directory on this machine for its lock and session records",
+                    purpose,
+                    "dream(false)",
+                ));
+            }
+        }
+        for (part, what, purpose, switch) in needs {
+            if let LocalDir::Elsewhere(why) = store.local_dir(purpose) {
+                return Err(SetupError::Unsupported {
+                    part,
+                    needs: what,
+                    store: store.describe().to_string(),
+                    why,
+                    switch,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The transcript writer, the search tool and its guidance, after applying the retention.

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use memloop::MemorySetup;
-use memloop::memory::env::EnvVars;
+use memloop::core::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 
 fn setup(claude: bool, vars: &[(&str, &str)]) -> bool {
@@ -39,6 +39,6 @@ fn bare_mode_turns_memory_off() {
 #[test]
 fn every_memory_hook_honours_bare_mode() {
     let bare = EnvVars::from_pairs([("MEMLOOP_SIMPLE", "1")]);
-    assert!(!memloop::recall::RecallConfig::from_env(&bare).enabled);
+    assert!(!memloop::memory::recall::RecallConfig::from_env(&bare).enabled);
     assert!(!memloop::memory::env::memory_enabled(&bare));
 }

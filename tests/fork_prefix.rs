@@ -9,8 +9,9 @@ mod support;
 
 use memloop::MemorySetup;
 use memloop::compact::CompactConfig;
+use memloop::core::env::EnvVars;
 use memloop::core::{Agent, AgentConfig};
-use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
+use memloop::memory::paths::MemoryDirResolver;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,9 +6,9 @@
 
 use memloop::MemorySetup;
 use memloop::core::Agent;
+use memloop::core::env::EnvVars;
 use memloop::core::telemetry::otlp::{OtlpConfig, OtlpExport};
 use memloop::core::testing::{ScriptStep, ScriptedModel};
-use memloop::memory::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 use serde_json::json;
 use std::sync::Arc;

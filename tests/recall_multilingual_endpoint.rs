@@ -14,14 +14,14 @@
 #![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use memloop::MemoryStore;
+use memloop::Selector;
 use memloop::core::embed::Embedder;
 use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::providers::{OpenAiEmbedConfig, OpenAiEmbedder, RetryPolicy};
 use memloop::memory::recall::RecallEvent;
-use memloop::memory::recall::{
-    HybridConfig, HybridSelector, SelectionContext, Selector, vector_cache_for,
-};
-use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop::memory::recall::{HybridConfig, HybridSelector, SelectionContext, vector_cache_for};
+use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};

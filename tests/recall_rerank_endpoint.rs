@@ -11,13 +11,14 @@
 #![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use memloop::MemoryStore;
+use memloop::Selector;
 use memloop::core::events::VecSink;
 use memloop::core::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
 use memloop::memory::recall::{
     Bm25Selector, LlmSelector, RecallEvent, RerankConfig, RerankSelector, SelectionContext,
-    Selector,
 };
-use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use memloop::MemorySetup;
+use memloop::core::env::EnvVars;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{
     Agent,
@@ -12,7 +13,7 @@ use memloop::core::{
 };
 use memloop::memory::paths::{MemoryDirResolver, ResolutionRule};
 use memloop::memory::recall::RecallEvent;
-use memloop::memory::{env::EnvVars, recall::SELECTOR_PURPOSE};
+use memloop::memory::recall::SELECTOR_PURPOSE;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use memloop::MemorySetup;
 use memloop::compact::CompactConfig;
+use memloop::core::env::EnvVars;
 use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::invariants::check_invariants;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
@@ -13,7 +14,6 @@ use memloop::core::tokens::{CharEstimator, TokenCounter, estimate_messages};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, AgentConfig};
 use memloop::memory::MemoryEvent;
-use memloop::memory::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::prompt::Guidance;
 use std::sync::{Arc, Mutex};

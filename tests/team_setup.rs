@@ -5,10 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop::MemorySetup;
+use memloop::MemoryStore;
 use memloop::core::Agent;
+use memloop::core::env::EnvVars;
 use memloop::core::testing::{ScriptStep, ScriptedModel};
-use memloop::memory::store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
-use memloop::memory::{env::EnvVars, paths::MemoryDirResolver};
+use memloop::memory::paths::MemoryDirResolver;
+use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
 use memloop::pg::{PgConfig, PgError, PgMemoryStore, SyncOptions};
 use std::sync::Arc;
 use std::time::Duration;

@@ -215,7 +215,7 @@ async fn a_failed_model_request_carries_its_error_type() {
 }
 
 /// The memory the recall tests look for: `release_day.md`.
-async fn write_release_day(store: &dyn memloop::memory::store::MemoryStore) {
+async fn write_release_day(store: &dyn memloop::MemoryStore) {
     use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
     let doc = MemoryDoc::new(
         "Release day",
@@ -234,7 +234,7 @@ async fn write_release_day(store: &dyn memloop::memory::store::MemoryStore) {
 #[tokio::test]
 async fn recall_and_extraction_are_traced_with_paths_and_counts() {
     use memloop::MemorySetup;
-    use memloop::memory::env::EnvVars;
+    use memloop::core::env::EnvVars;
     use memloop::memory::paths::MemoryDirResolver;
 
     let capture = Capture::default();
@@ -522,8 +522,9 @@ impl memloop::core::embed::Embedder for Down {
 /// ranking (a hybrid selector whose embedder failed), it says so and why.
 #[tokio::test]
 async fn the_recall_span_names_its_selector_and_why_it_degraded() {
+    use memloop::MemoryStore;
     use memloop::memory::recall::{HybridSelector, RecallHook};
-    use memloop::memory::store::{FileMemoryStore, MemoryStore};
+    use memloop::memory::store::FileMemoryStore;
 
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());

@@ -11,9 +11,12 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The demo's event sink: the main agent's answer is printed as it streams, everything else
-/// one line per event.
-#[derive(Default)]
+/// one line per event, tagged with the agent and the turn it belongs to (`[session-2 t1]`,
+/// `[session-1 t2 extractor]`): background work of one session may finish while the next one
+/// runs.
 pub struct Printer {
+    /// The session this printer's agent runs.
+    session: String,
     /// An answer line is open (deltas printed, no newline yet).
     streaming: AtomicBool,
 }
@@ -21,7 +24,7 @@ pub struct Printer {
 impl EventSink for Printer {
     fn emit(&self, event: AgentEvent) {
         self.end_line();
-        print_event(event);
+        print_event(event, &format!("[{}]", self.session));
     }
 
     fn emit_envelope(&self, e: EventEnvelope) {
@@ -40,12 +43,33 @@ impl EventSink for Printer {
             | AgentEvent::ThinkingDelta { .. }
             | AgentEvent::ToolInputDelta { .. }
             | AgentEvent::ToolUseStarted { .. } => {}
-            other => self.emit(other),
+            other => {
+                self.end_line();
+                print_event(other, &self.tag(&e.agent, e.turn));
+            }
         }
     }
 }
 
 impl Printer {
+    /// A printer for the agent of `session`.
+    pub fn new(session: &str) -> Self {
+        Self {
+            session: session.to_owned(),
+            streaming: AtomicBool::new(false),
+        }
+    }
+
+    /// `[session-2 t1]`, `[session-1 t2 extractor]`: whose event this is.
+    fn tag(&self, agent: &EventAgent, turn: u64) -> String {
+        let who = match agent {
+            EventAgent::Main => String::new(),
+            EventAgent::Fork { purpose, .. } => format!(" {purpose}"),
+            EventAgent::SubAgent { name, .. } => format!(" agent {name}"),
+        };
+        format!("[{} t{turn}{who}]", self.session)
+    }
+
     fn end_line(&self) {
         if self.streaming.swap(false, Ordering::SeqCst) {
             println!();
@@ -69,56 +93,59 @@ fn short(text: &str, max: usize) -> String {
 }
 
 /// Print one event.
-fn print_event(event: AgentEvent) {
-    if print_extension(&event) {
+fn print_event(event: AgentEvent, tag: &str) {
+    if print_extension(&event, tag) {
         return;
     }
     match event {
-        AgentEvent::AssistantText { text } => println!("assistant › {}", short(&text, 300)),
+        AgentEvent::AssistantText { text } => println!("assistant › {tag} {}", short(&text, 300)),
         AgentEvent::ToolCallStarted { name, input, .. } => {
-            println!("  tool     › {name} {}", short(&input.to_string(), 120))
+            println!(
+                "  tool     › {tag} {name} {}",
+                short(&input.to_string(), 120)
+            )
         }
         AgentEvent::ToolCallFinished {
             output, is_error, ..
         } => {
             println!(
-                "  result   › {}{}",
+                "  result   › {tag} {}{}",
                 if is_error { "ERROR " } else { "" },
                 short(&output, 100)
             )
         }
-        AgentEvent::ToolDenied { name, reason } => println!("  denied   › {name}: {reason}"),
+        AgentEvent::ToolDenied { name, reason } => println!("  denied   › {tag} {name}: {reason}"),
         AgentEvent::Compacted {
             strategy,
             tokens_before,
             tokens_after,
             messages_kept,
         } => println!(
-            "  compact  › {strategy} compaction: {tokens_before} → {tokens_after} tokens, {messages_kept} recent messages kept verbatim"
+            "  compact  › {tag} {strategy} compaction: {tokens_before} → {tokens_after} tokens, {messages_kept} recent messages kept verbatim"
         ),
         AgentEvent::CompactionFailed {
             error,
             consecutive_failures,
         } => {
-            println!("  compact  › failed ({consecutive_failures} in a row): {error}")
+            println!("  compact  › {tag} failed ({consecutive_failures} in a row): {error}")
         }
-        AgentEvent::Warning { message } => println!("  warning  › {message}"),
+        AgentEvent::Warning { message } => println!("  warning  › {tag} {message}"),
         AgentEvent::ContextWindowLearned { tokens } => println!(
-            "  window   › the provider's context is {} tokens; thresholds and output caps now use it",
+            "  window   › {tag} the provider's context is {} tokens; thresholds and output caps now use it",
             thousands(tokens)
         ),
         // Per turn: what was read from the provider's prompt cache and what was written to it.
         AgentEvent::TurnFinished {
             iterations, usage, ..
         } if usage.input_tokens + usage.output_tokens > 0 => println!(
-            "  usage    › {iterations} call(s): {} uncached input + {} cache read + {} cache written, {} output",
+            "  usage    › {tag} {iterations} call(s): {} uncached input + {} cache read + {} cache written, {} output",
             thousands(usage.input_tokens),
             thousands(usage.cache_read_input_tokens),
             thousands(usage.cache_creation_input_tokens),
             thousands(usage.output_tokens)
         ),
         AgentEvent::ForkSkipped { purpose, reason } => {
-            println!("  fork     › {purpose} skipped: {reason}")
+            println!("  fork     › {tag} {purpose} skipped: {reason}")
         }
         _ => {}
     }
@@ -196,16 +223,18 @@ fn explain(err: &AgentError, window: &ContextWindow) -> (String, String) {
 
 /// Print an event of a memory crate (carried as `AgentEvent::Extension`); `false` when it is
 /// not one this demo prints.
-fn print_extension(event: &AgentEvent) -> bool {
+fn print_extension(event: &AgentEvent, tag: &str) -> bool {
     if let Some(e) = event.extension::<RecallEvent>() {
         match e {
             RecallEvent::MemoriesSurfaced { paths, bytes } => {
                 println!(
-                    "  recall   › surfaced {} ({bytes} bytes) next to the user's message",
+                    "  recall   › {tag} surfaced {} ({bytes} bytes) next to the user's message",
                     paths.join(", ")
                 )
             }
-            RecallEvent::RecallSkipped { reason } => println!("  recall   › skipped: {reason}"),
+            RecallEvent::RecallSkipped { reason } => {
+                println!("  recall   › {tag} skipped: {reason}")
+            }
             _ => return false,
         }
         return true;
@@ -215,19 +244,19 @@ fn print_extension(event: &AgentEvent) -> bool {
             MemoryEvent::MemoriesSaved { paths } => {
                 let n = paths.len();
                 println!(
-                    "  memory   › Saved {n} memor{}: {}",
+                    "  memory   › {tag} Saved {n} memor{}: {}",
                     if n == 1 { "y" } else { "ies" },
                     paths.join(", ")
                 )
             }
             MemoryEvent::ExtractionSkipped { reason } => {
-                println!("  memory   › extraction skipped: {reason}")
+                println!("  memory   › {tag} extraction skipped: {reason}")
             }
             MemoryEvent::ExtractionFailed { error } => {
-                println!("  memory   › extraction failed: {error}")
+                println!("  memory   › {tag} extraction failed: {error}")
             }
             MemoryEvent::DreamFinished { paths } => {
-                println!("  dream    › consolidated: {}", paths.join(", "))
+                println!("  dream    › {tag} consolidated: {}", paths.join(", "))
             }
             _ => return false,
         }
@@ -236,7 +265,7 @@ fn print_extension(event: &AgentEvent) -> bool {
     if let Some(e) = event.extension::<NotesEvent>() {
         match e {
             NotesEvent::NotesUpdated { path } => {
-                println!("  notes    › session notes updated ({path})")
+                println!("  notes    › {tag} session notes updated ({path})")
             }
             _ => return false,
         }

@@ -14,7 +14,7 @@ use memloop_core::{
     tokens::{CharEstimator, TokenCounter, estimate_messages},
     window::ContextWindow,
 };
-use memloop_session_notes::SessionNotes;
+use memloop_session_notes::SessionMemory;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 /// ```
 pub struct Compactor {
     config: CompactConfig,
-    memory: Option<Arc<dyn SessionNotes>>,
+    memory: Option<Arc<dyn SessionMemory>>,
     counter: Arc<dyn TokenCounter>,
     breaker: Mutex<CircuitBreaker>,
     warned_turn: Mutex<Option<u64>>,
@@ -96,7 +96,7 @@ impl Compactor {
     }
 
     /// Use the session notes as the summary when possible (builder style).
-    pub fn with_session_notes(mut self, memory: Arc<dyn SessionNotes>) -> Self {
+    pub fn with_session_notes(mut self, memory: Arc<dyn SessionMemory>) -> Self {
         self.memory = Some(memory);
         self
     }

@@ -57,4 +57,3 @@ pub use compactor::Compactor;
 pub use config::{
     CompactConfig, ContextLevel, SessionMemoryCompactConfig, SummaryCompactConfig, Thresholds,
 };
-pub use memloop_core::compaction::CompactionStrategy;

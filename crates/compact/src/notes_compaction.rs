@@ -10,7 +10,7 @@ use memloop_core::{
     message::{Message, MessageKind},
     tokens::{TokenCounter, estimate_message, estimate_messages},
 };
-use memloop_session_notes::{CompactionNotes, SessionNotes};
+use memloop_session_notes::{CompactionNotes, SessionMemory};
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -65,7 +65,7 @@ pub struct SessionMemoryCompaction {
 /// paused test clock drives it. Stops at once when `cancel` fires. Returns whether the wait ended
 /// with no update in flight.
 pub async fn wait_for_update(
-    memory: &dyn SessionNotes,
+    memory: &dyn SessionMemory,
     cfg: &SessionMemoryCompactConfig,
     cancel: &CancellationToken,
 ) -> bool {
@@ -166,7 +166,7 @@ pub fn plan_session_memory_compaction(
 
 /// Strategy 1 end to end: checks, the wait (cut short by `cancel`), the plan.
 pub async fn session_memory_compaction(
-    memory: Option<&Arc<dyn SessionNotes>>,
+    memory: Option<&Arc<dyn SessionMemory>>,
     messages: &[Message],
     counter: &dyn TokenCounter,
     cfg: &SessionMemoryCompactConfig,

@@ -24,7 +24,7 @@ use memloop_core::{
     message::Message,
     tokens::{TokenCounter, estimate_messages},
 };
-use memloop_session_notes::SessionNotes;
+use memloop_session_notes::SessionMemory;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -155,7 +155,7 @@ pub async fn run_policy(
 /// Session-memory compaction: the session notes become the summary; the recent messages are kept
 /// verbatim (see [`crate::strategies::session_memory_compaction`]). Declines without notes.
 pub struct SessionMemoryStrategy {
-    memory: Option<Arc<dyn SessionNotes>>,
+    memory: Option<Arc<dyn SessionMemory>>,
     config: SessionMemoryCompactConfig,
 }
 
@@ -170,7 +170,7 @@ impl std::fmt::Debug for SessionMemoryStrategy {
 
 impl SessionMemoryStrategy {
     /// Over these notes (`None` always declines) with these bounds.
-    pub fn new(memory: Option<Arc<dyn SessionNotes>>, config: SessionMemoryCompactConfig) -> Self {
+    pub fn new(memory: Option<Arc<dyn SessionMemory>>, config: SessionMemoryCompactConfig) -> Self {
         Self { memory, config }
     }
 }

@@ -13,7 +13,7 @@ use memloop_core::{
     invariants::check_invariants, message::MessageKind, model::Model, tokens::CharEstimator,
 };
 use memloop_session_notes::{
-    EDIT_TOOL_NAME, FileSessionNotes, SessionNotes, SessionNotesConfig, UpdateTrigger,
+    EDIT_TOOL_NAME, FileSessionNotes, SessionMemory, SessionNotesConfig, UpdateTrigger,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -60,12 +60,12 @@ async fn decline_table() {
     let disabled_dir = TempDir::new().unwrap();
     let mut off = SessionNotesConfig::new(disabled_dir.path());
     off.enabled = false;
-    let switched_off: Arc<dyn SessionNotes> = Arc::new(FileSessionNotes::new(off, "s1").unwrap());
+    let switched_off: Arc<dyn SessionMemory> = Arc::new(FileSessionNotes::new(off, "s1").unwrap());
 
-    let as_dyn = |m: &Arc<FileSessionNotes>| -> Arc<dyn SessionNotes> { m.clone() };
+    let as_dyn = |m: &Arc<FileSessionNotes>| -> Arc<dyn SessionMemory> { m.clone() };
     type Case = (
         &'static str,
-        Option<Arc<dyn SessionNotes>>,
+        Option<Arc<dyn SessionMemory>>,
         SessionMemoryCompactConfig,
         u64,
         Result<(), DeclineReason>,
@@ -173,7 +173,7 @@ async fn long_sections_are_cut_at_a_line_with_a_marker_and_a_pointer() {
     let long: String = (0..2_000).map(|i| format!("- step {i}\n")).collect();
     let notes = format!("# Worklog\n_w_\n{long}# Key results\n_k_\n42\n");
     let sm = with_notes(&dir, &notes).await;
-    let mem: Arc<dyn SessionNotes> = sm.clone();
+    let mem: Arc<dyn SessionMemory> = sm.clone();
     let conv = conversation(10, 200);
     let c = session_memory_compaction(
         Some(&mem),
@@ -195,7 +195,7 @@ async fn long_sections_are_cut_at_a_line_with_a_marker_and_a_pointer() {
     // Short notes: no marker, no pointer.
     let dir2 = TempDir::new().unwrap();
     let sm2 = with_notes(&dir2, NOTES).await;
-    let mem2: Arc<dyn SessionNotes> = sm2.clone();
+    let mem2: Arc<dyn SessionMemory> = sm2.clone();
     let c = session_memory_compaction(
         Some(&mem2),
         &conv,
@@ -255,7 +255,7 @@ async fn compact_during_update_cancelled_after(
     tokio::task::yield_now().await;
     tokio::time::sleep(head_start).await;
     assert!(sm.update_in_flight_since().is_some());
-    let mem: Arc<dyn SessionNotes> = sm.clone();
+    let mem: Arc<dyn SessionMemory> = sm.clone();
     let began = Instant::now();
     let cancel = never();
     if let Some(after) = cancel_after {

@@ -15,7 +15,7 @@ use memloop_core::{
 };
 use memloop_session_notes::NotesEvent;
 use memloop_session_notes::{
-    EDIT_TOOL_NAME, FileSessionNotes, SessionNotes, SessionNotesConfig, SessionNotesHook,
+    EDIT_TOOL_NAME, FileSessionNotes, SessionMemory, SessionNotesConfig, SessionNotesHook,
     UpdateThresholds,
 };
 use serde_json::json;

@@ -5,13 +5,14 @@
 //! tool calls through the permission gate } until a response has no tool calls → stop hooks fire
 //! in the background.
 
+use crate::Hook;
 use crate::background::{BackgroundTasks, DrainReport};
 use crate::compaction::{CompactionOutcome, CompactionTrigger, ContextCompactor};
 use crate::config::AgentConfig;
 use crate::context::HookContext;
 use crate::error::AgentError;
 use crate::events::{AgentEvent, EventSink, ScopedSink};
-use crate::hooks::{Hook, PendingAttachment};
+use crate::hooks::PendingAttachment;
 use crate::invariants::{RepairFn, check_invariants, provider_view};
 use crate::loop_step::{LoopStep, ToolOutcome};
 use crate::message::{ContentBlock, Message, Role, Usage};

@@ -1,11 +1,11 @@
 //! [`AgentBuilder`]: how an [`Agent`] is put together.
 
+use crate::Hook;
 use crate::agent::Agent;
 use crate::background::BackgroundTasks;
 use crate::compaction::ContextCompactor;
 use crate::config::AgentConfig;
 use crate::events::{EventSink, NullSink};
-use crate::hooks::Hook;
 use crate::invariants::RepairFn;
 use crate::message::Message;
 use crate::model::Model;

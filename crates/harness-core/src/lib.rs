@@ -62,6 +62,7 @@ pub mod events;
 pub mod files;
 pub mod fit;
 pub mod fork;
+mod hook;
 pub mod hooks;
 pub mod invariants;
 mod loop_step;
@@ -85,7 +86,7 @@ pub use builder::AgentBuilder;
 pub use config::AgentConfig;
 pub use context::HookContext;
 pub use error::AgentError;
-pub use hooks::Hook;
+pub use hook::Hook;
 
 /// Re-exported so hosts and tools can use the same cancellation token type.
 pub use tokio_util::sync::CancellationToken;

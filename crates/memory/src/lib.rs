@@ -29,13 +29,8 @@ pub mod transcripts;
 /// re-exported here so memory users find it beside the rest of memory.
 pub use memloop_session_notes as session_notes;
 
-/// The dream under its former module name.
-#[deprecated(since = "0.1.0", note = "the dream's module is `dream`")]
-pub use dream as consolidate;
-
-/// The session notes under their former name.
-#[deprecated(since = "0.1.0", note = "the session notes are `session_notes`")]
-pub use memloop_session_notes as session_memory;
+/// Why a background writer (the extractor, the consolidator) failed.
+pub use writer_tools::WriterError;
 
 /// What the memory writers tell hosts (an [`AgentEvent::Extension`](memloop_core::events::AgentEvent::Extension)).
 pub use events::MemoryEvent;

@@ -367,10 +367,13 @@ struct Job {
 }
 
 impl Job {
+    /// Nothing to attach, and why; a job whose turn already ended tells nobody.
     fn skipped(&self, reason: impl Into<String>) -> Option<Attachment> {
         let reason = reason.into();
         tracing::Span::current().record("memloop.recall.skipped", reason.as_str());
-        self.ctx.emit(RecallEvent::RecallSkipped { reason });
+        if !self.cancel.is_cancelled() {
+            self.ctx.emit(RecallEvent::RecallSkipped { reason });
+        }
         None
     }
 
@@ -473,10 +476,19 @@ impl Job {
         out
     }
 
-    /// Apply the session budget, record the surfacing, and build the attachment.
+    /// Apply the session budget, record the surfacing, and build the attachment. A job whose
+    /// attachment was dropped (the turn ended or was cancelled while it ran: a selector that
+    /// blocks its thread cannot be stopped by the abort) records nothing and emits nothing; the
+    /// check is made under the state lock, with the state change.
     fn commit(&self, blocks: Vec<(String, String)>) -> Option<Attachment> {
         let budget = self.config.session_budget_bytes;
         let mut state = self.state.lock().ok()?;
+        if self.cancel.is_cancelled() {
+            drop(state);
+            tracing::debug!("recall finished after its turn; its result is dropped");
+            tracing::Span::current().record("memloop.recall.skipped", "the turn ended first");
+            return None;
+        }
         if state.generation != self.generation {
             drop(state);
             tracing::debug!("recall finished after compaction; its result is dropped");

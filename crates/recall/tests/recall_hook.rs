@@ -1,5 +1,6 @@
 //! The recall pipeline on a real memory dir: caps, headers, budget, dedup,
 //! compaction reset, cancellation, skips.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 mod recall_common;
 
@@ -568,4 +569,97 @@ async fn daily_logs_are_not_recalled() {
         _ => None,
     });
     assert_eq!(surfaced.unwrap(), vec!["release.md"]);
+}
+
+/// A selector that blocks its thread (no `.await`: a CPU-bound or synchronous selector) until
+/// released, then delegates to the keyword selector.
+struct BlocksItsThread {
+    entered: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+#[async_trait::async_trait]
+impl Selector for BlocksItsThread {
+    async fn select(
+        &self,
+        q: &str,
+        h: &[MemoryHeader],
+        c: &SelectionContext,
+    ) -> Result<Vec<String>, SelectorError> {
+        self.entered.lock().unwrap().send(()).unwrap();
+        self.release.lock().unwrap().recv().unwrap();
+        KeywordSelector::default().select(q, h, c).await
+    }
+}
+
+/// The job's events sink: says when the job dropped its copy of the context, i.e. ended.
+struct EndSignal {
+    events: VecSink,
+    ended: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+}
+
+impl memloop_core::events::EventSink for EndSignal {
+    fn emit(&self, event: AgentEvent) {
+        memloop_core::events::EventSink::emit(&self.events, event);
+    }
+}
+
+impl Drop for EndSignal {
+    fn drop(&mut self) {
+        let _ = self.ended.lock().unwrap().send(());
+    }
+}
+
+/// Block on a std channel off the runtime's threads, for at most a minute.
+async fn recv(what: &str, rx: std::sync::mpsc::Receiver<()>) {
+    let waited = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(waited.is_ok(), "{what} never happened");
+}
+
+/// The turn ends (its pending attachment is dropped) while the selector blocks its thread: the
+/// abort cannot stop the job there, and the job goes on once the selector returns. It must then
+/// record nothing and say nothing: no surfaced path, no spent byte, no `MemoriesSurfaced` for an
+/// attachment nobody adds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_cancelled_while_its_selector_blocks_commits_nothing() {
+    let (_tmp, store) = store();
+    put(&store, "deploy.md", "how we deploy the service", "x").await;
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let selector = BlocksItsThread {
+        entered: std::sync::Mutex::new(entered_tx),
+        release: std::sync::Mutex::new(release_rx),
+    };
+    let hook = RecallHook::new(store, Arc::new(selector));
+    let events = VecSink::default();
+    let (ended_tx, ended_rx) = std::sync::mpsc::channel();
+    let ctx = memloop_core::HookContext {
+        events: Arc::new(EndSignal {
+            events: events.clone(),
+            ended: std::sync::Mutex::new(ended_tx),
+        }),
+        ..hook_ctx(vec![], &events, CancellationToken::new())
+    };
+    let pending = hook
+        .on_turn_start(&ctx, "how do we deploy the service?")
+        .await
+        .unwrap();
+    drop(ctx);
+    recv("the selector's start", entered_rx).await;
+    assert!(!pending.is_ready());
+    // The turn ends first (a fast model): the attachment is dropped unconsumed.
+    drop(pending);
+    release_tx.send(()).unwrap();
+    recv("the end of the recall job", ended_rx).await;
+
+    assert!(hook.surfaced().is_empty(), "{:?}", hook.surfaced());
+    assert_eq!(hook.spent_bytes(), 0);
+    let surfaced: Vec<_> = events
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e.extension(), Some(RecallEvent::MemoriesSurfaced { .. })))
+        .collect();
+    assert!(surfaced.is_empty(), "{surfaced:?}");
 }

@@ -4,7 +4,7 @@ use super::config::{Baselines, SessionNotesConfig, UpdateSignal};
 use super::edit_tool::{NOTES_UPDATER_PURPOSE, NotesEditTool, NotesUpdaterGate};
 use super::fs::{create_if_absent, create_private_dir};
 use super::notes::{
-    CompactionNotes, SessionMemoryError, SessionNotes, UpdateFuture, UpdateReport, UpdateTrigger,
+    CompactionNotes, SessionMemory, SessionMemoryError, UpdateFuture, UpdateReport, UpdateTrigger,
 };
 use super::queue::FifoQueue;
 use super::template::{
@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 /// file 0600), created from the template on first use and never overwritten.
 ///
 /// ```
-/// use memloop_session_notes::{FileSessionNotes, SessionNotes, SessionNotesConfig};
+/// use memloop_session_notes::{FileSessionNotes, SessionMemory, SessionNotesConfig};
 /// let dir = std::env::temp_dir().join("memloop-doc-projects-slug");
 /// let sm = FileSessionNotes::new(SessionNotesConfig::new(&dir), "session-1").unwrap();
 /// assert!(sm.notes_path().ends_with("session-1/session-memory/summary.md"));
@@ -231,7 +231,7 @@ impl Inner {
 }
 
 #[async_trait]
-impl SessionNotes for FileSessionNotes {
+impl SessionMemory for FileSessionNotes {
     fn is_enabled(&self) -> bool {
         self.inner.config.enabled
     }

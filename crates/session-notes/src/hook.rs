@@ -1,6 +1,6 @@
 //! The hook that drives session memory from the agent loop.
 
-use super::notes::SessionNotes;
+use super::notes::SessionMemory;
 use memloop_core::Hook;
 use memloop_core::{HookContext, events::AgentEvent, message::MessageKind, model::ModelResponse};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// Register the same value as both (see the crate README for the wiring).
 #[derive(Clone)]
 pub struct SessionNotesHook {
-    memory: Arc<dyn SessionNotes>,
+    memory: Arc<dyn SessionMemory>,
 }
 
 impl std::fmt::Debug for SessionNotesHook {
@@ -26,12 +26,12 @@ impl std::fmt::Debug for SessionNotesHook {
 
 impl SessionNotesHook {
     /// A hook driving `memory`.
-    pub fn new(memory: Arc<dyn SessionNotes>) -> Self {
+    pub fn new(memory: Arc<dyn SessionMemory>) -> Self {
         Self { memory }
     }
 
     /// The session memory it drives.
-    pub fn memory(&self) -> &Arc<dyn SessionNotes> {
+    pub fn memory(&self) -> &Arc<dyn SessionMemory> {
         &self.memory
     }
 }

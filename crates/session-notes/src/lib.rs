@@ -3,7 +3,7 @@
 //! Session memory: a per-session notes file with fixed sections, kept up to date
 //! in the background by a forked agent and used as the summary when the conversation is compacted.
 //!
-//! - [`SessionNotes`]: the trait compaction uses (`Arc<dyn SessionNotes>`).
+//! - [`SessionMemory`]: the trait compaction uses (`Arc<dyn SessionMemory>`).
 //! - [`FileSessionNotes`]: the default, a Markdown file per session.
 //! - [`SessionNotesHook`]: the post-sampling hook that schedules updates and the compaction
 //!   listener that resets the baselines.
@@ -26,7 +26,7 @@ pub use events::NotesEvent;
 pub use file::FileSessionNotes;
 pub use hook::SessionNotesHook;
 pub use notes::{
-    CompactionNotes, SessionMemoryError, SessionNotes, UpdateFuture, UpdateReport, UpdateTrigger,
+    CompactionNotes, SessionMemory, SessionMemoryError, UpdateFuture, UpdateReport, UpdateTrigger,
 };
 pub use template::{
     CONDENSE_REMINDER, DEFAULT_TEMPLATE, DEFAULT_UPDATE_PROMPT, OversizedSection, Section, frame,

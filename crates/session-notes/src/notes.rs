@@ -1,4 +1,4 @@
-//! The [`SessionNotes`] trait compaction uses, and the types of its API.
+//! The [`SessionMemory`] trait compaction uses, and the types of its API.
 
 use async_trait::async_trait;
 use memloop_core::{HookContext, message::MessageId};
@@ -75,9 +75,9 @@ pub struct UpdateReport {
 pub type UpdateFuture =
     Pin<Box<dyn Future<Output = Result<UpdateReport, SessionMemoryError>> + Send + 'static>>;
 
-/// Per-session notes, pluggable. Object-safe; compaction holds `Arc<dyn SessionNotes>`.
+/// Per-session notes, pluggable. Object-safe; compaction holds `Arc<dyn SessionMemory>`.
 #[async_trait]
-pub trait SessionNotes: Send + Sync {
+pub trait SessionMemory: Send + Sync {
     /// Whether session memory is switched on.
     fn is_enabled(&self) -> bool;
 

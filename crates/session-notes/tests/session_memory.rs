@@ -13,7 +13,7 @@ use memloop_core::{
 };
 use memloop_session_notes::NotesEvent;
 use memloop_session_notes::{
-    DEFAULT_TEMPLATE, EDIT_TOOL_NAME, FileSessionNotes, SessionNotes, SessionNotesConfig,
+    DEFAULT_TEMPLATE, EDIT_TOOL_NAME, FileSessionNotes, SessionMemory, SessionNotesConfig,
     SessionNotesHook, UpdateTrigger, frame,
 };
 use serde_json::json;

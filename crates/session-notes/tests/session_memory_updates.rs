@@ -11,7 +11,7 @@ use memloop_core::{
     model::{Model, ModelResponse},
 };
 use memloop_session_notes::NotesEvent;
-use memloop_session_notes::{SessionNotes, SessionNotesHook, UpdateTrigger};
+use memloop_session_notes::{SessionMemory, SessionNotesHook, UpdateTrigger};
 use std::sync::Arc;
 use std::time::Duration;
 use tempfile::TempDir;

@@ -5,10 +5,11 @@
 use super::definition::{AgentDefinition, ChildExtension, ChildKit};
 use super::inbox::{BackgroundResult, Inbox};
 use super::run::{ChildResult, ChildRun};
+use crate::Hook;
 use crate::caller::{self, Caller};
 use crate::context::HookContext;
 use crate::events::{AgentEvent, EventSink, ScopedSink, SubAgentEnd};
-use crate::hooks::{Hook, PendingAttachment};
+use crate::hooks::PendingAttachment;
 use crate::loop_step::LoopStep;
 use crate::model::{Model, RequestOptions};
 use crate::tool::{

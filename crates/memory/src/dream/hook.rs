@@ -2,8 +2,8 @@
 
 use super::{
     ConsolidationLock, Consolidator, LockAttempt, LockGuard, SessionRecords, SessionSource,
-    WriterError,
 };
+use crate::WriterError;
 use crate::events::MemoryEvent;
 use crate::writer_tools::relative_to_memory_dir;
 use memloop_core::Hook;

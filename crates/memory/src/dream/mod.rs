@@ -15,7 +15,6 @@ mod lock;
 mod sessions;
 
 pub use crate::daily_log::{DailyLogTool, MEMORY_LOG_APPEND, daily_log_path};
-pub use crate::writer_tools::WriterError;
 pub use consolidator::{Consolidator, DREAM_PURPOSE};
 pub use hook::{DreamConfig, DreamGate, DreamHook, ManualDream};
 pub use lock::{CONSOLIDATE_LOCK, ConsolidationLock, LockAttempt, LockGuard};

@@ -1,6 +1,6 @@
 //! The [`Extractor`] trait: what a run gets and how it fails.
 
-pub use crate::writer_tools::WriterError;
+use crate::writer_tools::WriterError;
 use async_trait::async_trait;
 use memloop_core::{HookContext, message::Message};
 use std::path::PathBuf;

@@ -66,6 +66,6 @@ mod forked;
 mod scheduler;
 mod slot;
 
-pub use extractor::{ExtractError, ExtractionContext, Extractor, WriterError};
+pub use extractor::{ExtractError, ExtractionContext, Extractor};
 pub use forked::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
 pub use scheduler::{ExtractionScheduler, MEMORY_SAVED_ATTACHMENT_KIND, SchedulerConfig};
