@@ -403,3 +403,50 @@ async fn a_second_owner_of_a_memory_dir_is_refused_with_a_clear_error() {
     .unwrap();
     assert_eq!(owner.trim_end(), s(&a));
 }
+
+#[tokio::test]
+async fn a_limited_token_gets_one_refusal_text_whatever_lies_outside_its_grant() {
+    let fx = Fixture::new();
+    fx.project("payments-x");
+    let secret = fx.project("secret");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&secret, fx.root.join("payments-link")).unwrap();
+    let r = fx.root.display().to_string();
+    let tokens = Tokens::parse(&format!("{GLOB_WRITE} {r}/payments* write\n")).unwrap();
+    let server = support::start_http(&fx, Some(tokens), None).await;
+    let session = HttpSession::open(&server.url, GLOB_WRITE).await;
+    let http = reqwest::Client::new();
+    let mut texts = Vec::new();
+    for path in [
+        format!("{r}/../root"),
+        format!("{r}/../root/definitely-not-here"),
+        format!("{r}/payments-link"),
+        s(&secret),
+        "/".to_owned(),
+        format!("{r}/payments-x/../secret"),
+    ] {
+        let r = http
+            .post(&server.url)
+            .bearer_auth(GLOB_WRITE)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", session.id().unwrap())
+            .json(&json!({"jsonrpc": "2.0", "id": 60, "method": "tools/call",
+                "params": {"name": "context_load", "arguments": {"project_path": path}}}))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 403, "{path}: {text}");
+        assert!(!text.trim().is_empty());
+        texts.push((path, text));
+    }
+    let first = &texts[0].1;
+    for (path, text) in &texts {
+        assert_eq!(text, first, "{path} is refused with another text");
+        assert!(
+            !text.contains("secret") && !text.contains(&r),
+            "{path}: {text}"
+        );
+    }
+}
