@@ -41,7 +41,7 @@ mod team;
 mod types;
 
 pub use changes::{ChangeCursor, Changes};
-pub use file_store::{FileMemoryStore, StoreConfig};
+pub use file_store::{BATCH_JOURNAL, FileMemoryStore, StoreConfig};
 pub use frontmatter::{append_to_existing, canonical_memory_text, replace_body};
 pub use index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use manifest::{format_manifest, format_manifest_capped, format_mtime};
