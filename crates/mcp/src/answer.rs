@@ -1,8 +1,9 @@
-//! What every answer passes through before it leaves the process: credential-shaped text is
-//! redacted (a hand-written memory file can hold one) and the answer is cut to the size cap,
-//! with a note saying what was cut.
+//! What every answer passes through before it leaves the process: control characters are
+//! escaped in every string, every line of it ([`printable`]: a memory's body can hold a
+//! terminal escape sequence), credential-shaped text is redacted (a hand-written memory file can
+//! hold one) and the answer is cut to the size cap, with a note saying what was cut.
 
-use memloop_store::redact_secrets;
+use memloop_store::{printable, redact_secrets};
 use serde_json::{Value, json};
 
 /// Most entries one `context_save` call accepts by default ([`McpLimits::max_batch_entries`]).
@@ -53,8 +54,8 @@ impl Default for McpLimits {
     }
 }
 
-/// Strings of earlier answers found free of credential-shaped text. Redaction is a function of
-/// the string alone, so a string seen clean is clean again: the same memories, paths, titles
+/// Strings of earlier answers found free of control characters and credential-shaped text.
+/// Both are functions of the string alone, so a string seen clean is clean again: the same memories, paths, titles
 /// and index go out in answer after answer, and each is scanned once instead of every time
 /// (the secret patterns cost more than everything else an answer does). Bounded: emptied
 /// when it holds [`CLEAN_MAX_BYTES`]; strings longer than [`CLEAN_MAX_STRING`] are not kept.
@@ -103,12 +104,16 @@ fn remember_clean(s: &str) {
     }
 }
 
-/// Replace credential-shaped text in every string of `v`; returns how many were replaced.
+/// Escape control characters ([`printable`]) and replace credential-shaped text in every string
+/// of `v`; returns how many credentials were replaced.
 pub(crate) fn redact_value(v: &mut Value) -> usize {
     match v {
         Value::String(s) => {
             if known_clean(s) {
                 return 0;
+            }
+            if let std::borrow::Cow::Owned(escaped) = printable(s) {
+                *s = escaped;
             }
             let (out, n) = redact_secrets(s);
             if n > 0 {
@@ -124,11 +129,27 @@ pub(crate) fn redact_value(v: &mut Value) -> usize {
     }
 }
 
-/// Redact `v` and fit it into `max_bytes`; adds `redacted` (how many credentials were withheld)
+/// Top-level answer fields that echo what the client itself sent in the call (its idempotency
+/// key), never stored memory text: they come back as sent, not redacted, so a key that happens
+/// to look like a credential (`key-` and 32 hex digits is a Mailgun key's shape) is returned
+/// intact. Echoing a client's own value to it leaks nothing.
+const ECHOED: &[&str] = &["idempotency_key"];
+
+/// Escape control characters in `v`, redact it and fit it into `max_bytes`; adds `redacted` (how many credentials were withheld)
 /// and `cut` (what was cut) when they apply. Also returns the answer serialized (compact JSON,
 /// as `Value`'s `Display` writes it), which measuring its size produced anyway.
 pub(crate) fn finish(mut v: Value, max_bytes: usize) -> (Value, String) {
+    let echoed: Vec<(String, Value)> = match &mut v {
+        Value::Object(map) => ECHOED
+            .iter()
+            .filter_map(|k| map.remove(*k).map(|e| ((*k).to_owned(), e)))
+            .collect(),
+        _ => Vec::new(),
+    };
     let redacted = redact_value(&mut v);
+    if let Value::Object(map) = &mut v {
+        map.extend(echoed);
+    }
     if let (Value::Object(map), true) = (&mut v, redacted > 0) {
         map.insert(
             "redacted".into(),

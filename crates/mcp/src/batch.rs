@@ -4,8 +4,9 @@
 //!   (the PostgreSQL team store does, with the `postgres` feature); the batch is then one
 //!   transaction and its idempotency key is recorded in it.
 //! - Any other store (the memory dir) gets the batch validated whole through the write rules
-//!   before anything is written, then written entry by entry; a write that fails midway has the
-//!   entries already written put back as they were. Its idempotency keys are files under the
+//!   before anything is written, then written as one batch of that store
+//!   ([`MemoryStore::write_checked_batch`]; the memory dir journals it, so a process killed
+//!   midway leaves a batch the next open finishes). Its idempotency keys are files under the
 //!   store's [`LocalPurpose::PendingWork`] dir (`.memloop-idempotency/`), read and written under a
 //!   lock file there: the plan of a keyed batch is recorded before its first write, so a retry
 //!   after the process was killed midway finishes the same writes (same paths) instead of
@@ -31,6 +32,13 @@ pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The name of the key dir inside the store's [`LocalPurpose::PendingWork`] dir.
 const KEYS_DIR: &str = ".memloop-idempotency";
+
+/// The file in the key dir whose modification time says when expired records were last swept.
+const SWEPT_MARKER: &str = ".swept";
+
+/// How often a store's expired key records are swept: a put sweeps when the last sweep is older
+/// than this; otherwise a keyed save touches its own record only (O(1) in the keys held).
+const SWEEP_EVERY: Duration = Duration::from_secs(60 * 60);
 
 /// A `context_save`'s idempotency key, scoped to who asked and fingerprinted with what was asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,8 +256,8 @@ impl KeyFiles {
             .then_some(record)
     }
 
-    /// Write `record` (atomically: a temp file renamed into place, synced), and delete expired
-    /// records.
+    /// Write `record` (atomically: a temp file renamed into place, synced), and, at most once
+    /// per [`SWEEP_EVERY`], delete the expired records.
     pub(crate) fn put(&self, record: &KeyRecord) -> Result<(), MemoryError> {
         let io = |e| {
             MemoryError::io(
@@ -263,8 +271,25 @@ impl KeyFiles {
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(self.file(&record.caller, &record.key))
             .map_err(|e| io(e.error))?;
-        self.prune();
+        if self.sweep_due() {
+            // Marked first: a sweep that fails midway is not retried on every put.
+            if let Err(e) = std::fs::File::create(self.dir.join(SWEPT_MARKER)) {
+                tracing::warn!(error = %e, "idempotency key sweep not marked");
+            }
+            self.prune();
+        }
         Ok(())
+    }
+
+    /// Whether the last sweep is [`SWEEP_EVERY`] old (or there was none).
+    fn sweep_due(&self) -> bool {
+        std::fs::metadata(self.dir.join(SWEPT_MARKER))
+            .and_then(|m| m.modified())
+            .map_or(true, |t| {
+                SystemTime::now()
+                    .duration_since(t)
+                    .is_ok_and(|age| age >= SWEEP_EVERY)
+            })
     }
 
     /// Delete the records past their time.
@@ -297,4 +322,62 @@ pub(crate) fn expiry() -> u64 {
 /// SHA-256 (hex) of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn record(key: &str, expires: u64) -> KeyRecord {
+        KeyRecord {
+            caller: "local".into(),
+            key: key.into(),
+            request_sha256: sha256_hex(key.as_bytes()),
+            expires,
+            answer: Some(serde_json::json!({ "written": 1 })),
+            plan: Vec::new(),
+            pending_answer: Value::Null,
+        }
+    }
+
+    fn records(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .count()
+    }
+
+    #[tokio::test]
+    async fn a_keyed_save_reads_only_its_own_record_and_expired_ones_are_swept_rarely() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        let files = KeyFiles::lock(&store).await.unwrap();
+        // The first put sweeps (none before) and marks it.
+        files.put(&record("live", expiry())).unwrap();
+        assert!(files.dir.join(SWEPT_MARKER).exists());
+        // An expired record no longer counts, and the puts after it, within the sweep period,
+        // leave it: a put touches its own record only, however many there are.
+        files.put(&record("expired", 1)).unwrap();
+        assert!(files.get("local", "expired").is_none());
+        for n in 0..20 {
+            files.put(&record(&format!("k{n}"), expiry())).unwrap();
+        }
+        assert_eq!(records(&files.dir), 22);
+        assert!(files.file("local", "expired").exists());
+        // The sweep period passed: the next put sweeps the expired record, and only it.
+        let past = SystemTime::now() - SWEEP_EVERY - Duration::from_secs(1);
+        std::fs::File::options()
+            .write(true)
+            .open(files.dir.join(SWEPT_MARKER))
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        files.put(&record("after", expiry())).unwrap();
+        assert!(!files.file("local", "expired").exists());
+        assert_eq!(records(&files.dir), 22);
+        assert!(files.get("local", "live").is_some());
+        assert!(files.get("local", "k19").is_some());
+    }
 }

@@ -8,8 +8,8 @@ use crate::projects::{NotServed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_recall::{Selector, format_manifest};
 use memloop_store::{
-    ExpectedVersion, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryStore,
-    append_to_existing, content_version, validate_rel_path,
+    ExpectedVersion, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryStore, WriteMode,
+    content_version, validate_rel_path,
 };
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
@@ -868,11 +868,13 @@ pub async fn manage(
                 None => content.to_owned(),
             };
             let doc = MemoryDoc::new(title, description, h.memory_type, body);
-            // The file as it is, with its body replaced and its description following it:
-            // frontmatter keys memloop does not know (`tags:`, a `metadata:` block), and its
-            // comments where the store keeps them, stay as they were.
-            let text = with_new_body(&old.raw, &old.body, &doc);
-            match store.write_raw_if(&rel, &text, &expected).await {
+            // The memory as its writer stored it, with its body replaced and its description
+            // following it: frontmatter keys memloop does not know (`tags:`, a `metadata:`
+            // block), comments, list formatting and key order stay as they were, on every store.
+            match store
+                .write_if(&rel, &doc, WriteMode::ReplaceBody, &expected)
+                .await
+            {
                 Ok(w) => {
                     if let Some(s) = summariser {
                         s.enqueue(&open.store, &w.report.rel_path);
@@ -907,24 +909,6 @@ pub async fn manage(
                          saved entry",
             })))
         }
-    }
-}
-
-/// `raw` (a memory file whose body is `body`) with `doc.body` as its body and `doc`'s
-/// description (and name and type, when they differ) set in its frontmatter in place; every
-/// other frontmatter line is kept. A file whose body cannot be found in it is rendered from
-/// `doc` alone.
-pub(crate) fn with_new_body(raw: &str, body: &str, doc: &MemoryDoc) -> String {
-    let head = if body.is_empty() {
-        Some(raw)
-    } else {
-        raw.strip_suffix(body)
-    };
-    match head {
-        Some(head) if head.trim_start_matches('\u{feff}').starts_with("---") => {
-            append_to_existing(head, doc)
-        }
-        _ => doc.render(),
     }
 }
 

@@ -4,8 +4,10 @@
 //! ([`CheckedWrite::check`] and the store's containment question, plus the tool's own: content,
 //! size, title, version): one refused entry refuses the batch and nothing is written. Then the
 //! entries are written: on a store with [`AtomicBatches`] (the PostgreSQL team store) in one
-//! transaction; on any other (the memory dir) one by one, the entries already written put back
-//! as they were when a later one fails. See [`crate::batch`] for the idempotency keys.
+//! transaction; on any other (the memory dir) as one batch of that store
+//! ([`MemoryStore::write_checked_batch`]: the memory dir's is journaled, so it lands whole even
+//! when the process is killed midway, the next open finishing it). See [`crate::batch`] for the
+//! idempotency keys.
 
 use crate::answer::McpLimits;
 use crate::batch::{Batched, KeyFiles, KeyRecord, PlannedWrite, SaveKey, expiry};
@@ -150,13 +152,14 @@ pub(crate) async fn save(
 }
 
 fn key_reused(key: &SaveKey) -> Refusal {
-    let mut r = Refusal::new(format!(
-        "idempotency_key `{}` was already used for a different batch (other entries): nothing \
+    // The key goes back in its own field, which answers echo as sent (never redacted).
+    let mut r = Refusal::new(
+        "this idempotency_key was already used for a different batch (other entries): nothing \
          was written; use a new key for a new batch, the same key only to retry the same one",
-        key.key
-    ));
+    );
     r.details
         .insert("code".into(), json!("idempotency_key_reused"));
+    r.details.insert("idempotency_key".into(), json!(key.key));
     r
 }
 
@@ -446,8 +449,9 @@ fn answer_of(
     v
 }
 
-/// Write checked entries: those on stores without transactions one by one (put back on a
-/// failure), then those on a store with transactions in one batch.
+/// Write checked entries: those on each store without transactions as one batch of it
+/// ([`MemoryStore::write_checked_batch`]), then those on a store with transactions in one
+/// transaction; a later failure puts back what an earlier store wrote.
 async fn write_planned(
     projects: &Projects,
     project: &Project,
@@ -457,28 +461,42 @@ async fn write_planned(
 ) -> Result<Value, Refusal> {
     let atomic = |p: &Planned<'_>| targets.of(p.entry.global).and_then(|o| o.batches.clone());
     let mut written: Vec<Option<VersionedWrite>> = vec![None; planned.len()];
-    // 1. Stores without transactions.
+    // 1. Stores without transactions: each store's entries as one batch of that store
+    //    (`write_checked_batch`: the memory dir's lands whole even through a crash); should the
+    //    second store's fail, the first's are put back.
     let mut done: Vec<usize> = Vec::new();
-    for (n, p) in planned.iter().enumerate() {
-        if atomic(p).is_some() {
-            continue;
-        }
-        let Some(o) = targets.of(p.entry.global) else {
+    for global in [false, true] {
+        let Some(o) = targets.of(global) else {
             continue;
         };
-        let result =
+        let mine: Vec<usize> = (0..planned.len())
+            .filter(|n| planned[*n].entry.global == global && atomic(&planned[*n]).is_none())
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let mut writes = Vec::with_capacity(mine.len());
+        for n in &mine {
+            let p = &planned[*n];
             match CheckedWrite::check(&p.rel, &p.doc, WriteMode::Overwrite, o.store.write_limits())
             {
-                Ok(w) => o.store.write_checked_if(w, &p.expected).await,
-                Err(e) => Err(e),
-            };
-        match result {
+                Ok(w) => writes.push((w, p.expected.clone())),
+                Err(e) => {
+                    put_back(&planned, &written, &done, targets).await;
+                    return failed(project, &planned, p, e);
+                }
+            }
+        }
+        match o.store.write_checked_batch(writes).await {
             Ok(w) => {
-                written[n] = Some(w);
-                done.push(n);
+                for (n, v) in mine.iter().zip(w) {
+                    written[*n] = Some(v);
+                    done.push(*n);
+                }
             }
             Err(e) => {
                 put_back(&planned, &written, &done, targets).await;
+                let p = conflicting(&planned, &e).unwrap_or(&planned[mine[0]]);
                 return failed(project, &planned, p, e);
             }
         }

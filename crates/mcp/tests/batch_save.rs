@@ -257,3 +257,50 @@ async fn a_batch_with_one_refused_entry_writes_nothing_on_the_file_store() {
 async fn a_batch_with_one_refused_entry_writes_nothing_on_postgres() {
     a_batch_with_one_refused_entry_writes_nothing(Backend::Postgres).await;
 }
+
+/// `key-` and 32 hex digits: a Mailgun key's shape, and a fine idempotency key.
+const MAILGUN_SHAPED_KEY: &str = "key-0123456789abcdef0123456789abcdef";
+
+async fn a_key_shaped_like_a_credential_comes_back_intact(backend: Backend) {
+    let fx = Fixture::new();
+    let project = fx.project("billing");
+    let (server, _team) = serve(&fx, backend).await;
+    let mut a = HttpSession::open(&server.url, WRITER).await;
+    let args = json!({"project_path": s(&project), "entries": batch("first"),
+                      "idempotency_key": MAILGUN_SHAPED_KEY});
+    // The first answer, its replay and the refusal of the key's reuse all give it back as sent.
+    let first = a.tool("context_save", args.clone()).await;
+    assert_eq!(first["is_error"], false, "{first}");
+    assert_eq!(first["idempotency_key"], MAILGUN_SHAPED_KEY, "{first}");
+    assert!(first.get("redacted").is_none(), "{first}");
+    let replay = a.tool("context_save", args.clone()).await;
+    assert_eq!(replay["replayed"], true, "{replay}");
+    assert_eq!(replay["idempotency_key"], MAILGUN_SHAPED_KEY, "{replay}");
+    let mut changed = args;
+    changed["entries"] = batch("second");
+    let reused = a.tool("context_save", changed).await;
+    assert_eq!(reused["code"], "idempotency_key_reused", "{reused}");
+    assert_eq!(reused["idempotency_key"], MAILGUN_SHAPED_KEY, "{reused}");
+    assert!(!reused.to_string().contains("[redacted"), "{reused}");
+
+    // The same text in a memory is still a credential: refused on the way in.
+    let secret = json!({"project_path": s(&project), "entries": [
+        {"type": "knowledge", "title": "Mail", "content": format!("mail with {MAILGUN_SHAPED_KEY}")},
+    ]});
+    let refused = a.tool("context_save", secret).await;
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(
+        !refused.to_string().contains(MAILGUN_SHAPED_KEY),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_key_shaped_like_a_credential_comes_back_intact_on_the_file_store() {
+    a_key_shaped_like_a_credential_comes_back_intact(Backend::Files).await;
+}
+
+#[tokio::test]
+async fn a_key_shaped_like_a_credential_comes_back_intact_on_postgres() {
+    a_key_shaped_like_a_credential_comes_back_intact(Backend::Postgres).await;
+}

@@ -381,6 +381,8 @@ async fn projects_under_the_root_are_listed_before_any_call_with_one_mime_type()
 }
 
 const TOKEN: &str = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+/// A Mailgun key's shape (the idempotency key of the same shape comes back intact: batch_save.rs).
+const MAILGUN: &str = "key-0123456789abcdef0123456789abcdef";
 
 #[tokio::test]
 async fn credentials_in_hand_written_files_never_leave_the_process() {
@@ -391,7 +393,10 @@ async fn credentials_in_hand_written_files_never_leave_the_process() {
         &mem,
         "knowledge/deploy.md",
         "deploy access",
-        &format!("Deploy with the bot token {TOKEN} on the CI box.\npassword = hunter2xyz"),
+        &format!(
+            "Deploy with the bot token {TOKEN} on the CI box.\npassword = hunter2xyz\n\
+             mail through {MAILGUN}"
+        ),
     );
     hand_write(
         &mem,
@@ -424,7 +429,7 @@ async fn credentials_in_hand_written_files_never_leave_the_process() {
     for a in &answers {
         let text = a.to_string();
         assert!(
-            !text.contains(TOKEN) && !text.contains("hunter2xyz"),
+            !text.contains(TOKEN) && !text.contains("hunter2xyz") && !text.contains(MAILGUN),
             "{text}"
         );
     }
@@ -442,4 +447,82 @@ async fn credentials_in_hand_written_files_never_leave_the_process() {
         !text.contains(TOKEN) && text.contains("[redacted: "),
         "{text}"
     );
+}
+
+/// Every string of `v` (at any depth), with where it is.
+fn strings<'a>(v: &'a Value, at: String, out: &mut Vec<(String, &'a str)>) {
+    match v {
+        Value::String(s) => out.push((at, s)),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                strings(item, format!("{at}[{i}]"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                strings(item, format!("{at}.{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn terminal_escapes_in_any_line_of_a_memory_are_served_escaped() {
+    let fx = Fixture::new();
+    let project = fx.project("app");
+    let mem = memory_dir(&fx, &project);
+    // OSC (set the window title, ended by BEL), CSI (clear the screen) and a bare BEL, in the
+    // third line of the body, where no write rule looks.
+    let third = "see \x1b]0;pwned\x07 then \x1b[2J and \x07 done";
+    hand_write(
+        &mem,
+        "knowledge/escapes.md",
+        "terminal escapes",
+        &format!("Escapes line one.\nline two\n{third}\nline four\ttabbed"),
+    );
+    let client = connect(fx.config()).await;
+    let p = s(&project);
+    let answers = [
+        call(
+            &client,
+            "context_load",
+            json!({ "project_path": p, "detail": "full" }),
+        )
+        .await,
+        call(
+            &client,
+            "context_search",
+            json!({ "project_path": p, "query": "escapes line", "detail": "full" }),
+        )
+        .await,
+        call(
+            &client,
+            "context_search",
+            json!({ "project_path": p, "query": "escapes line" }),
+        )
+        .await,
+    ];
+    for a in &answers {
+        let mut all = Vec::new();
+        strings(a, String::new(), &mut all);
+        for (at, text) in all {
+            assert!(
+                !text
+                    .chars()
+                    .any(|c| c.is_control() && c != '\n' && c != '\t'),
+                "{at} carries a control character: {text:?}"
+            );
+        }
+    }
+    let hit = &answers[1]["results"][0];
+    assert_eq!(hit["path"], "knowledge/escapes.md", "{}", answers[1]);
+    let content = hit["content"].as_str().unwrap();
+    // Escaped, not dropped: the reader sees what the file holds; line feeds and tabs stay.
+    assert!(
+        content.contains(r"see \u{1b}]0;pwned\u{7} then \u{1b}[2J and \u{7} done"),
+        "{content:?}"
+    );
+    assert!(content.contains("line two\n"), "{content:?}");
+    assert!(content.contains("line four\ttabbed"), "{content:?}");
 }

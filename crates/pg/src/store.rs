@@ -12,7 +12,8 @@ use memloop_store::{
     ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex,
     LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
     MemoryStore, MemoryType, StoreDescription, StoreLocation, VersionedWrite, WriteMode,
-    WriteReport, append_to_existing, format_entry_line, load_capped, validate_rel_path,
+    WriteReport, append_to_existing, format_entry_line, load_capped, replace_body,
+    validate_rel_path,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -677,6 +678,8 @@ impl PgMemoryStore {
         let text = match (&current, mode, raw) {
             (_, _, Some(raw)) => raw.to_owned(),
             (Some((_, _, _, old)), WriteMode::Append, None) => append_to_existing(old, doc),
+            // The text its writer stored (`source`), so its comments and formatting stay.
+            (Some((_, _, _, old)), WriteMode::ReplaceBody, None) => replace_body(old, doc),
             _ => named.render(),
         };
         let content = canonical_text(&text, rel);

@@ -4,7 +4,7 @@
 
 use crate::changes::{ChangeCursor, Changes};
 use crate::file_feed::{FeedMode, FileFeed};
-use crate::frontmatter::{append_to_existing, parse_memory, render_memory};
+use crate::frontmatter::{append_to_existing, parse_memory, render_memory, replace_body};
 use crate::index::{
     INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
     remove_entry, upsert_entry,
@@ -121,6 +121,22 @@ fn join_err(e: tokio::task::JoinError) -> MemoryError {
 /// The largest memory [`FileMemoryStore::read_path`] reads on the calling task (see there).
 const INLINE_READ_BYTES: u64 = 64 * 1024;
 
+/// The batch journal in the memory dir (a dot name: never scanned as a memory): the final text
+/// of every memory of a batch being written ([`FileMemoryStore::write_batch_blocking`]).
+pub const BATCH_JOURNAL: &str = ".memloop-batch.json";
+
+/// A batch's journal: each memory with its final text, in order.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Journal {
+    entries: Vec<JournalEntry>,
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct JournalEntry {
+    rel: String,
+    text: String,
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, MemoryError> + Send + 'static,
 ) -> Result<T, MemoryError> {
@@ -155,7 +171,131 @@ impl FileMemoryStore {
             ),
             Err(e) => tracing::warn!(error = %e, "could not sweep leftover temp files"),
         }
+        store.finish_batch()?;
         Ok(store)
+    }
+
+    /// Finish the batch a killed writer left ([`BATCH_JOURNAL`]): every memory of it written
+    /// with the text its journal holds, then the journal removed, so the batch lands whole.
+    /// Runs on [`open`](Self::open), before anything reads the dir, and before every batch. A
+    /// dir without a journal is left untouched (no lock is taken, no file created).
+    fn finish_batch(&self) -> Result<(), MemoryError> {
+        let journal = self.root().join(BATCH_JOURNAL);
+        if !journal.exists() {
+            return Ok(());
+        }
+        let team_dir = std::fs::symlink_metadata(self.root().join(TEAM_DIR));
+        let _locks = self.lock_for(if team_dir.is_ok_and(|m| m.is_dir()) {
+            MemoryScope::Team
+        } else {
+            MemoryScope::Private
+        })?;
+        self.finish_batch_locked()
+    }
+
+    /// [`finish_batch`](Self::finish_batch) with the locks held.
+    fn finish_batch_locked(&self) -> Result<(), MemoryError> {
+        let path = self.root().join(BATCH_JOURNAL);
+        let text = match memloop_core::files::read_regular(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(MemoryError::io(format!("reading {BATCH_JOURNAL}"), e)),
+        };
+        // The journal is written whole (by a rename) before the batch's first memory, so one
+        // that cannot be read is no journal: nothing of the batch was written.
+        match serde_json::from_slice::<Journal>(&text) {
+            Ok(journal) => {
+                for e in &journal.entries {
+                    let existing = match memloop_core::files::read_regular(
+                        &self.gate.check_write(Path::new(&e.rel))?,
+                    ) {
+                        Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+                        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+                        Err(err) => return Err(MemoryError::io(format!("reading {}", e.rel), err)),
+                    };
+                    self.write_locked(&e.rel, existing.as_deref(), &e.text)?;
+                }
+                tracing::info!(
+                    memories = journal.entries.len(),
+                    "finished a batch an interrupted writer left"
+                );
+            }
+            Err(e) => tracing::warn!(error = %e, "dropped an unreadable batch journal"),
+        }
+        self.remove_journal()
+    }
+
+    fn remove_journal(&self) -> Result<(), MemoryError> {
+        match std::fs::remove_file(self.root().join(BATCH_JOURNAL)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(MemoryError::io(format!("removing {BATCH_JOURNAL}"), e)),
+        }
+        if self.config.durability == crate::safety::Durability::Power {
+            crate::safety::sync_parent_dir(&self.root().join(BATCH_JOURNAL));
+        }
+        Ok(())
+    }
+
+    /// Write `writes` whole, or none of them, even through a killed process: under the dir
+    /// lock every version is checked and every memory's final text worked out first (one
+    /// conflict or unreadable file and nothing is written); then the texts go to the batch
+    /// journal ([`BATCH_JOURNAL`], written by a rename, as durable as
+    /// [`StoreConfig::durability`]); then each memory and its index line is written, calling
+    /// `progress` with how many have landed; then the journal is removed. A writer killed after
+    /// the journal landed leaves it for the next [`open`](Self::open) (or batch), which writes
+    /// the rest; killed before, nothing of the batch was written. Blocking; returns each
+    /// write's new version, in order.
+    pub fn write_batch_blocking(
+        &self,
+        writes: &[(CheckedWrite, ExpectedVersion)],
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<VersionedWrite>, MemoryError> {
+        let _span = tracing::debug_span!("memory_batch", writes = writes.len()).entered();
+        let team = writes
+            .iter()
+            .any(|(w, _)| MemoryScope::of(w.path().as_str()) == MemoryScope::Team);
+        let _locks = self.lock_for(if team {
+            MemoryScope::Team
+        } else {
+            MemoryScope::Private
+        })?;
+        self.finish_batch_locked()?;
+        let mut planned = Vec::with_capacity(writes.len());
+        for (w, expected) in writes {
+            let rel = w.path().as_str();
+            if planned.iter().any(|(r, _, _): &(&str, _, _)| *r == rel) {
+                return Err(MemoryError::InvalidName {
+                    name: rel.to_owned(),
+                    reason: "the batch writes this memory twice".into(),
+                });
+            }
+            let (existing, text) = self.planned_text(rel, w.doc(), w.mode(), w.raw(), expected)?;
+            planned.push((rel, existing, text));
+        }
+        let journal = Journal {
+            entries: planned
+                .iter()
+                .map(|(rel, _, text)| JournalEntry {
+                    rel: (*rel).to_owned(),
+                    text: text.clone(),
+                })
+                .collect(),
+        };
+        let bytes = serde_json::to_vec(&journal)
+            .map_err(|e| MemoryError::io("writing the batch journal", std::io::Error::other(e)))?;
+        atomic_write_with(
+            &self.root().join(BATCH_JOURNAL),
+            &bytes,
+            self.config.durability,
+        )?;
+        let mut written = Vec::with_capacity(planned.len());
+        for (rel, existing, text) in &planned {
+            written.push(self.write_locked(rel, existing.as_deref(), text)?);
+            progress(written.len());
+        }
+        self.remove_journal()?;
+        Ok(written)
     }
 
     /// Remove temp files (`.memloop-tmp-*`) left behind by a writer that was killed mid-write;
@@ -482,9 +622,22 @@ impl FileMemoryStore {
         expected: &ExpectedVersion,
     ) -> Result<VersionedWrite, MemoryError> {
         let _span = tracing::debug_span!("memory_write", rel, ?mode).entered();
+        let _locks = self.lock_for(MemoryScope::of(rel))?;
+        let (existing, text) = self.planned_text(rel, doc, mode, raw, expected)?;
+        self.write_locked(rel, existing.as_deref(), &text)
+    }
+
+    /// The memory `rel` as it is (`None`: absent) and the text a write of `doc` (or `raw`) in
+    /// `mode` makes of it, if it is at `expected`. The caller holds the lock.
+    fn planned_text(
+        &self,
+        rel: &str,
+        doc: &MemoryDoc,
+        mode: WriteMode,
+        raw: Option<&str>,
+        expected: &ExpectedVersion,
+    ) -> Result<(Option<String>, String), MemoryError> {
         let path = self.gate.check_write(Path::new(rel))?;
-        let scope = MemoryScope::of(rel);
-        let _locks = self.lock_for(scope)?;
         let existing = match memloop_core::files::read_regular(&path) {
             Ok(b) => Some(String::from_utf8(b).map_err(|_| MemoryError::Unreadable {
                 path: rel.to_owned(),
@@ -500,12 +653,12 @@ impl FileMemoryStore {
                 return Err(expected.conflict(rel, current.as_deref()));
             }
         }
-        let created = existing.is_none();
         let stem = crate::memory_path::file_stem(rel);
         let text = match (&existing, mode, raw) {
             // A checked raw write: the file as written.
             (_, _, Some(raw)) => raw.to_owned(),
             (Some(old), WriteMode::Append, None) => append_to_existing(old, doc),
+            (Some(old), WriteMode::ReplaceBody, None) => replace_body(old, doc),
             // A new or replaced file always gets a name: the file stem when none is given.
             _ if doc.name.trim().is_empty() => render_memory(&MemoryDoc {
                 name: stem.to_owned(),
@@ -513,7 +666,22 @@ impl FileMemoryStore {
             }),
             _ => render_memory(doc),
         };
-        if existing.as_deref() != Some(text.as_str()) {
+        Ok((existing, text))
+    }
+
+    /// Write `text` as the memory `rel` (which holds `existing`) and its index line; the caller
+    /// holds the lock of its scope.
+    fn write_locked(
+        &self,
+        rel: &str,
+        existing: Option<&str>,
+        text: &str,
+    ) -> Result<VersionedWrite, MemoryError> {
+        let path = self.gate.check_write(Path::new(rel))?;
+        let scope = MemoryScope::of(rel);
+        let created = existing.is_none();
+        let stem = crate::memory_path::file_stem(rel);
+        if existing != Some(text) {
             atomic_write_with(&path, text.as_bytes(), self.config.durability)?;
         }
         // The line goes to the index of the memory's scope, linking relative to that index.
@@ -530,7 +698,7 @@ impl FileMemoryStore {
                 self.edit_index(scope, |idx| remove_entry(idx, link).0)?;
             }
         } else {
-            let fm = parse_memory(&text).frontmatter.unwrap_or_default();
+            let fm = parse_memory(text).frontmatter.unwrap_or_default();
             let line = format_entry_line(
                 fm.name.as_deref().unwrap_or(stem),
                 link,
@@ -561,7 +729,7 @@ impl FileMemoryStore {
                 path,
                 created,
             },
-            version: content_version(&text),
+            version: content_version(text),
         })
     }
 
@@ -760,6 +928,15 @@ impl MemoryStore for FileMemoryStore {
             )
         })
         .await
+    }
+
+    /// Whole even through a killed process: [`FileMemoryStore::write_batch_blocking`].
+    async fn write_checked_batch(
+        &self,
+        writes: Vec<(CheckedWrite, ExpectedVersion)>,
+    ) -> Result<Vec<VersionedWrite>, MemoryError> {
+        let this = self.clone();
+        blocking(move || this.write_batch_blocking(&writes, &mut |_| {})).await
     }
 
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {

@@ -137,6 +137,35 @@ pub fn render_memory(doc: &MemoryDoc) -> String {
     out
 }
 
+/// `existing` (a memory file) with `doc.body` as its body and `doc`'s fields (non-empty
+/// `name`/`description`, `Some` type) set in its frontmatter in place: every other frontmatter
+/// line (unknown keys, comments, list formatting, key order) stays as written. Text without a
+/// frontmatter block is rendered from `doc` alone. What [`WriteMode::ReplaceBody`] writes on
+/// every store.
+///
+/// [`WriteMode::ReplaceBody`]: crate::WriteMode::ReplaceBody
+///
+/// ```
+/// use memloop_store::{MemoryDoc, replace_body};
+/// let old = "---\nname: Train\n# kept\ntags: [a, b]\n---\n\nTuesdays.\n";
+/// let doc = MemoryDoc { name: "Train".into(), body: "Thursdays.".into(), ..MemoryDoc::default() };
+/// assert_eq!(replace_body(old, &doc), "---\nname: Train\n# kept\ntags: [a, b]\n---\n\nThursdays.\n");
+/// ```
+pub fn replace_body(existing: &str, doc: &MemoryDoc) -> String {
+    let body = parse_memory(existing).body;
+    let head = if body.is_empty() {
+        Some(existing)
+    } else {
+        existing.strip_suffix(body)
+    };
+    match head {
+        Some(head) if head.trim_start_matches('\u{feff}').starts_with("---") => {
+            append_to_existing(head, doc)
+        }
+        _ => render_memory(doc),
+    }
+}
+
 /// Append `doc.body` to an existing file, keeping its frontmatter bytes except for the fields
 /// `doc` changes (non-empty `name`/`description`, `Some` type), which are edited in place
 /// (`metadata:`-nested `type` lines included). Line ends follow the existing file.

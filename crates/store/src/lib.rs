@@ -41,8 +41,8 @@ mod team;
 mod types;
 
 pub use changes::{ChangeCursor, Changes};
-pub use file_store::{FileMemoryStore, StoreConfig};
-pub use frontmatter::{append_to_existing, canonical_memory_text};
+pub use file_store::{BATCH_JOURNAL, FileMemoryStore, StoreConfig};
+pub use frontmatter::{append_to_existing, canonical_memory_text, replace_body};
 pub use index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use manifest::{format_manifest, format_manifest_capped, format_mtime};
 pub use memory_path::{LOGS_DIR, file_stem, is_daily_log};
@@ -56,7 +56,7 @@ pub use project::{
 pub use resolver::{ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir};
 pub use safety::{
     ContainmentGate, Durability, REDACTED_PREFIX, SECRET_REFUSED_TARGET, SecretFilter,
-    atomic_write, atomic_write_with, read_target_to_rel_path, redact_secrets,
+    atomic_write, atomic_write_with, printable, read_target_to_rel_path, redact_secrets,
     resolve_existing_prefix, title_file_stem, title_key, topic_to_rel_path, validate_rel_path,
     validate_topic, warn_refused,
 };

@@ -477,6 +477,58 @@ pub trait MemoryStore: Send + Sync {
         Ok(VersionedWrite { report, version })
     }
 
+    /// Write several memories, each at the version it expects, whole or not at all (each
+    /// write passed the rules: a [`CheckedWrite`]); returns each one's new version, in order.
+    /// A conflict is [`MemoryError::VersionConflict`] naming the memory, and nothing is left
+    /// written.
+    ///
+    /// The default writes them one by one ([`write_checked_if`](Self::write_checked_if)) and,
+    /// when one fails, puts back those already written (the previous text written again, a
+    /// new memory deleted): whole against a failing write, not against a process killed
+    /// midway. The file store overrides it with a journal that the next open finishes, so its
+    /// batches are whole through a crash too.
+    async fn write_checked_batch(
+        &self,
+        writes: Vec<(CheckedWrite, ExpectedVersion)>,
+    ) -> Result<Vec<VersionedWrite>, MemoryError> {
+        let mut done: Vec<(MemoryPath, Option<String>, String)> = Vec::new();
+        let mut written = Vec::with_capacity(writes.len());
+        for (write, expected) in writes {
+            let path = write.path().clone();
+            let previous = match self.read_path(&path).await {
+                Ok(f) => Some(f.raw),
+                Err(MemoryError::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            };
+            match self.write_checked_if(write, &expected).await {
+                Ok(w) => {
+                    done.push((path, previous, w.version.clone()));
+                    written.push(w);
+                }
+                Err(e) => {
+                    for (path, previous, version) in done.into_iter().rev() {
+                        let ours = ExpectedVersion::Is(version);
+                        let limits = self.write_limits();
+                        let restored = match previous {
+                            Some(text) => {
+                                match CheckedWrite::check_raw(path.as_str(), &text, limits) {
+                                    Ok(w) => self.write_checked_if(w, &ours).await.map(|_| ()),
+                                    Err(e) => Err(e),
+                                }
+                            }
+                            None => self.delete_checked(&path).await,
+                        };
+                        if let Err(e) = restored {
+                            tracing::warn!(rel = path.as_str(), error = %e, "batch write not put back");
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(written)
+    }
+
     /// Delete a memory and its index line (primitive: callers use `delete`).
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError>;
 

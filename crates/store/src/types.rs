@@ -127,6 +127,13 @@ pub enum WriteMode {
     Overwrite,
     /// Append the body to the existing body (frontmatter of the new doc wins if non-empty).
     Append,
+    /// Replace the body and keep the existing file's frontmatter as written (comments, list
+    /// formatting, key order, unknown keys), the doc's fields set in it in place
+    /// ([`replace_body`](crate::replace_body)); a missing memory is written as `Overwrite`
+    /// writes it. Every store builds the new text with that one function, from the text its
+    /// writer stored.
+    #[serde(rename = "replace_body")]
+    ReplaceBody,
 }
 
 /// What a write did.

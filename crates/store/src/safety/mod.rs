@@ -16,8 +16,8 @@ pub use containment::{resolve_existing_prefix, warn_refused};
 pub use lock::DirLock;
 pub(crate) use names::shown;
 pub use names::{
-    read_target_to_rel_path, title_file_stem, title_key, topic_to_rel_path, validate_rel_path,
-    validate_topic,
+    printable, read_target_to_rel_path, title_file_stem, title_key, topic_to_rel_path,
+    validate_rel_path, validate_topic,
 };
 pub use redact::{REDACTED_PREFIX, redact_secrets};
 pub use secrets::{SECRET_REFUSED_TARGET, SecretFilter};

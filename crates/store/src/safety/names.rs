@@ -13,9 +13,38 @@ fn invalid(name: &str, reason: &str) -> MemoryError {
 /// `\u{1b}`), so the message stays one line in a log and cannot drive a terminal; every other
 /// character, in any script, as it was given.
 pub(crate) fn shown(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
+    escape_controls(name, |_| false)
+}
+
+/// `text` as served to a client (every tool answer, every line of every memory): each control
+/// character other than line feed and tab (ESC of a terminal escape sequence, BEL, carriage
+/// return, DEL, the C1 controls) escaped as [`char::escape_default`] writes it (`\u{1b}`), so
+/// served text cannot drive the terminal that shows it; a carriage return ending a line (CRLF)
+/// is dropped. Text without such a character is returned as it is, unallocated. The same
+/// characters the write rule refuses in a title or description.
+///
+/// ```
+/// let served = memloop_store::printable("one\ntwo\tthree\n\x1b]0;pwned\x07\x1b[2J\r\n");
+/// assert_eq!(served, "one\ntwo\tthree\n\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\n");
+/// ```
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(escape_controls(&text.replace("\r\n", "\n"), |c| {
+        c == '\n' || c == '\t'
+    }))
+}
+
+/// `text` with every control character but those `keep` accepts escaped (NUL as `\0`).
+fn escape_controls(text: &str, keep: fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
         match c {
+            c if keep(c) => out.push(c),
             '\0' => out.push_str("\\0"),
             c if c.is_control() => out.extend(c.escape_default()),
             c => out.push(c),
