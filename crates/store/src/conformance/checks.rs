@@ -98,6 +98,15 @@ fn same_memory(file: &MemoryFile, rel: &str, written: &MemoryDoc) -> Outcome {
     Ok(())
 }
 
+/// Write `d` at `rel` (overwriting) and read it back as written.
+async fn write_read(store: &Store, rel: &str, d: &MemoryDoc) -> Outcome {
+    store
+        .write(rel, d, WriteMode::Overwrite)
+        .await
+        .map_err(during(format!("writing {rel:?}")))?;
+    same_memory(&read(store, rel).await?, rel, d)
+}
+
 /// A write the rules refuse: `Err` unless the store refused it with an error `accepts` takes.
 async fn refused_write(
     store: &Store,
@@ -263,11 +272,7 @@ pub(crate) async fn names_and_paths(store: Store) -> Outcome {
     let valid = ["topics/deploy.md", "a/b/c/deep.md", "notes.md.md"];
     for (i, rel) in valid.iter().enumerate() {
         let d = doc(&format!("Valid {i}"), "a nested path", &format!("body {i}"));
-        store
-            .write(rel, &d, WriteMode::Overwrite)
-            .await
-            .map_err(during(format!("writing the valid path {rel}")))?;
-        same_memory(&read(&store, rel).await?, rel, &d)?;
+        write_read(&store, rel, &d).await?;
     }
     for rel in [
         "../escape.md",
@@ -516,27 +521,27 @@ pub(crate) async fn secrets(store: Store) -> Outcome {
     let attempts = [
         (
             "the body",
+            WriteMode::Overwrite,
             doc("Deploy", "how we deploy", &format!("use {aws} to deploy")),
         ),
         (
             "the title",
+            WriteMode::Overwrite,
             doc(&format!("key {aws}"), "how we deploy", "body"),
         ),
         (
             "the description",
+            WriteMode::Overwrite,
             doc("Deploy", &format!("token {github}"), "body"),
         ),
         (
-            "the body (append)",
+            "an appended body",
+            WriteMode::Append,
             doc("Deploy", "how we deploy", &format!("token {github}")),
         ),
     ];
-    for (i, (field, d)) in attempts.iter().enumerate() {
-        let mode = if i == 3 {
-            WriteMode::Append
-        } else {
-            WriteMode::Overwrite
-        };
+    for (field, mode, d) in &attempts {
+        let mode = *mode;
         for rel in ["deploy.md", "leak.md"] {
             match store.write(rel, d, mode).await {
                 Err(MemoryError::SensitiveData { pattern }) => {
@@ -611,26 +616,14 @@ pub(crate) async fn team_rule(store: Store) -> Outcome {
         !exists(&store, "team/role.md").await?,
         "a refused user memory is in team memory"
     );
-    store
-        .write("role.md", &me, WriteMode::Overwrite)
-        .await
-        .map_err(during("writing a user memory into private memory"))?;
-    same_memory(&read(&store, "role.md").await?, "role.md", &me)?;
+    write_read(&store, "role.md", &me).await?;
 
     let shared = doc(
         "Release train",
         "when the team releases",
         "Every other Thursday.",
     );
-    store
-        .write("team/release.md", &shared, WriteMode::Overwrite)
-        .await
-        .map_err(during("writing team/release.md"))?;
-    same_memory(
-        &read(&store, "team/release.md").await?,
-        "team/release.md",
-        &shared,
-    )?;
+    write_read(&store, "team/release.md", &shared).await?;
     let listed = scanned_paths(&store).await?;
     ensure!(
         listed.iter().filter(|p| *p == "team/release.md").count() == 1,
