@@ -278,6 +278,9 @@ pub mod memory {
             title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic,
             warn_refused,
         };
+        /// The conformance suite every `MemoryStore` backend runs (feature `conformance`).
+        #[cfg(feature = "conformance")]
+        pub use memloop_store::conformance;
     }
 
     /// Where a project's memory lives: the memory dir resolution, the project root and the

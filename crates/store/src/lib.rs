@@ -20,6 +20,8 @@
 //! ```
 #![warn(missing_docs)]
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod env;
 
 mod changes;
