@@ -264,6 +264,9 @@ pub mod memory {
     /// The memory store: the file backend, the memory types and the rules every write obeys
     /// (the `memloop-store` crate; the trait is [`MemoryStore`](crate::MemoryStore)).
     pub mod store {
+        /// The conformance suite every `MemoryStore` backend runs (feature `conformance`).
+        #[cfg(feature = "conformance")]
+        pub use memloop_store::conformance;
         pub use memloop_store::{
             ChangeCursor, Changes, CheckedWrite, ContainmentGate, Durability, ExpectedVersion,
             FileMemoryStore, Followed, Headers, INDEX_FILE, IndexCaps, IndexEntry, LOGS_DIR,
@@ -278,9 +281,6 @@ pub mod memory {
             title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic,
             warn_refused,
         };
-        /// The conformance suite every `MemoryStore` backend runs (feature `conformance`).
-        #[cfg(feature = "conformance")]
-        pub use memloop_store::conformance;
     }
 
     /// Where a project's memory lives: the memory dir resolution, the project root and the

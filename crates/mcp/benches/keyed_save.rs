@@ -62,7 +62,10 @@ async fn save(client: &Client, project: &Path, key: usize) {
     let r = client
         .call_tool(CallToolRequestParams::new("context_save").with_arguments(map))
         .await;
-    assert!(r.is_ok_and(|r| r.is_error != Some(true)), "save {key} failed");
+    assert!(
+        r.is_ok_and(|r| r.is_error != Some(true)),
+        "save {key} failed"
+    );
 }
 
 fn bench_keyed_save(c: &mut Criterion) {

@@ -451,15 +451,16 @@ impl Projects {
         project: &Project,
         access: &Access,
     ) -> Result<(), NotServed> {
-        if project.unrecorded_owner.is_some() && project.memory.dir.is_dir() {
-            if let Err(e) = record_owner_of(project).await {
-                return Err(if access.may_know(&project.path) {
-                    NotServed::Refused(ProjectRefused(e.to_string()))
-                } else {
-                    tracing::info!(error = %e, "write refused to a limited token");
-                    NotServed::Denied(Denied::outside())
-                });
-            }
+        if project.unrecorded_owner.is_some()
+            && project.memory.dir.is_dir()
+            && let Err(e) = record_owner_of(project).await
+        {
+            return Err(if access.may_know(&project.path) {
+                NotServed::Refused(ProjectRefused(e.to_string()))
+            } else {
+                tracing::info!(error = %e, "write refused to a limited token");
+                NotServed::Denied(Denied::outside())
+            });
         }
         if let Some(stores) = &self.config.stores
             && !access.is_limited()

@@ -155,23 +155,37 @@ impl ToolRequest for ManageParams {
     }
 }
 
-/// The arguments of a `tools/call` message as the tool declares them; `None` for a tool this
-/// server does not have or arguments it would reject (the tool call itself answers those).
-fn declared_call(message: &Value) -> Option<Box<dyn ToolRequest>> {
-    fn parse<T: ToolRequest + serde::de::DeserializeOwned + 'static>(
-        args: &Value,
-    ) -> Option<Box<dyn ToolRequest>> {
-        serde_json::from_value::<T>(args.clone())
-            .ok()
-            .map(|t| Box::new(t) as Box<dyn ToolRequest>)
-    }
-    let args = &message["params"]["arguments"];
-    match message["params"]["name"].as_str()? {
-        "context_load" => parse::<LoadParams>(args),
-        "context_search" => parse::<SearchParams>(args),
-        "context_save" => parse::<SaveParams>(args),
-        "context_manage" => parse::<ManageParams>(args),
-        _ => None,
+/// Reads a tool's arguments as the tool declares them (`None`: arguments the tool would
+/// reject; its call answers those).
+type Declare = fn(&Value) -> Option<Box<dyn ToolRequest>>;
+
+fn declare<T: ToolRequest + serde::de::DeserializeOwned + 'static>(
+    args: &Value,
+) -> Option<Box<dyn ToolRequest>> {
+    serde_json::from_value::<T>(args.clone())
+        .ok()
+        .map(|t| Box::new(t) as Box<dyn ToolRequest>)
+}
+
+/// Every tool's declaration, by name: the one table the transport's authorization pre-check
+/// reads. A tool of the router missing here is refused by the pre-check (never let through
+/// unchecked), and a test checks that the table and the router name the same tools.
+const DECLARATIONS: [(&str, Declare); 4] = [
+    ("context_load", declare::<LoadParams>),
+    ("context_search", declare::<SearchParams>),
+    ("context_save", declare::<SaveParams>),
+    ("context_manage", declare::<ManageParams>),
+];
+
+/// What a `tools/call` message declares: `Ok(None)` for arguments the tool would reject (its
+/// call answers those), `Err` for a tool with no declaration.
+fn declared_call(message: &Value) -> Result<Option<Box<dyn ToolRequest>>, Denied> {
+    let name = message["params"]["name"].as_str().unwrap_or_default();
+    match DECLARATIONS.iter().find(|(n, _)| *n == name) {
+        Some((_, declare)) => Ok(declare(&message["params"]["arguments"])),
+        None => Err(Denied(
+            "this tool declares no effect, so no token may call it".into(),
+        )),
     }
 }
 
@@ -274,11 +288,10 @@ impl MemoryServer {
             Value::Array(v) => v.as_slice(),
             one => std::slice::from_ref(one),
         };
-        for call in messages
-            .iter()
-            .filter(|m| m["method"] == "tools/call")
-            .filter_map(declared_call)
-        {
+        for message in messages.iter().filter(|m| m["method"] == "tools/call") {
+            let Some(call) = declared_call(message)? else {
+                continue;
+            };
             if let Err(NotServed::Denied(denied)) = self.authorize(access, call.as_ref()).await {
                 return Err(denied);
             }
@@ -634,3 +647,29 @@ pub async fn serve_stdio(config: McpConfig) -> Result<(), McpServeError> {
 #[derive(Debug, thiserror::Error)]
 #[error("MCP server: {0}")]
 pub struct McpServeError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_of_the_router_declares_its_effect_and_only_those() {
+        let mut routed: Vec<String> = MemoryServer::tool_router()
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        let mut declared: Vec<String> = DECLARATIONS.iter().map(|(n, _)| n.to_string()).collect();
+        routed.sort();
+        declared.sort();
+        assert_eq!(routed, declared);
+    }
+
+    #[test]
+    fn a_call_of_a_tool_without_a_declaration_is_refused_not_skipped() {
+        let call = json!({"params": {"name": "context_forget", "arguments": {}}});
+        assert!(declared_call(&call).is_err());
+        let load = json!({"params": {"name": "context_load", "arguments": {"project_path": "/x"}}});
+        assert!(declared_call(&load).is_ok_and(|d| d.is_some()));
+    }
+}

@@ -317,13 +317,18 @@ impl AnthropicMemoryTool {
             },
             Command::Rename { old_path, new_path } => {
                 let (from, to) = (file_target(&old_path)?, file_target(&new_path)?);
-                let raw = self.read_raw(&from).await?;
-                self.contained(&to)?;
+                self.contained(&from)?;
+                let to_file = self.contained(&to)?;
                 if self.store.read(&to).await.is_ok() {
                     return Err(format!("{new_path} already exists"));
                 }
-                written.push(self.write_text(&to, &raw).await?);
-                self.store.delete(&from).await.map_err(|e| e.to_string())?;
+                // One step on the store (a `rename(2)` on the file store): never a copy left
+                // behind, never the memory lost between a write and a delete.
+                self.store
+                    .rename(&from, &to)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                written.push(to_file);
                 Ok(format!("Successfully renamed {old_path} to {new_path}"))
             }
         }

@@ -33,6 +33,7 @@ mod watch;
 use crate::changes::{ChangeCursor, Changes};
 use crate::memory_path::MemoryPath;
 use crate::scan::{ScanConfig, header_at, walk};
+use crate::stamp::{Stamp, stamp_of};
 use crate::types::{MemoryError, MemoryHeader};
 use lost::Lost;
 use sha2::{Digest, Sha256};
@@ -389,14 +390,6 @@ fn unescape_mount(s: &str) -> String {
 }
 
 /// One memory file as the polling feed last saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    mtime: Option<SystemTime>,
-    ctime: (i64, i64),
-    ino: u64,
-}
-
 #[derive(Debug)]
 struct Seen {
     stamp: Stamp,
@@ -408,22 +401,6 @@ struct Seen {
 #[derive(Debug, Default)]
 struct Snapshot {
     files: HashMap<String, Seen>,
-}
-
-fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
-    #[cfg(unix)]
-    let (ctime, ino) = {
-        use std::os::unix::fs::MetadataExt;
-        ((meta.ctime(), meta.ctime_nsec()), meta.ino())
-    };
-    #[cfg(not(unix))]
-    let (ctime, ino) = ((0, 0), 0);
-    Stamp {
-        len: meta.len(),
-        mtime: meta.modified().ok(),
-        ctime,
-        ino,
-    }
 }
 
 fn is_racy(stamp: &Stamp, walk_started: SystemTime) -> bool {

@@ -945,6 +945,17 @@ impl MemoryStore for FileMemoryStore {
         blocking(move || this.delete_blocking(&rel)).await
     }
 
+    /// One `rename(2)` under the store's lock, the index line moved with the memory
+    /// ([`FileMemoryStore::rename`], which checks the text at the new path again under the
+    /// lock).
+    async fn rename_checked(
+        &self,
+        from: &MemoryPath,
+        to: CheckedWrite,
+    ) -> Result<WriteReport, MemoryError> {
+        FileMemoryStore::rename(self, from.as_str(), to.path().as_str()).await
+    }
+
     async fn clear(&self) -> Result<Vec<String>, MemoryError> {
         let this = self.clone();
         blocking(move || this.clear_blocking()).await

@@ -11,36 +11,11 @@
 
 use crate::index::parse_entry_line;
 use crate::safety::Durability;
+use crate::stamp::{Stamp, stamp_of};
 use crate::types::MemoryError;
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::time::SystemTime;
-
-/// What identifies one version of the file: size, mtime, ctime and inode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    mtime: Option<SystemTime>,
-    ctime: (i64, i64),
-    ino: u64,
-}
-
-fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
-    #[cfg(unix)]
-    let (ctime, ino) = {
-        use std::os::unix::fs::MetadataExt;
-        ((meta.ctime(), meta.ctime_nsec()), meta.ino())
-    };
-    #[cfg(not(unix))]
-    let (ctime, ino) = ((0, 0), 0);
-    Stamp {
-        len: meta.len(),
-        mtime: meta.modified().ok(),
-        ctime,
-        ino,
-    }
-}
 
 /// The entry lines of one version of `MEMORY.md`.
 #[derive(Debug, Default)]

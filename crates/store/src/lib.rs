@@ -39,6 +39,7 @@ mod safety;
 mod scan;
 mod scan_cache;
 mod scopes;
+mod stamp;
 mod team;
 mod types;
 

@@ -532,6 +532,30 @@ pub trait MemoryStore: Send + Sync {
     /// Delete a memory and its index line (primitive: callers use `delete`).
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError>;
 
+    /// Move the memory at `from` to `to`'s path (primitive: callers use `rename`, which checks
+    /// `from`'s text under the rules at the new path: `to`). Refused when `to` exists, and
+    /// nothing changes.
+    ///
+    /// The default writes `to` (only if absent) and then deletes `from`, deleting `to` again
+    /// when that fails: whole against a failing write, not against a process killed between
+    /// the two. The file store overrides it with one `rename(2)` under its lock.
+    async fn rename_checked(
+        &self,
+        from: &MemoryPath,
+        to: CheckedWrite,
+    ) -> Result<WriteReport, MemoryError> {
+        let to_path = to.path().clone();
+        let written = self.write_checked_if(to, &ExpectedVersion::Absent).await?;
+        if let Err(e) = self.delete_checked(from).await {
+            let ours = ExpectedVersion::Is(written.version);
+            if let Err(undo) = self.delete_checked(&to_path).await {
+                tracing::warn!(rel = to_path.as_str(), error = %undo, ?ours, "renamed copy not removed");
+            }
+            return Err(e);
+        }
+        Ok(written.report)
+    }
+
     /// Delete every memory and the index itself (`memloop memory clear`). Returns the relative
     /// paths of the memories deleted. Index lines that name no valid memory file are dropped
     /// with the index.
@@ -611,6 +635,19 @@ impl dyn MemoryStore + '_ {
             .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
             .inspect_err(|e| tracing::warn!(rel_path, error = %e, "memory write refused"))?;
         self.write_checked_if(checked, expected).await
+    }
+
+    /// Move the memory at `from` to `to`: the text at `from` must pass the rules at `to`
+    /// ([`CheckedWrite::check_raw`]: a `user` memory cannot move into `team/`, a file that would
+    /// be refused there is not moved), both paths contained; `to` must not exist. One step on
+    /// the file store ([`MemoryStore::rename_checked`]).
+    pub async fn rename(&self, from: &str, to: &str) -> Result<WriteReport, MemoryError> {
+        let from_path = self.check_contained(from)?;
+        let text = self.read_path(&from_path).await?.raw;
+        let checked = CheckedWrite::check_raw(to, &text, self.write_limits())
+            .and_then(|w| self.check_contained(w.path().as_str()).map(|_| w))
+            .inspect_err(|e| tracing::warn!(from, to, error = %e, "memory rename refused"))?;
+        self.rename_checked(&from_path, checked).await
     }
 
     /// Delete a memory and its index line (path validated, never `MEMORY.md`, contained).
