@@ -194,6 +194,94 @@ async fn session_budget_runs_out_then_recall_stops() {
     );
 }
 
+/// The bytes of every turn add up: three turns surface one memory each within a budget of
+/// three and a half memories, and the fourth turn, whose memory would cross it, is refused,
+/// although that memory alone would fit.
+#[tokio::test]
+async fn the_budget_adds_up_over_turns_and_the_turn_that_crosses_it_is_refused() {
+    let (_tmp, store) = store();
+    let topics = [
+        ("alpha.md", "alpha rollout", 'a'),
+        ("beta.md", "beta migration", 'b'),
+        ("gamma.md", "gamma backups", 'c'),
+        ("delta.md", "delta monitoring", 'd'),
+    ];
+    for (rel, description, fill) in topics {
+        put(&store, rel, description, &fill.to_string().repeat(1_000)).await;
+    }
+    let config = RecallConfig {
+        session_budget_bytes: 3_500,
+        ..RecallConfig::default()
+    };
+    let hook = RecallHook::new(store.clone(), keyword()).with_config(config);
+    let events = VecSink::default();
+    // The conversation as the agent builds it: every attachment lands in it.
+    let mut conversation: Vec<Message> = Vec::new();
+    let mut total = 0;
+    for (rel, description, _) in &topics[..3] {
+        events.take();
+        let text = turn(
+            &hook,
+            conversation.clone(),
+            &format!("how did the {description} go?"),
+            &events,
+        )
+        .await
+        .unwrap_or_else(|| panic!("{rel} not surfaced after {total} bytes"));
+        assert!(text.contains(rel), "{rel}: {text}");
+        let bytes = events
+            .events()
+            .iter()
+            .find_map(|e| match e.extension() {
+                Some(RecallEvent::MemoriesSurfaced { bytes, .. }) => Some(*bytes),
+                _ => None,
+            })
+            .unwrap();
+        assert!(bytes > 1_000, "{rel}: {bytes} bytes");
+        total += bytes;
+        assert_eq!(hook.spent_bytes(), total, "after {rel}");
+        conversation.extend(landed(&text));
+    }
+    // delta alone fits (it is as long as each of the others), but not on top of them.
+    assert!(total + total / 3 > 3_500 && total / 3 < 3_500, "{total}");
+    events.take();
+    let fourth = turn(
+        &hook,
+        conversation.clone(),
+        "how did the delta monitoring go?",
+        &events,
+    )
+    .await;
+    assert!(fourth.is_none(), "the budget was crossed: {fourth:?}");
+    assert_eq!(hook.spent_bytes(), total);
+    assert!(
+        !events
+            .events()
+            .iter()
+            .any(|e| matches!(e.extension(), Some(RecallEvent::MemoriesSurfaced { .. }))),
+        "{:?}",
+        events.events()
+    );
+    // And the session stays closed.
+    events.take();
+    assert!(
+        turn(
+            &hook,
+            conversation,
+            "how did the delta monitoring go?",
+            &events
+        )
+        .await
+        .is_none()
+    );
+    assert_eq!(
+        events.events(),
+        vec![AgentEvent::from(RecallEvent::RecallSkipped {
+            reason: "session recall budget spent".into()
+        })]
+    );
+}
+
 #[tokio::test]
 async fn dedup_against_surfaced_and_read_files_and_reset_after_compaction() {
     let (_tmp, store) = store();

@@ -32,6 +32,9 @@ const CONCEPTS: [&[&str]; 4] = [
         "护士",
         "医院",
         "看護師",
+        "工作",
+        "работ",
+        "وظيفة",
     ],
     &["pet", "dog", "cat", "puppy", "小狗", "宠物"],
     &["food", "pizza", "cooking", "dinner", "披萨", "晚饭"],
@@ -312,6 +315,95 @@ async fn the_contract_holds_limit_and_already_surfaced() {
     assert!(!got.contains(&"melanie-job.md".to_owned()));
     let unique: std::collections::HashSet<_> = got.iter().collect();
     assert_eq!(unique.len(), 3);
+}
+
+/// The memories of [`a_stray_shared_word_does_not_outrank_the_answer_in_another_language`]:
+/// the answer to "what is her friend's job", a note that shares only a name and a year with the
+/// foreign questions, and one about pets in general that shares no word with the English one.
+async fn stray_word_memories(store: &Arc<dyn MemoryStore>) {
+    put(
+        store,
+        "melanie-job.md",
+        "Melanie is a nurse",
+        "She works nights at the hospital.",
+    )
+    .await;
+    put(
+        store,
+        "caroline-puppy.md",
+        "Caroline adopted a puppy in 2021",
+        "A beagle called Max. He steals pizza crusts after dinner.",
+    )
+    .await;
+    put(
+        store,
+        "dog-park.md",
+        "The dog park on Elm Street",
+        "Every dog, cat and pet of the street meets there on Sundays.",
+    )
+    .await;
+}
+
+/// The selector weighs the two rankings by how much of the query the memories contain. A
+/// question in another language that shares one stray word (a name, a year) with a wrong
+/// memory, which BM25 therefore ranks first, gets the memory that answers it; a question in the
+/// memories' language keeps the configured weights, so the memory that names what it asks
+/// about beats one the embedder finds closer in general.
+#[tokio::test]
+async fn a_stray_shared_word_does_not_outrank_the_answer_in_another_language() {
+    let (_tmp, store) = store();
+    stray_word_memories(&store).await;
+    let headers = store.scan().await.unwrap();
+    let hybrid = selector(
+        &store,
+        Concepts::new("concepts-v1"),
+        HybridConfig::default(),
+    );
+    let ctx = SelectionContext::with_limit(1);
+    let lexical: Arc<dyn Selector> = hybrid.bm25();
+    for question in [
+        "Caroline的朋友是做什么工作的？",
+        "Кем работает подруга Caroline?",
+        "ما هي وظيفة صديقة Caroline؟",
+        "Кем она работает с 2021 года?",
+    ] {
+        // BM25 alone: the stray word wins.
+        let bm25 = lexical
+            .select_checked(question, &headers, &ctx)
+            .await
+            .unwrap();
+        assert_eq!(bm25, ["caroline-puppy.md"], "{question}");
+        let coverage = hybrid.bm25().coverage(question).await;
+        assert!(coverage < 0.5, "{question}: coverage {coverage}");
+        let got = (&hybrid as &dyn Selector)
+            .select_checked(question, &headers, &ctx)
+            .await
+            .unwrap();
+        assert_eq!(got, ["melanie-job.md"], "{question}");
+    }
+
+    // In the memories' language every term is known: BM25's precise match keeps its weight.
+    let question = "Caroline called her puppy what?";
+    assert_eq!(hybrid.bm25().coverage(question).await, 1.0);
+    let got = (&hybrid as &dyn Selector)
+        .select_checked(question, &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got, ["caroline-puppy.md"]);
+    // The embedder alone prefers the note that is all about pets.
+    let dense_only = selector(
+        &store,
+        Concepts::new("concepts-v1"),
+        HybridConfig {
+            fusion: Fusion::Weighted { dense_weight: 1.0 },
+            ..HybridConfig::default()
+        },
+    );
+    let got = (&dense_only as &dyn Selector)
+        .select_checked(question, &headers, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(got, ["dog-park.md"]);
 }
 
 #[tokio::test]

@@ -1387,6 +1387,74 @@ const TAGGED_CREDENTIALS: &[(&str, &str, &str)] = &[
     ("ru", "Пароль: sinij-kon-42!", "sinij-kon-42"),
     ("en", "the DB password is Pg-2024-prod!", "Pg-2024-prod"),
     ("en", "token: tk-4f8a2c6e1b9d3f7a", "tk-4f8a2c6e1b9d3f7a"),
+    // A long label and a qualifier before an arrow (`→`, `->`, `=>`), in several languages.
+    (
+        "en",
+        "the api token for staging → Qw7zLp2Vn9xK",
+        "Qw7zLp2Vn9xK",
+    ),
+    (
+        "en",
+        "the api token for staging -> Qw7zLp2Vn9xK",
+        "Qw7zLp2Vn9xK",
+    ),
+    (
+        "en",
+        "the api token for staging => Qw7zLp2Vn9xK",
+        "Qw7zLp2Vn9xK",
+    ),
+    (
+        "en",
+        "database password of the billing service → hunter42",
+        "hunter42",
+    ),
+    (
+        "en",
+        "SMTP password for the mail relay -> relay-2024",
+        "relay-2024",
+    ),
+    (
+        "en",
+        "deploy key for the docs site => dk-7f3a9c",
+        "dk-7f3a9c",
+    ),
+    ("de", "der API-Schlüssel für Produktion → Kx9#2q", "Kx9#2q"),
+    (
+        "de",
+        "Passwort der Datenbank auf staging -> geheim42",
+        "geheim42",
+    ),
+    (
+        "de",
+        "Zugangstoken für das Kundenportal => portal-99",
+        "portal-99",
+    ),
+    (
+        "ru",
+        "пароль администратора для staging → hunter42",
+        "hunter42",
+    ),
+    ("ru", "API-ключ сервиса оплаты -> pay-7731", "pay-7731"),
+    ("ru", "токен доступа к продакшену => Kx9#2q", "Kx9#2q"),
+    (
+        "es",
+        "la contraseña de la base de datos de producción → hunter42",
+        "hunter42",
+    ),
+    (
+        "es",
+        "el token de acceso para staging -> tk-5521",
+        "tk-5521",
+    ),
+    ("es", "la clave de la API de pagos => Kx9#2q", "Kx9#2q"),
+    (
+        "fr",
+        "le mot de passe du serveur de prod → geheim42",
+        "geheim42",
+    ),
+    ("zh", "生产环境的数据库密码 → hunter42", "hunter42"),
+    ("zh", "测试服务器的访问令牌 -> tk-5521", "tk-5521"),
+    ("zh", "支付接口的API密钥 => Kx9#2q", "Kx9#2q"),
 ];
 
 /// New harmless lines, tagged with their language: where a password is kept, how it rotates,
@@ -1882,6 +1950,47 @@ const TAGGED_HARMLESS: &[(&str, &str)] = &[
     ("en", "the password is 24 random bytes, base64-encoded"),
     ("en", "tokens: 1.2M per day on average"),
     ("en", "PIN: 6 digits since v3.2"),
+    // Arrows after a long label and in flows, with no credential after them.
+    ("en", "deploy → staging → prod"),
+    ("en", "a -> b"),
+    ("en", "the api token for staging → rotated every 90 days"),
+    (
+        "en",
+        "database password of the billing service -> see the team vault",
+    ),
+    ("en", "token refresh => retry once, then fail"),
+    ("en", "SMTP password for the mail relay => $SMTP_PASSWORD"),
+    ("de", "der API-Schlüssel für Produktion → siehe Vault"),
+    ("de", "Passwortänderung -> Ticket an die IT"),
+    ("ru", "пароль администратора для staging -> в хранилище"),
+    ("ru", "сборка → тесты → выкладка"),
+    (
+        "es",
+        "la contraseña de la base de datos de producción → en el gestor de secretos",
+    ),
+    (
+        "es",
+        "el token de acceso para staging => caduca cada 24 horas",
+    ),
+    ("zh", "生产环境的数据库密码 → 见保险库"),
+    ("zh", "构建 -> 测试 -> 发布"),
+    // What follows the arrow is a name followed by prose, not a random value.
+    (
+        "en",
+        "the api token for staging → Jenkins2 reads it from the vault",
+    ),
+    (
+        "de",
+        "der API-Schlüssel für Produktion → Jenkins2 liest ihn aus dem Vault",
+    ),
+    (
+        "es",
+        "el token de acceso para staging -> python3 lo lee del vault",
+    ),
+    (
+        "ru",
+        "пароль администратора для staging -> Jenkins2 берёт его из хранилища",
+    ),
 ];
 
 fn all_credentials() -> impl Iterator<Item = (&'static str, &'static str)> {
