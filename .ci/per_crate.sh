@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Every workspace crate's tests compile on their own: `cargo test -p CRATE --no-run` with no
-# features and with all of them. A workspace build unifies features across crates, so a test
+# Every workspace crate's targets (lib, tests, examples, benches) compile on their own:
+# `cargo check -p CRATE --all-targets` with no features and with all of them. A workspace build unifies features across crates, so a test
 # that needs a feature (or a dependency's feature) only another crate turns on compiles there and
-# fails for whoever types `cargo test -p CRATE`; this catches it. Compile-only (`--no-run`): the
-# tests themselves run in the workspace step.
+# fails for whoever types `cargo test -p CRATE`; this catches it. Type-checked only (no code generation or
+# linking: a feature missing for a test is a type error, and the check costs a fraction of a
+# build); the tests themselves run in the workspace step.
 #
 # Usage: .ci/per_crate.sh   (from anywhere)
 set -euo pipefail
@@ -22,10 +23,10 @@ for package in meta["packages"]:
 failed=()
 for crate in $members; do
   for features in "" "--all-features"; do
-    echo "--> cargo test -p $crate --no-run $features"
+    echo "--> cargo check -p $crate --all-targets $features"
     # shellcheck disable=SC2086 # $features is one flag or none
-    if ! cargo test -p "$crate" --no-run --quiet $features; then
-      failed+=("cargo test -p $crate --no-run $features")
+    if ! cargo check -p "$crate" --all-targets --quiet $features; then
+      failed+=("cargo check -p $crate --all-targets $features")
     fi
   done
 done
