@@ -13,13 +13,17 @@ use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::tokens::{CharEstimator, TokenCounter, estimate_messages};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, AgentConfig};
+#[cfg(feature = "providers")]
 use memloop::memory::MemoryEvent;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::prompt::Guidance;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(feature = "providers")]
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Every string under `v`, summed in bytes.
+#[cfg(feature = "providers")]
 fn string_bytes(v: &serde_json::Value) -> usize {
     match v {
         serde_json::Value::String(s) => s.len(),
@@ -225,6 +229,7 @@ async fn a_runaway_reply_on_an_8k_server_does_not_end_the_session() {
     }
 }
 
+#[cfg(feature = "providers")]
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
