@@ -4,7 +4,7 @@
 //! idempotency keys already recorded: a keyed save reads and writes its own key record only,
 //! so both cost the same (expired records are swept at most once an hour, not on every save).
 //!
-//! `cargo bench -p memloop-mcp --bench keyed_save -- --warm-up-time 1 --measurement-time 5`
+//! `cargo bench -p memloop-mcp --features postgres --bench keyed_save -- --warm-up-time 1 --measurement-time 5`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
