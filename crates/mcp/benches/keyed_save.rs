@@ -4,68 +4,33 @@
 //! idempotency keys already recorded: a keyed save reads and writes its own key record only,
 //! so both cost the same (expired records are swept at most once an hour, not on every save).
 //!
-//! `cargo bench -p memloop-mcp --bench keyed_save -- --warm-up-time 1 --measurement-time 5`
+//! `cargo bench -p memloop-mcp --features postgres --bench keyed_save -- --warm-up-time 1 --measurement-time 5`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop_mcp::{McpConfig, McpLimits, MemoryServer};
-use memloop_store::env::EnvVars;
-use rmcp::{RoleClient, ServiceExt, model::CallToolRequestParams, service::RunningService};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-type Client = RunningService<RoleClient, ()>;
+// The tests' fixture and in-process client (the real server over a pipe, rmcp's client).
+#[path = "../tests/support/mod.rs"]
+#[allow(missing_docs)]
+mod support;
 
-/// A server over a fresh root and home, and a project under the root.
-async fn serve(base: &Path) -> Option<(Client, PathBuf)> {
-    let (root, home, user) = (base.join("root"), base.join("home"), base.join("user"));
-    let project = root.join("billing");
-    for d in [&project, &home, &user] {
-        std::fs::create_dir_all(d).ok()?;
-    }
-    let config = McpConfig {
-        roots: vec![root],
-        allow_any_project: false,
-        env: EnvVars::from_pairs([
-            ("MEMLOOP_HOME", home.to_string_lossy().into_owned()),
-            ("HOME", user.to_string_lossy().into_owned()),
-        ]),
-        claude: false,
-        memory_dir: None,
-        limits: McpLimits::default(),
-        no_claude_md: false,
-        embedder: None,
-        summaries: Default::default(),
-        stores: None,
-    };
-    let (client_io, server_io) = tokio::io::duplex(1 << 22);
-    let server = MemoryServer::new(config);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(tokio::io::split(server_io)).await {
-            let _ = running.waiting().await;
-        }
-    });
-    let client = ().serve(tokio::io::split(client_io)).await.ok()?;
-    Some((client, project))
-}
+use support::{Client, Fixture, call, connect};
 
 /// One keyed save of one decision (the same title each time: the memory count stays put).
 async fn save(client: &Client, project: &Path, key: usize) {
-    let args = json!({
-        "project_path": project.to_string_lossy(),
-        "idempotency_key": format!("bench-{key}"),
-        "entries": [{"type": "decision", "title": "Billing queue",
-                     "content": format!("Use one queue per tenant (round {key}).")}],
-    });
-    let serde_json::Value::Object(map) = args else {
-        return;
-    };
-    let r = client
-        .call_tool(CallToolRequestParams::new("context_save").with_arguments(map))
-        .await;
-    assert!(
-        r.is_ok_and(|r| r.is_error != Some(true)),
-        "save {key} failed"
-    );
+    let r = call(
+        client,
+        "context_save",
+        json!({
+            "project_path": project.to_string_lossy(),
+            "idempotency_key": format!("bench-{key}"),
+            "entries": [{"type": "decision", "title": "Billing queue",
+                         "content": format!("Use one queue per tenant (round {key}).")}],
+        }),
+    )
+    .await;
+    assert_eq!(r["is_error"], false, "save {key}: {r}");
 }
 
 fn bench_keyed_save(c: &mut Criterion) {
@@ -78,10 +43,9 @@ fn bench_keyed_save(c: &mut Criterion) {
     };
     let mut group = c.benchmark_group("keyed_save");
     for existing in [0usize, 3_000] {
-        let Ok(tmp) = tempfile::tempdir() else { return };
-        let Some((client, project)) = rt.block_on(serve(tmp.path())) else {
-            return;
-        };
+        let fx = Fixture::new();
+        let project = fx.project("billing");
+        let client = rt.block_on(connect(fx.config()));
         rt.block_on(async {
             for key in 0..existing {
                 save(&client, &project, key).await;

@@ -184,12 +184,7 @@ impl FileMemoryStore {
         if !journal.exists() {
             return Ok(());
         }
-        let team_dir = std::fs::symlink_metadata(self.root().join(TEAM_DIR));
-        let _locks = self.lock_for(if team_dir.is_ok_and(|m| m.is_dir()) {
-            MemoryScope::Team
-        } else {
-            MemoryScope::Private
-        })?;
+        let _locks = self.lock_all()?;
         self.finish_batch_locked()
     }
 
@@ -495,6 +490,17 @@ impl FileMemoryStore {
         })
     }
 
+    /// Take the locks of every scope the dir has: the memory dir's, and the team dir's when
+    /// there is one.
+    fn lock_all(&self) -> Result<ScopeLocks, MemoryError> {
+        let team_dir = std::fs::symlink_metadata(self.root().join(TEAM_DIR));
+        self.lock_for(if team_dir.is_ok_and(|m| m.is_dir()) {
+            MemoryScope::Team
+        } else {
+            MemoryScope::Private
+        })
+    }
+
     fn index_lines(&self, scope: MemoryScope) -> &std::sync::Mutex<IndexLines> {
         match scope {
             MemoryScope::Private => &self.index_lines,
@@ -575,12 +581,7 @@ impl FileMemoryStore {
                 .into_iter()
                 .map(|e| format!("{TEAM_DIR}/{}", e.file)),
         );
-        let team_dir = std::fs::symlink_metadata(self.root().join(TEAM_DIR));
-        let _locks = self.lock_for(if team_dir.is_ok_and(|m| m.is_dir()) {
-            MemoryScope::Team
-        } else {
-            MemoryScope::Private
-        })?;
+        let _locks = self.lock_all()?;
         let mut removed = Vec::new();
         for rel in files {
             let Ok(valid) = validate_rel_path(&rel) else {
