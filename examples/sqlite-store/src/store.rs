@@ -16,13 +16,13 @@
 //! it) and `feed` (this database's id and its current generation: a change-feed cursor is
 //! `sqlite-gen-1|<id>|<generation>`).
 
-use memloop::{MemoryStore, async_trait};
 use memloop::memory::store::{
     ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex,
-    MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryScope, MemoryType, StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite, WriteLimits, WriteMode,
-    WriteReport, append_to_existing, content_version, file_stem, format_entry_line, is_daily_log,
-    load_capped,
+    MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryScope, MemoryType,
+    StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite, WriteLimits, WriteMode, WriteReport,
+    append_to_existing, content_version, file_stem, format_entry_line, is_daily_log, load_capped,
 };
+use memloop::{MemoryStore, async_trait};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
