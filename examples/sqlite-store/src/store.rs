@@ -153,8 +153,9 @@ impl SqliteMemoryStore {
         &self.inner.path
     }
 
-    /// Run `f` on the connection on the blocking pool (SQLite calls block).
-    async fn blocking<T: Send + 'static>(
+    /// Run `f` on the connection on the blocking pool (SQLite calls block). The session notes
+    /// ([`SqliteSessionNotes`](crate::SqliteSessionNotes)) share the connection through it.
+    pub(crate) async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, MemoryError> + Send + 'static,
     ) -> Result<T, MemoryError> {
