@@ -321,7 +321,7 @@ const NOTES_HEADER: &str =
     "# Session notes\n\nWhat the user said in this session, one line per message, oldest first:\n";
 
 /// Longest line the notes keep for one user message.
-const MAX_LINE_CHARS: usize = 300;
+const MAX_LINE_CHARS: usize = 160;
 
 /// The notes' bookkeeping in this process.
 #[derive(Default)]
@@ -438,7 +438,7 @@ impl Drop for InFlight {
 /// Session notes in the memory database: table `session_notes`, one row per session id, next
 /// to the memories in the same SQLite file (sharing [`SqliteMemoryStore`]'s connection). The
 /// notes are a digest of the conversation, not an LLM's summary: one line per user message
-/// (whitespace collapsed, at most 300 characters), oldest first, each line once. Compaction
+/// (whitespace collapsed, at most 160 characters), oldest first, each line once. Compaction
 /// ([`notes_for_compaction`](SessionMemory::notes_for_compaction)) puts them in place of the
 /// messages they cover.
 ///
@@ -567,7 +567,8 @@ impl SessionMemory for SqliteSessionNotes {
         self.inner.thresholds.is_due(&state.baselines, signal)
     }
 
-    fn update(&self, ctx: &HookContext, trigger: UpdateTrigger) -> UpdateFuture {
+    /// An automatic and a manual update do the same (the thresholds are the caller's check).
+    fn update(&self, ctx: &HookContext, _trigger: UpdateTrigger) -> UpdateFuture {
         let snapshot = ctx.messages.last().map(|m| m.id.clone());
         // The conversation is read now: the update covers what was said when it was asked for.
         let lines = user_lines(&ctx.messages);
@@ -581,7 +582,6 @@ impl SessionMemory for SqliteSessionNotes {
             state.in_flight.insert(ticket, Instant::now());
             ticket
         };
-        tracing::debug!(?trigger, ticket, "sqlite session notes update queued");
         let in_flight = InFlight {
             inner: self.inner.clone(),
             ticket,
