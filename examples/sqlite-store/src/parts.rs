@@ -641,6 +641,44 @@ impl SessionMemory for SqliteSessionNotes {
 mod tests {
     use super::*;
 
+    fn header(path: &str, name: &str, description: &str) -> MemoryHeader {
+        MemoryHeader {
+            rel_path: path.into(),
+            name: Some(name.into()),
+            description: Some(description.into()),
+            memory_type: None,
+            mtime: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_selector_ranks_by_shared_words_within_the_limit() {
+        // Newest first, as a store scans them.
+        let headers = [
+            header("one.md", "Deploys", "who approves a deploy"),
+            header("none.md", "Colours", "the palette of the dashboard"),
+            header("two.md", "Deploy days", "we deploy on Tuesdays"),
+            header(
+                "three.md",
+                "Staging deploys",
+                "deploy staging Tuesdays freeze",
+            ),
+            header("older_one.md", "Tuesdays", "the team meets on Tuesdays"),
+        ];
+        let selector = KeywordSelector::new();
+        let query = "Can we DEPLOY to staging on Tuesdays?";
+        let mut ctx = SelectionContext::with_limit(3);
+        let got = selector.select(query, &headers, &ctx).await.unwrap();
+        // Three shared words, then two, then one (the newer of the two with one).
+        assert_eq!(got, ["three.md", "two.md", "one.md"]);
+        ctx.already_surfaced.insert("three.md".into());
+        ctx.limit = 5;
+        let got = selector.select(query, &headers, &ctx).await.unwrap();
+        assert_eq!(got, ["two.md", "one.md", "older_one.md"]);
+        let nothing = selector.select("the", &headers, &ctx).await.unwrap();
+        assert!(nothing.is_empty(), "{nothing:?}");
+    }
+
     #[test]
     fn sentences_end_at_stops_and_line_breaks() {
         assert_eq!(
@@ -671,7 +709,7 @@ mod tests {
     }
 
     #[test]
-    fn reminders_and_tool_results_are_not_what_the_user_said() {
+    fn reminders_summaries_and_assistant_turns_are_not_what_the_user_said() {
         let mut m = Message::user("Remember: tabs.");
         m.content.push(memloop::core::message::ContentBlock::text(
             "<system-reminder>\nRemember: spaces.\n</system-reminder>",
