@@ -17,21 +17,31 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use memloop::MemoryStore;
-//! use memloop::memory::session_notes::UpdateThresholds;
+//! use memloop::core::{Agent, env::EnvVars, testing::ScriptedModel};
+//! use memloop::memory::{paths::MemoryDirResolver, session_notes::UpdateThresholds};
+//! use memloop::memory::transcripts::TranscriptConfig;
+//! use memloop::{MemorySetup, MemoryStore};
 //! use memloop_sqlite_store::{FactExtractor, KeywordSelector, SqliteMemoryStore, SqliteSessionNotes};
 //! use std::sync::Arc;
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = SqliteMemoryStore::open(dir.path().join("memory.sqlite3"))?;
-//! let notes = SqliteSessionNotes::open(&store, "session-1", UpdateThresholds::default()).await?;
+//! let agent = Agent::builder(Arc::new(ScriptedModel::new())); // your model
+//! let notes = SqliteSessionNotes::open(&store, agent.session_id(), UpdateThresholds::default()).await?;
 //! let shared: Arc<dyn MemoryStore> = Arc::new(store);
-//! let setup = memloop::MemorySetup::for_project(dir.path())?
+//! // `MemorySetup::for_project(project)` in an application; here a home of its own.
+//! let home = dir.path().to_str().ok_or("a non-UTF-8 temp dir")?;
+//! let env = EnvVars::from_pairs([("MEMLOOP_HOME", home)]);
+//! let memory = MemorySetup::with_resolver(MemoryDirResolver::new(dir.path()), env)?
 //!     .memory_store(shared.clone())
 //!     .selector(Arc::new(KeywordSelector::new()))
 //!     .extractor(Arc::new(FactExtractor::new(shared)))
-//!     .session_memory(Arc::new(notes));
-//! # drop(setup);
+//!     .session_memory(Arc::new(notes))
+//!     // Transcripts need a directory the database does not give; no dream in this example.
+//!     .transcripts(TranscriptConfig { enabled: false, ..TranscriptConfig::default() })
+//!     .dream(false);
+//! assert!(memory.memory_dir().is_none(), "the memories live in the database");
+//! let _agent = memory.attach(agent)?.build();
 //! # Ok(()) }
 //! ```
 
@@ -170,7 +180,7 @@ impl Selector for KeywordSelector {
             })
             .collect();
         // Stable: among equal scores the headers' order (newest first) stays.
-        scored.sort_by(|a, b| b.0.cmp(&a.0));
+        scored.sort_by_key(|(score, _)| std::cmp::Reverse(*score));
         Ok(scored
             .into_iter()
             .take(ctx.limit)
@@ -289,8 +299,8 @@ impl Extractor for FactExtractor {
                     let stem = title_file_stem(&fact.text, "fact");
                     let rel = topic_to_rel_path(&stem)?;
                     let doc = MemoryDoc::new(
-                        &one_line(&fact.text, MAX_NAME_CHARS),
-                        &one_line(&fact.text, MAX_DESCRIPTION_CHARS),
+                        one_line(&fact.text, MAX_NAME_CHARS),
+                        one_line(&fact.text, MAX_DESCRIPTION_CHARS),
                         fact.memory_type,
                         &fact.text,
                     );
