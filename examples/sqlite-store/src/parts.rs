@@ -46,6 +46,7 @@
 //! ```
 
 use crate::SqliteMemoryStore;
+use crate::store::{nanos_since_epoch, sqlite};
 use memloop::core::HookContext;
 use memloop::core::message::{Message, MessageId, MessageKind, Role};
 use memloop::memory::extract::{ExtractError, ExtractionContext};
@@ -322,7 +323,7 @@ const NOTES_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS session_notes (
     session_id TEXT PRIMARY KEY,
     content    TEXT NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL -- nanoseconds since the Unix epoch
 );
 ";
 
@@ -383,10 +384,6 @@ impl NotesInner {
         let session = self.session_id.clone();
         self.store
             .blocking(move |conn| {
-                let sqlite = |e: rusqlite::Error| MemoryError::Backend {
-                    backend: "sqlite",
-                    source: Box::new(e),
-                };
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(sqlite)?;
@@ -412,10 +409,7 @@ impl NotesInner {
                     added += 1;
                 }
                 if added > 0 {
-                    let now = SystemTime::now()
-                        .duration_since(SystemTime::UNIX_EPOCH)
-                        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-                        .unwrap_or(0);
+                    let now = nanos_since_epoch(SystemTime::now());
                     tx.execute(
                         "INSERT INTO session_notes (session_id, content, updated_at)
                          VALUES (?1, ?2, ?3)
@@ -493,13 +487,7 @@ impl SqliteSessionNotes {
             state: Mutex::default(),
         });
         store
-            .blocking(|conn| {
-                conn.execute_batch(NOTES_SCHEMA)
-                    .map_err(|e| MemoryError::Backend {
-                        backend: "sqlite",
-                        source: Box::new(e),
-                    })
-            })
+            .blocking(|conn| conn.execute_batch(NOTES_SCHEMA).map_err(sqlite))
             .await
             .map_err(|e| inner.error(e))?;
         Ok(Self { inner })
@@ -541,10 +529,7 @@ impl SessionMemory for SqliteSessionNotes {
                     |r| r.get(0),
                 )
                 .optional()
-                .map_err(|e| MemoryError::Backend {
-                    backend: "sqlite",
-                    source: Box::new(e),
-                })
+                .map_err(sqlite)
             })
             .await
             .map_err(|e| self.inner.error(e))

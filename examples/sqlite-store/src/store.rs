@@ -78,7 +78,7 @@ struct Inner {
 }
 
 /// A SQLite failure as a memory error.
-fn sqlite(e: rusqlite::Error) -> MemoryError {
+pub(crate) fn sqlite(e: rusqlite::Error) -> MemoryError {
     MemoryError::Backend {
         backend: "sqlite",
         source: Box::new(e),
@@ -92,7 +92,8 @@ fn backend(message: String) -> MemoryError {
     }
 }
 
-fn nanos_since_epoch(t: SystemTime) -> i64 {
+/// `t` in nanoseconds since the Unix epoch (0 before it, saturating far after).
+pub(crate) fn nanos_since_epoch(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0)
