@@ -5,6 +5,15 @@
 //! the memloop workspace, the way your own backend would be, and passes memloop's store
 //! conformance suite (`tests/conformance.rs`). Copy it as the start of a backend of your own.
 //!
+//! It also implements the other three traits a host can give
+//! [`MemorySetup`](memloop::MemorySetup) (module [`parts`]): a recall
+//! [`Selector`](memloop::Selector) ([`KeywordSelector`]), an
+//! [`Extractor`](memloop::Extractor) ([`FactExtractor`]) and a
+//! [`SessionMemory`](memloop::SessionMemory) keeping session notes in the same database
+//! ([`SqliteSessionNotes`]). `tests/three_sessions.rs` runs an agent over all four for three
+//! sessions: a fact saved in the first is recalled in the second, and the third, long, is
+//! compacted with its notes.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use memloop::MemoryStore;
@@ -21,6 +30,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod parts;
 mod store;
 
+pub use parts::{FactExtractor, KeywordSelector, SqliteSessionNotes};
 pub use store::SqliteMemoryStore;

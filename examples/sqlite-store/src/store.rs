@@ -16,13 +16,13 @@
 //! it) and `feed` (this database's id and its current generation: a change-feed cursor is
 //! `sqlite-gen-1|<id>|<generation>`).
 
-use memloop::{MemoryStore, async_trait};
 use memloop::memory::store::{
     ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex,
-    MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryScope, MemoryType, StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite, WriteLimits, WriteMode,
-    WriteReport, append_to_existing, content_version, file_stem, format_entry_line, is_daily_log,
-    load_capped,
+    MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryScope, MemoryType,
+    StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite, WriteLimits, WriteMode, WriteReport,
+    append_to_existing, content_version, file_stem, format_entry_line, is_daily_log, load_capped,
 };
+use memloop::{MemoryStore, async_trait};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -78,7 +78,7 @@ struct Inner {
 }
 
 /// A SQLite failure as a memory error.
-fn sqlite(e: rusqlite::Error) -> MemoryError {
+pub(crate) fn sqlite(e: rusqlite::Error) -> MemoryError {
     MemoryError::Backend {
         backend: "sqlite",
         source: Box::new(e),
@@ -92,7 +92,8 @@ fn backend(message: String) -> MemoryError {
     }
 }
 
-fn nanos_since_epoch(t: SystemTime) -> i64 {
+/// `t` in nanoseconds since the Unix epoch (0 before it, saturating far after).
+pub(crate) fn nanos_since_epoch(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0)
@@ -153,8 +154,9 @@ impl SqliteMemoryStore {
         &self.inner.path
     }
 
-    /// Run `f` on the connection on the blocking pool (SQLite calls block).
-    async fn blocking<T: Send + 'static>(
+    /// Run `f` on the connection on the blocking pool (SQLite calls block). The session notes
+    /// ([`SqliteSessionNotes`](crate::SqliteSessionNotes)) share the connection through it.
+    pub(crate) async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, MemoryError> + Send + 'static,
     ) -> Result<T, MemoryError> {

@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop::MemoryStore;
-use memloop::memory::store::{Changes, ExpectedVersion, MemoryDoc, MemoryError, MemoryType, WriteMode};
+use memloop::memory::store::{
+    Changes, ExpectedVersion, MemoryDoc, MemoryError, MemoryType, WriteMode,
+};
 use memloop_sqlite_store::SqliteMemoryStore;
 use std::sync::Arc;
 
