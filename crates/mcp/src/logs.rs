@@ -21,16 +21,7 @@
 /// ```
 pub fn loggable_text(line: &str) -> String {
     let (redacted, _) = memloop_store::redact_secrets(line);
-    redacted
-        .chars()
-        .flat_map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    memloop_store::printable(&redacted).into_owned()
 }
 
 /// The targets whose events below `INFO` carry payloads, as prefixes: rmcp's service and

@@ -15,7 +15,6 @@ use memloop_recall::DefaultSelector;
 use memloop_store::{
     FileMemoryStore, MemoryDirResolver, MemoryError, MemoryStore, ResolutionRule,
     ResolvedMemoryDir, ScanCache, StoreConfig, WriteLimits, canonical_project_root, env::EnvVars,
-    find_git_root,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -249,7 +248,11 @@ fn dir_key(
             return Ok((MemoryKey { id, reach }, None));
         }
     };
-    let in_git = memory.rule == ResolutionRule::Default && find_git_root(canonical).is_some();
+    // The owner is the path itself outside git; a different owner is a git root (or a
+    // worktree's main checkout), and an equal one is a git root when it holds `.git`. (One walk
+    // up the ancestors, `canonical_project_root`'s, not a second.)
+    let in_git = memory.rule == ResolutionRule::Default
+        && (owner != canonical || std::fs::symlink_metadata(owner.join(".git")).is_ok());
     let reach = if in_git {
         Reach::Tree(owner.clone())
     } else {

@@ -14,7 +14,8 @@ use crate::projects::{
 use memloop_pg::{PgConfig, PgMemoryStore, PgPool, ProjectIdentity};
 use memloop_store::env::EnvVars;
 use memloop_store::{MemoryError, MemoryStore, WriteLimits};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Connections one server holds to the database, shared by all the projects it serves (a
@@ -33,6 +34,9 @@ pub struct TeamStores {
     pool: Mutex<Option<PgPool>>,
     /// The legacy ids this server has claimed or found claimed (each is tried once).
     claimed: Mutex<HashSet<String>>,
+    /// Each served directory's identity, looked up once (a `git` run): the key is computed on
+    /// every request, and a directory's origin does not change under a running server.
+    identities: Mutex<HashMap<PathBuf, ProjectIdentity>>,
 }
 
 impl TeamStores {
@@ -48,6 +52,7 @@ impl TeamStores {
             schema: None,
             pool: Mutex::new(None),
             claimed: Mutex::new(HashSet::new()),
+            identities: Mutex::new(HashMap::new()),
         }
     }
 
@@ -75,6 +80,25 @@ impl TeamStores {
             Some(schema) => config.schema(schema),
             None => config,
         }
+    }
+
+    /// The identity of the directory at `canonical` ([`ProjectIdentity::of`]), once per
+    /// directory.
+    fn identity(&self, canonical: &Path) -> ProjectIdentity {
+        let cached = self
+            .identities
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(canonical)
+            .cloned();
+        cached.unwrap_or_else(|| {
+            let identity = ProjectIdentity::of(canonical);
+            self.identities
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(canonical.to_path_buf(), identity.clone());
+            identity
+        })
     }
 
     /// Open `project`'s store on the server's pool, with the server's write limits.
@@ -109,8 +133,8 @@ impl ProjectStores for TeamStores {
 
     /// The team project id ([`ProjectIdentity`]): reached by every checkout of its origin, or by
     /// its own directory alone.
-    fn key(&self, canonical: &std::path::Path) -> Result<MemoryKey, MemoryError> {
-        let identity = ProjectIdentity::of(canonical);
+    fn key(&self, canonical: &Path) -> Result<MemoryKey, MemoryError> {
+        let identity = self.identity(canonical);
         let reach = match identity.origin {
             Some(origin) => Reach::Origin(origin),
             None => Reach::Dir(canonical.to_path_buf()),
@@ -126,7 +150,7 @@ impl ProjectStores for TeamStores {
             if !matches!(project.key.reach, Reach::Dir(_)) {
                 return Ok(());
             }
-            let Some(legacy) = ProjectIdentity::of(&project.path).legacy else {
+            let Some(legacy) = self.identity(&project.path).legacy else {
                 return Ok(());
             };
             let tried = |claimed: &Mutex<HashSet<String>>| {

@@ -450,3 +450,34 @@ async fn a_limited_token_gets_one_refusal_text_whatever_lies_outside_its_grant()
         );
     }
 }
+
+#[tokio::test]
+async fn a_glob_naming_a_git_root_alone_does_not_cover_its_subdirectories_memory() {
+    // `ROOT/mono` exactly: the repository's memory is also reached through `ROOT/mono/auth`,
+    // which the glob does not match, so the glob does not cover that memory.
+    let fx = Fixture::new();
+    repo(&fx.root.join("mono"), ORIGIN);
+    let auth = fx.project("mono/auth");
+    let mono = fx.root.join("mono");
+    let tokens = Tokens::parse(&format!("{FULL}\n{GLOB_WRITE} {} write\n", s(&mono))).unwrap();
+    let server = support::start_http(&fx, Some(tokens), None).await;
+    let mut full = HttpSession::open(&server.url, FULL).await;
+    let saved = full
+        .tool(
+            "context_save",
+            json!({"project_path": s(&auth), "entries": [
+                {"type": "decision", "title": "ledger rule", "content": format!("{MARK}: closes at 17:00")}]}),
+        )
+        .await;
+    assert_eq!(saved["written"], 1, "{saved}");
+    let mut limited = HttpSession::open(&server.url, GLOB_WRITE).await;
+    let (status, v) = call(
+        &mut limited,
+        2,
+        "context_load",
+        json!({"project_path": s(&mono), "detail": "full"}),
+    )
+    .await;
+    assert!(!v.to_string().contains(MARK), "{status}: {v}");
+    assert_eq!(status, 403, "{v}");
+}

@@ -53,9 +53,7 @@ pub use memory_store::{
     CheckedWrite, ExpectedVersion, LocalBases, LocalDir, LocalPurpose, MemoryPath, MemoryStore,
     StoreDescription, StoreLocation, VersionedWrite, WriteLimits, content_version,
 };
-pub use project::{
-    canonical_project_root, find_git_root, origin_without_credentials, project_dir, project_slug,
-};
+pub use project::{canonical_project_root, origin_without_credentials, project_dir, project_slug};
 pub use resolver::{ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir};
 pub use safety::{
     ContainmentGate, Durability, REDACTED_PREFIX, SECRET_REFUSED_TARGET, SecretFilter,
