@@ -99,27 +99,25 @@ pub(crate) enum OwnerError {
 
 /// Record `owner` as the owner of `dir` (created if missing), unless it records one already:
 /// `Ok` when `owner` is (or now is) the owner, [`OwnerError::Taken`] when another project is.
-/// The record is created exclusively, so of two first writers one wins and the other is refused.
+/// The record appears whole or not at all: it is written and synced under a name of its own,
+/// then linked into place, which fails if a record exists. Of two first writers one wins and
+/// the other reads the winner's whole record (the same owner: `Ok`; another: refused).
 pub(crate) fn record_owner(dir: &Path, owner: &Path) -> Result<(), OwnerError> {
     let io = |e: std::io::Error| OwnerError::Io {
         dir: dir.display().to_string(),
         why: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(io)?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dir.join(OWNER_FILE));
-    match file {
-        Ok(mut f) => {
-            // Written then synced; a reader that sees an empty record (a crash between create
-            // and write) treats the dir as unrecorded, and the next writer's create fails, so
-            // it is refused until the record is mended by hand: never shared silently.
-            let line = format!("{}\n", owner.display());
-            f.write_all(line.as_bytes()).map_err(io)?;
-            f.sync_all().map_err(io)?;
-            Ok(())
-        }
+    let mut staged = tempfile::Builder::new()
+        .prefix(".memloop-owner.")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    staged
+        .write_all(format!("{}\n", owner.display()).as_bytes())
+        .map_err(io)?;
+    staged.as_file().sync_all().map_err(io)?;
+    match std::fs::hard_link(staged.path(), dir.join(OWNER_FILE)) {
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match recorded_owner(dir) {
             Some(other) if other == owner => Ok(()),
             other => Err(OwnerError::Taken {
@@ -152,5 +150,30 @@ mod tests {
         assert!(matches!(taken, OwnerError::Taken { .. }), "{taken}");
         std::fs::write(dir.join("MEMORY.md"), "- [x](x.md) — x\n").unwrap();
         assert!(!holds_nothing(&dir));
+    }
+
+    #[test]
+    fn first_writers_racing_for_one_dir_never_see_a_half_written_record() {
+        // Many writers of one project create the dir's record at once (as 20 server
+        // processes do): each must read the winner's whole record and be let in.
+        let tmp = tempfile::tempdir().unwrap();
+        for round in 0..20 {
+            let dir = tmp.path().join(format!("mem-{round}"));
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let writers: Vec<_> = (0..8)
+                .map(|_| {
+                    let (dir, start) = (dir.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        record_owner(&dir, Path::new("/srv/проект/app"))
+                    })
+                })
+                .collect();
+            for w in writers {
+                assert_eq!(w.join().unwrap(), Ok(()));
+            }
+            let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+            assert_eq!(left.len(), 1, "staged records left behind");
+        }
     }
 }
