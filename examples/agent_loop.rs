@@ -25,9 +25,9 @@ use memloop::MemorySetup;
 use memloop::MemoryStore;
 use memloop::compact::{CompactConfig, SessionMemoryCompactConfig};
 use memloop::core::builtin_tools::ReadFile;
-use memloop::core::env::EnvVars;
 use memloop::core::window::{ContextWindow, DEFAULT_CONTEXT_WINDOW};
 use memloop::core::{Agent, AgentConfig, model::Model, prompt::StaticSection};
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::session_notes::UpdateThresholds;
@@ -239,7 +239,7 @@ async fn demo() -> Result<()> {
         // first session on.
         memory = with_compaction(memory, false, window.tokens());
     }
-    let scripted = |script: fn() -> memloop::core::testing::ScriptedModel| -> Arc<dyn Model> {
+    let scripted = |script: fn() -> memloop::testkit::ScriptedModel| -> Arc<dyn Model> {
         // Scripted answers stream in small pieces, like a real provider's.
         real.clone()
             .unwrap_or_else(|| Arc::new(script().chunked(6)))

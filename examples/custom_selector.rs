@@ -7,7 +7,6 @@
 
 use memloop::MemoryStore;
 use memloop::Selector;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{Agent, events::AgentEvent, tool::ToolRegistry};
 use memloop::memory::recall::RecallEvent;
 use memloop::memory::recall::{RecallHook, SelectionContext, SelectorError};
@@ -15,6 +14,7 @@ use memloop::memory::{
     store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryType, WriteMode},
     tools::memory_tools,
 };
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 use std::time::Duration;
 

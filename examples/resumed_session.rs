@@ -12,10 +12,10 @@
 
 use anyhow::{Context, Result};
 use memloop::MemorySetup;
-use memloop::core::env::EnvVars;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{Agent, AgentConfig};
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 
 fn model() -> ScriptedModel {

@@ -15,14 +15,14 @@
 
 use anyhow::{Context, Result, ensure};
 use memloop::MemorySetup;
-use memloop::core::env::EnvVars;
 use memloop::core::events::{AgentEvent, EventAgent, EventEnvelope, EventSink};
 use memloop::core::message::ContentBlock;
 use memloop::core::model::ModelRequest;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
-use memloop::core::text::truncate_utf8;
 use memloop::core::{Agent, AgentConfig};
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::testkit::{ScriptStep, ScriptedModel};
+use memloop::text::truncate_utf8;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;

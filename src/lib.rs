@@ -5,12 +5,12 @@
 //! stands in for the LLM and records what it was sent):
 //!
 //! ```
-//! use memloop::core::testing::{ScriptStep, ScriptedModel};
+//! use memloop::testkit::{ScriptStep, ScriptedModel};
 //! use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 //! use memloop::core::{Agent, events::AgentEvent};
 //! use memloop::memory::recall::{RecallEvent, SelectionContext, SelectorError};
 //! use memloop::Selector;
-//! use memloop::core::env::EnvVars;
+//! use memloop::host::env::EnvVars;
 //! use memloop::memory::{paths::MemoryDirResolver, store::MemoryHeader};
 //! use memloop::{MemorySetup, async_trait};
 //! use serde_json::{Value, json};
@@ -191,8 +191,11 @@ pub use async_trait::async_trait;
 pub use memloop_candle as candle;
 pub use memloop_compact as compact;
 pub use memloop_core as core;
+pub use memloop_host as host;
 #[cfg(feature = "postgres")]
 pub use memloop_pg as pg;
+pub use memloop_testkit as testkit;
+pub use memloop_text as text;
 
 // The four memory traits, the public contract: here and nowhere else in the facade.
 /// What writes memories after a turn (`memloop-memory`):
@@ -225,8 +228,6 @@ pub mod memory {
 
     /// The text analyzer recall searches with (tokens, stemming, accent folding, language
     /// detection) and the Markdown frontmatter block: the `memloop-text` crate.
-    pub use memloop_text as text;
-
     /// The environment switches (`MEMLOOP_*`) of memory; the variables themselves are read
     /// through [`EnvVars`](crate::core::env::EnvVars).
     pub mod env {

@@ -12,6 +12,7 @@ use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
 use memloop_core::model::Model;
 use memloop_core::subagent::{SubAgentConfig, SubAgentTool};
+use memloop_host::env::EnvVars;
 use memloop_instructions::{
     InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions,
 };
@@ -37,7 +38,7 @@ use memloop_recall::{
 };
 use memloop_store::{
     AgentMemoryScopes, FileMemoryStore, LocalDir, LocalPurpose, MemoryDirResolver, MemoryError,
-    MemoryStore, ResolvedMemoryDir, env::EnvVars,
+    MemoryStore, ResolvedMemoryDir,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

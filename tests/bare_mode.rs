@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use memloop::MemorySetup;
-use memloop::core::env::EnvVars;
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 
 fn setup(claude: bool, vars: &[(&str, &str)]) -> bool {

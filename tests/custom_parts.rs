@@ -3,8 +3,6 @@
 //! works over them, and a part that needs what the store lacks is a `SetupError` naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
 
-use memloop::core::env::EnvVars;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{
     Agent, HookContext,
@@ -12,6 +10,7 @@ use memloop::core::{
     message::MessageId,
     model::ModelRequest,
 };
+use memloop::host::env::EnvVars;
 use memloop::memory::extract::{ExtractError, ExtractionContext};
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::recall::RecallEvent;
@@ -24,6 +23,7 @@ use memloop::memory::store::{
     WriteReport,
 };
 use memloop::memory::transcripts::TranscriptConfig;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use memloop::{Extractor, MemorySetup, MemoryStore, SessionMemory, SetupError, async_trait};
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -7,13 +7,13 @@
 use memloop::MemorySetup;
 use memloop::compact::CompactConfig;
 use memloop::core::builtin_tools::{EditFile, ReadFile, Shell, WriteFile};
-use memloop::core::env::EnvVars;
 use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::message::{ContentBlock, Role};
 use memloop::core::model::ModelRequest;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{Agent, AgentConfig};
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

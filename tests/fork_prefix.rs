@@ -9,8 +9,8 @@ mod support;
 
 use memloop::MemorySetup;
 use memloop::compact::CompactConfig;
-use memloop::core::env::EnvVars;
 use memloop::core::{Agent, AgentConfig};
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 use serde_json::{Value, json};
 use std::sync::Arc;

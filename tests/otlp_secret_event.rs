@@ -6,10 +6,10 @@
 
 use memloop::MemorySetup;
 use memloop::core::Agent;
-use memloop::core::env::EnvVars;
 use memloop::core::telemetry::otlp::{OtlpConfig, OtlpExport};
-use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,10 +8,10 @@
 
 use memloop::MemorySetup;
 use memloop::core::Agent;
-use memloop::core::env::EnvVars;
 use memloop::core::telemetry::otlp::{OtlpConfig, OtlpExport};
-use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ async fn phoenix() -> Option<Phoenix> {
     match Phoenix::start().await {
         Ok(server) => Some(server),
         Err(why) => {
-            memloop::core::testing::skip_unless_ci(why);
+            memloop::testkit::skip_unless_ci(why);
             None
         }
     }

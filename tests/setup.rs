@@ -2,15 +2,15 @@
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop::MemorySetup;
-use memloop::core::env::EnvVars;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{
     Agent,
     events::{AgentEvent, VecSink},
 };
+use memloop::host::env::EnvVars;
 use memloop::memory::MemoryEvent;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::recall::RecallEvent;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,16 +4,16 @@
 #![allow(clippy::unwrap_used)]
 
 use memloop::MemorySetup;
-use memloop::core::env::EnvVars;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::{
     Agent,
     events::AgentEvent,
     model::{Model, ModelError, ModelRequest, ModelResponse},
 };
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::{MemoryDirResolver, ResolutionRule};
 use memloop::memory::recall::RecallEvent;
 use memloop::memory::recall::SELECTOR_PURPOSE;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -468,7 +468,7 @@ fn surfaced(events: &[RecallEvent]) -> Vec<String> {
 #[tokio::test]
 async fn a_fetched_model_makes_recall_hybrid_by_default_and_a_broken_one_degrades_to_bm25() {
     let Some(e5) = std::env::var_os("MEMLOOP_TEST_E5_DIR").filter(|v| !v.is_empty()) else {
-        memloop::core::testing::skip_unless_ci("MEMLOOP_TEST_E5_DIR is unset (`.ci/models.sh`)");
+        memloop::testkit::skip_unless_ci("MEMLOOP_TEST_E5_DIR is unset (`.ci/models.sh`)");
         return;
     };
     let memories = [

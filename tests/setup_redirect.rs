@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop::MemorySetup;
-use memloop::core::env::EnvVars;
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 
 #[test]

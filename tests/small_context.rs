@@ -6,17 +6,17 @@
 use async_trait::async_trait;
 use memloop::MemorySetup;
 use memloop::compact::CompactConfig;
-use memloop::core::env::EnvVars;
 use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::invariants::check_invariants;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::tokens::{CharEstimator, TokenCounter, estimate_messages};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, AgentConfig};
+use memloop::host::env::EnvVars;
 #[cfg(feature = "providers")]
 use memloop::memory::MemoryEvent;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::prompt::Guidance;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 #[cfg(feature = "providers")]
 use std::sync::Mutex;

@@ -5,13 +5,13 @@
 
 use memloop::MemorySetup;
 use memloop::core::Agent;
-use memloop::core::env::EnvVars;
 use memloop::core::events::{AgentEvent, EventAgent, SubAgentEnd, VecSink};
 use memloop::core::model::ModelRequest;
 use memloop::core::subagent::SubAgentConfig;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::host::env::EnvVars;
 use memloop::memory::extract::EXTRACTOR_PURPOSE;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;

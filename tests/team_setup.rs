@@ -7,11 +7,11 @@
 use memloop::MemorySetup;
 use memloop::MemoryStore;
 use memloop::core::Agent;
-use memloop::core::env::EnvVars;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
 use memloop::pg::{PgConfig, PgError, PgMemoryStore, SyncOptions};
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -6,9 +6,9 @@
 
 use async_trait::async_trait;
 use memloop::core::model::ModelError;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, message::Usage};
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -234,7 +234,7 @@ async fn write_release_day(store: &dyn memloop::MemoryStore) {
 #[tokio::test]
 async fn recall_and_extraction_are_traced_with_paths_and_counts() {
     use memloop::MemorySetup;
-    use memloop::core::env::EnvVars;
+    use memloop::host::env::EnvVars;
     use memloop::memory::paths::MemoryDirResolver;
 
     let capture = Capture::default();
@@ -290,7 +290,7 @@ async fn recall_and_extraction_are_traced_with_paths_and_counts() {
         store.clone(),
         Arc::new(memloop::memory::recall::Bm25Selector::new(store.clone())),
     );
-    let ctx = memloop::core::testing::hook_context(Arc::new(model.clone()), vec![]);
+    let ctx = memloop::testkit::hook_context(Arc::new(model.clone()), vec![]);
     let pending =
         memloop::core::Hook::on_turn_start(&hook, &ctx, "when do releases ship? tuesdays?")
             .await
@@ -536,7 +536,7 @@ async fn the_recall_span_names_its_selector_and_why_it_degraded() {
     let cache = dir.path().join("vectors");
     let hybrid = HybridSelector::new(store.clone(), Arc::new(Down), cache);
     let hook = RecallHook::new(store.clone(), Arc::new(hybrid));
-    let ctx = memloop::core::testing::hook_context(Arc::new(ScriptedModel::new()), vec![]);
+    let ctx = memloop::testkit::hook_context(Arc::new(ScriptedModel::new()), vec![]);
     let pending = memloop::core::Hook::on_turn_start(&hook, &ctx, "when do releases ship?")
         .await
         .unwrap();

@@ -317,7 +317,7 @@ pub async fn run(
         picks as f64 / answered.max(1) as f64,
     );
     for (i, text) in lock(&memo.samples).iter().enumerate() {
-        let text = memloop_core::text::truncate_utf8(text, 300).replace('\n', " ");
+        let text = memloop_text::truncate_utf8(text, 300).replace('\n', " ");
         println!("\nAnswer {}: {text}", i + 1);
     }
     Ok(())

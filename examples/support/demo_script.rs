@@ -3,9 +3,9 @@
 //! model). This is a script, not intelligence, and the demo says so.
 
 use memloop::core::model::ModelRequest;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
 use memloop::memory::extract::EXTRACTOR_PURPOSE;
 use memloop::memory::session_notes::EDIT_TOOL_NAME;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::time::Duration;
 

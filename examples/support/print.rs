@@ -84,7 +84,7 @@ pub fn banner(title: &str) {
 
 fn short(text: &str, max: usize) -> String {
     let one_line = text.replace('\n', " ⏎ ");
-    let cut = memloop::core::text::truncate_utf8(&one_line, max);
+    let cut = memloop::text::truncate_utf8(&one_line, max);
     if cut.len() < one_line.len() {
         format!("{cut}…")
     } else {

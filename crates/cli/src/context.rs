@@ -3,9 +3,8 @@
 use crate::args::Cli;
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
-use memloop_store::{
-    FileMemoryStore, MemoryDirResolver, MemoryStore, ResolvedMemoryDir, env::EnvVars,
-};
+use memloop_host::env::EnvVars;
+use memloop_store::{FileMemoryStore, MemoryDirResolver, MemoryStore, ResolvedMemoryDir};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

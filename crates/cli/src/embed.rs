@@ -77,7 +77,7 @@ fn roles(args: &EmbedArgs) -> anyhow::Result<memloop_core::providers::EmbedRoles
 /// by default.
 pub async fn embedder_if_configured(
     args: &EmbedArgs,
-    env: &memloop_store::env::EnvVars,
+    env: &memloop_host::env::EnvVars,
 ) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     if args.embed_url.is_some() || args.embed_model.is_some() {
         let embedder = embedder(args).await?;
@@ -90,7 +90,7 @@ pub async fn embedder_if_configured(
 /// The local model configured or fetched, opened lazily (its weights load on first use; a
 /// broken one makes recall fall back to BM25 and say why).
 #[cfg(feature = "candle")]
-fn default_local(env: &memloop_store::env::EnvVars) -> Option<Arc<dyn Embedder>> {
+fn default_local(env: &memloop_host::env::EnvVars) -> Option<Arc<dyn Embedder>> {
     match memloop_candle::default_model(&|name| env.get(name).map(str::to_owned)) {
         Some(found) => {
             tracing::info!(
@@ -114,7 +114,7 @@ fn default_local(env: &memloop_store::env::EnvVars) -> Option<Arc<dyn Embedder>>
 }
 
 #[cfg(not(feature = "candle"))]
-fn default_local(_: &memloop_store::env::EnvVars) -> Option<Arc<dyn Embedder>> {
+fn default_local(_: &memloop_host::env::EnvVars) -> Option<Arc<dyn Embedder>> {
     tracing::info!(target: "memloop::recall", "recall: BM25 (built without the `candle` feature)");
     None
 }

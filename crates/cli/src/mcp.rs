@@ -221,7 +221,7 @@ mod tests {
         let ctx = Context::new(
             &cli,
             "/w".into(),
-            memloop_store::env::EnvVars::from_pairs([("HOME", "/h")]),
+            memloop_host::env::EnvVars::from_pairs([("HOME", "/h")]),
         );
         let c = config(args, &ctx);
         let d = memloop_mcp::McpLimits::default();
@@ -246,7 +246,7 @@ mod tests {
             Context::new(
                 &cli,
                 "/w".into(),
-                memloop_store::env::EnvVars::from_pairs(pairs),
+                memloop_host::env::EnvVars::from_pairs(pairs),
             )
         };
         let none = summary_config(&summary_args(&["memloop", "mcp"]), &ctx(vec![])).unwrap();

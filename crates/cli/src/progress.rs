@@ -4,7 +4,7 @@
 //! consumers never see one. `MEMLOOP_NO_PROGRESS=1` turns them off.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use memloop_store::env::EnvVars;
+use memloop_host::env::EnvVars;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

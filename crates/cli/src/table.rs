@@ -21,7 +21,7 @@ pub fn pad(s: &str, columns: usize) -> String {
 /// `s` on one line (every run of whitespace, line breaks included, is one space) and cut to at
 /// most `columns` display columns, between grapheme clusters, with `…` when cut.
 pub fn clip(s: &str, columns: usize) -> String {
-    let s = memloop_core::text::one_line(s);
+    let s = memloop_text::one_line(s);
     if width(&s) <= columns {
         return s;
     }

@@ -1180,7 +1180,7 @@ fn embedding_shows_progress_on_a_terminal_only() {
 #[test]
 fn semantic_search_with_a_local_model_finds_a_paraphrase() {
     let Some(model) = std::env::var_os("MEMLOOP_TEST_MINILM_DIR").filter(|d| !d.is_empty()) else {
-        memloop_core::testing::skip_unless_ci(
+        memloop_testkit::skip_unless_ci(
             "MEMLOOP_TEST_MINILM_DIR is unset: the local-model search test needs the \
              all-MiniLM-L6-v2 directory (`.ci/run` fetches it)",
         );
@@ -1521,7 +1521,7 @@ fn a_fetched_model_makes_search_find_memories_across_languages() {
     // the Hub's URL shape serving the converted model), then plain `memory search` ranks by
     // meaning: a question in Chinese, Russian or Arabic finds the English memory.
     let Some(e5) = std::env::var_os("MEMLOOP_TEST_E5_DIR").filter(|v| !v.is_empty()) else {
-        memloop_core::testing::skip_unless_ci(
+        memloop_testkit::skip_unless_ci(
             "MEMLOOP_TEST_E5_DIR is unset (`.ci/models.sh DIR` prepares multilingual-e5-small)",
         );
         return;

@@ -94,7 +94,7 @@ async fn python_sdk_client_session() {
                 Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
                 Err(e) => e.to_string(),
             };
-            memloop_core::testing::skip_unless_ci(format!(
+            memloop_testkit::skip_unless_ci(format!(
                 "the MCP Python SDK is not available (`.ci/run` installs it; \
                  MEMLOOP_MCP_PYTHON={python}): {why}"
             ));
@@ -558,7 +558,7 @@ async fn titles_in_any_script_never_share_a_file() {
 /// The MCP Inspector's CLI mode (`npx @modelcontextprotocol/inspector@0.15.0 --cli`, pinned:
 /// later versions need Node 22), one call per run, `memloop mcp` as the server.
 fn inspector(fx: &Fixture, method: &[&str]) -> Option<Value> {
-    let ci = memloop_core::testing::under_ci();
+    let ci = memloop_testkit::under_ci();
     let mut cmd = std::process::Command::new("npx");
     cmd.args(["-y", "@modelcontextprotocol/inspector@0.15.0", "--cli"])
         .arg("-e")
@@ -574,7 +574,7 @@ fn inspector(fx: &Fixture, method: &[&str]) -> Option<Value> {
     let out = match cmd.output() {
         Ok(out) => out,
         Err(e) => {
-            memloop_core::testing::skip_unless_ci(format!(
+            memloop_testkit::skip_unless_ci(format!(
                 "npx (Node 20) is required for the Inspector test: {e}"
             ));
             return None;
@@ -862,7 +862,7 @@ async fn http_transport_with_tokens_and_the_inspector_over_http() {
         Ok(out) if out.status.success() => out,
         other => {
             let why = format!("{other:?}");
-            memloop_core::testing::skip_unless_ci(format!(
+            memloop_testkit::skip_unless_ci(format!(
                 "the MCP Inspector CLI is not available: {why}"
             ));
             return;

@@ -15,7 +15,7 @@ async fn the_mcp_servers_tool_calls_are_readable_in_phoenix() {
     let phoenix = match phoenix_server::Phoenix::start().await {
         Ok(p) => p,
         Err(why) => {
-            memloop_core::testing::skip_unless_ci(why);
+            memloop_testkit::skip_unless_ci(why);
             return;
         }
     };

@@ -315,7 +315,7 @@ fn conflicts_and_failures_have_their_own_exit_codes() {
 fn team_sync_over_verified_tls_and_a_clear_refusal() {
     let snakeoil = Path::new("/etc/ssl/certs/ssl-cert-snakeoil.pem");
     if !snakeoil.exists() {
-        memloop_core::testing::skip_unless_ci(
+        memloop_testkit::skip_unless_ci(
             "/etc/ssl/certs/ssl-cert-snakeoil.pem is missing: the local PostgreSQL is expected \
              to serve TLS with Debian's snakeoil certificate",
         );

@@ -7,7 +7,7 @@
 //! below the effective window but never below three quarters of it. The floors keep small
 //! windows (8K local models) usable instead of compacting or blocking every request.
 
-use memloop_core::env::EnvVars;
+use memloop_host::env::EnvVars;
 use std::time::Duration;
 
 /// `MEMLOOP_DISABLE_COMPACT`: turns all compaction off.

@@ -14,8 +14,8 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use memloop_compact::{CompactConfig, Compactor, repair::repair_fn};
-//! use memloop_core::env::EnvVars;
-//! use memloop_core::testing::{ScriptStep, ScriptedModel};
+//! use memloop_host::env::EnvVars;
+//! use memloop_testkit::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, AgentConfig};
 //! use memloop_session_notes::{FileSessionNotes, SessionNotesConfig, SessionNotesHook};
 //! use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! Turning the session notes into the compaction summary message.
 
-use memloop_core::text::render_template;
-use memloop_core::text::truncate_utf8;
 use memloop_session_notes::sections;
+use memloop_text::render_template;
+use memloop_text::truncate_utf8;
 use std::path::Path;
 
 /// Wrapper of the notes in the summary message (variables `notes`, `truncationNote`).

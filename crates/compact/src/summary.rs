@@ -7,7 +7,6 @@
 use crate::config::SummaryCompactConfig;
 use crate::rounds::drop_oldest_rounds;
 use memloop_core::compaction::CompactionError;
-use memloop_core::text::render_template;
 use memloop_core::{
     AgentError, HookContext,
     fork::ForkedAgentBuilder,
@@ -15,6 +14,7 @@ use memloop_core::{
     model::ModelError,
     tokens::TokenCounter,
 };
+use memloop_text::render_template;
 use std::sync::Arc;
 
 /// The instruction sent to the summarizer.

@@ -1,12 +1,12 @@
 //! The blocking limit: a request that cannot fit is refused before it is sent.
 
 use memloop_compact::{CompactConfig, Compactor};
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent, AgentError,
     compaction::ContextCompactor,
     events::{AgentEvent, VecSink},
 };
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 
 #[test]

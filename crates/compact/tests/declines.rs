@@ -8,13 +8,13 @@ use memloop_compact::{
     SessionMemoryCompactConfig,
     strategies::{DeclineReason, SECTION_TRUNCATED, session_memory_compaction},
 };
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     invariants::check_invariants, message::MessageKind, model::Model, tokens::CharEstimator,
 };
 use memloop_session_notes::{
     EDIT_TOOL_NAME, FileSessionNotes, SessionMemory, SessionNotesConfig, UpdateTrigger,
 };
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop_compact::{CompactConfig, Compactor, SessionMemoryCompactConfig};
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent, AgentConfig,
     events::{AgentEvent, VecSink},
@@ -18,6 +17,7 @@ use memloop_session_notes::{
     EDIT_TOOL_NAME, FileSessionNotes, SessionMemory, SessionNotesConfig, SessionNotesHook,
     UpdateThresholds,
 };
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;

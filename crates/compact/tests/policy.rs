@@ -14,8 +14,8 @@ use memloop_core::compaction::{
     CompactionError, CompactionOutcome, CompactionStrategy, CompactionTrigger, ContextCompactor,
 };
 use memloop_core::events::{AgentEvent, VecSink};
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{Agent, invariants::check_invariants};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 

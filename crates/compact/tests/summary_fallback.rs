@@ -7,7 +7,6 @@ use common::{conversation, ctx};
 use memloop_compact::{
     CompactConfig, Compactor, SummaryCompactConfig, strategies::summary_compaction,
 };
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     compaction::{CompactionTrigger, ContextCompactor},
     events::AgentEvent,
@@ -16,6 +15,7 @@ use memloop_core::{
     model::ModelError,
     tokens::CharEstimator,
 };
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 
 fn too_long(excess: Option<u64>) -> ScriptStep {

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop_compact::{CompactConfig, ContextLevel, Thresholds};
-use memloop_core::env::EnvVars;
+use memloop_host::env::EnvVars;
 
 #[test]
 fn threshold_table() {

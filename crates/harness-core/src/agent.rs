@@ -50,7 +50,7 @@ pub struct TurnOutcome {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use memloop_core::testing::{ScriptStep, ScriptedModel};
+/// use memloop_testkit::{ScriptStep, ScriptedModel};
 /// use memloop_core::AgentBuilder;
 /// use std::sync::Arc;
 ///

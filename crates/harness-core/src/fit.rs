@@ -7,8 +7,8 @@
 //! [invariant checker](crate::invariants::check_invariants) holds afterwards.
 
 use crate::message::{ContentBlock, Message, Role, ToolResultContent};
-use crate::text::truncate_utf8;
 use crate::tokens::{TokenCounter, estimate_message, estimate_messages};
+use memloop_text::truncate_utf8;
 use std::path::{Path, PathBuf};
 
 /// A cut never shrinks a block below this many tokens of kept text.

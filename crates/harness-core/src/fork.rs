@@ -178,7 +178,7 @@ pub struct ForkOutcome {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use memloop_core::testing::{hook_context, ScriptStep, ScriptedModel};
+/// use memloop_testkit::{hook_context, ScriptStep, ScriptedModel};
 /// use memloop_core::{fork::ForkedAgentBuilder, message::Message, HookContext};
 /// use std::sync::Arc;
 ///

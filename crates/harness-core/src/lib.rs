@@ -20,16 +20,13 @@
 //! | [`prompt`] | cached system-prompt sections |
 //! | [`tokens`] | token counters and the conversation size rule |
 //! | [`invariants`] | the API invariant checker run before every request |
-//! | [`text`] | small text helpers |
 //! | [`window`] | the shared [`ContextWindow`](window::ContextWindow) and output budgets |
-//! | [`env`](mod@env) | [`EnvVars`](env::EnvVars), the injectable environment snapshot every switch is read from |
 //! | [`fit`] | fitting messages into a token budget: middle cuts, dropping oldest rounds |
-//! | [`testing`] | [`ScriptedModel`](testing::ScriptedModel), a deterministic model for tests and demos |
 //! | `providers` | Anthropic and OpenAI-compatible HTTP models (feature `providers`) |
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use memloop_core::testing::{ScriptStep, ScriptedModel};
+//! use memloop_testkit::{ScriptStep, ScriptedModel};
 //! use memloop_core::Agent;
 //! use memloop_core::events::VecSink;
 //! use std::sync::Arc;
@@ -56,10 +53,8 @@ mod compaction_strategy;
 mod config;
 mod context;
 pub mod embed;
-pub mod env;
 mod error;
 pub mod events;
-pub mod files;
 pub mod fit;
 pub mod fork;
 mod hook;
@@ -73,8 +68,6 @@ pub mod prompt;
 pub mod providers;
 pub mod subagent;
 pub mod telemetry;
-pub mod testing;
-pub mod text;
 pub mod tokens;
 pub mod tool;
 mod turn_loop;

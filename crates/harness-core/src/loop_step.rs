@@ -11,7 +11,6 @@ use crate::message::{ContentBlock, Message, Role, ToolResultContent};
 use crate::model::{
     Model, ModelError, ModelRequest, ModelResponse, RequestOptions, StopReason, StreamEvent,
 };
-use crate::text::truncate_utf8;
 use crate::tokens::{CharEstimator, TokenCounter};
 use crate::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect, ToolOutput,
@@ -19,6 +18,7 @@ use crate::tool::{
 };
 use crate::window::ContextWindow;
 use futures::StreamExt;
+use memloop_text::truncate_utf8;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

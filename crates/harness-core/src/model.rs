@@ -22,7 +22,7 @@ pub struct JsonSchema {
 pub struct ModelRequest {
     /// What the request is for: `main`, `memory_selector`, `extractor`, `session_memory`,
     /// `compact_summary`, `dream`... Providers ignore it; it names the request in traces and lets a
-    /// [`crate::testing::ScriptedModel`] route responses.
+    /// `ScriptedModel` (crate `memloop-testkit`) route responses.
     pub purpose: String,
     /// System prompt sections, in order.
     pub system: Vec<String>,
@@ -451,7 +451,7 @@ impl StreamEvent {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use memloop_core::model::{collect_stream, Model, ModelRequest};
-/// use memloop_core::testing::{ScriptStep, ScriptedModel};
+/// use memloop_testkit::{ScriptStep, ScriptedModel};
 /// use tokio_util::sync::CancellationToken;
 /// let m = ScriptedModel::new().then(ScriptStep::text("hello")).chunked(2);
 /// let r = collect_stream(m.stream(ModelRequest::new("main", vec![]), CancellationToken::new())).await.unwrap();

@@ -256,9 +256,9 @@ impl ContentCapture {
     }
 
     /// Whether `env` asks for content capture ([`CAPTURE_CONTENT_ENV`]).
-    pub fn requested(env: &crate::env::EnvVars) -> bool {
+    pub fn requested(env: &memloop_host::env::EnvVars) -> bool {
         env.get(CAPTURE_CONTENT_ENV)
-            .and_then(crate::env::parse_bool_env)
+            .and_then(memloop_host::env::parse_bool_env)
             .unwrap_or(false)
     }
 

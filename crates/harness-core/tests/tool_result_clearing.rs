@@ -8,10 +8,10 @@ use memloop_core::compaction::{CompactionOutcome, CompactionTrigger, ContextComp
 use memloop_core::events::{AgentEvent, VecSink};
 use memloop_core::invariants::check_invariants;
 use memloop_core::message::{ContentBlock, Message, Role, Usage};
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_core::window::ContextWindow;
 use memloop_core::{Agent, AgentConfig, HookContext};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 

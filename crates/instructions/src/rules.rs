@@ -2,7 +2,7 @@
 //! the files the agent touched.
 
 use super::rule_pattern::RulePattern;
-use memloop_core::builtin_tools::normalize_lexically;
+use memloop_host::paths::normalize_lexically;
 use std::path::{Path, PathBuf};
 
 /// The `paths:` globs of a rule's frontmatter (empty: the rule always loads).

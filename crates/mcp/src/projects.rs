@@ -11,10 +11,11 @@ use crate::access::{Access, Denied, Effect, Grant};
 use crate::batch::AtomicBatches;
 use crate::key::{MemoryKey, OwnerError, Reach, holds_nothing, record_owner, recorded_owner};
 use memloop_core::embed::Embedder;
+use memloop_host::env::EnvVars;
 use memloop_recall::DefaultSelector;
 use memloop_store::{
     FileMemoryStore, MemoryDirResolver, MemoryError, MemoryStore, ResolutionRule,
-    ResolvedMemoryDir, ScanCache, StoreConfig, WriteLimits, canonical_project_root, env::EnvVars,
+    ResolvedMemoryDir, ScanCache, StoreConfig, WriteLimits, canonical_project_root,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

@@ -215,7 +215,7 @@ const MAX_REASON_BYTES: usize = 2_000;
 /// `reason`, cut at [`MAX_REASON_BYTES`] (on a character boundary) with a mark.
 fn bounded_reason(mut reason: String) -> String {
     if reason.len() > MAX_REASON_BYTES {
-        let cut = memloop_core::text::truncate_utf8(&reason, MAX_REASON_BYTES).len();
+        let cut = memloop_text::truncate_utf8(&reason, MAX_REASON_BYTES).len();
         reason.truncate(cut);
         reason.push_str(" … (cut)");
     }

@@ -18,10 +18,11 @@
 
 use crate::tiers::{self, SummaryState};
 use memloop_core::model::{JsonSchema, Model, ModelRequest};
-use memloop_core::{CancellationToken, message::Message, text::truncate_utf8};
+use memloop_core::{CancellationToken, message::Message};
 use memloop_store::{
     LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryStore, SecretFilter, WriteMode,
 };
+use memloop_text::truncate_utf8;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -486,7 +487,7 @@ fn check(answer: &str, entry: &str) -> Result<Summary, String> {
             truncate_utf8(answer, 120)
         )
     })?;
-    let abstract_line: String = memloop_core::text::one_line(&a)
+    let abstract_line: String = memloop_text::one_line(&a)
         .chars()
         .take(L0_MAX_CHARS)
         .collect();

@@ -11,8 +11,8 @@ use crate::key::{MemoryKey, Reach};
 use crate::projects::{
     ClaimFuture, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores,
 };
+use memloop_host::env::EnvVars;
 use memloop_pg::{PgConfig, PgMemoryStore, PgPool, ProjectIdentity};
-use memloop_store::env::EnvVars;
 use memloop_store::{MemoryError, MemoryStore, WriteLimits};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -17,7 +17,7 @@
 //! a restarted server (or another one) can tell which entries are waiting. Without an overview,
 //! L1 is the full text cut at [`L1_MAX_BYTES`] on a character boundary (safe for CJK).
 
-use memloop_core::text::truncate_utf8;
+use memloop_text::truncate_utf8;
 use rmcp::schemars;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

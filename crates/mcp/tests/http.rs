@@ -88,7 +88,7 @@ async fn the_python_sdk_talks_to_the_server_over_streamable_http() {
         .args(["-c", "import mcp.client.streamable_http"])
         .output();
     if !probe.is_ok_and(|o| o.status.success()) {
-        memloop_core::testing::skip_unless_ci(format!(
+        memloop_testkit::skip_unless_ci(format!(
             "the MCP Python SDK is not available (`.ci/run` installs it; MEMLOOP_MCP_PYTHON={python})"
         ));
         return;

@@ -26,7 +26,7 @@ fn python() -> Option<String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !sdk || !psql {
-        memloop_core::testing::skip_unless_ci(format!(
+        memloop_testkit::skip_unless_ci(format!(
             "the load run needs the MCP Python SDK (`.ci/run` installs it; \
              MEMLOOP_MCP_PYTHON={python}: {}) and psql ({})",
             if sdk { "found" } else { "missing" },

@@ -3,10 +3,10 @@
 
 use async_trait::async_trait;
 use memloop_core::prompt::SystemSection;
-use memloop_core::text::render_template;
+use memloop_host::env::EnvVars;
 use memloop_store::MemoryStore;
-use memloop_store::env::EnvVars;
 use memloop_store::{MemoryScope, TEAM_DIR};
+use memloop_text::render_template;
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../templates/memory_prompt.md");

@@ -8,7 +8,6 @@ use memloop_core::Hook;
 use memloop_memory::MemoryEvent;
 
 use common::{conversation, hook_with_model, run_extractor};
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     BackgroundTasks,
     events::{AgentEvent, VecSink},
@@ -19,6 +18,7 @@ use memloop_memory::dream::{
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::fs::File;

@@ -11,7 +11,6 @@ use memloop_memory::MemoryEvent;
 
 use common::run_extractor;
 use memloop_core::Hook;
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent, AgentConfig,
     events::{AgentEvent, VecSink},
@@ -19,6 +18,7 @@ use memloop_core::{
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, Extractor, ForkedExtractor};
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;

@@ -6,7 +6,6 @@
 #[path = "../../recall/tests/recall_common/mod.rs"]
 mod recall_common;
 
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent, AgentConfig,
     events::{AgentEvent, EventSink, FanoutSink, VecSink},
@@ -15,6 +14,7 @@ use memloop_core::{
 use memloop_memory::transcripts::{TranscriptDir, TranscriptHook};
 use memloop_recall::RecallEvent;
 use memloop_recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use recall_common::{put, store};
 use std::sync::Arc;
 use tokio::sync::Notify;

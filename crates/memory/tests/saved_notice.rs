@@ -2,13 +2,13 @@
 //! message carries a `Memory saved: ...` reminder, once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{Agent, events::VecSink, message::Message};
 use memloop_memory::MemoryEvent;
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
 use memloop_store::{FileMemoryStore, MemoryStore};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -416,12 +416,12 @@ async fn memory_section_renders_guidance_and_capped_index() {
         MemorySection::new(s.clone()).enabled(false).compute().await,
         None
     );
-    let off = memloop_store::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "TRUE")]);
+    let off = memloop_host::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "TRUE")]);
     assert_eq!(
         MemorySection::from_env(s.clone(), &off).compute().await,
         None
     );
-    let on = memloop_store::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
+    let on = memloop_host::env::EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "0")]);
     assert!(MemorySection::from_env(s, &on).compute().await.is_some());
 }
 

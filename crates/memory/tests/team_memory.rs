@@ -8,7 +8,6 @@ mod extract_common;
 
 use memloop_core::CancellationToken;
 use memloop_core::prompt::SystemSection;
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::tool::{AgentKind, Tool, ToolContext};
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
 use memloop_memory::prompt::MemorySection;
@@ -17,6 +16,7 @@ use memloop_store::{
     ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryScope, MemoryStore, MemoryType,
     WriteMode,
 };
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::path::Path;

@@ -2,7 +2,6 @@
 //! clearing, the bounded search and its tool, retention.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent, AgentConfig,
     message::Message,
@@ -11,6 +10,7 @@ use memloop_core::{
 use memloop_memory::transcripts::{
     RecordKind, SearchOptions, TranscriptDir, TranscriptHook, TranscriptSearchTool,
 };
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -530,8 +530,8 @@ async fn transcript_search_returns_redacted_text_and_the_file_stays_faithful() {
 /// writer hook puts markers in the JSONL in place of the credential; off, it does not.
 #[tokio::test]
 async fn redaction_on_disk_is_a_setting() {
+    use memloop_host::env::EnvVars;
     use memloop_memory::transcripts::TranscriptConfig;
-    use memloop_store::env::EnvVars;
     const TOKEN: &str = "ghp_R8s2kLm4Qp7xZt1Vw9Yb3Nc6Hd0Jf5Ga2Ke";
     let on =
         TranscriptConfig::from_env(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "1")]));

@@ -2,7 +2,7 @@
 
 use crate::error::PgError;
 use crate::tls::{MakeRustlsConnect, SslMode, split_tls_params};
-use memloop_store::env::EnvVars;
+use memloop_host::env::EnvVars;
 use memloop_store::{LocalBases, origin_without_credentials};
 
 /// Environment variable holding the team store's connection URL.
@@ -160,7 +160,7 @@ impl PgConfig {
     /// The URL from `MEMLOOP_DATABASE_URL` in `env`, if set and non-empty.
     ///
     /// ```
-    /// use memloop_store::env::EnvVars;
+    /// use memloop_host::env::EnvVars;
     /// let env = EnvVars::from_pairs([("MEMLOOP_DATABASE_URL", "postgres://db/team")]);
     /// assert_eq!(memloop_pg::PgConfig::url_from_env(&env).as_deref(), Some("postgres://db/team"));
     /// ```

@@ -5,9 +5,9 @@
 mod support;
 
 use memloop_core::embed::{EmbedError, Embedder, normalize};
+use memloop_host::env::EnvVars;
 use memloop_pg::PgMemoryStore;
 use memloop_recall::{HybridSelector, SelectionContext, Selector, vector_cache_for};
-use memloop_store::env::EnvVars;
 use memloop_store::{
     LocalDir, LocalPurpose, MemoryDoc, MemoryStore, MemoryType, StoreLocation, WriteMode,
 };

@@ -23,7 +23,7 @@ fn snakeoil() -> Option<PathBuf> {
     if std::fs::read(&path).is_ok() {
         return Some(path);
     }
-    memloop_core::testing::skip_unless_ci(format!(
+    memloop_testkit::skip_unless_ci(format!(
         "{SNAKEOIL} is missing: the local PostgreSQL is expected to serve TLS with Debian's \
          snakeoil certificate (ssl-cert package, `ssl = on`)"
     ));

@@ -61,13 +61,13 @@ impl RecallConfig {
     /// The defaults, with recall off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`.
     ///
     /// ```
-    /// use memloop_store::env::EnvVars;
+    /// use memloop_host::env::EnvVars;
     /// use memloop_recall::RecallConfig;
     /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
     /// assert!(!RecallConfig::from_env(&env).enabled);
     /// assert!(RecallConfig::from_env(&EnvVars::from_pairs::<&str, &str>([])).enabled);
     /// ```
-    pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
+    pub fn from_env(env: &memloop_host::env::EnvVars) -> Self {
         Self {
             enabled: memloop_store::env::memory_enabled(env),
             ..Self::default()

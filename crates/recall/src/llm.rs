@@ -209,7 +209,7 @@ impl Selector for LlmSelector {
         };
         let text = response.text_content();
         let names = parse_selection(&text).ok_or_else(|| {
-            SelectorError::InvalidResponse(memloop_core::text::truncate_utf8(&text, 200).to_owned())
+            SelectorError::InvalidResponse(memloop_text::truncate_utf8(&text, 200).to_owned())
         })?;
         Ok(resolve_names(names, &self.shown(headers, ctx)))
     }

@@ -2,8 +2,8 @@
 //! them again): successful `memory_read` calls, and whole-file reads of paths inside the memory
 //! dir by the host's file-read tools.
 
-use memloop_core::builtin_tools::resolve_path;
 use memloop_core::message::{ContentBlock, Message};
+use memloop_host::paths::resolve_path;
 use memloop_store::MemoryStore;
 use memloop_store::read_target_to_rel_path;
 use std::collections::{HashMap, HashSet};

@@ -98,7 +98,7 @@ pub fn cut_whole_lines(content: &str, max_lines: usize, max_bytes: usize) -> (&s
         if end + line.len() > max_bytes {
             by_bytes = true;
             if lines == 0 {
-                end = memloop_core::text::truncate_utf8(content, max_bytes).len();
+                end = memloop_text::truncate_utf8(content, max_bytes).len();
             }
             break;
         }

@@ -127,7 +127,7 @@ pub(crate) fn embed_text(name: &str, description: &str, body: &str) -> String {
     }
     // NFKC like the lexical side (case kept: the model decides about case).
     let text = memloop_text::nfkc(&text);
-    memloop_core::text::truncate_utf8(&text, MAX_EMBED_BYTES).to_owned()
+    memloop_text::truncate_utf8(&text, MAX_EMBED_BYTES).to_owned()
 }
 
 /// The hash a memory's vectors are kept under: of its one text (as caches of format 1 hold
@@ -167,7 +167,7 @@ pub(crate) fn embed_texts(
         return out;
     }
     let body = memloop_text::nfkc(body.trim());
-    let body = memloop_core::text::truncate_utf8(&body, MAX_EMBED_BYTES);
+    let body = memloop_text::truncate_utf8(&body, MAX_EMBED_BYTES);
     let mut passages: Vec<String> = Vec::new();
     let mut current = String::new();
     for sentence in unicode_segmentation::UnicodeSegmentation::unicode_sentences(body) {

@@ -3,7 +3,6 @@
 
 mod recall_common;
 
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     Agent,
     events::{AgentEvent, EventSink, FanoutSink, VecSink},
@@ -12,6 +11,7 @@ use memloop_core::{
 };
 use memloop_recall::RecallEvent;
 use memloop_recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use recall_common::{put, store};
 use std::sync::Arc;
 use tokio::sync::Notify;

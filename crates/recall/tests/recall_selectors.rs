@@ -4,12 +4,12 @@
 mod recall_common;
 
 use memloop_core::model::{ModelError, ModelResponse};
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_recall::{
     Bm25Selector, FallbackSelector, HeaderList, KeywordSelector, LlmSelector, SELECTOR_PURPOSE,
     SelectionContext, Selector, SelectorError,
 };
 use memloop_store::{MemoryHeader, ScanCache};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use recall_common::{put, store};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -12,11 +12,11 @@ use super::template::{
 };
 use crate::events::NotesEvent;
 use async_trait::async_trait;
-use memloop_core::text::render_template;
 use memloop_core::{
     HookContext,
     message::{Message, MessageId, Role},
 };
+use memloop_text::render_template;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 

@@ -5,7 +5,6 @@ mod common;
 
 use common::{WORKLOG_LINE, append_worklog, ctx_with, memory};
 use memloop_core::Hook;
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     events::AgentEvent,
     message::{ContentBlock, Message, MessageKind, Role},
@@ -16,6 +15,7 @@ use memloop_session_notes::{
     DEFAULT_TEMPLATE, EDIT_TOOL_NAME, FileSessionNotes, SessionMemory, SessionNotesConfig,
     SessionNotesHook, UpdateTrigger, frame,
 };
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::sync::Arc;
 use tempfile::TempDir;

@@ -5,13 +5,13 @@ mod common;
 
 use common::{append_worklog, ctx_with, memory, updater};
 use memloop_core::Hook;
-use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::{
     message::Message,
     model::{Model, ModelResponse},
 };
 use memloop_session_notes::NotesEvent;
 use memloop_session_notes::{SessionMemory, SessionNotesHook, UpdateTrigger};
+use memloop_testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 use std::time::Duration;
 use tempfile::TempDir;

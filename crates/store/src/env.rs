@@ -1,12 +1,12 @@
 //! Environment switches (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_SIMPLE`, `MEMLOOP_MEMORY_DIR`, `MEMLOOP_HOME`,
 //! `CLAUDE_CONFIG_DIR`, `MEMLOOP_TEAM_MEMORY`, `MEMLOOP_MEMORY_EXTRA_GUIDELINES`,
-//! `MEMLOOP_REDACT_TRANSCRIPTS`), read through core's injectable [`EnvVars`] (re-exported here).
+//! `MEMLOOP_REDACT_TRANSCRIPTS`), read through the injectable [`EnvVars`] of `memloop-host`.
 //!
 //! Library code never reads the process environment behind the caller's back: it takes an
 //! [`EnvVars`], which hosts build with [`EnvVars::from_process`] and tests build from a map, so
 //! tests never mutate the process environment.
 
-pub use memloop_core::env::{EnvVars, is_truthy, parse_bool_env};
+use memloop_host::env::EnvVars;
 
 /// Turns memory off entirely (no index, recall, extraction or dream) when truthy.
 pub const DISABLE_AUTO_MEMORY: &str = "MEMLOOP_DISABLE_AUTO_MEMORY";
@@ -45,7 +45,8 @@ pub const CLAUDE_COWORK_MEMORY_PATH_OVERRIDE: &str = "CLAUDE_COWORK_MEMORY_PATH_
 /// "memory enabled" from the environment.
 ///
 /// ```
-/// use memloop_store::env::{EnvVars, memory_switched_off_by};
+/// use memloop_host::env::EnvVars;
+/// use memloop_store::env::memory_switched_off_by;
 /// let bare = EnvVars::from_pairs([("CLAUDE_CODE_SIMPLE", "1")]);
 /// assert_eq!(memory_switched_off_by(&bare, true), Some("CLAUDE_CODE_SIMPLE"));
 /// assert_eq!(memory_switched_off_by(&bare, false), None);
@@ -75,7 +76,8 @@ pub const REDACT_TRANSCRIPTS: &str = "MEMLOOP_REDACT_TRANSCRIPTS";
 /// Whether [`REDACT_TRANSCRIPTS`] is on in `env`.
 ///
 /// ```
-/// use memloop_store::env::{EnvVars, redact_transcripts};
+/// use memloop_host::env::EnvVars;
+/// use memloop_store::env::redact_transcripts;
 /// assert!(redact_transcripts(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "1")])));
 /// assert!(!redact_transcripts(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "0")])));
 /// assert!(!redact_transcripts(&EnvVars::from_pairs(Vec::<(String, String)>::new())));

@@ -191,7 +191,7 @@ impl FileMemoryStore {
     /// [`finish_batch`](Self::finish_batch) with the locks held.
     fn finish_batch_locked(&self) -> Result<(), MemoryError> {
         let path = self.root().join(BATCH_JOURNAL);
-        let text = match memloop_core::files::read_regular(&path) {
+        let text = match memloop_host::files::read_regular(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(MemoryError::io(format!("reading {BATCH_JOURNAL}"), e)),
@@ -201,7 +201,7 @@ impl FileMemoryStore {
         match serde_json::from_slice::<Journal>(&text) {
             Ok(journal) => {
                 for e in &journal.entries {
-                    let existing = match memloop_core::files::read_regular(
+                    let existing = match memloop_host::files::read_regular(
                         &self.gate.check_write(Path::new(&e.rel))?,
                     ) {
                         Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
@@ -424,7 +424,7 @@ impl FileMemoryStore {
             if !src.is_file() {
                 return Err(MemoryError::NotFound(from));
             }
-            let text = memloop_core::files::read_regular_to_string(&src)
+            let text = memloop_host::files::read_regular_to_string(&src)
                 .map_err(|e| MemoryError::io(format!("reading {from}"), e))?;
             CheckedWrite::check_raw(&to, &text, this.config.write)?;
             if dst.exists() {
@@ -509,7 +509,7 @@ impl FileMemoryStore {
     }
 
     fn read_index_text(&self, scope: MemoryScope) -> Result<String, MemoryError> {
-        match memloop_core::files::read_regular(&self.root().join(scope.index_file())) {
+        match memloop_host::files::read_regular(&self.root().join(scope.index_file())) {
             Ok(bytes) => Ok(match String::from_utf8(bytes) {
                 Ok(s) => s,
                 Err(e) => {
@@ -639,7 +639,7 @@ impl FileMemoryStore {
         expected: &ExpectedVersion,
     ) -> Result<(Option<String>, String), MemoryError> {
         let path = self.gate.check_write(Path::new(rel))?;
-        let existing = match memloop_core::files::read_regular(&path) {
+        let existing = match memloop_host::files::read_regular(&path) {
             Ok(b) => Some(String::from_utf8(b).map_err(|_| MemoryError::Unreadable {
                 path: rel.to_owned(),
                 reason: "the existing file is not valid UTF-8; refusing to modify it".into(),

@@ -107,7 +107,7 @@ pub fn parse_memory(text: &str) -> ParsedMemory<'_> {
 
 /// A frontmatter value on one line: plain when YAML reads it back unchanged, else double-quoted.
 fn yaml_value(s: &str) -> String {
-    let one_line = memloop_core::text::one_line(s);
+    let one_line = memloop_text::one_line(s);
     let plain_ok = parse_strict_mapping(&format!("k: {one_line}\n"))
         .and_then(|m| m.get("k").cloned())
         .is_some_and(|v| v == Value::String(one_line.clone()));

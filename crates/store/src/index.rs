@@ -3,7 +3,7 @@
 //! start.
 
 use crate::types::{IndexEntry, LoadedIndex};
-use memloop_core::text::one_line;
+use memloop_text::one_line;
 use regex::Regex;
 use std::sync::OnceLock;
 
@@ -223,10 +223,10 @@ pub fn load_capped(text: &str, caps: IndexCaps) -> LoadedIndex {
     }
     let by_bytes = content.len() > caps.max_bytes;
     if by_bytes {
-        let window = memloop_core::text::truncate_utf8(content, caps.max_bytes + 1);
+        let window = memloop_text::truncate_utf8(content, caps.max_bytes + 1);
         content = match window.rfind('\n') {
             Some(i) if i > 0 => &content[..i],
-            _ => memloop_core::text::truncate_utf8(content, caps.max_bytes),
+            _ => memloop_text::truncate_utf8(content, caps.max_bytes),
         };
     }
     let mut out = content.to_owned();

@@ -62,7 +62,7 @@ impl IndexLines {
         if now.is_some() && now == self.stamp {
             return Ok(());
         }
-        let text = match memloop_core::files::read_regular(path) {
+        let text = match memloop_host::files::read_regular(path) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(MemoryError::io("reading MEMORY.md", e)),

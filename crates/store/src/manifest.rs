@@ -27,7 +27,7 @@ pub fn manifest_line(h: &MemoryHeader) -> String {
     if let Some(d) = h
         .description
         .as_deref()
-        .map(memloop_core::text::one_line)
+        .map(memloop_text::one_line)
         .filter(|d| !d.is_empty())
     {
         line.push_str(": ");

@@ -329,7 +329,7 @@ pub enum LocalDir {
 /// a relative value is ignored, as the XDG rules say.
 ///
 /// ```
-/// use memloop_store::env::EnvVars;
+/// use memloop_host::env::EnvVars;
 /// use memloop_store::{LocalBases, LocalDir, LocalPurpose, StoreDescription, StoreLocation};
 ///
 /// let bases = LocalBases::from_env(&EnvVars::from_pairs([("HOME", "/home/ann")]));
@@ -355,7 +355,7 @@ pub struct LocalBases {
 
 impl LocalBases {
     /// The bases `env` names (`XDG_CACHE_HOME`, `XDG_STATE_HOME`, `HOME`).
-    pub fn from_env(env: &memloop_core::env::EnvVars) -> Self {
+    pub fn from_env(env: &memloop_host::env::EnvVars) -> Self {
         let absolute = |key: &str| env.get(key).map(PathBuf::from).filter(|p| p.is_absolute());
         let home = env.home_dir().filter(|p| p.is_absolute());
         Self {
@@ -420,7 +420,7 @@ pub trait MemoryStore: Send + Sync {
     /// backend that is given an environment (as `memloop-pg`'s config is) overrides this with
     /// [`LocalBases::local_dir`] over its own.
     fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
-        LocalBases::from_env(&memloop_core::env::EnvVars::from_process())
+        LocalBases::from_env(&memloop_host::env::EnvVars::from_process())
             .local_dir(&self.describe(), purpose)
     }
 
@@ -723,7 +723,7 @@ fn dir_relative(root: &Path, path: &Path) -> Option<String> {
         let s = p.strip_prefix(r).ok()?.to_string_lossy().replace('\\', "/");
         (!s.is_empty()).then_some(s)
     };
-    let normal = memloop_core::builtin_tools::normalize_lexically(path);
+    let normal = memloop_host::paths::normalize_lexically(path);
     strip(&normal, root).or_else(|| {
         let canonical_root = std::fs::canonicalize(root).ok()?;
         let parent = normal.parent()?;

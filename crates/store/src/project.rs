@@ -1,7 +1,7 @@
 //! Project identity for the default memory dir: the slug rule and the canonical
 //! git root (linked worktrees share their main repository's root, hence one memory dir).
 
-use memloop_core::builtin_tools::normalize_lexically;
+use memloop_host::paths::normalize_lexically;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -69,7 +69,7 @@ pub fn find_git_root(start: &Path) -> Option<PathBuf> {
 }
 
 fn read_trimmed(p: &Path) -> Option<String> {
-    memloop_core::files::read_regular_to_string(p)
+    memloop_host::files::read_regular_to_string(p)
         .ok()
         .map(|s| s.trim().to_owned())
 }

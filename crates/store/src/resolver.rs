@@ -2,12 +2,11 @@
 //! managed (policy), local or user settings, then the per-project default), its reason, and validation of
 //! configured paths.
 
-use crate::env::{
-    CLAUDE_CONFIG_DIR, CLAUDE_COWORK_MEMORY_PATH_OVERRIDE, EnvVars, MEMLOOP_HOME, MEMORY_DIR,
-};
+use crate::env::{CLAUDE_CONFIG_DIR, CLAUDE_COWORK_MEMORY_PATH_OVERRIDE, MEMLOOP_HOME, MEMORY_DIR};
 use crate::project::{canonical_project_root, project_dir};
 use crate::types::MemoryError;
-use memloop_core::builtin_tools::normalize_lexically;
+use memloop_host::env::EnvVars;
+use memloop_host::paths::normalize_lexically;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -107,7 +106,8 @@ pub struct ResolvedMemoryDir {
 /// Resolves the memory dir for a project.
 ///
 /// ```
-/// use memloop_store::{MemoryDirResolver, ResolutionRule, env::EnvVars};
+/// use memloop_store::{MemoryDirResolver, ResolutionRule};
+/// use memloop_host::env::EnvVars;
 /// let env = EnvVars::from_pairs([("HOME", "/home/ann"), ("MEMLOOP_MEMORY_DIR", "/data/mem")]);
 /// let r = MemoryDirResolver::new("/work/proj").env(env).resolve().unwrap();
 /// assert_eq!(r.rule, ResolutionRule::EnvVar);
@@ -377,7 +377,7 @@ fn canonical_prefix(path: &Path) -> PathBuf {
 
 /// A list of strings under `key` in a JSON settings file (missing or not a list → empty).
 fn settings_list(path: &Path, key: &str) -> Vec<String> {
-    let Ok(text) = memloop_core::files::read_regular_to_string(path) else {
+    let Ok(text) = memloop_host::files::read_regular_to_string(path) else {
         return Vec::new();
     };
     serde_json::from_str::<serde_json::Value>(&text)
@@ -401,7 +401,7 @@ fn hint_env(e: MemoryError) -> MemoryError {
 
 /// `key` from a JSON settings file; missing file or key → `None`, broken JSON → warning.
 fn settings_value(path: &Path, key: &str) -> Option<serde_json::Value> {
-    let text = memloop_core::files::read_regular_to_string(path).ok()?;
+    let text = memloop_host::files::read_regular_to_string(path).ok()?;
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(mut v) => v.get_mut(key).map(serde_json::Value::take),
         Err(e) => {

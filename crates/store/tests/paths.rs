@@ -6,9 +6,9 @@
     clippy::print_stdout
 )] // test helpers
 
+use memloop_host::env::{EnvVars, is_truthy, parse_bool_env};
 use memloop_store::{
     ConfigFlavor, MemoryDirResolver, MemoryError, ResolutionRule, canonical_project_root,
-    env::{EnvVars, is_truthy, parse_bool_env},
     project_dir, project_slug,
 };
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 // Some tests need Unix (symlinks, socket pairs) and are compiled out elsewhere, with their helpers.
 #![cfg_attr(not(unix), allow(dead_code, unused_imports))]
 
-use memloop_store::env::EnvVars;
+use memloop_host::env::EnvVars;
 use memloop_store::{FileMemoryStore, MemoryStore};
 use memloop_store::{MemoryDirResolver, ResolutionRule};
 use std::path::{Path, PathBuf};

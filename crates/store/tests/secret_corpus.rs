@@ -2122,7 +2122,7 @@ fn every_harmless_line_is_accepted() {
 /// No file of the real Claude Code memory dirs in `../shared/data/realmem/` is refused.
 #[test]
 fn no_real_memory_file_is_refused() {
-    let root = memloop_core::testing::shared_data().join("realmem");
+    let root = memloop_testkit::shared_data().join("realmem");
     if !root.is_dir() {
         assert!(
             std::env::var_os("CI").is_none(),

@@ -6,6 +6,8 @@
 //!   [`detect_language`]): how text becomes search terms in every script, shared by the lexical
 //!   selectors, the vector cache's text, transcript search and the PostgreSQL team search's query
 //!   side, so a memory and a query always meet;
+//! - **cutting** text ([`truncate_utf8`], [`one_line`], [`render_template`]): byte budgets that
+//!   end on a char boundary, listings that cannot gain lines, prompt templates filled in one pass;
 //! - the **frontmatter** block of a Markdown file ([`frontmatter`]): memory files, instruction
 //!   files and sub-agent definitions all start with one.
 //!
@@ -17,9 +19,11 @@
 #![warn(missing_docs)]
 
 mod analyzer;
+mod cut;
 pub mod frontmatter;
 
 pub use analyzer::{
     Analyzer, Language, Script, Terms, UnknownLanguage, detect_language, fold_accents,
     fold_with_offsets, nfkc, normalize, tokens, words,
 };
+pub use cut::{one_line, render_template, truncate_utf8};

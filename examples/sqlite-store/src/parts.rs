@@ -17,7 +17,9 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use memloop::core::{Agent, env::EnvVars, testing::ScriptedModel};
+//! use memloop::core::{Agent};
+//! use memloop::testkit::ScriptedModel;
+//! use memloop::host::env::EnvVars;
 //! use memloop::memory::{paths::MemoryDirResolver, session_notes::UpdateThresholds};
 //! use memloop::memory::transcripts::TranscriptConfig;
 //! use memloop::{MemorySetup, MemoryStore};
@@ -58,7 +60,7 @@ use memloop::memory::session_notes::{
 use memloop::memory::store::{
     MemoryDoc, MemoryError, MemoryHeader, MemoryType, WriteMode, title_file_stem, topic_to_rel_path,
 };
-use memloop::memory::text::{Analyzer, Language};
+use memloop::text::{Analyzer, Language};
 use memloop::{Extractor, MemoryStore, Selector, SessionMemory, async_trait};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use std::collections::{BTreeMap, HashSet};

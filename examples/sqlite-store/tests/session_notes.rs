@@ -6,7 +6,7 @@
 use memloop::SessionMemory;
 use memloop::core::HookContext;
 use memloop::core::message::Message;
-use memloop::core::testing::{ScriptedModel, hook_context};
+use memloop::testkit::{ScriptedModel, hook_context};
 use memloop::core::tool::AgentKind;
 use memloop::memory::session_notes::{UpdateThresholds, UpdateTrigger};
 use memloop_sqlite_store::{SqliteMemoryStore, SqliteSessionNotes};

@@ -12,11 +12,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
 
 use memloop::compact::CompactConfig;
-use memloop::core::env::EnvVars;
+use memloop::host::env::EnvVars;
 use memloop::core::events::{AgentEvent, EventSink, VecSink};
 use memloop::core::message::MessageKind;
 use memloop::core::model::ModelRequest;
-use memloop::core::testing::{ScriptStep, ScriptedModel};
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, AgentConfig};
 use memloop::memory::MemoryEvent;

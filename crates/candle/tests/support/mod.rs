@@ -43,7 +43,7 @@ pub const E5_XLMR_ENV: &str = "MEMLOOP_TEST_E5_XLMR_DIR";
 pub fn model_dir(env: &str) -> Option<PathBuf> {
     let dir = std::env::var_os(env).filter(|v| !v.is_empty());
     if dir.is_none() {
-        memloop_core::testing::skip_unless_ci(format!(
+        memloop_testkit::skip_unless_ci(format!(
             "{env} is unset: `.ci/models.sh DIR` prepares every test model under DIR \
              (see .ci/run for the variables it sets)"
         ));

@@ -15,9 +15,9 @@ use super::file_topic;
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
+use memloop_host::env::EnvVars;
 use memloop_store::{
     ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, WriteReport, content_version,
-    env::EnvVars,
 };
 use serde_json::json;
 use std::io::Write;

@@ -16,7 +16,7 @@ pub async fn overview(ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()> {
             .map(|m| m.len())
             .unwrap_or(0)
     };
-    let index = memloop_core::files::read_regular(&resolved.dir.join(INDEX_FILE)).ok();
+    let index = memloop_host::files::read_regular(&resolved.dir.join(INDEX_FILE)).ok();
     let index_lines = index
         .as_deref()
         .map_or(0, |b| String::from_utf8_lossy(b).lines().count());
@@ -99,7 +99,7 @@ pub async fn show(ctx: &Context, io: &mut Io<'_>, topic: &str) -> anyhow::Result
     match topic {
         Topic::Index => {
             let path = resolved.dir.join(INDEX_FILE);
-            let text = match memloop_core::files::read_regular(&path) {
+            let text = match memloop_host::files::read_regular(&path) {
                 Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Err(MemoryError::NotFound(INDEX_FILE.into()).into());

@@ -9,7 +9,7 @@ pub fn pty_available() -> bool {
     if Command::new("script").arg("--version").output().is_ok() {
         return true;
     }
-    memloop_core::testing::skip_unless_ci("`script` (util-linux) is not installed");
+    memloop_testkit::skip_unless_ci("`script` (util-linux) is not installed");
     false
 }
 

@@ -1,13 +1,13 @@
 //! Shared test helpers.
 #![allow(dead_code)]
 
-use memloop_core::testing::hook_context;
 use memloop_core::{
     HookContext,
     events::VecSink,
     message::{ContentBlock, Message, Role},
     model::Model,
 };
+use memloop_testkit::hook_context;
 use serde_json::json;
 use std::sync::Arc;
 

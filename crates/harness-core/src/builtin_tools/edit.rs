@@ -43,7 +43,7 @@ impl Tool for WriteFile {
             Ok(a) => a,
             Err(e) => return ToolOutput::error(e),
         };
-        match crate::files::ensure_regular(&path) {
+        match memloop_host::files::ensure_regular(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return ToolOutput::error(format!("cannot write {}: {e}", path.display())),
@@ -120,7 +120,8 @@ impl Tool for EditFile {
         };
         let read = {
             let path = path.clone();
-            tokio::task::spawn_blocking(move || crate::files::read_regular_to_string(&path)).await
+            tokio::task::spawn_blocking(move || memloop_host::files::read_regular_to_string(&path))
+                .await
         };
         let text = match read {
             Ok(Ok(t)) => t,
@@ -168,7 +169,7 @@ mod tests {
     async fn pipes_are_neither_read_nor_written() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("pipe.md");
-        if !crate::files::test_fifo(&fifo) {
+        if !memloop_testkit::fifo(&fifo) {
             return;
         }
         let ctx = test_ctx(dir.path());

@@ -1,7 +1,7 @@
 //! Reading the fields of a tool's JSON input.
 
-use super::paths::resolve_path;
 use crate::tool::ToolContext;
+use memloop_host::paths::resolve_path;
 use std::path::PathBuf;
 
 /// A required string field of a tool input.

@@ -19,7 +19,6 @@
 mod edit;
 mod glob;
 mod input;
-mod paths;
 mod read;
 mod search;
 mod shell;
@@ -27,7 +26,6 @@ mod walk;
 
 pub use edit::{EditFile, WriteFile};
 pub use glob::{GlobError, glob_to_regex};
-pub use paths::{normalize_lexically, resolve_path};
 pub use read::ReadFile;
 pub use search::{Glob, Grep};
 pub use shell::{Shell, classify_command};

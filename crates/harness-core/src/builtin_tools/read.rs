@@ -1,9 +1,9 @@
 //! `read_file`: a bounded, line-numbered read.
 
 use super::input::{target, usize_field};
-use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
+use memloop_text::truncate_utf8;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -77,7 +77,7 @@ fn read_lines(
     if path.is_dir() {
         return Err("it is a directory (use glob to list files)".into());
     }
-    let file = crate::files::open_regular(path).map_err(|e| e.to_string())?;
+    let file = memloop_host::files::open_regular(path).map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(file);
     let mut out = String::new();
     let mut buf = Vec::new();
@@ -200,7 +200,7 @@ mod tests {
     #[tokio::test]
     async fn a_named_pipe_or_a_device_is_refused_not_waited_on() {
         let dir = tempfile::tempdir().unwrap();
-        if !crate::files::test_fifo(&dir.path().join("ログ.pipe")) {
+        if !memloop_testkit::fifo(&dir.path().join("ログ.pipe")) {
             return;
         }
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.txt")).unwrap();

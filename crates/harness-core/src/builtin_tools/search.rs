@@ -2,11 +2,11 @@
 
 use super::glob::glob_to_regex;
 use super::input::{str_field, usize_field};
-use super::paths::resolve_path;
 use super::walk::files_under;
-use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
+use memloop_host::paths::resolve_path;
+use memloop_text::truncate_utf8;
 use regex::{Regex, RegexBuilder};
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 //! `allow_read_only_shell` lets only read-only commands through.
 
 use super::input::str_field;
-use crate::text::truncate_utf8;
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
+use memloop_text::truncate_utf8;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;

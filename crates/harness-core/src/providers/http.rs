@@ -18,8 +18,8 @@ use super::retry::{
 use super::settings::ProviderError;
 use super::sse::{SseDecoder, SseParser, stream_error};
 use crate::model::{ModelError, ModelResponse, StreamEvent};
-use crate::text::truncate_utf8;
 use futures::stream::BoxStream;
+use memloop_text::truncate_utf8;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use std::collections::VecDeque;
@@ -33,7 +33,7 @@ const EXCERPT_BYTES: usize = 300;
 /// A short, single-line excerpt of a body for error messages.
 pub fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
-    let flat = crate::text::one_line(&text);
+    let flat = memloop_text::one_line(&text);
     let cut = truncate_utf8(&flat, EXCERPT_BYTES);
     if cut.len() < flat.len() {
         format!("{cut}…")

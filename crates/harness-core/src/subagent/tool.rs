@@ -73,7 +73,7 @@ impl Default for SubAgentConfig {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use memloop_core::subagent::{AgentDefinition, SubAgentTool};
-/// use memloop_core::testing::{ScriptStep, ScriptedModel};
+/// use memloop_testkit::{ScriptStep, ScriptedModel};
 /// use memloop_core::Agent;
 /// use serde_json::json;
 /// use std::sync::Arc;

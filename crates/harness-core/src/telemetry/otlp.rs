@@ -5,7 +5,7 @@
 //! export) flushes what is left.
 //!
 //! ```no_run
-//! use memloop_core::env::EnvVars;
+//! use memloop_host::env::EnvVars;
 //! use memloop_core::telemetry::otlp::{OtlpConfig, OtlpExport};
 //! use tracing_subscriber::layer::SubscriberExt;
 //! use tracing_subscriber::util::SubscriberInitExt;
@@ -18,7 +18,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::env::EnvVars;
+use memloop_host::env::EnvVars;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
@@ -90,7 +90,7 @@ impl OtlpConfig {
     /// (no export).
     ///
     /// ```
-    /// use memloop_core::env::EnvVars;
+    /// use memloop_host::env::EnvVars;
     /// use memloop_core::telemetry::otlp::OtlpConfig;
     /// let env = EnvVars::from_pairs([
     ///     ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:6006"),

@@ -19,7 +19,7 @@ pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-pub use memloop_core::testing::shared_data;
+pub use memloop_testkit::shared_data;
 
 /// `<shared data>/<rel>` if it is a directory. Otherwise `None` and the test skips, except
 /// under CI, where the missing data fails it.
@@ -28,7 +28,7 @@ pub fn shared_dir(rel: &str) -> Option<PathBuf> {
     if dir.is_dir() {
         return Some(dir);
     }
-    memloop_core::testing::skip_unless_ci(format!(
+    memloop_testkit::skip_unless_ci(format!(
         "{} is absent (the shared test data is not next to the workspace; \
          MEMLOOP_TEST_DATA names it elsewhere)",
         dir.display()

@@ -4,8 +4,8 @@
 
 pub mod team;
 
+use memloop_host::env::EnvVars;
 use memloop_mcp::{HttpOptions, McpConfig, McpLimits, MemoryServer, TlsIdentity, Tokens};
-use memloop_store::env::EnvVars;
 use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequestParams, ReadResourceRequestParams},

@@ -2,11 +2,12 @@
 //! guard goes), one store per project path, with its transactions.
 #![allow(dead_code)]
 
+use memloop_host::env::EnvVars;
 use memloop_mcp::{
     ClaimFuture, MemoryKey, OpenFuture, OpenStoreFuture, Project, ProjectStores, TeamStores,
 };
 use memloop_pg::PgConfig;
-use memloop_store::{MemoryError, WriteLimits, env::EnvVars};
+use memloop_store::{MemoryError, WriteLimits};
 use std::sync::Arc;
 
 /// The machine's PostgreSQL (trust auth).

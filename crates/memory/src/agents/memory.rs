@@ -5,12 +5,12 @@ use super::parse::MEMORY_KEY;
 use crate::prompt::MemorySection;
 use crate::tools::{ANTHROPIC_MEMORY_TOOL, MEMORY_DELETE, MEMORY_READ, MEMORY_WRITE, memory_tools};
 use async_trait::async_trait;
-use memloop_core::builtin_tools::normalize_lexically;
 use memloop_core::prompt::SystemSection;
 use memloop_core::subagent::{ChildExtension, ChildKit};
 use memloop_core::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect,
 };
+use memloop_host::paths::normalize_lexically;
 use memloop_store::FileMemoryStore;
 use memloop_store::MemoryStore;
 use memloop_store::resolve_existing_prefix;

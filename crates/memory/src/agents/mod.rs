@@ -32,8 +32,8 @@ mod parse;
 pub use memory::AgentMemory;
 
 use memloop_core::subagent::AgentDefinition;
+use memloop_host::env::EnvVars;
 use memloop_store::MemoryDirResolver;
-use memloop_store::env::EnvVars;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -4,11 +4,11 @@
 use crate::tools::memory_tools;
 use crate::writer_tools::WriterError;
 use crate::writer_tools::{CONSOLIDATOR_WRITES, bind_tools, memory_writer_gate};
-use memloop_core::text::render_template;
 use memloop_core::{HookContext, fork::ForkedAgentBuilder, tool::Tool};
 use memloop_store::IndexCaps;
 use memloop_store::MemoryStore;
 use memloop_store::format_manifest_capped;
+use memloop_text::render_template;
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -31,7 +31,7 @@ pub struct DreamConfig {
 
 impl DreamConfig {
     /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`.
-    pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
+    pub fn from_env(env: &memloop_host::env::EnvVars) -> Self {
         Self {
             enabled: memloop_store::env::memory_enabled(env),
             ..Self::default()

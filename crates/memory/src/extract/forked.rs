@@ -5,10 +5,10 @@ use crate::daily_log::DailyLogTool;
 use crate::tools::{MemoryReadTool, MemoryWriteTool};
 use crate::writer_tools::{EXTRACTOR_WRITES, TallyStore, bind_tools, memory_writer_gate};
 use async_trait::async_trait;
-use memloop_core::text::render_template as render;
 use memloop_core::{fork::ForkedAgentBuilder, tool::Tool};
 use memloop_store::MemoryStore;
 use memloop_store::format_manifest_capped;
+use memloop_text::render_template as render;
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -14,7 +14,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use memloop_core::testing::{ScriptStep, ScriptedModel};
+//! use memloop_testkit::{ScriptStep, ScriptedModel};
 //! use memloop_core::{Agent, events::{AgentEvent, VecSink}};
 //! use memloop_memory::MemoryEvent;
 //! use memloop_memory::dream::DreamHook;

@@ -39,12 +39,12 @@ impl SchedulerConfig {
     /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`.
     ///
     /// ```
-    /// use memloop_store::env::EnvVars;
+    /// use memloop_host::env::EnvVars;
     /// use memloop_memory::extract::SchedulerConfig;
     /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "yes")]);
     /// assert!(!SchedulerConfig::from_env(&env).enabled);
     /// ```
-    pub fn from_env(env: &memloop_store::env::EnvVars) -> Self {
+    pub fn from_env(env: &memloop_host::env::EnvVars) -> Self {
         Self {
             enabled: memloop_store::env::memory_enabled(env),
             ..Self::default()

@@ -1,7 +1,7 @@
 //! The transcript files: `<dir>/<session id>.jsonl`, one [`TranscriptRecord`] per line.
 
 use memloop_core::message::Message;
-use memloop_store::env::EnvVars;
+use memloop_host::env::EnvVars;
 use memloop_store::{
     LocalDir, LocalPurpose, MemoryError, MemoryStore, SecretFilter, redact_secrets,
 };

@@ -156,7 +156,7 @@ fn snippet(text: &str, at: usize, chars: usize) -> String {
         .grapheme_indices(true)
         .nth(remaining)
         .map_or(text.len(), |(i, _)| at + i);
-    let mut s = memloop_core::text::one_line(&text[start..end]);
+    let mut s = memloop_text::one_line(&text[start..end]);
     if start > 0 {
         s.insert(0, '…');
     }

@@ -1,9 +1,9 @@
 //! Helpers shared by the recall integration tests.
 #![allow(dead_code, clippy::unwrap_used)] // test helpers
 
-use memloop_core::testing::ScriptedModel;
 use memloop_core::{CancellationToken, HookContext, events::VecSink, message::Message};
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_testkit::ScriptedModel;
 use std::sync::Arc;
 use tempfile::TempDir;
 
@@ -36,6 +36,6 @@ pub fn hook_ctx(
         cwd: std::env::temp_dir(),
         events: Arc::new(events.clone()),
         cancel,
-        ..memloop_core::testing::hook_context(Arc::new(ScriptedModel::new()), messages)
+        ..memloop_testkit::hook_context(Arc::new(ScriptedModel::new()), messages)
     }
 }

@@ -1,7 +1,6 @@
 //! Shared helpers of the session-memory tests.
 #![allow(dead_code)]
 
-use memloop_core::testing::{ScriptStep, ScriptedModel, hook_context};
 use memloop_core::{
     HookContext,
     events::VecSink,
@@ -9,6 +8,7 @@ use memloop_core::{
     model::{Model, ModelRequest},
 };
 use memloop_session_notes::{EDIT_TOOL_NAME, FileSessionNotes, SessionNotesConfig};
+use memloop_testkit::{ScriptStep, ScriptedModel, hook_context};
 use serde_json::json;
 use std::sync::Arc;
 use tempfile::TempDir;

@@ -1,7 +1,7 @@
 //! The one write-containment gate: every tool and store write goes through it.
 
 use crate::types::MemoryError;
-use memloop_core::builtin_tools::normalize_lexically;
+use memloop_host::paths::normalize_lexically;
 use std::path::{Path, PathBuf};
 
 /// Decides whether a path is inside the memory dir: the target is normalised, the deepest

@@ -167,12 +167,12 @@ fn parallel_and_serial_scans_agree() {
 }
 
 fn realmem() -> Option<PathBuf> {
-    let p = memloop_core::testing::shared_data().join("realmem");
+    let p = memloop_testkit::shared_data().join("realmem");
     if p.is_dir() {
         return Some(p);
     }
     // Outside CI the test skips; under CI the missing data fails it.
-    memloop_core::testing::skip_unless_ci(format!(
+    memloop_testkit::skip_unless_ci(format!(
         "{} is absent; real Claude Code memory dirs not tested",
         p.display()
     ));

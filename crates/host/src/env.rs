@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// (case-insensitive, surrounding whitespace ignored), anything else → `None`.
 ///
 /// ```
-/// use memloop_core::env::parse_bool_env;
+/// use memloop_host::env::parse_bool_env;
 /// assert_eq!(parse_bool_env(" YES "), Some(true));
 /// assert_eq!(parse_bool_env("Off"), Some(false));
 /// assert_eq!(parse_bool_env("maybe"), None);
@@ -28,7 +28,7 @@ pub fn parse_bool_env(value: &str) -> Option<bool> {
 /// Whether an optional switch value is truthy (unset, falsy or unrecognised → `false`).
 ///
 /// ```
-/// use memloop_core::env::is_truthy;
+/// use memloop_host::env::is_truthy;
 /// assert!(is_truthy(Some("on")));
 /// assert!(!is_truthy(Some("garbage")));
 /// assert!(!is_truthy(None));
@@ -40,7 +40,7 @@ pub fn is_truthy(value: Option<&str>) -> bool {
 /// A snapshot of environment variables.
 ///
 /// ```
-/// use memloop_core::env::EnvVars;
+/// use memloop_host::env::EnvVars;
 /// let env = EnvVars::from_pairs([("MEMLOOP_DISABLE_AUTO_MEMORY", "true"), ("HOME", "/home/a")]);
 /// assert!(env.switch("MEMLOOP_DISABLE_AUTO_MEMORY"));
 /// assert_eq!(env.home_dir().unwrap(), std::path::PathBuf::from("/home/a"));
@@ -98,7 +98,7 @@ impl EnvVars {
     /// values (never silently ignored).
     ///
     /// ```
-    /// use memloop_core::env::EnvVars;
+    /// use memloop_host::env::EnvVars;
     /// let env = EnvVars::from_pairs([("A", "on"), ("B", "maybe")]);
     /// assert!(env.switch("A"));
     /// assert!(!env.switch("B")); // logs a warning

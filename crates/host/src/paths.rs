@@ -1,4 +1,4 @@
-//! Lexical path handling shared by the tools and the memory crate's containment gate.
+//! Lexical path handling shared by the file tools and the memory store's containment gate.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 /// resolved here: containment gates do that.
 ///
 /// ```
-/// use memloop_core::builtin_tools::normalize_lexically;
+/// use memloop_host::paths::normalize_lexically;
 /// use std::path::Path;
 /// assert_eq!(normalize_lexically(Path::new("/a/./b/../c/")), Path::new("/a/c"));
 /// assert_eq!(normalize_lexically(Path::new("/../x")), Path::new("/x"));
@@ -41,7 +41,7 @@ pub fn normalize_lexically(path: &Path) -> PathBuf {
 /// (`.` removed, `..` applied). Symlinks are not resolved here: containment gates do that.
 ///
 /// ```
-/// use memloop_core::builtin_tools::resolve_path;
+/// use memloop_host::paths::resolve_path;
 /// use std::path::Path;
 /// assert_eq!(resolve_path(Path::new("/work"), "a/../b.md"), Path::new("/work/b.md"));
 /// assert_eq!(resolve_path(Path::new("/work"), "/etc/x"), Path::new("/etc/x"));

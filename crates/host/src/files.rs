@@ -13,7 +13,7 @@ use std::path::Path;
 /// opened; a missing path fails with [`io::ErrorKind::NotFound`] as [`File::open`] does.
 ///
 /// ```
-/// use memloop_core::files::open_regular;
+/// use memloop_host::files::open_regular;
 /// let dir = tempfile::tempdir().unwrap();
 /// assert_eq!(open_regular(dir.path()).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
 /// std::fs::write(dir.path().join("notes.md"), "ok").unwrap();
@@ -80,16 +80,6 @@ fn kind(meta: &std::fs::Metadata) -> &'static str {
     "not a file"
 }
 
-/// Make a named pipe at `path` for a test; `false` when this machine has no `mkfifo` (the test
-/// then has nothing to check).
-#[cfg(all(test, unix))]
-pub(crate) fn test_fifo(path: &Path) -> bool {
-    std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,7 +89,7 @@ mod tests {
     fn pipes_and_devices_are_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("MEMORY.md");
-        if !test_fifo(&fifo) {
+        if !memloop_testkit::fifo(&fifo) {
             return;
         }
         // Opening the pipe for reading would wait for a writer forever: the check comes first.

@@ -1,5 +1,5 @@
-//! Text helpers shared by the tools, the providers and the memory crates: byte-bounded
-//! truncation and the single-pass `{{name}}` substitution of prompt templates.
+//! Cutting and shaping text: byte-bounded truncation on a char boundary, one-line flattening, and
+//! the single-pass `{{name}}` substitution of prompt templates.
 
 /// The longest prefix of `s` that is at most `max` bytes and ends on a char boundary.
 pub fn truncate_utf8(s: &str, max: usize) -> &str {
@@ -17,7 +17,7 @@ pub fn truncate_utf8(s: &str, max: usize) -> &str {
 /// and leading and trailing whitespace goes, so text from a file cannot add lines to a listing.
 ///
 /// ```
-/// use memloop_core::text::one_line;
+/// use memloop_text::one_line;
 /// assert_eq!(one_line("  первая строка\n\t- вторая \r\n"), "первая строка - вторая");
 /// assert_eq!(one_line(" \n\t"), "");
 /// ```
@@ -30,7 +30,7 @@ pub fn one_line(s: &str) -> String {
 /// exactly (no trimming).
 ///
 /// ```
-/// use memloop_core::text::render_template;
+/// use memloop_text::render_template;
 /// let out = render_template("{{a}} and {{b}} and {{zzz}}", &[("a", "{{b}}"), ("b", "B")]);
 /// assert_eq!(out, "{{b}} and B and {{zzz}}");
 /// ```
