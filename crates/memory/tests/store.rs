@@ -304,7 +304,7 @@ async fn tools_round_trip_through_the_store() {
     );
 
     // The store's gate as a WriteScopeGate allows the tool's targets.
-    let gate = s.write_scope_gate();
+    let gate = memloop_core::tool::WriteScopeGate::new(s.gate().as_contains_fn());
     let req = |input: serde_json::Value| ToolCallRequest {
         name: write.spec().name,
         effect: write.spec().effect,

@@ -9,11 +9,11 @@
 //!   memory keyed by (project id, relative path), versions for optimistic concurrency
 //!   ([`PgMemoryStore::write_versioned`], [`PgError::Conflict`]) and embedded migrations run on
 //!   open;
-//! - [`PgFtsSelector`], a recall [`Selector`](memloop_recall::Selector) over the
-//!   database's full-text search;
+//! - `PgFtsSelector` (feature `agent`), a recall `Selector` over the database's full-text
+//!   search;
 //! - [`TeamSync`], push / pull / status between a local memory dir and the team store (per-entry
 //!   SHA-256, server wins on pull, conflicts kept in a recovery file, deletions only with
-//!   `prune`), and [`TeamPullHook`] to pull at session start.
+//!   `prune`), and `TeamPullHook` (feature `agent`) to pull at session start.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,9 +31,11 @@ mod changes;
 mod config;
 mod content;
 mod error;
+#[cfg(feature = "agent")]
 mod hook;
 mod migrations;
 mod search;
+#[cfg(feature = "agent")]
 mod selector;
 mod store;
 mod sync;
@@ -46,7 +48,9 @@ pub use config::{
 };
 pub use content::{canonical_text, sha256_hex};
 pub use error::{PgError, StoreError, VersionLabel};
+#[cfg(feature = "agent")]
 pub use hook::TeamPullHook;
+#[cfg(feature = "agent")]
 pub use selector::PgFtsSelector;
 pub use store::{Expected, PgMemory, PgMemoryStore, PgPool, PgWrite};
 pub use sync::{

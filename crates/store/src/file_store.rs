@@ -26,7 +26,6 @@ use crate::types::{
     WriteReport,
 };
 use async_trait::async_trait;
-use memloop_core::tool::WriteScopeGate;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -392,11 +391,6 @@ impl FileMemoryStore {
     /// The store's containment gate (the single gate every memory write passes).
     pub fn gate(&self) -> &ContainmentGate {
         &self.gate
-    }
-
-    /// A permission gate for forked agents: read-only tools, and writes inside this memory dir.
-    pub fn write_scope_gate(&self) -> WriteScopeGate {
-        WriteScopeGate::new(self.gate.as_contains_fn())
     }
 
     /// Rename a memory and repoint its index line (title and hook kept), under the lock. The

@@ -83,7 +83,8 @@ impl ContainmentGate {
         self.check(path).inspect_err(warn_refused)
     }
 
-    /// The gate as a closure for `memloop_core::tool::WriteScopeGate::new` (refusals are logged).
+    /// The gate as a closure, for a tool permission gate that admits writes inside this memory dir
+    /// only (`memloop_core::tool::WriteScopeGate::new`); refusals are logged.
     pub fn as_contains_fn(&self) -> impl Fn(&Path) -> Result<(), String> + Send + Sync + 'static {
         let gate = self.clone();
         move |p: &Path| gate.check_write(p).map(|_| ()).map_err(|e| e.to_string())
