@@ -78,7 +78,7 @@ fn parse_args() -> Result<Args> {
 
 #[cfg(feature = "providers")]
 fn real_model(provider: &str, model: Option<&str>) -> Result<Arc<dyn Model>> {
-    Ok(memloop::core::providers::from_env(provider, model)?)
+    Ok(memloop::providers::from_env(provider, model)?)
 }
 
 #[cfg(not(feature = "providers"))]

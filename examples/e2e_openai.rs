@@ -22,7 +22,6 @@ use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::invariants::check_invariants;
 use memloop::core::message::Message;
 use memloop::core::model::{Model, ModelRequest, StreamEvent};
-use memloop::core::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
 use memloop::core::window::{ContextWindow, DEFAULT_CONTEXT_WINDOW};
 use memloop::core::{Agent, AgentConfig, CancellationToken, prompt::StaticSection};
 use memloop::host::env::EnvVars;
@@ -31,6 +30,7 @@ use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::recall::{parse_selection, selection_schema};
 use memloop::memory::session_notes::NotesEvent;
+use memloop::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -13,7 +13,7 @@
 
 use memloop::core::Agent;
 use memloop::core::events::{AgentEvent, ChannelSink};
-use memloop::core::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
+use memloop::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

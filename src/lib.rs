@@ -194,6 +194,8 @@ pub use memloop_core as core;
 pub use memloop_host as host;
 #[cfg(feature = "postgres")]
 pub use memloop_pg as pg;
+#[cfg(feature = "providers")]
+pub use memloop_providers as providers;
 pub use memloop_testkit as testkit;
 pub use memloop_text as text;
 

@@ -4,7 +4,7 @@
 #![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../crates/harness-core/tests/support/mod.rs"]
+#[path = "../crates/providers/tests/support/mod.rs"]
 mod support;
 
 use memloop::MemorySetup;

@@ -36,7 +36,7 @@ fn string_bytes(v: &serde_json::Value) -> usize {
 #[cfg(feature = "providers")]
 mod llama {
     use super::*;
-    use memloop::core::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
+    use memloop::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
     use wiremock::matchers::{method, path};
     use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 

@@ -37,7 +37,7 @@ pub fn model(spec: &str) -> Result<Arc<dyn Model>> {
     };
     #[cfg(feature = "providers")]
     {
-        use memloop_core::providers::{OpenAiCompatModel, OpenAiConfig};
+        use memloop_providers::{OpenAiCompatModel, OpenAiConfig};
         let (url, model) = crate::semantic::openai_endpoint(rest)?;
         let mut config = OpenAiConfig::new(url, model);
         config.api_key = std::env::var("OPENAI_API_KEY").ok();

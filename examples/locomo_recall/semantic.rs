@@ -38,7 +38,7 @@ pub async fn embedder(spec: &str) -> Result<Arc<dyn Embedder>> {
     if let Some(rest) = spec.strip_prefix("openai:") {
         #[cfg(feature = "providers")]
         {
-            use memloop_core::providers::{OpenAiEmbedConfig, OpenAiEmbedder};
+            use memloop_providers::{OpenAiEmbedConfig, OpenAiEmbedder};
             let (url, model) = openai_endpoint(rest)?;
             let mut config = OpenAiEmbedConfig::new(url, model);
             config.api_key = std::env::var("OPENAI_API_KEY").ok();

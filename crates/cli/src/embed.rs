@@ -8,8 +8,11 @@ use memloop_core::embed::{Embedder, Prefixed};
 use std::sync::Arc;
 
 /// The embedder `args` name, with its prefixes (`--embed-prefixes`).
-pub async fn embedder(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
-    let model = unprefixed(args).await?;
+pub async fn embedder(
+    args: &EmbedArgs,
+    env: &memloop_host::env::EnvVars,
+) -> anyhow::Result<Arc<dyn Embedder>> {
+    let model = unprefixed(args, env).await?;
     Ok(match args.embed_prefixes {
         EmbedPrefixes::None => model,
         EmbedPrefixes::E5 => Arc::new(Prefixed::e5(model)),
@@ -17,11 +20,14 @@ pub async fn embedder(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
     })
 }
 
-async fn unprefixed(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
+async fn unprefixed(
+    args: &EmbedArgs,
+    env: &memloop_host::env::EnvVars,
+) -> anyhow::Result<Arc<dyn Embedder>> {
     if let Some(url) = &args.embed_url {
-        use memloop_core::providers::{OpenAiEmbedConfig, OpenAiEmbedder};
+        use memloop_providers::{OpenAiEmbedConfig, OpenAiEmbedder};
         let mut config = OpenAiEmbedConfig::new(url, &args.embed_name).with_roles(roles(args)?);
-        config.api_key = memloop_core::providers::process_env("OPENAI_API_KEY");
+        config.api_key = env.get("OPENAI_API_KEY").map(str::to_owned);
         let embedder = OpenAiEmbedder::connect(config)
             .await
             .with_context(|| format!("cannot use the embeddings endpoint {url}"))?;
@@ -45,8 +51,8 @@ async fn unprefixed(args: &EmbedArgs) -> anyhow::Result<Arc<dyn Embedder>> {
 
 /// How the endpoint is told a query from a memory: `--embed-roles`, or one model name per role
 /// (`--embed-query-name` with `--embed-passage-name`).
-fn roles(args: &EmbedArgs) -> anyhow::Result<memloop_core::providers::EmbedRoles> {
-    use memloop_core::providers::EmbedRoles;
+fn roles(args: &EmbedArgs) -> anyhow::Result<memloop_providers::EmbedRoles> {
+    use memloop_providers::EmbedRoles;
     Ok(
         match (
             args.embed_roles,
@@ -80,7 +86,7 @@ pub async fn embedder_if_configured(
     env: &memloop_host::env::EnvVars,
 ) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     if args.embed_url.is_some() || args.embed_model.is_some() {
-        let embedder = embedder(args).await?;
+        let embedder = embedder(args, env).await?;
         tracing::info!(target: "memloop::recall", model = embedder.model_id(), "recall: hybrid (BM25 + embeddings)");
         return Ok(Some(embedder));
     }

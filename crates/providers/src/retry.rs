@@ -9,7 +9,7 @@
 //! [`ModelError::Cancelled`] when the cancellation token fires. All waiting goes through
 //! `tokio::time`, so tests can drive it with a paused clock.
 
-use crate::model::ModelError;
+use memloop_core::model::ModelError;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -53,7 +53,7 @@ impl RetryPolicy {
     /// half the exponential delay is fixed, the other half scaled by `jitter` in `[0, 1]`.
     ///
     /// ```
-    /// use memloop_core::providers::retry::RetryPolicy;
+    /// use memloop_providers::retry::RetryPolicy;
     /// use std::time::Duration;
     /// let p = RetryPolicy { initial_backoff: Duration::from_millis(100), ..RetryPolicy::default() };
     /// assert_eq!(p.backoff(1, 1.0), Duration::from_millis(100));
@@ -112,7 +112,7 @@ impl From<ModelError> for AttemptError {
 /// or anything else.
 ///
 /// ```
-/// use memloop_core::providers::retry::parse_should_retry;
+/// use memloop_providers::retry::parse_should_retry;
 /// use reqwest::header::{HeaderMap, HeaderValue};
 /// let mut h = HeaderMap::new();
 /// h.insert("x-should-retry", HeaderValue::from_static("false"));
@@ -134,7 +134,7 @@ pub fn parse_should_retry(headers: &reqwest::header::HeaderMap) -> Option<bool> 
 /// zero; unparsable values give `None`.
 ///
 /// ```
-/// use memloop_core::providers::retry::parse_retry_after;
+/// use memloop_providers::retry::parse_retry_after;
 /// use reqwest::header::{HeaderMap, HeaderValue};
 /// use std::time::{Duration, SystemTime};
 /// let mut h = HeaderMap::new();
@@ -177,7 +177,7 @@ fn jitter_unit() -> f64 {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use memloop_core::providers::retry::{RetryPolicy, run_with_retry};
+/// use memloop_providers::retry::{RetryPolicy, run_with_retry};
 /// use memloop_core::{CancellationToken, model::ModelError};
 /// use std::time::Duration;
 /// let policy = RetryPolicy { initial_backoff: Duration::from_millis(1), ..RetryPolicy::default() };

@@ -1,16 +1,15 @@
 //! AnthropicModel failure paths against a loopback server: status mapping, retries, malformed
 //! bodies, timeouts and cancellation.
-#![cfg(feature = "providers")]
 // Test helpers outside #[test] fns unwrap too; this is test code.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
-use memloop_core::providers::{AnthropicConfig, AnthropicModel};
 use memloop_core::{
     CancellationToken,
     model::{Model, ModelError, StopReason},
 };
+use memloop_providers::{AnthropicConfig, AnthropicModel};
 use pretty_assertions::assert_eq;
 use std::time::{Duration, Instant};
 use support::*;

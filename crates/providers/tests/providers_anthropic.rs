@@ -1,16 +1,15 @@
 //! AnthropicModel against a loopback server replaying recorded Messages API shapes.
-#![cfg(feature = "providers")]
 // Test helpers outside #[test] fns unwrap too; this is test code.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
-use memloop_core::providers::{AnthropicConfig, AnthropicModel};
 use memloop_core::{
     message::{ContentBlock, MediaSource, Message, Role, Usage},
     model::{JsonSchema, ModelError, ModelRequest, StopReason},
     tool::{ToolEffect, ToolSpec},
 };
+use memloop_providers::{AnthropicConfig, AnthropicModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use support::*;
@@ -54,7 +53,7 @@ async fn text_response_headers_system_blocks_and_cache_usage() {
     assert_eq!(resp.stop_reason, StopReason::EndTurn);
     assert_eq!(
         resp.text_content(),
-        "The tests live in crates/harness-core/tests and run with cargo test."
+        "The tests live in crates/providers/tests and run with cargo test."
     );
     assert_eq!(
         resp.usage,

@@ -8,7 +8,7 @@
 //! event; `data:` lines of one event are joined with `\n`; `event:` names it; comment lines
 //! (`:` first) and other fields (`id:`, `retry:`) are ignored.
 
-use crate::model::{ModelError, ModelResponse, StreamEvent};
+use memloop_core::model::{ModelError, ModelResponse, StreamEvent};
 
 /// Turns one provider's stream of SSE events into [`StreamEvent`]s and the final response.
 pub trait SseDecoder: Send + 'static {

@@ -1,17 +1,16 @@
 //! OpenAiCompatModel failure paths against a loopback server: status mapping, retries, malformed
 //! bodies, timeouts and cancellation.
 //! (OpenAI, Ollama, vLLM, llama.cpp).
-#![cfg(feature = "providers")]
 // Test helpers outside #[test] fns unwrap too; this is test code.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
-use memloop_core::providers::OpenAiCompatModel;
 use memloop_core::{
     CancellationToken,
     model::{Model, ModelError},
 };
+use memloop_providers::OpenAiCompatModel;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -1,11 +1,10 @@
 //! A third-party provider built only on the public HTTP, SSE and retry helpers
-//! (`memloop_core::providers::{http, sse, retry}`), for a made-up JSON wire format, against a
+//! (`memloop_providers::{http, sse, retry}`), for a made-up JSON wire format, against a
 //! loopback server. The recipe "Add a model provider" in docs/ARCHITECTURE.md points here.
 //!
 //! The "parrot" wire format: `POST /v1/say` with `{"model", "max": N, "lines": [{"who", "said"}],
 //! "stream": bool}`; the answer is `{"said": "...", "done": "end"|"cut", "in": N, "out": N}`, or,
 //! streamed, SSE events `piece` (`{"said": "..."}`) and a final `over` (`{"done", "in", "out"}`).
-#![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use async_trait::async_trait;
@@ -16,10 +15,10 @@ use memloop_core::message::{ContentBlock, Role, Usage};
 use memloop_core::model::{
     Model, ModelError, ModelRequest, ModelResponse, StopReason, StreamEvent,
 };
-use memloop_core::providers::http::{HttpTransport, parse_body};
-use memloop_core::providers::retry::RetryPolicy;
-use memloop_core::providers::sse::{SseDecoder, SseEvent, stream_error};
 use memloop_core::{Agent, CancellationToken};
+use memloop_providers::http::{HttpTransport, parse_body};
+use memloop_providers::retry::RetryPolicy;
+use memloop_providers::sse::{SseDecoder, SseEvent, stream_error};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -35,7 +34,7 @@ struct ParrotModel {
 
 impl ParrotModel {
     fn new(base_url: &str, retry: RetryPolicy) -> Self {
-        let mut headers = memloop_core::providers::http::reqwest::header::HeaderMap::new();
+        let mut headers = memloop_providers::http::reqwest::header::HeaderMap::new();
         headers.insert("x-parrot-key", "cracker".parse().unwrap());
         let http = HttpTransport::new(
             base_url,

@@ -1,13 +1,12 @@
 //! Streaming (`Model::stream`) of both providers against a raw loopback server that replays event
 //! streams in each API's documented shape, split at chosen byte positions.
-#![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
 use memloop_core::message::{ContentBlock, Usage};
 use memloop_core::model::{ModelError, StopReason, StreamEvent, ToolChoice};
-use memloop_core::providers::OpenAiCompatModel;
+use memloop_providers::OpenAiCompatModel;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use support::*;

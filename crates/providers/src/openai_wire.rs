@@ -3,9 +3,11 @@
 use super::http::{classify, excerpt, parse_body};
 use super::naming::tool_name;
 use super::sse::{SseDecoder, SseEvent, stream_error};
-use crate::invariants::provider_view;
-use crate::message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage};
-use crate::model::{ModelError, ModelRequest, ModelResponse, StopReason, StreamEvent, ToolChoice};
+use memloop_core::invariants::provider_view;
+use memloop_core::message::{ContentBlock, MediaSource, Message, Role, ToolResultContent, Usage};
+use memloop_core::model::{
+    ModelError, ModelRequest, ModelResponse, StopReason, StreamEvent, ToolChoice,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

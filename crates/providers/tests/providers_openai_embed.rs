@@ -3,14 +3,13 @@
 //! body, order by `index`, batching, normalisation, the dimension probe, and the chat providers'
 //! error mapping and retries, and how the query and passage roles are told to the server
 //! ([`EmbedRoles`]).
-#![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
 use memloop_core::embed::{EmbedError, Embedder, dot};
 use memloop_core::model::ModelError;
-use memloop_core::providers::{EmbedRoles, OpenAiEmbedConfig, OpenAiEmbedder, ProviderError};
+use memloop_providers::{EmbedRoles, OpenAiEmbedConfig, OpenAiEmbedder, ProviderError};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{Sequence, bodies, fast_retry, serve};
