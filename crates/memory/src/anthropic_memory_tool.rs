@@ -2,17 +2,20 @@
 //! `create`, `str_replace`, `insert`, `delete`, `rename` over `/memories`) executed on a
 //! [`MemoryStore`].
 //!
-//! `/memories/<rel>` maps to `<rel>` in the memory dir. Every path passes the store's name rules
-//! (no `..`, no absolute escape, no hidden segment, `.md` files only) and its containment gate
-//! (symlinks resolved: a link leading outside the memory dir is refused); every write goes
-//! through `MemoryStore::write` (atomic, locked, secret-filtered, index line kept in step).
+//! `/memories/<rel>` maps to `<rel>` in the store, unchanged: a memory file is accepted exactly
+//! when the store's one path grammar ([`MemoryPath::new`]) accepts `<rel>` (no `..`, no
+//! absolute path, no `\`, NUL or control character, no hidden or empty segment, segments of at
+//! most 200 characters, `.md` files only), so a hostile path gets the store's answer and error.
+//! Every path then passes the store's containment gate (symlinks resolved: a link leading
+//! outside the memory dir is refused); every write goes through `MemoryStore::write` (atomic,
+//! locked, secret-filtered, index line kept in step), a rename through `MemoryStore::rename`.
 //! `/memories/MEMORY.md` is the index: viewable, never written directly.
 
 use async_trait::async_trait;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_store::MemoryStore;
 use memloop_store::{MemoryDoc, MemoryError, WriteMode};
-use memloop_store::{validate_rel_path, validate_topic};
+use memloop_store::{MemoryPath, validate_topic};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -84,17 +87,28 @@ enum Target {
     File(String),
 }
 
-/// Map a tool path onto the store: `/memories` or a path under it; no escapes.
+/// Map a tool path onto the store: `/memories` (or `/memories/`) is the root, and
+/// `/memories/<rel>` names `<rel>` in the store's one path grammar, with no rewriting: one `/`
+/// after the root and nothing else stripped, so `/memories//etc/passwd.md` is the absolute
+/// `/etc/passwd.md` and refused, as the store refuses it.
+///
+/// - `MEMORY.md` is the index;
+/// - a path ending in `.md` is a memory file, accepted exactly when [`MemoryPath::new`]
+///   (the store's [`validate_rel_path`](memloop_store::validate_rel_path)) accepts it, with
+///   the store's error otherwise;
+/// - anything else is a directory (one trailing `/` allowed) whose every segment is a name the
+///   store accepts as a path segment ([`validate_topic`]).
 fn target(path: &str) -> Result<Target, String> {
     let rest = path
         .strip_prefix(MEMORIES_ROOT)
         .filter(|r| r.is_empty() || r.starts_with('/'))
         .ok_or_else(|| {
             format!(
-                "`{path}` is outside {MEMORIES_ROOT}: every path must start with {MEMORIES_ROOT}/"
+                "`{}` is outside {MEMORIES_ROOT}: every path must start with {MEMORIES_ROOT}/",
+                memloop_store::printable(path)
             )
         })?;
-    let rel = rest.trim_start_matches('/').trim_end_matches('/');
+    let rel = rest.strip_prefix('/').unwrap_or(rest);
     if rel.is_empty() {
         return Ok(Target::Dir(String::new()));
     }
@@ -102,13 +116,14 @@ fn target(path: &str) -> Result<Target, String> {
         return Ok(Target::Index);
     }
     if rel.ends_with(".md") {
-        validate_rel_path(rel).map_err(|e| e.to_string())?;
-        return Ok(Target::File(rel.to_owned()));
+        let memory = MemoryPath::new(rel).map_err(|e| e.to_string())?;
+        return Ok(Target::File(memory.into_string()));
     }
-    for seg in rel.split('/') {
-        validate_topic(seg).map_err(|e| format!("`{path}`: {e}"))?;
+    let dir = rel.strip_suffix('/').unwrap_or(rel);
+    for seg in dir.split('/') {
+        validate_topic(seg).map_err(|e| format!("`{}`: {e}", memloop_store::printable(path)))?;
     }
-    Ok(Target::Dir(format!("{rel}/")))
+    Ok(Target::Dir(format!("{dir}/")))
 }
 
 fn file_target(path: &str) -> Result<String, String> {

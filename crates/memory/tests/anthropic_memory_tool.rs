@@ -206,3 +206,114 @@ async fn escapes_secrets_and_the_index_are_refused() {
             .is_error
     );
 }
+
+/// Hostile and ordinary paths, as the part after `/memories/`. The tool's `create` on
+/// `/memories/<rel>` and the store's own `write(<rel>)` must give the same answer: both refuse
+/// (with the store's error for a `.md` path the grammar refuses), or both write `<rel>`.
+const PATH_ROWS: &[&str] = &[
+    // ordinary
+    "notes/progress.md",
+    "日本語/メモ.md",
+    "logs/2026/04/2026-04-09.md",
+    "team/deploy.md",
+    "memory.md",
+    " .md",
+    // escapes
+    "../escape.md",
+    "a/../../escape.md",
+    "team/../x.md",
+    "/etc/passwd.md",
+    "//etc/passwd.md",
+    "notes.md/",
+    "a//b.md",
+    "./a.md",
+    ".hidden.md",
+    "a/.git/x.md",
+    "a/ /b.md",
+    "",
+    ".",
+    "..",
+    // backslashes, NUL, controls
+    "a\\..\\b.md",
+    "C:\\x.md",
+    "a\\b.md",
+    "nul\0.md",
+    "tab\there.md",
+    "esc\u{1b}[2J.md",
+    // the index and non-memory files
+    "MEMORY.md",
+    "team/MEMORY.md",
+    "x.MD",
+    "notes.txt",
+    // escapes that are not decoded (percent, `\x`), replacement character
+    "%2e%2e/escape.md",
+    "%2fetc%2fpasswd.md",
+    "\\xff.md",
+    "\u{FFFD}.md",
+    // Unicode lookalikes of `.` and `/`: literal names, never separators
+    "\u{FF0E}\u{FF0E}/x.md",
+    "\u{2024}\u{2024}/x.md",
+    "a\u{2215}..\u{2215}b.md",
+    "\u{FF0F}etc\u{FF0F}passwd.md",
+    "a/\u{202E}dm.txt.md",
+];
+
+#[tokio::test]
+async fn the_tool_and_the_store_give_one_answer_for_every_path() {
+    let long_segment = format!("{}.md", "x".repeat(201));
+    let long_ok = format!("{}.md", "x".repeat(196));
+    let long_bytes = format!("{}.md", "決".repeat(100));
+    let deep = format!("{}x.md", "d/".repeat(300));
+    let rows = PATH_ROWS.iter().copied().chain([
+        long_segment.as_str(),
+        long_ok.as_str(),
+        long_bytes.as_str(),
+        deep.as_str(),
+    ]);
+    for rel in rows {
+        let (via_tool, direct) = (fx(), fx());
+        let out = run(
+            &via_tool,
+            json!({"command": "create", "path": format!("/memories/{rel}"),
+                   "file_text": "# Hostile path row\nbody\n"}),
+        )
+        .await;
+        let doc = memloop_store::MemoryDoc::parse(
+            "---\nname: Hostile path row\ndescription: Hostile path row\n---\n# Hostile path row\nbody\n",
+            "x",
+        )
+        .unwrap();
+        let stored = direct
+            .store
+            .write(rel, &doc, memloop_store::WriteMode::Overwrite)
+            .await;
+        assert_eq!(
+            !out.is_error,
+            stored.is_ok(),
+            "{rel:?}: tool says {:?}, store says {stored:?}",
+            out.content
+        );
+        match stored {
+            Ok(_) => {
+                let file = via_tool.store.read(rel).await.unwrap();
+                assert!(file.raw.contains("body"), "{rel:?}: {}", file.raw);
+                assert_eq!(out.files_written.len(), 1, "{rel:?}");
+            }
+            Err(e @ memloop_store::MemoryError::InvalidName { .. })
+                if rel.ends_with(".md") && rel != "MEMORY.md" =>
+            {
+                assert!(
+                    out.content.contains(&e.to_string()),
+                    "{rel:?}: the tool's error {:?} is not the store's {e}",
+                    out.content
+                );
+            }
+            Err(_) => {}
+        }
+        assert!(
+            !via_tool.root.parent().unwrap().join("etc").exists()
+                && !via_tool.root.parent().unwrap().join("escape.md").exists(),
+            "{rel:?} escaped the memory dir"
+        );
+    }
+}

@@ -271,15 +271,16 @@ impl PgMemoryStore {
             .map_err(db)?;
         let current: Option<(i64, String, Uuid)> = current.map(|r| (r.get(0), r.get(1), r.get(2)));
         let landed = current.as_ref().is_some_and(|c| c.2 == id);
-        let expected = match &current {
+        let expected = if landed {
             // Written by this very batch before a lost connection: reported by `write_in_tx`.
-            _ if landed => Expected::Any,
-            Some((version, sha, _)) if w.expected.accepts(Some(sha)) => Expected::Version(*version),
-            None if w.expected.accepts(None) => Expected::Absent,
-            _ => {
-                let sha = current.as_ref().map(|c| c.1.as_str());
-                return Err(StoreError::Memory(w.expected.conflict(rel, sha)));
-            }
+            Expected::Any
+        } else {
+            Expected::from_content(
+                &w.expected,
+                rel,
+                current.as_ref().map(|c| (c.0, c.1.as_str())),
+            )
+            .map_err(StoreError::Memory)?
         };
         let write = &w.write;
         let parts = (write.doc(), write.mode(), write.raw());

@@ -24,7 +24,16 @@ use tokio_postgres::types::ToSql;
 use tracing::Instrument;
 use uuid::Uuid;
 
-/// What a versioned write or delete expects to find.
+/// What a versioned write or delete expects to find, in row versions: each row has a version
+/// number (1 on creation, +1 on every change) that [`PgMemoryStore::write_versioned`] and its
+/// kin check in the same statement that writes.
+///
+/// The [`MemoryStore`] trait speaks content versions instead ([`ExpectedVersion`]: the SHA-256 of
+/// the text a read returns, as every backend reports it). The two meet in one place,
+/// [`Expected::from_content`]: a content version names the row whose `sha256` it is, and stands
+/// for that row's version number, so a conditional write through the trait is one
+/// check-and-write on the row version; the content version a write reports is the new row's
+/// `sha256` ([`PgWrite::sha256`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expected {
     /// Whatever is there (a blind write: last writer wins).
@@ -36,6 +45,46 @@ pub enum Expected {
 }
 
 impl Expected {
+    /// The row-version expectation a content-version one stands for, given the row at `rel` as
+    /// it is now (`current`: its version and `sha256`, `None` when there is no row):
+    ///
+    /// - [`ExpectedVersion::Any`] is [`Expected::Any`] (`current` is not needed);
+    /// - [`ExpectedVersion::Absent`] is [`Expected::Absent`] when no row is given, and a conflict
+    ///   when one is;
+    /// - [`ExpectedVersion::Is`] is [`Expected::Version`] of the row whose `sha256` it is, and
+    ///   a conflict ([`MemoryError::VersionConflict`], with the current hash) for any other row
+    ///   or none.
+    ///
+    /// The row may change after `current` was read: the write then fails its row-version check,
+    /// so the pair is one atomic check-and-write.
+    ///
+    /// ```
+    /// use memloop_pg::Expected;
+    /// use memloop_store::{ExpectedVersion, content_version};
+    /// let stored = content_version("v1");
+    /// let fresh = ExpectedVersion::Is(stored.clone());
+    /// assert_eq!(Expected::from_content(&fresh, "a.md", Some((7, &stored))).ok(), Some(Expected::Version(7)));
+    /// let stale = ExpectedVersion::Is(content_version("v0"));
+    /// assert!(Expected::from_content(&stale, "a.md", Some((7, &stored))).is_err());
+    /// assert!(Expected::from_content(&ExpectedVersion::Absent, "a.md", Some((7, &stored))).is_err());
+    /// assert_eq!(Expected::from_content(&ExpectedVersion::Any, "a.md", None).ok(), Some(Expected::Any));
+    /// ```
+    pub fn from_content(
+        expected: &ExpectedVersion,
+        rel: &str,
+        current: Option<(i64, &str)>,
+    ) -> Result<Self, MemoryError> {
+        let sha = current.map(|(_, sha)| sha);
+        match (expected, current) {
+            (ExpectedVersion::Any, _) => Ok(Self::Any),
+            (ExpectedVersion::Absent, None) => Ok(Self::Absent),
+            (ExpectedVersion::Is(_), Some((version, sha))) if expected.accepts(Some(sha)) => {
+                Ok(Self::Version(version))
+            }
+            _ => Err(expected.conflict(rel, sha)),
+        }
+    }
+
     fn label(self) -> VersionLabel {
         VersionLabel(match self {
             Self::Version(v) => Some(v),
@@ -538,7 +587,8 @@ impl PgMemoryStore {
     /// written and the error is [`PgError::Conflict`]. The write is one transaction (row locked,
     /// version checked, content and index view changed together). Secret-checked and
     /// path-validated first, by the same rules as every store write ([`CheckedWrite::check`]:
-    /// valid path, never `MEMORY.md`, no credential, body within the size limit).
+    /// valid path, never `MEMORY.md`, no credential, the whole file text (frontmatter and body)
+    /// within the size limit).
     pub async fn write_versioned(
         &self,
         rel_path: &str,
@@ -991,26 +1041,25 @@ impl MemoryStore for PgMemoryStore {
     }
 
     /// The content version is the row's `sha256` (of the same text a read returns as `raw`).
-    /// The expected hash is matched against the row, then the write expects that row's version
-    /// number, so a writer slipping in between fails the version check: one atomic step.
+    /// [`Expected::from_content`] matches the expected hash against the row, then the write
+    /// expects that row's version number, so a writer slipping in between fails the version
+    /// check: one atomic step.
     async fn write_checked_if(
         &self,
         write: CheckedWrite,
         expected: &ExpectedVersion,
     ) -> Result<VersionedWrite, MemoryError> {
         let rel = write.path().as_str().to_owned();
-        let versioned = match expected {
-            ExpectedVersion::Any => Expected::Any,
-            ExpectedVersion::Absent => Expected::Absent,
-            ExpectedVersion::Is(_) => {
-                let current = self.get(&rel).await?;
-                let sha = current.as_ref().map(|m| m.sha256.as_str());
-                match &current {
-                    Some(m) if expected.accepts(sha) => Expected::Version(m.version),
-                    _ => return Err(expected.conflict(&rel, sha)),
-                }
-            }
+        // Only a content version needs the row; `Absent` is checked by the write itself.
+        let current = match expected {
+            ExpectedVersion::Is(_) => self.get(&rel).await?,
+            ExpectedVersion::Any | ExpectedVersion::Absent => None,
         };
+        let versioned = Expected::from_content(
+            expected,
+            &rel,
+            current.as_ref().map(|m| (m.version, m.sha256.as_str())),
+        )?;
         match self.write_checked_versioned(&write, versioned).await {
             Ok(w) => Ok(VersionedWrite {
                 report: WriteReport {

@@ -468,3 +468,112 @@ async fn opening_survives_a_dropped_first_connection() {
         .await
         .unwrap();
 }
+
+/// A conditional write through the `MemoryStore` trait (content versions) on the PostgreSQL
+/// store (row versions): the content version a write reports is the row's hash, a stale one is
+/// refused with the current hash and nothing written, a fresh one is accepted, and
+/// `Expected::from_content` names the row version the trait's hash stands for.
+#[tokio::test]
+async fn trait_content_versions_map_onto_row_versions() {
+    use memloop_store::{ExpectedVersion, content_version};
+    use std::sync::Arc;
+    let schema = TestSchema::new();
+    let pg = schema.open("acme/api").await;
+    let store: Arc<dyn MemoryStore> = Arc::new(pg.clone());
+    let rel = "project_deploy.md";
+
+    let first = store
+        .write_if(
+            rel,
+            &doc("Deploys", "Tuesdays only."),
+            WriteMode::Overwrite,
+            &ExpectedVersion::Absent,
+        )
+        .await
+        .unwrap();
+    let row = pg.get(rel).await.unwrap().unwrap();
+    assert_eq!(first.version, row.sha256);
+    assert_eq!(
+        first.version,
+        content_version(&store.read(rel).await.unwrap().raw)
+    );
+    assert_eq!(row.version, 1);
+
+    // A teammate (another store on the project) changes it: our hash is now stale.
+    let teammate = schema.open("acme/api").await;
+    let theirs = teammate
+        .write_versioned(
+            rel,
+            &doc("Deploys", "Thursdays too."),
+            WriteMode::Overwrite,
+            Expected::Version(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(theirs.version, 2);
+
+    let stale = store
+        .write_if(
+            rel,
+            &doc("Deploys", "Never on Fridays."),
+            WriteMode::Overwrite,
+            &ExpectedVersion::Is(first.version.clone()),
+        )
+        .await
+        .unwrap_err();
+    match stale {
+        MemoryError::VersionConflict {
+            path,
+            expected,
+            current,
+        } => {
+            assert_eq!(path, rel);
+            assert_eq!(expected, first.version);
+            assert_eq!(current, theirs.sha256);
+        }
+        other => panic!("a stale content version was not a conflict: {other:?}"),
+    }
+    let kept = store.read(rel).await.unwrap();
+    assert_eq!(
+        kept.body, "Thursdays too.\n",
+        "the refused write changed the row"
+    );
+    assert_eq!(pg.get(rel).await.unwrap().unwrap().version, 2);
+
+    // `Absent` on an existing memory is a conflict too.
+    assert!(matches!(
+        store
+            .write_if(
+                rel,
+                &doc("Deploys", "x"),
+                WriteMode::Overwrite,
+                &ExpectedVersion::Absent
+            )
+            .await,
+        Err(MemoryError::VersionConflict { .. })
+    ));
+
+    // The fresh hash (what a read returns) is accepted and makes row version 3.
+    let fresh = content_version(&kept.raw);
+    assert_eq!(
+        Expected::from_content(
+            &ExpectedVersion::Is(fresh.clone()),
+            rel,
+            Some((2, &theirs.sha256))
+        )
+        .unwrap(),
+        Expected::Version(2)
+    );
+    let third = store
+        .write_if(
+            rel,
+            &doc("Deploys", "Never on Fridays."),
+            WriteMode::Overwrite,
+            &ExpectedVersion::Is(fresh.to_uppercase()),
+        )
+        .await
+        .unwrap();
+    let row = pg.get(rel).await.unwrap().unwrap();
+    assert_eq!((row.version, third.version), (3, row.sha256.clone()));
+    assert_eq!(store.read(rel).await.unwrap().body, "Never on Fridays.\n");
+}

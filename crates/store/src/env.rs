@@ -2,9 +2,13 @@
 //! `CLAUDE_CONFIG_DIR`, `MEMLOOP_TEAM_MEMORY`, `MEMLOOP_MEMORY_EXTRA_GUIDELINES`,
 //! `MEMLOOP_REDACT_TRANSCRIPTS`), read through the injectable [`EnvVars`] of `memloop-host`.
 //!
-//! Library code never reads the process environment behind the caller's back: it takes an
-//! [`EnvVars`], which hosts build with [`EnvVars::from_process`] and tests build from a map, so
-//! tests never mutate the process environment.
+//! Library code reads the environment through an [`EnvVars`], which hosts build with
+//! [`EnvVars::from_process`] and tests build from a map, so tests never mutate the process
+//! environment. The constructors that take none say that they read the process environment
+//! ([`MemoryDirResolver::new`](crate::MemoryDirResolver::new), the default
+//! [`MemoryStore::local_dir`](crate::MemoryStore::local_dir)), and each can be given one instead
+//! ([`MemoryDirResolver::env`](crate::MemoryDirResolver::env); a backend overrides `local_dir`
+//! with [`LocalBases::local_dir`](crate::LocalBases::local_dir) over bases from its own).
 
 use memloop_host::env::EnvVars;
 

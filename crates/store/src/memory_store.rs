@@ -38,8 +38,8 @@ impl Default for WriteLimits {
 
 /// A write that passed every rule: the path is a valid [`MemoryPath`] (so never `MEMORY.md`),
 /// the title and description hold no control character but whitespace and the body no NUL,
-/// no field of the doc looks like a credential ([`SecretFilter`]), the body is within
-/// [`WriteLimits::max_text_bytes`], and a `user` memory is not written into team memory
+/// no field of the doc looks like a credential ([`SecretFilter`]), the memory file's whole
+/// text (frontmatter and body) is within [`WriteLimits::max_text_bytes`], and a `user` memory is not written into team memory
 /// (`team/…`, see [`MemoryScope`](crate::MemoryScope)). Only [`CheckedWrite::check`] builds one, so a backend's
 /// [`MemoryStore::write_checked`] cannot be handed a write that skipped them.
 #[derive(Debug)]
@@ -187,6 +187,11 @@ pub fn content_version(raw: &str) -> String {
 }
 
 /// What a conditional write ([`MemoryStore::write_checked_if`]) expects to find at its path.
+///
+/// A version here is a content version ([`content_version`]: the SHA-256 of the text a read
+/// returns), the one version every backend can report. A backend that counts versions of its
+/// own maps onto it in one place: `memloop_pg::Expected::from_content` turns a content version
+/// into the PostgreSQL row version (an `i64`) of the row whose hash it is, and refuses any other.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExpectedVersion {
     /// Whatever is there (last writer wins); the write still reports the version it made.
@@ -590,8 +595,8 @@ pub trait MemoryStore: Send + Sync {
 
 impl dyn MemoryStore + '_ {
     /// Write a memory and its index line: the one enforcing entry point. The rules run here
-    /// ([`CheckedWrite::check`]: valid path, never `MEMORY.md`, no credential, body within
-    /// [`write_limits`](MemoryStore::write_limits)) and then the store's containment question;
+    /// ([`CheckedWrite::check`]: valid path, never `MEMORY.md`, no credential, the whole file
+    /// text within [`write_limits`](MemoryStore::write_limits)) and then the store's containment question;
     /// only a write that passes reaches the backend.
     pub async fn write(
         &self,
