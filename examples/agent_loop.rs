@@ -24,13 +24,13 @@ use anyhow::{Context, Result, bail};
 use memloop::MemorySetup;
 use memloop::MemoryStore;
 use memloop::compact::{CompactConfig, SessionMemoryCompactConfig};
-use memloop::core::builtin_tools::ReadFile;
 use memloop::core::window::{ContextWindow, DEFAULT_CONTEXT_WINDOW};
 use memloop::core::{Agent, AgentConfig, model::Model, prompt::StaticSection};
 use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::recall::{Bm25Selector, FallbackSelector, LlmSelector};
 use memloop::memory::session_notes::UpdateThresholds;
+use memloop::tools::ReadFile;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,8 +179,8 @@ fn main() -> Result<()> {
 
 /// Export the spans when the standard variables name a collector.
 #[cfg(feature = "otel")]
-fn traces() -> Result<Option<memloop::core::telemetry::otlp::OtlpExport>> {
-    use memloop::core::telemetry::otlp::{OtlpConfig, OtlpExport};
+fn traces() -> Result<Option<memloop::otel::OtlpExport>> {
+    use memloop::otel::{OtlpConfig, OtlpExport};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let Some(config) = OtlpConfig::from_env(&EnvVars::from_process())? else {

@@ -192,12 +192,15 @@ pub use memloop_candle as candle;
 pub use memloop_compact as compact;
 pub use memloop_core as core;
 pub use memloop_host as host;
+#[cfg(feature = "otel")]
+pub use memloop_otel as otel;
 #[cfg(feature = "postgres")]
 pub use memloop_pg as pg;
 #[cfg(feature = "providers")]
 pub use memloop_providers as providers;
 pub use memloop_testkit as testkit;
 pub use memloop_text as text;
+pub use memloop_tools as tools;
 
 // The four memory traits, the public contract: here and nowhere else in the facade.
 /// What writes memories after a turn (`memloop-memory`):

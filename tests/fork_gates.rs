@@ -6,7 +6,6 @@
 
 use memloop::MemorySetup;
 use memloop::compact::CompactConfig;
-use memloop::core::builtin_tools::{EditFile, ReadFile, Shell, WriteFile};
 use memloop::core::events::{AgentEvent, VecSink};
 use memloop::core::message::{ContentBlock, Role};
 use memloop::core::model::ModelRequest;
@@ -14,6 +13,7 @@ use memloop::core::{Agent, AgentConfig};
 use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::testkit::{ScriptStep, ScriptedModel};
+use memloop::tools::{EditFile, ReadFile, Shell, WriteFile};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,9 +6,9 @@
 
 use memloop::MemorySetup;
 use memloop::core::Agent;
-use memloop::core::telemetry::otlp::{OtlpConfig, OtlpExport};
 use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::otel::{OtlpConfig, OtlpExport};
 use memloop::testkit::{ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::sync::Arc;

@@ -3,8 +3,8 @@
 use clap::Parser;
 use memloop_cli::terminal::Visible;
 use memloop_cli::{Cli, Context, Exit, Io, error_message, exit_for, is_broken_pipe};
-use memloop_core::telemetry::otlp::{OtlpConfig, OtlpExport};
 use memloop_host::env::EnvVars;
+use memloop_otel::{OtlpConfig, OtlpExport};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 

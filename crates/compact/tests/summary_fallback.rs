@@ -37,8 +37,8 @@ async fn summary_is_one_forked_call_declaring_the_parents_tools() {
     // The history holds tool calls: the request must declare tools, and the parent's exact
     // ones keep its prefix cacheable.
     c.tools = memloop_core::tool::ToolRegistry::new()
-        .with(Arc::new(memloop_core::builtin_tools::ReadFile::default()))
-        .with(Arc::new(memloop_core::builtin_tools::Grep::default()));
+        .with(Arc::new(memloop_tools::ReadFile::default()))
+        .with(Arc::new(memloop_tools::Grep::default()));
     let out = summary_compaction(&c, &SummaryCompactConfig::default(), &CharEstimator)
         .await
         .unwrap();

@@ -11,7 +11,6 @@
 //! | [`message`] | Anthropic-shaped [`Message`](message::Message)s, content blocks, usage |
 //! | [`model`] | the [`Model`](model::Model) trait (whole or streamed calls), requests and their options, responses, [`ModelError`](model::ModelError) |
 //! | [`tool`] | the [`Tool`](tool::Tool) trait, the registry, permission gates |
-//! | [`builtin_tools`] | ready-made tools: read, grep, glob, write, edit, shell |
 //! | [`hooks`] | the [`Hook`] trait and turn-start attachments |
 //! | [`events`] | typed [`AgentEvent`](events::AgentEvent)s (deltas, terminal events) with their origin, and sinks for hosts |
 //! | [`fork`] | forked sub-agents that share the parent's prompt prefix |
@@ -44,7 +43,6 @@
 mod agent;
 mod background;
 mod builder;
-pub mod builtin_tools;
 mod caller;
 pub mod clearing;
 pub mod compaction;

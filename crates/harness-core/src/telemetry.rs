@@ -17,9 +17,6 @@
 //! No message text is recorded. The names live here, in one place, so every caller writes the
 //! same ones.
 
-#[cfg(feature = "otel")]
-pub mod otlp;
-
 use crate::message::Usage;
 use crate::model::{ModelError, ModelResponse, StopReason};
 use tracing::Span;
@@ -174,7 +171,7 @@ pub fn error_type(error: &ModelError) -> &'static str {
 }
 
 /// The `tracing` target of the metric events [`record_chat_metrics`] emits; an exporter turns
-/// them into OpenTelemetry metrics (`telemetry::otlp`, feature `otel`), every other subscriber
+/// them into OpenTelemetry metrics (crate `memloop-otel`), every other subscriber
 /// may ignore them.
 pub const METRICS_TARGET: &str = "memloop::metrics";
 

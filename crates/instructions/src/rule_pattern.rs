@@ -1,5 +1,5 @@
 //! [`RulePattern`]: a compiled `paths:` pattern for conditional rules, a thin wrapper over
-//! [`memloop_core::builtin_tools::glob_to_regex`] (see there for the syntax). Matching is against
+//! [`memloop_text::glob_to_regex`] (see there for the syntax). Matching is against
 //! `/`-separated relative paths, whole-string.
 
 use regex::Regex;
@@ -16,7 +16,7 @@ impl RulePattern {
     /// cannot be compiled (e.g. an unclosed `[`).
     pub fn new(pattern: &str) -> Option<Self> {
         let trimmed = pattern.trim().trim_start_matches("./");
-        let regex = memloop_core::builtin_tools::glob_to_regex(trimmed).ok()?;
+        let regex = memloop_text::glob_to_regex(trimmed).ok()?;
         Some(Self {
             pattern: pattern.to_owned(),
             regex,

@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_core::Agent;
-use memloop_core::builtin_tools::WriteFile;
 use memloop_core::events::{AgentEvent, SubAgentEnd, VecSink};
 use memloop_core::message::ContentBlock;
 use memloop_core::model::ModelRequest;
@@ -14,6 +13,7 @@ use memloop_memory::tools::memory_tools;
 use memloop_store::AgentMemoryScopes;
 use memloop_store::{FileMemoryStore, MemoryStore};
 use memloop_testkit::{ScriptStep, ScriptedModel};
+use memloop_tools::WriteFile;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::path::{Path, PathBuf};

@@ -8,6 +8,8 @@
 //!   side, so a memory and a query always meet;
 //! - **cutting** text ([`truncate_utf8`], [`one_line`], [`render_template`]): byte budgets that
 //!   end on a char boundary, listings that cannot gain lines, prompt templates filled in one pass;
+//! - **globs** ([`glob_to_regex`]): the one glob syntax of the glob tool and of conditional
+//!   instruction rules;
 //! - the **frontmatter** block of a Markdown file ([`frontmatter`]): memory files, instruction
 //!   files and sub-agent definitions all start with one.
 //!
@@ -21,9 +23,11 @@
 mod analyzer;
 mod cut;
 pub mod frontmatter;
+mod glob;
 
 pub use analyzer::{
     Analyzer, Language, Script, Terms, UnknownLanguage, detect_language, fold_accents,
     fold_with_offsets, nfkc, normalize, tokens, words,
 };
 pub use cut::{one_line, render_template, truncate_utf8};
+pub use glob::{GlobError, glob_to_regex};

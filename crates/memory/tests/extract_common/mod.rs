@@ -1,10 +1,10 @@
 //! Test helpers shared by the extraction and dream tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use memloop_core::builtin_tools::{EditFile, Glob, Grep, ReadFile, Shell, WriteFile};
 use memloop_core::tool::ToolRegistry;
 use memloop_core::{BackgroundTasks, HookContext, events::VecSink, message::Message};
 use memloop_testkit::{ScriptedModel, hook_context};
+use memloop_tools::{EditFile, Glob, Grep, ReadFile, Shell, WriteFile};
 use std::sync::Arc;
 
 /// The tools of a coding agent: what the memory forks inherit (and their gates restrict).

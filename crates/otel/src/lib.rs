@@ -1,4 +1,6 @@
-//! Export the loop's spans and its GenAI client metrics ([`crate::telemetry`]) over OTLP/HTTP to a collector or a tracing
+//! # memloop-otel
+//!
+//! Export the loop's spans and its GenAI client metrics ([`memloop_core::telemetry`]) over OTLP/HTTP to a collector or a tracing
 //! backend (Arize Phoenix, Jaeger, Grafana Tempo, Langfuse, ...), configured by the standard
 //! variables. Spans leave from the exporter's own background thread in batches, so a slow or
 //! unreachable collector never holds a turn; [`OtlpExport::shutdown`] (or dropping the
@@ -6,7 +8,7 @@
 //!
 //! ```no_run
 //! use memloop_host::env::EnvVars;
-//! use memloop_core::telemetry::otlp::{OtlpConfig, OtlpExport};
+//! use memloop_otel::{OtlpConfig, OtlpExport};
 //! use tracing_subscriber::layer::SubscriberExt;
 //! use tracing_subscriber::util::SubscriberInitExt;
 //!
@@ -17,6 +19,8 @@
 //! export.shutdown()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#![warn(missing_docs)]
 
 use memloop_host::env::EnvVars;
 use opentelemetry::trace::TracerProvider as _;
@@ -91,7 +95,7 @@ impl OtlpConfig {
     ///
     /// ```
     /// use memloop_host::env::EnvVars;
-    /// use memloop_core::telemetry::otlp::OtlpConfig;
+    /// use memloop_otel::OtlpConfig;
     /// let env = EnvVars::from_pairs([
     ///     ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:6006"),
     ///     ("OTEL_SERVICE_NAME", "billing-agent"),
@@ -265,7 +269,7 @@ impl OtlpExport {
     /// text): they become events of the span they happened in.
     ///
     /// With a metrics endpoint, the layer also turns the metric events of
-    /// [`METRICS_TARGET`](crate::telemetry::METRICS_TARGET) (and those alone) into the GenAI
+    /// [`METRICS_TARGET`](memloop_core::telemetry::METRICS_TARGET) (and those alone) into the GenAI
     /// client metrics `gen_ai.client.operation.duration` and `gen_ai.client.token.usage`.
     pub fn layer<S>(&self) -> impl tracing_subscriber::Layer<S> + use<S>
     where
@@ -283,7 +287,7 @@ impl OtlpExport {
         let metrics = self.meters.clone().map(|meters| {
             tracing_opentelemetry::MetricsLayer::new(meters).with_filter(
                 tracing_subscriber::filter::filter_fn(|m| {
-                    m.is_event() && m.target() == crate::telemetry::METRICS_TARGET
+                    m.is_event() && m.target() == memloop_core::telemetry::METRICS_TARGET
                 }),
             )
         });

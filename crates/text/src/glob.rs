@@ -1,5 +1,5 @@
 //! Glob patterns compiled to anchored regexes over `/`-separated relative paths: the one
-//! translator used by the [`Glob`](super::Glob)/[`Grep`](super::Grep) tools and by conditional
+//! translator used by the `glob`/`grep` tools (crate `memloop-tools`) and by conditional
 //! instruction rules.
 //!
 //! Syntax: `*` (any run of characters except `/`), `**` (any number of whole directories,
@@ -27,7 +27,7 @@ pub enum GlobError {
 /// cross `/`; `**/` matches zero or more whole directories.
 ///
 /// ```
-/// use memloop_core::builtin_tools::glob_to_regex;
+/// use memloop_text::glob_to_regex;
 /// let re = glob_to_regex("**/*.{md,txt}").unwrap();
 /// assert!(re.is_match("a.md") && re.is_match("x/y/b.txt") && !re.is_match("c.rs"));
 /// assert!(glob_to_regex("[abc").is_err());

@@ -1,6 +1,6 @@
 //! Reading the fields of a tool's JSON input.
 
-use crate::tool::ToolContext;
+use memloop_core::tool::ToolContext;
 use memloop_host::paths::resolve_path;
 use std::path::PathBuf;
 
@@ -40,7 +40,7 @@ pub(crate) fn test_ctx(cwd: &std::path::Path) -> ToolContext {
     ToolContext {
         session_id: "test".into(),
         cwd: cwd.to_path_buf(),
-        agent: crate::tool::AgentKind::Main,
+        agent: memloop_core::tool::AgentKind::Main,
         cancel: Default::default(),
     }
 }

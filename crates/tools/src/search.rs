@@ -1,11 +1,11 @@
 //! `glob` (find files by pattern) and `grep` (search file contents with a regex).
 
-use super::glob::glob_to_regex;
 use super::input::{str_field, usize_field};
 use super::walk::files_under;
-use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
+use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_host::paths::resolve_path;
+use memloop_text::glob_to_regex;
 use memloop_text::truncate_utf8;
 use regex::{Regex, RegexBuilder};
 use std::io::Read;
@@ -217,7 +217,7 @@ fn grep_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtin_tools::input::test_ctx;
+    use crate::input::test_ctx;
     use serde_json::json;
 
     fn tree() -> tempfile::TempDir {

@@ -1,10 +1,10 @@
 //! `shell`: runs `sh -c` with a timeout and an output cap, and classifies each command as
-//! read-only or not so that a [`WriteScopeGate`](crate::tool::WriteScopeGate) with
+//! read-only or not so that a [`WriteScopeGate`](memloop_core::tool::WriteScopeGate) with
 //! `allow_read_only_shell` lets only read-only commands through.
 
 use super::input::str_field;
-use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
+use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_text::truncate_utf8;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -114,7 +114,7 @@ fn push_word(segs: &mut [Vec<String>], word: &mut String) {
 /// writing flag (`find -delete`/`-exec`, ...). `Err` says why not.
 ///
 /// ```
-/// use memloop_core::builtin_tools::classify_command;
+/// use memloop_tools::classify_command;
 /// assert!(classify_command("git log --oneline | head -5").is_ok());
 /// assert!(classify_command("grep -r 'a|b' src").is_ok());
 /// assert!(classify_command("echo hi > x.md").is_err());
@@ -274,7 +274,7 @@ impl Tool for Shell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtin_tools::input::test_ctx;
+    use crate::input::test_ctx;
     use serde_json::json;
 
     #[test]

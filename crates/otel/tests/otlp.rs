@@ -2,15 +2,14 @@
 //! does, on `/v1/traces`) in OpenTelemetry's wire form: names from `otel.name`, the GenAI
 //! attributes, the nesting (a chat and a tool call under their turn, the turn under its agent),
 //! the resource from the standard variables. The model is the scripted one (it says so).
-#![cfg(feature = "otel")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use async_trait::async_trait;
 use memloop_core::Agent;
 use memloop_core::message::Usage;
-use memloop_core::telemetry::otlp::{OtlpConfig, OtlpExport};
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_host::env::EnvVars;
+use memloop_otel::{OtlpConfig, OtlpExport};
 use memloop_testkit::{ScriptStep, ScriptedModel};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -1,8 +1,8 @@
 //! `read_file`: a bounded, line-numbered read.
 
 use super::input::{target, usize_field};
-use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
+use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_text::truncate_utf8;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -139,7 +139,7 @@ fn read_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtin_tools::input::test_ctx;
+    use crate::input::test_ctx;
 
     #[test]
     fn a_huge_single_line_is_capped_and_the_next_line_still_read() {

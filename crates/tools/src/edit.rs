@@ -2,8 +2,8 @@
 //! [`Tool::write_targets`] so a gate can refuse the call before anything is touched.
 
 use super::input::{str_field, target};
-use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use async_trait::async_trait;
+use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use std::path::PathBuf;
 
 /// Creates or replaces a file (parent directories are created).
@@ -161,7 +161,7 @@ impl Tool for EditFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtin_tools::input::test_ctx;
+    use crate::input::test_ctx;
     use serde_json::json;
 
     #[cfg(unix)]

@@ -1,12 +1,14 @@
+//! # memloop-tools
+//!
 //! Generic built-in tools: [`ReadFile`], [`Glob`], [`Grep`] (read-only), [`WriteFile`] and
-//! [`EditFile`] (they name their targets through [`Tool::write_targets`](crate::tool::Tool::write_targets)
-//! so a [`WriteScopeGate`](crate::tool::WriteScopeGate) can check them before the call) and [`Shell`]
+//! [`EditFile`] (they name their targets through [`Tool::write_targets`](memloop_core::tool::Tool::write_targets)
+//! so a [`WriteScopeGate`](memloop_core::tool::WriteScopeGate) can check them before the call) and [`Shell`]
 //! (which classifies each command as read-only or not).
 //!
-//! Relative paths are resolved against [`ToolContext::cwd`](crate::tool::ToolContext::cwd).
+//! Relative paths are resolved against [`ToolContext::cwd`](memloop_core::tool::ToolContext::cwd).
 //!
 //! ```
-//! use memloop_core::builtin_tools::{Glob, Grep, ReadFile};
+//! use memloop_tools::{Glob, Grep, ReadFile};
 //! use memloop_core::tool::ToolRegistry;
 //! use std::sync::Arc;
 //! let read_only = ToolRegistry::new()
@@ -17,7 +19,6 @@
 //! ```
 
 mod edit;
-mod glob;
 mod input;
 mod read;
 mod search;
@@ -25,7 +26,6 @@ mod shell;
 mod walk;
 
 pub use edit::{EditFile, WriteFile};
-pub use glob::{GlobError, glob_to_regex};
 pub use read::ReadFile;
 pub use search::{Glob, Grep};
 pub use shell::{Shell, classify_command};
