@@ -69,7 +69,7 @@ fn build_tree(root: &Path) -> PathBuf {
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let cwd = build_tree(dir.path());
-    let config = InstructionConfig::claude()
+    let config = InstructionConfig::claude(&memloop::host::env::EnvVars::from_process())
         .with_project_root(dir.path())
         .with_managed_root(None)
         .with_user_base(None);

@@ -212,6 +212,7 @@ impl MemorySetup {
         };
         let team_memory = env.switch(memloop_store::env::TEAM_MEMORY);
         let embedder = local_model(&env);
+        let instructions = InstructionConfig::claude(&env);
         Ok(Self {
             env,
             on,
@@ -226,7 +227,7 @@ impl MemorySetup {
             extraction: true,
             dream: true,
             compaction: Compaction::Default,
-            instructions: Some(InstructionConfig::claude()),
+            instructions: Some(instructions),
             transcripts: TranscriptConfig::default(),
             saved_notice: false,
             daily_log: false,
@@ -862,7 +863,7 @@ impl MemorySetup {
 /// The local embedding model configured or fetched (`candle` feature), opened lazily.
 #[cfg(feature = "candle")]
 fn local_model(env: &EnvVars) -> Option<Arc<dyn Embedder>> {
-    let found = memloop_candle::default_model(&|name| env.get(name).map(str::to_owned))?;
+    let found = memloop_candle::default_model(env)?;
     tracing::debug!(model = %found.name, dir = %found.dir.display(), source = found.source, "local embedding model");
     Some(Arc::new(found.embedder))
 }

@@ -101,10 +101,12 @@ async fn project_instructions_load_into_the_system_prompt_before_memory() {
     let memory = MemorySetup::with_resolver(MemoryDirResolver::new(project.path()), env)
         .unwrap()
         .instructions(
-            memloop::memory::instructions::InstructionConfig::claude()
-                .with_project_root(project.path())
-                .with_managed_root(None)
-                .with_user_base(None),
+            memloop::memory::instructions::InstructionConfig::claude(
+                &memloop::host::env::EnvVars::default(),
+            )
+            .with_project_root(project.path())
+            .with_managed_root(None)
+            .with_user_base(None),
         );
     let model = ScriptedModel::new().on_purpose("main", |_| Some(ScriptStep::text("ok")));
     let builder = Agent::builder(Arc::new(model.clone()));

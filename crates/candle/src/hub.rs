@@ -2,6 +2,7 @@
 //! host uses when it names none, and (feature `hub`) fetching one as users do.
 
 use crate::CandleEmbedder;
+use memloop_host::env::EnvVars;
 use std::path::{Path, PathBuf};
 
 /// A sentence-transformers model memloop knows by name: where it lives on the Hugging Face Hub
@@ -142,11 +143,11 @@ impl HubCache {
         Self { root: root.into() }
     }
 
-    /// The cache `huggingface_hub` uses, from the environment `var` reads: `HF_HUB_CACHE`, else
-    /// `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else
-    /// `~/.cache/huggingface/hub` (`HOME`, or `USERPROFILE` on Windows). `None` without a home.
-    pub fn from_env(var: &dyn Fn(&str) -> Option<String>) -> Option<Self> {
-        let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    /// The cache `huggingface_hub` uses, from `env`: `HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+    /// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub` (`HOME`, or
+    /// `USERPROFILE` on Windows). `None` without a home.
+    pub fn from_env(env: &EnvVars) -> Option<Self> {
+        let set = |name: &str| env.get(name).map(PathBuf::from);
         let root = set("HF_HUB_CACHE")
             .or_else(|| set("HF_HOME").map(|h| h.join("hub")))
             .or_else(|| set("XDG_CACHE_HOME").map(|c| c.join("huggingface/hub")))
@@ -226,13 +227,13 @@ pub struct DefaultModel {
     pub source: &'static str,
 }
 
-/// The local embedding model configured or fetched, from the environment `var` reads:
+/// The local embedding model configured or fetched, from `env`:
 /// the directory `MEMLOOP_EMBED_MODEL` names, else the first of [`KNOWN_MODELS`] in the Hugging
 /// Face cache ([`HubCache::from_env`]; `memloop models fetch` puts one there). `None` when there
 /// is neither: recall stays lexical (BM25). A configured directory that is broken still gives a
 /// model, whose calls fail with the reason (recall then degrades to BM25 and says why).
-pub fn default_model(var: &dyn Fn(&str) -> Option<String>) -> Option<DefaultModel> {
-    if let Some(dir) = var("MEMLOOP_EMBED_MODEL").filter(|v| !v.is_empty()) {
+pub fn default_model(env: &EnvVars) -> Option<DefaultModel> {
+    if let Some(dir) = env.get("MEMLOOP_EMBED_MODEL") {
         let dir = PathBuf::from(dir);
         let known = std::fs::canonicalize(&dir)
             .ok()
@@ -260,7 +261,7 @@ pub fn default_model(var: &dyn Fn(&str) -> Option<String>) -> Option<DefaultMode
             source: "MEMLOOP_EMBED_MODEL",
         });
     }
-    let (model, dir) = HubCache::from_env(var)?.first_known()?;
+    let (model, dir) = HubCache::from_env(env)?.first_known()?;
     Some(DefaultModel {
         embedder: model.open(&dir),
         name: model.name.to_owned(),
@@ -293,12 +294,12 @@ mod fetch {
     }
 
     impl FetchOptions {
-        /// Options from the environment `var` reads: the cache of [`HubCache::from_env`],
-        /// `HF_ENDPOINT`, `HF_TOKEN`; progress bars on. `None` without a cache directory.
-        pub fn from_env(var: &dyn Fn(&str) -> Option<String>) -> Option<Self> {
-            let set = |name: &str| var(name).filter(|v| !v.is_empty());
+        /// Options from `env`: the cache of [`HubCache::from_env`], `HF_ENDPOINT`, `HF_TOKEN`;
+        /// progress bars on. `None` without a cache directory.
+        pub fn from_env(env: &memloop_host::env::EnvVars) -> Option<Self> {
+            let set = |name: &str| env.get(name).map(str::to_owned);
             Some(Self {
-                cache: HubCache::from_env(var)?,
+                cache: HubCache::from_env(env)?,
                 endpoint: set("HF_ENDPOINT"),
                 token: set("HF_TOKEN"),
                 progress: true,

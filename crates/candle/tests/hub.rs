@@ -7,17 +7,13 @@ mod support;
 
 use memloop_candle::{CandleEmbedder, HubCache, default_model, known_model};
 use memloop_core::embed::{EmbedError, Embedder, dot};
-use std::collections::HashMap;
+use memloop_host::env::EnvVars;
 use std::path::{Path, PathBuf};
 use support::{E5_ENV, model_dir};
 
 /// An environment of `pairs`, as the library reads one.
-fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-    let vars: HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    move |name| vars.get(name).cloned()
+fn env(pairs: &[(&str, &str)]) -> EnvVars {
+    EnvVars::from_pairs(pairs.iter().copied())
 }
 
 /// A snapshot of `repo` at `revision` in the cache at `root`, its files linked from `model`

@@ -97,7 +97,7 @@ pub async fn embedder_if_configured(
 /// broken one makes recall fall back to BM25 and say why).
 #[cfg(feature = "candle")]
 fn default_local(env: &memloop_host::env::EnvVars) -> Option<Arc<dyn Embedder>> {
-    match memloop_candle::default_model(&|name| env.get(name).map(str::to_owned)) {
+    match memloop_candle::default_model(env) {
         Some(found) => {
             tracing::info!(
                 target: "memloop::recall",

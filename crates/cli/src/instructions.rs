@@ -37,9 +37,9 @@ async fn memory_index(ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<Option<M
 /// Load the instructions for the project and print the report.
 pub async fn run(args: &InstructionsArgs, ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()> {
     let config = if args.agents {
-        InstructionConfig::agents()
+        InstructionConfig::agents(&ctx.env)
     } else {
-        InstructionConfig::claude()
+        InstructionConfig::claude(&ctx.env)
     };
     let options = LoadOptions {
         touched_files: Vec::new(),

@@ -19,9 +19,8 @@ pub async fn run(cmd: &ModelsCommand, ctx: &Context, io: &mut Io<'_>) -> anyhow:
 /// Every known model: name, languages, dimension, download size, where the cache holds it; the
 /// one recall uses by default is marked.
 fn list(ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<()> {
-    let var = |name: &str| ctx.env.get(name).map(str::to_owned);
-    let cache = HubCache::from_env(&var);
-    let default = default_model(&var);
+    let cache = HubCache::from_env(&ctx.env);
+    let default = default_model(&ctx.env);
     let rows: Vec<serde_json::Value> = KNOWN_MODELS
         .iter()
         .map(|m| {
@@ -102,8 +101,7 @@ async fn fetch(ctx: &Context, io: &mut Io<'_>, name: &str) -> anyhow::Result<()>
             )
         }
     };
-    let var = |name: &str| ctx.env.get(name).map(str::to_owned);
-    let mut options = FetchOptions::from_env(&var)
+    let mut options = FetchOptions::from_env(&ctx.env)
         .context("no cache directory: set HF_HUB_CACHE or HF_HOME (no home directory found)")?;
     options.progress = !ctx.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     writeln!(
@@ -121,7 +119,7 @@ async fn fetch(ctx: &Context, io: &mut Io<'_>, name: &str) -> anyhow::Result<()>
         .await?
         .with_context(|| format!("fetched {repo}, but it is not a model memloop can run"))?;
     let dimension = memloop_core::embed::Embedder::dimension(&loaded);
-    let default = default_model(&var);
+    let default = default_model(&ctx.env);
     let used = default.as_ref().is_some_and(|d| d.dir == dir);
     if ctx.json {
         return write_json(

@@ -1,6 +1,7 @@
 //! Loader configuration: the app name, file names and limits, with presets for the CLAUDE.md and
 //! AGENTS.md conventions.
 
+use memloop_host::env::EnvVars;
 use std::path::{Path, PathBuf};
 
 /// Extensions (lowercase, no dot) that `@path` imports may load by default.
@@ -90,11 +91,13 @@ pub const DEFAULT_TEXT_EXTENSIONS: &[&str] = &[
 /// warning, importable extensions) is a field here.
 ///
 /// ```
+/// use memloop_host::env::EnvVars;
 /// use memloop_instructions::InstructionConfig;
-/// let claude = InstructionConfig::claude();
+/// let env = EnvVars::from_pairs([("HOME", "/home/a")]);
+/// let claude = InstructionConfig::claude(&env);
 /// assert_eq!(claude.project_file, "CLAUDE.md");
 /// assert_eq!(claude.app_dir, ".claude");
-/// let agents = InstructionConfig::agents();
+/// let agents = InstructionConfig::agents(&env);
 /// assert_eq!(agents.local_file, "AGENTS.local.md");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,16 +131,16 @@ pub struct InstructionConfig {
 
 impl InstructionConfig {
     /// A configuration for `app` with the given file names: managed root `/etc/<app>`, user base
-    /// `~/.<app>`, home from `$HOME`, git-root discovery, the default limits.
+    /// `~/.<app>`, home from `env` (`HOME`, else `USERPROFILE`), git-root discovery, the default
+    /// limits.
     pub fn new(
         app: impl Into<String>,
         project_file: impl Into<String>,
         local_file: impl Into<String>,
+        env: &EnvVars,
     ) -> Self {
         let app = app.into();
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from);
+        let home = env.home_dir();
         Self {
             managed_root: Some(Path::new("/etc").join(&app)),
             user_base: home.as_ref().map(|h| h.join(format!(".{app}"))),
@@ -158,20 +161,22 @@ impl InstructionConfig {
     }
 
     /// The CLAUDE.md convention: `CLAUDE.md`, `CLAUDE.local.md`, `.claude/`, the managed file
-    /// `/etc/claude-code/CLAUDE.md` (Claude Code's managed dir), user base `$CLAUDE_CONFIG_DIR` or
-    /// `~/.claude`.
+    /// `/etc/claude-code/CLAUDE.md` (Claude Code's managed dir), user base `CLAUDE_CONFIG_DIR` or
+    /// `~/.claude`, read from `env`.
     ///
     /// ```
+    /// use memloop_host::env::EnvVars;
     /// use memloop_instructions::InstructionConfig;
-    /// assert_eq!(
-    ///     InstructionConfig::claude().managed_root,
-    ///     Some(std::path::PathBuf::from("/etc/claude-code"))
-    /// );
+    /// let env = EnvVars::from_pairs([("HOME", "/home/a"), ("CLAUDE_CONFIG_DIR", "/cfg/claude")]);
+    /// let config = InstructionConfig::claude(&env);
+    /// assert_eq!(config.managed_root, Some(std::path::PathBuf::from("/etc/claude-code")));
+    /// assert_eq!(config.user_base, Some(std::path::PathBuf::from("/cfg/claude")));
+    /// assert_eq!(config.home_dir, Some(std::path::PathBuf::from("/home/a")));
     /// ```
-    pub fn claude() -> Self {
-        let mut config = Self::new("claude", "CLAUDE.md", "CLAUDE.local.md");
+    pub fn claude(env: &EnvVars) -> Self {
+        let mut config = Self::new("claude", "CLAUDE.md", "CLAUDE.local.md", env);
         config.managed_root = Some(Path::new("/etc").join("claude-code"));
-        if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        if let Some(dir) = env.get("CLAUDE_CONFIG_DIR") {
             config.user_base = Some(PathBuf::from(dir));
         }
         config
@@ -183,8 +188,8 @@ impl InstructionConfig {
     /// The local file is `AGENTS.local.md` (added after `AGENTS.md`, like `CLAUDE.local.md`), not
     /// Codex's `AGENTS.override.md` (which replaces `AGENTS.md`): one later-wins model for both
     /// conventions. Set [`local_file`](Self::local_file) to use another name.
-    pub fn agents() -> Self {
-        Self::new("agents", "AGENTS.md", "AGENTS.local.md")
+    pub fn agents(env: &EnvVars) -> Self {
+        Self::new("agents", "AGENTS.md", "AGENTS.local.md", env)
     }
 
     /// Builder-style: set the walk's top.
@@ -222,11 +227,5 @@ impl InstructionConfig {
         self.text_extensions
             .iter()
             .any(|e| e.eq_ignore_ascii_case(ext))
-    }
-}
-
-impl Default for InstructionConfig {
-    fn default() -> Self {
-        Self::claude()
     }
 }

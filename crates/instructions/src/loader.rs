@@ -40,7 +40,7 @@ pub enum InstructionError {
 /// let dir = tempfile::tempdir().unwrap();
 /// std::fs::write(dir.path().join("CLAUDE.md"), "Use tabs. See @notes.md\n").unwrap();
 /// std::fs::write(dir.path().join("notes.md"), "Notes.\n").unwrap();
-/// let config = InstructionConfig::claude()
+/// let config = InstructionConfig::claude(&memloop_host::env::EnvVars::from_process())
 ///     .with_project_root(dir.path())
 ///     .with_managed_root(None)
 ///     .with_user_base(None);

@@ -64,7 +64,7 @@ fn tree() -> Tree {
 }
 
 fn config(t: &Tree) -> InstructionConfig {
-    InstructionConfig::claude()
+    InstructionConfig::claude(&memloop_host::env::EnvVars::default())
         .with_managed_root(Some(t.managed.clone()))
         .with_user_base(Some(t.user.clone()))
         .with_home_dir(None)
@@ -223,7 +223,7 @@ fn agents_convention_uses_its_own_names() {
     write(&root.join(".agents/rules/r.md"), "agents rule\n");
     write(&root.join("AGENTS.local.md"), "agents local\n");
     write(&root.join("CLAUDE.md"), "not for this convention\n");
-    let config = InstructionConfig::agents()
+    let config = InstructionConfig::agents(&memloop_host::env::EnvVars::default())
         .with_project_root(root)
         .with_managed_root(None)
         .with_user_base(None);

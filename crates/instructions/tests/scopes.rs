@@ -71,7 +71,7 @@ fn real_agent_memory_dirs_resolve_and_load_as_the_memory_index() {
     // The sub-agent's MEMORY.md goes into its prompt as the memory index, after the instructions.
     let index_path = found[1].dir.join("MEMORY.md");
     let content = std::fs::read_to_string(&index_path).unwrap();
-    let config = InstructionConfig::claude()
+    let config = InstructionConfig::claude(&memloop_host::env::EnvVars::default())
         .with_project_root(&repo)
         .with_managed_root(None)
         .with_user_base(None);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// A config reading only the project at `root`: no managed dir, no user base, no home.
 pub fn isolated(root: &Path) -> InstructionConfig {
-    InstructionConfig::claude()
+    InstructionConfig::claude(&memloop_host::env::EnvVars::default())
         .with_project_root(root)
         .with_managed_root(None)
         .with_user_base(None)
