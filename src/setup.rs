@@ -637,7 +637,7 @@ impl MemorySetup {
         if memloop_core::telemetry::ContentCapture::requested(&self.env) {
             builder =
                 builder.capture_content(memloop_core::telemetry::ContentCapture::new(|text| {
-                    memloop_store::redact_secrets(text).0
+                    memloop_secrets::redact_secrets(text).0
                 }));
         }
         if let Some(config) = &self.instructions {

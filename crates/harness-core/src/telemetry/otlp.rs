@@ -173,8 +173,8 @@ impl OtlpConfig {
     }
 }
 
-/// The target of the secret-refusal events (`memloop_store::SECRET_REFUSED_TARGET`; the store
-/// depends on this crate, not the other way round).
+/// The target of the secret-refusal events (`memloop_secrets::SECRET_REFUSED_TARGET`, written
+/// out here: core does not depend on the filter's crate).
 const SECRET_EVENTS_TARGET: &str = "memloop::secrets";
 
 /// The metric export interval when `OTEL_METRIC_EXPORT_INTERVAL` names none (the standard's).

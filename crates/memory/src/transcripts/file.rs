@@ -1,10 +1,9 @@
 //! The transcript files: `<dir>/<session id>.jsonl`, one [`TranscriptRecord`] per line.
 
 use memloop_core::message::Message;
+use memloop_secrets::{SecretFilter, redact_secrets};
 use memloop_store::env::EnvVars;
-use memloop_store::{
-    LocalDir, LocalPurpose, MemoryError, MemoryStore, SecretFilter, redact_secrets,
-};
+use memloop_store::{LocalDir, LocalPurpose, MemoryError, MemoryStore};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::Write;
@@ -174,7 +173,7 @@ fn redact_json(v: &mut serde_json::Value) -> usize {
                     && SecretFilter::find(s).is_none()
                     && let Some(name) = SecretFilter::find(&format!("{k}={s}"))
                 {
-                    *s = format!("{}{name}]", memloop_store::REDACTED_PREFIX);
+                    *s = format!("{}{name}]", memloop_secrets::REDACTED_PREFIX);
                     n += 1;
                     continue;
                 }

@@ -189,7 +189,7 @@ impl TranscriptDir {
     /// Messages of past sessions containing every term of `query`, newest session first, within
     /// `options`' bounds. Terms are compared as recall compares them (Unicode-normalised, case
     /// folded, stemmed, CJK as character bigrams), so the search works in every language. An
-    /// empty query finds nothing. Snippets are redacted ([`memloop_store::redact_secrets`]),
+    /// empty query finds nothing. Snippets are redacted ([`memloop_secrets::redact_secrets`]),
     /// whatever the file on disk holds.
     pub fn search(
         &self,
@@ -240,7 +240,7 @@ fn match_record(
     }
     // What the search returns never holds a credential the user once pasted: the snippet is cut
     // from the redacted text, and a message found only by its credential is not a hit.
-    let (text, redacted) = memloop_store::redact_secrets(&text);
+    let (text, redacted) = memloop_secrets::redact_secrets(&text);
     if redacted > 0 && !query.matches(&text) {
         return None;
     }

@@ -1,8 +1,7 @@
 //! The sensitive-data filter: content that looks like a credential is refused
 //! with an error naming the pattern, never the secret.
 
-use super::secret_labels;
-use crate::types::MemoryError;
+use crate::labels;
 use regex::Regex;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -251,9 +250,9 @@ fn aws_secret(v: &str) -> bool {
 }
 
 /// Whether a value is a placeholder, reference or flag rather than a secret (see
-/// [`secret_labels::is_placeholder`]).
+/// [`labels::is_placeholder`]).
 fn is_placeholder(v: &str) -> bool {
-    secret_labels::is_placeholder(v)
+    labels::is_placeholder(v)
 }
 
 /// Whether a value looks random rather than like a word: a digit, a symbol, or an uppercase
@@ -291,7 +290,7 @@ fn assignment_is_secret(text: &str, c: &regex::Captures<'_>) -> bool {
     !text_follows
         || v.chars().count() >= 4
             && looks_random(v)
-            && secret_labels::secret_shaped(v, secret_labels::Strictness::Strong, false)
+            && labels::secret_shaped(v, labels::Strictness::Strong, false)
 }
 
 /// The `tracing` target of the event a refused credential raises ([`SecretFilter::check`]): its
@@ -302,7 +301,7 @@ pub const SECRET_REFUSED_TARGET: &str = "memloop::secrets";
 /// Checks text against the credential patterns.
 ///
 /// ```
-/// use memloop_store::SecretFilter;
+/// use memloop_secrets::SecretFilter;
 /// assert!(SecretFilter::check("the user forgot the password reset flow").is_ok());
 /// let err = SecretFilter::check("db password = hunter22").unwrap_err();
 /// assert!(err.to_string().contains("credential assignment"));
@@ -310,6 +309,16 @@ pub const SECRET_REFUSED_TARGET: &str = "memloop::secrets";
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SecretFilter;
+
+/// Text refused by [`SecretFilter::check`]: it looks like it holds a credential. Carries the
+/// name of the pattern that matched, never the text; a store turns it into its own refusal
+/// (`memloop_store::MemoryError::SensitiveData`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the text looks like it contains a secret ({pattern})")]
+pub struct SecretFound {
+    /// Name of the pattern that matched (e.g. `GitHub token`), never the secret.
+    pub pattern: &'static str,
+}
 
 /// The credential spans one pattern finds in `text` (byte ranges): the whole match for a token
 /// shape, only the value for an assignment, a flag or a connection-string password.
@@ -396,14 +405,12 @@ impl SecretFilter {
         matching_patterns(text)
             .find(|p| pattern_spans(p, text).next().is_some())
             .map(|p| p.name)
-            .or_else(|| {
-                (!secret_labels::find_values(text, true).is_empty()).then_some(secret_labels::NAME)
-            })
+            .or_else(|| (!labels::find_values(text, true).is_empty()).then_some(labels::NAME))
     }
 
-    /// `Err(SensitiveData)` naming the pattern when `text` looks like it holds a credential, and
-    /// a warning event on [`SECRET_REFUSED_TARGET`] naming the pattern (never the text).
-    pub fn check(text: &str) -> Result<(), MemoryError> {
+    /// [`SecretFound`] naming the pattern when `text` looks like it holds a credential, and a
+    /// warning event on [`SECRET_REFUSED_TARGET`] naming the pattern (never the text).
+    pub fn check(text: &str) -> Result<(), SecretFound> {
         match Self::find(text) {
             Some(pattern) => {
                 // The one place a refusal is decided, so the one event hosts and traces see
@@ -414,9 +421,7 @@ impl SecretFilter {
                     { "memloop.secret.pattern" } = pattern,
                     "memory write refused: looks like a credential"
                 );
-                Err(MemoryError::SensitiveData {
-                    pattern: pattern.to_owned(),
-                })
+                Err(SecretFound { pattern })
             }
             None => Ok(()),
         }
@@ -448,9 +453,9 @@ impl SecretFilter {
             spans.extend(pattern_spans(p, text).map(|r| (r, p.name)));
         }
         spans.extend(
-            secret_labels::find_values(text, false)
+            labels::find_values(text, false)
                 .into_iter()
-                .map(|r| (r, secret_labels::NAME)),
+                .map(|r| (r, labels::NAME)),
         );
         spans.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
         let mut merged: Vec<(Range<usize>, &'static str)> = Vec::new();

@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 /// The name of the structural rule, as errors and redaction markers show it.
-pub(super) const NAME: &str =
+pub(crate) const NAME: &str =
     "credential after its label (password / 密码 / пароль / contraseña … : value)";
 
 /// Credential words in English, as regex fragments (matched case-insensitively). A label must
@@ -430,7 +430,7 @@ const ORDINARY_VALUES: &[&str] = &[
 /// or template lookup (`$VAR`, `${VAR}`, `%VAR%`, `env:VAR`, `<...>`, `{{...}}`, `os.environ[...]`,
 /// a call), a secret-manager or vault path, a URL, a filesystem path, an e-mail address, a file
 /// name, a mask (`***`, `xxxx`, `...`), `your-token-here`, or an ordinary field word.
-pub(super) fn is_placeholder(v: &str) -> bool {
+pub(crate) fn is_placeholder(v: &str) -> bool {
     let v = v
         .trim_matches(['"', '\'', '`'])
         .trim_end_matches(['.', ':', '!', '?', ',', ';']);
@@ -614,7 +614,7 @@ impl Makeup {
 
 /// How much a value must look like a secret, from what its context says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Strictness {
+pub(crate) enum Strictness {
     /// `label: value` with nothing after the value on its line: any value that is not a word.
     Weak,
     /// `label is value`, or prose follows the value: letters mixed with digits or symbols.
@@ -625,7 +625,7 @@ pub(super) enum Strictness {
 
 /// Whether `raw` (a value as found, trailing punctuation included) is shaped like a secret at
 /// `strictness`, after a label that is (`pin`) or is not a PIN label.
-pub(super) fn secret_shaped(raw: &str, strictness: Strictness, pin: bool) -> bool {
+pub(crate) fn secret_shaped(raw: &str, strictness: Strictness, pin: bool) -> bool {
     let v = raw
         .trim_matches(['"', '\'', '`'])
         .trim_end_matches(['.', ':', '!', '?', ',', ';', ')']);
@@ -973,7 +973,7 @@ const MAX_WINDOW_UNSPACED: usize = 16;
 
 /// Every credential value the structural rule finds in `text` (byte ranges of the values). With
 /// `first_only`, stops at the first.
-pub(super) fn find_values(text: &str, first_only: bool) -> Vec<Range<usize>> {
+pub(crate) fn find_values(text: &str, first_only: bool) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let Some(re) = labels_regex() else {
         return out;

@@ -14,7 +14,7 @@
     clippy::print_stderr
 )]
 
-use memloop_store::{MemoryError, SecretFilter, redact_secrets};
+use memloop_secrets::{SecretFilter, SecretFound, redact_secrets};
 use std::collections::BTreeSet;
 
 /// (line, the secret part that must never appear in the error)
@@ -2062,9 +2062,9 @@ fn every_credential_line_is_refused_without_echoing_it() {
     let mut missed = Vec::new();
     for (line, secret) in all_credentials() {
         match SecretFilter::check(line) {
-            Err(MemoryError::SensitiveData { pattern }) => {
+            Err(SecretFound { pattern }) => {
                 let msg = SecretFilter::check(line).unwrap_err().to_string();
-                assert!(msg.contains(&pattern), "{msg}");
+                assert!(msg.contains(pattern), "{msg}");
                 // Short values ("x", "abc") occur in any English sentence; check the distinctive ones
                 // and the line itself.
                 assert!(

@@ -2,7 +2,7 @@
 //! leaves the process (MCP answers, recalled text sent to a model provider) carries a marker in
 //! place of each credential, never the credential.
 
-use super::secrets::SecretFilter;
+use crate::filter::SecretFilter;
 
 /// The marker that replaces a credential: `[redacted: <pattern name>]`.
 pub const REDACTED_PREFIX: &str = "[redacted: ";
@@ -11,7 +11,7 @@ pub const REDACTED_PREFIX: &str = "[redacted: ";
 /// `[redacted: <pattern name>]`, and how many were replaced. Text without any is returned as is.
 ///
 /// ```
-/// use memloop_store::redact_secrets;
+/// use memloop_secrets::redact_secrets;
 /// let (out, n) = redact_secrets("token ghp_abcdefghijklmnopqrstuvwxyz0123456789 here");
 /// assert_eq!(n, 1);
 /// assert!(out.contains("[redacted: ") && !out.contains("ghp_abc"));
