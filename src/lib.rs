@@ -216,13 +216,18 @@ pub use setup::{MemorySetup, SetupError};
 /// ([`secrets`](memory::secrets), `memloop-secrets`), [`recall`](memory::recall)
 /// (`memloop-recall`), the text analyzer ([`text`](memory::text), `memloop-text`), project
 /// [`instructions`](memory::instructions) (`memloop-instructions`), the
-/// [`session_notes`](memory::session_notes) (`memloop-session-notes`), and what writes memories
-/// (`memloop-memory`: tools, extraction, consolidation, prompt, transcripts, sub-agents).
+/// [`session_notes`](memory::session_notes) (`memloop-session-notes`), the session
+/// [`transcripts`](memory::transcripts) (`memloop-transcripts`), and what writes memories
+/// (`memloop-memory`: tools, extraction, consolidation, prompt, sub-agents).
 pub mod memory {
-    pub use memloop_memory::{MemoryEvent, WriterError, agents, dream, prompt, tools, transcripts};
+    pub use memloop_memory::{MemoryEvent, WriterError, agents, dream, prompt, tools};
 
     /// Project instructions: the `memloop-instructions` crate.
     pub use memloop_instructions as instructions;
+
+    /// Session transcripts (JSONL in Claude Code's layout): the writer hook, reading, resuming,
+    /// the bounded search and its tool; the `memloop-transcripts` crate.
+    pub use memloop_transcripts as transcripts;
 
     /// The credential filter every memory writer runs and the redaction of what leaves the
     /// process: the `memloop-secrets` crate.

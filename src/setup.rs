@@ -27,9 +27,6 @@ use memloop_memory::session_notes::{
 use memloop_memory::{
     prompt::{Guidance, MemorySection},
     tools::memory_tools,
-    transcripts::{
-        PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
-    },
 };
 use memloop_recall::{
     DefaultSelector, FallbackSelector, LlmSelector, LlmSelectorConfig, RecallHook, RerankConfig,
@@ -38,6 +35,9 @@ use memloop_recall::{
 use memloop_store::{
     AgentMemoryScopes, FileMemoryStore, LocalDir, LocalPurpose, MemoryDirResolver, MemoryError,
     MemoryStore, ResolvedMemoryDir, env::EnvVars,
+};
+use memloop_transcripts::{
+    PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -27,7 +27,7 @@ const PARENT_MEMORY_TOOLS: &[&str] = &[
     ANTHROPIC_MEMORY_TOOL,
     crate::daily_log::MEMORY_LOG_APPEND,
     memloop_session_notes::EDIT_TOOL_NAME,
-    crate::transcripts::TRANSCRIPT_SEARCH,
+    memloop_transcripts::TRANSCRIPT_SEARCH,
 ];
 
 /// The store-backed writes a sub-agent's own memory takes.

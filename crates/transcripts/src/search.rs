@@ -1,6 +1,6 @@
 //! The bounded search over a project's transcripts.
 
-use super::file::{TranscriptDir, TranscriptRecord};
+use crate::file::{TranscriptDir, TranscriptRecord};
 use memloop_store::MemoryError;
 use memloop_text::{Analyzer, Language, fold_with_offsets, normalize, words};
 use std::collections::BTreeSet;
@@ -214,7 +214,7 @@ impl TranscriptDir {
                     continue;
                 }
             };
-            let transcript = super::file::Transcript::parse(&text, &s.path);
+            let transcript = crate::file::Transcript::parse(&text, &s.path);
             for r in transcript.message_records() {
                 if let Some(hit) = match_record(r, &s.id, &query, options.snippet_chars) {
                     hits.push(hit);
@@ -273,7 +273,7 @@ fn match_record(
         session_id: session.to_owned(),
         timestamp: r.timestamp.clone(),
         role: match r.kind {
-            super::file::RecordKind::Assistant => "assistant",
+            crate::file::RecordKind::Assistant => "assistant",
             _ => "user",
         }
         .to_owned(),

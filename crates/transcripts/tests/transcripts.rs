@@ -8,7 +8,7 @@ use memloop_core::{
     message::Message,
     tool::{AgentKind, Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
-use memloop_memory::transcripts::{
+use memloop_transcripts::{
     RecordKind, SearchOptions, TranscriptDir, TranscriptHook, TranscriptSearchTool,
 };
 use std::io::Write;
@@ -93,8 +93,8 @@ fn a_torn_last_line_is_skipped_and_the_rest_reads() {
     dir.append(
         "s",
         &[
-            memloop_memory::transcripts::TranscriptRecord::for_message("s", &m1).unwrap(),
-            memloop_memory::transcripts::TranscriptRecord::for_message("s", &m2).unwrap(),
+            memloop_transcripts::TranscriptRecord::for_message("s", &m1).unwrap(),
+            memloop_transcripts::TranscriptRecord::for_message("s", &m2).unwrap(),
         ],
     )
     .unwrap();
@@ -171,8 +171,7 @@ fn write_session(dir: &TranscriptDir, id: &str, texts: &[&str]) {
     let records: Vec<_> = texts
         .iter()
         .map(|t| {
-            memloop_memory::transcripts::TranscriptRecord::for_message(id, &Message::user(*t))
-                .unwrap()
+            memloop_transcripts::TranscriptRecord::for_message(id, &Message::user(*t)).unwrap()
         })
         .collect();
     dir.append(id, &records).unwrap();
@@ -406,7 +405,7 @@ fn a_malformed_line_in_the_middle_is_skipped_and_counted() {
     let m2 = Message::assistant("второе сообщение");
     let rec = |m: &Message| {
         let line = serde_json::to_string(
-            &memloop_memory::transcripts::TranscriptRecord::for_message("s", m).unwrap(),
+            &memloop_transcripts::TranscriptRecord::for_message("s", m).unwrap(),
         )
         .unwrap();
         line.into_bytes()
@@ -530,8 +529,8 @@ async fn transcript_search_returns_redacted_text_and_the_file_stays_faithful() {
 /// writer hook puts markers in the JSONL in place of the credential; off, it does not.
 #[tokio::test]
 async fn redaction_on_disk_is_a_setting() {
-    use memloop_memory::transcripts::TranscriptConfig;
     use memloop_store::env::EnvVars;
+    use memloop_transcripts::TranscriptConfig;
     const TOKEN: &str = "ghp_R8s2kLm4Qp7xZt1Vw9Yb3Nc6Hd0Jf5Ga2Ke";
     let on =
         TranscriptConfig::from_env(&EnvVars::from_pairs([("MEMLOOP_REDACT_TRANSCRIPTS", "1")]));

@@ -1,3 +1,5 @@
+//! # memloop-transcripts
+//!
 //! Session transcripts: every conversation persisted append-only as JSONL, one record per line,
 //! in Claude Code's layout (`<projects dir>/<slug>/<session id>.jsonl`), and what reads them
 //! back: listing, loading a conversation to resume it, a bounded search, and the
@@ -9,6 +11,7 @@
 //!   middle of a write, is skipped with a warning), searches them and applies the retention;
 //! - [`TranscriptSearchTool`] and [`PastContextSection`] give the main agent the search and the
 //!   "searching past context" guidance.
+#![warn(missing_docs)]
 
 mod file;
 mod hook;

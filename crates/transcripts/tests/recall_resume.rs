@@ -12,9 +12,9 @@ use memloop_core::{
     events::{AgentEvent, EventSink, FanoutSink, VecSink},
     tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
-use memloop_memory::transcripts::{TranscriptDir, TranscriptHook};
 use memloop_recall::RecallEvent;
 use memloop_recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
+use memloop_transcripts::{TranscriptDir, TranscriptHook};
 use recall_common::{put, store};
 use std::sync::Arc;
 use tokio::sync::Notify;

@@ -1,6 +1,6 @@
 //! [`TranscriptHook`]: the writer, as a hook on the agent loop.
 
-use super::file::{TranscriptDir, TranscriptRecord};
+use crate::file::{TranscriptDir, TranscriptRecord};
 use memloop_core::message::{Message, Role};
 use memloop_core::model::ModelResponse;
 use memloop_core::{Hook, HookContext, hooks::PendingAttachment};
@@ -17,7 +17,7 @@ use std::sync::Mutex;
 /// one to resume.
 ///
 /// Resuming: started on a conversation whose start is already this session's transcript (the
-/// host rebuilt the agent from [`Transcript::conversation`](super::Transcript::conversation)),
+/// host rebuilt the agent from [`Transcript::conversation`](crate::Transcript::conversation)),
 /// it appends only what is new; on any other conversation under an existing session id it
 /// writes a `resume` reset first. A write that fails is logged and retried at the next hook
 /// point; it never fails the turn.

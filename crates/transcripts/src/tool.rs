@@ -1,7 +1,7 @@
 //! The main agent's search over past sessions, and the prompt guidance that goes with it.
 
-use super::file::TranscriptDir;
-use super::search::SearchOptions;
+use crate::file::TranscriptDir;
+use crate::search::SearchOptions;
 use async_trait::async_trait;
 use memloop_core::prompt::SystemSection;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
@@ -94,7 +94,7 @@ impl Tool for TranscriptSearchTool {
     }
 }
 
-const GUIDANCE: &str = include_str!("../../templates/past_context.md");
+const GUIDANCE: &str = include_str!("../templates/past_context.md");
 
 /// The "searching past context" guidance of the memory prompt, placed after the memory section:
 /// memory first, past transcripts second (with [`TRANSCRIPT_SEARCH`]), specific terms. Register
