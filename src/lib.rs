@@ -193,6 +193,9 @@ pub use memloop_compact as compact;
 pub use memloop_core as core;
 #[cfg(feature = "postgres")]
 pub use memloop_pg as pg;
+/// Sub-agents: the `agent` tool and agent definitions (the `memloop-subagents` crate); their
+/// memory is [`memory::agent_memory`].
+pub use memloop_subagents as subagents;
 
 // The four memory traits, the public contract: here and nowhere else in the facade.
 /// What writes memories after a turn (`memloop-memory`):
@@ -218,9 +221,9 @@ pub use setup::{MemorySetup, SetupError};
 /// [`instructions`](memory::instructions) (`memloop-instructions`), the
 /// [`session_notes`](memory::session_notes) (`memloop-session-notes`), the session
 /// [`transcripts`](memory::transcripts) (`memloop-transcripts`), and what writes memories
-/// (`memloop-memory`: tools, extraction, consolidation, prompt, sub-agents).
+/// (`memloop-memory`: tools, extraction, consolidation, prompt, the memory of sub-agents).
 pub mod memory {
-    pub use memloop_memory::{MemoryEvent, WriterError, agents, dream, prompt, tools};
+    pub use memloop_memory::{MemoryEvent, WriterError, agent_memory, dream, prompt, tools};
 
     /// Project instructions: the `memloop-instructions` crate.
     pub use memloop_instructions as instructions;

@@ -11,11 +11,10 @@ use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
 use memloop_core::model::Model;
-use memloop_core::subagent::{SubAgentConfig, SubAgentTool};
 use memloop_instructions::{
     InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions,
 };
-use memloop_memory::agents::{AgentDirs, AgentMemory, LoadedAgents};
+use memloop_memory::agent_memory::AgentMemory;
 use memloop_memory::dream::{Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{
     ExtractionScheduler, Extractor, ExtractorConfig, ForkedExtractor, SchedulerConfig,
@@ -36,6 +35,7 @@ use memloop_store::{
     AgentMemoryScopes, FileMemoryStore, LocalDir, LocalPurpose, MemoryDirResolver, MemoryError,
     MemoryStore, ResolvedMemoryDir, env::EnvVars,
 };
+use memloop_subagents::{AgentDirs, LoadedAgents, SubAgentConfig, SubAgentTool, SubAgents};
 use memloop_transcripts::{
     PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
 };

@@ -1,7 +1,7 @@
 //! Results of background sub-agents, waiting for the parent's next turn.
 
-use crate::events::SubAgentEnd;
-use crate::hooks::Attachment;
+use memloop_core::events::SubAgentEnd;
+use memloop_core::hooks::Attachment;
 use std::sync::{Arc, Mutex};
 
 /// The attachment kind background results arrive as.

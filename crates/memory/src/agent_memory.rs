@@ -1,13 +1,15 @@
-//! [`AgentMemory`]: a sub-agent's own memory dir, or none, and the gate that keeps it out of
-//! every other memory dir.
+//! The memory of sub-agents: [`AgentMemory`], the
+//! [`ChildExtension`](memloop_subagents::ChildExtension) that gives a sub-agent whose definition
+//! says `memory: <scope>` its own memory dir (resolved by
+//! [`AgentMemoryScopes`](memloop_store::AgentMemoryScopes)), the memory section of the system
+//! prompt for it, and the memory tools bound to it; every other sub-agent gets no memory tools,
+//! and no sub-agent may write into the parent's memory dir or another agent's.
 
-use super::parse::MEMORY_KEY;
 use crate::prompt::MemorySection;
 use crate::tools::{ANTHROPIC_MEMORY_TOOL, MEMORY_DELETE, MEMORY_READ, MEMORY_WRITE, memory_tools};
 use async_trait::async_trait;
 use memloop_core::builtin_tools::normalize_lexically;
 use memloop_core::prompt::SystemSection;
-use memloop_core::subagent::{ChildExtension, ChildKit};
 use memloop_core::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect,
 };
@@ -15,6 +17,8 @@ use memloop_store::FileMemoryStore;
 use memloop_store::MemoryStore;
 use memloop_store::resolve_existing_prefix;
 use memloop_store::{AgentMemoryScope, AgentMemoryScopes};
+use memloop_subagents::MEMORY_KEY;
+use memloop_subagents::{ChildExtension, ChildKit};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,7 +38,7 @@ const PARENT_MEMORY_TOOLS: &[&str] = &[
 const OWN_MEMORY_WRITES: &[&str] = &[MEMORY_WRITE, MEMORY_DELETE];
 
 /// Gives each sub-agent the memory its definition asks for (`memory: user | project | local`;
-/// see [`crate::agents`]), and no other:
+/// see [`memloop_subagents`]), and no other:
 ///
 /// - with a scope: its memory dir ([`AgentMemoryScopes::resolve`] with the agent's name,
 ///   created when it first runs), the memory section of the system prompt for that dir (the

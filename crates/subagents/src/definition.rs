@@ -1,8 +1,8 @@
 //! What a sub-agent is made of: its [`AgentDefinition`], and the [`ChildKit`] that
 //! [`ChildExtension`]s adjust before it runs.
 
-use crate::tool::{PermissionGate, Tool, ToolRegistry};
 use async_trait::async_trait;
+use memloop_core::tool::{PermissionGate, Tool, ToolRegistry};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,11 +10,11 @@ use std::sync::Arc;
 /// A kind of sub-agent the model may delegate to: a name, a description (the model picks by
 /// it), the sub-agent's system prompt, and which tools and model it gets.
 ///
-/// Hosts build definitions in code or load them from markdown files (the memory crate's
-/// `agents` module reads Claude Code's format: `.claude/agents/*.md`).
+/// Hosts build definitions in code or load them from markdown files ([`AgentDirs`](crate::AgentDirs)
+/// reads Claude Code's format: `.claude/agents/*.md`).
 ///
 /// ```
-/// use memloop_core::subagent::AgentDefinition;
+/// use memloop_subagents::AgentDefinition;
 /// let reviewer = AgentDefinition::new(
 ///     "reviewer",
 ///     "Reviews a diff for bugs; use after a change.",
@@ -35,7 +35,7 @@ pub struct AgentDefinition {
     /// The parent's tools it gets, by name; `None` inherits all of them.
     pub tools: Option<Vec<String>>,
     /// A model the host registered under this name
-    /// ([`SubAgentTool::model`](super::SubAgentTool::model)); `None`, or a name the host did
+    /// ([`SubAgentTool::model`](crate::SubAgentTool::model)); `None`, or a name the host did
     /// not register, uses the parent's.
     pub model: Option<String>,
     /// Further settings for [`ChildExtension`]s, by key (the memory crate reads `memory`:

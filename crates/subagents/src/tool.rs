@@ -2,21 +2,18 @@
 //! waits for its answer) or in the background (the call returns its id at once; the answer
 //! arrives on the parent's next turn). It is also the [`Hook`] that delivers those answers.
 
-use super::definition::{AgentDefinition, ChildExtension, ChildKit};
-use super::inbox::{BackgroundResult, Inbox};
-use super::run::{ChildResult, ChildRun};
-use crate::Hook;
-use crate::caller::{self, Caller};
-use crate::context::HookContext;
-use crate::events::{AgentEvent, EventSink, ScopedSink, SubAgentEnd};
-use crate::hooks::PendingAttachment;
-use crate::loop_step::LoopStep;
-use crate::model::{Model, RequestOptions};
-use crate::tool::{
-    AgentKind, PermissionGate, Tool, ToolContext, ToolEffect, ToolOutput, ToolRegistry, ToolSpec,
-};
-use crate::window::ContextWindow;
+use crate::definition::{AgentDefinition, ChildExtension, ChildKit};
+use crate::inbox::{BackgroundResult, Inbox};
 use async_trait::async_trait;
+use memloop_core::child::{Caller, ChildResult, ChildRun, ChildSpec};
+use memloop_core::events::{AgentEvent, SubAgentEnd};
+use memloop_core::hooks::PendingAttachment;
+use memloop_core::model::Model;
+use memloop_core::tool::{
+    PermissionGate, Tool, ToolContext, ToolEffect, ToolOutput, ToolRegistry, ToolSpec,
+};
+use memloop_core::window::ContextWindow;
+use memloop_core::{AgentBuilder, Hook, HookContext};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -60,20 +57,20 @@ impl Default for SubAgentConfig {
 }
 
 /// The `agent` tool over a set of [`AgentDefinition`]s; register it with
-/// [`AgentBuilder::subagents`](crate::AgentBuilder::subagents), which also registers it as the
-/// hook that hands background results to the parent.
+/// [`SubAgents::subagents`] on the agent's builder, which also registers it as the hook that
+/// hands background results to the parent.
 ///
 /// A sub-agent runs the one agent loop on its own conversation (its task is the first user
 /// message; it does not see the parent's), with its own system prompt (the definition's), its
 /// tools (the parent's, or the definition's subset), its gate (the parent's, or
 /// [`gate`](Self::gate)) and its limits ([`SubAgentConfig`]). Its events reach the host stamped
-/// with [`EventAgent::SubAgent`](crate::events::EventAgent::SubAgent) and its id, between a
+/// with [`EventAgent::SubAgent`](memloop_core::events::EventAgent::SubAgent) and its id, between a
 /// `SubAgentStarted` and a `SubAgentFinished`. Cancelling the parent's turn cancels it.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use memloop_core::subagent::{AgentDefinition, SubAgentTool};
 /// use memloop_core::testing::{ScriptStep, ScriptedModel};
+/// use memloop_subagents::{AgentDefinition, SubAgentTool, SubAgents};
 /// use memloop_core::Agent;
 /// use serde_json::json;
 /// use std::sync::Arc;
@@ -181,11 +178,11 @@ impl SubAgentTool {
     /// nest one level deeper.
     fn child_tools(&self, def: &AgentDefinition, caller: &Caller, depth: u32) -> ToolRegistry {
         let mut tools = match &def.tools {
-            None => caller.tools.clone(),
+            None => caller.tools().clone(),
             Some(names) => {
                 let mut picked = ToolRegistry::new();
                 for name in names {
-                    match caller.tools.get(name) {
+                    match caller.tools().get(name) {
                         Some(tool) => {
                             picked.register(tool.clone());
                         }
@@ -196,7 +193,7 @@ impl SubAgentTool {
                                 def.name
                             );
                             tracing::warn!("{message}");
-                            caller.events.emit(AgentEvent::Warning { message });
+                            caller.events().emit(AgentEvent::Warning { message });
                         }
                     }
                 }
@@ -228,19 +225,20 @@ impl SubAgentTool {
                 }
             ));
         };
-        let depth = caller.depth + 1;
+        let depth = caller.depth() + 1;
         if depth > self.config.max_depth {
             return Err(format!(
                 "Sub-agents may nest at most {} level(s) deep, and this agent is already at depth \
                  {}: do the task yourself.",
-                self.config.max_depth, caller.depth
+                self.config.max_depth,
+                caller.depth()
             ));
         }
         if input.prompt.trim().is_empty() {
             return Err("The prompt is empty: give the sub-agent its whole task.".to_owned());
         }
         let (model, window) = match def.model.as_deref().map(str::trim) {
-            None | Some("") | Some("inherit") => (caller.model.clone(), caller.window.clone()),
+            None | Some("") | Some("inherit") => (caller.model().clone(), caller.window().clone()),
             Some(name) => match self.models.get(name) {
                 Some(model) => (model.clone(), ContextWindow::default()),
                 None => {
@@ -256,8 +254,8 @@ impl SubAgentTool {
                             .join(", ")
                     );
                     tracing::warn!("{message}");
-                    caller.events.emit(AgentEvent::Warning { message });
-                    (caller.model.clone(), caller.window.clone())
+                    caller.events().emit(AgentEvent::Warning { message });
+                    (caller.model().clone(), caller.window().clone())
                 }
             },
         };
@@ -265,7 +263,7 @@ impl SubAgentTool {
             definition: def.clone(),
             system: vec![def.system_prompt.clone()],
             tools: self.child_tools(def, caller, depth),
-            gate: self.gate.clone().unwrap_or_else(|| caller.gate.clone()),
+            gate: self.gate.clone().unwrap_or_else(|| caller.gate().clone()),
             withheld: BTreeMap::new(),
         };
         for extension in &self.extensions {
@@ -274,48 +272,20 @@ impl SubAgentTool {
                 .await
                 .map_err(|why| format!("agent `{}` could not start: {why}", def.name))?;
         }
-        let id = format!("agent_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-        let events: Arc<dyn EventSink> = Arc::new(ScopedSink::subagent(
-            caller.events.clone(),
-            &def.name,
-            &id,
-            depth,
-        ));
-        let step = LoopStep {
+        let spec = ChildSpec {
+            system: kit.system,
             model,
+            window,
             tools: kit.tools,
             gate: kit.gate,
-            events,
-            tool_ctx: ToolContext {
-                session_id: ctx.session_id.clone(),
-                cwd: ctx.cwd.clone(),
-                agent: AgentKind::SubAgent(def.name.clone()),
-                cancel: ctx.cancel.child_token(),
-            },
-            purpose: format!("subagent:{}", def.name),
-            max_tokens: self.config.max_tokens,
-            options: RequestOptions::default(),
-            tool_timeout: caller.tool_timeout,
-            max_tool_output_bytes: caller.max_tool_output_bytes,
-            spill_dir: caller.spill_dir.clone(),
-            window: window.clone(),
-            background: caller.background.clone(),
-            depth,
             withheld: kit.withheld,
-            capture: caller.capture.clone(),
-        };
-        Ok(ChildRun {
-            id,
-            name: def.name.clone(),
-            depth,
-            background: input.background,
-            prompt: input.prompt.clone(),
-            system: kit.system,
-            step,
-            window,
             max_iterations: self.config.max_iterations,
+            max_tokens: self.config.max_tokens,
             timeout: self.config.timeout,
-        })
+            background: input.background,
+            ..ChildSpec::new(caller, def.name.clone(), input.prompt.clone())
+        };
+        Ok(ChildRun::new(spec, caller, ctx))
     }
 
     /// Start `run` in the background (tracked, so the parent's `drain` waits for it).
@@ -329,13 +299,13 @@ impl SubAgentTool {
                 self.config.max_background
             ));
         }
-        let (id, name) = (run.id.clone(), run.name.clone());
+        let (id, name) = (run.id().to_owned(), run.name().to_owned());
         let inbox = self.inbox.clone();
         let counter = self.running.clone();
         caller
-            .background
+            .background()
             .spawn(format!("subagent-{name}-{id}"), async move {
-                let (id, name) = (run.id.clone(), run.name.clone());
+                let (id, name) = (run.id().to_owned(), run.name().to_owned());
                 let result = run.run().await;
                 counter.fetch_sub(1, Ordering::SeqCst);
                 inbox.push(BackgroundResult {
@@ -414,12 +384,12 @@ impl Tool for SubAgentTool {
             Ok(i) => i,
             Err(e) => return ToolOutput::error(format!("{SUBAGENT_TOOL}: invalid input: {e}")),
         };
-        let Some(caller) = caller::current() else {
+        let Some(caller) = Caller::current() else {
             return ToolOutput::error(format!(
                 "{SUBAGENT_TOOL}: sub-agents can only be started from an agent loop"
             ));
         };
-        if input.background && caller.depth > 0 {
+        if input.background && caller.depth() > 0 {
             return ToolOutput::error(
                 "Only the main agent can start background agents (a sub-agent has no later turn \
                  to receive the result); run it in the foreground.",
@@ -435,7 +405,7 @@ impl Tool for SubAgentTool {
         if input.background {
             return self.spawn(run, &caller).unwrap_or_else(ToolOutput::error);
         }
-        let name = run.name.clone();
+        let name = run.name().to_owned();
         output(&name, run.run().await)
     }
 }
@@ -450,5 +420,20 @@ impl Hook for SubAgentTool {
         _user_text: &str,
     ) -> Option<PendingAttachment> {
         self.inbox.take_attachment().map(PendingAttachment::ready)
+    }
+}
+
+/// Sub-agents on an agent's builder, in one call: `Agent::builder(model).subagents(tool)` (see
+/// [`SubAgentTool`]'s example). Implemented for core's [`AgentBuilder`] through its public
+/// `tool` and `hook`.
+pub trait SubAgents {
+    /// Let the model delegate to sub-agents: registers `tool` as the `agent` tool and as the
+    /// hook that hands finished background runs to the next turn.
+    fn subagents(self, tool: Arc<SubAgentTool>) -> Self;
+}
+
+impl SubAgents for AgentBuilder {
+    fn subagents(self, tool: Arc<SubAgentTool>) -> Self {
+        self.tool(tool.clone()).hook(tool)
     }
 }

@@ -1,37 +1,7 @@
-//! Sub-agent definitions on disk and their memory.
-//!
-//! **Definitions** are markdown files in Claude Code's format, one agent per file:
-//!
-//! ```markdown
-//! ---
-//! name: code-reviewer          # any script; also its memory dir name
-//! description: Reviews a change for bugs. Use after editing code.
-//! tools: read_file, grep       # or a YAML list; absent = the parent's tools
-//! model: inherit               # or a model name the host registered
-//! memory: project              # user | project | local; absent = no memory
-//! ---
-//!
-//! You are a careful code reviewer. ...
-//! ```
-//!
-//! [`AgentDirs::standard`] reads `*.md` from the project's `.memloop/agents/` and
-//! `.claude/agents/`, then the user's (`<MEMLOOP_HOME or ~/.memloop>/agents/`,
-//! `<CLAUDE_CONFIG_DIR or ~/.claude>/agents/`); the first definition of a name wins, so the
-//! project's win over the user's. A file that cannot be read or parsed is skipped with a warning
-//! saying why ([`LoadedAgents::warnings`]); loading never fails.
-//!
-//! **Memory.** [`AgentMemory`] is the [`ChildExtension`](memloop_core::subagent::ChildExtension)
-//! that gives a sub-agent whose definition says `memory: <scope>` its own memory dir (resolved
-//! by [`AgentMemoryScopes`](memloop_store::AgentMemoryScopes)), the memory section of the system
-//! prompt for it, and the memory tools bound to it; every other sub-agent gets no memory tools,
-//! and no sub-agent may write into the parent's memory dir or another agent's.
+//! Reading sub-agent definitions from markdown files: [`AgentDirs`] (see the crate docs for the
+//! format and the dirs).
 
-mod memory;
-mod parse;
-
-pub use memory::AgentMemory;
-
-use memloop_core::subagent::AgentDefinition;
+use crate::definition::AgentDefinition;
 use memloop_store::MemoryDirResolver;
 use memloop_store::env::EnvVars;
 use std::collections::BTreeSet;
@@ -73,7 +43,7 @@ pub struct LoadedAgents {
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use memloop_memory::agents::AgentDirs;
+/// use memloop_subagents::AgentDirs;
 /// let project = tempfile::tempdir()?;
 /// let dir = project.path().join(".claude/agents");
 /// std::fs::create_dir_all(&dir)?;
@@ -202,5 +172,5 @@ fn read_definition(path: &Path) -> Result<AgentDefinition, String> {
     }
     let bytes = std::fs::read(path).map_err(|e| format!("it cannot be read: {e}"))?;
     let text = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())?;
-    parse::parse_definition(&text, path)
+    crate::parse::parse_definition(&text, path)
 }

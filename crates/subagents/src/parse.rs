@@ -1,7 +1,7 @@
 //! One agent definition file: YAML frontmatter (`name`, `description`, `tools`, `model`,
 //! `memory`) and the system prompt as the body.
 
-use memloop_core::subagent::AgentDefinition;
+use crate::definition::AgentDefinition;
 use memloop_store::{AgentMemoryScope, sanitize_agent_type};
 use memloop_text::frontmatter::{
     Closing, parse_mapping as parse_frontmatter_mapping, split as split_frontmatter,

@@ -5,16 +5,16 @@
 use async_trait::async_trait;
 use memloop_core::events::{AgentEvent, EventAgent, EventEnvelope, SubAgentEnd, VecSink};
 use memloop_core::model::ModelRequest;
-use memloop_core::subagent::{
-    AgentDefinition, BACKGROUND_RESULTS_KIND, ChildExtension, ChildKit, SubAgentConfig,
-    SubAgentTool,
-};
 use memloop_core::testing::{ScriptStep, ScriptedModel};
 use memloop_core::tool::{
     AgentKind, PermissionDecision, PermissionGate, Tool, ToolCallRequest, ToolContext, ToolEffect,
     ToolOutput, ToolSpec,
 };
 use memloop_core::{Agent, AgentError, CancellationToken};
+use memloop_subagents::{
+    AgentDefinition, BACKGROUND_RESULTS_KIND, ChildExtension, ChildKit, SubAgentConfig,
+    SubAgentTool, SubAgents,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};
