@@ -198,6 +198,9 @@ pub use memloop_otel as otel;
 pub use memloop_pg as pg;
 #[cfg(feature = "providers")]
 pub use memloop_providers as providers;
+/// Sub-agents: the `agent` tool and agent definitions (the `memloop-subagents` crate); their
+/// memory is [`memory::agent_memory`].
+pub use memloop_subagents as subagents;
 pub use memloop_testkit as testkit;
 pub use memloop_text as text;
 pub use memloop_tools as tools;
@@ -220,16 +223,26 @@ pub use setup::{MemorySetup, SetupError};
 /// Everything about memory in one place (each item under one path; the four traits
 /// [`MemoryStore`], [`Selector`], [`Extractor`] and [`SessionMemory`] are at the crate root):
 /// the memory dir ([`store`](memory::store), the `memloop-store` crate), where it lives
-/// ([`paths`](memory::paths)), its switches ([`env`](memory::env)), [`recall`](memory::recall)
+/// ([`paths`](memory::paths)), its switches ([`env`](memory::env)), the credential filter
+/// ([`secrets`](memory::secrets), `memloop-secrets`), [`recall`](memory::recall)
 /// (`memloop-recall`), the text analyzer ([`text`](memory::text), `memloop-text`), project
 /// [`instructions`](memory::instructions) (`memloop-instructions`), the
-/// [`session_notes`](memory::session_notes) (`memloop-session-notes`), and what writes memories
-/// (`memloop-memory`: tools, extraction, consolidation, prompt, transcripts, sub-agents).
+/// [`session_notes`](memory::session_notes) (`memloop-session-notes`), the session
+/// [`transcripts`](memory::transcripts) (`memloop-transcripts`), and what writes memories
+/// (`memloop-memory`: tools, extraction, consolidation, prompt, the memory of sub-agents).
 pub mod memory {
-    pub use memloop_memory::{MemoryEvent, WriterError, agents, dream, prompt, tools, transcripts};
+    pub use memloop_memory::{MemoryEvent, WriterError, agent_memory, dream, prompt, tools};
 
     /// Project instructions: the `memloop-instructions` crate.
     pub use memloop_instructions as instructions;
+
+    /// Session transcripts (JSONL in Claude Code's layout): the writer hook, reading, resuming,
+    /// the bounded search and its tool; the `memloop-transcripts` crate.
+    pub use memloop_transcripts as transcripts;
+
+    /// The credential filter every memory writer runs and the redaction of what leaves the
+    /// process: the `memloop-secrets` crate.
+    pub use memloop_secrets as secrets;
 
     /// The text analyzer recall searches with (tokens, stemming, accent folding, language
     /// detection) and the Markdown frontmatter block: the `memloop-text` crate.
@@ -277,15 +290,13 @@ pub mod memory {
             ChangeCursor, Changes, CheckedWrite, ContainmentGate, Durability, ExpectedVersion,
             FileMemoryStore, Followed, Headers, INDEX_FILE, IndexCaps, IndexEntry, LOGS_DIR,
             LoadedIndex, LocalBases, LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile,
-            MemoryHeader, MemoryPath, MemoryScope, MemoryType, REDACTED_PREFIX,
-            SECRET_REFUSED_TARGET, ScanCache, ScanChange, ScanConfig, ScanUpdate, SecretFilter,
-            Since, StoreConfig, StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite,
-            WriteLimits, WriteMode, WriteReport, append_to_existing, atomic_write,
+            MemoryHeader, MemoryPath, MemoryScope, MemoryType, ScanCache, ScanChange, ScanConfig,
+            ScanUpdate, Since, StoreConfig, StoreDescription, StoreLocation, TEAM_DIR,
+            VersionedWrite, WriteLimits, WriteMode, WriteReport, append_to_existing, atomic_write,
             atomic_write_with, canonical_memory_text, content_version, file_stem,
             format_entry_line, format_manifest, format_manifest_capped, format_mtime, is_daily_log,
-            load_capped, read_target_to_rel_path, redact_secrets, resolve_existing_prefix,
-            title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic,
-            warn_refused,
+            load_capped, read_target_to_rel_path, resolve_existing_prefix, title_file_stem,
+            title_key, topic_to_rel_path, validate_rel_path, validate_topic, warn_refused,
         };
     }
 

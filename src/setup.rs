@@ -11,12 +11,11 @@ use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
 use memloop_core::model::Model;
-use memloop_core::subagent::{SubAgentConfig, SubAgentTool};
 use memloop_host::env::EnvVars;
 use memloop_instructions::{
     InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions,
 };
-use memloop_memory::agents::{AgentDirs, AgentMemory, LoadedAgents};
+use memloop_memory::agent_memory::AgentMemory;
 use memloop_memory::dream::{Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords};
 use memloop_memory::extract::{
     ExtractionScheduler, Extractor, ExtractorConfig, ForkedExtractor, SchedulerConfig,
@@ -28,9 +27,6 @@ use memloop_memory::session_notes::{
 use memloop_memory::{
     prompt::{Guidance, MemorySection},
     tools::memory_tools,
-    transcripts::{
-        PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
-    },
 };
 use memloop_recall::{
     DefaultSelector, FallbackSelector, LlmSelector, LlmSelectorConfig, RecallHook, RerankConfig,
@@ -39,6 +35,10 @@ use memloop_recall::{
 use memloop_store::{
     AgentMemoryScopes, FileMemoryStore, LocalDir, LocalPurpose, MemoryDirResolver, MemoryError,
     MemoryStore, ResolvedMemoryDir,
+};
+use memloop_subagents::{AgentDirs, LoadedAgents, SubAgentConfig, SubAgentTool, SubAgents};
+use memloop_transcripts::{
+    PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -639,7 +639,7 @@ impl MemorySetup {
         if memloop_core::telemetry::ContentCapture::requested(&self.env) {
             builder =
                 builder.capture_content(memloop_core::telemetry::ContentCapture::new(|text| {
-                    memloop_store::redact_secrets(text).0
+                    memloop_secrets::redact_secrets(text).0
                 }));
         }
         if let Some(config) = &self.instructions {

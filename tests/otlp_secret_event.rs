@@ -169,6 +169,6 @@ async fn message_content_is_captured_only_on_request_and_never_a_secret() {
     assert!(has(&all, "gen_ai.system_instructions"));
     assert!(has(&all, "db-stage-3"), "the message text was not captured");
     assert!(has(&all, "Noted, I will not store it"));
-    assert!(has(&all, memloop::memory::store::REDACTED_PREFIX));
+    assert!(has(&all, memloop::memory::secrets::REDACTED_PREFIX));
     assert!(!has(&all, SECRET), "the secret reached the trace");
 }

@@ -425,8 +425,8 @@ impl memloop::core::Hook for ForkOnStop {
 /// that leaves it off sees none anywhere.
 #[tokio::test]
 async fn content_capture_covers_forks_and_sub_agents() {
-    use memloop::core::subagent::{AgentDefinition, SubAgentTool};
     use memloop::core::telemetry::ContentCapture;
+    use memloop::subagents::{AgentDefinition, SubAgentTool, SubAgents};
 
     for on in [true, false] {
         let capture = Capture::default();

@@ -7,8 +7,8 @@ use crate::args::SessionsCommand;
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
 use memloop_core::message::{ContentBlock, Message};
-use memloop_memory::transcripts::{RecordKind, SearchOptions, TranscriptDir, TranscriptRecord};
-use memloop_store::redact_secrets;
+use memloop_secrets::redact_secrets;
+use memloop_transcripts::{RecordKind, SearchOptions, TranscriptDir, TranscriptRecord};
 use serde_json::json;
 
 /// Run a `sessions` subcommand.

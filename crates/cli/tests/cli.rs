@@ -1216,7 +1216,7 @@ fn semantic_search_with_a_local_model_finds_a_paraphrase() {
 #[test]
 fn sessions_list_show_and_search_read_the_projects_transcripts() {
     use memloop_core::message::{ContentBlock, Message, Role};
-    use memloop_memory::transcripts::{TranscriptDir, TranscriptRecord};
+    use memloop_transcripts::{TranscriptDir, TranscriptRecord};
     let s = Sandbox::new();
     let v = json(&s.run(&["memory", "path", "--json"]));
     let mem = PathBuf::from(v["dir"].as_str().unwrap());
@@ -1307,7 +1307,7 @@ fn sessions_list_show_and_search_read_the_projects_transcripts() {
 #[test]
 fn sessions_show_and_search_print_credentials_redacted() {
     use memloop_core::message::{ContentBlock, Message, Role};
-    use memloop_memory::transcripts::{TranscriptDir, TranscriptRecord};
+    use memloop_transcripts::{TranscriptDir, TranscriptRecord};
     const PASSWORD: &str = "Qw7zLp2Vn9";
     let s = Sandbox::new();
     let v = json(&s.run(&["memory", "path", "--json"]));

@@ -10,7 +10,6 @@ use crate::invariants::RepairFn;
 use crate::message::Message;
 use crate::model::Model;
 use crate::prompt::{SystemPrompt, SystemSection};
-use crate::subagent::SubAgentTool;
 use crate::tokens::{CharEstimator, ConversationTokens, TokenCounter};
 use crate::tool::{AllowAll, PermissionGate, Tool, ToolRegistry};
 use crate::window::ContextWindow;
@@ -111,12 +110,6 @@ impl AgentBuilder {
     pub fn hook(mut self, hook: Arc<dyn Hook>) -> Self {
         self.hooks.push(hook);
         self
-    }
-
-    /// Let the model delegate to sub-agents: registers `tool` as the `agent` tool and as the
-    /// hook that hands finished background runs to the next turn (see [`crate::subagent`]).
-    pub fn subagents(self, tool: Arc<SubAgentTool>) -> Self {
-        self.tool(tool.clone()).hook(tool)
     }
 
     /// Keep the full text of cut tool outputs under `dir` (see [`AgentConfig::spill_dir`]).

@@ -197,7 +197,7 @@ pub enum AgentEvent {
         /// Why.
         reason: String,
     },
-    /// A sub-agent started (see [`crate::subagent`]); its own events follow, stamped with
+    /// A sub-agent started (a child run, [`crate::child`]); its own events follow, stamped with
     /// [`EventAgent::SubAgent`] and the same id.
     SubAgentStarted {
         /// Its id (`agent_…`), unique per run.
@@ -405,7 +405,7 @@ pub enum EventAgent {
         /// A unique id of this fork run.
         id: String,
     },
-    /// A sub-agent the model delegated a task to ([`crate::subagent`]).
+    /// A sub-agent the model delegated a task to ([`crate::child`]).
     SubAgent {
         /// The agent definition it runs.
         name: String,

@@ -14,7 +14,7 @@
 //! | [`hooks`] | the [`Hook`] trait and turn-start attachments |
 //! | [`events`] | typed [`AgentEvent`](events::AgentEvent)s (deltas, terminal events) with their origin, and sinks for hosts |
 //! | [`fork`] | forked sub-agents that share the parent's prompt prefix |
-//! | [`subagent`] | the `agent` tool: delegating a task to a child agent with its own prompt, tools and gate, in the foreground or background |
+//! | [`child`] | child agents: a tool call runs an agent of its own (the one loop, a conversation of its own) from the calling agent, as the `agent` tool of `memloop-subagents` does |
 //! | [`compaction`] | the compactor interface the loop calls before each request |
 //! | [`prompt`] | cached system-prompt sections |
 //! | [`tokens`] | token counters and the conversation size rule |
@@ -44,6 +44,7 @@ mod agent;
 mod background;
 mod builder;
 mod caller;
+pub mod child;
 pub mod clearing;
 pub mod compaction;
 mod compaction_strategy;
@@ -61,7 +62,6 @@ mod loop_step;
 pub mod message;
 pub mod model;
 pub mod prompt;
-pub mod subagent;
 pub mod telemetry;
 pub mod tokens;
 pub mod tool;

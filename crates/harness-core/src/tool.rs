@@ -41,7 +41,7 @@ pub enum AgentKind {
     Main,
     /// A forked agent (extractor, session-memory updater, ...), with its purpose.
     Forked(String),
-    /// A sub-agent the model delegated a task to ([`crate::subagent`]), with its agent name.
+    /// A sub-agent the model delegated a task to ([`crate::child`]), with its agent name.
     SubAgent(String),
 }
 

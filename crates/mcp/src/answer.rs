@@ -3,7 +3,8 @@
 //! terminal escape sequence), credential-shaped text is redacted (a hand-written memory file can
 //! hold one) and the answer is cut to the size cap, with a note saying what was cut.
 
-use memloop_store::{printable, redact_secrets};
+use memloop_secrets::redact_secrets;
+use memloop_store::printable;
 use serde_json::{Value, json};
 
 /// Most entries one `context_save` call accepts by default ([`McpLimits::max_batch_entries`]).

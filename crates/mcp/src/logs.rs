@@ -20,7 +20,7 @@
 /// assert!(line.ends_with('\n'));
 /// ```
 pub fn loggable_text(line: &str) -> String {
-    let (redacted, _) = memloop_store::redact_secrets(line);
+    let (redacted, _) = memloop_secrets::redact_secrets(line);
     memloop_store::printable(&redacted).into_owned()
 }
 

@@ -621,7 +621,7 @@ impl ServerHandler for MemoryServer {
             Err(e) => format!("(memory index unavailable: {e})"),
         };
         // As every tool answer: credentials redacted, control characters escaped.
-        let (text, _) = memloop_store::redact_secrets(&text);
+        let (text, _) = memloop_secrets::redact_secrets(&text);
         let text = memloop_store::printable(&text).into_owned();
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, uri).with_mime_type(INDEX_MIME),

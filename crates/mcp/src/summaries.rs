@@ -19,9 +19,8 @@
 use crate::tiers::{self, SummaryState};
 use memloop_core::model::{JsonSchema, Model, ModelRequest};
 use memloop_core::{CancellationToken, message::Message};
-use memloop_store::{
-    LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryStore, SecretFilter, WriteMode,
-};
+use memloop_secrets::SecretFilter;
+use memloop_store::{LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryStore, WriteMode};
 use memloop_text::truncate_utf8;
 use serde_json::Value;
 use sha2::{Digest, Sha256};

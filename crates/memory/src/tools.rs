@@ -110,7 +110,7 @@ impl MemoryReadTool {
             out.push_str(&format!("\n{}\n", header.rel_path));
             for (n, line) in hits.iter().take(GREP_LINES_PER_FILE) {
                 let shown: String = line.chars().take(GREP_LINE_CHARS).collect();
-                let (shown, _) = memloop_store::redact_secrets(&shown);
+                let (shown, _) = memloop_secrets::redact_secrets(&shown);
                 out.push_str(&format!("  {}: {}\n", n + 1, shown.trim_end()));
             }
             if hits.len() > GREP_LINES_PER_FILE {

@@ -177,10 +177,6 @@ impl OtlpConfig {
     }
 }
 
-/// The target of the secret-refusal events (`memloop_store::SECRET_REFUSED_TARGET`; the store
-/// depends on this crate, not the other way round).
-const SECRET_EVENTS_TARGET: &str = "memloop::secrets";
-
 /// The metric export interval when `OTEL_METRIC_EXPORT_INTERVAL` names none (the standard's).
 const DEFAULT_METRIC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -282,7 +278,7 @@ impl OtlpExport {
                 (m.is_span()
                     && m.target().starts_with("memloop")
                     && *m.level() <= tracing::Level::INFO)
-                    || (m.is_event() && m.target() == SECRET_EVENTS_TARGET)
+                    || (m.is_event() && m.target() == memloop_secrets::SECRET_REFUSED_TARGET)
             }));
         let metrics = self.meters.clone().map(|meters| {
             tracing_opentelemetry::MetricsLayer::new(meters).with_filter(

@@ -23,7 +23,8 @@
 use crate::content::{canonical_text, sha256_hex};
 use crate::error::StoreError;
 use crate::store::{Expected, PgMemory, PgMemoryStore};
-use memloop_store::{ExpectedVersion, FileMemoryStore, MemoryError, MemoryStore, SecretFilter};
+use memloop_secrets::SecretFilter;
+use memloop_store::{ExpectedVersion, FileMemoryStore, MemoryError, MemoryStore};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -128,7 +128,7 @@ pub fn render_surfaced(
     max_lines: usize,
     max_bytes: usize,
 ) -> String {
-    let (content, _) = memloop_store::redact_secrets(content);
+    let (content, _) = memloop_secrets::redact_secrets(content);
     let (kept, cut) = cut_whole_lines(&content, max_lines, max_bytes);
     let mut out = memory_header(path, days);
     out.push('\n');

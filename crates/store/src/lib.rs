@@ -4,8 +4,9 @@
 //! implements, the embedded [`FileMemoryStore`] (Markdown topic files with YAML frontmatter and a
 //! `MEMORY.md` index, Claude Code's on-disk format), the change feed hosts follow, and the rules
 //! every write obeys whichever backend stores it ([`CheckedWrite`]: containment, names, size,
-//! secrets, scope and type, the index line). Where a project's memory dir lives is decided here
-//! too ([`MemoryDirResolver`], [`canonical_project_root`], the per-agent scopes).
+//! secrets by the `memloop-secrets` filter, scope and type, the index line). Where a project's
+//! memory dir lives is decided here too ([`MemoryDirResolver`], [`canonical_project_root`], the
+//! per-agent scopes).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -56,10 +57,9 @@ pub use memory_store::{
 pub use project::{canonical_project_root, origin_without_credentials, project_dir, project_slug};
 pub use resolver::{ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir};
 pub use safety::{
-    ContainmentGate, Durability, REDACTED_PREFIX, SECRET_REFUSED_TARGET, SecretFilter,
-    atomic_write, atomic_write_with, printable, read_target_to_rel_path, redact_secrets,
-    resolve_existing_prefix, title_file_stem, title_key, topic_to_rel_path, validate_rel_path,
-    validate_topic, warn_refused,
+    ContainmentGate, Durability, atomic_write, atomic_write_with, printable,
+    read_target_to_rel_path, resolve_existing_prefix, title_file_stem, title_key,
+    topic_to_rel_path, validate_rel_path, validate_topic, warn_refused,
 };
 pub use scan::ScanConfig;
 pub use scan_cache::{Followed, Headers, ScanCache, ScanChange, ScanUpdate, Since};

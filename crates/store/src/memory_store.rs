@@ -7,13 +7,13 @@
 
 use crate::changes::{ChangeCursor, Changes};
 pub use crate::memory_path::MemoryPath;
-use crate::safety::SecretFilter;
 use crate::team::MemoryScope;
 use crate::types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
     WriteReport,
 };
 use async_trait::async_trait;
+use memloop_secrets::SecretFilter;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 

@@ -273,6 +273,16 @@ pub enum MemoryError {
     },
 }
 
+/// A credential found by the filter is a refused write: [`MemoryError::SensitiveData`] naming the
+/// pattern.
+impl From<memloop_secrets::SecretFound> for MemoryError {
+    fn from(found: memloop_secrets::SecretFound) -> Self {
+        MemoryError::SensitiveData {
+            pattern: found.pattern.to_owned(),
+        }
+    }
+}
+
 impl MemoryError {
     /// Wrap an I/O error with context.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {

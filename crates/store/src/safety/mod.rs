@@ -1,13 +1,11 @@
 //! Storage safety: the single write-containment gate, atomic writes,
-//! the cross-process lock around index updates, name validation and the sensitive-data filter.
+//! the cross-process lock around index updates and name validation (the sensitive-data filter is
+//! the `memloop-secrets` crate).
 
 mod atomic;
 mod containment;
 mod lock;
 mod names;
-mod redact;
-mod secret_labels;
-mod secrets;
 
 pub(crate) use atomic::sync_parent_dir;
 pub use atomic::{Durability, atomic_write, atomic_write_with, has_temp_files, remove_temp_files};
@@ -19,5 +17,3 @@ pub use names::{
     printable, read_target_to_rel_path, title_file_stem, title_key, topic_to_rel_path,
     validate_rel_path, validate_topic,
 };
-pub use redact::{REDACTED_PREFIX, redact_secrets};
-pub use secrets::{SECRET_REFUSED_TARGET, SecretFilter};

@@ -1,0 +1,152 @@
+//! Resumed sessions: an agent started from an earlier conversation (here: read back from its
+//! transcript) rebuilds recall's surfaced set and byte budget from the recall attachments in it;
+//! `Agent::clear` resets both.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../recall/tests/recall_common/mod.rs"]
+mod recall_common;
+
+use memloop_core::{
+    Agent, AgentConfig,
+    events::{AgentEvent, EventSink, FanoutSink, VecSink},
+    tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
+};
+use memloop_recall::RecallEvent;
+use memloop_recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
+use memloop_testkit::{ScriptStep, ScriptedModel};
+use memloop_transcripts::{TranscriptDir, TranscriptHook};
+use recall_common::{put, store};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Returns once recall surfaced something, so the attachment lands during the turn.
+struct WaitForRecall(Arc<Notify>);
+
+#[async_trait::async_trait]
+impl Tool for WaitForRecall {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "wait_for_recall".into(),
+            description: "test tool".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            effect: ToolEffect::ReadOnly,
+        }
+    }
+    async fn call(&self, _input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
+        // Bounded, so a recall that never surfaces fails the test instead of hanging it.
+        match tokio::time::timeout(std::time::Duration::from_secs(60), self.0.notified()).await {
+            Ok(()) => ToolOutput::ok("recall settled"),
+            Err(_) => ToolOutput::error("recall surfaced nothing"),
+        }
+    }
+}
+
+fn selecting(path: &str) -> ScriptedModel {
+    let path = path.to_owned();
+    ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, move |_| {
+        Some(ScriptStep::text(format!(
+            r#"{{"selected_memories": ["{path}"]}}"#
+        )))
+    })
+}
+
+#[tokio::test]
+async fn a_resumed_session_does_not_resurface_and_keeps_its_budget_until_clear() {
+    resume_rebuilds(
+        "feedback/tests.md",
+        "integration tests must hit a real database",
+        "Never mock the db.",
+        [
+            "how should I write the integration tests?",
+            "and the database tests again?",
+        ],
+    )
+    .await;
+}
+
+/// The same in Chinese: a memory file named in Chinese with a Chinese body (multi-byte text
+/// in the attachment the rebuild parses and the budget counts).
+#[tokio::test]
+async fn a_resumed_chinese_session_rebuilds_the_same_way() {
+    resume_rebuilds(
+        "feedback/集成测试.md",
+        "集成测试必须连接真实数据库",
+        "不要模拟数据库；测试前先清空「测试库」。",
+        ["集成测试应该怎么写？", "数据库测试再说一遍？"],
+    )
+    .await;
+}
+
+async fn resume_rebuilds(path: &str, description: &str, body: &str, questions: [&str; 2]) {
+    let (tmp, store) = store();
+    put(&store, path, description, body).await;
+    let transcripts = TranscriptDir::new(tmp.path());
+
+    // Session 1: recall surfaces the memory; the transcript records the attachment.
+    let model = selecting(path);
+    model.push_for(
+        "main",
+        ScriptStep::tool("wait_for_recall", serde_json::json!({})),
+    );
+    model.push_for("main", ScriptStep::text("I will use a real database."));
+    let settled = Arc::new(Notify::new());
+    let signal = settled.clone();
+    let on_surfaced = move |e: AgentEvent| {
+        if matches!(e.extension(), Some(RecallEvent::MemoriesSurfaced { .. })) {
+            signal.notify_one();
+        }
+    };
+    let recall1 = Arc::new(RecallHook::new(
+        store.clone(),
+        Arc::new(LlmSelector::new(Arc::new(model.clone()))),
+    ));
+    let config = AgentConfig {
+        session_id: "s1".into(),
+        ..AgentConfig::default()
+    };
+    let mut first = Agent::builder(Arc::new(model.clone()))
+        .config(config.clone())
+        .tool(Arc::new(WaitForRecall(settled)))
+        .hook(recall1.clone())
+        .hook(Arc::new(TranscriptHook::new(transcripts.clone())))
+        .events(Arc::new(on_surfaced))
+        .build();
+    first.run_turn(questions[0]).await.unwrap();
+    let spent = recall1.spent_bytes();
+    assert!(spent > 0);
+    drop(first);
+
+    // Session 1 resumed from its transcript with a fresh recall hook.
+    let history = transcripts.load("s1").unwrap().conversation();
+    // This session's selector chooses nothing: whatever it surfaced was rebuilt, not chosen.
+    let model = ScriptedModel::new().on_purpose(SELECTOR_PURPOSE, |_| {
+        Some(ScriptStep::text(r#"{"selected_memories": []}"#))
+    });
+    model.push_for("main", ScriptStep::text("ok"));
+    model.push_for("main", ScriptStep::text("cleared"));
+    model.push_for("main", ScriptStep::text("again"));
+    let recall2 = Arc::new(RecallHook::new(
+        store.clone(),
+        Arc::new(LlmSelector::new(Arc::new(model.clone()))),
+    ));
+    let events = VecSink::default();
+    let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(events.clone())];
+    let mut resumed = Agent::builder(Arc::new(model.clone()))
+        .config(config)
+        .hook(recall2.clone())
+        .events(Arc::new(FanoutSink(sinks)))
+        .messages(history)
+        .build();
+    resumed.run_turn(questions[1]).await.unwrap();
+    assert_eq!(recall2.surfaced(), [path.to_owned()].into_iter().collect());
+    assert!(recall2.spent_bytes() >= spent, "the budget is not refilled");
+    assert_eq!(
+        recall2.spent_bytes(),
+        spent,
+        "counted once, as session 1 did"
+    );
+
+    resumed.clear().await;
+    assert!(recall2.surfaced().is_empty());
+    assert_eq!(recall2.spent_bytes(), 0);
+}
