@@ -6,9 +6,9 @@
 use memloop::SessionMemory;
 use memloop::core::HookContext;
 use memloop::core::message::Message;
-use memloop::testkit::{ScriptedModel, hook_context};
 use memloop::core::tool::AgentKind;
 use memloop::memory::session_notes::{UpdateThresholds, UpdateTrigger};
+use memloop::testkit::{ScriptedModel, hook_context};
 use memloop_sqlite_store::{SqliteMemoryStore, SqliteSessionNotes};
 use std::path::Path;
 use std::sync::Arc;

@@ -12,18 +12,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
 
 use memloop::compact::CompactConfig;
-use memloop::host::env::EnvVars;
 use memloop::core::events::{AgentEvent, EventSink, VecSink};
 use memloop::core::message::MessageKind;
 use memloop::core::model::ModelRequest;
-use memloop::testkit::{ScriptStep, ScriptedModel};
 use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, AgentConfig};
+use memloop::host::env::EnvVars;
 use memloop::memory::MemoryEvent;
 use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::recall::RecallEvent;
 use memloop::memory::session_notes::UpdateThresholds;
 use memloop::memory::transcripts::TranscriptConfig;
+use memloop::testkit::{ScriptStep, ScriptedModel};
 use memloop::{MemorySetup, MemoryStore, SessionMemory, async_trait};
 use memloop_sqlite_store::{FactExtractor, KeywordSelector, SqliteMemoryStore, SqliteSessionNotes};
 use serde_json::{Value, json};
