@@ -1,7 +1,7 @@
 //! # memloop
 //!
 //! An embeddable Rust agent harness with pluggable memory. A complete agent with memory, your own
-//! recall policy and your own tool, runnable offline (a [`ScriptedModel`](core::testing::ScriptedModel)
+//! recall policy and your own tool, runnable offline (a [`ScriptedModel`](testkit::ScriptedModel)
 //! stands in for the LLM and records what it was sent):
 //!
 //! ```
@@ -107,14 +107,23 @@
 //! [`MemorySetup`] takes any of each. Beside them, the crate re-exports the library crates:
 //!
 //! - [`core`] (`memloop-core`): messages, the `Model` and `Tool` traits, the agent loop, hooks,
-//!   forked agents, token counting, the invariant checker, the environment ([`EnvVars`](core::env::EnvVars));
+//!   forked agents, token counting, the invariant checker;
+//! - [`host`] (`memloop-host`): the environment ([`EnvVars`](host::env::EnvVars)), regular-file
+//!   reads, lexical paths;
+//! - [`text`] (`memloop-text`): the text analyzer, UTF-8 cuts, templates, globs, frontmatter;
+//! - [`tools`] (`memloop-tools`): read, glob, grep, write, edit and shell tools;
+//! - [`testkit`] (`memloop-testkit`): a scripted model for tests and the offline demo;
+//! - [`subagents`] (`memloop-subagents`): the `agent` tool and agent definitions;
 //! - [`memory`]: everything about memory, gathered from its crates (`memloop-store`,
-//!   `memloop-recall`, `memloop-text`, `memloop-instructions`, `memloop-memory`,
-//!   `memloop-session-notes`);
+//!   `memloop-secrets`, `memloop-recall`, `memloop-instructions`, `memloop-memory`,
+//!   `memloop-transcripts`, `memloop-session-notes`);
 //! - [`compact`] (`memloop-compact`): compaction strategies and conversation repair;
 //! - `pg` (`memloop-pg`, feature `postgres`): team memory on PostgreSQL;
 //! - `candle` (`memloop-candle`, feature `candle`): text embeddings from a local BERT or MPNet
 //!   sentence-transformers model, run in-process on CPU;
+//! - `providers` (`memloop-providers`, feature `providers`): Anthropic and OpenAI-compatible HTTP
+//!   models and embeddings;
+//! - `otel` (`memloop-otel`, feature `otel`): OTLP export of the loop's spans and metrics;
 //!
 //! plus [`MemorySetup`] (memory wired into an [`AgentBuilder`](core::AgentBuilder) in one call)
 //! and the [`async_trait`](macro@async_trait) attribute the traits are implemented with. Every
@@ -124,7 +133,7 @@
 //!
 //! | trait | example |
 //! |---|---|
-//! | [`Model`](core::model::Model) | [`ScriptedModel`](core::testing::ScriptedModel), and the trait's docs |
+//! | [`Model`](core::model::Model) | [`ScriptedModel`](testkit::ScriptedModel), and the trait's docs |
 //! | [`Tool`](core::tool::Tool) | above (`Weather`), and the trait's docs |
 //! | [`PermissionGate`](core::tool::PermissionGate) | the trait's docs; [`WriteScopeGate`](core::tool::WriteScopeGate) |
 //! | [`TokenCounter`](core::tokens::TokenCounter) | [`CharEstimator`](core::tokens::CharEstimator), [`TiktokenCounter`](core::tokens::TiktokenCounter) |
@@ -225,7 +234,7 @@ pub use setup::{MemorySetup, SetupError};
 /// the memory dir ([`store`](memory::store), the `memloop-store` crate), where it lives
 /// ([`paths`](memory::paths)), its switches ([`env`](memory::env)), the credential filter
 /// ([`secrets`](memory::secrets), `memloop-secrets`), [`recall`](memory::recall)
-/// (`memloop-recall`), the text analyzer ([`text`](memory::text), `memloop-text`), project
+/// (`memloop-recall`), project
 /// [`instructions`](memory::instructions) (`memloop-instructions`), the
 /// [`session_notes`](memory::session_notes) (`memloop-session-notes`), the session
 /// [`transcripts`](memory::transcripts) (`memloop-transcripts`), and what writes memories
@@ -244,10 +253,8 @@ pub mod memory {
     /// process: the `memloop-secrets` crate.
     pub use memloop_secrets as secrets;
 
-    /// The text analyzer recall searches with (tokens, stemming, accent folding, language
-    /// detection) and the Markdown frontmatter block: the `memloop-text` crate.
     /// The environment switches (`MEMLOOP_*`) of memory; the variables themselves are read
-    /// through [`EnvVars`](crate::core::env::EnvVars).
+    /// through [`EnvVars`](crate::host::env::EnvVars).
     pub mod env {
         pub use memloop_store::env::{
             CLAUDE_CODE_DISABLE_AUTO_MEMORY, CLAUDE_CODE_SIMPLE, CLAUDE_CONFIG_DIR,
@@ -311,7 +318,7 @@ pub mod memory {
     }
 
     /// Recall: the `memloop-recall` crate (the trait is [`Selector`](crate::Selector)); its
-    /// analyzer is [`text`].
+    /// analyzer is [`text`](crate::text).
     pub mod recall {
         pub use memloop_recall::{
             Bm25Params, Bm25Selector, Clock, DefaultSelector, FallbackSelector, Fusion, HeaderList,

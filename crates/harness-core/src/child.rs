@@ -10,7 +10,7 @@
 //! - its events reach the caller's sink stamped with
 //!   [`EventAgent::SubAgent`](crate::events::EventAgent::SubAgent) (name, id, depth), between
 //!   exactly one `SubAgentStarted` and one `SubAgentFinished`, also when the run is dropped
-//!   half-way; its tool calls run as [`AgentKind::SubAgent`](crate::tool::AgentKind::SubAgent);
+//!   half-way; its tool calls run as [`AgentKind::SubAgent`];
 //! - it is bounded: model calls, a time limit, and the caller's cancellation (its token is a
 //!   child of the calling tool call's).
 

@@ -1,7 +1,7 @@
 //! The memory of sub-agents: [`AgentMemory`], the
-//! [`ChildExtension`](memloop_subagents::ChildExtension) that gives a sub-agent whose definition
+//! [`ChildExtension`] that gives a sub-agent whose definition
 //! says `memory: <scope>` its own memory dir (resolved by
-//! [`AgentMemoryScopes`](memloop_store::AgentMemoryScopes)), the memory section of the system
+//! [`AgentMemoryScopes`]), the memory section of the system
 //! prompt for it, and the memory tools bound to it; every other sub-agent gets no memory tools,
 //! and no sub-agent may write into the parent's memory dir or another agent's.
 
