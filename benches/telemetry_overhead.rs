@@ -12,35 +12,16 @@
 //! `cargo bench --features otel,providers --bench telemetry_overhead -- --warm-up-time 1 --measurement-time 5`
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
 use memloop::core::Agent;
 use memloop::core::model::Model;
-use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::otel::{OtlpConfig, OtlpExport};
 use memloop::providers::{OpenAiCompatModel, OpenAiConfig};
-use memloop::testkit::{ScriptStep, ScriptedModel};
+use memloop::testkit::{Echo, ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::sync::Arc;
 use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::SubscriberExt;
-
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "Echo the input.".into(),
-            input_schema: json!({"type": "object"}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        ToolOutput::ok(input.to_string())
-    }
-}
 
 fn model() -> ScriptedModel {
     ScriptedModel::new().on_purpose("main", |req| {

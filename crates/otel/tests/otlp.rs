@@ -4,13 +4,11 @@
 //! the resource from the standard variables. The model is the scripted one (it says so).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use async_trait::async_trait;
 use memloop_core::Agent;
 use memloop_core::message::Usage;
-use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_host::env::EnvVars;
 use memloop_otel::{OtlpConfig, OtlpExport};
-use memloop_testkit::{ScriptStep, ScriptedModel};
+use memloop_testkit::{Echo, ScriptStep, ScriptedModel};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
@@ -23,23 +21,6 @@ use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::SubscriberExt;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "Echo the input.".into(),
-            input_schema: json!({"type": "object"}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        ToolOutput::ok(input.to_string())
-    }
-}
 
 /// Asks for the echo tool once, then answers.
 fn model() -> ScriptedModel {
