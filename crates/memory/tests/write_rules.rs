@@ -11,14 +11,14 @@
 //! the size cap measured the body for one writer and the whole text for another.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_core::CancellationToken;
-use memloop_core::tool::{AgentKind, Tool, ToolContext, ToolOutput};
+use memloop_core::tool::{Tool, ToolOutput};
 use memloop_memory::tools::{AnthropicMemoryTool, MemoryWriteTool};
 use memloop_store::{
     ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, StoreConfig,
     WriteLimits, WriteMode,
 };
 use memloop_testkit::WriteOutcome;
+use memloop_testkit::tool_context;
 use serde_json::json;
 use std::sync::Arc;
 use tempfile::TempDir;
@@ -34,15 +34,6 @@ fn tool_outcome(out: &ToolOutput) -> WriteOutcome {
         WriteOutcome::TooLarge
     } else {
         WriteOutcome::BadName
-    }
-}
-
-fn tool_ctx() -> ToolContext {
-    ToolContext {
-        session_id: "s1".into(),
-        cwd: std::env::temp_dir(),
-        agent: AgentKind::Main,
-        cancel: CancellationToken::new(),
     }
 }
 
@@ -149,7 +140,7 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
         });
         let agent_tool = tool_outcome(
             &MemoryWriteTool::new(tool_store)
-                .call(input, &tool_ctx())
+                .call(input, &tool_context())
                 .await,
         );
         // Anthropic's memory tool: `create` with the whole file text.
@@ -162,7 +153,7 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
         });
         let anthropic = tool_outcome(
             &AnthropicMemoryTool::new(anthropic_store)
-                .call(input, &tool_ctx())
+                .call(input, &tool_context())
                 .await,
         );
         for (writer, got) in [

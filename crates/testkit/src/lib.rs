@@ -6,6 +6,7 @@
 //! - `ScriptedModel` (feature `model`, on by default): a deterministic model that replays the steps you queue or runs the rules
 //!   you write, and records every request (it is also the offline demo's model, and says so);
 //! - `hook_context` (feature `model`): a ready [`HookContext`](memloop_core::HookContext) for calling a hook;
+//! - `tool_context` (feature `model`): a ready `ToolContext` for calling a tool;
 //! - [`shared_data`], [`under_ci`], [`skip_unless_ci`]: tests that read external data sets or
 //!   tools, skipped outside CI and failing under CI when what they need is missing;
 //! - [`fifo`]: a named pipe where a file was expected;
@@ -53,7 +54,7 @@ mod store;
 
 pub use ci::{shared_data, skip_unless_ci, under_ci};
 #[cfg(feature = "model")]
-pub use context::hook_context;
+pub use context::{hook_context, tool_context};
 #[cfg(feature = "model")]
 pub use echo::Echo;
 pub use fs::fifo;

@@ -2,22 +2,13 @@
 //! with an error once its bound has passed (a paused clock: no test waits for real).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_core::CancellationToken;
 use memloop_core::events::{AgentEvent, EventSink};
-use memloop_core::tool::{AgentKind, Tool, ToolContext};
+use memloop_core::tool::Tool;
 use memloop_recall::RecallEvent;
 use memloop_testkit::WaitForRecall;
+use memloop_testkit::tool_context;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn ctx() -> ToolContext {
-    ToolContext {
-        session_id: "s1".into(),
-        cwd: std::env::temp_dir(),
-        agent: AgentKind::Main,
-        cancel: CancellationToken::new(),
-    }
-}
 
 #[tokio::test(start_paused = true)]
 async fn it_returns_once_memories_are_surfaced_and_fails_after_its_bound_otherwise() {
@@ -28,14 +19,14 @@ async fn it_returns_once_memories_are_surfaced_and_fails_after_its_bound_otherwi
     wait.emit(AgentEvent::from(RecallEvent::RecallSkipped {
         reason: "nothing to recall".into(),
     }));
-    let out = wait.call(serde_json::json!({}), &ctx()).await;
+    let out = wait.call(serde_json::json!({}), &tool_context()).await;
     assert!(out.is_error, "{}", out.content);
     assert!(out.content.contains("surfaced nothing"), "{}", out.content);
 
     // Surfaced while the tool waits: it returns ok.
     let waiting = {
         let wait = wait.clone();
-        tokio::spawn(async move { wait.call(serde_json::json!({}), &ctx()).await })
+        tokio::spawn(async move { wait.call(serde_json::json!({}), &tool_context()).await })
     };
     tokio::task::yield_now().await;
     wait.emit(AgentEvent::from(RecallEvent::MemoriesSurfaced {
@@ -50,6 +41,6 @@ async fn it_returns_once_memories_are_surfaced_and_fails_after_its_bound_otherwi
         paths: vec!["deploy.md".into()],
         bytes: 42,
     }));
-    let out = wait.call(serde_json::json!({}), &ctx()).await;
+    let out = wait.call(serde_json::json!({}), &tool_context()).await;
     assert!(!out.is_error, "{}", out.content);
 }
