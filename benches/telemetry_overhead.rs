@@ -17,24 +17,11 @@ use memloop::core::Agent;
 use memloop::core::model::Model;
 use memloop::otel::{OtlpConfig, OtlpExport};
 use memloop::providers::{OpenAiCompatModel, OpenAiConfig};
-use memloop::testkit::{Echo, ScriptStep, ScriptedModel};
+use memloop::testkit::Echo;
 use serde_json::json;
 use std::sync::Arc;
 use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::SubscriberExt;
-
-fn model() -> ScriptedModel {
-    ScriptedModel::new().on_purpose("main", |req| {
-        let answered = req
-            .messages
-            .last()
-            .is_some_and(|m| m.tool_result_ids().next().is_some());
-        Some(match answered {
-            false => ScriptStep::tool("echo", json!({"q": 1})),
-            true => ScriptStep::text("done"),
-        })
-    })
-}
 
 async fn turn(model: Arc<dyn Model>) {
     let mut agent = Agent::builder(model).tool(Arc::new(Echo)).build();
@@ -110,7 +97,7 @@ fn bench(c: &mut Criterion) {
             .respond_with(OpenAiStream)
             .mount(&model_server),
     );
-    let scripted: Arc<dyn Model> = Arc::new(model());
+    let scripted: Arc<dyn Model> = Arc::new(Echo::once_then("done"));
     let mut openai = OpenAiConfig::new(format!("{}/v1/", model_server.uri()), "bench");
     openai.api_key = Some("sk-bench".into());
     let http: Arc<dyn Model> = Arc::new(OpenAiCompatModel::new(openai).unwrap());

@@ -22,20 +22,6 @@ use tracing_subscriber::layer::SubscriberExt;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// Asks for the echo tool once, then answers.
-fn model() -> ScriptedModel {
-    ScriptedModel::new().on_purpose("main", |req| {
-        let answered = req
-            .messages
-            .last()
-            .is_some_and(|m| m.tool_result_ids().next().is_some());
-        Some(match answered {
-            false => ScriptStep::tool("echo", json!({"q": 1})),
-            true => ScriptStep::text("done"),
-        })
-    })
-}
-
 /// Run one turn with the spans exported as `env` says; the turn's outcome.
 async fn traced_turn(env: EnvVars, model: &ScriptedModel) -> bool {
     let config = OtlpConfig::from_env(&env).unwrap().unwrap();
@@ -88,7 +74,7 @@ async fn spans_reach_an_otlp_receiver_with_names_attributes_and_nesting() {
             "deployment.environment=ci".into(),
         ),
     ]);
-    let model = model();
+    let model = Echo::once_then("done");
     assert!(traced_turn(env, &model).await);
 
     let mut spans: Vec<Span> = Vec::new();
@@ -180,7 +166,7 @@ async fn an_unreachable_collector_never_fails_a_turn() {
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         format!("http://127.0.0.1:{port}"),
     )]);
-    assert!(traced_turn(env, &model()).await);
+    assert!(traced_turn(env, &Echo::once_then("done")).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,6 @@
 //! A tool that answers with its input.
 
+use crate::{ScriptStep, ScriptedModel};
 use async_trait::async_trait;
 use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 
@@ -35,6 +36,40 @@ use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Echo;
+
+impl Echo {
+    /// A scripted model whose main agent, in every turn, calls `echo` once with `{"q": 1}` and
+    /// answers `answer` once it has the result: one tool round trip per turn, however many
+    /// turns run.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use memloop_core::Agent;
+    /// use memloop_testkit::Echo;
+    /// use std::sync::Arc;
+    ///
+    /// let model = Echo::once_then("done");
+    /// let mut agent = Agent::builder(Arc::new(model.clone())).tool(Arc::new(Echo)).build();
+    /// for _ in 0..2 {
+    ///     assert_eq!(agent.run_turn("go").await.unwrap().text, "done");
+    /// }
+    /// assert_eq!(model.requests_for("main").len(), 4);
+    /// # }
+    /// ```
+    pub fn once_then(answer: &str) -> ScriptedModel {
+        let answer = answer.to_owned();
+        ScriptedModel::new().on_purpose("main", move |req| {
+            let answered = req
+                .messages
+                .last()
+                .is_some_and(|m| m.tool_result_ids().next().is_some());
+            Some(match answered {
+                false => ScriptStep::tool("echo", serde_json::json!({"q": 1})),
+                true => ScriptStep::text(answer.clone()),
+            })
+        })
+    }
+}
 
 #[async_trait]
 impl Tool for Echo {
