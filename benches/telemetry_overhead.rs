@@ -12,48 +12,16 @@
 //! `cargo bench --features otel,providers --bench telemetry_overhead -- --warm-up-time 1 --measurement-time 5`
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
 use memloop::core::Agent;
 use memloop::core::model::Model;
-use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::otel::{OtlpConfig, OtlpExport};
 use memloop::providers::{OpenAiCompatModel, OpenAiConfig};
-use memloop::testkit::{ScriptStep, ScriptedModel};
+use memloop::testkit::Echo;
 use serde_json::json;
 use std::sync::Arc;
 use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::SubscriberExt;
-
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "Echo the input.".into(),
-            input_schema: json!({"type": "object"}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        ToolOutput::ok(input.to_string())
-    }
-}
-
-fn model() -> ScriptedModel {
-    ScriptedModel::new().on_purpose("main", |req| {
-        let answered = req
-            .messages
-            .last()
-            .is_some_and(|m| m.tool_result_ids().next().is_some());
-        Some(match answered {
-            false => ScriptStep::tool("echo", json!({"q": 1})),
-            true => ScriptStep::text("done"),
-        })
-    })
-}
 
 async fn turn(model: Arc<dyn Model>) {
     let mut agent = Agent::builder(model).tool(Arc::new(Echo)).build();
@@ -129,7 +97,7 @@ fn bench(c: &mut Criterion) {
             .respond_with(OpenAiStream)
             .mount(&model_server),
     );
-    let scripted: Arc<dyn Model> = Arc::new(model());
+    let scripted: Arc<dyn Model> = Arc::new(Echo::once_then("done"));
     let mut openai = OpenAiConfig::new(format!("{}/v1/", model_server.uri()), "bench");
     openai.api_key = Some("sk-bench".into());
     let http: Arc<dyn Model> = Arc::new(OpenAiCompatModel::new(openai).unwrap());

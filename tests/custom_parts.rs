@@ -3,127 +3,22 @@
 //! works over them, and a part that needs what the store lacks is a `SetupError` naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
 
-use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
-use memloop::core::{
-    Agent, HookContext,
-    events::{AgentEvent, VecSink},
-    message::MessageId,
-    model::ModelRequest,
-};
+use memloop::core::{Agent, HookContext, message::MessageId, model::ModelRequest};
 use memloop::host::env::EnvVars;
 use memloop::memory::extract::{ExtractError, ExtractionContext};
 use memloop::memory::paths::MemoryDirResolver;
-use memloop::memory::recall::RecallEvent;
 use memloop::memory::session_notes::{
     CompactionNotes, FileSessionNotes, SessionMemoryError, UpdateFuture, UpdateTrigger,
 };
-use memloop::memory::store::{
-    CheckedWrite, IndexEntry, LoadedIndex, LocalDir, LocalPurpose, MemoryDoc, MemoryError,
-    MemoryFile, MemoryHeader, MemoryPath, MemoryType, StoreDescription, StoreLocation, WriteMode,
-    WriteReport,
-};
+use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
 use memloop::memory::transcripts::TranscriptConfig;
-use memloop::testkit::{ScriptStep, ScriptedModel};
+use memloop::testkit::{MapStore, ScriptStep, ScriptedModel, WaitForRecall};
 use memloop::{Extractor, MemorySetup, MemoryStore, SessionMemory, SetupError, async_trait};
-use serde_json::{Value, json};
-use std::collections::HashMap;
+use serde_json::json;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Notify;
-
-/// A store of the host's: memories in a map. Its lock and session records go to `local`; it
-/// keeps no transcripts.
-struct MapStore {
-    memories: Mutex<HashMap<String, MemoryDoc>>,
-    local: PathBuf,
-}
-
-fn header(rel: &str, doc: &MemoryDoc) -> MemoryHeader {
-    MemoryHeader {
-        rel_path: rel.into(),
-        name: Some(doc.name.clone()),
-        description: Some(doc.description.clone()),
-        memory_type: doc.memory_type,
-        mtime: std::time::SystemTime::now(),
-    }
-}
-
-#[async_trait]
-impl MemoryStore for MapStore {
-    fn describe(&self) -> StoreDescription {
-        StoreDescription {
-            location: StoreLocation::Database {
-                engine: "map".into(),
-                url: "memory://map".into(),
-                project: "test".into(),
-            },
-            identity: "map:test".into(),
-        }
-    }
-
-    fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
-        match purpose {
-            LocalPurpose::Transcripts => LocalDir::Elsewhere("a map keeps no transcripts".into()),
-            _ => LocalDir::Dir(self.local.clone()),
-        }
-    }
-
-    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
-        let m = self.memories.lock().unwrap();
-        Ok(m.iter().map(|(rel, doc)| header(rel, doc)).collect())
-    }
-
-    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
-        let m = self.memories.lock().unwrap();
-        let doc = m
-            .get(path.as_str())
-            .ok_or_else(|| MemoryError::NotFound(path.to_string()))?;
-        Ok(MemoryFile {
-            header: header(path.as_str(), doc),
-            body: doc.body.clone(),
-            raw: doc.render(),
-        })
-    }
-
-    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
-        let created = self
-            .memories
-            .lock()
-            .unwrap()
-            .insert(write.path().to_string(), write.doc().clone())
-            .is_none();
-        Ok(WriteReport {
-            rel_path: write.path().to_string(),
-            path: PathBuf::from(write.path().as_str()),
-            created,
-        })
-    }
-
-    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
-        self.memories.lock().unwrap().remove(path.as_str());
-        Ok(())
-    }
-
-    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
-        Ok(self
-            .memories
-            .lock()
-            .unwrap()
-            .drain()
-            .map(|(k, _)| k)
-            .collect())
-    }
-
-    async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
-        Ok(LoadedIndex::default())
-    }
-
-    async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
-        Ok(Vec::new())
-    }
-}
 
 /// The host's extractor: saves the last user message as a memory, through the store it is given.
 struct SaveLastMessage {
@@ -191,28 +86,6 @@ impl SessionMemory for CountedNotes {
     }
 }
 
-/// Returns once recall has surfaced something (recall never delays a turn; a scripted model
-/// answers at once).
-struct AfterRecall(Arc<Notify>);
-
-#[async_trait]
-impl Tool for AfterRecall {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "after_recall".into(),
-            description: "Waits for recall.".into(),
-            input_schema: json!({"type": "object", "properties": {}}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, _input: Value, _ctx: &ToolContext) -> ToolOutput {
-        match tokio::time::timeout(Duration::from_secs(30), self.0.notified()).await {
-            Ok(()) => ToolOutput::ok("recalled"),
-            Err(_) => ToolOutput::error("recall surfaced nothing within 30 s"),
-        }
-    }
-}
-
 fn after_tool_result(req: &ModelRequest) -> bool {
     req.messages
         .last()
@@ -228,11 +101,8 @@ fn setup(home: &std::path::Path, project: &std::path::Path) -> MemorySetup {
 async fn every_part_works_over_a_store_extractor_and_session_memory_of_the_host() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let map = Arc::new(MapStore {
-        memories: Mutex::default(),
-        local: home.path().join("map-local"),
-    });
-    let store: Arc<dyn MemoryStore> = map.clone();
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(MapStore::with_local_dir(home.path().join("map-local")));
     let extractor = Arc::new(SaveLastMessage {
         store: store.clone(),
         runs: AtomicUsize::new(0),
@@ -301,22 +171,13 @@ async fn every_part_works_over_a_store_extractor_and_session_memory_of_the_host(
         asked: AtomicUsize::new(0),
     });
     let memory = memory.session_memory(notes.clone());
-    let recalled = Arc::new(Notify::new());
-    let signal = recalled.clone();
-    let events = VecSink::default();
-    let sink = events.clone();
-    let on_event = move |e: AgentEvent| {
-        if matches!(e.extension(), Some(RecallEvent::MemoriesSurfaced { .. })) {
-            signal.notify_one();
-        }
-        memloop::core::events::EventSink::emit(&sink, e);
-    };
+    let recalled = Arc::new(WaitForRecall::new());
     let model = ScriptedModel::new()
         .on_purpose("main", |req| {
             Some(if after_tool_result(req) {
                 ScriptStep::text("Not on Friday.")
             } else {
-                ScriptStep::tool("after_recall", json!({}))
+                ScriptStep::tool(WaitForRecall::NAME, json!({}))
             })
         })
         .on_purpose("compact_summary", |_| {
@@ -325,8 +186,8 @@ async fn every_part_works_over_a_store_extractor_and_session_memory_of_the_host(
             ))
         });
     let builder = Agent::builder(Arc::new(model.clone()))
-        .tool(Arc::new(AfterRecall(recalled)))
-        .events(Arc::new(on_event));
+        .tool(recalled.clone())
+        .events(recalled);
     let mut agent = memory.attach(builder).unwrap().build();
     agent
         .run_turn("Can we deploy the billing fix to production this Friday?")
@@ -350,10 +211,8 @@ async fn every_part_works_over_a_store_extractor_and_session_memory_of_the_host(
 async fn a_part_the_store_cannot_carry_is_an_error_naming_it() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let store: Arc<dyn MemoryStore> = Arc::new(MapStore {
-        memories: Mutex::default(),
-        local: home.path().join("map-local"),
-    });
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(MapStore::with_local_dir(home.path().join("map-local")));
     // Transcripts on (the default): the map keeps none.
     let memory = setup(home.path(), project.path()).memory_store(store.clone());
     let model = Arc::new(ScriptedModel::new());
@@ -371,11 +230,8 @@ async fn a_part_the_store_cannot_carry_is_an_error_naming_it() {
         "{err}"
     );
     let text = err.to_string();
-    assert!(
-        text.contains("map:test") || text.contains("memory://map"),
-        "{text}"
-    );
-    assert!(text.contains("a map keeps no transcripts"), "{text}");
+    assert!(text.contains("memory://map/"), "{text}");
+    assert!(text.contains("a MapStore keeps no transcripts"), "{text}");
     // Turned off, the rest attaches.
     let memory = memory.transcripts(TranscriptConfig {
         enabled: false,
@@ -386,43 +242,10 @@ async fn a_part_the_store_cannot_carry_is_an_error_naming_it() {
 
 #[tokio::test]
 async fn the_dream_needs_a_lock_dir() {
-    struct NoLocalDir(MapStore);
-    #[async_trait]
-    impl MemoryStore for NoLocalDir {
-        fn describe(&self) -> StoreDescription {
-            self.0.describe()
-        }
-        fn local_dir(&self, _purpose: LocalPurpose) -> LocalDir {
-            LocalDir::Elsewhere("this store has no local disk".into())
-        }
-        async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
-            self.0.scan().await
-        }
-        async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
-            self.0.read_path(path).await
-        }
-        async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
-            self.0.write_checked(write).await
-        }
-        async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
-            self.0.delete_checked(path).await
-        }
-        async fn clear(&self) -> Result<Vec<String>, MemoryError> {
-            self.0.clear().await
-        }
-        async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
-            self.0.load_index().await
-        }
-        async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
-            self.0.index_entries().await
-        }
-    }
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let store = Arc::new(NoLocalDir(MapStore {
-        memories: Mutex::default(),
-        local: home.path().to_path_buf(),
-    }));
+    // A map given no local dir: locks and session records have nowhere to go.
+    let store = Arc::new(MapStore::new());
     let memory = setup(home.path(), project.path())
         .memory_store(store)
         .transcripts(TranscriptConfig {

@@ -19,9 +19,7 @@ use std::time::Duration;
 use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::SubscriberExt;
 
-#[path = "support/phoenix.rs"]
-mod phoenix_server;
-use phoenix_server::Phoenix;
+use memloop_testkit::Phoenix;
 
 /// Start Phoenix, or `None` (skipped outside CI) when it is not installed.
 async fn phoenix() -> Option<Phoenix> {
@@ -102,27 +100,13 @@ async fn a_session_is_readable_in_phoenix() {
         .unwrap()
         .unwrap();
 
-    // Read the spans back (Phoenix writes them asynchronously: poll until they are all there).
-    let http = reqwest::Client::new();
-    let mut spans: Vec<Value> = Vec::new();
-    for _ in 0..120 {
-        let r = http
-            .get(format!(
-                "{}/v1/projects/{project}/spans?limit=1000",
-                phoenix.url
-            ))
-            .send()
-            .await
-            .unwrap();
-        if r.status().is_success() {
-            let v: Value = r.json().await.unwrap();
-            spans = v["data"].as_array().cloned().unwrap_or_default();
-            if spans.iter().any(|s| s["name"] == "invoke_agent main") {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    // Read the spans back (Phoenix writes them asynchronously: until they are all there).
+    let spans = phoenix
+        .spans_until(project, |spans| {
+            spans.iter().any(|s| s["name"] == "invoke_agent main")
+        })
+        .await
+        .unwrap();
     let named =
         |name: &str| -> Vec<&Value> { spans.iter().filter(|s| s["name"] == name).collect() };
     let agent = named("invoke_agent main");

@@ -6,9 +6,8 @@
 
 use async_trait::async_trait;
 use memloop::core::model::ModelError;
-use memloop::core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop::core::{Agent, message::Usage};
-use memloop::testkit::{ScriptStep, ScriptedModel};
+use memloop::testkit::{Echo, ScriptStep, ScriptedModel};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -70,24 +69,6 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
         self.open.lock().unwrap().remove(&id.into_u64());
-    }
-}
-
-/// A read-only tool that answers with its input.
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "Echo the input.".into(),
-            input_schema: json!({"type": "object"}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        ToolOutput::ok(input.to_string())
     }
 }
 

@@ -3,16 +3,12 @@
 //! Phoenix through its REST API, with their names, attributes and counts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../../tests/support/phoenix.rs"]
-mod phoenix_server;
-
 use rmcp::{ServiceExt, model::CallToolRequestParams, transport::TokioChildProcess};
 use serde_json::{Value, json};
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_servers_tool_calls_are_readable_in_phoenix() {
-    let phoenix = match phoenix_server::Phoenix::start().await {
+    let phoenix = match memloop_testkit::Phoenix::start().await {
         Ok(p) => p,
         Err(why) => {
             memloop_testkit::skip_unless_ci(why);
@@ -62,21 +58,9 @@ async fn the_mcp_servers_tool_calls_are_readable_in_phoenix() {
     // Closing stdin stops the server, which flushes its spans on the way out.
     client.cancel().await.unwrap();
 
-    let http = reqwest::Client::new();
-    let mut spans: Vec<Value> = Vec::new();
-    for _ in 0..120 {
-        let r = http
-            .get(format!(
-                "{}/v1/projects/{name}/spans?limit=1000",
-                phoenix.url
-            ))
-            .send()
-            .await
-            .unwrap();
-        if r.status().is_success() {
-            let v: Value = r.json().await.unwrap();
-            spans = v["data"].as_array().cloned().unwrap_or_default();
-            if spans
+    let spans = phoenix
+        .spans_until(name, |spans| {
+            spans
                 .iter()
                 .filter(|s| {
                     s["name"]
@@ -85,12 +69,9 @@ async fn the_mcp_servers_tool_calls_are_readable_in_phoenix() {
                 })
                 .count()
                 == 2
-            {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        })
+        .await
+        .unwrap();
     let calls: Vec<&Value> = spans
         .iter()
         .filter(|s| {

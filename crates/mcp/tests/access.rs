@@ -9,89 +9,12 @@ mod support;
 
 use memloop_mcp::Tokens;
 use serde_json::{Value, json};
-use support::{Fixture, s};
+use support::{Fixture, HttpSession, s};
 
 const ADMIN: &str = "admin-token-0123456789";
 const PAY_WRITE: &str = "paywrite-token-0123456789";
 const PAY_READ: &str = "payread-token-0123456789";
 const READ_ALL: &str = "readall-token-0123456789";
-
-/// A raw Streamable HTTP MCP session: initialize, then JSON-RPC requests with the session id.
-struct Session {
-    http: reqwest::Client,
-    url: String,
-    token: &'static str,
-    id: Option<String>,
-    next: u64,
-}
-
-/// The JSON-RPC message of an answer: a JSON body, or the last `data:` of an SSE stream.
-fn message_of(body: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return v;
-    }
-    body.lines()
-        .rev()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .find_map(|d| serde_json::from_str::<Value>(d).ok())
-        .unwrap_or(Value::Null)
-}
-
-impl Session {
-    async fn open(url: &str, token: &'static str) -> Self {
-        let mut session = Self {
-            http: reqwest::Client::new(),
-            url: url.to_owned(),
-            token,
-            id: None,
-            next: 1,
-        };
-        let (status, _) = session
-            .send(
-                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-03-26", "capabilities": {},
-                "clientInfo": {"name": "access-table", "version": "0"}}}),
-            )
-            .await;
-        assert_eq!(status, 200);
-        session
-            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        session
-    }
-
-    async fn send(&mut self, body: Value) -> (u16, Value) {
-        let mut req = self
-            .http
-            .post(&self.url)
-            .bearer_auth(self.token)
-            .header("Accept", "application/json, text/event-stream")
-            .json(&body);
-        if let Some(id) = &self.id {
-            req = req.header("Mcp-Session-Id", id);
-        }
-        let r = req.send().await.unwrap();
-        if let Some(id) = r.headers().get("mcp-session-id") {
-            self.id = Some(id.to_str().unwrap().to_owned());
-        }
-        let status = r.status().as_u16();
-        (status, message_of(&r.text().await.unwrap()))
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> (u16, Value) {
-        self.next += 1;
-        let id = self.next;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await
-    }
-
-    async fn tool(&mut self, name: &str, args: Value) -> (u16, Value) {
-        self.request("tools/call", json!({"name": name, "arguments": args}))
-            .await
-    }
-}
 
 /// What a call does to the project it names.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -193,10 +116,10 @@ async fn every_token_reaches_exactly_the_projects_its_glob_names_for_every_tool_
     let server = support::start_http(&fx, Some(tokens), None).await;
 
     // Seed every project (and the global memory) through the unrestricted token.
-    let mut admin = Session::open(&server.url, ADMIN).await;
+    let mut admin = HttpSession::open(&server.url, ADMIN).await;
     for p in [&own, &own_cjk, &victim, &same_name, &victim_cjk] {
         let (status, v) = admin
-            .tool(
+            .call_tool(
                 "context_save",
                 json!({"project_path": s(p), "entries": [
                     {"type": "knowledge", "title": "ledger", "content": format!("ledger of {}", s(p))}]}),
@@ -206,7 +129,7 @@ async fn every_token_reaches_exactly_the_projects_its_glob_names_for_every_tool_
         assert_eq!(v["result"]["structuredContent"]["written"], 1, "{v}");
     }
     let (_, v) = admin
-        .tool(
+        .call_tool(
             "context_save",
             json!({"project_path": s(&own), "entries": [
                 {"type": "knowledge", "title": "shared", "content": "global", "global": true}]}),
@@ -271,7 +194,7 @@ async fn every_token_reaches_exactly_the_projects_its_glob_names_for_every_tool_
             // Nothing a limited or read-only token sent reached the victim or the global memory.
             for project in [&victim, &victim_cjk] {
                 let (_, v) = admin
-                    .tool(
+                    .call_tool(
                         "context_manage",
                         json!({"project_path": s(project), "action": "list"}),
                     )
@@ -285,12 +208,12 @@ async fn every_token_reaches_exactly_the_projects_its_glob_names_for_every_tool_
                 );
             }
             let (_, v) = admin
-                .tool("context_load", json!({"project_path": s(&own)}))
+                .call_tool("context_load", json!({"project_path": s(&own)}))
                 .await;
             let g = v["result"]["structuredContent"]["global_knowledge"].to_string();
             assert!(g.contains("shared") && !g.contains("global probe"), "{g}");
         }
-        let mut session = Session::open(&server.url, token).await;
+        let mut session = HttpSession::open(&server.url, token).await;
         let limited = matches!(token, PAY_WRITE | PAY_READ);
         let may_write = matches!(token, ADMIN | PAY_WRITE);
         for shape in &shapes {
@@ -302,7 +225,7 @@ async fn every_token_reaches_exactly_the_projects_its_glob_names_for_every_tool_
                     // A missing path is refused to everyone; a limited token gets 403.
                     && (exists || !limited);
                 let (tool, args) = op.call(&shape.path);
-                let (status, v) = session.tool(tool, args).await;
+                let (status, v) = session.call_tool(tool, args).await;
                 let result = &v["result"]["structuredContent"];
                 let forbidden = status == 403 || result["code"] == "forbidden";
                 assert_eq!(

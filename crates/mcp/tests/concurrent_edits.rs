@@ -6,64 +6,15 @@
 
 mod support;
 
-use memloop_mcp::{McpConfig, OpenFuture, Project, ProjectStores};
-use memloop_pg::{PgConfig, PgMemoryStore};
-use memloop_store::{MemoryError, MemoryStore, WriteLimits};
+use memloop_mcp::{McpConfig, ProjectStores};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
+use support::team::TestTeam;
 use support::{Client, Fixture, call, connect, s, save};
 
-const URL: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
-
-/// The team store in a schema of its own (dropped when the test ends), one store per project
-/// path, opened afresh by each server.
-struct TestTeam {
-    schema: String,
-}
-
-impl ProjectStores for TestTeam {
-    fn describe(&self) -> String {
-        format!("postgres:test?schema={}", self.schema)
-    }
-
-    fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
-        Box::pin(async move {
-            let config = PgConfig::for_project_dir(URL, &project.path)
-                .schema(&self.schema)
-                .write_limits(limits);
-            let store = PgMemoryStore::open(config)
-                .await
-                .map_err(MemoryError::from)?;
-            Ok(Arc::new(store) as Arc<dyn MemoryStore>)
-        })
-    }
-}
-
-impl Drop for TestTeam {
-    fn drop(&mut self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(async {
-                    let (c, conn) = tokio_postgres::connect(URL, tokio_postgres::NoTls).await?;
-                    tokio::spawn(conn);
-                    c.batch_execute(&sql).await
-                })
-        })
-        .join();
-    }
-}
-
-fn team() -> Arc<TestTeam> {
-    Arc::new(TestTeam {
-        schema: format!("memloop_mcp_{}", uuid::Uuid::new_v4().simple()),
-    })
-}
-
+/// Each member's server config: the file store, or on PostgreSQL a server's own team stores
+/// (as `memloop mcp --database-url` opens them) over one schema both share.
 fn with_stores(fx: &Fixture, stores: Option<Arc<TestTeam>>) -> McpConfig {
     let mut c = fx.config();
     c.stores = stores.map(|t| t as Arc<dyn ProjectStores>);
@@ -107,11 +58,17 @@ async fn body(client: &Client, project: &Path, query: &str) -> String {
     r["results"][0]["content"].as_str().unwrap().to_owned()
 }
 
-async fn two_members_never_lose_an_edit(stores: Option<Arc<TestTeam>>) {
+/// `on_postgres`: each member's server has its own team stores over one schema (Alice's, dropped
+/// when the test ends); else both use the memory dir.
+async fn two_members_never_lose_an_edit(on_postgres: bool) {
     let fx = Fixture::new();
     let project = fx.project("アプリ");
-    let alice = connect(with_stores(&fx, stores.clone())).await;
-    let bob = connect(with_stores(&fx, stores.clone())).await;
+    let alices = on_postgres.then(TestTeam::new);
+    let bobs = alices
+        .as_ref()
+        .map(|team| TestTeam::sharing(&team.schema, "bob"));
+    let alice = connect(with_stores(&fx, alices)).await;
+    let bob = connect(with_stores(&fx, bobs)).await;
 
     // Alice records a decision; the answer gives its version.
     let saved = save(
@@ -257,10 +214,10 @@ async fn two_members_never_lose_an_edit(stores: Option<Arc<TestTeam>>) {
 
 #[tokio::test]
 async fn two_members_never_lose_an_edit_on_the_file_store() {
-    two_members_never_lose_an_edit(None).await;
+    two_members_never_lose_an_edit(false).await;
 }
 
 #[tokio::test]
 async fn two_members_never_lose_an_edit_on_postgres() {
-    two_members_never_lose_an_edit(Some(team())).await;
+    two_members_never_lose_an_edit(true).await;
 }

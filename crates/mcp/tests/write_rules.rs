@@ -14,9 +14,8 @@ mod support;
 
 use memloop_mcp::{McpConfig, McpLimits, ProjectStores};
 use memloop_pg::PgMemoryStore;
-use memloop_store::{
-    ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteLimits, WriteMode,
-};
+use memloop_store::{ExpectedVersion, MemoryDoc, MemoryStore, MemoryType, WriteLimits, WriteMode};
+use memloop_testkit::WriteOutcome;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use support::team::TestTeam;
@@ -28,51 +27,31 @@ const SEED: &str = "(seed)";
 /// The size cap of every store in this test, in bytes of a memory's whole text.
 const LIMIT: usize = 4096;
 
-/// What a rule says of a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Written,
-    /// A name or scope the store refuses.
-    BadName,
-    Secret,
-    TooLarge,
-}
-
-fn outcome(r: Result<(), MemoryError>) -> Outcome {
-    match r {
-        Ok(()) => Outcome::Written,
-        Err(MemoryError::InvalidName { .. }) => Outcome::BadName,
-        Err(MemoryError::SensitiveData { .. }) => Outcome::Secret,
-        Err(MemoryError::TooLarge { .. }) => Outcome::TooLarge,
-        Err(e) => panic!("unexpected error: {e:?}"),
-    }
-}
-
 /// What a `context_save` answer says of its one entry.
-fn save_outcome(r: &Value) -> Outcome {
+fn save_outcome(r: &Value) -> WriteOutcome {
     if r["written"] == 1 {
-        return Outcome::Written;
+        return WriteOutcome::Written;
     }
     match r["results"][0]["code"].as_str() {
-        Some("secret_refused") => Outcome::Secret,
-        Some("too_large") => Outcome::TooLarge,
-        Some("invalid_path") => Outcome::BadName,
+        Some("secret_refused") => WriteOutcome::Secret,
+        Some("too_large") => WriteOutcome::TooLarge,
+        Some("invalid_path") => WriteOutcome::BadName,
         other => panic!("unexpected answer ({other:?}): {r}"),
     }
 }
 
 /// What a `context_manage update` answer says (a refusal carries the store's reason).
-fn update_outcome(r: &Value) -> Outcome {
+fn update_outcome(r: &Value) -> WriteOutcome {
     if r["is_error"] == false {
-        return Outcome::Written;
+        return WriteOutcome::Written;
     }
     let reason = r["reason"].as_str().unwrap_or_default();
     if reason.contains("-byte limit") {
-        Outcome::TooLarge
+        WriteOutcome::TooLarge
     } else if reason.contains("credential") || reason.contains("secret") {
-        Outcome::Secret
+        WriteOutcome::Secret
     } else if reason.contains("invalid memory name") || reason.contains("refused") {
-        Outcome::BadName
+        WriteOutcome::BadName
     } else {
         panic!("unexpected answer: {r}")
     }
@@ -89,7 +68,7 @@ struct Case {
     entry: Option<Value>,
     /// `context_manage update`'s target and content, when the rule can be reached through it.
     update: Option<(&'static str, String)>,
-    expected: Outcome,
+    expected: WriteOutcome,
 }
 
 fn cases() -> Vec<Case> {
@@ -106,7 +85,7 @@ fn cases() -> Vec<Case> {
                 json!({"type": "knowledge", "title": "Деплой", "content": "Деплой по вторникам."}),
             ),
             update: Some((SEED, "Деплой по вторникам.".into())),
-            expected: Outcome::Written,
+            expected: WriteOutcome::Written,
         },
         Case {
             rule: "user memories never go under team/",
@@ -114,7 +93,7 @@ fn cases() -> Vec<Case> {
             doc: plain(MemoryType::User, "Я предпочитаю краткие ответы."),
             entry: None,
             update: None,
-            expected: Outcome::BadName,
+            expected: WriteOutcome::BadName,
         },
         Case {
             rule: "a secret in the body",
@@ -122,7 +101,7 @@ fn cases() -> Vec<Case> {
             doc: plain(MemoryType::Project, secret),
             entry: Some(json!({"type": "knowledge", "title": "db", "content": secret})),
             update: Some((SEED, secret.into())),
-            expected: Outcome::Secret,
+            expected: WriteOutcome::Secret,
         },
         Case {
             rule: "never MEMORY.md",
@@ -130,7 +109,7 @@ fn cases() -> Vec<Case> {
             doc: plain(MemoryType::Project, "x"),
             entry: None,
             update: Some(("MEMORY.md", "x".into())),
-            expected: Outcome::BadName,
+            expected: WriteOutcome::BadName,
         },
         Case {
             rule: "the size cap counts the whole text, frontmatter included",
@@ -138,7 +117,7 @@ fn cases() -> Vec<Case> {
             doc: MemoryDoc::new("big", "d", MemoryType::Project, big.clone()),
             entry: Some(json!({"type": "knowledge", "title": "big", "content": big})),
             update: Some((SEED, big)),
-            expected: Outcome::TooLarge,
+            expected: WriteOutcome::TooLarge,
         },
     ]
 }
@@ -154,7 +133,7 @@ fn config(fx: &Fixture, team: Option<&Arc<TestTeam>>) -> McpConfig {
 }
 
 /// `context_save` of the case's entry into a fresh project.
-async fn mcp_save(team: Option<&Arc<TestTeam>>, entry: &Value) -> Outcome {
+async fn mcp_save(team: Option<&Arc<TestTeam>>, entry: &Value) -> WriteOutcome {
     let fx = Fixture::new();
     let client = connect(config(&fx, team)).await;
     let project = fx.project("app");
@@ -162,7 +141,7 @@ async fn mcp_save(team: Option<&Arc<TestTeam>>, entry: &Value) -> Outcome {
 }
 
 /// `context_manage update` of a saved memory (or of `MEMORY.md`), from its current version.
-async fn mcp_update(team: Option<&Arc<TestTeam>>, target: &str, content: &str) -> Outcome {
+async fn mcp_update(team: Option<&Arc<TestTeam>>, target: &str, content: &str) -> WriteOutcome {
     let fx = Fixture::new();
     let client = connect(config(&fx, team)).await;
     let project = fx.project("app");
@@ -199,7 +178,7 @@ async fn the_team_servers_writers_give_the_same_outcome_for_every_rule() {
     };
     let mut rows = 0;
     for (i, case) in cases().into_iter().enumerate() {
-        let mut got: Vec<(&str, Outcome)> = Vec::new();
+        let mut got: Vec<(&str, WriteOutcome)> = Vec::new();
         // The PostgreSQL store: fields, and the file's text as is.
         let project = format!("rules-{i}");
         let store: Arc<dyn MemoryStore> = Arc::new(
@@ -212,12 +191,7 @@ async fn the_team_servers_writers_give_the_same_outcome_for_every_rule() {
         );
         got.push((
             "postgres write",
-            outcome(
-                store
-                    .write(case.to, &case.doc, WriteMode::Overwrite)
-                    .await
-                    .map(drop),
-            ),
+            WriteOutcome::of(&store.write(case.to, &case.doc, WriteMode::Overwrite).await),
         ));
         let raw_store: Arc<dyn MemoryStore> = Arc::new(
             PgMemoryStore::open(
@@ -229,11 +203,10 @@ async fn the_team_servers_writers_give_the_same_outcome_for_every_rule() {
         );
         got.push((
             "postgres write_raw_if",
-            outcome(
-                raw_store
+            WriteOutcome::of(
+                &raw_store
                     .write_raw_if(case.to, &case.doc.render(), &ExpectedVersion::Any)
-                    .await
-                    .map(drop),
+                    .await,
             ),
         ));
         if let Some(entry) = &case.entry {

@@ -2,23 +2,12 @@
 //! command, the index kept in step, and refusals (escapes, symlinks, secrets, the index itself).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_core::{
-    CancellationToken,
-    tool::{AgentKind, Tool, ToolContext, ToolOutput},
-};
+use memloop_core::tool::{Tool, ToolOutput};
 use memloop_memory::tools::{ANTHROPIC_MEMORY_TOOL, AnthropicMemoryTool};
 use memloop_store::{FileMemoryStore, MemoryStore};
+use memloop_testkit::tool_context;
 use serde_json::{Value, json};
 use std::sync::Arc;
-
-fn ctx() -> ToolContext {
-    ToolContext {
-        session_id: "s1".into(),
-        cwd: std::env::temp_dir(),
-        agent: AgentKind::Main,
-        cancel: CancellationToken::new(),
-    }
-}
 
 struct Fx {
     _tmp: tempfile::TempDir,
@@ -41,7 +30,7 @@ fn fx() -> Fx {
 }
 
 async fn run(fx: &Fx, input: Value) -> ToolOutput {
-    fx.tool.call(input, &ctx()).await
+    fx.tool.call(input, &tool_context()).await
 }
 
 fn index(fx: &Fx) -> String {
@@ -186,7 +175,7 @@ async fn escapes_secrets_and_the_index_are_refused() {
         fx.tool
             .write_targets(
                 &json!({"command": "create", "path": "/memories/linked/evil.md", "file_text": "x"}),
-                &ctx()
+                &tool_context()
             )
             .is_err()
     );

@@ -4,23 +4,12 @@
 //! Every memory the store lists can be read by the main agent; nothing silently vanishes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_core::{
-    CancellationToken,
-    tool::{AgentKind, Tool, ToolContext},
-};
+use memloop_core::tool::Tool;
 use memloop_memory::tools::MemoryReadTool;
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_testkit::tool_context;
 use serde_json::json;
 use std::sync::Arc;
-
-fn ctx() -> ToolContext {
-    ToolContext {
-        session_id: "s1".into(),
-        cwd: std::env::temp_dir(),
-        agent: AgentKind::Main,
-        cancel: CancellationToken::new(),
-    }
-}
 
 #[cfg(unix)]
 #[tokio::test]
@@ -97,16 +86,18 @@ async fn memory_read_reads_every_listed_memory_nested_and_big_ones_cut() {
         "logs/2026/04/2026-04-09",
         "big",
     ] {
-        let out = tool.call(json!({"topic": topic}), &ctx()).await;
+        let out = tool.call(json!({"topic": topic}), &tool_context()).await;
         assert!(!out.is_error, "{topic}: {}", out.content);
     }
-    let out = tool.call(json!({"topic": "big"}), &ctx()).await;
+    let out = tool.call(json!({"topic": "big"}), &tool_context()).await;
     assert!(out.content.len() < big.len());
     assert!(out.content.contains("[memory cut: the file is"), "cut note");
-    let out = tool.call(json!({"topic": "../escape"}), &ctx()).await;
+    let out = tool
+        .call(json!({"topic": "../escape"}), &tool_context())
+        .await;
     assert!(out.is_error);
     let out = tool
-        .call(json!({"topic": "team/../../escape"}), &ctx())
+        .call(json!({"topic": "team/../../escape"}), &tool_context())
         .await;
     assert!(out.is_error);
 }

@@ -2,21 +2,12 @@
 //! turns to transcripts. Real files in a temp dir, the real tool.
 #![allow(clippy::unwrap_used)]
 
-use memloop_core::CancellationToken;
-use memloop_core::tool::{AgentKind, Tool, ToolContext};
+use memloop_core::tool::Tool;
 use memloop_memory::tools::MemoryReadTool;
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_testkit::tool_context;
 use serde_json::json;
 use std::sync::Arc;
-
-fn ctx() -> ToolContext {
-    ToolContext {
-        session_id: "s1".into(),
-        cwd: std::env::temp_dir(),
-        agent: AgentKind::Main,
-        cancel: CancellationToken::new(),
-    }
-}
 
 async fn tool_with(files: &[(&str, &str, &str)]) -> (tempfile::TempDir, MemoryReadTool) {
     let dir = tempfile::tempdir().unwrap();
@@ -56,7 +47,7 @@ async fn grep_finds_lines_in_memory_bodies_in_any_script() {
     let grep = |pattern: &str| {
         let input = json!({ "grep": pattern });
         let tool = tool.clone();
-        async move { tool.call(input, &ctx()).await }
+        async move { tool.call(input, &tool_context()).await }
     };
 
     // Case, width and Latin accents are folded; the line number and the path are given.
@@ -89,7 +80,7 @@ async fn grep_finds_lines_in_memory_bodies_in_any_script() {
         "{}",
         out.content
     );
-    let out = tool.call(json!({}), &ctx()).await;
+    let out = tool.call(json!({}), &tool_context()).await;
     assert!(
         out.is_error && out.content.contains("grep"),
         "{}",
@@ -117,7 +108,9 @@ async fn grep_answers_stay_bounded() {
         .map(|(rel, body)| (rel.as_str(), "notes", body.as_str()))
         .collect();
     let (_dir, tool) = tool_with(&refs).await;
-    let out = tool.call(json!({ "grep": "release" }), &ctx()).await;
+    let out = tool
+        .call(json!({ "grep": "release" }), &tool_context())
+        .await;
     assert!(
         out.content.starts_with("30 memories contain"),
         "{}",

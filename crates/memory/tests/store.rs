@@ -8,15 +8,15 @@
 )] // test helpers
 
 use memloop_core::{
-    CancellationToken,
     prompt::SystemSection,
-    tool::{AgentKind, PermissionDecision, PermissionGate, ToolCallRequest, ToolContext},
+    tool::{PermissionDecision, PermissionGate, ToolCallRequest},
 };
 use memloop_memory::{
     prompt::MemorySection,
     tools::{MEMORY_READ, memory_tools},
 };
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_testkit::tool_context;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -35,15 +35,6 @@ fn store() -> (TempDir, FileMemoryStore) {
     let d = TempDir::new().unwrap();
     let s = FileMemoryStore::open(d.path().join("memory")).unwrap();
     (d, s)
-}
-
-fn ctx() -> ToolContext {
-    ToolContext {
-        session_id: "s1".into(),
-        cwd: std::env::temp_dir(),
-        agent: AgentKind::Main,
-        cancel: CancellationToken::new(),
-    }
 }
 
 #[tokio::test]
@@ -264,15 +255,15 @@ async fn tools_round_trip_through_the_store() {
     let (read, write) = (&tools[0], &tools[1]);
     assert_eq!(read.spec().name, MEMORY_READ);
     let input = json!({"topic": "feedback_testing", "content": "Use a real db.\n\n**Why:** mocks hid a bug.", "name": "Real db in tests", "description": "integration tests must hit a real database", "type": "feedback"});
-    let targets = write.write_targets(&input, &ctx()).unwrap();
+    let targets = write.write_targets(&input, &tool_context()).unwrap();
     assert_eq!(targets, vec![s.root().join("feedback_testing.md")]);
-    let out = write.call(input.clone(), &ctx()).await;
+    let out = write.call(input.clone(), &tool_context()).await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(out.files_written, targets);
     let out = write
         .call(
             json!({"topic": "feedback_testing", "content": "Also for CI.", "mode": "append"}),
-            &ctx(),
+            &tool_context(),
         )
         .await;
     assert!(
@@ -282,19 +273,19 @@ async fn tools_round_trip_through_the_store() {
     );
 
     let out = read
-        .call(json!({"topic": "feedback_testing"}), &ctx())
+        .call(json!({"topic": "feedback_testing"}), &tool_context())
         .await;
     assert!(
         out.content.contains("type: feedback") && out.content.ends_with("Also for CI.\n"),
         "{}",
         out.content
     );
-    let out = read.call(json!({"topic": "MEMORY"}), &ctx()).await;
+    let out = read.call(json!({"topic": "MEMORY"}), &tool_context()).await;
     assert_eq!(
         out.content,
         "- [Real db in tests](feedback_testing.md) — integration tests must hit a real database"
     );
-    let out = read.call(json!({"topic": "_list"}), &ctx()).await;
+    let out = read.call(json!({"topic": "_list"}), &tool_context()).await;
     assert!(
         out.content
             .starts_with("- [feedback] feedback_testing.md (")
@@ -308,16 +299,19 @@ async fn tools_round_trip_through_the_store() {
     let req = |input: serde_json::Value| ToolCallRequest {
         name: write.spec().name,
         effect: write.spec().effect,
-        write_targets: write.write_targets(&input, &ctx()),
+        write_targets: write.write_targets(&input, &tool_context()),
         input,
     };
     assert_eq!(
-        gate.check(&req(input), &ctx()).await,
+        gate.check(&req(input), &tool_context()).await,
         PermissionDecision::Allow
     );
     assert!(matches!(
-        gate.check(&req(json!({"topic": "../evil", "content": "x"})), &ctx())
-            .await,
+        gate.check(
+            &req(json!({"topic": "../evil", "content": "x"})),
+            &tool_context()
+        )
+        .await,
         PermissionDecision::Deny(_)
     ));
 }
@@ -356,11 +350,11 @@ async fn tool_errors_are_readable() {
     for (i, (input, needle)) in cases.into_iter().enumerate() {
         // Bad topics are caught before the call too, so a gate denies them.
         assert_eq!(
-            write.write_targets(&input, &ctx()).is_err(),
+            write.write_targets(&input, &tool_context()).is_err(),
             i < 5 || i == 8,
             "{input}"
         );
-        let out = write.call(input.clone(), &ctx()).await;
+        let out = write.call(input.clone(), &tool_context()).await;
         assert!(
             out.is_error && out.content.contains(needle),
             "{input}: {}",
@@ -368,14 +362,18 @@ async fn tool_errors_are_readable() {
         );
         assert!(out.files_written.is_empty());
     }
-    let out = read.call(json!({"topic": "nothing_here"}), &ctx()).await;
+    let out = read
+        .call(json!({"topic": "nothing_here"}), &tool_context())
+        .await;
     assert!(
         out.is_error && out.content.contains("no memory named"),
         "{}",
         out.content
     );
     assert_eq!(
-        read.call(json!({"topic": "_list"}), &ctx()).await.content,
+        read.call(json!({"topic": "_list"}), &tool_context())
+            .await
+            .content,
         "No memories saved yet."
     );
 }

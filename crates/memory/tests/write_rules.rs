@@ -11,57 +11,29 @@
 //! the size cap measured the body for one writer and the whole text for another.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_core::CancellationToken;
-use memloop_core::tool::{AgentKind, Tool, ToolContext, ToolOutput};
+use memloop_core::tool::{Tool, ToolOutput};
 use memloop_memory::tools::{AnthropicMemoryTool, MemoryWriteTool};
 use memloop_store::{
     ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, StoreConfig,
     WriteLimits, WriteMode,
 };
+use memloop_testkit::WriteOutcome;
+use memloop_testkit::tool_context;
 use serde_json::json;
 use std::sync::Arc;
 use tempfile::TempDir;
 
 /// What a tool's answer says of the write (the tools pass the store's error text on).
-fn tool_outcome(out: &ToolOutput) -> Outcome {
+fn tool_outcome(out: &ToolOutput) -> WriteOutcome {
     if !out.is_error {
-        return Outcome::Written;
+        return WriteOutcome::Written;
     }
     if out.content.contains("secret") {
-        Outcome::Secret
+        WriteOutcome::Secret
     } else if out.content.contains("-byte limit") {
-        Outcome::TooLarge
+        WriteOutcome::TooLarge
     } else {
-        Outcome::BadName
-    }
-}
-
-fn tool_ctx() -> ToolContext {
-    ToolContext {
-        session_id: "s1".into(),
-        cwd: std::env::temp_dir(),
-        agent: AgentKind::Main,
-        cancel: CancellationToken::new(),
-    }
-}
-
-/// What a rule says of a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Written,
-    /// A name the store refuses (or the scope rule, which names the path).
-    BadName,
-    Secret,
-    TooLarge,
-}
-
-fn outcome(r: Result<(), MemoryError>) -> Outcome {
-    match r {
-        Ok(()) => Outcome::Written,
-        Err(MemoryError::InvalidName { .. }) => Outcome::BadName,
-        Err(MemoryError::SensitiveData { .. }) => Outcome::Secret,
-        Err(MemoryError::TooLarge { .. }) => Outcome::TooLarge,
-        Err(e) => panic!("unexpected error: {e:?}"),
+        WriteOutcome::BadName
     }
 }
 
@@ -72,7 +44,7 @@ struct Case {
     doc: MemoryDoc,
     /// Text added to the frontmatter of the raw form (keys memloop does not know).
     extra_frontmatter: &'static str,
-    expected: Outcome,
+    expected: WriteOutcome,
 }
 
 const LIMIT: usize = 4096;
@@ -85,28 +57,28 @@ fn cases() -> Vec<Case> {
             to: "team/deploy.md",
             doc: plain(MemoryType::Project, "Деплой по вторникам."),
             extra_frontmatter: "",
-            expected: Outcome::Written,
+            expected: WriteOutcome::Written,
         },
         Case {
             rule: "user memories never go under team/",
             to: "team/me.md",
             doc: plain(MemoryType::User, "Я предпочитаю краткие ответы."),
             extra_frontmatter: "",
-            expected: Outcome::BadName,
+            expected: WriteOutcome::BadName,
         },
         Case {
             rule: "a secret in the body",
             to: "db.md",
             doc: plain(MemoryType::Project, "пароль: Qw7zLp2Vn9xT"),
             extra_frontmatter: "",
-            expected: Outcome::Secret,
+            expected: WriteOutcome::Secret,
         },
         Case {
             rule: "never MEMORY.md",
             to: "MEMORY.md",
             doc: plain(MemoryType::Project, "x"),
             extra_frontmatter: "",
-            expected: Outcome::BadName,
+            expected: WriteOutcome::BadName,
         },
         Case {
             rule: "the size cap counts the whole text, frontmatter included",
@@ -118,7 +90,7 @@ fn cases() -> Vec<Case> {
                 "b".repeat(LIMIT / 2),
             ),
             extra_frontmatter: "",
-            expected: Outcome::TooLarge,
+            expected: WriteOutcome::TooLarge,
         },
     ]
 }
@@ -141,11 +113,7 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
         // A write of fields.
         let dir = TempDir::new().unwrap();
         let s = store(&dir);
-        let fields = outcome(
-            s.write(case.to, &case.doc, WriteMode::Overwrite)
-                .await
-                .map(drop),
-        );
+        let fields = WriteOutcome::of(&s.write(case.to, &case.doc, WriteMode::Overwrite).await);
         // A write of the file's text as is.
         let dir = TempDir::new().unwrap();
         let s = store(&dir);
@@ -153,17 +121,13 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
         if !case.extra_frontmatter.is_empty() {
             text = text.replacen("---\n", &format!("---\n{}", case.extra_frontmatter), 1);
         }
-        let raw = outcome(
-            s.write_raw_if(case.to, &text, &ExpectedVersion::Any)
-                .await
-                .map(drop),
-        );
+        let raw = WriteOutcome::of(&s.write_raw_if(case.to, &text, &ExpectedVersion::Any).await);
         // A rename from a private path the memory was written to. What cannot be stored
         // anywhere (a secret, too large) is planted as a file, as a hand edit would leave it.
         let dir = TempDir::new().unwrap();
         let s = store(&dir);
         std::fs::write(dir.path().join("source.md"), &text).unwrap();
-        let renamed = outcome(s.rename("source.md", case.to).await.map(drop));
+        let renamed = WriteOutcome::of(&s.rename("source.md", case.to).await);
         // The agent's memory_write tool: the topic and the fields as a model gives them.
         let tool_dir = TempDir::new().unwrap();
         let tool_store: Arc<dyn MemoryStore> = Arc::new(store(&tool_dir));
@@ -176,7 +140,7 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
         });
         let agent_tool = tool_outcome(
             &MemoryWriteTool::new(tool_store)
-                .call(input, &tool_ctx())
+                .call(input, &tool_context())
                 .await,
         );
         // Anthropic's memory tool: `create` with the whole file text.
@@ -189,7 +153,7 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
         });
         let anthropic = tool_outcome(
             &AnthropicMemoryTool::new(anthropic_store)
-                .call(input, &tool_ctx())
+                .call(input, &tool_context())
                 .await,
         );
         for (writer, got) in [
@@ -206,7 +170,7 @@ async fn every_writer_gives_the_same_outcome_for_every_rule() {
             );
             rows += 1;
         }
-        if case.expected != Outcome::Written {
+        if case.expected != WriteOutcome::Written {
             assert!(
                 !dir.path().join(case.to).exists() || case.to == "MEMORY.md",
                 "{}: the refused rename moved the file",

@@ -4,13 +4,11 @@
 //! the resource from the standard variables. The model is the scripted one (it says so).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use async_trait::async_trait;
 use memloop_core::Agent;
 use memloop_core::message::Usage;
-use memloop_core::tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec};
 use memloop_host::env::EnvVars;
 use memloop_otel::{OtlpConfig, OtlpExport};
-use memloop_testkit::{ScriptStep, ScriptedModel};
+use memloop_testkit::{Echo, ScriptStep, ScriptedModel};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
@@ -23,37 +21,6 @@ use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::SubscriberExt;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "Echo the input.".into(),
-            input_schema: json!({"type": "object"}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        ToolOutput::ok(input.to_string())
-    }
-}
-
-/// Asks for the echo tool once, then answers.
-fn model() -> ScriptedModel {
-    ScriptedModel::new().on_purpose("main", |req| {
-        let answered = req
-            .messages
-            .last()
-            .is_some_and(|m| m.tool_result_ids().next().is_some());
-        Some(match answered {
-            false => ScriptStep::tool("echo", json!({"q": 1})),
-            true => ScriptStep::text("done"),
-        })
-    })
-}
 
 /// Run one turn with the spans exported as `env` says; the turn's outcome.
 async fn traced_turn(env: EnvVars, model: &ScriptedModel) -> bool {
@@ -107,7 +74,7 @@ async fn spans_reach_an_otlp_receiver_with_names_attributes_and_nesting() {
             "deployment.environment=ci".into(),
         ),
     ]);
-    let model = model();
+    let model = Echo::once_then("done");
     assert!(traced_turn(env, &model).await);
 
     let mut spans: Vec<Span> = Vec::new();
@@ -199,7 +166,7 @@ async fn an_unreachable_collector_never_fails_a_turn() {
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         format!("http://127.0.0.1:{port}"),
     )]);
-    assert!(traced_turn(env, &model()).await);
+    assert!(traced_turn(env, &Echo::once_then("done")).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,34 +7,12 @@ use memloop_core::{
     Agent,
     events::{AgentEvent, EventSink, FanoutSink, VecSink},
     message::{ContentBlock, Role},
-    tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
 };
 use memloop_recall::RecallEvent;
 use memloop_recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
-use memloop_testkit::{ScriptStep, ScriptedModel};
+use memloop_testkit::{ScriptStep, ScriptedModel, WaitForRecall};
 use recall_common::{put, store};
 use std::sync::Arc;
-use tokio::sync::Notify;
-
-/// A tool that returns once recall has surfaced something (so the test does not depend on
-/// timing: the agent checks for settled attachments before its next model call).
-struct WaitForRecall(Arc<Notify>);
-
-#[async_trait::async_trait]
-impl Tool for WaitForRecall {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "wait_for_recall".into(),
-            description: "test tool".into(),
-            input_schema: serde_json::json!({"type": "object"}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, _input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        self.0.notified().await;
-        ToolOutput::ok("recall settled")
-    }
-}
 
 #[tokio::test]
 async fn surfaced_memories_reach_the_model_as_a_system_reminder() {
@@ -55,25 +33,19 @@ async fn surfaced_memories_reach_the_model_as_a_system_reminder() {
     });
     model.push_for(
         "main",
-        ScriptStep::tool("wait_for_recall", serde_json::json!({})),
+        ScriptStep::tool(WaitForRecall::NAME, serde_json::json!({})),
     );
     model.push_for("main", ScriptStep::text("I will use a real database."));
 
-    let settled = Arc::new(Notify::new());
-    let signal = settled.clone();
-    let on_surfaced = move |e: AgentEvent| {
-        if matches!(e.extension(), Some(RecallEvent::MemoriesSurfaced { .. })) {
-            signal.notify_one();
-        }
-    };
+    let settled = Arc::new(WaitForRecall::new());
     let events = VecSink::default();
-    let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(events.clone()), Arc::new(on_surfaced)];
+    let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(events.clone()), settled.clone()];
     let recall = Arc::new(RecallHook::new(
         store.clone(),
         Arc::new(LlmSelector::new(Arc::new(model.clone()))),
     ));
     let mut agent = Agent::builder(Arc::new(model.clone()))
-        .tool(Arc::new(WaitForRecall(settled)))
+        .tool(settled.clone())
         .hook(recall.clone())
         .events(Arc::new(FanoutSink(sinks)))
         .build();

@@ -414,7 +414,8 @@ impl LocalBases {
 /// - whatever needs local disk asks [`local_dir`](Self::local_dir) for it, by purpose.
 ///
 /// A third backend implements the required methods and gets the rules for free; the recipe is
-/// in `docs/ARCHITECTURE.md` ("Add a memory backend") and `crates/store/tests/naive_backend.rs`.
+/// in `docs/ARCHITECTURE.md` ("Add a memory backend"), and the smallest complete backend is the
+/// test kit's in-memory `MapStore` (`memloop-testkit`, feature `store`).
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
     /// What this store is (a directory, a database project, ...) and its stable identity.

@@ -1,109 +1,13 @@
-//! A deliberately naive backend (a `HashMap` behind a mutex, no checks at all) used through the
-//! public entry point: the store's rules still hold, because they run before the backend sees a
-//! write. This file is also the checked recipe "Add a memory backend" in `docs/ARCHITECTURE.md`.
+//! A backend with no checks of its own (the test kit's `MapStore`: a map behind a mutex, which
+//! stores whatever write reaches it) used through the public entry point: the store's rules
+//! still hold, because they run before the backend sees a write. With `MapStore`'s source, this
+//! is the checked recipe "Add a memory backend" in `docs/ARCHITECTURE.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use async_trait::async_trait;
-use memloop_store::{
-    CheckedWrite, IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader,
-    MemoryPath, MemoryStore, MemoryType, StoreDescription, StoreLocation, WriteMode, WriteReport,
-};
-use std::collections::HashMap;
+use memloop_store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_testkit::MapStore;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-
-/// The recipe: implement the primitives; take `MemoryPath` / `CheckedWrite` as given.
-#[derive(Default)]
-struct NaiveStore {
-    memories: Mutex<HashMap<String, MemoryDoc>>,
-    /// Every write that reached the backend.
-    writes: Mutex<Vec<String>>,
-}
-
-#[async_trait]
-impl MemoryStore for NaiveStore {
-    fn describe(&self) -> StoreDescription {
-        StoreDescription {
-            location: StoreLocation::Database {
-                engine: "hashmap".into(),
-                url: "memory://naive".into(),
-                project: "test".into(),
-            },
-            identity: "hashmap:naive".into(),
-        }
-    }
-
-    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
-        let m = self.memories.lock().unwrap();
-        Ok(m.iter()
-            .map(|(rel, doc)| MemoryHeader {
-                rel_path: rel.clone(),
-                name: Some(doc.name.clone()),
-                description: Some(doc.description.clone()),
-                memory_type: doc.memory_type,
-                mtime: std::time::SystemTime::UNIX_EPOCH,
-            })
-            .collect())
-    }
-
-    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
-        let m = self.memories.lock().unwrap();
-        let doc = m
-            .get(path.as_str())
-            .ok_or_else(|| MemoryError::NotFound(path.to_string()))?;
-        Ok(MemoryFile {
-            header: MemoryHeader {
-                rel_path: path.to_string(),
-                name: Some(doc.name.clone()),
-                description: Some(doc.description.clone()),
-                memory_type: doc.memory_type,
-                mtime: std::time::SystemTime::UNIX_EPOCH,
-            },
-            body: doc.body.clone(),
-            raw: doc.body.clone(),
-        })
-    }
-
-    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
-        // No checks at all: whatever arrives is stored.
-        self.writes.lock().unwrap().push(write.path().to_string());
-        let created = self
-            .memories
-            .lock()
-            .unwrap()
-            .insert(write.path().to_string(), write.doc().clone())
-            .is_none();
-        Ok(WriteReport {
-            rel_path: write.path().to_string(),
-            path: PathBuf::from(write.path().as_str()),
-            created,
-        })
-    }
-
-    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
-        self.writes.lock().unwrap().push(format!("delete {path}"));
-        self.memories.lock().unwrap().remove(path.as_str());
-        Ok(())
-    }
-
-    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
-        Ok(self
-            .memories
-            .lock()
-            .unwrap()
-            .drain()
-            .map(|(k, _)| k)
-            .collect())
-    }
-
-    async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
-        Ok(LoadedIndex::default())
-    }
-
-    async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
-        Ok(Vec::new())
-    }
-}
+use std::sync::Arc;
 
 fn doc(body: &str) -> MemoryDoc {
     MemoryDoc::new("Deploys", "how we deploy", MemoryType::Project, body)
@@ -111,7 +15,7 @@ fn doc(body: &str) -> MemoryDoc {
 
 #[tokio::test]
 async fn a_naive_backend_still_refuses_what_the_rules_refuse() {
-    let naive = Arc::new(NaiveStore::default());
+    let naive = Arc::new(MapStore::new());
     let store: Arc<dyn MemoryStore> = naive.clone();
     let secret = "the key is AKIAIOSFODNN7EXAMPLE, keep it safe";
     let refused: Vec<(&str, MemoryDoc)> = vec![
@@ -141,7 +45,8 @@ async fn a_naive_backend_still_refuses_what_the_rules_refuse() {
     for rel in ["../escape.md", "/etc/passwd.md", "MEMORY.md"] {
         assert!(store.delete(rel).await.is_err(), "{rel}");
     }
-    assert_eq!(*naive.writes.lock().unwrap(), Vec::<String>::new());
+    // Nothing reached the map (it would have stored it).
+    assert_eq!(naive.paths(), Vec::<String>::new());
 
     // What passes reaches the backend, at exactly 1 MiB of memory text too (frontmatter and
     // body: the cap counts the whole text for every writer).
@@ -156,13 +61,11 @@ async fn a_naive_backend_still_refuses_what_the_rules_refuse() {
         .write("big.md", &exactly, WriteMode::Overwrite)
         .await
         .unwrap();
+    assert_eq!(naive.paths(), ["big.md", "deploy.md"]);
     store.delete("big.md").await.unwrap();
+    assert_eq!(naive.paths(), ["deploy.md"]);
     assert_eq!(
-        *naive.writes.lock().unwrap(),
-        vec!["deploy.md", "big.md", "delete big.md"]
-    );
-    assert_eq!(
-        store.read("deploy.md").await.unwrap().body,
+        store.read("deploy.md").await.unwrap().body.trim_end(),
         "Tuesdays only."
     );
     // A database store has no directory: write targets are memory paths.

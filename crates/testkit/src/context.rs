@@ -44,3 +44,21 @@ pub fn hook_context(
         capture: None,
     }
 }
+
+/// A [`ToolContext`](memloop_core::tool::ToolContext) for calling a tool directly in a test:
+/// session `"s1"`, the system temp dir as cwd, the main agent and a fresh
+/// [`CancellationToken`]. Override fields with struct update syntax.
+///
+/// ```
+/// use memloop_core::tool::AgentKind;
+/// let ctx = memloop_testkit::tool_context();
+/// assert_eq!((ctx.session_id.as_str(), ctx.agent), ("s1", AgentKind::Main));
+/// ```
+pub fn tool_context() -> memloop_core::tool::ToolContext {
+    memloop_core::tool::ToolContext {
+        session_id: "s1".into(),
+        cwd: std::env::temp_dir(),
+        agent: memloop_core::tool::AgentKind::Main,
+        cancel: CancellationToken::new(),
+    }
+}

@@ -6,9 +6,20 @@
 //! - `ScriptedModel` (feature `model`, on by default): a deterministic model that replays the steps you queue or runs the rules
 //!   you write, and records every request (it is also the offline demo's model, and says so);
 //! - `hook_context` (feature `model`): a ready [`HookContext`](memloop_core::HookContext) for calling a hook;
+//! - `tool_context` (feature `model`): a ready `ToolContext` for calling a tool;
 //! - [`shared_data`], [`under_ci`], [`skip_unless_ci`]: tests that read external data sets or
 //!   tools, skipped outside CI and failing under CI when what they need is missing;
-//! - [`fifo`]: a named pipe where a file was expected.
+//! - [`fifo`]: a named pipe where a file was expected;
+//! - `Echo` (feature `model`): a read-only tool named `echo` that answers with its input;
+//! - `MapStore` (feature `store`, on memloop-store alone): an in-memory `MemoryStore` that
+//!   passes the store conformance suite, and `WriteOutcome`, what the write rules say of a write;
+//! - `WaitForRecall` (feature `recall`, on memloop-recall): a tool that returns once recall has
+//!   surfaced memories, with the event sink that wakes it;
+//! - `Phoenix` (feature `phoenix`, on no memloop crate): a real Arize Phoenix server for a test,
+//!   and its spans read back.
+//!
+//! Each feature pulls only its own area's crates: a store backend's tests take `store` without
+//! building the agent loop.
 //!
 //! ```
 //! # #[cfg(feature = "model")]
@@ -29,13 +40,29 @@
 mod ci;
 #[cfg(feature = "model")]
 mod context;
+#[cfg(feature = "model")]
+mod echo;
 mod fs;
+#[cfg(feature = "phoenix")]
+mod phoenix;
+#[cfg(feature = "recall")]
+mod recall;
 #[cfg(feature = "model")]
 mod scripted;
+#[cfg(feature = "store")]
+mod store;
 
 pub use ci::{shared_data, skip_unless_ci, under_ci};
 #[cfg(feature = "model")]
-pub use context::hook_context;
+pub use context::{hook_context, tool_context};
+#[cfg(feature = "model")]
+pub use echo::Echo;
 pub use fs::fifo;
+#[cfg(feature = "phoenix")]
+pub use phoenix::Phoenix;
+#[cfg(feature = "recall")]
+pub use recall::WaitForRecall;
 #[cfg(feature = "model")]
 pub use scripted::{ScriptStep, ScriptedModel};
+#[cfg(feature = "store")]
+pub use store::{MapStore, WriteOutcome};

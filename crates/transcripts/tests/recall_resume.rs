@@ -3,43 +3,15 @@
 //! `Agent::clear` resets both.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../recall/tests/recall_common/mod.rs"]
-mod recall_common;
-
 use memloop_core::{
     Agent, AgentConfig,
-    events::{AgentEvent, EventSink, FanoutSink, VecSink},
-    tool::{Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
+    events::{EventSink, FanoutSink, VecSink},
 };
-use memloop_recall::RecallEvent;
 use memloop_recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
-use memloop_testkit::{ScriptStep, ScriptedModel};
+use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_testkit::{ScriptStep, ScriptedModel, WaitForRecall};
 use memloop_transcripts::{TranscriptDir, TranscriptHook};
-use recall_common::{put, store};
 use std::sync::Arc;
-use tokio::sync::Notify;
-
-/// Returns once recall surfaced something, so the attachment lands during the turn.
-struct WaitForRecall(Arc<Notify>);
-
-#[async_trait::async_trait]
-impl Tool for WaitForRecall {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "wait_for_recall".into(),
-            description: "test tool".into(),
-            input_schema: serde_json::json!({"type": "object"}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, _input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        // Bounded, so a recall that never surfaces fails the test instead of hanging it.
-        match tokio::time::timeout(std::time::Duration::from_secs(60), self.0.notified()).await {
-            Ok(()) => ToolOutput::ok("recall settled"),
-            Err(_) => ToolOutput::error("recall surfaced nothing"),
-        }
-    }
-}
 
 fn selecting(path: &str) -> ScriptedModel {
     let path = path.to_owned();
@@ -78,24 +50,22 @@ async fn a_resumed_chinese_session_rebuilds_the_same_way() {
 }
 
 async fn resume_rebuilds(path: &str, description: &str, body: &str, questions: [&str; 2]) {
-    let (tmp, store) = store();
-    put(&store, path, description, body).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(FileMemoryStore::open(tmp.path().join("memory")).unwrap());
+    let title = path.trim_end_matches(".md").replace('/', " ");
+    let doc = MemoryDoc::new(title, description, MemoryType::Project, body);
+    store.write(path, &doc, WriteMode::Overwrite).await.unwrap();
     let transcripts = TranscriptDir::new(tmp.path());
 
     // Session 1: recall surfaces the memory; the transcript records the attachment.
     let model = selecting(path);
     model.push_for(
         "main",
-        ScriptStep::tool("wait_for_recall", serde_json::json!({})),
+        ScriptStep::tool(WaitForRecall::NAME, serde_json::json!({})),
     );
     model.push_for("main", ScriptStep::text("I will use a real database."));
-    let settled = Arc::new(Notify::new());
-    let signal = settled.clone();
-    let on_surfaced = move |e: AgentEvent| {
-        if matches!(e.extension(), Some(RecallEvent::MemoriesSurfaced { .. })) {
-            signal.notify_one();
-        }
-    };
+    let settled = Arc::new(WaitForRecall::new());
     let recall1 = Arc::new(RecallHook::new(
         store.clone(),
         Arc::new(LlmSelector::new(Arc::new(model.clone()))),
@@ -106,10 +76,10 @@ async fn resume_rebuilds(path: &str, description: &str, body: &str, questions: [
     };
     let mut first = Agent::builder(Arc::new(model.clone()))
         .config(config.clone())
-        .tool(Arc::new(WaitForRecall(settled)))
+        .tool(settled.clone())
         .hook(recall1.clone())
         .hook(Arc::new(TranscriptHook::new(transcripts.clone())))
-        .events(Arc::new(on_surfaced))
+        .events(settled)
         .build();
     first.run_turn(questions[0]).await.unwrap();
     let spent = recall1.spent_bytes();

@@ -5,32 +5,15 @@
 use memloop_core::{
     Agent, AgentConfig,
     message::Message,
-    tool::{AgentKind, Tool, ToolContext, ToolEffect, ToolOutput, ToolSpec},
+    tool::{AgentKind, Tool, ToolContext},
 };
-use memloop_testkit::{ScriptStep, ScriptedModel};
+use memloop_testkit::{Echo, ScriptStep, ScriptedModel};
 use memloop_transcripts::{
     RecordKind, SearchOptions, TranscriptDir, TranscriptHook, TranscriptSearchTool,
 };
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-
-struct Echo;
-
-#[async_trait::async_trait]
-impl Tool for Echo {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "echo".into(),
-            input_schema: serde_json::json!({"type": "object"}),
-            effect: ToolEffect::ReadOnly,
-        }
-    }
-    async fn call(&self, input: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
-        ToolOutput::ok(format!("echoed {input}"))
-    }
-}
 
 fn config(session: &str) -> AgentConfig {
     AgentConfig {
@@ -79,7 +62,7 @@ async fn every_message_is_one_line_in_order_with_tool_results() {
     assert!(t.records.iter().all(|r| r.session_id == "s1"));
     assert_eq!(t.records[0].kind, RecordKind::User);
     assert!(
-        t.records[2].text().contains("echoed"),
+        t.records[2].text().contains("grafana-42"),
         "tool result recorded"
     );
 }

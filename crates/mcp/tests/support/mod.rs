@@ -271,14 +271,23 @@ impl HttpSession {
         (status, http_message(&r.text().await.unwrap()))
     }
 
-    /// Call `tool`: its structured answer with `is_error` added.
-    pub async fn tool(&mut self, name: &str, args: Value) -> Value {
+    /// Send one JSON-RPC request (the next id): the status and the answer's message.
+    pub async fn request(&mut self, method: &str, params: Value) -> (u16, Value) {
         self.next += 1;
         let id = self.next;
-        let (status, v) = self
-            .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                         "params": {"name": name, "arguments": args}}))
-            .await;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await
+    }
+
+    /// Call `tool`: the status and the whole answer (a refusal by access is HTTP 403).
+    pub async fn call_tool(&mut self, name: &str, args: Value) -> (u16, Value) {
+        self.request("tools/call", json!({"name": name, "arguments": args}))
+            .await
+    }
+
+    /// Call `tool`, which must answer 200: its structured answer with `is_error` added.
+    pub async fn tool(&mut self, name: &str, args: Value) -> Value {
+        let (status, v) = self.call_tool(name, args).await;
         assert_eq!(status, 200, "{v}");
         let mut out = v["result"]["structuredContent"].clone();
         assert!(out.is_object(), "{v}");
