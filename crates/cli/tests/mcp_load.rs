@@ -13,6 +13,7 @@
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+use memloop_testkit::McpHttp;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -127,105 +128,6 @@ impl Server {
     }
 }
 
-/// A minimal MCP client over Streamable HTTP (JSON-RPC over POST; answers as JSON or SSE).
-struct McpHttp {
-    http: reqwest::Client,
-    url: String,
-    session: Option<String>,
-    next_id: u64,
-}
-
-impl McpHttp {
-    fn new(addr: SocketAddr) -> Self {
-        Self {
-            http: reqwest::Client::new(),
-            url: format!("http://{addr}/mcp"),
-            session: None,
-            next_id: 1,
-        }
-    }
-
-    async fn post(&mut self, body: &Value) -> Result<(u16, Option<String>, String), String> {
-        let mut req = self
-            .http
-            .post(&self.url)
-            .header("Accept", "application/json, text/event-stream")
-            .timeout(Duration::from_secs(30))
-            .json(body);
-        if let Some(s) = &self.session {
-            req = req.header("Mcp-Session-Id", s);
-        }
-        let r = req.send().await.map_err(|e| format!("send: {e}"))?;
-        let status = r.status().as_u16();
-        let session = r
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let text = r.text().await.map_err(|e| format!("body: {e}"))?;
-        Ok((status, session, text))
-    }
-
-    /// The JSON-RPC response with `id` in a JSON or SSE body.
-    fn response(text: &str, id: u64) -> Option<Value> {
-        let candidates: Vec<Value> = if text.trim_start().starts_with('{') {
-            serde_json::from_str(text).ok().into_iter().collect()
-        } else {
-            text.lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .filter_map(|d| serde_json::from_str(d.trim()).ok())
-                .collect()
-        };
-        candidates.into_iter().find(|v| v["id"] == id)
-    }
-
-    async fn initialize(&mut self) -> Result<(), String> {
-        self.session = None;
-        let id = self.next_id;
-        self.next_id += 1;
-        let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-            "protocolVersion": "2025-03-26", "capabilities": {},
-            "clientInfo": {"name": "load", "version": "0"}}});
-        let (status, session, text) = self.post(&init).await?;
-        if status != 200 || Self::response(&text, id).is_none() {
-            return Err(format!("initialize: {status} {text}"));
-        }
-        self.session = session;
-        let (status, _, text) = self
-            .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await?;
-        if !(200..300).contains(&status) {
-            return Err(format!("initialized: {status} {text}"));
-        }
-        Ok(())
-    }
-
-    /// Call `tool`: its structured answer with `is_error`, or why the call did not complete.
-    async fn call(&mut self, tool: &str, args: Value) -> Result<Value, String> {
-        if self.session.is_none() {
-            self.initialize().await?;
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": tool, "arguments": args}});
-        let (status, _, text) = self.post(&body).await?;
-        if status != 200 {
-            // A restarted server does not know the session: start a new one.
-            self.session = None;
-            return Err(format!("{tool}: HTTP {status} {text}"));
-        }
-        let v = Self::response(&text, id).ok_or_else(|| format!("{tool}: no response"))?;
-        let result = &v["result"];
-        let mut out = result["structuredContent"].clone();
-        if !out.is_object() {
-            return Err(format!("{tool}: {v}"));
-        }
-        out["is_error"] = json!(result["isError"].as_bool().unwrap_or(false));
-        Ok(out)
-    }
-}
-
 /// What one client saw: latencies of its completed operations, and the writes acknowledged.
 #[derive(Default)]
 struct ClientLog {
@@ -267,7 +169,7 @@ async fn completed(client: &mut McpHttp, log: &mut ClientLog, tool: &str, args: 
 
 async fn run_client(i: usize, addr: SocketAddr, project: PathBuf, ops: usize) -> ClientLog {
     let p = project.to_string_lossy().into_owned();
-    let mut client = McpHttp::new(addr);
+    let mut client = McpHttp::new(format!("http://{addr}/mcp"));
     let mut log = ClientLog::default();
     let mut mine: Vec<(String, String)> = Vec::new(); // (token, path)
     for j in 0..ops {
@@ -513,7 +415,7 @@ async fn load_and_faults(plan: Plan) {
 
     // The index lists every memory exactly once, each line well formed (through a restarted
     // server, over MCP).
-    let mut client = McpHttp::new(addrs[1]);
+    let mut client = McpHttp::new(format!("http://{}/mcp", addrs[1]));
     let mut log = ClientLog::default();
     let p = project.to_string_lossy().into_owned();
     let list = completed(
@@ -572,7 +474,7 @@ async fn load_and_faults(plan: Plan) {
     // Each server finds what was saved through the other (its search follows the change feed).
     for (i, log) in logs.iter().enumerate() {
         let (token, path) = log.saved.iter().next().unwrap();
-        let mut other = McpHttp::new(addrs[(i + 1) % 2]);
+        let mut other = McpHttp::new(format!("http://{}/mcp", addrs[(i + 1) % 2]));
         let found = completed(
             &mut other,
             &mut ClientLog::default(),

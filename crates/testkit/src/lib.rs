@@ -16,7 +16,9 @@
 //! - `WaitForRecall` (feature `recall`, on memloop-recall): a tool that returns once recall has
 //!   surfaced memories, with the event sink that wakes it;
 //! - `Phoenix` (feature `phoenix`, on no memloop crate): a real Arize Phoenix server for a test,
-//!   and its spans read back.
+//!   and its spans read back;
+//! - `McpHttp` (feature `mcp-client`, on no memloop crate): an MCP client over Streamable HTTP,
+//!   with or without sessions, cheap enough to load a server with.
 //!
 //! Each feature pulls only its own area's crates: a store backend's tests take `store` without
 //! building the agent loop.
@@ -43,6 +45,8 @@ mod context;
 #[cfg(feature = "model")]
 mod echo;
 mod fs;
+#[cfg(feature = "mcp-client")]
+mod mcp_client;
 #[cfg(feature = "phoenix")]
 mod phoenix;
 #[cfg(feature = "recall")]
@@ -58,6 +62,8 @@ pub use context::{hook_context, tool_context};
 #[cfg(feature = "model")]
 pub use echo::Echo;
 pub use fs::fifo;
+#[cfg(feature = "mcp-client")]
+pub use mcp_client::{McpCallError, McpHttp};
 #[cfg(feature = "phoenix")]
 pub use phoenix::Phoenix;
 #[cfg(feature = "recall")]
