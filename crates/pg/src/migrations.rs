@@ -211,8 +211,8 @@ CREATE INDEX memloop_idempotency_expiry ON memloop_idempotency (project_id, expi
 -- Reads of a whole project (`ORDER BY seq`, `ORDER BY updated_at`) read every row of the project
 -- through the primary key and sort them; these two indexes were maintained on every write and
 -- made a cached generic plan of a one-row lookup (project_id, rel_path) scan the whole project.
-DROP INDEX memloop_memories_order;
-DROP INDEX memloop_memories_recent;
+DROP INDEX IF EXISTS memloop_memories_order;
+DROP INDEX IF EXISTS memloop_memories_recent;
 -- The same bigrams as migration 2's, in PL/pgSQL: its query is planned once per connection
 -- (an SQL function with a FROM clause is parsed and planned again on every write), and ASCII
 -- text (NFKC and lowercase keep it ASCII, so it has no Han/Kana, Hangul or Thai run) has none.
