@@ -18,7 +18,7 @@ use memloop_store::{
     ResolvedMemoryDir, ScanCache, StoreConfig, WriteLimits, canonical_project_root,
 };
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -345,7 +345,7 @@ enum CacheKey {
 /// One open project in the cache.
 struct Cached {
     open: Arc<OpenProject>,
-    /// When it was last used (the cache's clock).
+    /// When it was last used (the cache's clock; its key in [`OpenCache::order`]).
     used: u64,
     /// Its caches' size at the last estimate.
     bytes: usize,
@@ -356,15 +356,26 @@ struct Cached {
 /// ends); a project needed again is opened afresh and its caches rebuilt from its store.
 ///
 /// A project's caches grow while a request uses it, after it was taken from here, so the
-/// estimates are taken at the next use of the cache: of the projects used since the last one,
-/// besides the one asked for (estimating every project on every request would cost a walk of
-/// every cache).
+/// estimates are taken at the next use of the cache: of the projects used since their last
+/// estimate (estimating every project on every request would cost a walk of every cache).
+///
+/// The bound: after every lookup the estimated total of the projects kept is at most the
+/// budget, or only the project just asked for is kept (one project larger than the budget is
+/// still served; it is dropped as soon as another is asked for). What a replica holds beyond
+/// the budget is what the requests in flight hold: the growth of their projects since the last
+/// estimate (a write's new memories, a project's first search building its postings), and
+/// projects dropped while a request still used them (freed when it ends). So memory is bounded
+/// by the budget plus, per request in flight, one project's caches.
 struct OpenCache {
     budget: usize,
     clock: u64,
     entries: HashMap<CacheKey, Cached>,
-    /// Used since the last estimate.
-    recent: Vec<CacheKey>,
+    /// The keys of `entries` by last use, least recent first.
+    order: BTreeMap<u64, CacheKey>,
+    /// The sum of the entries' estimates, in bytes.
+    total: usize,
+    /// Used since their last estimate (or busy at it).
+    recent: HashSet<CacheKey>,
 }
 
 impl OpenCache {
@@ -373,31 +384,37 @@ impl OpenCache {
             budget,
             clock: 0,
             entries: HashMap::new(),
-            recent: Vec::new(),
+            order: BTreeMap::new(),
+            total: 0,
+            recent: HashSet::new(),
         }
     }
 
+    /// Mark `key` used now.
     fn touch(&mut self, key: &CacheKey) {
+        let Some(c) = self.entries.get_mut(key) else {
+            return;
+        };
         self.clock += 1;
-        if let Some(c) = self.entries.get_mut(key) {
-            c.used = self.clock;
-        }
-        if !self.recent.contains(key) {
-            self.recent.push(key.clone());
-        }
+        self.order.remove(&c.used);
+        c.used = self.clock;
+        self.order.insert(self.clock, key.clone());
+        self.recent.insert(key.clone());
     }
 
     /// The project at `key`, marked used now.
     fn get(&mut self, key: &CacheKey) -> Option<Arc<OpenProject>> {
         let open = self.entries.get(key)?.open.clone();
         self.touch(key);
-        self.settle(key);
+        self.settle(Some(key));
         Some(open)
     }
 
     /// Keep `open` at `key`, used now.
     fn insert(&mut self, key: CacheKey, open: Arc<OpenProject>) {
+        self.remove(&key);
         let bytes = open.approx_bytes().unwrap_or(0);
+        self.total += bytes;
         self.entries.insert(
             key.clone(),
             Cached {
@@ -406,60 +423,57 @@ impl OpenCache {
                 bytes,
             },
         );
+        self.order.insert(0, key.clone());
         self.touch(&key);
-        self.settle(&key);
+        self.settle(Some(&key));
     }
 
-    fn remove(&mut self, key: &CacheKey) {
-        self.entries.remove(key);
-        self.recent.retain(|k| k != key);
+    /// Forget the project at `key` (its `Arc` lives on in the requests using it).
+    fn remove(&mut self, key: &CacheKey) -> Option<Cached> {
+        let c = self.entries.remove(key)?;
+        self.order.remove(&c.used);
+        self.total = self.total.saturating_sub(c.bytes);
+        self.recent.remove(key);
+        Some(c)
     }
 
-    /// Estimate the projects used since the last estimate (one a request holds keeps its last
-    /// estimate and is estimated again next time), then drop the least recently used ones,
-    /// never `keep`, while the total is over the budget.
-    fn settle(&mut self, keep: &CacheKey) {
-        let mut busy = Vec::new();
+    /// Estimate the projects used since their last estimate (one a request holds keeps its
+    /// last estimate and is estimated again next time), then drop the least recently used
+    /// ones, never `keep`, while the total is over the budget.
+    fn settle(&mut self, keep: Option<&CacheKey>) {
+        let mut busy = HashSet::new();
         for key in std::mem::take(&mut self.recent) {
             let Some(c) = self.entries.get_mut(&key) else {
                 continue;
             };
             match c.open.approx_bytes() {
-                Some(b) => c.bytes = b,
-                None => busy.push(key),
+                Some(b) => {
+                    self.total = self.total.saturating_sub(c.bytes) + b;
+                    c.bytes = b;
+                }
+                None => {
+                    busy.insert(key);
+                }
             }
         }
         self.recent = busy;
         // The key asked for stays recent: its caches grow in the request that asked.
-        if !self.recent.contains(keep) {
-            self.recent.push(keep.clone());
+        if let Some(keep) = keep {
+            self.recent.insert(keep.clone());
         }
-        let mut total = self.total();
-        if total <= self.budget {
-            return;
-        }
-        let mut by_age: Vec<(u64, CacheKey)> = self
-            .entries
-            .iter()
-            .filter(|(k, _)| *k != keep)
-            .map(|(k, c)| (c.used, k.clone()))
-            .collect();
-        by_age.sort();
-        for (_, key) in by_age {
-            if total <= self.budget {
+        while self.total > self.budget {
+            let Some((_, oldest)) = self.order.first_key_value() else {
+                break;
+            };
+            // `keep` was used last: everything else is gone.
+            if Some(oldest) == keep {
                 break;
             }
-            if let Some(c) = self.entries.remove(&key) {
-                total = total.saturating_sub(c.bytes);
-                self.recent.retain(|k| k != &key);
-                tracing::debug!(project = ?key, bytes = c.bytes, "project cache evicted");
+            let oldest = oldest.clone();
+            if let Some(c) = self.remove(&oldest) {
+                tracing::debug!(project = ?oldest, bytes = c.bytes, "project cache evicted");
             }
         }
-    }
-
-    /// The estimated size of every cache kept, in bytes.
-    fn total(&self) -> usize {
-        self.entries.values().map(|c| c.bytes).sum()
     }
 }
 
@@ -814,19 +828,12 @@ impl Projects {
     #[cfg(test)]
     async fn cache_usage(&self) -> (usize, usize) {
         let mut open = self.open.lock().await;
-        let recent = std::mem::take(&mut open.recent);
-        for key in recent {
-            if let Some(c) = open.entries.get_mut(&key)
-                && let Some(b) = c.open.approx_bytes()
-            {
-                c.bytes = b;
-            }
-        }
         // Nothing is kept out of the eviction: no request is using a project now.
-        let none = CacheKey::Dir(PathBuf::new());
-        open.settle(&none);
-        open.remove(&none);
-        (open.total(), open.entries.len())
+        open.settle(None);
+        let summed: usize = open.entries.values().map(|c| c.bytes).sum();
+        assert_eq!(open.total, summed, "the running total drifted");
+        assert_eq!(open.order.len(), open.entries.len());
+        (open.total, open.entries.len())
     }
 }
 
@@ -925,6 +932,15 @@ mod tests {
             .collect()
     }
 
+    /// The project `root/name`, resolved for a write.
+    async fn at(projects: &Projects, root: &Path, name: &str) -> Project {
+        let path = root.join(name).to_string_lossy().into_owned();
+        projects
+            .resolve(&path, &Access::full(), Effect::Write)
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e:?}"))
+    }
+
     fn budgeted(root: &Path, home: &Path, bytes: Option<usize>) -> Projects {
         Projects::new(McpConfig {
             cache_bytes: bytes,
@@ -941,21 +957,10 @@ mod tests {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         std::fs::create_dir_all(&home).unwrap();
-        let full = Access::full();
-        let at = |projects: &Projects, name: &str| {
-            let path = root.join(name).to_string_lossy().into_owned();
-            async move {
-                projects
-                    .resolve(&path, &full, Effect::Write)
-                    .await
-                    .ok()
-                    .unwrap()
-            }
-        };
 
         // One project's caches, searched once, with the default budget: kept.
         let unbounded = budgeted(&root, &home, None);
-        let d = at(&unbounded, "d").await;
+        let d = at(&unbounded, &root, "d").await;
         fill(&unbounded, &d, "billing", 20).await;
         assert_eq!(search(&unbounded, &d, "billing queue").await.len(), 5);
         let (one, open) = unbounded.cache_usage().await;
@@ -973,9 +978,9 @@ mod tests {
         let budget = one * 5 / 2;
         let projects = budgeted(&root, &home, Some(budget));
         let (a, b, c) = (
-            at(&projects, "a").await,
-            at(&projects, "b").await,
-            at(&projects, "c").await,
+            at(&projects, &root, "a").await,
+            at(&projects, &root, "b").await,
+            at(&projects, &root, "c").await,
         );
         for p in [&a, &b, &c] {
             fill(&projects, p, "billing", 20).await;
