@@ -207,6 +207,8 @@ async fn start(
         .env("MEMLOOP_HOME", home.join("base"))
         .env("MEMLOOP_DATABASE_URL", url)
         .env("MEMLOOP_LOG", "warn,memloop_mcp::projects=debug")
+        // To compare allocators' behaviour: glibc's arena count, when the run sets it.
+        .envs(std::env::var("MALLOC_ARENA_MAX").map(|v| ("MALLOC_ARENA_MAX", v)))
         .arg("--project")
         .arg(root)
         .arg("mcp")
