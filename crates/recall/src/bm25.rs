@@ -179,9 +179,8 @@ impl Bm25Postings {
             .iter()
             .map(|d| {
                 size_of::<Option<Doc>>()
-                    + d.as_ref().map_or(0, |d| {
-                        d.path.len() + d.terms.capacity() * size_of::<u32>()
-                    })
+                    + d.as_ref()
+                        .map_or(0, |d| d.path.len() + d.terms.capacity() * size_of::<u32>())
             })
             .sum();
         let paths: usize = self
@@ -199,8 +198,8 @@ impl Bm25Postings {
                 .iter()
                 .map(|m| size_of::<Vec<u32>>() + m.capacity() * size_of::<u32>())
                 .sum::<usize>();
-        let per_term = self.is_bigram.capacity() * size_of::<bool>()
-            + self.df.capacity() * size_of::<u32>();
+        let per_term =
+            self.is_bigram.capacity() * size_of::<bool>() + self.df.capacity() * size_of::<u32>();
         let slots = (self.free.capacity() + self.tombstones.capacity()) * size_of::<u32>()
             + self.alive.capacity() * size_of::<bool>();
         size_of::<Self>() + terms + postings + docs + paths + dirs + per_term + slots
