@@ -134,6 +134,11 @@ pub struct McpArgs {
     /// Largest answer, in bytes of JSON (default 262144); longer ones are cut with a note.
     #[arg(long, value_name = "BYTES")]
     pub max_answer_bytes: Option<usize>,
+    /// Memory budget of the per-project caches (headers, search postings, vectors), in MiB
+    /// (default 256): past it the least recently used projects' caches are dropped and
+    /// rebuilt from their store when needed again.
+    #[arg(long = "cache-mib", value_name = "MIB")]
+    pub cache_mib: Option<usize>,
     /// `context_search` ranks with the hybrid selector when an embedder is named here, or when
     /// all-MiniLM-L6-v2 is in the Hugging Face cache (`candle` builds); else with BM25.
     #[command(flatten)]

@@ -37,6 +37,7 @@ pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
         embedder: None,
         summaries: Default::default(),
         stores: None,
+        cache_bytes: args.cache_mib.map(|m| m.saturating_mul(1024 * 1024)),
     }
 }
 

@@ -40,8 +40,8 @@ pub use key::{MemoryKey, OWNER_FILE, Reach};
 pub use logs::{loggable, loggable_text};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END};
 pub use projects::{
-    ClaimFuture, McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores,
-    project_id,
+    ClaimFuture, DEFAULT_CACHE_BYTES, McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project,
+    ProjectStores, project_id,
 };
 pub use server::{INDEX_MIME, McpServeError, MemoryServer, RESOURCE_PREFIX, serve_stdio};
 pub use summaries::{SUMMARY_PURPOSE, SummaryConfig};

@@ -18,7 +18,7 @@ use memloop_store::{
     ResolvedMemoryDir, ScanCache, StoreConfig, WriteLimits, canonical_project_root,
 };
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -135,7 +135,15 @@ pub struct McpConfig {
     /// Where each project's memories live: `None` (the default) for its memory dir, else these
     /// stores (e.g. a PostgreSQL team store per project). The global memory stays a directory.
     pub stores: Option<Arc<dyn ProjectStores>>,
+    /// The memory budget of the per-project caches (headers, BM25 postings, vectors), in bytes;
+    /// `None` for [`DEFAULT_CACHE_BYTES`]. Past it the least recently used projects' caches are
+    /// dropped whole, and rebuilt from their store when needed again (the CLI's `--cache-mib`).
+    pub cache_bytes: Option<usize>,
 }
+
+/// The default memory budget of the per-project caches ([`McpConfig::cache_bytes`]): 256 MiB,
+/// sized for a laptop.
+pub const DEFAULT_CACHE_BYTES: usize = 256 * 1024 * 1024;
 
 impl std::fmt::Debug for McpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -152,6 +160,7 @@ impl std::fmt::Debug for McpConfig {
             )
             .field("summaries", &self.summaries)
             .field("stores", &self.stores.as_ref().map(|s| s.describe()))
+            .field("cache_bytes", &self.cache_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -317,14 +326,164 @@ pub(crate) struct OpenProject {
     pub(crate) batches: Option<Arc<dyn AtomicBatches>>,
 }
 
+impl OpenProject {
+    /// An estimate of the memory its caches hold, in bytes (header cache, postings, vectors);
+    /// `None` while a request holds one of them.
+    fn approx_bytes(&self) -> Option<usize> {
+        self.recall.approx_bytes()
+    }
+}
+
+/// What the cache of open projects is keyed by: a memory dir, or a project path in the shared
+/// stores.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum CacheKey {
+    Dir(PathBuf),
+    Shared(PathBuf),
+}
+
+/// One open project in the cache.
+struct Cached {
+    open: Arc<OpenProject>,
+    /// When it was last used (the cache's clock; its key in [`OpenCache::order`]).
+    used: u64,
+    /// Its caches' size at the last estimate.
+    bytes: usize,
+}
+
+/// The open projects, under a memory budget: when their caches' estimated size passes it, the
+/// least recently used projects are dropped whole (a request using one keeps its `Arc` until it
+/// ends); a project needed again is opened afresh and its caches rebuilt from its store.
+///
+/// A project's caches grow while a request uses it, after it was taken from here, so the
+/// estimates are taken at the next use of the cache: of the projects used since their last
+/// estimate (estimating every project on every request would cost a walk of every cache).
+///
+/// The bound: after every lookup the estimated total of the projects kept is at most the
+/// budget, or only the project just asked for is kept (one project larger than the budget is
+/// still served; it is dropped as soon as another is asked for). What a replica holds beyond
+/// the budget is what the requests in flight hold: the growth of their projects since the last
+/// estimate (a write's new memories, a project's first search building its postings), and
+/// projects dropped while a request still used them (freed when it ends). So memory is bounded
+/// by the budget plus, per request in flight, one project's caches.
+struct OpenCache {
+    budget: usize,
+    clock: u64,
+    entries: HashMap<CacheKey, Cached>,
+    /// The keys of `entries` by last use, least recent first.
+    order: BTreeMap<u64, CacheKey>,
+    /// The sum of the entries' estimates, in bytes.
+    total: usize,
+    /// Used since their last estimate (or busy at it).
+    recent: HashSet<CacheKey>,
+}
+
+impl OpenCache {
+    fn new(budget: usize) -> Self {
+        Self {
+            budget,
+            clock: 0,
+            entries: HashMap::new(),
+            order: BTreeMap::new(),
+            total: 0,
+            recent: HashSet::new(),
+        }
+    }
+
+    /// Mark `key` used now.
+    fn touch(&mut self, key: &CacheKey) {
+        let Some(c) = self.entries.get_mut(key) else {
+            return;
+        };
+        self.clock += 1;
+        self.order.remove(&c.used);
+        c.used = self.clock;
+        self.order.insert(self.clock, key.clone());
+        self.recent.insert(key.clone());
+    }
+
+    /// The project at `key`, marked used now.
+    fn get(&mut self, key: &CacheKey) -> Option<Arc<OpenProject>> {
+        let open = self.entries.get(key)?.open.clone();
+        self.touch(key);
+        self.settle(Some(key));
+        Some(open)
+    }
+
+    /// Keep `open` at `key`, used now.
+    fn insert(&mut self, key: CacheKey, open: Arc<OpenProject>) {
+        self.remove(&key);
+        let bytes = open.approx_bytes().unwrap_or(0);
+        self.total += bytes;
+        self.entries.insert(
+            key.clone(),
+            Cached {
+                open,
+                used: 0,
+                bytes,
+            },
+        );
+        self.order.insert(0, key.clone());
+        self.touch(&key);
+        self.settle(Some(&key));
+    }
+
+    /// Forget the project at `key` (its `Arc` lives on in the requests using it).
+    fn remove(&mut self, key: &CacheKey) -> Option<Cached> {
+        let c = self.entries.remove(key)?;
+        self.order.remove(&c.used);
+        self.total = self.total.saturating_sub(c.bytes);
+        self.recent.remove(key);
+        Some(c)
+    }
+
+    /// Estimate the projects used since their last estimate (one a request holds keeps its
+    /// last estimate and is estimated again next time), then drop the least recently used
+    /// ones, never `keep`, while the total is over the budget.
+    fn settle(&mut self, keep: Option<&CacheKey>) {
+        let mut busy = HashSet::new();
+        for key in std::mem::take(&mut self.recent) {
+            let Some(c) = self.entries.get_mut(&key) else {
+                continue;
+            };
+            match c.open.approx_bytes() {
+                Some(b) => {
+                    self.total = self.total.saturating_sub(c.bytes) + b;
+                    c.bytes = b;
+                }
+                None => {
+                    busy.insert(key);
+                }
+            }
+        }
+        self.recent = busy;
+        // The key asked for stays recent: its caches grow in the request that asked.
+        if let Some(keep) = keep {
+            self.recent.insert(keep.clone());
+        }
+        while self.total > self.budget {
+            let Some((_, oldest)) = self.order.first_key_value() else {
+                break;
+            };
+            // `keep` was used last: everything else is gone.
+            if Some(oldest) == keep {
+                break;
+            }
+            let oldest = oldest.clone();
+            if let Some(c) = self.remove(&oldest) {
+                tracing::debug!(project = ?oldest, bytes = c.bytes, "project cache evicted");
+            }
+        }
+    }
+}
+
 /// The server's projects: validation, resolution and the open stores (one per memory dir, so
-/// the BM25 postings are built once and updated incrementally).
+/// the BM25 postings are built once and updated incrementally), under the memory budget.
 pub(crate) struct Projects {
     config: McpConfig,
     roots: Vec<PathBuf>,
-    open: Mutex<HashMap<PathBuf, Arc<OpenProject>>>,
-    /// The projects open in the shared stores, by project path.
-    shared: Mutex<HashMap<PathBuf, Arc<OpenProject>>>,
+    /// The open projects: memory dirs, and projects open in the shared stores.
+    open: Mutex<OpenCache>,
     seen: Mutex<HashMap<String, Project>>,
     /// The background summariser, when summaries are on.
     summariser: Option<crate::summaries::Summariser>,
@@ -339,10 +498,11 @@ impl Projects {
             .collect();
         let summariser = crate::summaries::Summariser::start(&config.summaries);
         Self {
+            open: Mutex::new(OpenCache::new(
+                config.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
+            )),
             config,
             roots,
-            open: Mutex::new(HashMap::new()),
-            shared: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
             summariser,
         }
@@ -574,9 +734,10 @@ impl Projects {
         stores: &dyn ProjectStores,
         project: &Project,
     ) -> Result<Arc<OpenProject>, MemoryError> {
-        let mut open = self.shared.lock().await;
-        if let Some(p) = open.get(&project.path) {
-            return Ok(p.clone());
+        let key = CacheKey::Shared(project.path.clone());
+        let mut open = self.open.lock().await;
+        if let Some(p) = open.get(&key) {
+            return Ok(p);
         }
         let limits = self.config.limits.write_limits();
         let opened = stores.open_store(project, limits).await?;
@@ -587,7 +748,7 @@ impl Projects {
             );
         }
         let opened = self.wrap(opened);
-        open.insert(project.path.clone(), opened.clone());
+        open.insert(key, opened.clone());
         Ok(opened)
     }
 
@@ -639,13 +800,15 @@ impl Projects {
         dir: &Path,
         create: bool,
     ) -> Result<Option<Arc<OpenProject>>, MemoryError> {
+        let key = CacheKey::Dir(dir.to_path_buf());
         let mut open = self.open.lock().await;
         let exists = dir.is_dir();
-        if let Some(p) = open.get(dir) {
-            if exists {
-                return Ok(Some(p.clone()));
+        if exists {
+            if let Some(p) = open.get(&key) {
+                return Ok(Some(p));
             }
-            open.remove(dir);
+        } else {
+            open.remove(&key);
         }
         if !create && !exists {
             return Ok(None);
@@ -656,8 +819,21 @@ impl Projects {
         };
         let store = FileMemoryStore::open(dir)?.with_config(config);
         let opened = self.wrap(OpenedStore::plain(Arc::new(store)));
-        open.insert(dir.to_path_buf(), opened.clone());
+        open.insert(key, opened.clone());
         Ok(Some(opened))
+    }
+
+    /// Estimate the caches of the projects used since the last estimate, evict past the
+    /// budget, and return the estimated total and how many projects stay open.
+    #[cfg(test)]
+    async fn cache_usage(&self) -> (usize, usize) {
+        let mut open = self.open.lock().await;
+        // Nothing is kept out of the eviction: no request is using a project now.
+        open.settle(None);
+        let summed: usize = open.entries.values().map(|c| c.bytes).sum();
+        assert_eq!(open.total, summed, "the running total drifted");
+        assert_eq!(open.order.len(), open.entries.len());
+        (open.total, open.entries.len())
     }
 }
 
@@ -679,6 +855,7 @@ mod tests {
             embedder: None,
             summaries: Default::default(),
             stores: None,
+            cache_bytes: None,
         }
     }
 
@@ -722,5 +899,115 @@ mod tests {
                 .await
                 .is_ok()
         );
+    }
+
+    /// `n` memories about `topic` in `project` (opened, its memory dir created).
+    async fn fill(projects: &Projects, project: &Project, topic: &str, n: usize) {
+        use memloop_store::{MemoryDoc, MemoryType, WriteMode};
+        let open = projects.open(project, true).await.unwrap().unwrap();
+        for i in 0..n {
+            let doc = MemoryDoc::new(
+                format!("{topic} note {i}"),
+                format!("what we learned about {topic} ({i})"),
+                MemoryType::Project,
+                format!("The {topic} service {i} restarts nightly; its queue drains in order.\n"),
+            );
+            open.store
+                .write(&format!("{topic}_{i}.md"), &doc, WriteMode::Overwrite)
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Search `project` as `context_search` does (through its open caches): the paths found.
+    async fn search(projects: &Projects, project: &Project, query: &str) -> Vec<String> {
+        let open = projects.open(project, false).await.unwrap().unwrap();
+        let headers = open.headers.headers().await.unwrap();
+        open.recall
+            .bm25()
+            .scored(query, &headers, 5, |_| true)
+            .await
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// The project `root/name`, resolved for a write.
+    async fn at(projects: &Projects, root: &Path, name: &str) -> Project {
+        let path = root.join(name).to_string_lossy().into_owned();
+        projects
+            .resolve(&path, &Access::full(), Effect::Write)
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e:?}"))
+    }
+
+    fn budgeted(root: &Path, home: &Path, bytes: Option<usize>) -> Projects {
+        Projects::new(McpConfig {
+            cache_bytes: bytes,
+            ..config(root, home, false)
+        })
+    }
+
+    #[tokio::test]
+    async fn project_caches_stay_under_the_budget_least_recently_used_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (root, home) = (base.join("root"), base.join("home"));
+        for d in ["a", "b", "c", "d"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(&home).unwrap();
+
+        // One project's caches, searched once, with the default budget: kept.
+        let unbounded = budgeted(&root, &home, None);
+        let d = at(&unbounded, &root, "d").await;
+        fill(&unbounded, &d, "billing", 20).await;
+        assert_eq!(search(&unbounded, &d, "billing queue").await.len(), 5);
+        let (one, open) = unbounded.cache_usage().await;
+        assert_eq!(open, 1);
+        // The estimate grows with content: 60 more memories, a larger cache.
+        fill(&unbounded, &d, "payments", 60).await;
+        assert_eq!(search(&unbounded, &d, "payments queue").await.len(), 5);
+        let (more, _) = unbounded.cache_usage().await;
+        assert!(
+            more > one * 2,
+            "estimate {one} -> {more} for 4x the memories"
+        );
+
+        // Room for two such projects, not three: touching a, b, c drops a.
+        let budget = one * 5 / 2;
+        let projects = budgeted(&root, &home, Some(budget));
+        let (a, b, c) = (
+            at(&projects, &root, "a").await,
+            at(&projects, &root, "b").await,
+            at(&projects, &root, "c").await,
+        );
+        for p in [&a, &b, &c] {
+            fill(&projects, p, "billing", 20).await;
+        }
+        for p in [&a, &b, &c] {
+            assert!(!search(&projects, p, "billing queue").await.is_empty());
+        }
+        let (total, open) = projects.cache_usage().await;
+        assert!(total <= budget, "{total} bytes kept, budget {budget}");
+        assert_eq!(open, 2, "a, least recently used, is evicted");
+        {
+            let cache = projects.open.lock().await;
+            assert!(
+                !cache
+                    .entries
+                    .contains_key(&CacheKey::Dir(a.memory.dir.clone()))
+            );
+            assert!(
+                cache
+                    .entries
+                    .contains_key(&CacheKey::Dir(c.memory.dir.clone()))
+            );
+        }
+        // An evicted project is opened afresh: its search still finds its memories.
+        let found = search(&projects, &a, "billing queue").await;
+        assert_eq!(found.len(), 5, "{found:?}");
+        let (total, _) = projects.cache_usage().await;
+        assert!(total <= budget, "{total} bytes kept, budget {budget}");
     }
 }

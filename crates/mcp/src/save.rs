@@ -19,8 +19,8 @@ use crate::ops::{
 use crate::projects::{OpenProject, Project, Projects};
 use crate::tiers;
 use memloop_store::{
-    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, VersionedWrite, WriteMode,
-    content_version, title_key,
+    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryFile, MemoryStore, VersionedWrite,
+    WriteMode, content_version, title_key,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -284,19 +284,23 @@ async fn plan<'e>(
         }
         let target = targets.of(entry.global);
         let mut taken = false;
-        if let Some(o) = target {
-            if let Some(old) = legacy_path(entry.kind, entry.title.as_deref(), &entry.content)
-                && o.store.read(&rel).await.is_err()
-                && o.store.read(&old).await.is_ok_and(|f| {
-                    f.header.name.as_deref().map(title_key) == Some(title_key(&doc.name))
-                })
-            {
-                rel = old; // saved under the old naming rule: update it in place
+        // One read of the entry's path (a round trip to a database store), then the old
+        // naming rule's path only when the new one holds nothing.
+        if let Some(o) = target.filter(|_| !entry.kind.append_only()) {
+            let same_title = |f: &MemoryFile| {
+                f.header.name.as_deref().map(title_key) == Some(title_key(&doc.name))
+            };
+            match o.store.read(&rel).await {
+                Ok(f) => taken = !same_title(&f),
+                Err(_) => {
+                    if let Some(old) =
+                        legacy_path(entry.kind, entry.title.as_deref(), &entry.content)
+                        && o.store.read(&old).await.is_ok_and(|f| same_title(&f))
+                    {
+                        rel = old; // saved under the old naming rule: update it in place
+                    }
+                }
             }
-            taken = !entry.kind.append_only()
-                && o.store.read(&rel).await.is_ok_and(|f| {
-                    f.header.name.as_deref().map(title_key) != Some(title_key(&doc.name))
-                });
         }
         let expected = expected_of(entry.expected_version.as_deref());
         let verdict: Result<ExpectedVersion, (&'static str, String)> = if entry

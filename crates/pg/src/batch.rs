@@ -257,20 +257,9 @@ impl PgMemoryStore {
         id: Uuid,
     ) -> Result<(VersionedWrite, i64), StoreError> {
         let rel = w.write.path().as_str();
-        let current = tx
-            .query_opt(
-                &tx.prepare_cached(
-                    "SELECT version, sha256, write_id FROM memloop_memories
-                 WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
-                )
-                .await
-                .map_err(db)?,
-                &[&self.project_id(), &rel],
-            )
-            .await
-            .map_err(db)?;
-        let current: Option<(i64, String, Uuid)> = current.map(|r| (r.get(0), r.get(1), r.get(2)));
-        let landed = current.as_ref().is_some_and(|c| c.2 == id);
+        // One read of the row, locked: the check below and the write use it.
+        let current = self.locked_row(tx, rel).await?;
+        let landed = current.as_ref().is_some_and(|c| c.write_id == id);
         let expected = if landed {
             // Written by this very batch before a lost connection: reported by `write_in_tx`.
             Expected::Any
@@ -278,13 +267,16 @@ impl PgMemoryStore {
             Expected::from_content(
                 &w.expected,
                 rel,
-                current.as_ref().map(|c| (c.0, c.1.as_str())),
+                current.as_ref().map(|c| (c.version, c.sha256.as_str())),
             )
             .map_err(StoreError::Memory)?
         };
         let write = &w.write;
         let parts = (write.doc(), write.mode(), write.raw());
-        let pg = match self.write_in_tx(tx, rel, parts, expected, id).await {
+        let pg = match self
+            .write_in_tx(tx, rel, current, parts, expected, id)
+            .await
+        {
             Ok(pg) => pg,
             // The row was checked under its lock above; a conflict here is a row another
             // writer created between the check and the insert.

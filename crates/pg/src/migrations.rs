@@ -204,6 +204,79 @@ CREATE TABLE memloop_idempotency (
 CREATE INDEX memloop_idempotency_expiry ON memloop_idempotency (project_id, expires_at);
 "#,
     ),
+    (
+        8,
+        "cheaper saves: no unused indexes, the change trigger and bigrams planned once",
+        r#"
+-- Reads of a whole project (`ORDER BY seq`, `ORDER BY updated_at`) read every row of the project
+-- through the primary key and sort them; these two indexes were maintained on every write and
+-- made a cached generic plan of a one-row lookup (project_id, rel_path) scan the whole project.
+DROP INDEX IF EXISTS memloop_memories_order;
+DROP INDEX IF EXISTS memloop_memories_recent;
+-- The same bigrams as migration 2's, in PL/pgSQL: its query is planned once per connection
+-- (an SQL function with a FROM clause is parsed and planned again on every write), and ASCII
+-- text (NFKC and lowercase keep it ASCII, so it has no Han/Kana, Hangul or Thai run) has none.
+CREATE OR REPLACE FUNCTION memloop_grams(t text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $f$
+BEGIN
+    IF t ~ '^[\x01-\x7f]*$' THEN
+        RETURN '';
+    END IF;
+    RETURN (SELECT coalesce(string_agg(substr(m[1], i, 2), ' '), '')
+    FROM regexp_matches(
+        lower(normalize(t, NFKC)),
+        '([\u3005-\u3007\u303b\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]+|[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff]+|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]+)',
+        'g') AS m,
+        generate_series(1, greatest(char_length(m[1]) - 1, 1)) AS i);
+END
+$f$;
+-- Migration 2's and 5's functions, unchanged for text that is not ASCII; ASCII text is its own
+-- NFKC form with no run to space out and nothing to fold, so it is returned as is.
+CREATE OR REPLACE FUNCTION memloop_words(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT CASE WHEN t ~ '^[\x01-\x7f]*$' THEN t ELSE
+    regexp_replace(normalize(t, NFKC), '([\u3005-\u3007\u303b\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]+|[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff]+|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]+)', ' \1 ', 'g')
+    END
+$f$;
+CREATE OR REPLACE FUNCTION memloop_fold(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT CASE WHEN t ~ '^[\x01-\x7f]*$' THEN t ELSE normalize(regexp_replace(
+        normalize(translate(t, 'ёЁ', 'еЕ'), NFD),
+        '([A-Za-z\u00c0-\u024f\u1e00-\u1eff])[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+',
+        '\1', 'g'), NFC)
+    END
+$f$;
+-- Migration 3's trigger with its statements written out (planned once per connection, where
+-- `EXECUTE` planned them on every row), still naming the change table with the schema it is
+-- created in, so a writer whose search_path differs is recorded too.
+DO $do$
+BEGIN
+EXECUTE format($create$
+CREATE OR REPLACE FUNCTION %1$I.memloop_record_change() RETURNS trigger
+LANGUAGE plpgsql AS $f$
+BEGIN
+    IF TG_OP <> 'INSERT' AND (TG_OP = 'DELETE' OR OLD.project_id <> NEW.project_id
+                              OR OLD.rel_path <> NEW.rel_path) THEN
+        INSERT INTO %1$I.memloop_changes (project_id, rel_path, deleted)
+            VALUES (OLD.project_id, OLD.rel_path, true)
+            ON CONFLICT (project_id, rel_path)
+            DO UPDATE SET deleted = EXCLUDED.deleted, txid = pg_current_xact_id();
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO %1$I.memloop_changes (project_id, rel_path, deleted)
+            VALUES (NEW.project_id, NEW.rel_path, false)
+            ON CONFLICT (project_id, rel_path)
+            DO UPDATE SET deleted = EXCLUDED.deleted, txid = pg_current_xact_id();
+    END IF;
+    RETURN NULL;
+END
+$f$
+$create$, (SELECT n.nspname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE p.oid = 'memloop_record_change'::regproc));
+END
+$do$;
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -124,6 +124,16 @@ pub struct PgMemory {
     pub updated_at: SystemTime,
 }
 
+/// A memory row as a write reads it, locked in the write's transaction.
+pub(crate) struct LockedRow {
+    pub(crate) version: i64,
+    pub(crate) content: String,
+    pub(crate) sha256: String,
+    pub(crate) write_id: Uuid,
+    /// The text as its writer had it (`content` for rows older than that column).
+    pub(crate) source: String,
+}
+
 /// What a versioned write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgWrite {
@@ -668,35 +678,59 @@ impl PgMemoryStore {
         write_id: Uuid,
     ) -> Result<PgWrite, StoreError> {
         let tx = client.transaction().await.map_err(db)?;
+        let current = self.locked_row(&tx, rel).await?;
         let w = self
-            .write_in_tx(&tx, rel, parts, expected, write_id)
+            .write_in_tx(&tx, rel, current, parts, expected, write_id)
             .await?;
         tx.commit().await.map_err(db)?;
         Ok(w)
     }
 
-    /// One row's write inside the caller's transaction (row locked, version checked, content
-    /// and index view changed together); the caller commits. A row already carrying
-    /// `write_id` is this very write, landed before a lost connection: reported, not redone.
+    /// The row at `rel` in this project, locked until the caller's transaction ends; `None`
+    /// when there is none.
+    pub(crate) async fn locked_row(
+        &self,
+        tx: &Transaction<'_>,
+        rel: &str,
+    ) -> Result<Option<LockedRow>, StoreError> {
+        let row = tx
+            .query_opt(
+                &tx.prepare_cached(
+                    "SELECT version, content, sha256, write_id, coalesce(source, content)
+                     FROM memloop_memories WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
+                )
+                .await
+                .map_err(db)?,
+                &[&self.project_id(), &rel],
+            )
+            .await
+            .map_err(db)?;
+        Ok(row.map(|r| LockedRow {
+            version: r.get(0),
+            content: r.get(1),
+            sha256: r.get(2),
+            write_id: r.get(3),
+            source: r.get(4),
+        }))
+    }
+
+    /// One row's write inside the caller's transaction, given the row as
+    /// [`locked_row`](Self::locked_row) read and locked it in that transaction (version
+    /// checked, content and index view changed together); the caller commits. A row already
+    /// carrying `write_id` is this very write, landed before a lost connection: reported, not
+    /// redone.
     pub(crate) async fn write_in_tx(
         &self,
         tx: &Transaction<'_>,
         rel: &str,
+        locked: Option<LockedRow>,
         (doc, mode, raw): (&MemoryDoc, WriteMode, Option<&str>),
         expected: Expected,
         write_id: Uuid,
     ) -> Result<PgWrite, StoreError> {
         let project = self.project_id();
-        let current = tx
-            .query_opt(
-                &tx.prepare_cached("SELECT version, content, write_id, coalesce(source, content) FROM memloop_memories
-                 WHERE project_id = $1 AND rel_path = $2 FOR UPDATE").await.map_err(db)?,
-                &[&project, &rel],
-            )
-            .await
-            .map_err(db)?;
         let current: Option<(i64, String, Uuid, String)> =
-            current.map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)));
+            locked.map(|r| (r.version, r.content, r.write_id, r.source));
         if let Some((version, content, id, _)) = &current {
             if *id == write_id {
                 // This very write landed before the connection dropped: report it, once.

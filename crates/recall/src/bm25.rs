@@ -160,6 +160,51 @@ impl Bm25Postings {
         }
     }
 
+    /// An estimate of the memory the index holds, in bytes: its terms, postings, documents
+    /// and lookups (what grows with the memories indexed).
+    pub fn approx_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let terms: usize = self
+            .term_ids
+            .keys()
+            .map(|t| t.len() + size_of::<(String, u32)>())
+            .sum();
+        let postings: usize = self
+            .postings
+            .iter()
+            .map(|p| size_of::<Vec<Posting>>() + p.capacity() * size_of::<Posting>())
+            .sum();
+        let docs: usize = self
+            .docs
+            .iter()
+            .map(|d| {
+                size_of::<Option<Doc>>()
+                    + d.as_ref()
+                        .map_or(0, |d| d.path.len() + d.terms.capacity() * size_of::<u32>())
+            })
+            .sum();
+        let paths: usize = self
+            .by_path
+            .keys()
+            .map(|p| p.len() + size_of::<(String, u32)>())
+            .sum();
+        let dirs: usize = self
+            .dir_ids
+            .keys()
+            .map(|d| d.len() + size_of::<(String, u32)>())
+            .sum::<usize>()
+            + self
+                .dir_members
+                .iter()
+                .map(|m| size_of::<Vec<u32>>() + m.capacity() * size_of::<u32>())
+                .sum::<usize>();
+        let per_term =
+            self.is_bigram.capacity() * size_of::<bool>() + self.df.capacity() * size_of::<u32>();
+        let slots = (self.free.capacity() + self.tombstones.capacity()) * size_of::<u32>()
+            + self.alive.capacity() * size_of::<bool>();
+        size_of::<Self>() + terms + postings + docs + paths + dirs + per_term + slots
+    }
+
     /// Number of indexed memories.
     pub fn len(&self) -> usize {
         self.by_path.len()

@@ -148,6 +148,20 @@ impl Bm25Selector {
         &self.cache
     }
 
+    /// An estimate of the memory its postings hold, in bytes
+    /// ([`Bm25Postings::approx_bytes`]); `None` while a selection holds them (the estimate
+    /// never waits). The header cache it follows is estimated apart
+    /// ([`ScanCache::approx_bytes`]).
+    pub fn approx_bytes(&self) -> Option<usize> {
+        let synced = self.index.try_lock().ok()?;
+        let retry: usize = synced
+            .retry
+            .iter()
+            .map(|h| std::mem::size_of::<MemoryHeader>() + h.rel_path.len())
+            .sum();
+        Some(synced.index.approx_bytes() + retry)
+    }
+
     /// Number of indexed memories.
     pub async fn indexed(&self) -> usize {
         self.index.lock().await.index.len()

@@ -67,6 +67,18 @@ impl DefaultSelector {
         self.bm25().cache().clone()
     }
 
+    /// An estimate of the memory this selector's caches hold, in bytes: the header cache, the
+    /// BM25 postings and, for the hybrid selector, the vectors. `None` while a selection holds
+    /// one of them (the estimate never waits).
+    pub fn approx_bytes(&self) -> Option<usize> {
+        let headers = self.header_cache().approx_bytes()?;
+        let indexes = match self {
+            Self::Lexical(bm25) => bm25.approx_bytes()?,
+            Self::Hybrid(hybrid) => hybrid.approx_bytes()?,
+        };
+        Some(headers + indexes)
+    }
+
     /// The hybrid selector, when there is an embedder.
     pub fn hybrid(&self) -> Option<&Arc<HybridSelector>> {
         match self {

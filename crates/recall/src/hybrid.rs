@@ -286,6 +286,13 @@ impl HybridSelector {
             .await
     }
 
+    /// An estimate of the memory its vectors and BM25 postings hold, in bytes; `None` while a
+    /// selection holds either (the estimate never waits).
+    pub fn approx_bytes(&self) -> Option<usize> {
+        let vectors = self.vectors.try_lock().ok()?.approx_bytes();
+        Some(vectors + self.bm25().approx_bytes()?)
+    }
+
     /// Number of memories with a cached vector.
     pub async fn embedded(&self) -> usize {
         self.vectors.lock().await.len()

@@ -194,6 +194,22 @@ pub(crate) fn embed_texts(
 }
 
 impl VectorCache {
+    /// An estimate of the memory the vectors hold, in bytes: each memory's vectors (4 bytes
+    /// a dimension) and its entry.
+    pub(crate) fn approx_bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|(path, e)| {
+                path.len()
+                    + std::mem::size_of::<(String, Entry)>()
+                    + e.vectors
+                        .iter()
+                        .map(|v| std::mem::size_of::<Vec<f32>>() + v.capacity() * 4)
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+
     /// The cache at `path` for `model_id`/`dimension`: what the file holds when it is intact
     /// and written for this model, otherwise empty (with a warning when the file was unusable).
     /// `passages`: embed each passage of a long memory as well as its whole text.

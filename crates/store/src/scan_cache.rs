@@ -337,6 +337,43 @@ impl ScanCache {
         Ok(file)
     }
 
+    /// An estimate of the memory the cache holds, in bytes: every header (its strings, its
+    /// entry, its path in the lookup), the changes it remembers for consumers that catch up,
+    /// and the memory texts it keeps read. `None` while another task holds it (ask again
+    /// later): the estimate never waits.
+    pub fn approx_bytes(&self) -> Option<usize> {
+        let state = self.state.try_lock().ok()?;
+        let header = |h: &MemoryHeader| {
+            std::mem::size_of::<MemoryHeader>()
+                + h.rel_path.len()
+                + h.name.as_ref().map_or(0, String::len)
+                + h.description.as_ref().map_or(0, String::len)
+        };
+        let list: usize = state.headers.list.iter().map(header).sum();
+        let lookup: usize = state
+            .headers
+            .mtimes
+            .keys()
+            .map(|k| k.len() + std::mem::size_of::<(String, SystemTime)>())
+            .sum();
+        let journal: usize = state
+            .journal
+            .iter()
+            .map(|(_, written, removed)| {
+                written.iter().map(header).sum::<usize>()
+                    + removed.iter().map(|r| r.len() + 24).sum::<usize>()
+            })
+            .sum();
+        drop(state);
+        let bodies: usize = self.bodies.lock().map_or(0, |b| {
+            b.files
+                .values()
+                .map(|f| header(&f.header) + f.body.len() + f.raw.len())
+                .sum()
+        });
+        Some(list + lookup + journal + bodies)
+    }
+
     /// Forget the cursor: the next refresh rescans.
     pub async fn invalidate(&self) {
         self.state.lock().await.cursor = None;

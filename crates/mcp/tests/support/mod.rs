@@ -61,6 +61,7 @@ impl Fixture {
             embedder: None,
             summaries: Default::default(),
             stores: None,
+            cache_bytes: None,
         }
     }
 
