@@ -2,8 +2,8 @@
 //! object (no batches: MCP's Streamable HTTP carries one message per POST), with a string or
 //! integer id, an object for `params`, and for `tools/call` a string `name` and object
 //! `arguments`. Anything else is answered with a JSON-RPC error naming what is wrong, never
-//! echoing more than [`MAX_ECHO_CHARS`] of what was sent. And two requests of one session may
-//! not be in flight under one id ([`Flights`]).
+//! echoing more than [`MAX_ECHO_CHARS`] of what was sent. And two requests of one session (without
+//! sessions: of one token) may not be in flight under one id ([`Flights`]).
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
@@ -22,6 +22,9 @@ pub const MAX_ECHO_CHARS: usize = 64;
 const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's "invalid params".
 const INVALID_PARAMS: i64 = -32602;
+/// The first code of JSON-RPC's implementation-defined server errors: a request refused by the
+/// per-token limits.
+const OVER_LIMIT: i64 = -32000;
 
 /// A message refused before dispatch: its JSON-RPC error, and the HTTP status that carries it.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,15 +55,26 @@ impl Bad {
         }
     }
 
-    /// A request whose id is already in flight in its session.
+    /// A request whose id is already in flight in its session (without sessions: for its
+    /// token).
     pub(crate) fn duplicate_id(id: &Value) -> Self {
         Self {
             status: StatusCode::CONFLICT,
             code: INVALID_REQUEST,
-            message: "a request with this id is already in flight in this session; use a new \
-                      id for each request"
+            message: "a request with this id is already in flight (in this session, or without \
+                      sessions for this token); use a new id for each request"
                 .into(),
             id: id.clone(),
+        }
+    }
+
+    /// A request past its token's limits (HTTP 429).
+    pub(crate) fn over_limit(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: OVER_LIMIT,
+            message: message.into(),
+            id: Value::Null,
         }
     }
 }
@@ -167,14 +181,14 @@ pub(crate) fn refusal(bad: Bad) -> Response<BoxBody<Bytes, Infallible>> {
     r
 }
 
-/// The request ids in flight, per session.
+/// The request ids in flight, per session (without sessions: per token).
 #[derive(Clone, Default)]
 pub(crate) struct Flights(Arc<Mutex<HashSet<(String, String)>>>);
 
 impl Flights {
-    /// Mark `id` in flight in `session`; `None` when it already is.
-    pub(crate) fn begin(&self, session: &str, id: String) -> Option<InFlight> {
-        let key = (session.to_owned(), id);
+    /// Mark `id` in flight for `owner` (a session, or a token); `None` when it already is.
+    pub(crate) fn begin(&self, owner: &str, id: String) -> Option<InFlight> {
+        let key = (owner.to_owned(), id);
         let mut set = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         set.insert(key.clone()).then(|| InFlight {
             flights: self.clone(),
@@ -199,26 +213,24 @@ impl Drop for InFlight {
     }
 }
 
-/// An answer's body that keeps its request's id in flight until it ends (or is dropped).
-pub(crate) struct Releasing {
+/// An answer's body that keeps what its request holds (its id in flight, its place under the
+/// token's limits) until it ends (or is dropped).
+pub(crate) struct Releasing<G> {
     inner: BoxBody<Bytes, Infallible>,
-    _flight: InFlight,
+    _held: G,
 }
 
-impl Releasing {
-    /// `inner`, holding `flight` until it ends.
-    pub(crate) fn wrap(
-        inner: BoxBody<Bytes, Infallible>,
-        flight: InFlight,
-    ) -> BoxBody<Bytes, Infallible> {
+impl<G: Send + Sync + Unpin + 'static> Releasing<G> {
+    /// `inner`, holding `held` until it ends.
+    pub(crate) fn wrap(inner: BoxBody<Bytes, Infallible>, held: G) -> BoxBody<Bytes, Infallible> {
         BoxBody::new(Self {
             inner,
-            _flight: flight,
+            _held: held,
         })
     }
 }
 
-impl hyper::body::Body for Releasing {
+impl<G: Unpin> hyper::body::Body for Releasing<G> {
     type Data = Bytes;
     type Error = Infallible;
 

@@ -15,6 +15,7 @@ mod batch;
 mod http;
 mod jsonrpc;
 mod key;
+mod limits;
 mod logs;
 mod mapping;
 mod onboarding;
@@ -36,16 +37,17 @@ pub use http::{
     BODY_READ_TIMEOUT, HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps,
     TokenFileError, Tokens, check_bind, serve_http,
 };
+pub use limits::{TOKEN_BURST, TOKEN_CONCURRENT, TOKEN_RATE, TokenLimits};
 pub use key::{MemoryKey, OWNER_FILE, Reach};
 pub use logs::{loggable, loggable_text};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END};
 pub use projects::{
     ClaimFuture, McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores,
-    project_id,
+    ReadyFuture, project_id,
 };
 pub use server::{INDEX_MIME, McpServeError, MemoryServer, RESOURCE_PREFIX, serve_stdio};
 pub use summaries::{SUMMARY_PURPOSE, SummaryConfig};
 #[cfg(feature = "postgres")]
-pub use team::{SERVER_POOL_SIZE, TeamStores};
+pub use team::{READY_TIMEOUT, SERVER_POOL_SIZE, TeamStores};
 pub use tiers::L1_MAX_BYTES;
 pub use tls::TlsIdentity;

@@ -27,6 +27,10 @@ impl ProjectStores for TestTeam {
         format!("postgres:test?schema={}", self.schema)
     }
 
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
     fn open<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenFuture<'a> {
         Box::pin(async move {
             let config = PgConfig::for_project_dir(URL, &project.path)

@@ -285,7 +285,8 @@ fn a_network_bind_warns_about_plain_http_only() {
         insecure_no_auth: false,
         tls,
         shutdown: CancellationToken::new(),
-        session_caps: Default::default(),
+        sessions: None,
+        limits: Default::default(),
         body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     let plain = check_bind(&options(None)).unwrap();
