@@ -464,8 +464,10 @@ fn plain(status: StatusCode, text: &str) -> HttpResponse {
 /// HTTP 429 for a request past its token's limits: `Retry-After` and a JSON-RPC error.
 fn too_many(refused: &crate::limits::Refused) -> HttpResponse {
     let mut r = crate::jsonrpc::refusal(crate::jsonrpc::Bad::over_limit(refused.reason.clone()));
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, header::HeaderValue::from(refused.retry_after));
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(refused.retry_after),
+    );
     r
 }
 
@@ -489,7 +491,11 @@ impl HealthProbe {
 
 /// The answer to a health probe: 200 `{"status":"ok"}`, or 503 `{"status":"unavailable",
 /// "reason":...}` when the store is not ready. The reason names no URL, host or path.
-async fn health_answer(server: &MemoryServer, probe: HealthProbe, method: &http::Method) -> HttpResponse {
+async fn health_answer(
+    server: &MemoryServer,
+    probe: HealthProbe,
+    method: &http::Method,
+) -> HttpResponse {
     if method != http::Method::GET && method != http::Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET or HEAD");
         r.headers_mut()
@@ -516,8 +522,14 @@ async fn health_answer(server: &MemoryServer, probe: HealthProbe, method: &http:
     );
     *r.status_mut() = status;
     let headers = r.headers_mut();
-    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
-    headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
     r
 }
 
@@ -566,9 +578,13 @@ pub async fn serve_http(
     sessions.session_config.init_timeout = Some(SESSION_INIT_TIMEOUT);
     sessions.session_config.sse_retry = None;
     let sessions = Arc::new(sessions);
-    let counts = options
-        .sessions
-        .map(|caps| Arc::new(SessionCounts::new(sessions.clone(), caps.per_token, caps.total)));
+    let counts = options.sessions.map(|caps| {
+        Arc::new(SessionCounts::new(
+            sessions.clone(),
+            caps.per_token,
+            caps.total,
+        ))
+    });
     let health = server.clone();
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let tokens = options.tokens.map(Arc::new);
@@ -703,16 +719,11 @@ pub async fn serve_http(
                     if let Err(bad) = crate::jsonrpc::check(&message, &tool_names) {
                         return Ok(crate::jsonrpc::refusal(bad));
                     }
-                    // Two requests in flight with one id are refused: of a session (they would
-                    // share one answer channel, and one would never be answered), or without
-                    // sessions of one token (the id is the only name a client has for its
-                    // request, in logs and cancellations).
-                    let flight_key = match &counts {
-                        Some(_) => session.clone(),
-                        None => Some(crate::batch::caller_of_digest(&owner)),
-                    };
-                    if let (Some(key), Some(id)) =
-                        (&flight_key, crate::jsonrpc::request_id(&message))
+                    // Two requests of one session in flight with one id would share one answer
+                    // channel, and one would never be answered. Without sessions each request
+                    // has its own answer: clients sharing a token (each numbering its requests
+                    // from 0) may send one id at once.
+                    if let (Some(key), Some(id)) = (&session, crate::jsonrpc::request_id(&message))
                     {
                         match flights.begin(key, id) {
                             Some(flight) => in_flight = Some(flight),
@@ -752,8 +763,8 @@ pub async fn serve_http(
                 }
                 let closing = parts.method == http::Method::DELETE;
                 let mut response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
-                // The request counts as in flight (its id, and against the token's limit)
-                // until the answer's body (an SSE stream) has ended.
+                // The request counts as in flight (its id in its session, and against the
+                // token's limit) until the answer's body (an SSE stream) has ended.
                 if let Ok(r) = &mut response {
                     let body = std::mem::replace(
                         r.body_mut(),

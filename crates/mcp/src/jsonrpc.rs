@@ -2,8 +2,8 @@
 //! object (no batches: MCP's Streamable HTTP carries one message per POST), with a string or
 //! integer id, an object for `params`, and for `tools/call` a string `name` and object
 //! `arguments`. Anything else is answered with a JSON-RPC error naming what is wrong, never
-//! echoing more than [`MAX_ECHO_CHARS`] of what was sent. And two requests of one session (without
-//! sessions: of one token) may not be in flight under one id ([`Flights`]).
+//! echoing more than [`MAX_ECHO_CHARS`] of what was sent. And two requests of one session may
+//! not be in flight under one id ([`Flights`]).
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
@@ -55,14 +55,13 @@ impl Bad {
         }
     }
 
-    /// A request whose id is already in flight in its session (without sessions: for its
-    /// token).
+    /// A request whose id is already in flight in its session.
     pub(crate) fn duplicate_id(id: &Value) -> Self {
         Self {
             status: StatusCode::CONFLICT,
             code: INVALID_REQUEST,
-            message: "a request with this id is already in flight (in this session, or without \
-                      sessions for this token); use a new id for each request"
+            message: "a request with this id is already in flight in this session; use a new \
+                      id for each request"
                 .into(),
             id: id.clone(),
         }
@@ -181,14 +180,14 @@ pub(crate) fn refusal(bad: Bad) -> Response<BoxBody<Bytes, Infallible>> {
     r
 }
 
-/// The request ids in flight, per session (without sessions: per token).
+/// The request ids in flight, per session.
 #[derive(Clone, Default)]
 pub(crate) struct Flights(Arc<Mutex<HashSet<(String, String)>>>);
 
 impl Flights {
-    /// Mark `id` in flight for `owner` (a session, or a token); `None` when it already is.
-    pub(crate) fn begin(&self, owner: &str, id: String) -> Option<InFlight> {
-        let key = (owner.to_owned(), id);
+    /// Mark `id` in flight in `session`; `None` when it already is.
+    pub(crate) fn begin(&self, session: &str, id: String) -> Option<InFlight> {
+        let key = (session.to_owned(), id);
         let mut set = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         set.insert(key.clone()).then(|| InFlight {
             flights: self.clone(),
@@ -223,10 +222,7 @@ pub(crate) struct Releasing<G> {
 impl<G: Send + Sync + Unpin + 'static> Releasing<G> {
     /// `inner`, holding `held` until it ends.
     pub(crate) fn wrap(inner: BoxBody<Bytes, Infallible>, held: G) -> BoxBody<Bytes, Infallible> {
-        BoxBody::new(Self {
-            inner,
-            _held: held,
-        })
+        BoxBody::new(Self { inner, _held: held })
     }
 }
 

@@ -673,13 +673,23 @@ impl ServerHandler for MemoryServer {
                 None,
             ));
         };
+        // Why the index is unavailable goes to the log; the client reads it only when the
+        // server reveals its store (the error names files, hosts, URLs).
+        let unavailable = |e: &dyn std::fmt::Display| {
+            tracing::warn!(project = %project.path.display(), error = %e, "memory index unavailable");
+            if project.reveal {
+                format!("(memory index unavailable: {e})")
+            } else {
+                "(memory index unavailable; the server's log says why)".to_owned()
+            }
+        };
         let text = match self.projects.open(&project, false).await {
             Ok(Some(open)) => match open.store.load_index().await {
                 Ok(index) => index.content,
-                Err(e) => format!("(memory index unavailable: {e})"),
+                Err(e) => unavailable(&e),
             },
             Ok(None) => String::new(),
-            Err(e) => format!("(memory index unavailable: {e})"),
+            Err(e) => unavailable(&e),
         };
         // As every tool answer: credentials redacted, control characters escaped.
         let (text, _) = memloop_secrets::redact_secrets(&text);

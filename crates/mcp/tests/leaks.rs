@@ -19,7 +19,10 @@ use support::{Client, Fixture, connect, s};
 async fn every_answer(client: &Client, fx: &Fixture, project: &Path) -> Vec<String> {
     let p = s(project);
     let calls = [
-        ("context_manage", json!({"project_path": p, "action": "init_project"})),
+        (
+            "context_manage",
+            json!({"project_path": p, "action": "init_project"}),
+        ),
         (
             "context_save",
             json!({"project_path": p, "entries": [
@@ -29,8 +32,14 @@ async fn every_answer(client: &Client, fx: &Fixture, project: &Path) -> Vec<Stri
         ),
         ("context_load", json!({"project_path": p})),
         ("context_load", json!({"project_path": p, "detail": "full"})),
-        ("context_search", json!({"project_path": p, "query": "ledger"})),
-        ("context_manage", json!({"project_path": p, "action": "list"})),
+        (
+            "context_search",
+            json!({"project_path": p, "query": "ledger"}),
+        ),
+        (
+            "context_manage",
+            json!({"project_path": p, "action": "list"}),
+        ),
         (
             "context_manage",
             json!({"project_path": p, "action": "update", "target": "decisions/ledger.md",
@@ -41,8 +50,14 @@ async fn every_answer(client: &Client, fx: &Fixture, project: &Path) -> Vec<Stri
             json!({"project_path": p, "action": "update", "target": "decisions/ledger.md",
                    "content": "the ledger closes at six"}),
         ),
-        ("context_manage", json!({"project_path": p, "action": "delete", "target": "todos/nope.md"})),
-        ("context_manage", json!({"project_path": p, "action": "delete", "target": "../../etc/passwd"})),
+        (
+            "context_manage",
+            json!({"project_path": p, "action": "delete", "target": "todos/nope.md"}),
+        ),
+        (
+            "context_manage",
+            json!({"project_path": p, "action": "delete", "target": "../../etc/passwd"}),
+        ),
         (
             "context_save",
             json!({"project_path": p, "entries": [
@@ -50,8 +65,14 @@ async fn every_answer(client: &Client, fx: &Fixture, project: &Path) -> Vec<Stri
         ),
         // Outside the served roots, and not a directory at all.
         ("context_load", json!({"project_path": s(&fx.base)})),
-        ("context_load", json!({"project_path": s(&fx.base.join("missing"))})),
-        ("context_search", json!({"project_path": "relative/path", "query": "x"})),
+        (
+            "context_load",
+            json!({"project_path": s(&fx.base.join("missing"))}),
+        ),
+        (
+            "context_search",
+            json!({"project_path": "relative/path", "query": "x"}),
+        ),
     ];
     let mut out = Vec::new();
     for (tool, args) in calls {
@@ -71,7 +92,7 @@ async fn every_answer(client: &Client, fx: &Fixture, project: &Path) -> Vec<Stri
     assert!(!resources.is_empty());
     for r in &resources {
         let read = client
-            .read_resource(ReadResourceRequestParams::new(r.raw.uri.clone()))
+            .read_resource(ReadResourceRequestParams::new(r.uri.clone()))
             .await;
         out.push(match read {
             Ok(r) => serde_json::to_string(&r).unwrap(),
@@ -107,7 +128,11 @@ async fn answers_on_memory_dirs_name_no_server_path_unless_revealed() {
     secrets.push("memory_dir");
     let answers = every_answer(&connect(fx.config()).await, &fx, &project).await;
     assert_eq!(leaks(&answers, &secrets), vec![]);
-    assert!(answers[2].contains(r#"\"store\":\"files\""#), "{}", answers[2]);
+    assert!(
+        answers[2].contains(r#"\"store\":\"files\""#),
+        "{}",
+        answers[2]
+    );
 
     // Asked to, the server names its memory dirs.
     let mut config = fx.config();
@@ -134,10 +159,26 @@ async fn answers_on_postgres_name_no_url_host_or_user_unless_revealed() {
     let url = "postgres://root@127.0.0.1:5432/test";
     let paths = server_paths(&fx);
     let mut secrets: Vec<&str> = paths.iter().map(String::as_str).collect();
-    secrets.extend(["postgres://", "root@", "127.0.0.1", "5432", "memory_dir", &schema]);
-    let answers = every_answer(&connect(team(&fx, url, &schema, false)).await, &fx, &project).await;
+    secrets.extend([
+        "postgres://",
+        "root@",
+        "127.0.0.1",
+        ":5432",
+        "memory_dir",
+        &schema,
+    ]);
+    let answers = every_answer(
+        &connect(team(&fx, url, &schema, false)).await,
+        &fx,
+        &project,
+    )
+    .await;
     assert_eq!(leaks(&answers, &secrets), vec![]);
-    assert!(answers[2].contains(r#"\"store\":\"postgres\""#), "{}", answers[2]);
+    assert!(
+        answers[2].contains(r#"\"store\":\"postgres\""#),
+        "{}",
+        answers[2]
+    );
     assert!(answers[1].contains(r#"\"written\":3"#), "{}", answers[1]);
 
     let revealed = every_answer(&connect(team(&fx, url, &schema, true)).await, &fx, &project).await;
@@ -156,8 +197,21 @@ async fn a_database_that_does_not_answer_is_reported_without_its_address() {
     let paths = server_paths(&fx);
     let mut secrets: Vec<&str> = paths.iter().map(String::as_str).collect();
     secrets.extend(["postgres://", "root@", "127.0.0.1", &port]);
-    let answers = every_answer(&connect(team(&fx, &url, "public", false)).await, &fx, &project).await;
+    let answers = every_answer(
+        &connect(team(&fx, &url, "public", false)).await,
+        &fx,
+        &project,
+    )
+    .await;
     assert_eq!(leaks(&answers, &secrets), vec![]);
-    assert!(answers[2].contains(r#"\"available\":false"#), "{}", answers[2]);
-    assert!(answers[2].contains("postgres store is unavailable"), "{}", answers[2]);
+    assert!(
+        answers[2].contains(r#"\"available\":false"#),
+        "{}",
+        answers[2]
+    );
+    assert!(
+        answers[2].contains("postgres store is unavailable"),
+        "{}",
+        answers[2]
+    );
 }

@@ -91,7 +91,10 @@ async fn a_client_initialized_on_one_replica_is_answered_by_another() {
             .iter()
             .filter_map(|r| r["title"].as_str())
             .collect();
-        assert!(titles.contains(&format!("ledger {version}").as_str()), "{found}");
+        assert!(
+            titles.contains(&format!("ledger {version}").as_str()),
+            "{found}"
+        );
     }
 }
 
@@ -121,35 +124,41 @@ async fn round_robin(backends: Vec<String>) -> RoundRobin {
                 () = done.cancelled() => return,
                 a = listener.accept() => a.unwrap(),
             };
-            let (backends, next, http, counts) =
-                (backends.clone(), next.clone(), http.clone(), counted.clone());
-            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let (backends, next, http, counts) =
-                    (backends.clone(), next.clone(), http.clone(), counts.clone());
-                async move {
-                    let i = next.fetch_add(1, Ordering::SeqCst) % backends.len();
-                    counts[i].fetch_add(1, Ordering::SeqCst);
-                    let (parts, body) = req.into_parts();
-                    let body = body.collect().await.unwrap().to_bytes();
-                    let mut out = http.request(parts.method.clone(), &backends[i]).body(body);
-                    for (name, value) in &parts.headers {
-                        if name != hyper::header::HOST && name != hyper::header::CONTENT_LENGTH {
-                            out = out.header(name, value);
+            let (backends, next, http, counts) = (
+                backends.clone(),
+                next.clone(),
+                http.clone(),
+                counted.clone(),
+            );
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (backends, next, http, counts) =
+                        (backends.clone(), next.clone(), http.clone(), counts.clone());
+                    async move {
+                        let i = next.fetch_add(1, Ordering::SeqCst) % backends.len();
+                        counts[i].fetch_add(1, Ordering::SeqCst);
+                        let (parts, body) = req.into_parts();
+                        let body = body.collect().await.unwrap().to_bytes();
+                        let mut out = http.request(parts.method.clone(), &backends[i]).body(body);
+                        for (name, value) in &parts.headers {
+                            if name != hyper::header::HOST && name != hyper::header::CONTENT_LENGTH
+                            {
+                                out = out.header(name, value);
+                            }
                         }
-                    }
-                    let answer = out.send().await.unwrap();
-                    let mut response = hyper::Response::builder().status(answer.status());
-                    for (name, value) in answer.headers() {
-                        if name != hyper::header::CONTENT_LENGTH
-                            && name != hyper::header::TRANSFER_ENCODING
-                        {
-                            response = response.header(name, value);
+                        let answer = out.send().await.unwrap();
+                        let mut response = hyper::Response::builder().status(answer.status());
+                        for (name, value) in answer.headers() {
+                            if name != hyper::header::CONTENT_LENGTH
+                                && name != hyper::header::TRANSFER_ENCODING
+                            {
+                                response = response.header(name, value);
+                            }
                         }
+                        let bytes = answer.bytes().await.unwrap();
+                        Ok::<_, std::convert::Infallible>(response.body(Full::new(bytes)).unwrap())
                     }
-                    let bytes = answer.bytes().await.unwrap();
-                    Ok::<_, std::convert::Infallible>(response.body(Full::new(bytes)).unwrap())
-                }
-            });
+                });
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
@@ -242,7 +251,12 @@ async fn past_the_burst_a_token_gets_429_with_retry_after_and_a_json_rpc_error()
         }
     }
     // Refused tokens are not counted against anyone.
-    assert_eq!(post(&server.url, "nobody-0123456789abc", &list(1)).await.status(), 401);
+    assert_eq!(
+        post(&server.url, "nobody-0123456789abc", &list(1))
+            .await
+            .status(),
+        401
+    );
     for i in 0..3 {
         let r = post(&server.url, WRITER, &list(i)).await;
         assert_eq!(r.status(), 200, "request {i}");
@@ -250,9 +264,7 @@ async fn past_the_burst_a_token_gets_429_with_retry_after_and_a_json_rpc_error()
     let r = post(&server.url, WRITER, &list(9)).await;
     assert_eq!(r.status(), 429);
     assert_eq!(
-        r.headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok()),
+        r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
         Some("1000")
     );
     let error: Value = r.json().await.unwrap();
@@ -340,9 +352,7 @@ async fn a_token_past_its_requests_in_flight_gets_429_until_one_is_answered() {
     let r = post(&server.url, WRITER, &list(8)).await;
     assert_eq!(r.status(), 429);
     assert_eq!(
-        r.headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok()),
+        r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
         Some("1")
     );
     let error: Value = r.json().await.unwrap();
@@ -377,7 +387,10 @@ async fn health(server: &support::HttpServer, path: &str) -> (u16, Value) {
 async fn health_is_ok_on_a_readable_memory_dir_and_503_on_an_unreadable_one() {
     let fx = Fixture::new();
     let server = start(fx.config(), TokenLimits::default()).await;
-    assert_eq!(health(&server, "/health").await, (200, json!({"status": "ok"})));
+    assert_eq!(
+        health(&server, "/health").await,
+        (200, json!({"status": "ok"}))
+    );
     assert_eq!(
         health(&server, "/health/live").await,
         (200, json!({"status": "ok"}))

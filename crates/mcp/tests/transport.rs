@@ -155,12 +155,13 @@ async fn a_second_request_with_an_id_in_flight_gets_an_error_and_the_first_its_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_sessions_an_id_in_flight_is_refused_per_token() {
+async fn without_sessions_one_id_in_flight_twice_gets_two_answers() {
     duplicate_ids_in_flight(false).await;
 }
 
-/// Two requests with one id in flight: of one session (with sessions), of one token (without);
-/// the second gets HTTP 409 and a JSON-RPC error, the first its answer.
+/// Two requests with one id in flight. Of one session (with sessions): the second gets HTTP 409
+/// and a JSON-RPC error, the first its answer. Without sessions (clients sharing a token number
+/// their requests alike): each gets its own answer.
 async fn duplicate_ids_in_flight(sessions: bool) {
     let fx = Fixture::new();
     let project = fx.project("app");
@@ -189,9 +190,34 @@ async fn duplicate_ids_in_flight(sessions: bool) {
     };
     let first = tokio::spawn({
         let (url, id, body) = (url.clone(), id.clone(), search(7));
-        async move { raw(&url, OWNER, id.as_deref(), reqwest::Method::POST, Some(body)).await }
+        async move {
+            raw(
+                &url,
+                OWNER,
+                id.as_deref(),
+                reqwest::Method::POST,
+                Some(body),
+            )
+            .await
+        }
     });
     entered.notified().await; // the first search is in flight, held in its query embedding
+    if !sessions {
+        let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string();
+        let (status, body) = raw(&url, OWNER, None, reqwest::Method::POST, Some(list)).await;
+        assert_eq!(status, 200, "{body}");
+        let answer = support::http_message(&body);
+        assert_eq!(answer["id"], 7, "{body}");
+        assert!(answer["result"]["tools"].is_array(), "{body}");
+        release.notify_one();
+        let (status, body) = first.await.unwrap();
+        assert_eq!(status, 200);
+        assert!(
+            body.contains("ledger") && !body.contains("\"tools\""),
+            "{body}"
+        );
+        return;
+    }
     let (status, body) = raw(
         &url,
         OWNER,
@@ -214,7 +240,16 @@ async fn duplicate_ids_in_flight(sessions: bool) {
     // Once answered, the id is free again.
     let again = tokio::spawn({
         let (url, id, body) = (url.clone(), id.clone(), search(7));
-        async move { raw(&url, OWNER, id.as_deref(), reqwest::Method::POST, Some(body)).await }
+        async move {
+            raw(
+                &url,
+                OWNER,
+                id.as_deref(),
+                reqwest::Method::POST,
+                Some(body),
+            )
+            .await
+        }
     });
     entered.notified().await;
     release.notify_one();
