@@ -417,7 +417,8 @@ async fn a_limited_token_gets_one_refusal_text_whatever_lies_outside_its_grant()
     let r = fx.root.display().to_string();
     let tokens = Tokens::parse(&format!("{GLOB_WRITE} {r}/payments* write\n")).unwrap();
     let server = support::start_http(&fx, Some(tokens), None).await;
-    let session = HttpSession::open(&server.url, GLOB_WRITE).await;
+    // Initialized (stateless: the requests below stand alone all the same).
+    HttpSession::open(&server.url, GLOB_WRITE).await;
     let http = reqwest::Client::new();
     let mut texts = Vec::new();
     for path in [
