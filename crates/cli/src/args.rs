@@ -175,6 +175,27 @@ pub struct McpArgs {
         requires = "tls_cert"
     )]
     pub tls_key: Option<PathBuf>,
+    /// Open MCP sessions for clients of protocols before 2026-07-28 (held in this process:
+    /// a client must reach the server that opened its session). By default `--http` keeps no
+    /// session, so any replica behind a load balancer answers any request.
+    #[arg(long, requires = "http")]
+    pub sessions: bool,
+    /// Most requests one token may have in flight at once (default 32; 0: no limit). Past it:
+    /// HTTP 429 with `Retry-After`.
+    #[arg(long, value_name = "N", requires = "http")]
+    pub token_concurrency: Option<usize>,
+    /// Requests per second one token may send on average (default 100; 0: no limit). Each
+    /// server counts alone: N replicas admit about N times this. Past it: HTTP 429 with
+    /// `Retry-After`.
+    #[arg(long, value_name = "PER-SECOND", requires = "http")]
+    pub token_rate: Option<f64>,
+    /// Requests one token may send at once after a quiet spell (default 200).
+    #[arg(long, value_name = "N", requires = "http")]
+    pub token_burst: Option<u32>,
+    /// Name the store in answers (the database URL without its password, the memory dirs'
+    /// paths); by default answers name only its kind (`postgres`, `files`).
+    #[arg(long)]
+    pub reveal_store: bool,
 }
 
 /// Background summaries of `memloop mcp`: off unless a provider or a fallback URL is given.

@@ -38,6 +38,7 @@ pub fn config(args: &McpArgs, ctx: &Context) -> McpConfig {
         summaries: Default::default(),
         stores: None,
         cache_bytes: args.cache_mib.map(|m| m.saturating_mul(1024 * 1024)),
+        reveal_store: args.reveal_store,
     }
 }
 
@@ -49,6 +50,16 @@ fn limits(args: &McpArgs) -> memloop_mcp::McpLimits {
         max_batch_bytes: args.max_batch_bytes.unwrap_or(d.max_batch_bytes),
         max_answer_bytes: args.max_answer_bytes.unwrap_or(d.max_answer_bytes),
         ..d
+    }
+}
+
+/// The per-token limits of `--http`: the defaults, with each flag given replacing its limit.
+fn token_limits(args: &McpArgs) -> memloop_mcp::TokenLimits {
+    let d = memloop_mcp::TokenLimits::default();
+    memloop_mcp::TokenLimits {
+        concurrent: args.token_concurrency.unwrap_or(d.concurrent),
+        rate: args.token_rate.unwrap_or(d.rate),
+        burst: args.token_burst.unwrap_or(d.burst),
     }
 }
 
@@ -157,7 +168,8 @@ async fn serve_http(
         insecure_no_auth: args.insecure_no_auth,
         tls,
         shutdown: shutdown.clone(),
-        session_caps: Default::default(),
+        sessions: args.sessions.then(memloop_mcp::SessionCaps::default),
+        limits: token_limits(args),
         body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     if let Some(warning) = memloop_mcp::check_bind(&options)? {
@@ -227,6 +239,56 @@ mod tests {
         assert_eq!(c.limits.max_answer_bytes, 2000);
         assert_eq!(c.limits.max_batch_bytes, d.max_batch_bytes);
         assert!(c.no_claude_md);
+        assert!(!c.reveal_store);
+    }
+
+    #[test]
+    fn http_flags_reach_the_server_options() {
+        let parse = |argv: &[&str]| {
+            let cli = Cli::try_parse_from(argv).unwrap();
+            let Command::Mcp(args) = cli.command else {
+                panic!("not the mcp command")
+            };
+            args
+        };
+        let d = parse(&["memloop", "mcp", "--http", "127.0.0.1:0"]);
+        assert!(!d.sessions && !d.reveal_store);
+        assert_eq!(token_limits(&d), memloop_mcp::TokenLimits::default());
+        let a = parse(&[
+            "memloop",
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--sessions",
+            "--token-concurrency",
+            "4",
+            "--token-rate",
+            "2.5",
+            "--token-burst",
+            "9",
+            "--reveal-store",
+        ]);
+        assert!(a.sessions && a.reveal_store);
+        assert_eq!(
+            token_limits(&a),
+            memloop_mcp::TokenLimits {
+                concurrent: 4,
+                rate: 2.5,
+                burst: 9
+            }
+        );
+        let cli = Cli::try_parse_from(["memloop", "mcp", "--reveal-store"]).unwrap();
+        let Command::Mcp(args) = &cli.command else {
+            panic!("not the mcp command")
+        };
+        let ctx = Context::new(
+            &cli,
+            "/w".into(),
+            memloop_host::env::EnvVars::from_pairs([("HOME", "/h")]),
+        );
+        assert!(config(args, &ctx).reveal_store);
+        // The HTTP-only flags need --http.
+        assert!(Cli::try_parse_from(["memloop", "mcp", "--sessions"]).is_err());
     }
 
     fn summary_args(argv: &[&str]) -> SummaryArgs {

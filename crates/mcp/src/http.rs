@@ -6,8 +6,16 @@
 //! token calling a tool that writes, gets HTTP 403 with the reason. Tokens are compared as
 //! SHA-256 digests in constant time and never logged. Without tokens the server only binds a
 //! loopback address, unless the operator says `insecure_no_auth`.
+//!
+//! By default the server keeps no session: every request carries all it needs (its token, its
+//! project path), so any replica of a server on one store answers any request, for clients of
+//! protocol 2026-07-28 and of the older versions alike ([`HttpOptions::sessions`] turns MCP
+//! sessions back on). Each token is held to [`TokenLimits`] (requests in flight, request rate);
+//! `GET /health` says whether the server is ready ([`MemoryServer::check_ready`]) and
+//! `GET /health/live` that it is up, without a token and without counting against any limit.
 
 use crate::access::{Access, Grant, TokenScope};
+use crate::limits::{Limiter, TokenLimits};
 use crate::server::{McpServeError, MemoryServer};
 use crate::tls::TlsIdentity;
 use bytes::Bytes;
@@ -378,13 +386,19 @@ pub struct HttpOptions {
     pub tls: Option<TlsIdentity>,
     /// Stops the server when cancelled.
     pub shutdown: CancellationToken,
-    /// How many MCP sessions may be open at once, per token and in all.
-    pub session_caps: SessionCaps,
+    /// `None` (the default of the CLI): no MCP sessions, every request stands alone, so any
+    /// replica answers any request. `Some`: clients of protocols before 2026-07-28 open
+    /// sessions (held in this process's memory, capped per token and in all by these caps);
+    /// a client must then reach the replica that opened its session.
+    pub sessions: Option<SessionCaps>,
+    /// Per-token limits on requests in flight and on request rate (HTTP 429 past them).
+    pub limits: TokenLimits,
     /// How long a client has to send a request's body ([`BODY_READ_TIMEOUT`] by default).
     pub body_timeout: std::time::Duration,
 }
 
-/// The most MCP sessions a server keeps open at once: per token and in all. An `initialize`
+/// The most MCP sessions a server keeps open at once ([`HttpOptions::sessions`]): per token
+/// and in all. An `initialize`
 /// past either cap gets HTTP 429 with the reason. The caps are hard: a session counts from the
 /// moment its `initialize` is admitted, so concurrent `initialize` requests cannot overshoot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -447,6 +461,78 @@ fn plain(status: StatusCode, text: &str) -> HttpResponse {
     r
 }
 
+/// HTTP 429 for a request past its token's limits: `Retry-After` and a JSON-RPC error.
+fn too_many(refused: &crate::limits::Refused) -> HttpResponse {
+    let mut r = crate::jsonrpc::refusal(crate::jsonrpc::Bad::over_limit(refused.reason.clone()));
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(refused.retry_after),
+    );
+    r
+}
+
+/// What a balancer asks at `/health` (ready: the store answers) or `/health/live` (the process
+/// serves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HealthProbe {
+    Ready,
+    Live,
+}
+
+impl HealthProbe {
+    fn of(path: &str) -> Option<Self> {
+        match path.trim_end_matches('/') {
+            "/health" | "/health/ready" => Some(Self::Ready),
+            "/health/live" => Some(Self::Live),
+            _ => None,
+        }
+    }
+}
+
+/// The answer to a health probe: 200 `{"status":"ok"}`, or 503 `{"status":"unavailable",
+/// "reason":...}` when the store is not ready. The reason names no URL, host or path.
+async fn health_answer(
+    server: &MemoryServer,
+    probe: HealthProbe,
+    method: &http::Method,
+) -> HttpResponse {
+    if method != http::Method::GET && method != http::Method::HEAD {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET or HEAD");
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let (status, body) = match probe {
+        HealthProbe::Live => (StatusCode::OK, serde_json::json!({"status": "ok"})),
+        HealthProbe::Ready => match server.check_ready().await {
+            Ok(()) => (StatusCode::OK, serde_json::json!({"status": "ok"})),
+            Err(e) => {
+                tracing::warn!(reason = %e, "health check: not ready");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    serde_json::json!({"status": "unavailable", "reason": e.0}),
+                )
+            }
+        },
+    };
+    let mut r = Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    let headers = r.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
 fn bearer(req: &http::request::Parts) -> Option<&str> {
     let value = req.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
@@ -479,6 +565,10 @@ pub async fn serve_http(
         // network is reached under names only its operator knows (tokens guard it).
         config = config.disable_allowed_hosts();
     }
+    // Without sessions every request is served on its own (rmcp's stateless path, for the
+    // older protocols too), and a simple answer is one JSON body rather than an SSE stream.
+    config.legacy_session_mode = options.sessions.is_some();
+    config.json_response = options.sessions.is_none();
     let gate = server.clone();
     let tool_names: Arc<[String]> = server.tool_names().into();
     // No SSE priming events: they carry an empty `data:` that clients try to parse as JSON.
@@ -488,17 +578,21 @@ pub async fn serve_http(
     sessions.session_config.init_timeout = Some(SESSION_INIT_TIMEOUT);
     sessions.session_config.sse_retry = None;
     let sessions = Arc::new(sessions);
-    let counts = Arc::new(SessionCounts::new(
-        sessions.clone(),
-        options.session_caps.per_token,
-        options.session_caps.total,
-    ));
+    let counts = options.sessions.map(|caps| {
+        Arc::new(SessionCounts::new(
+            sessions.clone(),
+            caps.per_token,
+            caps.total,
+        ))
+    });
+    let health = server.clone();
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let tokens = options.tokens.map(Arc::new);
     let flights = crate::jsonrpc::Flights::default();
+    let limiter = Limiter::new(options.limits);
     let body_timeout = options.body_timeout;
     let acceptor = options.tls.as_ref().map(TlsIdentity::acceptor);
-    tracing::info!(%addr, auth = tokens.is_some(), tls = acceptor.is_some(), "MCP server listening (streamable HTTP)");
+    tracing::info!(%addr, auth = tokens.is_some(), tls = acceptor.is_some(), sessions = counts.is_some(), "MCP server listening (streamable HTTP)");
     if let Some(tx) = bound {
         let _ = tx.send(addr);
     }
@@ -519,26 +613,35 @@ pub async fn serve_http(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
-        let (mcp, tokens, gate, counts, flights, tool_names) = (
+        let (mcp, tokens, gate, counts, flights, tool_names, limiter, health) = (
             mcp.clone(),
             tokens.clone(),
             gate.clone(),
             counts.clone(),
             flights.clone(),
             tool_names.clone(),
+            limiter.clone(),
+            health.clone(),
         );
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let (mut mcp, tokens, gate, counts, flights, tool_names) = (
+            let (mut mcp, tokens, gate, counts, flights, tool_names, limiter, health) = (
                 mcp.clone(),
                 tokens.clone(),
                 gate.clone(),
                 counts.clone(),
                 flights.clone(),
                 tool_names.clone(),
+                limiter.clone(),
+                health.clone(),
             );
             async move {
+                // Health first: no token, no limit, no body.
+                if let Some(probe) = HealthProbe::of(req.uri().path()) {
+                    return Ok::<_, Infallible>(health_answer(&health, probe, req.method()).await);
+                }
                 let (mut parts, body) = req.into_parts();
-                // Sessions are counted per token (its digest; one bucket without tokens).
+                // Limits and sessions are counted per token (its digest; one bucket without
+                // tokens).
                 let mut owner = [0u8; 32];
                 let access = match &tokens {
                     Some(t) => match bearer(&parts).and_then(|tok| {
@@ -548,7 +651,7 @@ pub async fn serve_http(
                         Some(access) => access,
                         None => {
                             tracing::info!(%peer, "request without a valid token refused");
-                            return Ok::<_, Infallible>(plain(
+                            return Ok(plain(
                                 StatusCode::UNAUTHORIZED,
                                 "a valid `Authorization: Bearer` token is required",
                             ));
@@ -556,14 +659,24 @@ pub async fn serve_http(
                     },
                     None => Access::full(),
                 };
+                let admitted = match limiter.admit(&owner, tokio::time::Instant::now()) {
+                    Ok(a) => a,
+                    Err(refused) => {
+                        tracing::info!(%peer, reason = %refused.reason, "request over the token's limits refused");
+                        return Ok(too_many(&refused));
+                    }
+                };
                 // A session is its opener's: another token naming it is answered as for a
                 // session that does not exist, and cannot post into it or close it.
-                let session = parts
-                    .headers
-                    .get("mcp-session-id")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                if let Some(id) = &session
+                let session = match &counts {
+                    Some(_) => parts
+                        .headers
+                        .get("mcp-session-id")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned),
+                    None => None,
+                };
+                if let (Some(id), Some(counts)) = (&session, &counts)
                     && counts.owner_of(id).is_some_and(|o| o != owner)
                 {
                     tracing::info!(%peer, "a session named by another token refused");
@@ -607,11 +720,12 @@ pub async fn serve_http(
                         return Ok(crate::jsonrpc::refusal(bad));
                     }
                     // Two requests of one session in flight with one id would share one answer
-                    // channel, and one would never be answered.
-                    if let (Some(session), Some(id)) =
-                        (&session, crate::jsonrpc::request_id(&message))
+                    // channel, and one would never be answered. Without sessions each request
+                    // has its own answer: clients sharing a token (each numbering its requests
+                    // from 0) may send one id at once.
+                    if let (Some(key), Some(id)) = (&session, crate::jsonrpc::request_id(&message))
                     {
-                        match flights.begin(session, id) {
+                        match flights.begin(key, id) {
                             Some(flight) => in_flight = Some(flight),
                             None => {
                                 return Ok(crate::jsonrpc::refusal(
@@ -622,7 +736,9 @@ pub async fn serve_http(
                     }
                     let opens_session =
                         is_initialize(&message) && !parts.headers.contains_key("mcp-session-id");
-                    if opens_session {
+                    if let Some(counts) = &counts
+                        && opens_session
+                    {
                         match counts.reserve(&owner).await {
                             Ok(r) => reservation = Some(r),
                             Err(why) => {
@@ -647,15 +763,14 @@ pub async fn serve_http(
                 }
                 let closing = parts.method == http::Method::DELETE;
                 let mut response = mcp.call(Request::from_parts(parts, Full::new(bytes))).await;
-                // The id stays in flight until the answer's body (an SSE stream) has ended.
-                if let Some(flight) = in_flight
-                    && let Ok(r) = &mut response
-                {
+                // The request counts as in flight (its id in its session, and against the
+                // token's limit) until the answer's body (an SSE stream) has ended.
+                if let Ok(r) = &mut response {
                     let body = std::mem::replace(
                         r.body_mut(),
                         Full::new(Bytes::new()).map_err(|n| match n {}).boxed(),
                     );
-                    *r.body_mut() = crate::jsonrpc::Releasing::wrap(body, flight);
+                    *r.body_mut() = crate::jsonrpc::Releasing::wrap(body, (in_flight, admitted));
                 }
                 // A closed session is answered 204 No Content, not 202: clients (the Python
                 // SDK among them) take anything but 200 or 204 for a failed termination.

@@ -22,6 +22,9 @@ pub const MAX_ECHO_CHARS: usize = 64;
 const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's "invalid params".
 const INVALID_PARAMS: i64 = -32602;
+/// The first code of JSON-RPC's implementation-defined server errors: a request refused by the
+/// per-token limits.
+const OVER_LIMIT: i64 = -32000;
 
 /// A message refused before dispatch: its JSON-RPC error, and the HTTP status that carries it.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +64,16 @@ impl Bad {
                       id for each request"
                 .into(),
             id: id.clone(),
+        }
+    }
+
+    /// A request past its token's limits (HTTP 429).
+    pub(crate) fn over_limit(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: OVER_LIMIT,
+            message: message.into(),
+            id: Value::Null,
         }
     }
 }
@@ -199,26 +212,21 @@ impl Drop for InFlight {
     }
 }
 
-/// An answer's body that keeps its request's id in flight until it ends (or is dropped).
-pub(crate) struct Releasing {
+/// An answer's body that keeps what its request holds (its id in flight, its place under the
+/// token's limits) until it ends (or is dropped).
+pub(crate) struct Releasing<G> {
     inner: BoxBody<Bytes, Infallible>,
-    _flight: InFlight,
+    _held: G,
 }
 
-impl Releasing {
-    /// `inner`, holding `flight` until it ends.
-    pub(crate) fn wrap(
-        inner: BoxBody<Bytes, Infallible>,
-        flight: InFlight,
-    ) -> BoxBody<Bytes, Infallible> {
-        BoxBody::new(Self {
-            inner,
-            _flight: flight,
-        })
+impl<G: Send + Sync + Unpin + 'static> Releasing<G> {
+    /// `inner`, holding `held` until it ends.
+    pub(crate) fn wrap(inner: BoxBody<Bytes, Infallible>, held: G) -> BoxBody<Bytes, Infallible> {
+        BoxBody::new(Self { inner, _held: held })
     }
 }
 
-impl hyper::body::Body for Releasing {
+impl<G: Unpin> hyper::body::Body for Releasing<G> {
     type Data = Bytes;
     type Error = Infallible;
 

@@ -15,6 +15,7 @@ mod batch;
 mod http;
 mod jsonrpc;
 mod key;
+mod limits;
 mod logs;
 mod mapping;
 mod onboarding;
@@ -37,15 +38,16 @@ pub use http::{
     TokenFileError, Tokens, check_bind, serve_http,
 };
 pub use key::{MemoryKey, OWNER_FILE, Reach};
+pub use limits::{TOKEN_BURST, TOKEN_CONCURRENT, TOKEN_RATE, TokenLimits};
 pub use logs::{loggable, loggable_text};
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END};
 pub use projects::{
     ClaimFuture, DEFAULT_CACHE_BYTES, McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project,
-    ProjectStores, project_id,
+    ProjectStores, ReadyFuture, project_id,
 };
 pub use server::{INDEX_MIME, McpServeError, MemoryServer, RESOURCE_PREFIX, serve_stdio};
 pub use summaries::{SUMMARY_PURPOSE, SummaryConfig};
 #[cfg(feature = "postgres")]
-pub use team::{SERVER_POOL_SIZE, TeamStores};
+pub use team::{READY_TIMEOUT, SERVER_POOL_SIZE, TeamStores};
 pub use tiers::L1_MAX_BYTES;
 pub use tls::TlsIdentity;

@@ -122,20 +122,44 @@ impl ManageAction {
     }
 }
 
+/// What answers say of a project: its id and path (the client's own), whether it has memory,
+/// and the store's kind (`files`, `postgres`). The memory dir, the rule that chose it and the
+/// store's description (a database URL) only when the server reveals its store
+/// ([`McpConfig::reveal_store`](crate::McpConfig::reveal_store)).
 pub(crate) fn project_json(p: &Project) -> Value {
-    json!({
+    let mut v = json!({
         "id": p.id,
         "path": p.path,
-        "memory_dir": p.memory.dir,
-        "resolved_by": p.memory.rule.to_string(),
         "known": p.known(),
-        "store": p.store.as_deref().unwrap_or("memory_dir"),
-    })
+        "store": p.store.as_deref().unwrap_or(FILES),
+    });
+    if p.reveal
+        && let Value::Object(map) = &mut v
+    {
+        if p.store.is_none() {
+            map.insert("memory_dir".into(), json!(p.memory.dir));
+        }
+        map.insert("resolved_by".into(), json!(p.memory.rule.to_string()));
+    }
+    v
 }
 
+/// The store kind answers name for memories kept in memory dirs.
+const FILES: &str = "files";
+
+/// The answer for a project whose store could not be opened. The reason (which names files,
+/// hosts, URLs) goes to the log; the client reads it only when the server reveals its store.
 pub(crate) fn unavailable(p: &Project, reason: impl std::fmt::Display) -> Value {
     tracing::warn!(project = %p.path.display(), %reason, "memory backend unavailable");
-    json!({ "project": project_json(p), "available": false, "reason": reason.to_string() })
+    let reason = if p.reveal {
+        reason.to_string()
+    } else {
+        format!(
+            "the {} store is unavailable (the server's log says why); retry later",
+            p.store.as_deref().unwrap_or(FILES)
+        )
+    };
+    json!({ "project": project_json(p), "available": false, "reason": reason })
 }
 
 fn title_of(h: &MemoryHeader) -> String {
@@ -903,7 +927,6 @@ pub async fn manage(
             Ok(base(json!({
                 "initialized": true,
                 "created": !existed,
-                "memory_dir": project.memory.dir,
                 "claude_md": claude_md,
                 "note": "the memory dir exists; its index (MEMORY.md) is written with the first \
                          saved entry",

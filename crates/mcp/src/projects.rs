@@ -32,6 +32,9 @@ pub type OpenFuture<'a> =
 /// The future [`ProjectStores::claim_legacy`] returns.
 pub type ClaimFuture<'a> = Pin<Box<dyn Future<Output = Result<(), MemoryError>> + Send + 'a>>;
 
+/// The future [`ProjectStores::ready`] returns.
+pub type ReadyFuture<'a> = Pin<Box<dyn Future<Output = Result<(), MemoryError>> + Send + 'a>>;
+
 /// The future [`ProjectStores::open_store`] returns.
 pub type OpenStoreFuture<'a> =
     Pin<Box<dyn Future<Output = Result<OpenedStore, MemoryError>> + Send + 'a>>;
@@ -69,8 +72,19 @@ impl OpenedStore {
 /// `memloop mcp --database-url URL` passes one that opens a PostgreSQL team store per project.
 /// The tools only see the `dyn MemoryStore` it returns, whichever backend it is.
 pub trait ProjectStores: Send + Sync {
-    /// A short description for answers and logs (e.g. the database URL without its password).
+    /// A short description for logs, and for answers when the server reveals its store
+    /// ([`McpConfig::reveal_store`]; e.g. the database URL without its password).
     fn describe(&self) -> String;
+
+    /// The kind of store, all that answers name by default (`postgres`): no URL, host, user
+    /// or path.
+    fn kind(&self) -> &'static str;
+
+    /// Whether the store answers now (the server's readiness, `GET /health`). The default has
+    /// nothing to check.
+    fn ready(&self) -> ReadyFuture<'_> {
+        Box::pin(async { Ok(()) })
+    }
 
     /// The key the memory of the project at `canonical` (a canonical directory) is stored
     /// under, and every project path that maps to it: the server authorizes on it, and
@@ -139,6 +153,10 @@ pub struct McpConfig {
     /// `None` for [`DEFAULT_CACHE_BYTES`]. Past it the least recently used projects' caches are
     /// dropped whole, and rebuilt from their store when needed again (the CLI's `--cache-mib`).
     pub cache_bytes: Option<usize>,
+    /// Answers name the store's description ([`ProjectStores::describe`]: the database URL
+    /// without its password) and the server's memory dirs; by default (`false`) they name the
+    /// store's kind only (`postgres`, `files`) and no server path.
+    pub reveal_store: bool,
 }
 
 /// The default memory budget of the per-project caches ([`McpConfig::cache_bytes`]): 256 MiB,
@@ -179,8 +197,9 @@ pub struct Project {
     pub path: PathBuf,
     /// The memory dir, and the rule that chose it.
     pub memory: ResolvedMemoryDir,
-    /// Where the memories live when not in the memory dir (the [`ProjectStores`]' description,
-    /// e.g. the team database); `None` for the memory dir.
+    /// Where the memories live when not in the memory dir, as answers name it: the
+    /// [`ProjectStores`]' kind (`postgres`), or with [`McpConfig::reveal_store`] its
+    /// description; `None` for the memory dir.
     pub store: Option<String>,
     /// The key its memory is stored under, and which paths map to it: what authorization is
     /// decided on, and what the store opens.
@@ -188,6 +207,9 @@ pub struct Project {
     /// The owner to record in the memory dir at the first write
     /// ([`OWNER_FILE`](crate::OWNER_FILE)), when the dir records none yet.
     pub(crate) unrecorded_owner: Option<PathBuf>,
+    /// Answers may name the memory dir and the store's description
+    /// ([`McpConfig::reveal_store`]).
+    pub(crate) reveal: bool,
 }
 
 impl Project {
@@ -545,6 +567,11 @@ impl Projects {
         self.config.limits
     }
 
+    /// How the server was started.
+    pub(crate) fn config(&self) -> &McpConfig {
+        &self.config
+    }
+
     /// The canonical roots.
     pub(crate) fn roots(&self) -> &[PathBuf] {
         &self.roots
@@ -586,12 +613,17 @@ impl Projects {
             }
         };
         if !self.config.allow_any_project && !self.roots.iter().any(|r| canonical.starts_with(r)) {
-            let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
+            // The served directories are the server's to know (unless it reveals its store).
+            let roots = if self.config.reveal_store {
+                let roots: Vec<String> =
+                    self.roots.iter().map(|r| r.display().to_string()).collect();
+                format!(" ({})", roots.join(", "))
+            } else {
+                String::new()
+            };
             return Err(refuse(ProjectRefused(format!(
-                "`{}` is outside the directories this server was started for ({}); start it \
+                "`{raw}` is outside the directories this server was started for{roots}; start it \
                  with `--root` or `--allow-any-project` to serve it",
-                canonical.display(),
-                roots.join(", ")
             ))));
         }
         let project = self.project_at(canonical).map_err(refuse)?;
@@ -662,9 +694,16 @@ impl Projects {
             id: project_id(&canonical),
             path: canonical,
             memory,
-            store: self.config.stores.as_ref().map(|s| s.describe()),
+            store: self.config.stores.as_ref().map(|s| {
+                if self.config.reveal_store {
+                    s.describe()
+                } else {
+                    s.kind().to_owned()
+                }
+            }),
             key,
             unrecorded_owner,
+            reveal: self.config.reveal_store,
         })
     }
 
@@ -856,6 +895,7 @@ mod tests {
             summaries: Default::default(),
             stores: None,
             cache_bytes: None,
+            reveal_store: false,
         }
     }
 

@@ -22,6 +22,28 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+/// `dir` is a directory whose entries can be listed; when it does not exist, its nearest
+/// existing parent is (the first write creates the rest).
+async fn readable_dir_or_parent(dir: &std::path::Path) -> Result<(), String> {
+    let mut at = dir;
+    loop {
+        match tokio::fs::metadata(at).await {
+            Ok(meta) if meta.is_dir() => {
+                return tokio::fs::read_dir(at)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("{}: {e}", at.display()));
+            }
+            Ok(_) => return Err(format!("{} is not a directory", at.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match at.parent() {
+                Some(parent) => at = parent,
+                None => return Err(format!("{}: {e}", at.display())),
+            },
+            Err(e) => return Err(format!("{}: {e}", at.display())),
+        }
+    }
+}
+
 /// URI scheme of the index resources: `memloop://project/<id>/MEMORY.md`.
 pub const RESOURCE_PREFIX: &str = "memloop://project/";
 
@@ -359,6 +381,45 @@ impl MemoryServer {
             .collect()
     }
 
+    /// Whether the server can answer requests now (`GET /health` asks it): its
+    /// [`ProjectStores`](crate::ProjectStores) answer ([`ready`](crate::ProjectStores::ready):
+    /// a `SELECT 1` on PostgreSQL), or without them the memory dirs' home is a readable
+    /// directory (the `--memory-dir`, else `MEMLOOP_HOME` or `~/.memloop`; one that does not
+    /// exist yet is created by the first save, so its nearest existing parent must be one).
+    /// The error says what is not ready without naming a URL, host or path (the log has the
+    /// cause).
+    pub async fn check_ready(&self) -> Result<(), McpServeError> {
+        let config = self.projects.config();
+        match &config.stores {
+            Some(stores) => stores.ready().await.map_err(|e| {
+                tracing::warn!(store = %stores.describe(), error = %e, "the store does not answer");
+                McpServeError(format!("the {} store does not answer", stores.kind()))
+            }),
+            None => {
+                let home = match &config.memory_dir {
+                    Some(dir) => Ok(dir.clone()),
+                    None => {
+                        let project = self.projects.roots().first().cloned().unwrap_or_default();
+                        let resolver = if config.claude {
+                            memloop_store::MemoryDirResolver::claude_code(project)
+                        } else {
+                            memloop_store::MemoryDirResolver::new(project)
+                        };
+                        resolver.env(config.env.clone()).base_dir()
+                    }
+                };
+                let checked = match home {
+                    Ok(home) => readable_dir_or_parent(&home).await,
+                    Err(e) => Err(e.to_string()),
+                };
+                checked.map_err(|e| {
+                    tracing::warn!(error = %e, "the memory dirs are not readable");
+                    McpServeError("the memory directory is not readable".into())
+                })
+            }
+        }
+    }
+
     /// Wait until no background summary is queued or being written (at once when summaries
     /// are off). A host calls it before shutting down to let pending summaries finish; what is
     /// still pending when the server stops resumes when a server opens that memory again.
@@ -574,11 +635,11 @@ impl ServerHandler for MemoryServer {
                     format!("{RESOURCE_PREFIX}{}/MEMORY.md", p.id),
                     format!("memory index of {}", p.path.display()),
                 )
-                .with_description(format!(
-                    "MEMORY.md of project {} ({})",
-                    p.id,
-                    p.memory.dir.display()
-                ))
+                .with_description(if p.reveal {
+                    format!("MEMORY.md of project {} ({})", p.id, p.memory.dir.display())
+                } else {
+                    format!("MEMORY.md of project {}", p.id)
+                })
                 .with_mime_type(INDEX_MIME)
             })
             .collect();
@@ -612,13 +673,23 @@ impl ServerHandler for MemoryServer {
                 None,
             ));
         };
+        // Why the index is unavailable goes to the log; the client reads it only when the
+        // server reveals its store (the error names files, hosts, URLs).
+        let unavailable = |e: &dyn std::fmt::Display| {
+            tracing::warn!(project = %project.path.display(), error = %e, "memory index unavailable");
+            if project.reveal {
+                format!("(memory index unavailable: {e})")
+            } else {
+                "(memory index unavailable; the server's log says why)".to_owned()
+            }
+        };
         let text = match self.projects.open(&project, false).await {
             Ok(Some(open)) => match open.store.load_index().await {
                 Ok(index) => index.content,
-                Err(e) => format!("(memory index unavailable: {e})"),
+                Err(e) => unavailable(&e),
             },
             Ok(None) => String::new(),
-            Err(e) => format!("(memory index unavailable: {e})"),
+            Err(e) => unavailable(&e),
         };
         // As every tool answer: credentials redacted, control characters escaped.
         let (text, _) = memloop_secrets::redact_secrets(&text);

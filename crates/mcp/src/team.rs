@@ -9,7 +9,7 @@
 
 use crate::key::{MemoryKey, Reach};
 use crate::projects::{
-    ClaimFuture, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores,
+    ClaimFuture, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, ReadyFuture,
 };
 use memloop_host::env::EnvVars;
 use memloop_pg::{PgConfig, PgMemoryStore, PgPool, ProjectIdentity};
@@ -72,7 +72,12 @@ impl TeamStores {
     /// [`ProjectStores::key`] gave it). Legacy ids are not claimed at open
     /// ([`ProjectStores::claim_legacy`] does it, for writers of every project).
     pub fn config(&self, key: &MemoryKey) -> PgConfig {
-        let config = PgConfig::new(self.url.clone(), key.id.clone())
+        self.settings(key.id.clone())
+    }
+
+    /// The connection settings, under `project_id`.
+    fn settings(&self, project_id: String) -> PgConfig {
+        let config = PgConfig::new(self.url.clone(), project_id)
             .env(&self.env)
             .application_name(&self.application_name)
             .pool_size(SERVER_POOL_SIZE);
@@ -109,26 +114,44 @@ impl TeamStores {
     ) -> Result<PgMemoryStore, MemoryError> {
         let config = self.config(&project.key).write_limits(limits);
         tracing::info!(project = %project.path.display(), team_project = %config.project_id, "opening the team store");
-        let pool = {
-            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-            match &*pool {
-                Some(p) => p.clone(),
-                None => {
-                    let p = PgPool::new(&config).map_err(MemoryError::from)?;
-                    *pool = Some(p.clone());
-                    p
-                }
-            }
-        };
+        let pool = self.pool(&config)?;
         PgMemoryStore::open_in(config, &pool)
             .await
             .map_err(MemoryError::from)
     }
+
+    /// The server's pool, made with `config`'s connection settings at the first use.
+    fn pool(&self, config: &PgConfig) -> Result<PgPool, MemoryError> {
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*pool {
+            Some(p) => Ok(p.clone()),
+            None => {
+                let p = PgPool::new(config).map_err(MemoryError::from)?;
+                *pool = Some(p.clone());
+                Ok(p)
+            }
+        }
+    }
 }
+
+/// How long the readiness check waits for the database's answer to `SELECT 1`.
+pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl ProjectStores for TeamStores {
     fn describe(&self) -> String {
         format!("postgres:{}", self.shown)
+    }
+
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    /// `SELECT 1` through the server's pool, within [`READY_TIMEOUT`].
+    fn ready(&self) -> ReadyFuture<'_> {
+        Box::pin(async move {
+            let pool = self.pool(&self.settings("-".into()))?;
+            pool.ping(READY_TIMEOUT).await.map_err(MemoryError::from)
+        })
     }
 
     /// The team project id ([`ProjectIdentity`]): reached by every checkout of its origin, or by

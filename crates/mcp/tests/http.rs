@@ -15,6 +15,18 @@ async fn start(fx: &Fixture, tokens: Option<Tokens>) -> support::HttpServer {
     support::start_http(fx, tokens, None).await
 }
 
+/// [`start`] with MCP sessions (the default caps).
+async fn start_sessions(fx: &Fixture, tokens: Option<Tokens>) -> support::HttpServer {
+    support::start_http_with(
+        fx.config(),
+        tokens,
+        None,
+        Some(Default::default()),
+        Default::default(),
+    )
+    .await
+}
+
 fn tokens(fx: &Fixture) -> Tokens {
     Tokens::parse(&format!(
         "# the team\n{WRITER}\n{READER} {}/* read\n",
@@ -83,6 +95,17 @@ async fn requests_without_a_valid_token_get_401_and_scopes_are_enforced_with_403
 
 #[tokio::test]
 async fn the_python_sdk_talks_to_the_server_over_streamable_http() {
+    python_sdk_session(false).await;
+}
+
+#[tokio::test]
+async fn the_python_sdk_talks_to_the_server_with_sessions() {
+    python_sdk_session(true).await;
+}
+
+/// The MCP Python SDK's streamable HTTP client runs `tests/python/http_session.py` against a
+/// server with MCP sessions or without.
+async fn python_sdk_session(sessions: bool) {
     let python = std::env::var("MEMLOOP_MCP_PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = std::process::Command::new(&python)
         .args(["-c", "import mcp.client.streamable_http"])
@@ -95,7 +118,11 @@ async fn the_python_sdk_talks_to_the_server_over_streamable_http() {
     }
     let fx = Fixture::new();
     let project = fx.project("团队项目");
-    let server = start(&fx, Some(tokens(&fx))).await;
+    let server = if sessions {
+        start_sessions(&fx, Some(tokens(&fx))).await
+    } else {
+        start(&fx, Some(tokens(&fx))).await
+    };
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_session.py");
     let out = tokio::process::Command::new(&python)
@@ -123,7 +150,8 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
         insecure_no_auth: insecure,
         tls: None,
         shutdown: CancellationToken::new(),
-        session_caps: Default::default(),
+        sessions: None,
+        limits: Default::default(),
         body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     let err = check_bind(&options(None, false)).unwrap_err();
@@ -138,7 +166,8 @@ fn a_network_bind_needs_tokens_or_an_explicit_opt_out() {
         insecure_no_auth: false,
         tls: None,
         shutdown: CancellationToken::new(),
-        session_caps: Default::default(),
+        sessions: None,
+        limits: Default::default(),
         body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     assert_eq!(check_bind(&local).unwrap(), None);
@@ -190,7 +219,7 @@ async fn slow_headers_and_idle_connections_are_timed_out() {
 #[tokio::test]
 async fn malformed_bodies_get_400_and_sessions_are_capped_per_token() {
     let fx = Fixture::new();
-    let server = start(&fx, Some(tokens(&fx))).await;
+    let server = start_sessions(&fx, Some(tokens(&fx))).await;
     let client = reqwest::Client::new();
     for body in ["{not json", "", "\u{feff}{}"] {
         let r = client
@@ -241,10 +270,11 @@ async fn concurrent_initializes_past_the_session_cap_get_exactly_the_cap() {
         insecure_no_auth: false,
         tls: None,
         shutdown: stop.clone(),
-        session_caps: memloop_mcp::SessionCaps {
+        sessions: Some(memloop_mcp::SessionCaps {
             per_token: CAP,
             total: 100,
-        },
+        }),
+        limits: Default::default(),
         body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -274,7 +304,7 @@ async fn concurrent_initializes_past_the_session_cap_get_exactly_the_cap() {
 #[tokio::test]
 async fn closing_a_session_answers_204() {
     let fx = Fixture::new();
-    let server = start(&fx, Some(tokens(&fx))).await;
+    let server = start_sessions(&fx, Some(tokens(&fx))).await;
     let session = support::HttpSession::open(&server.url, WRITER).await;
     let id = session.id().unwrap().to_owned();
     let r = reqwest::Client::new()

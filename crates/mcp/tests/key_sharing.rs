@@ -382,7 +382,10 @@ async fn no_token_reaches_a_memory_another_path_shares_outside_its_grant() {
 async fn a_second_owner_of_a_memory_dir_is_refused_with_a_clear_error() {
     let fx = Fixture::new();
     let (a, b) = (fx.project("team/app"), fx.project("team-app"));
-    let server = support::start_http(&fx, None, None).await;
+    // Revealing the store: the answers name the memory dir the owner file is in.
+    let mut config = fx.config();
+    config.reveal_store = true;
+    let server = support::start_http_config(config, None, None).await;
     let mut session = HttpSession::open(&server.url, "unused-token-0123456789").await;
     let save = |p: &Path| {
         json!({"project_path": s(p), "entries": [
@@ -414,7 +417,8 @@ async fn a_limited_token_gets_one_refusal_text_whatever_lies_outside_its_grant()
     let r = fx.root.display().to_string();
     let tokens = Tokens::parse(&format!("{GLOB_WRITE} {r}/payments* write\n")).unwrap();
     let server = support::start_http(&fx, Some(tokens), None).await;
-    let session = HttpSession::open(&server.url, GLOB_WRITE).await;
+    // Initialized (stateless: the requests below stand alone all the same).
+    HttpSession::open(&server.url, GLOB_WRITE).await;
     let http = reqwest::Client::new();
     let mut texts = Vec::new();
     for path in [
@@ -429,7 +433,6 @@ async fn a_limited_token_gets_one_refusal_text_whatever_lies_outside_its_grant()
             .post(&server.url)
             .bearer_auth(GLOB_WRITE)
             .header("Accept", "application/json, text/event-stream")
-            .header("Mcp-Session-Id", session.id().unwrap())
             .json(&json!({"jsonrpc": "2.0", "id": 60, "method": "tools/call",
                 "params": {"name": "context_load", "arguments": {"project_path": path}}}))
             .send()

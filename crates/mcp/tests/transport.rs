@@ -20,10 +20,12 @@ use tokio::sync::Notify;
 const OWNER: &str = "owner-token-0123456789";
 const OTHER: &str = "other-token-0123456789";
 
-/// `serve_http` over `config` with the two tokens and `body_timeout`.
+/// `serve_http` over `config` with the two tokens and `body_timeout`, with MCP sessions or
+/// without.
 async fn serve(
     config: McpConfig,
     body_timeout: Duration,
+    sessions: bool,
 ) -> (
     String,
     std::net::SocketAddr,
@@ -36,7 +38,8 @@ async fn serve(
         insecure_no_auth: false,
         tls: None,
         shutdown: stop.clone(),
-        session_caps: Default::default(),
+        sessions: sessions.then(Default::default),
+        limits: Default::default(),
         body_timeout,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -72,7 +75,7 @@ async fn raw(
 async fn a_session_is_its_openers_alone() {
     let fx = Fixture::new();
     let project = fx.project("app");
-    let (url, _, _stop) = serve(fx.config(), memloop_mcp::BODY_READ_TIMEOUT).await;
+    let (url, _, _stop) = serve(fx.config(), memloop_mcp::BODY_READ_TIMEOUT, true).await;
     let mut owner = HttpSession::open(&url, OWNER).await;
     let id = owner.id().unwrap().to_owned();
     let load = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
@@ -102,7 +105,7 @@ async fn a_session_is_its_openers_alone() {
 #[tokio::test]
 async fn a_trickled_body_loses_its_connection() {
     let fx = Fixture::new();
-    let (_, addr, _stop) = serve(fx.config(), Duration::from_millis(300)).await;
+    let (_, addr, _stop) = serve(fx.config(), Duration::from_millis(300), false).await;
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {OTHER}\r\n\
@@ -148,6 +151,18 @@ impl Embedder for Held {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_request_with_an_id_in_flight_gets_an_error_and_the_first_its_answer() {
+    duplicate_ids_in_flight(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_sessions_one_id_in_flight_twice_gets_two_answers() {
+    duplicate_ids_in_flight(false).await;
+}
+
+/// Two requests with one id in flight. Of one session (with sessions): the second gets HTTP 409
+/// and a JSON-RPC error, the first its answer. Without sessions (clients sharing a token number
+/// their requests alike): each gets its own answer.
+async fn duplicate_ids_in_flight(sessions: bool) {
     let fx = Fixture::new();
     let project = fx.project("app");
     let (release, entered) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
@@ -156,7 +171,7 @@ async fn a_second_request_with_an_id_in_flight_gets_an_error_and_the_first_its_a
         release: release.clone(),
         entered: entered.clone(),
     }));
-    let (url, _, _stop) = serve(config, memloop_mcp::BODY_READ_TIMEOUT).await;
+    let (url, _, _stop) = serve(config, memloop_mcp::BODY_READ_TIMEOUT, sessions).await;
     let mut session = HttpSession::open(&url, OWNER).await;
     let saved = session
         .tool(
@@ -166,7 +181,8 @@ async fn a_second_request_with_an_id_in_flight_gets_an_error_and_the_first_its_a
         )
         .await;
     assert_eq!(saved["written"], 1, "{saved}");
-    let id = session.id().unwrap().to_owned();
+    let id = session.id().map(str::to_owned);
+    assert_eq!(id.is_some(), sessions);
     let search = |id: u64| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "context_search",
             "arguments": {"project_path": s(&project), "query": "ledger"}}})
@@ -174,13 +190,38 @@ async fn a_second_request_with_an_id_in_flight_gets_an_error_and_the_first_its_a
     };
     let first = tokio::spawn({
         let (url, id, body) = (url.clone(), id.clone(), search(7));
-        async move { raw(&url, OWNER, Some(&id), reqwest::Method::POST, Some(body)).await }
+        async move {
+            raw(
+                &url,
+                OWNER,
+                id.as_deref(),
+                reqwest::Method::POST,
+                Some(body),
+            )
+            .await
+        }
     });
     entered.notified().await; // the first search is in flight, held in its query embedding
+    if !sessions {
+        let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string();
+        let (status, body) = raw(&url, OWNER, None, reqwest::Method::POST, Some(list)).await;
+        assert_eq!(status, 200, "{body}");
+        let answer = support::http_message(&body);
+        assert_eq!(answer["id"], 7, "{body}");
+        assert!(answer["result"]["tools"].is_array(), "{body}");
+        release.notify_one();
+        let (status, body) = first.await.unwrap();
+        assert_eq!(status, 200);
+        assert!(
+            body.contains("ledger") && !body.contains("\"tools\""),
+            "{body}"
+        );
+        return;
+    }
     let (status, body) = raw(
         &url,
         OWNER,
-        Some(&id),
+        id.as_deref(),
         reqwest::Method::POST,
         Some(search(7)),
     )
@@ -199,7 +240,16 @@ async fn a_second_request_with_an_id_in_flight_gets_an_error_and_the_first_its_a
     // Once answered, the id is free again.
     let again = tokio::spawn({
         let (url, id, body) = (url.clone(), id.clone(), search(7));
-        async move { raw(&url, OWNER, Some(&id), reqwest::Method::POST, Some(body)).await }
+        async move {
+            raw(
+                &url,
+                OWNER,
+                id.as_deref(),
+                reqwest::Method::POST,
+                Some(body),
+            )
+            .await
+        }
     });
     entered.notified().await;
     release.notify_one();
@@ -209,7 +259,7 @@ async fn a_second_request_with_an_id_in_flight_gets_an_error_and_the_first_its_a
 #[tokio::test]
 async fn what_is_not_one_json_rpc_request_is_refused_with_a_json_rpc_error() {
     let fx = Fixture::new();
-    let (url, _, _stop) = serve(fx.config(), memloop_mcp::BODY_READ_TIMEOUT).await;
+    let (url, _, _stop) = serve(fx.config(), memloop_mcp::BODY_READ_TIMEOUT, true).await;
     let session = HttpSession::open(&url, OWNER).await;
     let id = session.id().unwrap().to_owned();
     for (body, status, code) in [
@@ -293,7 +343,7 @@ async fn what_is_not_one_json_rpc_request_is_refused_with_a_json_rpc_error() {
 async fn a_refusal_repeats_a_bounded_part_of_what_was_sent() {
     let fx = Fixture::new();
     let project = fx.project("app");
-    let (url, _, _stop) = serve(fx.config(), memloop_mcp::BODY_READ_TIMEOUT).await;
+    let (url, _, _stop) = serve(fx.config(), memloop_mcp::BODY_READ_TIMEOUT, false).await;
     let mut session = HttpSession::open(&url, OWNER).await;
     let saved = session
         .tool(

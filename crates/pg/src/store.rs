@@ -184,6 +184,25 @@ impl PgPool {
             .map(Self)
             .map_err(|e| PgError::Connect(e.to_string()))
     }
+
+    /// Whether the database answers: a connection of the pool runs `SELECT 1`, all within
+    /// `timeout` (a health check: a server that cannot reach its database is not ready).
+    pub async fn ping(&self, timeout: Duration) -> Result<(), PgError> {
+        let check = async {
+            let client = self.0.get().await.map_err(|e| match e {
+                deadpool_postgres::PoolError::Backend(e) => PgError::from_db(&e),
+                other => PgError::Connect(other.to_string()),
+            })?;
+            client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(|e| PgError::from_db(&e))?;
+            Ok(())
+        };
+        tokio::time::timeout(timeout, check)
+            .await
+            .map_err(|_| PgError::Connect(format!("no answer within {} ms", timeout.as_millis())))?
+    }
 }
 
 struct Inner {

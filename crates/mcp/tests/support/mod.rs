@@ -5,7 +5,9 @@
 pub mod team;
 
 use memloop_host::env::EnvVars;
-use memloop_mcp::{HttpOptions, McpConfig, McpLimits, MemoryServer, TlsIdentity, Tokens};
+use memloop_mcp::{
+    HttpOptions, McpConfig, McpLimits, MemoryServer, SessionCaps, TlsIdentity, TokenLimits, Tokens,
+};
 use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequestParams, ReadResourceRequestParams},
@@ -62,6 +64,7 @@ impl Fixture {
             summaries: Default::default(),
             stores: None,
             cache_bytes: None,
+            reveal_store: false,
         }
     }
 
@@ -110,11 +113,23 @@ pub async fn start_http(
     start_http_config(fx.config(), tokens, tls).await
 }
 
-/// Start `serve_http` over `config` with `tokens` (plain HTTP without `tls`).
+/// Start `serve_http` over `config` with `tokens` (plain HTTP without `tls`), without sessions
+/// and with the default per-token limits.
 pub async fn start_http_config(
     config: McpConfig,
     tokens: Option<Tokens>,
     tls: Option<TlsIdentity>,
+) -> HttpServer {
+    start_http_with(config, tokens, tls, None, Default::default()).await
+}
+
+/// [`start_http_config`] with MCP sessions (`Some` caps) and per-token `limits`.
+pub async fn start_http_with(
+    config: McpConfig,
+    tokens: Option<Tokens>,
+    tls: Option<TlsIdentity>,
+    sessions: Option<SessionCaps>,
+    limits: TokenLimits,
 ) -> HttpServer {
     let stop = tokio_util::sync::CancellationToken::new();
     let options = HttpOptions {
@@ -123,7 +138,8 @@ pub async fn start_http_config(
         insecure_no_auth: false,
         tls,
         shutdown: stop.clone(),
-        session_caps: Default::default(),
+        sessions,
+        limits,
         body_timeout: memloop_mcp::BODY_READ_TIMEOUT,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -208,6 +224,8 @@ pub struct HttpSession {
     token: String,
     id: Option<String>,
     next: u64,
+    /// The protocol version sent in `MCP-Protocol-Version` (none for 2025-03-26).
+    version: Option<String>,
 }
 
 /// The JSON-RPC message of an answer: a JSON body, or the last `data:` of an SSE stream.
@@ -225,27 +243,42 @@ pub fn http_message(body: &str) -> Value {
 }
 
 impl HttpSession {
-    /// Open a session at `url` with `token`.
+    /// Open a session at `url` with `token` (protocol 2025-03-26).
     pub async fn open(url: &str, token: &str) -> Self {
+        Self::open_version(url, token, "2025-03-26").await
+    }
+
+    /// Open a session at `url` with `token`, in protocol `version`: after 2025-03-26 every
+    /// request names it in `MCP-Protocol-Version`.
+    pub async fn open_version(url: &str, token: &str, version: &str) -> Self {
         let mut session = Self {
             http: reqwest::Client::new(),
             url: url.to_owned(),
             token: token.to_owned(),
             id: None,
             next: 1,
+            version: None,
         };
-        let (status, _) = session
+        let (status, answer) = session
             .send(
                 json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-03-26", "capabilities": {},
+                "protocolVersion": version, "capabilities": {},
                 "clientInfo": {"name": "tests", "version": "0"}}}),
             )
             .await;
         assert_eq!(status, 200);
+        assert_eq!(answer["result"]["protocolVersion"], version, "{answer}");
+        session.version = (version != "2025-03-26").then(|| version.to_owned());
         session
             .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await;
         session
+    }
+
+    /// Send the next requests to `url` (another replica): without sessions any replica
+    /// answers them.
+    pub fn at(&mut self, url: &str) {
+        self.url = url.to_owned();
     }
 
     /// The session id the server gave.
@@ -263,6 +296,9 @@ impl HttpSession {
             .json(&body);
         if let Some(id) = &self.id {
             req = req.header("Mcp-Session-Id", id);
+        }
+        if let Some(version) = &self.version {
+            req = req.header("MCP-Protocol-Version", version);
         }
         let r = req.send().await.unwrap();
         if let Some(id) = r.headers().get("mcp-session-id") {

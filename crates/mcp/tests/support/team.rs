@@ -68,6 +68,10 @@ impl ProjectStores for TestTeam {
         format!("postgres:test?schema={}", self.schema)
     }
 
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
     fn key(&self, canonical: &std::path::Path) -> Result<MemoryKey, MemoryError> {
         self.stores.key(canonical)
     }
