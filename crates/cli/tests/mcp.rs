@@ -49,6 +49,8 @@ fn server_command(fx: &Fixture) -> tokio::process::Command {
     cmd.arg("--project")
         .arg(&fx.project)
         .arg("mcp")
+        // The tests compare answers with the files on disk: the answers name the memory dir.
+        .arg("--reveal-store")
         .env("MEMLOOP_HOME", &fx.home)
         .env_remove("MEMLOOP_MEMORY_DIR")
         .env("MEMLOOP_LOG", "error");
@@ -569,6 +571,7 @@ fn inspector(fx: &Fixture, method: &[&str]) -> Option<Value> {
         .arg("--project")
         .arg(&fx.project)
         .arg("mcp")
+        .arg("--reveal-store")
         .args(method)
         .env_remove("MEMLOOP_MEMORY_DIR");
     let out = match cmd.output() {

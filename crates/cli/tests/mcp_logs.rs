@@ -122,11 +122,13 @@ async fn exercise(url: &str, project: &Path) {
     assert_eq!(status, 401);
     let (status, session, _) = post(url, TOKEN, None, &init).await;
     assert_eq!(status, 200);
-    let session = session.unwrap();
+    // Stateless by default: no session id comes back, and each request stands alone.
+    let session = session.unwrap_or_default();
+    let session = Some(session.as_str()).filter(|s| !s.is_empty());
     post(
         url,
         TOKEN,
-        Some(&session),
+        session,
         &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     )
     .await;
@@ -138,7 +140,7 @@ async fn exercise(url: &str, project: &Path) {
     let (_, _, saved) = post(
         url,
         TOKEN,
-        Some(&session),
+        session,
         &call(
             1,
             "context_save",
@@ -154,7 +156,7 @@ async fn exercise(url: &str, project: &Path) {
     let (_, _, found) = post(
         url,
         TOKEN,
-        Some(&session),
+        session,
         &call(
             2,
             "context_search",
@@ -169,7 +171,7 @@ async fn exercise(url: &str, project: &Path) {
     post(
         url,
         TOKEN,
-        Some(&session),
+        session,
         &call(
             3,
             "context_load",
@@ -180,7 +182,7 @@ async fn exercise(url: &str, project: &Path) {
     let (_, _, updated) = post(
         url,
         TOKEN,
-        Some(&session),
+        session,
         &call(
             4,
             "context_manage",
@@ -198,14 +200,14 @@ async fn exercise(url: &str, project: &Path) {
     post(
         url,
         TOKEN,
-        Some(&session),
+        session,
         &json!({"jsonrpc": "2.0", "id": 5, "method": format!("tools/{CLIENT_KEY}")}),
     )
     .await;
     post(
         url,
         TOKEN,
-        Some(&session),
+        session,
         &json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
                 "params": {"uri": format!("memloop://project/{CLIENT_KEY}/MEMORY.md")}}),
     )

@@ -21,7 +21,7 @@ def payload(result):
 
 async def main(binary, project, home, outside):
     env = dict(os.environ, MEMLOOP_HOME=home)
-    params = StdioServerParameters(command=binary, args=["--project", project, "mcp"], env=env)
+    params = StdioServerParameters(command=binary, args=["--project", project, "mcp", "--reveal-store"], env=env)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
