@@ -149,7 +149,7 @@ impl Bm25Selector {
     }
 
     /// An estimate of the memory its postings hold, in bytes
-    /// ([`Bm25Postings::approx_bytes`]); `None` while a selection holds them (the estimate
+    /// (`Bm25Postings::approx_bytes`); `None` while a selection holds them (the estimate
     /// never waits). The header cache it follows is estimated apart
     /// ([`ScanCache::approx_bytes`]).
     pub fn approx_bytes(&self) -> Option<usize> {
