@@ -35,9 +35,9 @@ fn strings(v: &Value, key: &str) -> Result<Vec<String>> {
         .collect()
 }
 
+/// The `p` quantile of sorted latencies, in milliseconds.
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len().max(1) - 1) as f64 * p).round() as usize;
-    sorted.get(i).copied().unwrap_or_default().as_secs_f64() * 1e3
+    memloop::testkit::percentile(sorted, p).as_secs_f64() * 1e3
 }
 
 #[tokio::main]

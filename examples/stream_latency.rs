@@ -69,11 +69,6 @@ fn serve(listener: std::net::TcpListener, sent: Arc<Mutex<Vec<Option<Instant>>>>
     .unwrap();
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
 #[tokio::main]
 async fn main() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -122,8 +117,8 @@ async fn main() {
     );
     println!(
         "socket write → host event: p50 {:?}, p99 {:?}, max {:?}",
-        percentile(&lat, 0.50),
-        percentile(&lat, 0.99),
+        memloop::testkit::percentile(&lat, 0.50),
+        memloop::testkit::percentile(&lat, 0.99),
         lat.last().unwrap()
     );
 }

@@ -25,108 +25,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-const BIN: &str = env!("CARGO_BIN_EXE_memloop");
-const PG: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
+#[path = "support/replicas.rs"]
+mod replicas;
 
-/// A schema of its own on the machine's PostgreSQL, dropped when the test ends.
-struct Schema {
-    name: String,
-}
-
-impl Schema {
-    async fn new() -> Self {
-        let name = format!(
-            "memloop_load_{}_{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        );
-        admin()
-            .await
-            .batch_execute(&format!("CREATE SCHEMA {name}"))
-            .await
-            .unwrap();
-        Self { name }
-    }
-
-    fn url(&self) -> String {
-        format!("{PG} options='-c search_path={}'", self.name)
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(async { admin().await.batch_execute(&sql).await })
-        })
-        .join();
-    }
-}
-
-async fn admin() -> tokio_postgres::Client {
-    let (c, conn) = tokio_postgres::connect(PG, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    c
-}
-
-/// One `memloop mcp --http` process.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    /// Start the binary on `addr` (port 0: any) and wait for its "serving" line.
-    async fn start(url: &str, root: &Path, home: &Path, addr: SocketAddr) -> Self {
-        let mut child = Command::new(BIN)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", home)
-            .env("MEMLOOP_HOME", home.join("base"))
-            .env("MEMLOOP_DATABASE_URL", url)
-            .env("MEMLOOP_LOG", "warn")
-            .arg("--project")
-            .arg(root)
-            .arg("mcp")
-            .arg("--root")
-            .arg(root)
-            .arg("--http")
-            .arg(addr.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("server exited before serving");
-            if let Some(rest) = line.strip_prefix("memloop: serving MCP on http://") {
-                break rest.trim_end_matches("/mcp").parse().unwrap();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child, addr }
-    }
-
-    fn app_name(&self) -> String {
-        format!("memloop-mcp:{}", self.child.id().unwrap_or(0))
-    }
-}
+use replicas::{Schema, Server, admin};
 
 /// What one client saw: latencies of its completed operations, and the writes acknowledged.
 #[derive(Default)]
@@ -261,7 +163,7 @@ async fn run_client(i: usize, addr: SocketAddr, project: PathBuf, ops: usize) ->
 }
 
 async fn load_and_faults(plan: Plan) {
-    let schema = Schema::new().await;
+    let schema = Schema::new("load").await;
     let url = schema.url();
     let tmp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(tmp.path()).unwrap();

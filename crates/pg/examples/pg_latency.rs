@@ -70,10 +70,10 @@ fn memory(i: usize, vocab: &[String], rng: &mut Rng) -> (String, MemoryDoc) {
     (format!("notes/n{i:05}.md"), doc)
 }
 
+/// The `p` quantile of `v`, in milliseconds.
 fn pct(v: &mut [Duration], p: f64) -> f64 {
     v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i].as_secs_f64() * 1e3
+    memloop_testkit::percentile(v, p).as_secs_f64() * 1e3
 }
 
 async fn time_writes(

@@ -10,6 +10,8 @@
 //! - [`shared_data`], [`under_ci`], [`skip_unless_ci`]: tests that read external data sets or
 //!   tools, skipped outside CI and failing under CI when what they need is missing;
 //! - [`fifo`]: a named pipe where a file was expected;
+//! - [`percentile`], [`process_cpu`], [`processes_cpu`]: a benchmark's figures (latency
+//!   percentiles, the CPU time a server process or every PostgreSQL process has used);
 //! - `Echo` (feature `model`): a read-only tool named `echo` that answers with its input;
 //! - `MapStore` (feature `store`, on memloop-store alone): an in-memory `MemoryStore` that
 //!   passes the store conformance suite, and `WriteOutcome`, what the write rules say of a write;
@@ -18,7 +20,10 @@
 //! - `Phoenix` (feature `phoenix`, on no memloop crate): a real Arize Phoenix server for a test,
 //!   and its spans read back;
 //! - `McpHttp` (feature `mcp-client`, on no memloop crate): an MCP client over Streamable HTTP,
-//!   with or without sessions, cheap enough to load a server with.
+//!   with or without sessions, cheap enough to load a server with; `run_load`, `read_back` and
+//!   `read_your_writes`: a load run over it (a mix of the four tools, saves retried with their
+//!   idempotency key), every acknowledged save read back, and the delay before a save answered
+//!   by one server is found through another.
 //!
 //! Each feature pulls only its own area's crates: a store backend's tests take `store` without
 //! building the agent loop.
@@ -46,7 +51,10 @@ mod context;
 mod echo;
 mod fs;
 #[cfg(feature = "mcp-client")]
+mod load;
+#[cfg(feature = "mcp-client")]
 mod mcp_client;
+mod measure;
 #[cfg(feature = "phoenix")]
 mod phoenix;
 #[cfg(feature = "recall")]
@@ -63,7 +71,13 @@ pub use context::{hook_context, tool_context};
 pub use echo::Echo;
 pub use fs::fifo;
 #[cfg(feature = "mcp-client")]
+pub use load::{
+    LoadOp, LoadPlan, LoadProgress, LoadReport, ReadBack, SavedEntry, read_back, read_your_writes,
+    run_load,
+};
+#[cfg(feature = "mcp-client")]
 pub use mcp_client::{McpCallError, McpHttp};
+pub use measure::{percentile, process_cpu, processes_cpu};
 #[cfg(feature = "phoenix")]
 pub use phoenix::Phoenix;
 #[cfg(feature = "recall")]

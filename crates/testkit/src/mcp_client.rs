@@ -87,10 +87,17 @@ impl McpHttp {
         self
     }
 
-    /// The protocol version to ask for in `initialize` and send in `MCP-Protocol-Version`.
+    /// The protocol version to ask for in `initialize` and send in `MCP-Protocol-Version`
+    /// (`2026-07-28` or later: no `initialize`; each request carries it in `_meta`).
     pub fn with_protocol(mut self, version: impl Into<String>) -> Self {
         self.protocol = version.into();
         self
+    }
+
+    /// Whether the protocol is 2026-07-28 or later: no handshake, and every request carries the
+    /// client's protocol version and capabilities itself.
+    fn stateless_protocol(&self) -> bool {
+        self.protocol.as_str() >= "2026-07-28"
     }
 
     /// The session the server gave, if any.
@@ -116,6 +123,16 @@ impl McpHttp {
         }
         if let Some(session) = &self.session {
             req = req.header("Mcp-Session-Id", session);
+        }
+        if self.stateless_protocol() {
+            // Protocol 2026-07-28 names the method and the tool in headers, so a balancer can
+            // route without reading the body.
+            if let Some(method) = body["method"].as_str() {
+                req = req.header("Mcp-Method", method);
+            }
+            if let Some(name) = body["params"]["name"].as_str() {
+                req = req.header("Mcp-Name", name);
+            }
         }
         let response = req
             .send()
@@ -186,15 +203,23 @@ impl McpHttp {
     }
 
     /// Call `tool` with `args`: its structured answer with `is_error` added (a tool error is an
-    /// answer, not an `Err`), or why the call did not complete.
+    /// answer, not an `Err`), or why the call did not complete. Before protocol 2026-07-28 the
+    /// first call initializes; from it on, no call does (each request says who is asking).
     pub async fn call(&mut self, tool: &str, args: Value) -> Result<Value, McpCallError> {
-        if !self.initialized {
+        let mut params = json!({"name": tool, "arguments": args});
+        if self.stateless_protocol() {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": self.protocol,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo":
+                    {"name": "memloop-testkit", "version": env!("CARGO_PKG_VERSION")},
+            });
+        } else if !self.initialized {
             self.initialize().await?;
         }
         let id = self.next_id;
         self.next_id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": tool, "arguments": args}});
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         let (status, retry_after, _, text) = self.post(&body).await?;
         if status != 200 {
             if status == 404 && self.session.is_some() {

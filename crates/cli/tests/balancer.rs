@@ -1,0 +1,287 @@
+//! Replicas behind a real load balancer: HAProxy (Debian's `haproxy`; `.ci/run` installs it)
+//! round-robin per request in front of three `memloop mcp --http` processes on one PostgreSQL
+//! schema, health-checking `/health`.
+//!
+//! - One client's requests on one keep-alive connection are answered by every replica in turn.
+//! - The MCP Python SDK works through it: 1.x (protocol 2025-06-18, with the handshake) and 2.x
+//!   in both the protocols it speaks (2026-07-28, stateless; and the handshake of 2025-11-25).
+//! - The load client works through it, in both protocol eras, and when one replica is killed
+//!   (SIGKILL) under load no acknowledged save is lost and none lands twice: each save carries
+//!   an idempotency key and is retried with it.
+//! - A save acknowledged by one replica is found by a search answered by another.
+#![cfg(all(unix, feature = "postgres"))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+#[path = "support/replicas.rs"]
+mod replicas;
+
+use memloop_testkit::{
+    LoadOp, LoadPlan, LoadProgress, McpHttp, read_back, read_your_writes, run_load, skip_unless_ci,
+};
+use replicas::{Haproxy, Schema, Server, admin, haproxy_available};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+const TOKEN: &str = "balancer-token-0123456789abcdef";
+
+/// Three replicas on one schema, HAProxy in front, a project under the served root.
+struct Deployment {
+    replicas: Vec<Server>,
+    haproxy: Haproxy,
+    project: PathBuf,
+    schema: Schema,
+    _tmp: tempfile::TempDir,
+}
+
+impl Deployment {
+    async fn start() -> Option<Self> {
+        if !haproxy_available() {
+            skip_unless_ci("haproxy is not installed (`.ci/run` installs Debian's haproxy)");
+            return None;
+        }
+        let schema = Schema::new("balancer").await;
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (root, home) = (base.join("root"), base.join("home"));
+        let project = root.join("billing-service");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let tokens = base.join("tokens");
+        std::fs::write(&tokens, format!("{TOKEN}\n")).unwrap();
+        let tokens = tokens.to_str().unwrap().to_owned();
+        // No rate limit: the load below is one token, spread over three replicas.
+        let extra = ["--token-file", &tokens, "--token-rate", "0"];
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let mut replicas = Vec::new();
+        for _ in 0..3 {
+            replicas.push(Server::start_with(&schema.url(), &root, &home, any, &extra).await);
+        }
+        let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+        let haproxy = Haproxy::start(&base, &addrs).await;
+        Some(Self {
+            replicas,
+            haproxy,
+            project,
+            schema,
+            _tmp: tmp,
+        })
+    }
+
+    fn project(&self) -> String {
+        self.project.to_str().unwrap().to_owned()
+    }
+
+    fn client(&self, url: &str, protocol: &str) -> McpHttp {
+        McpHttp::new(url).with_token(TOKEN).with_protocol(protocol)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_keep_alive_client_is_answered_by_every_replica_in_turn() {
+    let Some(d) = Deployment::start().await else {
+        return;
+    };
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap();
+    let mut answered = Vec::new();
+    for id in 0..6 {
+        let r = http
+            .post(d.haproxy.url())
+            .bearer_auth(TOKEN)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-06-18")
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let replica = r.headers()["x-replica"].to_str().unwrap().to_owned();
+        assert!(r.text().await.unwrap().contains("context_save"));
+        answered.push(replica);
+    }
+    // Round-robin per request, not per connection: three distinct replicas, each twice.
+    let mut distinct = answered.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct, ["r0", "r1", "r2"], "{answered:?}");
+    assert_ne!(answered[0], answered[1], "{answered:?}");
+}
+
+/// Run `script` with `python` against the balancer; false when the SDK is not installed there.
+async fn python(python: &str, script: &str, d: &Deployment, extra: &[&str]) -> bool {
+    let probe = tokio::process::Command::new(python)
+        .args(["-c", "import mcp"])
+        .output()
+        .await;
+    if !probe.is_ok_and(|o| o.status.success()) {
+        return false;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../mcp/tests/python")
+        .join(script);
+    let out = tokio::process::Command::new(python)
+        .arg(&script)
+        .arg(d.haproxy.url())
+        .arg(TOKEN)
+        .arg(d.project())
+        .args(extra)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{} {extra:?} failed through HAProxy:\nstdout: {}\nstderr: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_works_through_haproxy_in_every_protocol_it_speaks() {
+    let Some(d) = Deployment::start().await else {
+        return;
+    };
+    let v1 = std::env::var("MEMLOOP_MCP_PYTHON").unwrap_or_else(|_| "python3".into());
+    if !python(&v1, "http_session.py", &d, &[]).await {
+        skip_unless_ci(format!(
+            "the MCP Python SDK 1.x is not available (`.ci/run` installs it; MEMLOOP_MCP_PYTHON={v1})"
+        ));
+    }
+    let v2 = std::env::var("MEMLOOP_MCP2_PYTHON").unwrap_or_else(|_| "python3".into());
+    for mode in ["2026-07-28", "legacy"] {
+        if !python(&v2, "http_client_v2.py", &d, &[mode]).await {
+            skip_unless_ci(format!(
+                "the MCP Python SDK 2.x is not available (`.ci/run` installs it; MEMLOOP_MCP2_PYTHON={v2})"
+            ));
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_load_client_works_through_haproxy_in_both_protocol_eras() {
+    let Some(d) = Deployment::start().await else {
+        return;
+    };
+    for protocol in ["2025-06-18", "2026-07-28"] {
+        let plan = LoadPlan {
+            url: d.haproxy.url(),
+            token: Some(TOKEN.into()),
+            protocol: protocol.into(),
+            projects: vec![d.project()],
+            clients: 4,
+            mix: LoadOp::parse_mix("search=2,save=1,load=1,manage=1").unwrap(),
+            duration: Duration::from_secs(120),
+            operations_per_client: Some(15),
+        };
+        let report = run_load(plan, Arc::new(LoadProgress::default())).await;
+        assert!(report.errors.is_empty(), "{protocol}: {:?}", report.errors);
+        assert_eq!(report.operations(), 60, "{protocol}");
+        assert_eq!(report.saved.len(), 12, "{protocol}");
+        let back = read_back(&mut d.client(&d.haproxy.url(), protocol), &report.saved).await;
+        assert!(back.lost.is_empty(), "{protocol}: lost {:?}", back.lost);
+        assert!(
+            back.duplicated.is_empty(),
+            "{protocol}: {:?}",
+            back.duplicated
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_under_load_loses_no_acknowledged_save_and_doubles_none() {
+    let Some(mut d) = Deployment::start().await else {
+        return;
+    };
+    let plan = LoadPlan {
+        url: d.haproxy.url(),
+        token: Some(TOKEN.into()),
+        protocol: "2025-06-18".into(),
+        projects: vec![d.project()],
+        clients: 8,
+        mix: LoadOp::parse_mix("search=1,save=1").unwrap(),
+        duration: Duration::from_secs(300),
+        operations_per_client: Some(40),
+    };
+    let progress = Arc::new(LoadProgress::default());
+    let load = tokio::spawn(run_load(plan, progress.clone()));
+    // Once a fifth of the saves are acknowledged, SIGKILL one replica: its requests in flight
+    // get no answer, and HAProxy marks it down after its health checks fail.
+    progress.saves_reach(32).await;
+    d.replicas[1].child.kill().await.unwrap();
+    let report = load.await.unwrap();
+
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.saved.len(), 160);
+    let back = read_back(&mut d.client(&d.haproxy.url(), "2025-06-18"), &report.saved).await;
+    assert!(back.lost.is_empty(), "lost: {:?}", back.lost);
+    assert!(back.duplicated.is_empty(), "twice: {:?}", back.duplicated);
+
+    // In the database: one row per acknowledged save, written once (version 1), and no row
+    // the load wrote that nobody acknowledged twice over.
+    let db = admin().await;
+    for entry in &report.saved {
+        let rows = db
+            .query(
+                &format!(
+                    "SELECT version FROM {}.memloop_memories WHERE body LIKE $1",
+                    d.schema.name
+                ),
+                &[&format!("%{}%", entry.marker)],
+            )
+            .await
+            .unwrap();
+        let versions: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        assert_eq!(versions, [1], "{}", entry.marker);
+    }
+    let load_rows: i64 = db
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {}.memloop_memories WHERE name LIKE 'load lc%'",
+                d.schema.name
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(load_rows, 160);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_save_answered_by_one_replica_is_found_through_another() {
+    let Some(d) = Deployment::start().await else {
+        return;
+    };
+    for protocol in ["2025-06-18", "2026-07-28"] {
+        for (w, r) in [(0, 1), (1, 2), (2, 0)] {
+            let mut write = d.client(&d.replicas[w].url(), protocol);
+            let mut read = d.client(&d.replicas[r].url(), protocol);
+            // Read once first: the reading replica has the project's caches open and must
+            // follow the other replica's write.
+            read.call(
+                "context_search",
+                json!({"project_path": d.project(), "query": "anything"}),
+            )
+            .await
+            .unwrap();
+            let delays = read_your_writes(
+                &mut write,
+                &mut read,
+                &d.project(),
+                10,
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{protocol} r{w} -> r{r}: {e}"));
+            assert_eq!(delays.len(), 10);
+        }
+    }
+}
