@@ -129,12 +129,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let total = report.operations();
     let elapsed = report.elapsed.as_secs_f64();
     println!(
-        "{} clients, {elapsed:.1} s, mix {}: {total} operations, {:.0} ops/s, {} retries ({} after 429)",
+        "{} clients, {elapsed:.1} s, mix {}: {total} operations, {:.0} ops/s, {} retries ({} after 429), {} saves replayed from their key",
         args.clients,
         args.mix,
         total as f64 / elapsed,
         report.retries,
-        report.limited
+        report.limited,
+        report.replayed
     );
     println!("| operation | done | errors | ops/s | p50 | p99 |");
     println!("|---|---|---|---|---|---|");

@@ -147,6 +147,9 @@ pub struct LoadReport {
     pub retries: usize,
     /// Of those, the ones after a 429.
     pub limited: usize,
+    /// Saves answered with the outcome of an earlier attempt with the same idempotency key
+    /// (`"replayed": true`): an attempt whose answer was lost had landed.
+    pub replayed: usize,
 }
 
 impl LoadReport {
@@ -165,6 +168,7 @@ impl LoadReport {
         self.saved.extend(other.saved);
         self.retries += other.retries;
         self.limited += other.limited;
+        self.replayed += other.replayed;
     }
 }
 
@@ -263,6 +267,9 @@ async fn client(
             Ok(v) if v["is_error"] == false => {
                 log.latencies.entry(op).or_default().push(started.elapsed());
                 if op == LoadOp::Save {
+                    if v["replayed"] == true {
+                        log.replayed += 1;
+                    }
                     log.saved.push(SavedEntry {
                         project: project.clone(),
                         marker,

@@ -107,15 +107,15 @@ impl Server {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut said = Vec::new();
         let addr = loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("server exited before serving");
+            let Some(line) = lines.next_line().await.unwrap() else {
+                panic!("server exited before serving:\n{}", said.join("\n"));
+            };
             if let Some(rest) = line.strip_prefix("memloop: serving MCP on http://") {
                 break rest.trim_end_matches("/mcp").parse().unwrap();
             }
+            said.push(line);
         };
         // Keep draining stderr so the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
@@ -159,14 +159,67 @@ pub fn haproxy_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// A TCP proxy to `upstream` that loses every answer: it passes each request on, waits until the
+/// server starts answering (so the request was carried out) and then closes the client's
+/// connection without a byte of the answer, as a replica killed between its commit and its
+/// reply would. Its address.
+pub async fn answer_dropper(upstream: SocketAddr) -> SocketAddr {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let (mut client_read, _client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let forward = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+                });
+                let mut first = [0u8; 1];
+                let _ = server_read.read(&mut first).await;
+                forward.abort();
+                // Dropping both halves closes the client's connection unanswered.
+            });
+        }
+    });
+    addr
+}
+
+/// A backend of [`Haproxy`]: where requests go, and where its health is checked (the same
+/// server unless a proxy such as [`answer_dropper`] stands in front of it).
+#[derive(Debug, Clone, Copy)]
+pub struct Backend {
+    pub traffic: SocketAddr,
+    pub health: SocketAddr,
+}
+
+impl From<SocketAddr> for Backend {
+    fn from(addr: SocketAddr) -> Self {
+        Self {
+            traffic: addr,
+            health: addr,
+        }
+    }
+}
+
 impl Haproxy {
     /// Start HAProxy in the foreground with a configuration written under `dir`.
-    pub async fn start(dir: &Path, replicas: &[SocketAddr]) -> Self {
+    pub async fn start(dir: &Path, backends: &[Backend]) -> Self {
         let port = free_port();
-        let servers: String = replicas
+        let servers: String = backends
             .iter()
             .enumerate()
-            .map(|(i, a)| format!("    server r{i} {a} check\n"))
+            .map(|(i, b)| {
+                format!(
+                    "    server r{i} {} check addr {} port {}\n",
+                    b.traffic,
+                    b.health.ip(),
+                    b.health.port()
+                )
+            })
             .collect();
         let config = format!(
             "global\n\

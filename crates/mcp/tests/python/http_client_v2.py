@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 
 def payload(result):
-    assert not result.isError, f"tool error: {result.content}"
+    assert not result.is_error, f"tool error: {result.content}"
     assert result.content, "tool result has no content"
     return json.loads(result.content[0].text)
 
