@@ -10,6 +10,8 @@
 //! - [`shared_data`], [`under_ci`], [`skip_unless_ci`]: tests that read external data sets or
 //!   tools, skipped outside CI and failing under CI when what they need is missing;
 //! - [`fifo`]: a named pipe where a file was expected;
+//! - [`harmless_text`]: memory text that talks about passwords without holding one (the secret
+//!   filter's worst case that it lets through);
 //! - `Echo` (feature `model`): a read-only tool named `echo` that answers with its input;
 //! - `MapStore` (feature `store`, on memloop-store alone): an in-memory `MemoryStore` that
 //!   passes the store conformance suite, and `WriteOutcome`, what the write rules say of a write;
@@ -18,7 +20,11 @@
 //! - `Phoenix` (feature `phoenix`, on no memloop crate): a real Arize Phoenix server for a test,
 //!   and its spans read back;
 //! - `McpHttp` (feature `mcp-client`, on no memloop crate): an MCP client over Streamable HTTP,
-//!   with or without sessions, cheap enough to load a server with.
+//!   with or without sessions, cheap enough to load a server with;
+//! - `json_server` and `embeddings_server` (feature `json-server`, on no memloop crate):
+//!   loopback servers answering JSON from a closure, one in the OpenAI `/v1/embeddings` shape;
+//! - `hub_server` (feature `hub-server`, on no memloop crate): a loopback server in the Hugging
+//!   Face Hub's URL shape, for tests of model fetching.
 //!
 //! Each feature pulls only its own area's crates: a store backend's tests take `store` without
 //! building the agent loop.
@@ -45,6 +51,10 @@ mod context;
 #[cfg(feature = "model")]
 mod echo;
 mod fs;
+#[cfg(feature = "hub-server")]
+mod hub_server;
+#[cfg(feature = "json-server")]
+mod json_server;
 #[cfg(feature = "mcp-client")]
 mod mcp_client;
 #[cfg(feature = "phoenix")]
@@ -55,6 +65,7 @@ mod recall;
 mod scripted;
 #[cfg(feature = "store")]
 mod store;
+mod text;
 
 pub use ci::{shared_data, skip_unless_ci, under_ci};
 #[cfg(feature = "model")]
@@ -62,6 +73,10 @@ pub use context::{hook_context, tool_context};
 #[cfg(feature = "model")]
 pub use echo::Echo;
 pub use fs::fifo;
+#[cfg(feature = "hub-server")]
+pub use hub_server::{HubRequests, hub_server};
+#[cfg(feature = "json-server")]
+pub use json_server::{embeddings_server, json_server};
 #[cfg(feature = "mcp-client")]
 pub use mcp_client::{McpCallError, McpHttp};
 #[cfg(feature = "phoenix")]
@@ -72,3 +87,4 @@ pub use recall::WaitForRecall;
 pub use scripted::{ScriptStep, ScriptedModel};
 #[cfg(feature = "store")]
 pub use store::{MapStore, WriteOutcome};
+pub use text::harmless_text;
