@@ -4,19 +4,26 @@
 #![cfg(feature = "providers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../crates/providers/tests/support/mod.rs"]
-mod support;
-
 use memloop::MemorySetup;
 use memloop::compact::CompactConfig;
 use memloop::core::{Agent, AgentConfig};
 use memloop::host::env::EnvVars;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::providers::{AnthropicConfig, AnthropicModel};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-use support::anthropic_at;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The Anthropic provider pointed at the loopback `server`: one attempt per request, a 5 s
+/// timeout.
+fn anthropic(server: &MockServer) -> AnthropicModel {
+    let mut config = AnthropicConfig::new("sk-ant-test", "claude-sonnet-4-5");
+    config.base_url = server.uri();
+    config.retry.max_attempts = 1;
+    config.timeout = Some(Duration::from_secs(5));
+    AnthropicModel::new(config).unwrap()
+}
 
 /// Which agent sent a request, told by the prompt its last user message ends with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -321,11 +328,10 @@ async fn every_memory_fork_sends_the_parents_request_prefix_byte_for_byte() {
 
     // The dream's session gate opens in the sixth session (see tests/setup.rs).
     for session in 1..=6 {
-        let builder =
-            Agent::builder(Arc::new(anthropic_at(&server.uri(), 1))).config(AgentConfig {
-                cwd: project.path().to_path_buf(),
-                ..AgentConfig::default()
-            });
+        let builder = Agent::builder(Arc::new(anthropic(&server))).config(AgentConfig {
+            cwd: project.path().to_path_buf(),
+            ..AgentConfig::default()
+        });
         let mut agent = memory.attach(builder).unwrap().build();
         agent
             .run_turn(format!(

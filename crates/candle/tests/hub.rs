@@ -201,7 +201,7 @@ async fn a_known_model_without_prompts_gets_its_own() {
 mod fetch {
     use super::*;
     use memloop_candle::{FetchOptions, fetch};
-    use support::hub_server::hub_server;
+    use memloop_testkit::hub_server;
 
     fn options(cache: &Path, endpoint: &str) -> FetchOptions {
         let mut options = FetchOptions::from_env(&env(&[
@@ -218,7 +218,7 @@ mod fetch {
         let Some(e5) = model_dir(E5_ENV) else { return };
         let repo = "intfloat/multilingual-e5-small";
         // The converted fixture served as the Hub serves the real model.
-        let (url, seen) = hub_server(repo, e5.clone(), &[]).await;
+        let (url, seen) = hub_server(repo, e5.clone(), &[]).await.unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("hub");
         let options = options(&cache, &url);
@@ -281,7 +281,8 @@ mod fetch {
             e5.clone(),
             &["tokenizer.json"],
         )
-        .await;
+        .await
+        .unwrap();
         let options = options(&cache, &url);
         let err = fetch("nobody/nothing", &options)
             .await

@@ -911,7 +911,7 @@ fn an_e5_endpoint_gets_query_and_passage_prefixes_from_embed_prefixes() {
     s.seed();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let record = seen.clone();
-    let url = embeddings::embeddings_server(move |text| {
+    let url = memloop_testkit::embeddings_server(move |text| {
         record.lock().unwrap().push(text.to_owned());
         match text
             .strip_prefix("query: ")
@@ -921,7 +921,8 @@ fn an_e5_endpoint_gets_query_and_passage_prefixes_from_embed_prefixes() {
             Some(_) => vec![0.0, 1.0, 0.1],
             None => vec![0.0, 0.0, 1.0],
         }
-    });
+    })
+    .unwrap();
     let search = |prefixes: &str| {
         s.mem_run(&[
             "memory",
@@ -991,7 +992,7 @@ fn embed_roles_tell_the_endpoint_queries_from_memories() {
     // (model, input_type, text) of every text sent.
     let seen: Arc<Mutex<Vec<(Value, Value, String)>>> = Arc::default();
     let record = seen.clone();
-    let url = embeddings::json_server(move |request: Value| {
+    let url = memloop_testkit::json_server(move |request: Value| {
         let role = match (request["input_type"].as_str(), request["model"].as_str()) {
             (Some(t), _) => Some(t.to_owned()),
             (None, Some(m)) if m.ends_with("-query") || m.ends_with("-passage") => {
@@ -1024,7 +1025,8 @@ fn embed_roles_tell_the_endpoint_queries_from_memories() {
             })
             .collect();
         json!({"object": "list", "data": data, "model": request["model"]})
-    });
+    })
+    .unwrap();
     let search = |extra: &[&str]| {
         let mut args = vec![
             "memory",
@@ -1369,7 +1371,7 @@ fn consolidating_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUs
     use std::sync::atomic::Ordering;
     let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = count.clone();
-    let url = embeddings::json_server(move |_request| {
+    let url = memloop_testkit::json_server(move |_request| {
         let n = seen.fetch_add(1, Ordering::SeqCst);
         let (content, stop) = if n == 0 {
             (
@@ -1391,7 +1393,8 @@ fn consolidating_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUs
             "model": "loopback", "content": content, "stop_reason": stop,
             "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 5}
         })
-    });
+    })
+    .unwrap();
     (url, count)
 }
 
@@ -1509,11 +1512,6 @@ fn a_terminal_sees_control_characters_not_escape_sequences() {
     assert!(listed.contains("метка ␛]0;pwned␇ ␛[2J конец"), "{listed:?}");
 }
 
-/// The loopback Hub of memloop-candle's fetch tests.
-#[cfg(feature = "candle")]
-#[path = "../../candle/tests/support/hub_server.rs"]
-mod hub_server;
-
 #[cfg(feature = "candle")]
 #[test]
 fn a_fetched_model_makes_search_find_memories_across_languages() {
@@ -1527,11 +1525,13 @@ fn a_fetched_model_makes_search_find_memories_across_languages() {
         return;
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (url, _) = runtime.block_on(hub_server::hub_server(
-        "intfloat/multilingual-e5-small",
-        PathBuf::from(e5),
-        &[],
-    ));
+    let (url, _) = runtime
+        .block_on(memloop_testkit::hub_server(
+            "intfloat/multilingual-e5-small",
+            PathBuf::from(e5),
+            &[],
+        ))
+        .unwrap();
     let s = Sandbox::new();
     s.seed();
     s.write_memory(

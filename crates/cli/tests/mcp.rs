@@ -18,9 +18,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const BIN: &str = env!("CARGO_BIN_EXE_memloop");
 
-#[path = "support/embeddings.rs"]
-mod loopback;
-
 /// A project dir and a `MEMLOOP_HOME`, both temporary.
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -732,11 +729,11 @@ async fn a_killed_server_leaves_its_pending_summary_to_the_next_one() {
             .contains("memloop:summary pending")
     );
 
-    let up = loopback::json_server(|_| {
+    let up = memloop_testkit::json_server(|_| {
         let text = json!({"abstract": "Job queue: NATS", "overview": "NATS runs the job queue; Kafka was rejected as too heavy."}).to_string();
         json!({"id": "c", "model": "local", "choices": [{"index": 0, "finish_reason": "stop",
                "message": {"role": "assistant", "content": text}}]})
-    });
+    }).unwrap();
     let mut second = server_command(&fx);
     second.args(["--summary-fallback-url", &format!("{up}/v1")]);
     let client = ().serve(TokioChildProcess::new(second).unwrap()).await.unwrap();

@@ -4,7 +4,8 @@
 //! hold the server's debug lines.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::{Value, json};
+use memloop_testkit::{McpCallError, McpHttp};
+use serde_json::json;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -79,139 +80,72 @@ async fn start(
     (child, url, log, reader)
 }
 
-fn message_of(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|_| {
-        body.lines()
-            .rev()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .find_map(|d| serde_json::from_str(d.trim()).ok())
-            .unwrap_or(Value::Null)
-    })
-}
-
-/// POST `body` with `token` (and the session id): the status, the session id, the message.
-async fn post(
-    url: &str,
-    token: &str,
-    session: Option<&str>,
-    body: &Value,
-) -> (u16, Option<String>, Value) {
-    let mut req = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(token)
-        .header("Accept", "application/json, text/event-stream")
-        .json(body);
-    if let Some(s) = session {
-        req = req.header("Mcp-Session-Id", s);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    let id = r
-        .headers()
-        .get("mcp-session-id")
-        .map(|v| v.to_str().unwrap().to_owned());
-    (status, id, message_of(&r.text().await.unwrap()))
-}
-
-/// A refused token, then a session that saves, searches, loads and updates a memory.
+/// A refused token, then a session that saves, searches, loads and updates a memory, and sends
+/// client text the MCP library logs verbatim.
 async fn exercise(url: &str, project: &Path) {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-03-26", "capabilities": {},
-        "clientInfo": {"name": "logs", "version": "0"}}});
-    let (status, _, _) = post(url, WRONG, None, &init).await;
-    assert_eq!(status, 401);
-    let (status, session, _) = post(url, TOKEN, None, &init).await;
-    assert_eq!(status, 200);
+    let refused = McpHttp::new(url)
+        .with_token(WRONG)
+        .with_protocol("2025-03-26")
+        .initialize()
+        .await;
+    assert!(
+        matches!(refused, Err(McpCallError::Status { status: 401, .. })),
+        "{refused:?}"
+    );
     // Stateless by default: no session id comes back, and each request stands alone.
-    let session = session.unwrap_or_default();
-    let session = Some(session.as_str()).filter(|s| !s.is_empty());
-    post(
-        url,
-        TOKEN,
-        session,
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
+    let mut client = McpHttp::new(url)
+        .with_token(TOKEN)
+        .with_protocol("2025-03-26");
+    client.initialize().await.unwrap();
     let p = project.to_string_lossy();
-    let call = |id: u64, tool: &str, args: Value| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": tool, "arguments": args}})
-    };
-    let (_, _, saved) = post(
-        url,
-        TOKEN,
-        session,
-        &call(
-            1,
+    let saved = client
+        .call(
             "context_save",
             json!({"project_path": p, "idempotency_key": "log-test-1", "entries": [
                 {"type": "knowledge", "title": TITLE, "content": BODY}]}),
-        ),
-    )
-    .await;
-    let result = &saved["result"]["structuredContent"];
-    assert_eq!(result["written"], 1, "{saved}");
-    let path = result["results"][0]["path"].as_str().unwrap().to_owned();
-    let version = result["results"][0]["version"].clone();
-    let (_, _, found) = post(
-        url,
-        TOKEN,
-        session,
-        &call(
-            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(saved["written"], 1, "{saved}");
+    let path = saved["results"][0]["path"].as_str().unwrap().to_owned();
+    let version = saved["results"][0]["version"].clone();
+    let found = client
+        .call(
             "context_search",
             json!({"project_path": p, "query": "quokka marmalade", "detail": "full"}),
-        ),
-    )
-    .await;
+        )
+        .await
+        .unwrap();
     assert!(
         found.to_string().contains("Quokka-marmalade-7731"),
         "{found}"
     );
-    post(
-        url,
-        TOKEN,
-        session,
-        &call(
-            3,
-            "context_load",
-            json!({"project_path": p, "detail": "full"}),
-        ),
-    )
-    .await;
-    let (_, _, updated) = post(
-        url,
-        TOKEN,
-        session,
-        &call(
-            4,
+    client
+        .call("context_load", json!({"project_path": p, "detail": "full"}))
+        .await
+        .unwrap();
+    let updated = client
+        .call(
             "context_manage",
             json!({"project_path": p, "action": "update", "target": path,
                    "content": UPDATED, "expected_version": version}),
-        ),
-    )
-    .await;
-    assert_eq!(
-        updated["result"]["isError"], false,
-        "the update failed: {updated}"
-    );
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated["is_error"], false, "the update failed: {updated}");
     // Client text that the MCP library logs verbatim (an unknown method, a resource URI):
     // credentials in it never reach the log, whatever the level.
-    post(
-        url,
-        TOKEN,
-        session,
-        &json!({"jsonrpc": "2.0", "id": 5, "method": format!("tools/{CLIENT_KEY}")}),
-    )
-    .await;
-    post(
-        url,
-        TOKEN,
-        session,
-        &json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
-                "params": {"uri": format!("memloop://project/{CLIENT_KEY}/MEMORY.md")}}),
-    )
-    .await;
+    client
+        .request(&format!("tools/{CLIENT_KEY}"), json!({}))
+        .await
+        .unwrap();
+    client
+        .request(
+            "resources/read",
+            json!({"uri": format!("memloop://project/{CLIENT_KEY}/MEMORY.md")}),
+        )
+        .await
+        .unwrap();
 }
 
 /// An AWS access key id a client puts in a method name and a resource URI.

@@ -9,8 +9,6 @@
 //! `MEMLOOP_TEST_LOCAL_LLM=http://127.0.0.1:8089/v1` (see the README).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../cli/tests/support/embeddings.rs"]
-mod loopback;
 mod support;
 
 use async_trait::async_trait;
@@ -55,11 +53,12 @@ fn entry_of(request: &Value) -> String {
 fn server(answer: impl Fn(&Value) -> String + Send + 'static) -> (String, Arc<Mutex<Vec<Value>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    let url = loopback::json_server(move |request: Value| {
+    let url = memloop_testkit::json_server(move |request: Value| {
         let text = answer(&request);
         log.lock().unwrap().push(request);
         chat(&text)
-    });
+    })
+    .unwrap();
     (format!("{url}/v1"), seen)
 }
 

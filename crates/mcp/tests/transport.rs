@@ -206,7 +206,7 @@ async fn duplicate_ids_in_flight(sessions: bool) {
         let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string();
         let (status, body) = raw(&url, OWNER, None, reqwest::Method::POST, Some(list)).await;
         assert_eq!(status, 200, "{body}");
-        let answer = support::http_message(&body);
+        let answer = memloop_testkit::McpHttp::message(&body);
         assert_eq!(answer["id"], 7, "{body}");
         assert!(answer["result"]["tools"].is_array(), "{body}");
         release.notify_one();

@@ -31,6 +31,7 @@ pub mod http;
 mod naming;
 pub mod openai;
 mod openai_embed;
+mod openai_endpoint;
 mod openai_wire;
 mod pick;
 pub mod retry;

@@ -19,14 +19,14 @@
 //! `data: [DONE]`. A chunk holding `error` ends the stream with [`ModelError::Stream`].
 
 use super::http::HttpTransport;
+use super::openai_endpoint::{EnvEndpoint, bearer_transport};
 use super::openai_wire::{BodyOptions, StreamDecoder, build_body, make_streaming, parse_response};
 use super::retry::RetryPolicy;
-use super::settings::{ProviderError, non_empty, secret_header, setting};
+use super::settings::{ProviderError, non_empty, setting};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use memloop_core::model::{Model, ModelError, ModelRequest, ModelResponse, StreamEvent};
 use memloop_host::env::EnvVars;
-use reqwest::header::{AUTHORIZATION, HeaderMap};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -100,19 +100,15 @@ impl OpenAiConfig {
     /// From `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `OPENAI_MODEL`
     /// (default [`DEFAULT_MODEL`]). The key is required only for the default (OpenAI) endpoint.
     pub fn from_env_with(vars: &EnvVars) -> Result<Self, ProviderError> {
-        let env = |name: &str| setting(vars, name);
-        let base = env("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        let model = env("OPENAI_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_owned());
-        let mut config = Self::new(base, model);
-        config.api_key = env("OPENAI_API_KEY");
-        if config.api_key.is_none() && config.base_url.contains("api.openai.com") {
-            return Err(ProviderError::MissingEnv {
-                provider: "openai",
-                var: "OPENAI_API_KEY",
-                hint: "export your OpenAI key, or set OPENAI_BASE_URL to a local server \
-                       (llama.cpp, vLLM, Ollama) that needs none",
-            });
-        }
+        let endpoint = EnvEndpoint::read(
+            vars,
+            &["OPENAI_BASE_URL"],
+            "export your OpenAI key, or set OPENAI_BASE_URL to a local server \
+             (llama.cpp, vLLM, Ollama) that needs none",
+        )?;
+        let model = setting(vars, "OPENAI_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+        let mut config = Self::new(endpoint.base_url, model);
+        config.api_key = endpoint.api_key;
         Ok(config)
     }
 }
@@ -129,17 +125,10 @@ impl OpenAiCompatModel {
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
         non_empty("the OpenAI base URL", &config.base_url)?;
         non_empty("the OpenAI model name", &config.model)?;
-        let mut headers = HeaderMap::new();
-        if let Some(key) = config.api_key.as_deref().filter(|k| !k.trim().is_empty()) {
-            headers.insert(
-                AUTHORIZATION,
-                secret_header("API key", &format!("Bearer {key}"))?,
-            );
-        }
-        let http = HttpTransport::new(
+        let http = bearer_transport(
             &config.base_url,
             "/chat/completions",
-            headers,
+            config.api_key.as_deref(),
             config.retry.clone(),
             config.timeout,
         )?;

@@ -8,14 +8,13 @@
 //! are the chat providers' own.
 
 use super::http::{HttpTransport, parse_body};
-use super::openai::DEFAULT_BASE_URL;
+use super::openai_endpoint::{EnvEndpoint, bearer_transport};
 use super::retry::RetryPolicy;
-use super::settings::{ProviderError, non_empty, secret_header, setting};
+use super::settings::{ProviderError, non_empty, setting};
 use async_trait::async_trait;
 use memloop_core::embed::{EmbedError, Embedder, normalize};
 use memloop_core::model::ModelError;
 use memloop_host::env::EnvVars;
-use reqwest::header::{AUTHORIZATION, HeaderMap};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -180,7 +179,7 @@ impl OpenAiEmbedConfig {
         Self::from_env_with(&EnvVars::from_process())
     }
 
-    /// From `OPENAI_EMBEDDINGS_BASE_URL` (else `OPENAI_BASE_URL`, else [`DEFAULT_BASE_URL`]),
+    /// From `OPENAI_EMBEDDINGS_BASE_URL` (else `OPENAI_BASE_URL`, else [`DEFAULT_BASE_URL`](crate::openai::DEFAULT_BASE_URL)),
     /// `OPENAI_EMBEDDINGS_MODEL` (default [`DEFAULT_EMBEDDING_MODEL`]) and `OPENAI_API_KEY`
     /// (required for `api.openai.com` only).
     ///
@@ -195,22 +194,16 @@ impl OpenAiEmbedConfig {
     /// assert_eq!(config.model, "nomic-embed-text");
     /// ```
     pub fn from_env_with(vars: &EnvVars) -> Result<Self, ProviderError> {
-        let env = |name: &str| setting(vars, name);
-        let base = env("OPENAI_EMBEDDINGS_BASE_URL")
-            .or_else(|| env("OPENAI_BASE_URL"))
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        let model =
-            env("OPENAI_EMBEDDINGS_MODEL").unwrap_or_else(|| DEFAULT_EMBEDDING_MODEL.to_owned());
-        let mut config = Self::new(base, model);
-        config.api_key = env("OPENAI_API_KEY");
-        if config.api_key.is_none() && config.base_url.contains("api.openai.com") {
-            return Err(ProviderError::MissingEnv {
-                provider: "openai",
-                var: "OPENAI_API_KEY",
-                hint: "export your OpenAI key, or set OPENAI_EMBEDDINGS_BASE_URL to a local \
-                       server (Ollama, vLLM, llama.cpp --embedding) that needs none",
-            });
-        }
+        let endpoint = EnvEndpoint::read(
+            vars,
+            &["OPENAI_EMBEDDINGS_BASE_URL", "OPENAI_BASE_URL"],
+            "export your OpenAI key, or set OPENAI_EMBEDDINGS_BASE_URL to a local \
+             server (Ollama, vLLM, llama.cpp --embedding) that needs none",
+        )?;
+        let model = setting(vars, "OPENAI_EMBEDDINGS_MODEL")
+            .unwrap_or_else(|| DEFAULT_EMBEDDING_MODEL.to_owned());
+        let mut config = Self::new(endpoint.base_url, model);
+        config.api_key = endpoint.api_key;
         Ok(config)
     }
 }
@@ -269,17 +262,10 @@ impl OpenAiEmbedder {
                 config.dimensions
             )));
         }
-        let mut headers = HeaderMap::new();
-        if let Some(key) = config.api_key.as_deref().filter(|k| !k.trim().is_empty()) {
-            headers.insert(
-                AUTHORIZATION,
-                secret_header("API key", &format!("Bearer {key}"))?,
-            );
-        }
-        let http = HttpTransport::new(
+        let http = bearer_transport(
             &config.base_url,
             "/embeddings",
-            headers,
+            config.api_key.as_deref(),
             config.retry.clone(),
             config.timeout,
         )?;

@@ -35,6 +35,20 @@ enum Confirm {
     Value,
 }
 
+impl Confirm {
+    /// Whether `m`, the match of a token shape or group 1 of a value pattern, is a credential.
+    /// An assignment is judged on all its groups ([`assignment_is_secret`]), not here.
+    fn accepts(self, m: &str) -> bool {
+        match self {
+            Self::Shape => !is_masked(m),
+            Self::Mixed => !is_masked(m) && mixed(m),
+            Self::AwsSecret => aws_secret(m),
+            Self::Value => !is_placeholder(m),
+            Self::Assignment => true,
+        }
+    }
+}
+
 /// Credential-like keys: the key may carry a prefix (`DB_PASSWORD`, `github.token`,
 /// `AWS_SECRET_ACCESS_KEY`) but must end with the credential word.
 const KEY: &str = r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|passcode|pwd|secret|token|(?:api|secret|access|private|account|signing|encryption|master)[_ -]?key|apikey|client[_-]?secret|credentials?)|(?:[A-Za-z0-9_.-]*[_.-])?(?:pass|pw|psw|pword)";
@@ -47,13 +61,83 @@ fn assignment() -> String {
     )
 }
 
+/// Vendor token families found by their prefix alone (each a [`Confirm::Shape`]), in the order
+/// they are tried.
+const VENDOR_TOKENS: &[(&str, &str)] = &[
+    (
+        "Stripe secret key",
+        r"(?-u:\b)[sr]k_(?:live|test)_[A-Za-z0-9]{6,}",
+    ),
+    ("Google API key", r"(?-u:\b)AIza[0-9A-Za-z_-]{20,}"),
+    ("npm token", r"(?-u:\b)npm_[A-Za-z0-9]{30,}(?-u:\b)"),
+    ("PyPI token", r"(?-u:\b)pypi-AgE[A-Za-z0-9_-]{40,}"),
+    ("Hugging Face token", r"(?-u:\b)hf_[A-Za-z0-9]{24,}(?-u:\b)"),
+    (
+        "SendGrid key",
+        r"(?-u:\b)SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
+    ),
+    (
+        "DigitalOcean token",
+        r"(?-u:\b)do[opr]_v1_[a-f0-9]{48,}(?-u:\b)",
+    ),
+    (
+        "Shopify token",
+        r"(?-u:\b)shp(?:at|ca|pa|ss)_[a-fA-F0-9]{24,}(?-u:\b)",
+    ),
+    ("Mailgun key", r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)"),
+    (
+        "Telegram bot token",
+        r"(?-u:\b)\d{8,10}:AA[A-Za-z0-9_-]{30,}(?-u:\b)",
+    ),
+    (
+        "Google OAuth token or client secret",
+        r"(?-u:\b)ya29\.[0-9A-Za-z_-]{20,}|(?-u:\b)GOCSPX-[A-Za-z0-9_-]{20,}",
+    ),
+    (
+        "Stripe webhook secret",
+        r"(?-u:\b)whsec_[A-Za-z0-9+/=]{16,}",
+    ),
+    ("Slack app token", r"(?-u:\b)xapp-\d-[A-Za-z0-9-]{20,}"),
+    (
+        "Notion token",
+        r"(?-u:\b)(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})(?-u:\b)",
+    ),
+    (
+        "Linear API key",
+        r"(?-u:\b)lin_api_[A-Za-z0-9]{32,}(?-u:\b)",
+    ),
+    (
+        "HashiCorp Vault token",
+        r"(?-u:\b)hv[sbr]\.[A-Za-z0-9_-]{24,}",
+    ),
+    (
+        "Doppler token",
+        r"(?-u:\b)dp\.(?:pt|st|ct|sa)\.[A-Za-z0-9]{40,}",
+    ),
+    ("Grafana token", r"(?-u:\b)gl(?:sa|c)_[A-Za-z0-9_+/=-]{32,}"),
+    ("New Relic key", r"(?-u:\b)NRAK-[A-Z0-9]{27}(?-u:\b)"),
+    (
+        "Postman key",
+        r"(?-u:\b)PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?-u:\b)",
+    ),
+    (
+        "age secret key",
+        r"(?-u:\b)AGE-SECRET-KEY-1[0-9A-Z]{58}(?-u:\b)",
+    ),
+    (
+        "Groq / xAI / Replicate key",
+        r"(?-u:\b)(?:gsk_[A-Za-z0-9]{40,}|xai-[A-Za-z0-9]{60,}|r8_[A-Za-z0-9]{30,})(?-u:\b)",
+    ),
+    ("Databricks token", r"(?-u:\b)dapi[a-f0-9]{32}(?-u:\b)"),
+];
+
 fn patterns() -> &'static [SecretPattern] {
     static PATTERNS: OnceLock<Vec<SecretPattern>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
         let assignment = assignment();
         // Vendor token families are found by their prefix with a tolerant length: a token a few
         // characters shorter or longer than the canonical one is still that token.
-        let raw: Vec<(&'static str, &str, Confirm)> = vec![
+        let leading: [(&'static str, &str, Confirm); 9] = [
             (
                 "private key block",
                 r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?:\r?\n[A-Za-z0-9+/=]+)*)|PuTTY-User-Key-File-\d[^\n]*(?:\n[^\n]+)*",
@@ -83,69 +167,11 @@ fn patterns() -> &'static [SecretPattern] {
                 Confirm::Shape,
             ),
             ("API key (sk-...)", r"(?-u:\b)sk-[A-Za-z0-9_-]{16,}", Confirm::Mixed),
-            (
-                "Stripe secret key",
-                r"(?-u:\b)[sr]k_(?:live|test)_[A-Za-z0-9]{6,}",
-                Confirm::Shape,
-            ),
-            ("Google API key", r"(?-u:\b)AIza[0-9A-Za-z_-]{20,}", Confirm::Shape),
-            ("npm token", r"(?-u:\b)npm_[A-Za-z0-9]{30,}(?-u:\b)", Confirm::Shape),
-            ("PyPI token", r"(?-u:\b)pypi-AgE[A-Za-z0-9_-]{40,}", Confirm::Shape),
-            ("Hugging Face token", r"(?-u:\b)hf_[A-Za-z0-9]{24,}(?-u:\b)", Confirm::Shape),
-            (
-                "SendGrid key",
-                r"(?-u:\b)SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
-                Confirm::Shape,
-            ),
-            ("DigitalOcean token", r"(?-u:\b)do[opr]_v1_[a-f0-9]{48,}(?-u:\b)", Confirm::Shape),
-            (
-                "Shopify token",
-                r"(?-u:\b)shp(?:at|ca|pa|ss)_[a-fA-F0-9]{24,}(?-u:\b)",
-                Confirm::Shape,
-            ),
-            ("Mailgun key", r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)", Confirm::Shape),
-            (
-                "Telegram bot token",
-                r"(?-u:\b)\d{8,10}:AA[A-Za-z0-9_-]{30,}(?-u:\b)",
-                Confirm::Shape,
-            ),
-            (
-                "Google OAuth token or client secret",
-                r"(?-u:\b)ya29\.[0-9A-Za-z_-]{20,}|(?-u:\b)GOCSPX-[A-Za-z0-9_-]{20,}",
-                Confirm::Shape,
-            ),
-            ("Stripe webhook secret", r"(?-u:\b)whsec_[A-Za-z0-9+/=]{16,}", Confirm::Shape),
-            ("Slack app token", r"(?-u:\b)xapp-\d-[A-Za-z0-9-]{20,}", Confirm::Shape),
-            (
-                "Notion token",
-                r"(?-u:\b)(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})(?-u:\b)",
-                Confirm::Shape,
-            ),
-            ("Linear API key", r"(?-u:\b)lin_api_[A-Za-z0-9]{32,}(?-u:\b)", Confirm::Shape),
-            (
-                "HashiCorp Vault token",
-                r"(?-u:\b)hv[sbr]\.[A-Za-z0-9_-]{24,}",
-                Confirm::Shape,
-            ),
-            ("Doppler token", r"(?-u:\b)dp\.(?:pt|st|ct|sa)\.[A-Za-z0-9]{40,}", Confirm::Shape),
-            (
-                "Grafana token",
-                r"(?-u:\b)gl(?:sa|c)_[A-Za-z0-9_+/=-]{32,}",
-                Confirm::Shape,
-            ),
-            ("New Relic key", r"(?-u:\b)NRAK-[A-Z0-9]{27}(?-u:\b)", Confirm::Shape),
-            (
-                "Postman key",
-                r"(?-u:\b)PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?-u:\b)",
-                Confirm::Shape,
-            ),
-            ("age secret key", r"(?-u:\b)AGE-SECRET-KEY-1[0-9A-Z]{58}(?-u:\b)", Confirm::Shape),
-            (
-                "Groq / xAI / Replicate key",
-                r"(?-u:\b)(?:gsk_[A-Za-z0-9]{40,}|xai-[A-Za-z0-9]{60,}|r8_[A-Za-z0-9]{30,})(?-u:\b)",
-                Confirm::Shape,
-            ),
-            ("Databricks token", r"(?-u:\b)dapi[a-f0-9]{32}(?-u:\b)", Confirm::Shape),
+        ];
+        let vendor = VENDOR_TOKENS
+            .iter()
+            .map(|&(name, re)| (name, re, Confirm::Shape));
+        let trailing = [
             // After the vendor families: the body of a `ghp_…` token is not an AWS secret key.
             (
                 "AWS secret access key",
@@ -193,7 +219,10 @@ fn patterns() -> &'static [SecretPattern] {
                 Confirm::Assignment,
             ),
         ];
-        raw.into_iter()
+        leading
+            .into_iter()
+            .chain(vendor)
+            .chain(trailing)
             .filter_map(|(name, re, confirm)| match Regex::new(re) {
                 Ok(regex) => Some(SecretPattern {
                     name,
@@ -331,28 +360,21 @@ fn pattern_spans<'t>(
         return Box::new(std::iter::empty());
     }
     match p.confirm {
-        Confirm::Shape => Box::new(
+        // The whole match is the credential.
+        Confirm::Shape | Confirm::Mixed => Box::new(
             p.regex
                 .find_iter(text)
-                .filter(|m| !is_masked(m.as_str()))
+                .filter(|m| p.confirm.accepts(m.as_str()))
                 .map(|m| m.range()),
         ),
-        Confirm::Mixed => Box::new(
-            p.regex
-                .find_iter(text)
-                .filter(|m| !is_masked(m.as_str()) && mixed(m.as_str()))
-                .map(|m| m.range()),
-        ),
-        Confirm::AwsSecret => Box::new(p.regex.captures_iter(text).filter_map(|c| {
-            c.get(1)
-                .filter(|m| aws_secret(m.as_str()))
-                .map(|m| m.range())
-        })),
-        Confirm::Value => Box::new(p.regex.captures_iter(text).filter_map(|c| {
-            c.get(1)
-                .filter(|m| !is_placeholder(m.as_str()))
-                .map(|m| m.range())
-        })),
+        // Group 1 is.
+        Confirm::AwsSecret | Confirm::Value => {
+            Box::new(p.regex.captures_iter(text).filter_map(|c| {
+                c.get(1)
+                    .filter(|m| p.confirm.accepts(m.as_str()))
+                    .map(|m| m.range())
+            }))
+        }
         Confirm::Assignment => Box::new(
             p.regex
                 .captures_iter(text)

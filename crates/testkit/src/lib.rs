@@ -12,6 +12,8 @@
 //! - [`fifo`]: a named pipe where a file was expected;
 //! - [`percentile`], [`process_cpu`], [`processes_cpu`]: a benchmark's figures (latency
 //!   percentiles, the CPU time a server process or every PostgreSQL process has used);
+//! - [`harmless_text`]: memory text that talks about passwords without holding one (the secret
+//!   filter's worst case that it lets through);
 //! - `Echo` (feature `model`): a read-only tool named `echo` that answers with its input;
 //! - `MapStore` (feature `store`, on memloop-store alone): an in-memory `MemoryStore` that
 //!   passes the store conformance suite, and `WriteOutcome`, what the write rules say of a write;
@@ -23,7 +25,11 @@
 //!   with or without sessions, cheap enough to load a server with; `run_load`, `read_back` and
 //!   `read_your_writes`: a load run over it (a mix of the four tools, saves retried with their
 //!   idempotency key), every acknowledged save read back, and the delay before a save answered
-//!   by one server is found through another.
+//!   by one server is found through another;
+//! - `json_server` and `embeddings_server` (feature `json-server`, on no memloop crate):
+//!   loopback servers answering JSON from a closure, one in the OpenAI `/v1/embeddings` shape;
+//! - `hub_server` (feature `hub-server`, on no memloop crate): a loopback server in the Hugging
+//!   Face Hub's URL shape, for tests of model fetching.
 //!
 //! Each feature pulls only its own area's crates: a store backend's tests take `store` without
 //! building the agent loop.
@@ -50,6 +56,10 @@ mod context;
 #[cfg(feature = "model")]
 mod echo;
 mod fs;
+#[cfg(feature = "hub-server")]
+mod hub_server;
+#[cfg(feature = "json-server")]
+mod json_server;
 #[cfg(feature = "mcp-client")]
 mod load;
 #[cfg(feature = "mcp-client")]
@@ -63,6 +73,7 @@ mod recall;
 mod scripted;
 #[cfg(feature = "store")]
 mod store;
+mod text;
 
 pub use ci::{shared_data, skip_unless_ci, under_ci};
 #[cfg(feature = "model")]
@@ -70,6 +81,10 @@ pub use context::{hook_context, tool_context};
 #[cfg(feature = "model")]
 pub use echo::Echo;
 pub use fs::fifo;
+#[cfg(feature = "hub-server")]
+pub use hub_server::{HubRequests, hub_server};
+#[cfg(feature = "json-server")]
+pub use json_server::{embeddings_server, json_server};
 #[cfg(feature = "mcp-client")]
 pub use load::{
     LoadOp, LoadPlan, LoadProgress, LoadReport, ReadBack, SavedEntry, read_back, read_your_writes,
@@ -86,3 +101,4 @@ pub use recall::WaitForRecall;
 pub use scripted::{ScriptStep, ScriptedModel};
 #[cfg(feature = "store")]
 pub use store::{MapStore, WriteOutcome};
+pub use text::harmless_text;

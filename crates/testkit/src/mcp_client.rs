@@ -87,8 +87,9 @@ impl McpHttp {
         self
     }
 
-    /// The protocol version to ask for in `initialize` and send in `MCP-Protocol-Version`
-    /// (`2026-07-28` or later: no `initialize`; each request carries it in `_meta`).
+    /// The protocol version to ask for in `initialize` and send in `MCP-Protocol-Version` (which
+    /// `2025-03-26` does not have: then no such header is sent). From `2026-07-28` on there is no
+    /// `initialize`: each request carries the version in `_meta`.
     pub fn with_protocol(mut self, version: impl Into<String>) -> Self {
         self.protocol = version.into();
         self
@@ -105,6 +106,12 @@ impl McpHttp {
         self.session.as_deref()
     }
 
+    /// Send the next requests to `url` (another replica of the same server), keeping the
+    /// session and the request ids.
+    pub fn set_url(&mut self, url: impl Into<String>) {
+        self.url = url.into();
+    }
+
     /// POST one JSON-RPC message: the status, the `Retry-After` seconds, the session header and
     /// the body.
     async fn post(
@@ -115,9 +122,11 @@ impl McpHttp {
             .http
             .post(&self.url)
             .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", &self.protocol)
             .timeout(self.timeout)
             .json(body);
+        if self.protocol != "2025-03-26" {
+            req = req.header("MCP-Protocol-Version", &self.protocol);
+        }
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
         }
@@ -155,17 +164,47 @@ impl McpHttp {
         Ok((status, retry_after, session, text))
     }
 
-    /// The JSON-RPC response with `id` in a JSON or SSE body.
-    fn response(text: &str, id: u64) -> Option<Value> {
-        let candidates: Vec<Value> = if text.trim_start().starts_with('{') {
-            serde_json::from_str(text).ok().into_iter().collect()
-        } else {
-            text.lines()
+    /// The JSON-RPC messages of a JSON or SSE body, in order.
+    fn messages(text: &str) -> Vec<Value> {
+        match serde_json::from_str(text) {
+            Ok(whole) => vec![whole],
+            Err(_) => text
+                .lines()
                 .filter_map(|l| l.strip_prefix("data:"))
                 .filter_map(|d| serde_json::from_str(d.trim()).ok())
-                .collect()
-        };
-        candidates.into_iter().find(|v| v["id"] == id)
+                .collect(),
+        }
+    }
+
+    /// The JSON-RPC response with `id` in a JSON or SSE body.
+    fn response(text: &str, id: u64) -> Option<Value> {
+        Self::messages(text).into_iter().find(|v| v["id"] == id)
+    }
+
+    /// The JSON-RPC message of an answer body: the JSON body, or the last `data:` message of an
+    /// SSE stream; `Null` when there is none.
+    pub fn message(body: &str) -> Value {
+        Self::messages(body).pop().unwrap_or(Value::Null)
+    }
+
+    /// POST one JSON-RPC message as it is (no initialization first): the HTTP status and the
+    /// answer's message (see [`McpHttp::message`]). For requests [`McpHttp::call`] does not
+    /// make, and for what a server says to malformed ones.
+    pub async fn send(&mut self, message: &Value) -> Result<(u16, Value), McpCallError> {
+        let (status, _, _, text) = self.post(message).await?;
+        Ok((status, Self::message(&text)))
+    }
+
+    /// Send the request `method` with `params` under the next id (see [`McpHttp::send`]).
+    pub async fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+    ) -> Result<(u16, Value), McpCallError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await
     }
 
     fn status_error(status: u16, retry_after: Option<u64>, body: String) -> McpCallError {
@@ -177,7 +216,9 @@ impl McpHttp {
     }
 
     /// `initialize` and `notifications/initialized`; keeps the session the server gives.
-    pub async fn initialize(&mut self) -> Result<(), McpCallError> {
+    /// Returns the server's `initialize` result (its protocol version, capabilities and
+    /// instructions).
+    pub async fn initialize(&mut self) -> Result<Value, McpCallError> {
         self.session = None;
         let id = self.next_id;
         self.next_id += 1;
@@ -188,9 +229,9 @@ impl McpHttp {
         if status != 200 {
             return Err(Self::status_error(status, retry_after, text));
         }
-        if Self::response(&text, id).is_none() {
+        let Some(answer) = Self::response(&text, id).filter(|a| a["result"].is_object()) else {
             return Err(McpCallError::Protocol(format!("initialize: {text}")));
-        }
+        };
         self.session = session;
         let (status, retry_after, _, text) = self
             .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
@@ -199,7 +240,7 @@ impl McpHttp {
             return Err(Self::status_error(status, retry_after, text));
         }
         self.initialized = true;
-        Ok(())
+        Ok(answer["result"].clone())
     }
 
     /// Call `tool` with `args`: its structured answer with `is_error` added (a tool error is an

@@ -7,8 +7,6 @@
     clippy::print_stderr
 )]
 
-pub mod hub_server;
-
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

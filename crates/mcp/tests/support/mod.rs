@@ -8,6 +8,7 @@ use memloop_host::env::EnvVars;
 use memloop_mcp::{
     HttpOptions, McpConfig, McpLimits, MemoryServer, SessionCaps, TlsIdentity, TokenLimits, Tokens,
 };
+use memloop_testkit::McpHttp;
 use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequestParams, ReadResourceRequestParams},
@@ -216,31 +217,9 @@ pub async fn save(client: &Client, project: &Path, entries: Value) -> Value {
     .await
 }
 
-/// A raw Streamable HTTP MCP session over loopback: initialize, then JSON-RPC requests with
-/// the session id and a bearer token.
-pub struct HttpSession {
-    http: reqwest::Client,
-    url: String,
-    token: String,
-    id: Option<String>,
-    next: u64,
-    /// The protocol version sent in `MCP-Protocol-Version` (none for 2025-03-26).
-    version: Option<String>,
-}
-
-/// The JSON-RPC message of an answer: a JSON body, or the last `data:` of an SSE stream.
-pub fn http_message(body: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return v;
-    }
-    body.lines()
-        .rev()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .find_map(|d| serde_json::from_str::<Value>(d).ok())
-        .unwrap_or(Value::Null)
-}
+/// A Streamable HTTP MCP session over loopback with a bearer token: [`McpHttp`] with the
+/// assertions the tests share (the session opens, a tool answers 200).
+pub struct HttpSession(McpHttp);
 
 impl HttpSession {
     /// Open a session at `url` with `token` (protocol 2025-03-26).
@@ -251,69 +230,31 @@ impl HttpSession {
     /// Open a session at `url` with `token`, in protocol `version`: after 2025-03-26 every
     /// request names it in `MCP-Protocol-Version`.
     pub async fn open_version(url: &str, token: &str, version: &str) -> Self {
-        let mut session = Self {
-            http: reqwest::Client::new(),
-            url: url.to_owned(),
-            token: token.to_owned(),
-            id: None,
-            next: 1,
-            version: None,
-        };
-        let (status, answer) = session
-            .send(
-                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": version, "capabilities": {},
-                "clientInfo": {"name": "tests", "version": "0"}}}),
-            )
-            .await;
-        assert_eq!(status, 200);
-        assert_eq!(answer["result"]["protocolVersion"], version, "{answer}");
-        session.version = (version != "2025-03-26").then(|| version.to_owned());
-        session
-            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        session
+        let mut client = McpHttp::new(url).with_token(token).with_protocol(version);
+        let result = client.initialize().await.unwrap();
+        assert_eq!(result["protocolVersion"], version, "{result}");
+        Self(client)
     }
 
     /// Send the next requests to `url` (another replica): without sessions any replica
     /// answers them.
     pub fn at(&mut self, url: &str) {
-        self.url = url.to_owned();
+        self.0.set_url(url);
     }
 
     /// The session id the server gave.
     pub fn id(&self) -> Option<&str> {
-        self.id.as_deref()
+        self.0.session()
     }
 
     /// POST one JSON-RPC message: the status and the answer's message.
     pub async fn send(&mut self, body: Value) -> (u16, Value) {
-        let mut req = self
-            .http
-            .post(&self.url)
-            .bearer_auth(&self.token)
-            .header("Accept", "application/json, text/event-stream")
-            .json(&body);
-        if let Some(id) = &self.id {
-            req = req.header("Mcp-Session-Id", id);
-        }
-        if let Some(version) = &self.version {
-            req = req.header("MCP-Protocol-Version", version);
-        }
-        let r = req.send().await.unwrap();
-        if let Some(id) = r.headers().get("mcp-session-id") {
-            self.id = Some(id.to_str().unwrap().to_owned());
-        }
-        let status = r.status().as_u16();
-        (status, http_message(&r.text().await.unwrap()))
+        self.0.send(&body).await.unwrap()
     }
 
     /// Send one JSON-RPC request (the next id): the status and the answer's message.
     pub async fn request(&mut self, method: &str, params: Value) -> (u16, Value) {
-        self.next += 1;
-        let id = self.next;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await
+        self.0.request(method, params).await.unwrap()
     }
 
     /// Call `tool`: the status and the whole answer (a refusal by access is HTTP 403).
@@ -324,11 +265,6 @@ impl HttpSession {
 
     /// Call `tool`, which must answer 200: its structured answer with `is_error` added.
     pub async fn tool(&mut self, name: &str, args: Value) -> Value {
-        let (status, v) = self.call_tool(name, args).await;
-        assert_eq!(status, 200, "{v}");
-        let mut out = v["result"]["structuredContent"].clone();
-        assert!(out.is_object(), "{v}");
-        out["is_error"] = json!(v["result"]["isError"].as_bool().unwrap_or(false));
-        out
+        self.0.call(name, args).await.unwrap()
     }
 }
