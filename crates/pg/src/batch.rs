@@ -4,7 +4,7 @@
 
 use crate::error::{PgError, StoreError};
 use crate::store::{Expected, PgMemoryStore, db};
-use crate::store::{LockedRow, RowWrite};
+use crate::store::{INSERT_ROW, LOCK_ROW, LockedRow, RowWrite, UPDATE_ROW};
 use deadpool_postgres::{Client, GenericClient};
 use futures::future::{join_all, try_join_all};
 use memloop_store::{CheckedWrite, ExpectedVersion, VersionedWrite, WriteReport};
@@ -52,6 +52,24 @@ pub enum BatchOutcome {
     KeyReused,
 }
 
+/// A key's claim: a new key, or one past its expiry, is taken; a live one is left as it is.
+const CLAIM: &str = "INSERT INTO memloop_idempotency AS i
+         (project_id, caller, key, request_sha256, outcome, expires_at)
+     VALUES ($1, $2, $3, $4, '', now() + make_interval(secs => $5))
+     ON CONFLICT (project_id, caller, key) DO UPDATE
+         SET request_sha256 = EXCLUDED.request_sha256, outcome = '',
+             created_at = now(), expires_at = EXCLUDED.expires_at
+         WHERE i.expires_at < now()
+     RETURNING 1";
+
+/// A live key's row, as recorded.
+const RECORDED: &str = "SELECT request_sha256, outcome FROM memloop_idempotency
+     WHERE project_id = $1 AND caller = $2 AND key = $3";
+
+/// A key's outcome, written with its batch.
+const RECORD_OUTCOME: &str = "UPDATE memloop_idempotency SET outcome = $4
+     WHERE project_id = $1 AND caller = $2 AND key = $3";
+
 /// What a keyed batch found when it claimed its key.
 enum Claim {
     Claimed,
@@ -76,18 +94,7 @@ async fn claim(
     let ttl = key.ttl.as_secs_f64();
     let claimed = tx
         .query_opt(
-            &tx.prepare_cached(
-                "INSERT INTO memloop_idempotency AS i
-                 (project_id, caller, key, request_sha256, outcome, expires_at)
-             VALUES ($1, $2, $3, $4, '', now() + make_interval(secs => $5))
-             ON CONFLICT (project_id, caller, key) DO UPDATE
-                 SET request_sha256 = EXCLUDED.request_sha256, outcome = '',
-                     created_at = now(), expires_at = EXCLUDED.expires_at
-                 WHERE i.expires_at < now()
-             RETURNING 1",
-            )
-            .await
-            .map_err(db)?,
+            &tx.prepare_cached(CLAIM).await.map_err(db)?,
             &[&project, &key.caller, &key.key, &key.request_sha256, &ttl],
         )
         .await
@@ -97,12 +104,7 @@ async fn claim(
     }
     let row = tx
         .query_one(
-            &tx.prepare_cached(
-                "SELECT request_sha256, outcome FROM memloop_idempotency
-             WHERE project_id = $1 AND caller = $2 AND key = $3",
-            )
-            .await
-            .map_err(db)?,
+            &tx.prepare_cached(RECORDED).await.map_err(db)?,
             &[&project, &key.caller, &key.key],
         )
         .await
@@ -229,6 +231,16 @@ impl PgMemoryStore {
         outcome: &(dyn Fn(&[VersionedWrite]) -> String + Sync),
     ) -> Result<BatchOutcome, StoreError> {
         let c = tx.client()?;
+        // Every statement of the attempt prepared first (a round trip on a connection's first
+        // batch, cached after): a cached statement is sent at its future's first poll, so the
+        // statements of each join below go out in the join's order, COMMIT last. (A statement
+        // still to prepare would go out after the COMMIT, outside the transaction.)
+        try_join_all(
+            [CLAIM, RECORDED, LOCK_ROW, UPDATE_ROW, INSERT_ROW, RECORD_OUTCOME]
+                .map(|sql| c.prepare_cached(sql)),
+        )
+        .await
+        .map_err(db)?;
         let begin = async { c.batch_execute("BEGIN").await.map_err(db) };
         let claimed = async {
             match key {
@@ -280,12 +292,7 @@ impl PgMemoryStore {
                 return Ok(());
             };
             c.execute(
-                &c.prepare_cached(
-                    "UPDATE memloop_idempotency SET outcome = $4
-                     WHERE project_id = $1 AND caller = $2 AND key = $3",
-                )
-                .await
-                .map_err(db)?,
+                &c.prepare_cached(RECORD_OUTCOME).await.map_err(db)?,
                 &[&project, &key.caller, &key.key, text],
             )
             .await

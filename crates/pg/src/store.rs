@@ -136,6 +136,22 @@ pub(crate) struct LockedRow {
     pub(crate) source: String,
 }
 
+/// The row a write reads, locked ([`PgMemoryStore::locked_row`]).
+pub(crate) const LOCK_ROW: &str = "SELECT version, content, sha256, write_id, coalesce(source, content)
+     FROM memloop_memories WHERE project_id = $1 AND rel_path = $2 FOR UPDATE";
+
+/// A row write's UPDATE ([`PgMemoryStore::send_row`]).
+pub(crate) const UPDATE_ROW: &str = "UPDATE memloop_memories SET name = $3, description = $4,
+     memory_type = $5, body = $6, content = $7, sha256 = $8, version = version + 1,
+     updated_at = now(), updated_by = $9, write_id = $10, source = $11
+     WHERE project_id = $1 AND rel_path = $2 RETURNING version";
+
+/// A row write's INSERT ([`PgMemoryStore::send_row`]): no `ON CONFLICT`, so a row created since
+/// the lock fails it and ends the transaction.
+pub(crate) const INSERT_ROW: &str = "INSERT INTO memloop_memories (project_id, rel_path, name,
+     description, memory_type, body, content, sha256, version, updated_by, write_id, source)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10, $11) RETURNING version";
+
 /// One row's write as [`PgMemoryStore::row_write`] worked it out.
 pub(crate) enum RowWrite {
     /// Nothing to send: the row already is this write.
@@ -794,12 +810,7 @@ impl PgMemoryStore {
     ) -> Result<Option<LockedRow>, StoreError> {
         let row = tx
             .query_opt(
-                &tx.prepare_cached(
-                    "SELECT version, content, sha256, write_id, coalesce(source, content)
-                     FROM memloop_memories WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
-                )
-                .await
-                .map_err(db)?,
+                &tx.prepare_cached(LOCK_ROW).await.map_err(db)?,
                 &[&self.project_id(), &rel],
             )
             .await
@@ -943,17 +954,7 @@ impl PgMemoryStore {
             &s.write_id,
             &s.text,
         ];
-        let sql = if s.update {
-            "UPDATE memloop_memories SET name = $3, description = $4, memory_type = $5,
-                    body = $6, content = $7, sha256 = $8, version = version + 1,
-                    updated_at = now(), updated_by = $9, write_id = $10, source = $11
-                 WHERE project_id = $1 AND rel_path = $2 RETURNING version"
-        } else {
-            "INSERT INTO memloop_memories (project_id, rel_path, name, description,
-                        memory_type, body, content, sha256, version, updated_by, write_id, source)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10, $11)
-                     RETURNING version"
-        };
+        let sql = if s.update { UPDATE_ROW } else { INSERT_ROW };
         let row = tx
             .query_one(&tx.prepare_cached(sql).await.map_err(db)?, &row_params)
             .await
