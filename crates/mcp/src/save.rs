@@ -19,8 +19,8 @@ use crate::ops::{
 use crate::projects::{OpenProject, Project, Projects};
 use crate::tiers;
 use memloop_store::{
-    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, VersionedWrite,
-    WriteMode, content_version, title_key,
+    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, VersionedWrite, WriteMode,
+    content_version, title_key,
 };
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -316,8 +316,7 @@ async fn plan<'e>(
                     Ok(f) => taken = !same_title(f.header.name.as_deref()),
                     Err(_) => {
                         if let Some(old) = old
-                            && o
-                                .store
+                            && o.store
                                 .read(&old)
                                 .await
                                 .is_ok_and(|f| same_title(f.header.name.as_deref()))

@@ -358,7 +358,10 @@ async fn a_save_finds_the_old_rules_memory_and_refuses_another_title(backend: Ba
         "{updated}"
     );
     assert_eq!(updated["results"][0]["created"], false, "{updated}");
-    assert_eq!(listed(&mut a, &project).await, ["knowledge/release-train.md"]);
+    assert_eq!(
+        listed(&mut a, &project).await,
+        ["knowledge/release-train.md"]
+    );
     assert!(
         store
             .read("knowledge/release-train.md")
@@ -369,18 +372,29 @@ async fn a_save_finds_the_old_rules_memory_and_refuses_another_title(backend: Ba
     );
 
     // A new title gets the new rule's path; a hand edit gives that memory another title.
-    let first = a.tool("context_save", save("Deploy rota", "Ana, then Bo")).await;
+    let first = a
+        .tool("context_save", save("Deploy rota", "Ana, then Bo"))
+        .await;
     assert_eq!(first["is_error"], false, "{first}");
     let path = first["results"][0]["path"].as_str().unwrap().to_owned();
     assert_ne!(path, "knowledge/deploy-rota.md", "{first}");
     store
-        .write(&path, &doc("Pager rota", "Cy"), memloop_store::WriteMode::Overwrite)
+        .write(
+            &path,
+            &doc("Pager rota", "Cy"),
+            memloop_store::WriteMode::Overwrite,
+        )
         .await
         .unwrap();
-    let refused = a.tool("context_save", save("Deploy rota", "Bo, then Ana")).await;
+    let refused = a
+        .tool("context_save", save("Deploy rota", "Bo, then Ana"))
+        .await;
     assert_eq!(refused["is_error"], true, "{refused}");
     assert_eq!(refused["results"][0]["code"], "name_taken", "{refused}");
-    assert_eq!(store.read(&path).await.unwrap().header.name.as_deref(), Some("Pager rota"));
+    assert_eq!(
+        store.read(&path).await.unwrap().header.name.as_deref(),
+        Some("Pager rota")
+    );
 }
 
 #[tokio::test]

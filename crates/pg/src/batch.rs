@@ -236,8 +236,15 @@ impl PgMemoryStore {
         // statements of each join below go out in the join's order, COMMIT last. (A statement
         // still to prepare would go out after the COMMIT, outside the transaction.)
         try_join_all(
-            [CLAIM, RECORDED, LOCK_ROW, UPDATE_ROW, INSERT_ROW, RECORD_OUTCOME]
-                .map(|sql| c.prepare_cached(sql)),
+            [
+                CLAIM,
+                RECORDED,
+                LOCK_ROW,
+                UPDATE_ROW,
+                INSERT_ROW,
+                RECORD_OUTCOME,
+            ]
+            .map(|sql| c.prepare_cached(sql)),
         )
         .await
         .map_err(db)?;
@@ -257,7 +264,14 @@ impl PgMemoryStore {
         );
         let (began, claimed, locked) = tokio::join!(biased; begin, claimed, locks);
         began?;
-        if let (Some(key), Some(Claim::Recorded { request_sha256, outcome })) = (key, claimed?) {
+        if let (
+            Some(key),
+            Some(Claim::Recorded {
+                request_sha256,
+                outcome,
+            }),
+        ) = (key, claimed?)
+        {
             // Ended now, not at the drop: the claim locked the key's row, and other calls
             // with the key wait for it.
             tx.rollback().await?;
@@ -366,7 +380,13 @@ fn row_of(
         .map_err(StoreError::Memory)?
     };
     let write = &w.write;
-    store.row_write(rel, current, (write.doc(), write.mode(), write.raw()), expected, id)
+    store.row_write(
+        rel,
+        current,
+        (write.doc(), write.mode(), write.raw()),
+        expected,
+        id,
+    )
 }
 
 /// The write a row's statement makes, as the batch reports it.

@@ -137,7 +137,8 @@ pub(crate) struct LockedRow {
 }
 
 /// The row a write reads, locked ([`PgMemoryStore::locked_row`]).
-pub(crate) const LOCK_ROW: &str = "SELECT version, content, sha256, write_id, coalesce(source, content)
+pub(crate) const LOCK_ROW: &str =
+    "SELECT version, content, sha256, write_id, coalesce(source, content)
      FROM memloop_memories WHERE project_id = $1 AND rel_path = $2 FOR UPDATE";
 
 /// A row write's UPDATE ([`PgMemoryStore::send_row`]).

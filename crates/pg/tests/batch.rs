@@ -437,8 +437,18 @@ async fn a_row_created_under_the_batch_is_a_conflict_and_nothing_lands() {
         matches!(again, BatchOutcome::Written(ref w) if w.len() == 2),
         "{again:?}"
     );
-    assert!(store.read("knowledge/a.md").await.unwrap().body.contains("ours"));
-    assert_eq!(store.get("knowledge/a.md").await.unwrap().unwrap().version, 2);
+    assert!(
+        store
+            .read("knowledge/a.md")
+            .await
+            .unwrap()
+            .body
+            .contains("ours")
+    );
+    assert_eq!(
+        store.get("knowledge/a.md").await.unwrap().unwrap().version,
+        2
+    );
     let replay = store.write_batch(&batch, Some(&k), &outcome).await.unwrap();
     assert!(
         matches!(replay, BatchOutcome::Replayed(ref o) if o.contains("knowledge/a.md=")),
@@ -458,7 +468,11 @@ async fn a_batch_given_up_midway_leaves_its_key_free() {
         .await
         .unwrap();
     let first = store
-        .write_batch(&[write("knowledge/a.md", "first", ExpectedVersion::Absent)], None, &outcome)
+        .write_batch(
+            &[write("knowledge/a.md", "first", ExpectedVersion::Absent)],
+            None,
+            &outcome,
+        )
         .await
         .unwrap();
     assert!(matches!(first, BatchOutcome::Written(_)), "{first:?}");
@@ -486,13 +500,22 @@ async fn a_batch_given_up_midway_leaves_its_key_free() {
     assert!(running.await.unwrap_err().is_cancelled());
     other.batch_execute("COMMIT").await.unwrap();
 
-    let again = store.write_batch(&batch(), Some(&k), &outcome).await.unwrap();
+    let again = store
+        .write_batch(&batch(), Some(&k), &outcome)
+        .await
+        .unwrap();
     assert!(
         matches!(again, BatchOutcome::Written(ref w) if w.len() == 2),
         "{again:?}"
     );
-    assert_eq!(rel_paths(&store).await, ["knowledge/a.md", "knowledge/b.md"]);
-    assert_eq!(store.get("knowledge/a.md").await.unwrap().unwrap().version, 2);
+    assert_eq!(
+        rel_paths(&store).await,
+        ["knowledge/a.md", "knowledge/b.md"]
+    );
+    assert_eq!(
+        store.get("knowledge/a.md").await.unwrap().unwrap().version,
+        2
+    );
     assert_eq!(key_rows(&schema).await, rows(&[(project, "given-up")]));
 }
 
