@@ -19,6 +19,7 @@ use memloop_store::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -101,6 +102,10 @@ pub enum Batched {
 /// The future [`AtomicBatches::write_batch`] returns.
 pub type BatchFuture<'a> = Pin<Box<dyn Future<Output = Result<Batched, MemoryError>> + Send + 'a>>;
 
+/// The future [`AtomicBatches::names`] returns: the names by path.
+pub type NamesFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<HashMap<String, String>, MemoryError>> + Send + 'a>>;
+
 /// Builds the answer a keyed batch records, from its writes.
 pub type AnswerOf<'a> = &'a (dyn Fn(&[VersionedWrite]) -> Value + Sync);
 
@@ -119,6 +124,11 @@ pub trait AtomicBatches: Send + Sync {
         key: Option<&'a SaveKey>,
         answer: AnswerOf<'a>,
     ) -> BatchFuture<'a>;
+
+    /// The name (title) of each memory at `rels` that exists, by path, in one round trip:
+    /// what `context_save` checks before it names an entry's memory, without reading the
+    /// memories themselves.
+    fn names<'a>(&'a self, rels: &'a [&'a str]) -> NamesFuture<'a>;
 }
 
 #[cfg(feature = "postgres")]
@@ -152,6 +162,14 @@ impl AtomicBatches for memloop_pg::PgMemoryStore {
                 )),
                 memloop_pg::BatchOutcome::KeyReused => Ok(Batched::KeyReused),
             }
+        })
+    }
+
+    fn names<'a>(&'a self, rels: &'a [&'a str]) -> NamesFuture<'a> {
+        Box::pin(async move {
+            memloop_pg::PgMemoryStore::names(self, rels)
+                .await
+                .map_err(MemoryError::from)
         })
     }
 }

@@ -19,10 +19,11 @@ use crate::ops::{
 use crate::projects::{OpenProject, Project, Projects};
 use crate::tiers;
 use memloop_store::{
-    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryFile, MemoryStore, VersionedWrite,
-    WriteMode, content_version, title_key,
+    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, VersionedWrite, WriteMode,
+    content_version, title_key,
 };
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One entry, checked and ready to write.
@@ -269,37 +270,61 @@ async fn plan<'e>(
 ) -> Result<Vec<Planned<'e>>, Refusal> {
     let now = chrono::Utc::now();
     let summariser = projects.summariser();
+    let made: Vec<(String, MemoryDoc)> = entries
+        .iter()
+        .map(|entry| {
+            let (rel, mut doc) = entry_to_memory(
+                entry.kind,
+                entry.title.as_deref(),
+                &entry.content,
+                &entry.tags,
+                now,
+            );
+            if summariser.is_some() {
+                doc.body = tiers::with_pending(&doc.body);
+            }
+            (rel, doc)
+        })
+        .collect();
+    let legacy: Vec<Option<String>> = entries
+        .iter()
+        .map(|e| legacy_path(e.kind, e.title.as_deref(), &e.content))
+        .collect();
+    let known = names_in_tx_store(entries, targets, &made, &legacy).await;
     let mut planned = Vec::new();
     let mut refused: Vec<EntryRefusal> = Vec::new();
-    for (i, entry) in entries.iter().enumerate() {
-        let (mut rel, mut doc) = entry_to_memory(
-            entry.kind,
-            entry.title.as_deref(),
-            &entry.content,
-            &entry.tags,
-            now,
-        );
-        if summariser.is_some() {
-            doc.body = tiers::with_pending(&doc.body);
-        }
+    for (i, ((entry, (mut rel, doc)), old)) in entries.iter().zip(made).zip(legacy).enumerate() {
         let target = targets.of(entry.global);
         let mut taken = false;
-        // One read of the entry's path (a round trip to a database store), then the old
-        // naming rule's path only when the new one holds nothing.
+        let same_title = |name: Option<&str>| name.map(title_key) == Some(title_key(&doc.name));
         if let Some(o) = target.filter(|_| !entry.kind.append_only()) {
-            let same_title = |f: &MemoryFile| {
-                f.header.name.as_deref().map(title_key) == Some(title_key(&doc.name))
-            };
-            match o.store.read(&rel).await {
-                Ok(f) => taken = !same_title(&f),
-                Err(_) => {
-                    if let Some(old) =
-                        legacy_path(entry.kind, entry.title.as_deref(), &entry.content)
-                        && o.store.read(&old).await.is_ok_and(|f| same_title(&f))
-                    {
-                        rel = old; // saved under the old naming rule: update it in place
+            match known.as_ref().filter(|_| o.batches.is_some()) {
+                // The names the store with transactions gave for the whole batch.
+                Some(names) => match names.get(&rel) {
+                    Some(name) => taken = !same_title(Some(name)),
+                    None => {
+                        if let Some(old) = old
+                            && names.get(&old).is_some_and(|n| same_title(Some(n)))
+                        {
+                            rel = old; // saved under the old naming rule: update it in place
+                        }
                     }
-                }
+                },
+                // One read of the entry's path, then the old naming rule's path only when the
+                // new one holds nothing.
+                None => match o.store.read(&rel).await {
+                    Ok(f) => taken = !same_title(f.header.name.as_deref()),
+                    Err(_) => {
+                        if let Some(old) = old
+                            && o.store
+                                .read(&old)
+                                .await
+                                .is_ok_and(|f| same_title(f.header.name.as_deref()))
+                        {
+                            rel = old;
+                        }
+                    }
+                },
             }
         }
         let expected = expected_of(entry.expected_version.as_deref());
@@ -375,6 +400,36 @@ async fn plan<'e>(
         return Ok(planned);
     }
     Err(batch_refusal(entries, &refused, "refused"))
+}
+
+/// The names at the paths of the batch's entries on the project's store with transactions
+/// (each entry's path and the old naming rule's), in one round trip for the whole batch; `None`
+/// when there is no such store or the names could not be read (each entry then reads its
+/// paths).
+async fn names_in_tx_store(
+    entries: &[SaveEntry],
+    targets: &Targets,
+    made: &[(String, MemoryDoc)],
+    legacy: &[Option<String>],
+) -> Option<HashMap<String, String>> {
+    let batches = targets.project.as_ref()?.batches.as_ref()?;
+    let mut rels: Vec<&str> = Vec::new();
+    for ((entry, (rel, _)), old) in entries.iter().zip(made).zip(legacy) {
+        if !entry.global && !entry.kind.append_only() {
+            rels.push(rel);
+            rels.extend(old.as_deref());
+        }
+    }
+    if rels.is_empty() {
+        return None;
+    }
+    match batches.names(&rels).await {
+        Ok(names) => Some(names),
+        Err(e) => {
+            tracing::warn!(error = %e, "names of the batch's paths not read; reading each entry");
+            None
+        }
+    }
 }
 
 /// The refusal of a whole batch: each refused entry with its code and reason, the others

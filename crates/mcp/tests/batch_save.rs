@@ -304,3 +304,104 @@ async fn a_key_shaped_like_a_credential_comes_back_intact_on_the_file_store() {
 async fn a_key_shaped_like_a_credential_comes_back_intact_on_postgres() {
     a_key_shaped_like_a_credential_comes_back_intact(Backend::Postgres).await;
 }
+
+/// The project's store, opened beside the server (as another writer would).
+async fn store_of(
+    fx: &Fixture,
+    project: &Path,
+    team: Option<&Arc<TestTeam>>,
+) -> Box<dyn memloop_store::MemoryStore> {
+    match team {
+        Some(team) => Box::new(
+            memloop_pg::PgMemoryStore::open(team.config(project))
+                .await
+                .unwrap(),
+        ),
+        None => {
+            let dir = memloop_store::project_dir(&fx.home, project).join("memory");
+            Box::new(memloop_store::FileMemoryStore::open(&dir).unwrap())
+        }
+    }
+}
+
+/// Before it names an entry's memory, a save looks at what its path holds: a memory written
+/// there by another writer with the entry's title is updated in place (no second memory), and
+/// one of another title is refused, not replaced.
+async fn a_save_updates_its_titles_memory_and_refuses_another_title(backend: Backend) {
+    let fx = Fixture::new();
+    let project = fx.project("billing");
+    let (server, team) = serve(&fx, backend).await;
+    let mut a = HttpSession::open(&server.url, WRITER).await;
+    let store = store_of(&fx, &project, team.as_ref()).await;
+    let doc = |title: &str, body: &str| {
+        memloop_store::MemoryDoc::new(title, "d", Some(memloop_store::MemoryType::Reference), body)
+    };
+    // Written by another writer at the path the title names.
+    store
+        .write(
+            "knowledge/release-train.md",
+            &doc("Release train", "every second Tuesday"),
+            memloop_store::WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let save = |title: &str, content: &str| {
+        json!({"project_path": s(&project),
+               "entries": [{"type": "knowledge", "title": title, "content": content}]})
+    };
+    let updated = a
+        .tool("context_save", save("Release train", "every Tuesday now"))
+        .await;
+    assert_eq!(updated["is_error"], false, "{updated}");
+    assert_eq!(
+        updated["results"][0]["path"], "knowledge/release-train.md",
+        "{updated}"
+    );
+    assert_eq!(updated["results"][0]["created"], false, "{updated}");
+    assert_eq!(
+        listed(&mut a, &project).await,
+        ["knowledge/release-train.md"]
+    );
+    assert!(
+        store
+            .read("knowledge/release-train.md")
+            .await
+            .unwrap()
+            .body
+            .contains("every Tuesday now")
+    );
+
+    // A hand edit gives a saved memory another title.
+    let first = a
+        .tool("context_save", save("Deploy rota", "Ana, then Bo"))
+        .await;
+    assert_eq!(first["is_error"], false, "{first}");
+    let path = first["results"][0]["path"].as_str().unwrap().to_owned();
+    store
+        .write(
+            &path,
+            &doc("Pager rota", "Cy"),
+            memloop_store::WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let refused = a
+        .tool("context_save", save("Deploy rota", "Bo, then Ana"))
+        .await;
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert_eq!(refused["results"][0]["code"], "name_taken", "{refused}");
+    assert_eq!(
+        store.read(&path).await.unwrap().header.name.as_deref(),
+        Some("Pager rota")
+    );
+}
+
+#[tokio::test]
+async fn a_save_updates_its_titles_memory_and_refuses_another_title_on_the_file_store() {
+    a_save_updates_its_titles_memory_and_refuses_another_title(Backend::Files).await;
+}
+
+#[tokio::test]
+async fn a_save_updates_its_titles_memory_and_refuses_another_title_on_postgres() {
+    a_save_updates_its_titles_memory_and_refuses_another_title(Backend::Postgres).await;
+}

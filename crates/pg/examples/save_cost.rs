@@ -7,8 +7,8 @@
 //! cargo run --release -p memloop-pg --example save_cost -- "host=127.0.0.1 user=root dbname=test" 2000
 //! ```
 //!
-//! A save is what `context_save` does with one entry on the team store: the two reads its plan
-//! makes (is the path there, under which title) and one keyed batch
+//! A save is what `context_save` does with one entry on the team store: the read its plan
+//! makes (the names at the entry's path and at the old naming rule's) and one keyed batch
 //! ([`PgMemoryStore::write_batch`] with a fresh idempotency key: the key's row, the memory row,
 //! its change-feed row, its full-text column). Half the saves create a memory, half replace
 //! one. A search is what `context_search` asks of the database (the change feed since its
@@ -116,9 +116,9 @@ where
 
 async fn save(store: &PgMemoryStore, i: usize, round: usize, key: String) {
     let rel = format!("project/decision-{i}.md");
-    // The plan's reads.
-    let _ = store.read(&rel).await;
-    let _ = store.read(&format!("project/decision_{i}.md")).await;
+    // The plan's read: the names at the entry's path and the old naming rule's.
+    let old = format!("project/decision_{i}.md");
+    let _ = store.names(&[&rel, &old]).await;
     let write = CheckedWrite::check(
         &rel,
         &doc(i, round),

@@ -4,8 +4,11 @@
 
 use crate::error::{PgError, StoreError};
 use crate::store::{Expected, PgMemoryStore, db};
-use deadpool_postgres::Transaction;
+use crate::store::{INSERT_ROW, LOCK_ROW, LockedRow, RowWrite, UPDATE_ROW};
+use deadpool_postgres::{Client, GenericClient};
+use futures::future::{join_all, try_join_all};
 use memloop_store::{CheckedWrite, ExpectedVersion, VersionedWrite, WriteReport};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use uuid::Uuid;
@@ -49,6 +52,24 @@ pub enum BatchOutcome {
     KeyReused,
 }
 
+/// A key's claim: a new key, or one past its expiry, is taken; a live one is left as it is.
+const CLAIM: &str = "INSERT INTO memloop_idempotency AS i
+         (project_id, caller, key, request_sha256, outcome, expires_at)
+     VALUES ($1, $2, $3, $4, '', now() + make_interval(secs => $5))
+     ON CONFLICT (project_id, caller, key) DO UPDATE
+         SET request_sha256 = EXCLUDED.request_sha256, outcome = '',
+             created_at = now(), expires_at = EXCLUDED.expires_at
+         WHERE i.expires_at < now()
+     RETURNING 1";
+
+/// A live key's row, as recorded.
+const RECORDED: &str = "SELECT request_sha256, outcome FROM memloop_idempotency
+     WHERE project_id = $1 AND caller = $2 AND key = $3";
+
+/// A key's outcome, written with its batch.
+const RECORD_OUTCOME: &str = "UPDATE memloop_idempotency SET outcome = $4
+     WHERE project_id = $1 AND caller = $2 AND key = $3";
+
 /// What a keyed batch found when it claimed its key.
 enum Claim {
     Claimed,
@@ -63,7 +84,7 @@ enum Claim {
 /// `(project, caller, key)` is touched: other keys' expired rows are left to
 /// [`PgMemoryStore::sweep_expired_keys`].
 async fn claim(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     project: &str,
     key: &IdempotencyKey,
 ) -> Result<Claim, StoreError> {
@@ -73,18 +94,7 @@ async fn claim(
     let ttl = key.ttl.as_secs_f64();
     let claimed = tx
         .query_opt(
-            &tx.prepare_cached(
-                "INSERT INTO memloop_idempotency AS i
-                 (project_id, caller, key, request_sha256, outcome, expires_at)
-             VALUES ($1, $2, $3, $4, '', now() + make_interval(secs => $5))
-             ON CONFLICT (project_id, caller, key) DO UPDATE
-                 SET request_sha256 = EXCLUDED.request_sha256, outcome = '',
-                     created_at = now(), expires_at = EXCLUDED.expires_at
-                 WHERE i.expires_at < now()
-             RETURNING 1",
-            )
-            .await
-            .map_err(db)?,
+            &tx.prepare_cached(CLAIM).await.map_err(db)?,
             &[&project, &key.caller, &key.key, &key.request_sha256, &ttl],
         )
         .await
@@ -94,12 +104,7 @@ async fn claim(
     }
     let row = tx
         .query_one(
-            &tx.prepare_cached(
-                "SELECT request_sha256, outcome FROM memloop_idempotency
-             WHERE project_id = $1 AND caller = $2 AND key = $3",
-            )
-            .await
-            .map_err(db)?,
+            &tx.prepare_cached(RECORDED).await.map_err(db)?,
             &[&project, &key.caller, &key.key],
         )
         .await
@@ -131,53 +136,17 @@ impl PgMemoryStore {
         let ids: Vec<Uuid> = writes.iter().map(|_| Uuid::new_v4()).collect();
         let project = self.project_id().to_owned();
         let result = self
-            .retrying("batch", |mut client| {
+            .retrying("batch", |client| {
                 let (ids, project) = (&ids, &project);
                 async move {
-                    let tx = client.transaction().await.map_err(db)?;
-                    if let Some(key) = key {
-                        match claim(&tx, project, key).await? {
-                            Claim::Claimed => {}
-                            Claim::Recorded {
-                                request_sha256,
-                                outcome,
-                            } => {
-                                // Ended now, not at the drop: the claim locked the key's row,
-                                // and other calls with the key wait for it.
-                                tx.rollback().await.map_err(db)?;
-                                return Ok(if request_sha256 == key.request_sha256 {
-                                    BatchOutcome::Replayed(outcome)
-                                } else {
-                                    BatchOutcome::KeyReused
-                                });
-                            }
-                        }
+                    let mut tx = Pipelined::new(client);
+                    let result = self
+                        .batch_attempt(&mut tx, writes, ids, project, key, outcome)
+                        .await;
+                    if result.is_err() {
+                        tx.settle().await;
                     }
-                    let mut done = Vec::with_capacity(writes.len());
-                    let mut numbers = Vec::with_capacity(writes.len());
-                    for (w, id) in writes.iter().zip(ids) {
-                        let (written, number) = self.batch_entry(&tx, w, *id).await?;
-                        done.push(written);
-                        numbers.push(number);
-                    }
-                    if let Some(key) = key {
-                        tx.execute(
-                            &tx.prepare_cached(
-                                "UPDATE memloop_idempotency SET outcome = $4
-                             WHERE project_id = $1 AND caller = $2 AND key = $3",
-                            )
-                            .await
-                            .map_err(db)?,
-                            &[project, &key.caller, &key.key, &outcome(&done)],
-                        )
-                        .await
-                        .map_err(db)?;
-                    }
-                    tx.commit().await.map_err(db)?;
-                    for (w, number) in done.iter().zip(numbers) {
-                        self.remember(&w.report.rel_path, Some(number));
-                    }
-                    Ok(BatchOutcome::Written(done))
+                    result
                 }
             })
             .await;
@@ -248,60 +217,246 @@ impl PgMemoryStore {
         .await
     }
 
-    /// One write of a batch inside its transaction: the row locked, its content version
-    /// checked against `w.expected`, then written.
-    async fn batch_entry(
+    /// One attempt of [`write_batch`](Self::write_batch) on one connection, in two round trips:
+    /// BEGIN, the key's claim and every row's lock sent together; then, once the rows are checked
+    /// and the answer made, every row's statement, the key's outcome and COMMIT sent together.
+    /// A statement that fails ends the transaction, so the COMMIT behind it rolls back.
+    async fn batch_attempt(
         &self,
-        tx: &Transaction<'_>,
-        w: &BatchWrite,
-        id: Uuid,
-    ) -> Result<(VersionedWrite, i64), StoreError> {
-        let rel = w.write.path().as_str();
-        // One read of the row, locked: the check below and the write use it.
-        let current = self.locked_row(tx, rel).await?;
-        let landed = current.as_ref().is_some_and(|c| c.write_id == id);
-        let expected = if landed {
-            // Written by this very batch before a lost connection: reported by `write_in_tx`.
-            Expected::Any
-        } else {
-            Expected::from_content(
-                &w.expected,
-                rel,
-                current.as_ref().map(|c| (c.version, c.sha256.as_str())),
-            )
-            .map_err(StoreError::Memory)?
+        tx: &mut Pipelined,
+        writes: &[BatchWrite],
+        ids: &[Uuid],
+        project: &str,
+        key: Option<&IdempotencyKey>,
+        outcome: &(dyn Fn(&[VersionedWrite]) -> String + Sync),
+    ) -> Result<BatchOutcome, StoreError> {
+        let c = tx.client()?;
+        // Every statement of the attempt prepared first (a round trip on a connection's first
+        // batch, cached after): a cached statement is sent at its future's first poll, so the
+        // statements of each join below go out in the join's order, COMMIT last. (A statement
+        // still to prepare would go out after the COMMIT, outside the transaction.)
+        try_join_all(
+            [
+                CLAIM,
+                RECORDED,
+                LOCK_ROW,
+                UPDATE_ROW,
+                INSERT_ROW,
+                RECORD_OUTCOME,
+            ]
+            .map(|sql| c.prepare_cached(sql)),
+        )
+        .await
+        .map_err(db)?;
+        let begin = async { c.batch_execute("BEGIN").await.map_err(db) };
+        let claimed = async {
+            match key {
+                Some(key) => claim(c, project, key).await.map(Some),
+                None => Ok(None),
+            }
         };
-        let write = &w.write;
-        let parts = (write.doc(), write.mode(), write.raw());
-        let pg = match self
-            .write_in_tx(tx, rel, current, parts, expected, id)
-            .await
+        // Sent in this order (`biased`: BEGIN, the claim, then the locks in the batch's order),
+        // and the server runs a connection's statements in the order they were sent.
+        let locks = join_all(
+            writes
+                .iter()
+                .map(|w| self.locked_row(c, w.write.path().as_str())),
+        );
+        let (began, claimed, locked) = tokio::join!(biased; begin, claimed, locks);
+        began?;
+        if let (
+            Some(key),
+            Some(Claim::Recorded {
+                request_sha256,
+                outcome,
+            }),
+        ) = (key, claimed?)
         {
-            Ok(pg) => pg,
-            // The row was checked under its lock above; a conflict here is a row another
-            // writer created between the check and the insert.
-            Err(StoreError::Pg(PgError::Conflict { .. })) => {
-                let sha: Option<String> = tx
-                    .query_opt(
-                        &tx.prepare_cached("SELECT sha256 FROM memloop_memories WHERE project_id = $1 AND rel_path = $2").await.map_err(db)?,
-                        &[&self.project_id(), &rel],
-                    )
-                    .await
-                    .map_err(db)?
-                    .map(|r| r.get(0));
-                return Err(StoreError::Memory(w.expected.conflict(rel, sha.as_deref())));
+            // Ended now, not at the drop: the claim locked the key's row, and other calls
+            // with the key wait for it.
+            tx.rollback().await?;
+            return Ok(if request_sha256 == key.request_sha256 {
+                BatchOutcome::Replayed(outcome)
+            } else {
+                BatchOutcome::KeyReused
+            });
+        }
+        let mut rows = Vec::with_capacity(writes.len());
+        // A path written twice in one batch: the second write finds the row the first leaves.
+        let mut after: HashMap<&str, Option<LockedRow>> = HashMap::new();
+        for (n, ((w, id), locked)) in writes.iter().zip(ids).zip(locked).enumerate() {
+            let rel = w.write.path().as_str();
+            let locked = locked?;
+            let current = after.remove(rel).unwrap_or(locked);
+            let again = writes[n + 1..]
+                .iter()
+                .any(|l| l.write.path().as_str() == rel);
+            let before = again.then(|| current.clone()).flatten();
+            let row = row_of(self, w, current, *id)?;
+            if again {
+                after.insert(rel, row.after(before));
+            }
+            rows.push(row);
+        }
+        let done: Vec<VersionedWrite> = rows.iter().map(versioned).collect();
+        let recorded = key.map(|key| (key, outcome(&done)));
+        let sent = try_join_all(rows.into_iter().map(|row| self.send_row(c, row)));
+        let record = async {
+            let Some((key, text)) = &recorded else {
+                return Ok(());
+            };
+            c.execute(
+                &c.prepare_cached(RECORD_OUTCOME).await.map_err(db)?,
+                &[&project, &key.caller, &key.key, text],
+            )
+            .await
+            .map(|_| ())
+            .map_err(db)
+        };
+        let commit = async { c.batch_execute("COMMIT").await.map_err(db) };
+        let (sent, record, commit) = tokio::join!(biased; sent, record, commit);
+        // Answered: the transaction is over, committed or (after a failed statement) rolled
+        // back. Not answered: the connection is lost, and leaves the pool at the drop.
+        commit?;
+        tx.ended();
+        let written = match sent {
+            Ok(w) => w,
+            Err(StoreError::Pg(PgError::Conflict { rel_path, .. })) => {
+                // A row another writer created between the lock and the insert.
+                let sha = self.sha_of(tx.client()?, &rel_path).await?;
+                let expected = writes
+                    .iter()
+                    .find(|w| w.write.path().as_str() == rel_path)
+                    .map_or(&ExpectedVersion::Absent, |w| &w.expected);
+                return Err(StoreError::Memory(
+                    expected.conflict(&rel_path, sha.as_deref()),
+                ));
             }
             Err(e) => return Err(e),
         };
-        let written = VersionedWrite {
-            report: WriteReport {
-                path: PathBuf::from(&pg.rel_path),
-                rel_path: pg.rel_path,
-                created: pg.created,
-            },
-            // The row's `sha256`: the content version of the text a read returns as `raw`.
-            version: pg.sha256,
-        };
-        Ok((written, pg.version))
+        record?;
+        for w in &written {
+            self.remember(&w.rel_path, Some(w.version));
+        }
+        Ok(BatchOutcome::Written(done))
+    }
+
+    /// The content version (`sha256`) of the row at `rel` now.
+    async fn sha_of(&self, c: &Client, rel: &str) -> Result<Option<String>, StoreError> {
+        let row = c
+            .query_opt(
+                &c.prepare_cached(
+                    "SELECT sha256 FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
+                )
+                .await
+                .map_err(db)?,
+                &[&self.project_id(), &rel],
+            )
+            .await
+            .map_err(db)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+}
+
+/// One write of a batch, checked against the row [`locked_row`](PgMemoryStore::locked_row)
+/// read (its content version against `w.expected`), as the statement to send.
+fn row_of(
+    store: &PgMemoryStore,
+    w: &BatchWrite,
+    current: Option<LockedRow>,
+    id: Uuid,
+) -> Result<RowWrite, StoreError> {
+    let rel = w.write.path().as_str();
+    let landed = current.as_ref().is_some_and(|c| c.write_id == id);
+    let expected = if landed {
+        // Written by this very batch before a lost connection: reported by `row_write`.
+        Expected::Any
+    } else {
+        Expected::from_content(
+            &w.expected,
+            rel,
+            current.as_ref().map(|c| (c.version, c.sha256.as_str())),
+        )
+        .map_err(StoreError::Memory)?
+    };
+    let write = &w.write;
+    store.row_write(
+        rel,
+        current,
+        (write.doc(), write.mode(), write.raw()),
+        expected,
+        id,
+    )
+}
+
+/// The write a row's statement makes, as the batch reports it.
+fn versioned(row: &RowWrite) -> VersionedWrite {
+    let w = match row {
+        RowWrite::Done(w) => w,
+        RowWrite::Send(s) => &s.write,
+    };
+    VersionedWrite {
+        report: WriteReport {
+            path: PathBuf::from(&w.rel_path),
+            rel_path: w.rel_path.clone(),
+            created: w.created,
+        },
+        // The row's `sha256`: the content version of the text a read returns as `raw`.
+        version: w.sha256.clone(),
+    }
+}
+
+/// A pooled connection in a transaction whose statements are sent without waiting for each
+/// other's answers. Dropped while its transaction may be open (BEGIN sent, no COMMIT or
+/// ROLLBACK answered: a lost connection, or a caller that gave up on the future), the
+/// connection leaves the pool and closes, which ends the transaction on the server; otherwise
+/// it goes back to the pool.
+struct Pipelined {
+    client: Option<Client>,
+    open: bool,
+}
+
+impl Pipelined {
+    fn new(client: Client) -> Self {
+        Self {
+            client: Some(client),
+            open: true,
+        }
+    }
+
+    fn client(&self) -> Result<&Client, StoreError> {
+        // Taken only by the drop.
+        self.client
+            .as_ref()
+            .ok_or_else(|| StoreError::Pg(PgError::ConnectionLost("connection released".into())))
+    }
+
+    /// COMMIT or ROLLBACK was answered: the connection is out of the transaction.
+    fn ended(&mut self) {
+        self.open = false;
+    }
+
+    async fn rollback(&mut self) -> Result<(), StoreError> {
+        self.client()?.batch_execute("ROLLBACK").await.map_err(db)?;
+        self.ended();
+        Ok(())
+    }
+
+    /// After a failed attempt: end the transaction if it may be open (on a lost connection
+    /// this fails too, and the client leaves the pool at the drop).
+    async fn settle(&mut self) {
+        if self.open {
+            let _ = self.rollback().await;
+        }
+    }
+}
+
+impl Drop for Pipelined {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && self.open
+        {
+            drop(Client::take(client));
+        }
     }
 }

@@ -6,7 +6,7 @@ use crate::content::{canonical_text, sha256_hex, stem};
 use crate::error::{PgError, StoreError, VersionLabel};
 use crate::migrations::migrate;
 use async_trait::async_trait;
-use deadpool_postgres::Transaction;
+use deadpool_postgres::GenericClient;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
 use memloop_store::{
     ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex,
@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -125,6 +126,7 @@ pub struct PgMemory {
 }
 
 /// A memory row as a write reads it, locked in the write's transaction.
+#[derive(Clone)]
 pub(crate) struct LockedRow {
     pub(crate) version: i64,
     pub(crate) content: String,
@@ -132,6 +134,66 @@ pub(crate) struct LockedRow {
     pub(crate) write_id: Uuid,
     /// The text as its writer had it (`content` for rows older than that column).
     pub(crate) source: String,
+}
+
+/// The row a write reads, locked ([`PgMemoryStore::locked_row`]).
+pub(crate) const LOCK_ROW: &str =
+    "SELECT version, content, sha256, write_id, coalesce(source, content)
+     FROM memloop_memories WHERE project_id = $1 AND rel_path = $2 FOR UPDATE";
+
+/// A row write's UPDATE ([`PgMemoryStore::send_row`]).
+pub(crate) const UPDATE_ROW: &str = "UPDATE memloop_memories SET name = $3, description = $4,
+     memory_type = $5, body = $6, content = $7, sha256 = $8, version = version + 1,
+     updated_at = now(), updated_by = $9, write_id = $10, source = $11
+     WHERE project_id = $1 AND rel_path = $2 RETURNING version";
+
+/// A row write's INSERT ([`PgMemoryStore::send_row`]): no `ON CONFLICT`, so a row created since
+/// the lock fails it and ends the transaction.
+pub(crate) const INSERT_ROW: &str = "INSERT INTO memloop_memories (project_id, rel_path, name,
+     description, memory_type, body, content, sha256, version, updated_by, write_id, source)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10, $11) RETURNING version";
+
+/// One row's write as [`PgMemoryStore::row_write`] worked it out.
+pub(crate) enum RowWrite {
+    /// Nothing to send: the row already is this write.
+    Done(PgWrite),
+    /// A statement to send ([`PgMemoryStore::send_row`]).
+    Send(Box<RowStatement>),
+}
+
+impl RowWrite {
+    /// The row as this write leaves it, given the row `before` it.
+    pub(crate) fn after(&self, before: Option<LockedRow>) -> Option<LockedRow> {
+        match self {
+            Self::Done(_) => before,
+            Self::Send(s) => Some(LockedRow {
+                version: s.write.version,
+                content: s.content.clone(),
+                sha256: s.write.sha256.clone(),
+                write_id: s.write_id,
+                source: s.text.clone(),
+            }),
+        }
+    }
+}
+
+/// The UPDATE or INSERT of a [`RowWrite`], with the write it makes.
+pub(crate) struct RowStatement {
+    /// An UPDATE of the locked row, else an INSERT.
+    update: bool,
+    /// The version the write expected (named by a conflict).
+    expected: Expected,
+    /// The document as stored (parsed back from `content`).
+    doc: MemoryDoc,
+    /// Its `memory_type` column.
+    kind: Option<String>,
+    /// The canonical text.
+    content: String,
+    /// The text as its writer had it (`source`).
+    text: String,
+    write_id: Uuid,
+    /// The write, its version the one the statement is expected to give.
+    pub(crate) write: PgWrite,
 }
 
 /// What a versioned write did.
@@ -591,6 +653,41 @@ impl PgMemoryStore {
         Ok(found)
     }
 
+    /// The name (title) of each memory at `rel_paths` that exists, by path, in one round trip
+    /// and without reading the memories' text: what a writer checks before naming a new
+    /// memory. An invalid path holds nothing.
+    pub async fn names(&self, rel_paths: &[&str]) -> Result<HashMap<String, String>, StoreError> {
+        let rels: Vec<&str> = rel_paths
+            .iter()
+            .copied()
+            .filter(|r| validate_rel_path(r).is_ok())
+            .collect();
+        if rels.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let project = self.project_id().to_owned();
+        self.retrying("names", |client| {
+            let (project, rels) = (&project, &rels);
+            async move {
+                let rows = client
+                    .query(
+                        &client
+                            .prepare_cached(
+                                "SELECT rel_path, name FROM memloop_memories
+                                 WHERE project_id = $1 AND rel_path = ANY($2)",
+                            )
+                            .await
+                            .map_err(db)?,
+                        &[project, rels],
+                    )
+                    .await
+                    .map_err(db)?;
+                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            }
+        })
+        .await
+    }
+
     /// Every memory of the project (content included), in index order.
     pub async fn entries(&self) -> Result<Vec<PgMemory>, StoreError> {
         let project = self.project_id().to_owned();
@@ -709,17 +806,12 @@ impl PgMemoryStore {
     /// when there is none.
     pub(crate) async fn locked_row(
         &self,
-        tx: &Transaction<'_>,
+        tx: &impl GenericClient,
         rel: &str,
     ) -> Result<Option<LockedRow>, StoreError> {
         let row = tx
             .query_opt(
-                &tx.prepare_cached(
-                    "SELECT version, content, sha256, write_id, coalesce(source, content)
-                     FROM memloop_memories WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
-                )
-                .await
-                .map_err(db)?,
+                &tx.prepare_cached(LOCK_ROW).await.map_err(db)?,
                 &[&self.project_id(), &rel],
             )
             .await
@@ -740,26 +832,40 @@ impl PgMemoryStore {
     /// redone.
     pub(crate) async fn write_in_tx(
         &self,
-        tx: &Transaction<'_>,
+        tx: &impl GenericClient,
+        rel: &str,
+        locked: Option<LockedRow>,
+        parts: (&MemoryDoc, WriteMode, Option<&str>),
+        expected: Expected,
+        write_id: Uuid,
+    ) -> Result<PgWrite, StoreError> {
+        let row = self.row_write(rel, locked, parts, expected, write_id)?;
+        self.send_row(tx, row).await
+    }
+
+    /// What one row's write is, worked out from the row [`locked_row`](Self::locked_row) read
+    /// (version checked, text made), without a round trip: nothing to send when the row is this
+    /// very write (landed before a lost connection) or already holds the same canonical text.
+    pub(crate) fn row_write(
+        &self,
         rel: &str,
         locked: Option<LockedRow>,
         (doc, mode, raw): (&MemoryDoc, WriteMode, Option<&str>),
         expected: Expected,
         write_id: Uuid,
-    ) -> Result<PgWrite, StoreError> {
-        let project = self.project_id();
+    ) -> Result<RowWrite, StoreError> {
         let current: Option<(i64, String, Uuid, String)> =
             locked.map(|r| (r.version, r.content, r.write_id, r.source));
         if let Some((version, content, id, _)) = &current {
             if *id == write_id {
                 // This very write landed before the connection dropped: report it, once.
-                return Ok(PgWrite {
+                return Ok(RowWrite::Done(PgWrite {
                     rel_path: rel.to_owned(),
                     version: *version,
                     created: *version == 1,
                     changed: true,
                     sha256: sha256_hex(content),
-                });
+                }));
             }
         }
         let current_version = current.as_ref().map(|c| c.0);
@@ -792,79 +898,82 @@ impl PgMemoryStore {
             // Same canonical text: no new version (a formatting-only difference is no change);
             // the source is kept as it was.
             if *old == content {
-                return Ok(PgWrite {
+                return Ok(RowWrite::Done(PgWrite {
                     rel_path: rel.to_owned(),
                     version: *version,
                     created: false,
                     changed: false,
                     sha256: sha,
-                });
+                }));
             }
         }
-        let kind = stored.memory_type.map(|t| t.as_str().to_owned());
+        Ok(RowWrite::Send(Box::new(RowStatement {
+            update: current.is_some(),
+            expected,
+            kind: stored.memory_type.map(|t| t.as_str().to_owned()),
+            doc: stored,
+            content,
+            text,
+            write_id,
+            write: PgWrite {
+                rel_path: rel.to_owned(),
+                version: current_version.map_or(1, |v| v + 1),
+                created: current.is_none(),
+                changed: true,
+                sha256: sha,
+            },
+        })))
+    }
+
+    /// Send `row`'s statement, if it has one, in the caller's transaction; the write with the
+    /// version the row has now. An INSERT that finds a row another writer created since
+    /// [`locked_row`](Self::locked_row) looked fails (`unique_violation`, which ends the
+    /// transaction: a COMMIT sent behind it rolls back) and is [`PgError::Conflict`].
+    pub(crate) async fn send_row(
+        &self,
+        tx: &impl GenericClient,
+        row: RowWrite,
+    ) -> Result<PgWrite, StoreError> {
+        let s = match row {
+            RowWrite::Done(w) => return Ok(w),
+            RowWrite::Send(s) => s,
+        };
+        let project = self.project_id();
         let writer = &self.inner.config.writer;
+        let rel = s.write.rel_path.as_str();
         // $1..$11 of both the UPDATE and the INSERT below.
         let row_params: [&(dyn ToSql + Sync); 11] = [
             &project,
             &rel,
-            &stored.name,
-            &stored.description,
-            &kind,
-            &stored.body,
-            &content,
-            &sha,
+            &s.doc.name,
+            &s.doc.description,
+            &s.kind,
+            &s.doc.body,
+            &s.content,
+            &s.write.sha256,
             writer,
-            &write_id,
-            &text,
+            &s.write_id,
+            &s.text,
         ];
-        let version: i64 = if current.is_some() {
-            tx.query_one(
-                &tx.prepare_cached(
-                    "UPDATE memloop_memories SET name = $3, description = $4, memory_type = $5,
-                    body = $6, content = $7, sha256 = $8, version = version + 1,
-                    updated_at = now(), updated_by = $9, write_id = $10, source = $11
-                 WHERE project_id = $1 AND rel_path = $2 RETURNING version",
-                )
-                .await
-                .map_err(db)?,
-                &row_params,
-            )
+        let sql = if s.update { UPDATE_ROW } else { INSERT_ROW };
+        let row = tx
+            .query_one(&tx.prepare_cached(sql).await.map_err(db)?, &row_params)
             .await
-            .map_err(db)?
-            .get(0)
-        } else {
-            let row = tx
-                .query_opt(
-                    &tx.prepare_cached(
-                        "INSERT INTO memloop_memories (project_id, rel_path, name, description,
-                        memory_type, body, content, sha256, version, updated_by, write_id, source)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $10, $11)
-                     ON CONFLICT (project_id, rel_path) DO NOTHING RETURNING version",
-                    )
-                    .await
-                    .map_err(db)?,
-                    &row_params,
-                )
-                .await
-                .map_err(db)?;
-            match row {
-                Some(r) => r.get(0),
-                None => {
+            .map_err(|e| {
+                if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
                     // Another writer created it between our read and our insert.
-                    return Err(StoreError::Pg(PgError::Conflict {
+                    StoreError::Pg(PgError::Conflict {
                         rel_path: rel.to_owned(),
-                        expected: expected.label(),
+                        expected: s.expected.label(),
                         actual: VersionLabel(Some(1)),
-                    }));
+                    })
+                } else {
+                    db(e)
                 }
-            }
-        };
+            })?;
         Ok(PgWrite {
-            rel_path: rel.to_owned(),
-            version,
-            created: current.is_none(),
-            changed: true,
-            sha256: sha,
+            version: row.get(0),
+            ..s.write
         })
     }
 

@@ -345,3 +345,203 @@ async fn concurrent_calls_with_one_key_write_once() {
     assert_eq!(rel_paths(&store).await, ["changes/c.md", "todos/t.md"]);
     assert_eq!(store.get("changes/c.md").await.unwrap().unwrap().version, 1);
 }
+
+/// Wait until a backend of `app` waits for a lock, or panic if `running` ends first.
+async fn until_waiting<T: std::fmt::Debug>(
+    admin: &tokio_postgres::Client,
+    app: &str,
+    running: &mut tokio::task::JoinHandle<T>,
+) {
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                 WHERE a.application_name = $1 AND NOT l.granted",
+                &[&app],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the batch never waited for a lock"
+        );
+        // The server sends no notice when a backend starts waiting: look again shortly.
+        tokio::select! {
+            done = &mut *running => panic!("the batch ended instead of waiting: {done:?}"),
+            () = tokio::time::sleep(Duration::from_millis(5)) => {}
+        }
+    }
+}
+
+/// A row another writer creates between the batch's lock (which finds nothing) and its insert:
+/// the insert waits for that writer, then fails; the batch is a conflict naming the row now
+/// there, none of its entries and not its key land, and its connection (the pool's only one)
+/// serves the next batch, whose key is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_created_under_the_batch_is_a_conflict_and_nothing_lands() {
+    let schema = TestSchema::new();
+    let project = "github.com/acme/billing";
+    let app = format!("race-{}", uuid::Uuid::new_v4().simple());
+    let store = PgMemoryStore::open(schema.config(project).application_name(&app).pool_size(1))
+        .await
+        .unwrap();
+    let other = support::admin().await;
+    let theirs = "---\nname: theirs\n---\ncreated by another writer\n";
+    other
+        .batch_execute(&format!(
+            "BEGIN; INSERT INTO {}.memloop_memories (project_id, rel_path, name, description,
+                 body, content, sha256, version, updated_by, write_id)
+             VALUES ('{project}', 'knowledge/a.md', 'theirs', '', 'created by another writer',
+                 $t${theirs}$t$, '{}', 1, 'other', gen_random_uuid())",
+            schema.name,
+            content_version(theirs)
+        ))
+        .await
+        .unwrap();
+    let k = key("raced", "the request", IDEMPOTENCY_TTL);
+    let mut running = tokio::spawn({
+        let (store, k) = (store.clone(), k.clone());
+        async move {
+            let batch = [
+                write("knowledge/b.md", "b", ExpectedVersion::Absent),
+                write("knowledge/a.md", "ours", ExpectedVersion::Absent),
+            ];
+            store.write_batch(&batch, Some(&k), &outcome).await
+        }
+    });
+    until_waiting(&support::admin().await, &app, &mut running).await;
+    other.batch_execute("COMMIT").await.unwrap();
+    let err = running.await.unwrap().unwrap_err();
+    let MemoryError::VersionConflict { path, current, .. } = MemoryError::from(err) else {
+        panic!("not a conflict")
+    };
+    assert_eq!(
+        (path.as_str(), current),
+        ("knowledge/a.md", content_version(theirs))
+    );
+    assert_eq!(rel_paths(&store).await, ["knowledge/a.md"]);
+    assert!(key_rows(&schema).await.is_empty(), "the key was recorded");
+
+    // The same connection, out of the failed transaction: the key writes, once.
+    let batch = [
+        write("knowledge/b.md", "b", ExpectedVersion::Absent),
+        write("knowledge/a.md", "ours", ExpectedVersion::Any),
+    ];
+    let again = store.write_batch(&batch, Some(&k), &outcome).await.unwrap();
+    assert!(
+        matches!(again, BatchOutcome::Written(ref w) if w.len() == 2),
+        "{again:?}"
+    );
+    assert!(
+        store
+            .read("knowledge/a.md")
+            .await
+            .unwrap()
+            .body
+            .contains("ours")
+    );
+    assert_eq!(
+        store.get("knowledge/a.md").await.unwrap().unwrap().version,
+        2
+    );
+    let replay = store.write_batch(&batch, Some(&k), &outcome).await.unwrap();
+    assert!(
+        matches!(replay, BatchOutcome::Replayed(ref o) if o.contains("knowledge/a.md=")),
+        "{replay:?}"
+    );
+}
+
+/// A batch given up while it waits inside its transaction (its caller went away) leaves
+/// nothing behind: not its writes, not its key's claim, and no transaction on a pooled
+/// connection; a retry with the key writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_given_up_midway_leaves_its_key_free() {
+    let schema = TestSchema::new();
+    let project = "github.com/acme/billing";
+    let app = format!("dropped-{}", uuid::Uuid::new_v4().simple());
+    let store = PgMemoryStore::open(schema.config(project).application_name(&app).pool_size(1))
+        .await
+        .unwrap();
+    let first = store
+        .write_batch(
+            &[write("knowledge/a.md", "first", ExpectedVersion::Absent)],
+            None,
+            &outcome,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(first, BatchOutcome::Written(_)), "{first:?}");
+    let other = support::admin().await;
+    other
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM {}.memloop_memories WHERE rel_path = 'knowledge/a.md' FOR UPDATE",
+            schema.name
+        ))
+        .await
+        .unwrap();
+    let k = key("given-up", "the request", IDEMPOTENCY_TTL);
+    let batch = || {
+        [
+            write("knowledge/b.md", "b", ExpectedVersion::Absent),
+            write("knowledge/a.md", "second", ExpectedVersion::Any),
+        ]
+    };
+    let mut running = tokio::spawn({
+        let (store, k, batch) = (store.clone(), k.clone(), batch());
+        async move { store.write_batch(&batch, Some(&k), &outcome).await }
+    });
+    until_waiting(&support::admin().await, &app, &mut running).await;
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
+    other.batch_execute("COMMIT").await.unwrap();
+
+    let again = store
+        .write_batch(&batch(), Some(&k), &outcome)
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, BatchOutcome::Written(ref w) if w.len() == 2),
+        "{again:?}"
+    );
+    assert_eq!(
+        rel_paths(&store).await,
+        ["knowledge/a.md", "knowledge/b.md"]
+    );
+    assert_eq!(
+        store.get("knowledge/a.md").await.unwrap().unwrap().version,
+        2
+    );
+    assert_eq!(key_rows(&schema).await, rows(&[(project, "given-up")]));
+}
+
+/// One path twice in a batch: the second write lands on the first, as two writes in a row
+/// would (a new memory at version 2 holding the second text).
+#[tokio::test]
+async fn a_path_written_twice_in_one_batch_keeps_the_second_write() {
+    let schema = TestSchema::new();
+    let store = schema.open("github.com/acme/billing").await;
+    let out = store
+        .write_batch(
+            &[
+                write("knowledge/a.md", "first", ExpectedVersion::Absent),
+                write("knowledge/a.md", "second", ExpectedVersion::Any),
+            ],
+            Some(&key("twice", "the request", IDEMPOTENCY_TTL)),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    let BatchOutcome::Written(w) = out else {
+        panic!("{out:?}")
+    };
+    let stored = store.get("knowledge/a.md").await.unwrap().unwrap();
+    assert_eq!(stored.version, 2);
+    assert!(stored.doc.body.contains("second"), "{:?}", stored.doc.body);
+    assert!(w[0].report.created && !w[1].report.created, "{w:?}");
+    assert_eq!(w[1].version, content_version(&stored.content));
+}
