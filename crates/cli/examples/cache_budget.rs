@@ -21,6 +21,7 @@
 
 use memloop_pg::{PgConfig, PgMemoryStore, ProjectIdentity, canonical_text, sha256_hex};
 use memloop_store::{MemoryDoc, MemoryType};
+use memloop_testkit::Lcg;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -33,63 +34,6 @@ const PG: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
 const MEMORIES: usize = 50;
 /// Projects whose rows go in one INSERT.
 const BATCH: usize = 20;
-
-const WORDS: &[&str] = &[
-    "billing",
-    "postgres",
-    "queue",
-    "deploy",
-    "grafana",
-    "latency",
-    "invoice",
-    "schema",
-    "retry",
-    "timeout",
-    "cache",
-    "index",
-    "migration",
-    "runbook",
-    "oncall",
-    "rollback",
-    "kafka",
-    "redis",
-    "auth",
-    "token",
-    "tenant",
-    "backup",
-    "replica",
-    "shard",
-    "metrics",
-    "alert",
-    "budget",
-    "sla",
-    "release",
-    "feature",
-    "flag",
-    "canary",
-    "payment",
-    "refund",
-    "ledger",
-    "export",
-    "import",
-];
-
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as usize
-    }
-    fn word(&mut self) -> &'static str {
-        WORDS[self.next() % WORDS.len()]
-    }
-    fn words(&mut self, n: usize) -> String {
-        (0..n).map(|_| self.word()).collect::<Vec<_>>().join(" ")
-    }
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;

@@ -10,6 +10,7 @@
 //! - [`shared_data`], [`under_ci`], [`skip_unless_ci`]: tests that read external data sets or
 //!   tools, skipped outside CI and failing under CI when what they need is missing;
 //! - [`fifo`]: a named pipe where a file was expected;
+//! - [`WORDS`] and [`Lcg`]: generated memory text, the same on every run and machine;
 //! - `Echo` (feature `model`): a read-only tool named `echo` that answers with its input;
 //! - `MapStore` (feature `store`, on memloop-store alone): an in-memory `MemoryStore` that
 //!   passes the store conformance suite, and `WriteOutcome`, what the write rules say of a write;
@@ -55,8 +56,10 @@ mod recall;
 mod scripted;
 #[cfg(feature = "store")]
 mod store;
+mod words;
 
 pub use ci::{shared_data, skip_unless_ci, under_ci};
+pub use words::{Lcg, WORDS};
 #[cfg(feature = "model")]
 pub use context::{hook_context, tool_context};
 #[cfg(feature = "model")]
