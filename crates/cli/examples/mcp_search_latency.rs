@@ -11,8 +11,8 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
-use rmcp::{ServiceExt, model::CallToolRequestParams, transport::TokioChildProcess};
 use memloop_testkit::Lcg;
+use rmcp::{ServiceExt, model::CallToolRequestParams, transport::TokioChildProcess};
 use serde_json::json;
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,7 @@
 //! Memories of a pre-schema-6 id (a directory's base name) are taken over only by a write of a
 //! token for every project, never at open and never by a read.
 
+use crate::bounded::Bounded;
 use crate::key::{MemoryKey, Reach};
 use crate::projects::{
     ClaimFuture, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, ReadyFuture,
@@ -14,7 +15,6 @@ use crate::projects::{
 use memloop_host::env::EnvVars;
 use memloop_pg::{PgConfig, PgMemoryStore, PgPool, ProjectIdentity};
 use memloop_store::{MemoryError, MemoryStore, WriteLimits};
-use crate::bounded::Bounded;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -4,9 +4,11 @@
 //! `DefaultSelector::approx_bytes`, against the bytes the allocator frees when that project is
 //! dropped (what an eviction returns), counted by an instrumented global allocator.
 //!
-//! The allocator counts requested bytes; the heap holds each allocation in a block of glibc's
-//! malloc (an 8-byte header, rounded up to 16): the measure adds 16 bytes a freed allocation
-//! (the header and, on average, half the rounding). The estimate must agree within 10%.
+//! The allocator counts requested bytes (exactly: the estimate's own count of them agrees
+//! to within 0.1%); the heap holds each allocation in a block of glibc's malloc (an 8-byte
+//! header, rounded up to 16, at least 32), so the measure adds 16 bytes a freed allocation (the
+//! header and, on average, half the rounding). The estimate must agree within 5%: that mean is
+//! what is approximate.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -59,7 +61,11 @@ async fn a_projects_estimate_is_the_heap_its_caches_free() {
             format!("{}.\n\n{}.\n", rng.words(30), rng.words(30 + j % 30)),
         );
         writer
-            .write(&format!("project/{w1}_{w2}_{j}.md"), &doc, WriteMode::Overwrite)
+            .write(
+                &format!("project/{w1}_{w2}_{j}.md"),
+                &doc,
+                WriteMode::Overwrite,
+            )
             .await
             .unwrap();
     }
@@ -87,7 +93,7 @@ async fn a_projects_estimate_is_the_heap_its_caches_free() {
     );
     assert!(held > 50_000, "the project's caches freed only {held} B");
     assert!(
-        error.abs() <= 0.10,
+        error.abs() <= 0.05,
         "estimate {estimate} B, heap freed {held} B ({:+.1}%)",
         error * 100.0
     );

@@ -204,7 +204,9 @@ impl VectorCache {
             + self
                 .entries
                 .iter()
-                .map(|(path, e)| string(path) + vec(&e.vectors) + e.vectors.iter().map(vec).sum::<usize>())
+                .map(|(path, e)| {
+                    string(path) + vec(&e.vectors) + e.vectors.iter().map(vec).sum::<usize>()
+                })
                 .sum::<usize>()
     }
 

@@ -368,10 +368,7 @@ impl ScanCache {
                         + removed.iter().map(string).sum::<usize>()
                 })
                 .sum::<usize>();
-        let cursor = state
-            .cursor
-            .as_ref()
-            .map_or(0, |c| block(c.as_str().len()));
+        let cursor = state.cursor.as_ref().map_or(0, |c| block(c.as_str().len()));
         drop(state);
         let bodies = self.bodies.lock().map_or(0, |b| {
             map(&b.files)

@@ -59,7 +59,6 @@ mod store;
 mod words;
 
 pub use ci::{shared_data, skip_unless_ci, under_ci};
-pub use words::{Lcg, WORDS};
 #[cfg(feature = "model")]
 pub use context::{hook_context, tool_context};
 #[cfg(feature = "model")]
@@ -75,3 +74,4 @@ pub use recall::WaitForRecall;
 pub use scripted::{ScriptStep, ScriptedModel};
 #[cfg(feature = "store")]
 pub use store::{MapStore, WriteOutcome};
+pub use words::{Lcg, WORDS};
