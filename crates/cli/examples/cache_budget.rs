@@ -7,8 +7,8 @@
 //!     --example cache_budget -- target/release/memloop 10000 64
 //! ```
 //!
-//! Arguments: the server binary, the number of projects (default 10,000), the budget in MiB
-//! (default 64). PostgreSQL at 127.0.0.1:5432 (database `test`, trust auth): the memories are
+//! Arguments: the server binary, the number of projects (default 10,000), the budgets in MiB
+//! (default 64; several, comma-separated, run one server after another on the same rows). PostgreSQL at 127.0.0.1:5432 (database `test`, trust auth): the memories are
 //! generated in a schema of their own (dropped afterwards), one dir per project under a temp
 //! root. Then the server starts, and one client (raw JSON-RPC over one keep-alive HTTP
 //! connection) runs one `context_search` in every project in turn (a cold project: the server
@@ -21,6 +21,7 @@
 
 use memloop_pg::{PgConfig, PgMemoryStore, ProjectIdentity, canonical_text, sha256_hex};
 use memloop_store::{MemoryDoc, MemoryType};
+use memloop_testkit::Lcg;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -33,63 +34,6 @@ const PG: &str = "host=127.0.0.1 port=5432 user=root dbname=test";
 const MEMORIES: usize = 50;
 /// Projects whose rows go in one INSERT.
 const BATCH: usize = 20;
-
-const WORDS: &[&str] = &[
-    "billing",
-    "postgres",
-    "queue",
-    "deploy",
-    "grafana",
-    "latency",
-    "invoice",
-    "schema",
-    "retry",
-    "timeout",
-    "cache",
-    "index",
-    "migration",
-    "runbook",
-    "oncall",
-    "rollback",
-    "kafka",
-    "redis",
-    "auth",
-    "token",
-    "tenant",
-    "backup",
-    "replica",
-    "shard",
-    "metrics",
-    "alert",
-    "budget",
-    "sla",
-    "release",
-    "feature",
-    "flag",
-    "canary",
-    "payment",
-    "refund",
-    "ledger",
-    "export",
-    "import",
-];
-
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as usize
-    }
-    fn word(&mut self) -> &'static str {
-        WORDS[self.next() % WORDS.len()]
-    }
-    fn words(&mut self, n: usize) -> String {
-        (0..n).map(|_| self.word()).collect::<Vec<_>>().join(" ")
-    }
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -347,9 +291,11 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let bin = args
         .next()
-        .expect("usage: cache_budget <memloop binary> [projects] [cache MiB]");
+        .expect("usage: cache_budget <memloop binary> [projects] [cache MiB, ...]");
     let n: usize = args.next().map_or(10_000, |a| a.parse().unwrap());
-    let budget_mib: usize = args.next().map_or(64, |a| a.parse().unwrap());
+    let budgets: Vec<usize> = args.next().map_or(vec![64], |a| {
+        a.split(',').map(|b| b.parse().unwrap()).collect()
+    });
 
     let schema = Schema(format!("memloop_cachebench_{}", std::process::id()));
     admin()
@@ -399,7 +345,14 @@ async fn main() {
         t.elapsed().as_secs_f64()
     );
 
-    let (server, url, evicted) = start(&bin, &url, &root, &home, budget_mib).await;
+    for budget_mib in budgets {
+        serve(&bin, &url, &root, &home, n, budget_mib).await;
+    }
+}
+
+/// Start a server under `--cache-mib budget_mib`, touch every project, print the figures.
+async fn serve(bin: &str, url: &str, root: &Path, home: &Path, n: usize, budget_mib: usize) {
+    let (server, url, evicted) = start(bin, url, root, home, budget_mib).await;
     let pid = server.id().unwrap();
     let mut client = McpHttp::connect(&url).await;
     let before = rss(pid);
@@ -411,7 +364,7 @@ async fn main() {
     for i in 0..n {
         let mut rng = Lcg(i as u64 * 7919 + 1);
         let query = format!("{} {}", rng.word(), rng.word());
-        cold.push(client.search(&project_dir(&root, i), &query).await);
+        cold.push(client.search(&project_dir(root, i), &query).await);
         if i % 100 == 99 || i + 1 == n {
             peak = peak.max(rss(pid));
         }
@@ -435,7 +388,7 @@ async fn main() {
         for i in n - warm_set..n {
             let mut rng = Lcg(i as u64 * 7919 + 1);
             let query = format!("{} {}", rng.word(), rng.word());
-            warm.push(client.search(&project_dir(&root, i), &query).await);
+            warm.push(client.search(&project_dir(root, i), &query).await);
         }
     }
     peak = peak.max(rss(pid));

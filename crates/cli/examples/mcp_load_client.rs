@@ -56,12 +56,13 @@ struct Args {
     #[arg(long = "server-pid")]
     server_pids: Vec<u32>,
     /// Also charge the CPU of every process named `postgres` on this machine (its backends,
-    /// WAL writer and checkpointer) to the run.
+    /// WAL writer and checkpointer) to the run. A backend that exits during the run (its
+    /// connection was terminated) takes its CPU time with it: not counted.
     #[arg(long)]
     postgres_cpu: bool,
     /// After the run, measure read-your-writes: save through the first URL, search through the
     /// second until found (`--read-your-writes http://A/mcp,http://B/mcp`), this many times.
-    #[arg(long, value_delimiter = ',', num_args = 2)]
+    #[arg(long, value_delimiter = ',')]
     read_your_writes: Vec<String>,
     /// Samples of the read-your-writes measurement.
     #[arg(long, default_value_t = 200)]
@@ -102,6 +103,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_max_level(tracing::Level::WARN)
         .init();
     loopback_only(&args.url)?;
+    if !matches!(args.read_your_writes.len(), 0 | 2) {
+        return Err("--read-your-writes takes two URLs: WRITE,READ".into());
+    }
     for url in &args.read_your_writes {
         loopback_only(url)?;
     }

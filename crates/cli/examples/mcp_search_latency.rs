@@ -11,66 +11,10 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
+use memloop_testkit::Lcg;
 use rmcp::{ServiceExt, model::CallToolRequestParams, transport::TokioChildProcess};
 use serde_json::json;
 use std::time::{Duration, Instant};
-
-const WORDS: &[&str] = &[
-    "billing",
-    "postgres",
-    "queue",
-    "deploy",
-    "grafana",
-    "latency",
-    "invoice",
-    "schema",
-    "retry",
-    "timeout",
-    "cache",
-    "index",
-    "migration",
-    "runbook",
-    "oncall",
-    "rollback",
-    "kafka",
-    "redis",
-    "auth",
-    "token",
-    "tenant",
-    "backup",
-    "replica",
-    "shard",
-    "metrics",
-    "alert",
-    "budget",
-    "sla",
-    "release",
-    "feature",
-    "flag",
-    "canary",
-    "payment",
-    "refund",
-    "ledger",
-    "export",
-    "import",
-];
-
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as usize
-    }
-    fn words(&mut self, n: usize) -> String {
-        (0..n)
-            .map(|_| WORDS[self.next() % WORDS.len()])
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;

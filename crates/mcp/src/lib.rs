@@ -12,6 +12,7 @@
 mod access;
 mod answer;
 mod batch;
+mod bounded;
 mod http;
 mod jsonrpc;
 mod key;

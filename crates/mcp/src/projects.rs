@@ -9,6 +9,7 @@
 
 use crate::access::{Access, Denied, Effect, Grant};
 use crate::batch::AtomicBatches;
+use crate::bounded::Bounded;
 use crate::key::{MemoryKey, OwnerError, Reach, holds_nothing, record_owner, recorded_owner};
 use memloop_core::embed::Embedder;
 use memloop_host::env::EnvVars;
@@ -334,7 +335,9 @@ pub(crate) enum NotServed {
     Denied(Denied),
 }
 
-/// Most projects `resources/list` names.
+/// Most projects `resources/list` names, and most projects the server remembers having
+/// resolved (for that list; the most recently resolved kept): a replica serving any number of
+/// projects keeps at most this many records (about 1 KiB each).
 const MAX_LISTED: usize = 1000;
 
 /// An open project: its store and the BM25 selector kept in step with it.
@@ -352,7 +355,7 @@ impl OpenProject {
     /// An estimate of the memory its caches hold, in bytes (header cache, postings, vectors);
     /// `None` while a request holds one of them.
     fn approx_bytes(&self) -> Option<usize> {
-        self.recall.approx_bytes()
+        Some(memloop_store::heap::arc::<Self>() + self.recall.approx_bytes()?)
     }
 }
 
@@ -506,7 +509,8 @@ pub(crate) struct Projects {
     roots: Vec<PathBuf>,
     /// The open projects: memory dirs, and projects open in the shared stores.
     open: Mutex<OpenCache>,
-    seen: Mutex<HashMap<String, Project>>,
+    /// The projects resolved most recently, by id (at most [`MAX_LISTED`]).
+    seen: Mutex<Bounded<String, Project>>,
     /// The background summariser, when summaries are on.
     summariser: Option<crate::summaries::Summariser>,
 }
@@ -525,7 +529,7 @@ impl Projects {
             )),
             config,
             roots,
-            seen: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Bounded::new(MAX_LISTED)),
             summariser,
         }
     }
@@ -737,7 +741,7 @@ impl Projects {
                 }
             }
         }
-        for p in self.seen.lock().await.values() {
+        for p in self.seen.lock().await.newest_first() {
             push(p.clone(), &mut out);
         }
         out
@@ -986,6 +990,32 @@ mod tests {
             cache_bytes: bytes,
             ..config(root, home, false)
         })
+    }
+
+    #[tokio::test]
+    async fn the_projects_remembered_are_the_latest_few() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (root, home) = (base.join("root"), base.join("home"));
+        let names: Vec<String> = (0..MAX_LISTED + 20).map(|i| format!("p{i:04}")).collect();
+        for name in &names {
+            std::fs::create_dir_all(root.join(name)).unwrap();
+        }
+        std::fs::create_dir_all(&home).unwrap();
+        let projects = Projects::new(config(&root, &home, false));
+        let mut resolved = Vec::new();
+        for name in &names {
+            let path = root.join(name).to_string_lossy().into_owned();
+            let p = projects
+                .resolve(&path, &Access::full(), Effect::Read)
+                .await
+                .unwrap();
+            resolved.push(p.id);
+        }
+        let seen = projects.seen.lock().await;
+        assert_eq!(seen.len(), MAX_LISTED, "one record per project ever served");
+        assert!(seen.contains(resolved.last().unwrap()));
+        assert!(!seen.contains(&resolved[0]), "the oldest is forgotten");
     }
 
     #[tokio::test]

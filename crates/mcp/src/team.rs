@@ -7,6 +7,7 @@
 //! Memories of a pre-schema-6 id (a directory's base name) are taken over only by a write of a
 //! token for every project, never at open and never by a read.
 
+use crate::bounded::Bounded;
 use crate::key::{MemoryKey, Reach};
 use crate::projects::{
     ClaimFuture, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, ReadyFuture,
@@ -14,7 +15,6 @@ use crate::projects::{
 use memloop_host::env::EnvVars;
 use memloop_pg::{PgConfig, PgMemoryStore, PgPool, ProjectIdentity};
 use memloop_store::{MemoryError, MemoryStore, WriteLimits};
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -22,6 +22,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// pool per project would hold 4 per project: a server with 30 projects would pass
 /// PostgreSQL's default `max_connections` of 100 alone).
 pub const SERVER_POOL_SIZE: usize = 8;
+
+/// How many directories' identities, and legacy ids tried, a server remembers (the most
+/// recent): its memory does not grow with the number of projects it ever served (about 0.5 KiB
+/// an identity).
+const REMEMBERED: usize = 4096;
 
 /// Opens one [`PgMemoryStore`] per served project on one database, all on one connection pool.
 pub struct TeamStores {
@@ -32,11 +37,14 @@ pub struct TeamStores {
     schema: Option<String>,
     /// The server's pool, made at the first open.
     pool: Mutex<Option<PgPool>>,
-    /// The legacy ids this server has claimed or found claimed (each is tried once).
-    claimed: Mutex<HashSet<String>>,
-    /// Each served directory's identity, looked up once (a `git` run): the key is computed on
-    /// every request, and a directory's origin does not change under a running server.
-    identities: Mutex<HashMap<PathBuf, ProjectIdentity>>,
+    /// The legacy ids this server has claimed or found claimed, the [`REMEMBERED`] latest
+    /// (each is tried once while remembered; one forgotten is tried again, which finds it
+    /// claimed and moves nothing).
+    claimed: Mutex<Bounded<String, ()>>,
+    /// Each served directory's identity, looked up once (a `git` run) while among the
+    /// [`REMEMBERED`] latest: the key is computed on every request, and a directory's origin
+    /// does not change under a running server.
+    identities: Mutex<Bounded<PathBuf, ProjectIdentity>>,
 }
 
 impl TeamStores {
@@ -51,8 +59,8 @@ impl TeamStores {
             application_name: "memloop-mcp".into(),
             schema: None,
             pool: Mutex::new(None),
-            claimed: Mutex::new(HashSet::new()),
-            identities: Mutex::new(HashMap::new()),
+            claimed: Mutex::new(Bounded::new(REMEMBERED)),
+            identities: Mutex::new(Bounded::new(REMEMBERED)),
         }
     }
 
@@ -176,7 +184,7 @@ impl ProjectStores for TeamStores {
             let Some(legacy) = self.identity(&project.path).legacy else {
                 return Ok(());
             };
-            let tried = |claimed: &Mutex<HashSet<String>>| {
+            let tried = |claimed: &Mutex<Bounded<String, ()>>| {
                 claimed
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -195,7 +203,7 @@ impl ProjectStores for TeamStores {
             self.claimed
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(legacy);
+                .insert(legacy, ());
             Ok(())
         })
     }

@@ -1126,6 +1126,39 @@ impl MemoryStore for PgMemoryStore {
         self.inner.config.write
     }
 
+    /// Its settings, description and the version it last saw of each path (one entry a
+    /// memory read or written); the pool is the server's, shared by every store.
+    fn approx_bytes(&self) -> usize {
+        use memloop_store::heap::{arc, block, map, string};
+        let config = &self.inner.config;
+        let strings = [
+            &config.url,
+            &config.project_id,
+            &config.writer,
+            &config.application_name,
+            &self.inner.description.identity,
+        ]
+        .into_iter()
+        .chain(config.legacy_project_id.as_ref())
+        .chain(config.schema.as_ref())
+        .map(string)
+        .sum::<usize>();
+        let location = match &self.inner.description.location {
+            memloop_store::StoreLocation::Database {
+                engine,
+                url,
+                project,
+            } => string(engine) + string(url) + string(project),
+            memloop_store::StoreLocation::Directory(p) => block(p.capacity()),
+            // A location of a kind this version does not know: not the team store's.
+            _ => 0,
+        };
+        let seen = self.inner.seen.lock().map_or(0, |seen| {
+            map(&seen) + seen.keys().map(string).sum::<usize>()
+        });
+        arc::<Inner>() + strings + location + seen
+    }
+
     fn describe(&self) -> StoreDescription {
         self.inner.description.clone()
     }

@@ -161,48 +161,31 @@ impl Bm25Postings {
     }
 
     /// An estimate of the memory the index holds, in bytes: its terms, postings, documents
-    /// and lookups (what grows with the memories indexed).
+    /// and lookups (what grows with the memories indexed), counted as the allocator holds them
+    /// ([`memloop_store::heap`]: buffers by capacity, hash tables by buckets, each allocation
+    /// as its block). The index's own struct is counted by whoever holds it.
     pub fn approx_bytes(&self) -> usize {
+        use memloop_store::heap::{map, string, vec};
         use std::mem::size_of;
-        let terms: usize = self
-            .term_ids
-            .keys()
-            .map(|t| t.len() + size_of::<(String, u32)>())
-            .sum();
-        let postings: usize = self
-            .postings
-            .iter()
-            .map(|p| size_of::<Vec<Posting>>() + p.capacity() * size_of::<Posting>())
-            .sum();
-        let docs: usize = self
-            .docs
-            .iter()
-            .map(|d| {
-                size_of::<Option<Doc>>()
-                    + d.as_ref()
-                        .map_or(0, |d| d.path.len() + d.terms.capacity() * size_of::<u32>())
-            })
-            .sum();
-        let paths: usize = self
-            .by_path
-            .keys()
-            .map(|p| p.len() + size_of::<(String, u32)>())
-            .sum();
-        let dirs: usize = self
-            .dir_ids
-            .keys()
-            .map(|d| d.len() + size_of::<(String, u32)>())
-            .sum::<usize>()
+        let terms = map(&self.term_ids) + self.term_ids.keys().map(string).sum::<usize>();
+        let postings = vec(&self.postings) + self.postings.iter().map(vec).sum::<usize>();
+        let docs = vec(&self.docs)
             + self
-                .dir_members
+                .docs
                 .iter()
-                .map(|m| size_of::<Vec<u32>>() + m.capacity() * size_of::<u32>())
+                .flatten()
+                .map(|d| string(&d.path) + vec(&d.terms))
                 .sum::<usize>();
-        let per_term =
-            self.is_bigram.capacity() * size_of::<bool>() + self.df.capacity() * size_of::<u32>();
-        let slots = (self.free.capacity() + self.tombstones.capacity()) * size_of::<u32>()
-            + self.alive.capacity() * size_of::<bool>();
-        size_of::<Self>() + terms + postings + docs + paths + dirs + per_term + slots
+        let paths = map(&self.by_path) + self.by_path.keys().map(string).sum::<usize>();
+        let dirs = map(&self.dir_ids)
+            + self.dir_ids.keys().map(string).sum::<usize>()
+            + vec(&self.dir_members)
+            + self.dir_members.iter().map(vec).sum::<usize>();
+        let per_term = vec(&self.is_bigram) + vec(&self.df);
+        let slots = vec(&self.free) + vec(&self.tombstones) + vec(&self.alive);
+        // The analyzer's Latin-script stemmers: one boxed function (two words) per language.
+        let analyzer = memloop_store::heap::block(Language::ALL.len() * 2 * size_of::<usize>());
+        analyzer + terms + postings + docs + paths + dirs + per_term + slots
     }
 
     /// Number of indexed memories.

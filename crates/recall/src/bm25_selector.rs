@@ -154,12 +154,18 @@ impl Bm25Selector {
     /// ([`ScanCache::approx_bytes`]).
     pub fn approx_bytes(&self) -> Option<usize> {
         let synced = self.index.try_lock().ok()?;
-        let retry: usize = synced
-            .retry
-            .iter()
-            .map(|h| std::mem::size_of::<MemoryHeader>() + h.rel_path.len())
-            .sum();
-        Some(synced.index.approx_bytes() + retry)
+        use memloop_store::heap::{arc, string, vec};
+        let retry = vec(&synced.retry)
+            + synced
+                .retry
+                .iter()
+                .map(|h| {
+                    string(&h.rel_path)
+                        + h.name.as_ref().map_or(0, string)
+                        + h.description.as_ref().map_or(0, string)
+                })
+                .sum::<usize>();
+        Some(arc::<Self>() + synced.index.approx_bytes() + retry)
     }
 
     /// Number of indexed memories.

@@ -290,7 +290,7 @@ impl HybridSelector {
     /// selection holds either (the estimate never waits).
     pub fn approx_bytes(&self) -> Option<usize> {
         let vectors = self.vectors.try_lock().ok()?.approx_bytes();
-        Some(vectors + self.bm25().approx_bytes()?)
+        Some(memloop_store::heap::arc::<Self>() + vectors + self.bm25().approx_bytes()?)
     }
 
     /// Number of memories with a cached vector.

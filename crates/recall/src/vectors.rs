@@ -194,20 +194,20 @@ pub(crate) fn embed_texts(
 }
 
 impl VectorCache {
-    /// An estimate of the memory the vectors hold, in bytes: each memory's vectors (4 bytes
-    /// a dimension) and its entry.
+    /// An estimate of the memory the vectors hold, in bytes, counted as the allocator holds
+    /// them ([`memloop_store::heap`]): each memory's vectors (4 bytes a dimension), its entry
+    /// and path, the table.
     pub(crate) fn approx_bytes(&self) -> usize {
-        self.entries
-            .iter()
-            .map(|(path, e)| {
-                path.len()
-                    + std::mem::size_of::<(String, Entry)>()
-                    + e.vectors
-                        .iter()
-                        .map(|v| std::mem::size_of::<Vec<f32>>() + v.capacity() * 4)
-                        .sum::<usize>()
-            })
-            .sum()
+        use memloop_store::heap::{block, map, string, vec};
+        let own = string(&self.model_id) + block(self.path.capacity());
+        own + map(&self.entries)
+            + self
+                .entries
+                .iter()
+                .map(|(path, e)| {
+                    string(path) + vec(&e.vectors) + e.vectors.iter().map(vec).sum::<usize>()
+                })
+                .sum::<usize>()
     }
 
     /// The cache at `path` for `model_id`/`dimension`: what the file holds when it is intact

@@ -29,6 +29,7 @@ mod changes;
 mod file_feed;
 mod file_store;
 mod frontmatter;
+pub mod heap;
 mod index;
 mod index_file;
 mod manifest;

@@ -435,6 +435,15 @@ pub trait MemoryStore: Send + Sync {
         WriteLimits::default()
     }
 
+    /// The heap memory the store itself holds, in bytes, counted as [`crate::heap`] counts:
+    /// what it keeps per memory (e.g. the versions it last saw) and its own settings, not a
+    /// pool or files it shares. A server that keeps stores open under a memory budget adds it
+    /// to their caches' estimates. The default, for a store that keeps nothing that grows,
+    /// says 0.
+    fn approx_bytes(&self) -> usize {
+        0
+    }
+
     /// What changed since `since` (the change feed, [`crate::Changes`]): a cache calls
     /// this each turn instead of [`scan`](Self::scan). The default has no feed and always asks
     /// for a rescan, which is correct for any backend.

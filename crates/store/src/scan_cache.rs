@@ -337,41 +337,53 @@ impl ScanCache {
         Ok(file)
     }
 
-    /// An estimate of the memory the cache holds, in bytes: every header (its strings, its
-    /// entry, its path in the lookup), the changes it remembers for consumers that catch up,
-    /// and the memory texts it keeps read. `None` while another task holds it (ask again
-    /// later): the estimate never waits.
+    /// An estimate of the memory the cache holds, in bytes, counted as [`crate::heap`] counts
+    /// (buffers by capacity, hash tables by buckets, each allocation as the allocator's block):
+    /// the cache itself and its store ([`MemoryStore::approx_bytes`]), every header (its
+    /// strings, its entry, its path in the lookup), the changes it remembers for consumers that
+    /// catch up, and the memory texts it keeps read. `None` while another task holds it (ask
+    /// again later): the estimate never waits.
     pub fn approx_bytes(&self) -> Option<usize> {
+        use crate::heap::{arc, block, deque, map, string, vec};
         let state = self.state.try_lock().ok()?;
-        let header = |h: &MemoryHeader| {
-            std::mem::size_of::<MemoryHeader>()
-                + h.rel_path.len()
-                + h.name.as_ref().map_or(0, String::len)
-                + h.description.as_ref().map_or(0, String::len)
+        let strings = |h: &MemoryHeader| {
+            string(&h.rel_path)
+                + h.name.as_ref().map_or(0, string)
+                + h.description.as_ref().map_or(0, string)
         };
-        let list: usize = state.headers.list.iter().map(header).sum();
-        let lookup: usize = state
-            .headers
-            .mtimes
-            .keys()
-            .map(|k| k.len() + std::mem::size_of::<(String, SystemTime)>())
-            .sum();
-        let journal: usize = state
-            .journal
-            .iter()
-            .map(|(_, written, removed)| {
-                written.iter().map(header).sum::<usize>()
-                    + removed.iter().map(|r| r.len() + 24).sum::<usize>()
-            })
-            .sum();
+        let headers = &state.headers;
+        let list = arc::<Headers>()
+            + vec(&headers.list)
+            + headers.list.iter().map(strings).sum::<usize>()
+            + map(&headers.mtimes)
+            + headers.mtimes.keys().map(string).sum::<usize>();
+        let journal = deque(&state.journal)
+            + state
+                .journal
+                .iter()
+                .map(|(_, written, removed)| {
+                    vec(written)
+                        + written.iter().map(strings).sum::<usize>()
+                        + vec(removed)
+                        + removed.iter().map(string).sum::<usize>()
+                })
+                .sum::<usize>();
+        let cursor = state.cursor.as_ref().map_or(0, |c| block(c.as_str().len()));
         drop(state);
-        let bodies: usize = self.bodies.lock().map_or(0, |b| {
-            b.files
-                .values()
-                .map(|f| header(&f.header) + f.body.len() + f.raw.len())
-                .sum()
+        let bodies = self.bodies.lock().map_or(0, |b| {
+            map(&b.files)
+                + b.files
+                    .iter()
+                    .map(|(path, f)| {
+                        string(path)
+                            + arc::<MemoryFile>()
+                            + strings(&f.header)
+                            + string(&f.body)
+                            + string(&f.raw)
+                    })
+                    .sum::<usize>()
         });
-        Some(list + lookup + journal + bodies)
+        Some(arc::<Self>() + self.store.approx_bytes() + list + journal + cursor + bodies)
     }
 
     /// Forget the cursor: the next refresh rescans.

@@ -14,6 +14,7 @@
 //!   percentiles, the CPU time a server process or every PostgreSQL process has used);
 //! - [`harmless_text`]: memory text that talks about passwords without holding one (the secret
 //!   filter's worst case that it lets through);
+//! - [`WORDS`] and [`Lcg`]: generated memory text, the same on every run and machine;
 //! - `Echo` (feature `model`): a read-only tool named `echo` that answers with its input;
 //! - `MapStore` (feature `store`, on memloop-store alone): an in-memory `MemoryStore` that
 //!   passes the store conformance suite, and `WriteOutcome`, what the write rules say of a write;
@@ -74,6 +75,7 @@ mod scripted;
 #[cfg(feature = "store")]
 mod store;
 mod text;
+mod words;
 
 pub use ci::{shared_data, skip_unless_ci, under_ci};
 #[cfg(feature = "model")]
@@ -102,3 +104,4 @@ pub use scripted::{ScriptStep, ScriptedModel};
 #[cfg(feature = "store")]
 pub use store::{MapStore, WriteOutcome};
 pub use text::harmless_text;
+pub use words::{Lcg, WORDS};
