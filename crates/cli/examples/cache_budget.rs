@@ -35,11 +35,6 @@ const MEMORIES: usize = 50;
 /// Projects whose rows go in one INSERT.
 const BATCH: usize = 20;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
@@ -406,9 +401,9 @@ async fn serve(bin: &str, url: &str, root: &Path, home: &Path, n: usize, budget_
     );
     println!(
         "cold search (first in a project): p50 {}, p99 {}; warm search: p50 {} ({} searches)",
-        ms(percentile(&cold, 0.5)),
-        ms(percentile(&cold, 0.99)),
-        ms(percentile(&warm, 0.5)),
+        ms(memloop_testkit::percentile(&cold, 0.5)),
+        ms(memloop_testkit::percentile(&cold, 0.99)),
+        ms(memloop_testkit::percentile(&warm, 0.5)),
         warm.len()
     );
     if evicted.is_empty() {

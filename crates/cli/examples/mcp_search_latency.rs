@@ -14,12 +14,7 @@ use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
 use memloop_testkit::Lcg;
 use rmcp::{ServiceExt, model::CallToolRequestParams, transport::TokioChildProcess};
 use serde_json::json;
-use std::time::{Duration, Instant};
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
+use std::time::Instant;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -77,8 +72,8 @@ async fn main() -> anyhow::Result<()> {
         times.sort();
         println!(
             "{size:>5} memories: context_search p50 {:.2} ms, p99 {:.2} ms (300 calls, stdio)",
-            percentile(&times, 0.50).as_secs_f64() * 1e3,
-            percentile(&times, 0.99).as_secs_f64() * 1e3,
+            memloop_testkit::percentile(&times, 0.50).as_secs_f64() * 1e3,
+            memloop_testkit::percentile(&times, 0.99).as_secs_f64() * 1e3,
         );
         client.cancel().await?;
     }
