@@ -120,6 +120,7 @@ backend replicas
     balance roundrobin
     option httpchk GET /health
     http-check expect status 200
+    timeout check 2s
     default-server inter 100ms fall 2 rise 2
 $servers
 CFG

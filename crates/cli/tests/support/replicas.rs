@@ -239,6 +239,7 @@ impl Haproxy {
              \x20   balance roundrobin\n\
              \x20   option httpchk GET /health\n\
              \x20   http-check expect status 200\n\
+             \x20   timeout check 2s\n\
              \x20   default-server inter 100ms fall 2 rise 2\n\
              \x20   http-response set-header X-Replica %s\n\
              {servers}"
