@@ -121,7 +121,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let servers_before: Vec<_> = args.server_pids.iter().map(|&p| process_cpu(p)).collect();
     let postgres_before = processes_cpu("postgres");
-    let mut report = run_load(plan, Arc::new(LoadProgress::default())).await;
+    let mut report = run_load(plan, Arc::new(LoadProgress::default())).await?;
     let servers_after: Vec<_> = args.server_pids.iter().map(|&p| process_cpu(p)).collect();
     let postgres = processes_cpu("postgres").saturating_sub(postgres_before);
     let server: Duration = servers_before

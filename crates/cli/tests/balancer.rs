@@ -193,7 +193,9 @@ async fn the_load_client_works_through_haproxy_in_both_protocol_eras() {
             duration: Duration::from_secs(120),
             operations_per_client: Some(15),
         };
-        let report = run_load(plan, Arc::new(LoadProgress::default())).await;
+        let report = run_load(plan, Arc::new(LoadProgress::default()))
+            .await
+            .unwrap();
         assert!(report.errors.is_empty(), "{protocol}: {:?}", report.errors);
         assert_eq!(report.operations(), 60, "{protocol}");
         assert_eq!(report.saved.len(), 12, "{protocol}");
@@ -228,7 +230,7 @@ async fn a_replica_killed_under_load_loses_no_acknowledged_save_and_doubles_none
     // get no answer, and HAProxy marks it down after its health checks fail.
     progress.saves_reach(32).await;
     d.replicas[1].child.kill().await.unwrap();
-    let report = load.await.unwrap();
+    let report = load.await.unwrap().unwrap();
     eprintln!(
         "replica killed under load: {} operations, {} saves acknowledged, {} calls sent again",
         report.operations(),
@@ -294,7 +296,9 @@ async fn a_save_whose_answer_was_lost_lands_once_when_retried_through_another_re
         duration: Duration::from_secs(300),
         operations_per_client: Some(15),
     };
-    let report = run_load(plan, Arc::new(LoadProgress::default())).await;
+    let report = run_load(plan, Arc::new(LoadProgress::default()))
+        .await
+        .unwrap();
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert_eq!(report.saved.len(), 45);
     // About a third of the calls reached replica 0, which saved the entry: sent again, each of

@@ -291,8 +291,15 @@ async fn client(
 }
 
 /// Run `plan`: its clients concurrently until the duration ends (or each has done its
-/// operations), reporting acknowledged saves to `progress` as they come.
-pub async fn run_load(plan: LoadPlan, progress: Arc<LoadProgress>) -> LoadReport {
+/// operations), reporting acknowledged saves to `progress` as they come. An error when the plan
+/// names no project or no operation.
+pub async fn run_load(plan: LoadPlan, progress: Arc<LoadProgress>) -> Result<LoadReport, String> {
+    if plan.projects.is_empty() {
+        return Err("the load plan names no project".into());
+    }
+    if plan.mix.is_empty() {
+        return Err("the load plan's mix has no operation".into());
+    }
     let started = Instant::now();
     let deadline = started + plan.duration;
     let plan = Arc::new(plan);
@@ -311,7 +318,7 @@ pub async fn run_load(plan: LoadPlan, progress: Arc<LoadProgress>) -> LoadReport
         }
     }
     all.elapsed = started.elapsed();
-    all
+    Ok(all)
 }
 
 /// What reading back the acknowledged saves found.
@@ -410,4 +417,39 @@ pub async fn read_your_writes(
         }
     }
     Ok(delays)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(projects: Vec<String>, mix: &str) -> LoadPlan {
+        LoadPlan {
+            url: "http://127.0.0.1:9/mcp".into(),
+            token: None,
+            protocol: "2025-06-18".into(),
+            projects,
+            clients: 2,
+            mix: LoadOp::parse_mix(mix).unwrap_or_default(),
+            duration: Duration::from_secs(1),
+            operations_per_client: Some(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plan_without_a_project_or_an_operation_is_an_error_not_a_panic() {
+        let progress = Arc::new(LoadProgress::default());
+        let none = run_load(plan(Vec::new(), "search=1"), progress.clone()).await;
+        assert!(none.unwrap_err().contains("no project"));
+        let idle = run_load(plan(vec!["/p".into()], "search=0"), progress).await;
+        assert!(idle.unwrap_err().contains("no operation"));
+    }
+
+    #[test]
+    fn a_mix_is_its_weights_in_turn() {
+        let wheel = LoadOp::parse_mix("search=2, save=1,load=0").unwrap();
+        assert_eq!(wheel, [LoadOp::Search, LoadOp::Search, LoadOp::Save]);
+        assert!(LoadOp::parse_mix("fly=1").unwrap_err().contains("unknown"));
+        assert!(LoadOp::parse_mix("").is_err());
+    }
 }
