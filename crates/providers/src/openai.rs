@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The default base URL.
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_BASE_URL: &str = super::openai_endpoint::DEFAULT_BASE_URL;
 /// The model used when neither the caller nor `OPENAI_MODEL` names one.
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
 

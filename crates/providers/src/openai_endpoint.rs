@@ -3,12 +3,15 @@
 //! key as a bearer token.
 
 use super::http::HttpTransport;
-use super::openai::DEFAULT_BASE_URL;
 use super::retry::RetryPolicy;
 use super::settings::{ProviderError, secret_header, setting};
 use memloop_host::env::EnvVars;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use std::time::Duration;
+
+/// OpenAI's own API, the base URL when the environment names none (re-exported as
+/// `openai::DEFAULT_BASE_URL`).
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// The variable holding the key of every OpenAI-compatible client.
 const API_KEY_VAR: &str = "OPENAI_API_KEY";
