@@ -86,6 +86,28 @@ impl Deployment {
         self.project.to_str().unwrap().to_owned()
     }
 
+    /// A load run through HAProxy in the project: `clients` clients of `mix`, each stopping
+    /// after `operations` or at `limit`.
+    fn plan(
+        &self,
+        protocol: &str,
+        clients: usize,
+        mix: &str,
+        operations: usize,
+        limit: Duration,
+    ) -> LoadPlan {
+        LoadPlan {
+            url: self.haproxy.url(),
+            token: Some(TOKEN.into()),
+            protocol: protocol.into(),
+            projects: vec![self.project()],
+            clients,
+            mix: LoadOp::parse_mix(mix).unwrap(),
+            duration: limit,
+            operations_per_client: Some(operations),
+        }
+    }
+
     fn client(&self, url: &str, protocol: &str) -> McpHttp {
         McpHttp::new(url).with_token(TOKEN).with_protocol(protocol)
     }
@@ -183,16 +205,13 @@ async fn the_load_client_works_through_haproxy_in_both_protocol_eras() {
         return;
     };
     for protocol in ["2025-06-18", "2026-07-28"] {
-        let plan = LoadPlan {
-            url: d.haproxy.url(),
-            token: Some(TOKEN.into()),
-            protocol: protocol.into(),
-            projects: vec![d.project()],
-            clients: 4,
-            mix: LoadOp::parse_mix("search=2,save=1,load=1,manage=1").unwrap(),
-            duration: Duration::from_secs(120),
-            operations_per_client: Some(15),
-        };
+        let plan = d.plan(
+            protocol,
+            4,
+            "search=2,save=1,load=1,manage=1",
+            15,
+            Duration::from_secs(120),
+        );
         let report = run_load(plan, Arc::new(LoadProgress::default()))
             .await
             .unwrap();
@@ -214,16 +233,13 @@ async fn a_replica_killed_under_load_loses_no_acknowledged_save_and_doubles_none
     let Some(mut d) = Deployment::start().await else {
         return;
     };
-    let plan = LoadPlan {
-        url: d.haproxy.url(),
-        token: Some(TOKEN.into()),
-        protocol: "2025-06-18".into(),
-        projects: vec![d.project()],
-        clients: 8,
-        mix: LoadOp::parse_mix("search=1,save=1").unwrap(),
-        duration: Duration::from_secs(300),
-        operations_per_client: Some(40),
-    };
+    let plan = d.plan(
+        "2025-06-18",
+        8,
+        "search=1,save=1",
+        40,
+        Duration::from_secs(300),
+    );
     let progress = Arc::new(LoadProgress::default());
     let load = tokio::spawn(run_load(plan, progress.clone()));
     // Once a fifth of the saves are acknowledged, SIGKILL one replica: its requests in flight
@@ -286,16 +302,7 @@ async fn a_save_whose_answer_was_lost_lands_once_when_retried_through_another_re
     let Some(d) = Deployment::start_with(true).await else {
         return;
     };
-    let plan = LoadPlan {
-        url: d.haproxy.url(),
-        token: Some(TOKEN.into()),
-        protocol: "2026-07-28".into(),
-        projects: vec![d.project()],
-        clients: 3,
-        mix: LoadOp::parse_mix("save=1").unwrap(),
-        duration: Duration::from_secs(300),
-        operations_per_client: Some(15),
-    };
+    let plan = d.plan("2026-07-28", 3, "save=1", 15, Duration::from_secs(300));
     let report = run_load(plan, Arc::new(LoadProgress::default()))
         .await
         .unwrap();
