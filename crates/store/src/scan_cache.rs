@@ -13,6 +13,7 @@ use crate::types::{MemoryError, MemoryFile, MemoryHeader};
 use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 use tokio::sync::Mutex;
 
@@ -135,6 +136,9 @@ pub struct ScanUpdate {
 pub struct ScanCache {
     store: Arc<dyn MemoryStore>,
     state: Mutex<State>,
+    /// How many refreshes have asked the store so far (each takes its number under the lock,
+    /// before it asks): a caller notes it on arrival, to know which answers are new enough.
+    asked: AtomicU64,
     /// The memories written by the newest change, read once for every consumer.
     bodies: std::sync::Mutex<Bodies>,
 }
@@ -169,6 +173,9 @@ struct State {
     /// The versions made by a delta, oldest first, with what each wrote and removed (at most
     /// [`JOURNAL`]); a rescan clears it.
     journal: std::collections::VecDeque<(u64, Vec<MemoryHeader>, Vec<String>)>,
+    /// The number ([`ScanCache::asked`]) of the newest refresh that asked the store and got its
+    /// answer applied; 0 before any.
+    answered: u64,
 }
 
 /// The sort key of the scan order: newest first, then by path.
@@ -265,6 +272,7 @@ impl ScanCache {
         Self {
             store,
             state: Mutex::new(State::default()),
+            asked: AtomicU64::new(0),
             bodies: std::sync::Mutex::new(Bodies::default()),
         }
     }
@@ -388,12 +396,31 @@ impl ScanCache {
 
     /// Forget the cursor: the next refresh rescans.
     pub async fn invalidate(&self) {
-        self.state.lock().await.cursor = None;
+        let mut state = self.state.lock().await;
+        state.cursor = None;
+        // No answer given so far may stand in for the rescan.
+        state.answered = 0;
     }
 
     /// Bring the headers up to date and say what changed since the previous refresh.
+    ///
+    /// Up to date means: every change the store had made when this call began is in the
+    /// answer. Concurrent callers share the store's answers: a caller that waited while
+    /// another refresh asked the store, that refresh having begun after this call did, takes
+    /// its answer (reported [`ScanChange::Unchanged`]: nothing changed since that refresh)
+    /// instead of asking again, so however many callers arrive together, the store is asked
+    /// at most twice (once for those that arrived before the first question went out, once
+    /// for those that arrived while it was out).
     pub async fn refresh(&self) -> Result<ScanUpdate, MemoryError> {
+        let arrived = self.asked.load(Ordering::SeqCst);
         let mut state = self.state.lock().await;
+        if state.loaded && state.answered > arrived {
+            return Ok(ScanUpdate {
+                headers: state.headers.clone(),
+                change: ScanChange::Unchanged,
+            });
+        }
+        let number = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
         let since = if state.loaded {
             state.cursor.as_ref()
         } else {
@@ -421,6 +448,7 @@ impl ScanCache {
                 ScanChange::Rescanned
             }
         };
+        state.answered = number;
         Ok(ScanUpdate {
             headers: state.headers.clone(),
             change,
@@ -542,4 +570,116 @@ mod tests {
             assert_eq!(cache.refresh().await.unwrap().change, ScanChange::Rescanned);
         }
     }
+
+    /// A real memory dir whose feed answers are held at a gate (after the question was asked)
+    /// until the test lets them through, and counted.
+    struct Gated {
+        inner: FileMemoryStore,
+        asked: std::sync::atomic::AtomicUsize,
+        held: std::sync::atomic::AtomicBool,
+        gate: tokio::sync::Semaphore,
+        entered: tokio::sync::Notify,
+    }
+
+    #[async_trait::async_trait]
+    impl MemoryStore for Gated {
+        fn describe(&self) -> crate::StoreDescription {
+            self.inner.describe()
+        }
+        async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            let answer = self.inner.changes(since).await;
+            if self.held.load(Ordering::SeqCst) {
+                self.entered.notify_one();
+                self.gate.acquire().await.unwrap().forget();
+            }
+            answer
+        }
+        async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
+            self.inner.scan().await
+        }
+        async fn read_path(&self, path: &crate::MemoryPath) -> Result<MemoryFile, MemoryError> {
+            self.inner.read_path(path).await
+        }
+        async fn write_checked(
+            &self,
+            write: crate::CheckedWrite,
+        ) -> Result<crate::WriteReport, MemoryError> {
+            self.inner.write_checked(write).await
+        }
+        async fn delete_checked(&self, path: &crate::MemoryPath) -> Result<(), MemoryError> {
+            self.inner.delete_checked(path).await
+        }
+        async fn clear(&self) -> Result<Vec<String>, MemoryError> {
+            self.inner.clear().await
+        }
+        async fn load_index(&self) -> Result<crate::LoadedIndex, MemoryError> {
+            self.inner.load_index().await
+        }
+        async fn index_entries(&self) -> Result<Vec<crate::IndexEntry>, MemoryError> {
+            self.inner.index_entries().await
+        }
+        fn check_contained(&self, rel: &str) -> Result<crate::MemoryPath, MemoryError> {
+            self.inner.check_contained(rel)
+        }
+    }
+
+    /// Callers that arrive together share the store's answers, and none gets an answer older
+    /// than its arrival: while one refresh's question is out, a write lands and two more
+    /// callers arrive; they share one new question, and both see the write.
+    #[tokio::test(flavor = "current_thread")]
+    async fn callers_arriving_together_share_one_question_and_see_every_earlier_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Gated {
+            inner: FileMemoryStore::open(dir.path()).unwrap(),
+            asked: Default::default(),
+            held: Default::default(),
+            gate: tokio::sync::Semaphore::new(0),
+            entered: tokio::sync::Notify::new(),
+        });
+        let cache = Arc::new(ScanCache::new(store.clone()));
+        let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
+        store
+            .inner
+            .write("early.md", &doc("early"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        cache.refresh().await.unwrap();
+        store.asked.store(0, Ordering::SeqCst);
+        store.held.store(true, Ordering::SeqCst);
+
+        let first = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.refresh().await.unwrap() }
+        });
+        // Its question is out, its answer held (a cache that never asks fails here).
+        tokio::time::timeout(Duration::from_secs(30), store.entered.notified())
+            .await
+            .expect("the first caller asked the store");
+        store
+            .inner
+            .write("late.md", &doc("late"), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        let later: Vec<_> = (0..2)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move { cache.refresh().await.unwrap() })
+            })
+            .collect();
+        // One thread: the two run until they wait for the cache, having noted their arrival.
+        tokio::task::yield_now().await;
+        store.gate.add_permits(8);
+        let first = first.await.unwrap();
+        assert!(first.headers.get("late.md").is_none(), "asked before the write");
+        for (i, t) in later.into_iter().enumerate() {
+            let u = t.await.unwrap();
+            assert!(
+                u.headers.get("late.md").is_some(),
+                "caller {i} got an answer from before it arrived"
+            );
+        }
+        assert_eq!(store.asked.load(Ordering::SeqCst), 2, "one question each round");
+    }
+
 }
