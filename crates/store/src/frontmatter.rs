@@ -108,14 +108,54 @@ pub fn parse_memory(text: &str) -> ParsedMemory<'_> {
 /// A frontmatter value on one line: plain when YAML reads it back unchanged, else double-quoted.
 fn yaml_value(s: &str) -> String {
     let one_line = memloop_text::one_line(s);
-    let plain_ok = parse_strict_mapping(&format!("k: {one_line}\n"))
-        .and_then(|m| m.get("k").cloned())
-        .is_some_and(|v| v == Value::String(one_line.clone()));
+    let plain_ok = surely_plain(&one_line) || reads_back_plain(&one_line);
     if plain_ok {
         one_line
     } else {
         double_quoted(&one_line)
     }
+}
+
+/// Whether YAML reads `k: {one_line}` back as the string `one_line` itself.
+fn reads_back_plain(one_line: &str) -> bool {
+    parse_strict_mapping(&format!("k: {one_line}\n"))
+        .and_then(|m| m.get("k").cloned())
+        .is_some_and(|v| v == Value::String(one_line.to_owned()))
+}
+
+/// A cheap, conservative answer to [`reads_back_plain`] for the common title or description
+/// (words, digits and plain punctuation): `true` only for text YAML surely reads back as the
+/// same string; anything else (`false`) is asked of the parser. It starts with a letter (no
+/// indicator, no number), holds no `: `, ` #`, quote, bracket, brace, flow or anchor indicator,
+/// does not end with `:`, and is no word YAML resolves to something else (`true`, `null`,
+/// `nan`, ...). Whitespace was collapsed by `one_line`.
+fn surely_plain(one_line: &str) -> bool {
+    let Some(first) = one_line.chars().next() else {
+        return false;
+    };
+    if !first.is_alphabetic()
+        || one_line.ends_with(':')
+        || one_line.contains(": ")
+        || one_line.contains(" #")
+    {
+        return false;
+    }
+    let safe = |c: char| {
+        if c.is_ascii() {
+            c.is_ascii_alphanumeric() || " .,;:_-+=/()?$^~<>".contains(c)
+        } else {
+            c.is_alphanumeric()
+        }
+    };
+    if !one_line.chars().all(safe) {
+        return false;
+    }
+    const RESOLVED: [&str; 14] = [
+        "true", "false", "yes", "no", "on", "off", "y", "n", "null", "nan", "inf", "infinity",
+        "none", "nil",
+    ];
+    let lower = one_line.to_lowercase();
+    !RESOLVED.contains(&lower.as_str()) && lower.parse::<f64>().is_err()
 }
 
 /// Render a memory file in Claude Code's layout: `---`, `name`, `description`, `type` (when
