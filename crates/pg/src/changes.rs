@@ -10,7 +10,12 @@
 
 use crate::error::StoreError;
 use crate::store::{PgMemoryStore, db, parse_type};
-use memloop_store::{ChangeCursor, Changes, MemoryHeader, MemoryPath};
+use memloop_store::{ChangeCursor, Changes, MemoryFile, MemoryHeader, MemoryPath};
+
+/// Most memories whose text an answer carries (the first ones it lists; the others are read
+/// when a consumer needs them): a reader catching up on a few changes needs no further query,
+/// one catching up on thousands does not get them all in one answer.
+const TEXTS_PER_ANSWER: i64 = 64;
 
 /// The cursor's prefix: the feed's format version.
 const PREFIX: &str = "pg-xmin-1";
@@ -66,7 +71,10 @@ impl PgMemoryStore {
                                 .prepare_cached(
                                     "SELECT pg_snapshot_xmin(pg_current_snapshot())::text,
                                     c.rel_path, c.deleted, m.name, m.description,
-                                    m.memory_type, m.updated_at
+                                    m.memory_type, m.updated_at,
+                                    CASE WHEN row_number() OVER () <= $3 THEN m.body END,
+                                    CASE WHEN row_number() OVER () <= $3 THEN m.content END,
+                                    m.version
                              FROM (SELECT 1) AS now
                              LEFT JOIN memloop_changes c
                                  ON c.project_id = $1 AND c.txid >= $2::text::xid8
@@ -75,7 +83,7 @@ impl PgMemoryStore {
                                 )
                                 .await
                                 .map_err(db)?,
-                            &[project, from],
+                            &[project, from, &TEXTS_PER_ANSWER],
                         )
                         .await
                         .map_err(db)
@@ -83,7 +91,7 @@ impl PgMemoryStore {
             })
             .await?;
         let mut xmin = None;
-        let (mut written, mut removed) = (Vec::new(), Vec::new());
+        let (mut written, mut removed, mut files) = (Vec::new(), Vec::new(), Vec::new());
         for r in &rows {
             xmin = xmin.or_else(|| r.get::<_, String>(0).parse::<u64>().ok());
             let Some(rel) = r.get::<_, Option<String>>(1) else {
@@ -95,13 +103,25 @@ impl PgMemoryStore {
                 (false, Some(name)) => {
                     let description: String = r.get(4);
                     let updated_at: chrono::DateTime<chrono::Utc> = r.get(6);
-                    written.push(MemoryHeader {
+                    let header = MemoryHeader {
                         rel_path: rel,
                         name: Some(name),
                         description: (!description.is_empty()).then_some(description),
                         memory_type: parse_type(r.get(5)),
                         mtime: updated_at.into(),
-                    });
+                    };
+                    if let (Some(body), Some(raw)) =
+                        (r.get::<_, Option<String>>(7), r.get::<_, Option<String>>(8))
+                    {
+                        // Seen as a read sees it: a later write expects this version.
+                        self.remember(&header.rel_path, Some(r.get(9)));
+                        files.push(MemoryFile {
+                            header: header.clone(),
+                            body,
+                            raw,
+                        });
+                    }
+                    written.push(header);
                 }
                 _ => match MemoryPath::new(&rel) {
                     Ok(path) => removed.push(path),
@@ -122,6 +142,7 @@ impl PgMemoryStore {
             cursor: encode(&project, xmin),
             written,
             removed,
+            files,
         })
     }
 }

@@ -39,6 +39,7 @@ async fn delta(
             cursor,
             written,
             removed,
+            ..
         } => {
             let mut w: Vec<String> = written.into_iter().map(|h| h.rel_path).collect();
             let mut r: Vec<String> = removed.into_iter().map(|p| p.as_str().to_owned()).collect();
@@ -48,6 +49,74 @@ async fn delta(
         }
         Changes::Rescan { .. } => panic!("a cursor of this project must not ask for a rescan"),
     }
+}
+
+/// An answer carries the text of what it reports, as a read returns it, so a reader catching up
+/// needs no read per memory; and what it carried counts as seen: a write after it expects that
+/// version, as it would after a read.
+#[tokio::test]
+async fn the_feed_carries_the_texts_it_reports_and_they_count_as_read() {
+    let schema = TestSchema::new();
+    let mine = schema.open("feed/texts").await;
+    let theirs = schema.open("feed/texts").await;
+    put(&theirs, "team/deploy.md", "Deploys").await;
+    let c0 = start(&mine).await;
+    // Seen by a read at version 1.
+    mine.read("team/deploy.md").await.unwrap();
+    theirs
+        .write(
+            "team/deploy.md",
+            &MemoryDoc::new(
+                "Deploys",
+                "Fridays now",
+                MemoryType::Project,
+                "Fridays, not Tuesdays.",
+            ),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    put(&theirs, "数据库.md", "数据库选型").await;
+    let Changes::Changed { written, files, .. } = mine.changes(Some(&c0)).await.unwrap() else {
+        panic!("two writes since the cursor");
+    };
+    assert_eq!(files.len(), 2, "both texts carried");
+    for f in &files {
+        assert!(written.contains(&f.header));
+        assert_eq!(*f, mine.read(&f.header.rel_path).await.unwrap());
+    }
+    let carried = |p: &str| files.iter().find(|f| f.header.rel_path == p).unwrap();
+    assert!(
+        carried("team/deploy.md")
+            .body
+            .contains("Fridays, not Tuesdays.")
+    );
+
+    // Seen at version 2 through the feed: a plain write replaces it (no conflict with 1).
+    let c1 = start(&mine).await;
+    theirs
+        .write(
+            "team/deploy.md",
+            &MemoryDoc::new("Deploys", "Mondays", MemoryType::Project, "Mondays."),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    mine.changes(Some(&c1)).await.unwrap();
+    mine.write(
+        "team/deploy.md",
+        &MemoryDoc::new("Deploys", "Wednesdays", MemoryType::Project, "Wednesdays."),
+        WriteMode::Overwrite,
+    )
+    .await
+    .expect("the version the feed carried is the one this write expects");
+    assert!(
+        mine.read("team/deploy.md")
+            .await
+            .unwrap()
+            .body
+            .contains("Wednesdays.")
+    );
 }
 
 #[tokio::test]

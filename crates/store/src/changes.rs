@@ -15,7 +15,7 @@
 //!   correct, and as slow as before.
 
 use crate::memory_path::MemoryPath;
-use crate::types::MemoryHeader;
+use crate::types::{MemoryFile, MemoryHeader};
 
 /// An opaque position in a store's change feed. Only the store that issued a cursor can
 /// interpret it; a store handed a cursor it does not recognise answers [`Changes::Rescan`].
@@ -48,6 +48,10 @@ pub enum Changes {
         written: Vec<MemoryHeader>,
         /// Memories deleted (or renamed away from these paths).
         removed: Vec<MemoryPath>,
+        /// The text of some of the `written` memories (any of them, possibly none), as a read
+        /// would return it now, read in the same answer: a consumer takes these instead of
+        /// reading the memories again. Each one's header is its entry in `written`.
+        files: Vec<MemoryFile>,
     },
     /// The store cannot say what changed: rescan everything. `cursor`, when given, was taken
     /// before the rescan should start; pass it to the next call.

@@ -216,6 +216,7 @@ impl FileFeed {
             cursor,
             written,
             removed,
+            files: Vec::new(),
         }
     }
 

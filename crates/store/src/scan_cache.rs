@@ -394,6 +394,32 @@ impl ScanCache {
         Some(arc::<Self>() + self.store.approx_bytes() + list + journal + cursor + bodies)
     }
 
+    /// Keep the texts a change's answer carried (those matching its headers, at most
+    /// [`BODIES`]) as the memories read for `version`, so consumers taking the change in do not
+    /// read them again.
+    fn keep_read(&self, version: u64, written: &[MemoryHeader], files: Vec<MemoryFile>) {
+        if files.is_empty() {
+            return;
+        }
+        let Ok(mut b) = self.bodies.lock() else {
+            return;
+        };
+        let current = |f: &MemoryFile| {
+            written
+                .iter()
+                .any(|h| h.rel_path == f.header.rel_path && h.mtime == f.header.mtime)
+        };
+        *b = Bodies {
+            version,
+            files: files
+                .into_iter()
+                .filter(current)
+                .take(BODIES)
+                .map(|f| (f.header.rel_path.clone(), Arc::new(f)))
+                .collect(),
+        };
+    }
+
     /// Forget the cursor: the next refresh rescans.
     pub async fn invalidate(&self) {
         let mut state = self.state.lock().await;
@@ -432,11 +458,13 @@ impl ScanCache {
                 cursor,
                 written,
                 removed,
+                files,
             } => {
                 let removed: Vec<String> =
                     removed.into_iter().map(|p| p.as_str().to_owned()).collect();
                 state.apply(&written, &removed);
                 state.cursor = Some(cursor);
+                self.keep_read(state.headers.version, &written, files);
                 ScanChange::Changed { written, removed }
             }
             Changes::Rescan { cursor } => {
@@ -579,6 +607,24 @@ mod tests {
         held: std::sync::atomic::AtomicBool,
         gate: tokio::sync::Semaphore,
         entered: tokio::sync::Notify,
+        /// Carry the texts of what the feed reports in its answers.
+        carry: std::sync::atomic::AtomicBool,
+        /// Reads asked of the store (not counting the feed's own).
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Gated {
+        fn new(dir: &std::path::Path) -> Self {
+            Self {
+                inner: FileMemoryStore::open(dir).unwrap(),
+                asked: Default::default(),
+                held: Default::default(),
+                gate: tokio::sync::Semaphore::new(0),
+                entered: tokio::sync::Notify::new(),
+                carry: Default::default(),
+                reads: Default::default(),
+            }
+        }
     }
 
     #[async_trait::async_trait]
@@ -588,7 +634,15 @@ mod tests {
         }
         async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
             self.asked.fetch_add(1, Ordering::SeqCst);
-            let answer = self.inner.changes(since).await;
+            let mut answer = self.inner.changes(since).await;
+            if let Ok(Changes::Changed { written, files, .. }) = &mut answer
+                && self.carry.load(Ordering::SeqCst)
+            {
+                for h in written.iter() {
+                    let path = crate::MemoryPath::new(&h.rel_path).unwrap();
+                    files.push(self.inner.read_path(&path).await.unwrap());
+                }
+            }
             if self.held.load(Ordering::SeqCst) {
                 self.entered.notify_one();
                 self.gate.acquire().await.unwrap().forget();
@@ -599,6 +653,7 @@ mod tests {
             self.inner.scan().await
         }
         async fn read_path(&self, path: &crate::MemoryPath) -> Result<MemoryFile, MemoryError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
             self.inner.read_path(path).await
         }
         async fn write_checked(
@@ -630,13 +685,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn callers_arriving_together_share_one_question_and_see_every_earlier_write() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Gated {
-            inner: FileMemoryStore::open(dir.path()).unwrap(),
-            asked: Default::default(),
-            held: Default::default(),
-            gate: tokio::sync::Semaphore::new(0),
-            entered: tokio::sync::Notify::new(),
-        });
+        let store = Arc::new(Gated::new(dir.path()));
         let cache = Arc::new(ScanCache::new(store.clone()));
         let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
         store
@@ -671,7 +720,10 @@ mod tests {
         tokio::task::yield_now().await;
         store.gate.add_permits(8);
         let first = first.await.unwrap();
-        assert!(first.headers.get("late.md").is_none(), "asked before the write");
+        assert!(
+            first.headers.get("late.md").is_none(),
+            "asked before the write"
+        );
         for (i, t) in later.into_iter().enumerate() {
             let u = t.await.unwrap();
             assert!(
@@ -679,7 +731,43 @@ mod tests {
                 "caller {i} got an answer from before it arrived"
             );
         }
-        assert_eq!(store.asked.load(Ordering::SeqCst), 2, "one question each round");
+        assert_eq!(
+            store.asked.load(Ordering::SeqCst),
+            2,
+            "one question each round"
+        );
     }
 
+    /// The texts a change's answer carries are what consumers taking the change in get: none of
+    /// them reads the store again (a store that carries none is read, once per memory).
+    #[tokio::test(flavor = "current_thread")]
+    async fn texts_the_feed_carries_are_not_read_again() {
+        for carry in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Arc::new(Gated::new(dir.path()));
+            store.carry.store(carry, Ordering::SeqCst);
+            let cache = ScanCache::new(store.clone());
+            cache.refresh().await.unwrap();
+            let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, format!("{n} body"));
+            for n in ["a.md", "b.md"] {
+                store
+                    .inner
+                    .write(n, &doc(n), WriteMode::Overwrite)
+                    .await
+                    .unwrap();
+            }
+            let u = cache.refresh().await.unwrap();
+            let ScanChange::Changed { written, .. } = u.change else {
+                panic!("two writes: {:?}", u.change);
+            };
+            for _consumer in 0..2 {
+                for h in &written {
+                    let f = cache.read(h).await.unwrap();
+                    assert_eq!(f.body.trim_end(), format!("{} body", h.rel_path));
+                }
+            }
+            let reads = store.reads.load(Ordering::SeqCst);
+            assert_eq!(reads, if carry { 0 } else { 2 }, "carry={carry}");
+        }
+    }
 }

@@ -371,6 +371,7 @@ fn changes_blocking(
         cursor,
         written,
         removed,
+        files: Vec::new(),
     })
 }
 

@@ -918,13 +918,34 @@ pub(crate) async fn change_feed(store: Store) -> Outcome {
             return Err("a memory written since the cursor was answered `Unchanged`".into());
         }
         Changes::Changed {
-            cursor, written: w, ..
+            cursor,
+            written: w,
+            files,
+            ..
         } => {
             ensure!(
                 w.iter()
                     .any(|h| h.rel_path == "feed.md" && h.name.as_deref() == Some("Feed")),
                 "the changes since the cursor lack the written feed.md (with its header): {w:?}"
             );
+            // Texts carried along are what a read returns, each for a header it lists.
+            for f in &files {
+                ensure!(
+                    w.contains(&f.header),
+                    "the changes carry the text of {} but list it with another header (or not \
+                     at all): {w:?}",
+                    f.header.rel_path
+                );
+                let read = store
+                    .read(&f.header.rel_path)
+                    .await
+                    .map_err(during("reading a memory the feed carried"))?;
+                ensure!(
+                    read == *f,
+                    "the text the changes carry for {} is not what a read returns",
+                    f.header.rel_path
+                );
+            }
             Some(cursor)
         }
         Changes::Rescan { cursor } => cursor,

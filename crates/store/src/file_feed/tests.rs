@@ -55,6 +55,7 @@ impl Probe {
                 cursor,
                 written,
                 removed,
+                ..
             } => {
                 self.cursor = cursor;
                 Seen::Changed {

@@ -202,19 +202,64 @@ fn append_keeps_foreign_frontmatter_and_line_endings() {
 #[test]
 fn the_fast_plain_check_agrees_with_the_parser() {
     let mut texts: Vec<String> = [
-        "Deploy pipeline", "load lc3x0f1e", "Use PostgreSQL 15", "why we chose option 4 (billing)",
-        "true", "True", "FALSE", "yes", "No", "on", "Off", "y", "N", "null", "Null", "nan", "NaN",
-        "inf", "Infinity", "none", "nil", "e3", "E5", "x1", "a:b", "a: b", "a:", "a #b", "a#b",
-        "Zürich notes", "数据库 选择", "Ёлка", "한국어 메모", "a - b", "a -b", "a ? b", "a ?", "a|b",
-        "a>b", "a<b", "a=b", "a~", "a^b", "a$b", "a/b", "a_b", "a.b.", "a,b", "a;b", "a+b",
+        "Deploy pipeline",
+        "load lc3x0f1e",
+        "Use PostgreSQL 15",
+        "why we chose option 4 (billing)",
+        "true",
+        "True",
+        "FALSE",
+        "yes",
+        "No",
+        "on",
+        "Off",
+        "y",
+        "N",
+        "null",
+        "Null",
+        "nan",
+        "NaN",
+        "inf",
+        "Infinity",
+        "none",
+        "nil",
+        "e3",
+        "E5",
+        "x1",
+        "a:b",
+        "a: b",
+        "a:",
+        "a #b",
+        "a#b",
+        "Zürich notes",
+        "数据库 选择",
+        "Ёлка",
+        "한국어 메모",
+        "a - b",
+        "a -b",
+        "a ? b",
+        "a ?",
+        "a|b",
+        "a>b",
+        "a<b",
+        "a=b",
+        "a~",
+        "a^b",
+        "a$b",
+        "a/b",
+        "a_b",
+        "a.b.",
+        "a,b",
+        "a;b",
+        "a+b",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     let pieces = [
-        "a", "Z", "é", "数", "1", "0x1", ".", ",", ";", ":", "-", "+", "=", "/", "(", ")", "?", "$",
-        "^", "~", "<", ">", "_", " ", "#", "'", "\"", "[", "]", "{", "}", "&", "*", "!", "|", "%",
-        "@", "`", "\\", "\t", ": ", " #", "true", "null", "inf", "nan", "e",
+        "a", "Z", "é", "数", "1", "0x1", ".", ",", ";", ":", "-", "+", "=", "/", "(", ")", "?",
+        "$", "^", "~", "<", ">", "_", " ", "#", "'", "\"", "[", "]", "{", "}", "&", "*", "!", "|",
+        "%", "@", "`", "\\", "\t", ": ", " #", "true", "null", "inf", "nan", "e",
     ];
     for a in pieces {
         for b in pieces {
@@ -228,11 +273,18 @@ fn the_fast_plain_check_agrees_with_the_parser() {
         let t = memloop_text::one_line(t);
         if surely_plain(&t) {
             fast += 1;
-            assert!(reads_back_plain(&t), "`{t}` taken as plain, but YAML reads it otherwise");
+            assert!(
+                reads_back_plain(&t),
+                "`{t}` taken as plain, but YAML reads it otherwise"
+            );
         }
     }
     assert!(fast > 1000, "the fast path takes the common texts ({fast})");
-    for common in ["Deploy pipeline", "load lc3x0f1e", "why we chose option 4 (billing)"] {
+    for common in [
+        "Deploy pipeline",
+        "load lc3x0f1e",
+        "why we chose option 4 (billing)",
+    ] {
         assert!(surely_plain(common), "{common}");
     }
 }
