@@ -582,8 +582,13 @@ pub async fn search(
             &project_store
         };
         async move {
+            // The hit's header is the header cache's: its text as of that search's refresh,
+            // kept read for the next search that finds it.
             match store {
-                Some(open) => with_body(open.store.as_ref(), &hit.header, detail).await,
+                Some(open) => {
+                    let file = open.headers.read(&hit.header).await.ok();
+                    header_with_file(&hit.header, file.as_deref(), detail)
+                }
                 None => header_json(&hit.header),
             }
         }

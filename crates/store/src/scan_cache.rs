@@ -139,21 +139,80 @@ pub struct ScanCache {
     /// How many refreshes have asked the store so far (each takes its number under the lock,
     /// before it asks): a caller notes it on arrival, to know which answers are new enough.
     asked: AtomicU64,
-    /// The memories written by the newest change, read once for every consumer.
+    /// Memory texts read recently (by a consumer, a search, or carried by the feed), each
+    /// for the header the cache lists now.
     bodies: std::sync::Mutex<Bodies>,
 }
 
 /// Changes the cache remembers for consumers that catch up ([`ScanCache::follow`]): enough for
 /// a consumer one or a few turns behind; one further behind compares every header.
 const JOURNAL: usize = 256;
-/// Memories of the newest change kept read for the next consumer.
-const BODIES: usize = 64;
+/// Most memory texts kept read, and most bytes of text (body and whole text counted): a
+/// project's recent changes and its most searched memories, a small part of its budget.
+const BODIES: usize = 256;
+const BODY_BYTES: usize = 1024 * 1024;
 
-/// The bodies of the newest change's memories, by path, for the version that wrote them.
+/// Memory texts kept read, by path, oldest kept first out. A text is kept only for the header the
+/// cache lists (same mtime) and forgotten when a change names its path, so what is kept is what
+/// a read would return as of the cache's last refresh.
 #[derive(Debug, Default)]
 struct Bodies {
-    version: u64,
-    files: HashMap<String, Arc<MemoryFile>>,
+    /// Each path's text and the number it was kept under.
+    files: HashMap<String, (u64, Arc<MemoryFile>)>,
+    /// Paths by the number they were kept under (an entry whose number is no longer its path's
+    /// is skipped).
+    order: std::collections::VecDeque<(u64, String)>,
+    kept: u64,
+    bytes: usize,
+}
+
+fn text_bytes(f: &MemoryFile) -> usize {
+    f.body.len() + f.raw.len()
+}
+
+impl Bodies {
+    fn get(&self, header: &MemoryHeader) -> Option<Arc<MemoryFile>> {
+        self.files
+            .get(&header.rel_path)
+            .filter(|(_, f)| f.header.mtime == header.mtime)
+            .map(|(_, f)| f.clone())
+    }
+
+    fn forget(&mut self, path: &str) {
+        if let Some((_, f)) = self.files.remove(path) {
+            self.bytes -= text_bytes(&f);
+        }
+    }
+
+    fn keep(&mut self, file: Arc<MemoryFile>) {
+        let size = text_bytes(&file);
+        if size > BODY_BYTES {
+            return;
+        }
+        let path = file.header.rel_path.clone();
+        self.forget(&path);
+        while self.files.len() >= BODIES || self.bytes + size > BODY_BYTES {
+            let Some((n, oldest)) = self.order.pop_front() else {
+                break;
+            };
+            if self.files.get(&oldest).is_some_and(|(m, _)| *m == n) {
+                self.forget(&oldest);
+            }
+        }
+        if self.order.len() >= 2 * BODIES {
+            let files = &self.files;
+            self.order
+                .retain(|(n, p)| files.get(p).is_some_and(|(m, _)| m == n));
+        }
+        self.kept += 1;
+        self.bytes += size;
+        self.order.push_back((self.kept, path.clone()));
+        self.files.insert(path, (self.kept, file));
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
 }
 
 impl std::fmt::Debug for ScanCache {
@@ -315,32 +374,20 @@ impl ScanCache {
         Ok(Followed { headers, since })
     }
 
-    /// Read a memory the cache reported written: the newest change's memories are read once
-    /// and kept (at most a few dozen) for every consumer that takes them in; any other is read
-    /// from the store.
+    /// Read the memory `header` (one this cache listed) describes: its text as of the cache's
+    /// last refresh. Texts read recently (by any consumer or search, or carried by the store's
+    /// change feed) are kept, at most [`BODIES`] of them and [`BODY_BYTES`] in all, and
+    /// forgotten when a change names their path; any other is read from the store, and kept
+    /// when what the store returns is still the version `header` describes.
     pub async fn read(&self, header: &MemoryHeader) -> Result<Arc<MemoryFile>, MemoryError> {
-        let version = self.state.lock().await.headers.version;
-        let kept = |b: &Bodies| {
-            (b.version == version)
-                .then(|| b.files.get(&header.rel_path))
-                .flatten()
-                .filter(|f| f.header.mtime == header.mtime)
-                .cloned()
-        };
-        if let Some(file) = self.bodies.lock().ok().as_deref().and_then(kept) {
+        if let Some(file) = self.bodies.lock().ok().and_then(|b| b.get(header)) {
             return Ok(file);
         }
         let file = Arc::new(self.store.read(&header.rel_path).await?);
-        if let Ok(mut b) = self.bodies.lock() {
-            if b.version != version {
-                *b = Bodies {
-                    version,
-                    files: HashMap::new(),
-                };
-            }
-            if b.files.len() < BODIES {
-                b.files.insert(header.rel_path.clone(), file.clone());
-            }
+        if file.header.mtime == header.mtime
+            && let Ok(mut b) = self.bodies.lock()
+        {
+            b.keep(file.clone());
         }
         Ok(file)
     }
@@ -380,9 +427,11 @@ impl ScanCache {
         drop(state);
         let bodies = self.bodies.lock().map_or(0, |b| {
             map(&b.files)
+                + deque(&b.order)
+                + b.order.iter().map(|(_, p)| string(p)).sum::<usize>()
                 + b.files
                     .iter()
-                    .map(|(path, f)| {
+                    .map(|(path, (_, f))| {
                         string(path)
                             + arc::<MemoryFile>()
                             + strings(&f.header)
@@ -394,30 +443,34 @@ impl ScanCache {
         Some(arc::<Self>() + self.store.approx_bytes() + list + journal + cursor + bodies)
     }
 
-    /// Keep the texts a change's answer carried (those matching its headers, at most
-    /// [`BODIES`]) as the memories read for `version`, so consumers taking the change in do not
+    /// A change was applied: forget the texts of every path it names, then keep the texts its
+    /// answer carried (those matching its headers), so consumers taking the change in do not
     /// read them again.
-    fn keep_read(&self, version: u64, written: &[MemoryHeader], files: Vec<MemoryFile>) {
-        if files.is_empty() {
-            return;
-        }
+    fn keep_read(&self, written: &[MemoryHeader], removed: &[String], files: Vec<MemoryFile>) {
         let Ok(mut b) = self.bodies.lock() else {
             return;
         };
+        for path in removed {
+            b.forget(path);
+        }
+        for h in written {
+            b.forget(&h.rel_path);
+        }
         let current = |f: &MemoryFile| {
             written
                 .iter()
                 .any(|h| h.rel_path == f.header.rel_path && h.mtime == f.header.mtime)
         };
-        *b = Bodies {
-            version,
-            files: files
-                .into_iter()
-                .filter(current)
-                .take(BODIES)
-                .map(|f| (f.header.rel_path.clone(), Arc::new(f)))
-                .collect(),
-        };
+        for f in files.into_iter().filter(current) {
+            b.keep(Arc::new(f));
+        }
+    }
+
+    /// Forget every text kept read (the headers were replaced).
+    fn forget_read(&self) {
+        if let Ok(mut b) = self.bodies.lock() {
+            b.clear();
+        }
     }
 
     /// Forget the cursor: the next refresh rescans.
@@ -464,7 +517,7 @@ impl ScanCache {
                     removed.into_iter().map(|p| p.as_str().to_owned()).collect();
                 state.apply(&written, &removed);
                 state.cursor = Some(cursor);
-                self.keep_read(state.headers.version, &written, files);
+                self.keep_read(&written, &removed, files);
                 ScanChange::Changed { written, removed }
             }
             Changes::Rescan { cursor } => {
@@ -472,6 +525,7 @@ impl ScanCache {
                 // again by the next refresh.
                 let headers = self.store.scan().await?;
                 state.replace(headers);
+                self.forget_read();
                 state.cursor = cursor;
                 ScanChange::Rescanned
             }
@@ -769,5 +823,81 @@ mod tests {
             let reads = store.reads.load(Ordering::SeqCst);
             assert_eq!(reads, if carry { 0 } else { 2 }, "carry={carry}");
         }
+    }
+
+    /// A text read once is kept for the next reader, and a change to it (reported by the feed)
+    /// is read afresh: the kept text is always the version the cache lists.
+    #[tokio::test(flavor = "current_thread")]
+    async fn texts_read_are_kept_until_a_change_names_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Gated::new(dir.path()));
+        let cache = ScanCache::new(store.clone());
+        let doc = |body: &str| MemoryDoc::new("Deploys", "d", MemoryType::Project, body);
+        store
+            .inner
+            .write("deploy.md", &doc("Tuesdays."), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        for _search in 0..3 {
+            let headers = cache.headers().await.unwrap();
+            let f = cache.read(&headers[0]).await.unwrap();
+            assert!(f.body.contains("Tuesdays."));
+        }
+        assert_eq!(store.reads.load(Ordering::SeqCst), 1, "read once, kept");
+        store
+            .inner
+            .write("deploy.md", &doc("Fridays."), WriteMode::Overwrite)
+            .await
+            .unwrap();
+        for _search in 0..3 {
+            let headers = cache.headers().await.unwrap();
+            let f = cache.read(&headers[0]).await.unwrap();
+            assert!(
+                f.body.contains("Fridays."),
+                "the changed text, not the kept one"
+            );
+        }
+        assert_eq!(store.reads.load(Ordering::SeqCst), 2);
+    }
+
+    /// However many texts are read, at most [`BODIES`] of them and [`BODY_BYTES`] in all are
+    /// kept, the oldest kept going first.
+    #[test]
+    fn texts_kept_stay_under_their_bounds() {
+        let file = |path: String, len: usize| {
+            Arc::new(MemoryFile {
+                header: header(&path, 1),
+                body: "x".repeat(len),
+                raw: String::new(),
+            })
+        };
+        let mut b = Bodies::default();
+        for i in 0..(3 * BODIES) {
+            b.keep(file(format!("{i}.md"), 10));
+            assert!(b.files.len() <= BODIES && b.order.len() <= 2 * BODIES + 1);
+        }
+        assert!(
+            b.get(&header(&format!("{}.md", 3 * BODIES - 1), 1))
+                .is_some()
+        );
+        assert!(b.get(&header("0.md", 1)).is_none(), "the oldest went first");
+        for i in 0..40 {
+            b.keep(file(format!("big{i}.md"), 100 * 1024));
+            assert!(b.bytes <= BODY_BYTES);
+            assert_eq!(
+                b.bytes,
+                b.files.values().map(|(_, f)| text_bytes(f)).sum::<usize>()
+            );
+        }
+        // The same path kept again and again holds one entry.
+        for _ in 0..(5 * BODIES) {
+            b.keep(file("same.md".into(), 1));
+        }
+        assert!(b.order.len() <= 2 * BODIES + 1);
+        b.keep(file("huge.md".into(), BODY_BYTES + 1));
+        assert!(
+            b.get(&header("huge.md", 1)).is_none(),
+            "larger than the whole bound"
+        );
     }
 }
