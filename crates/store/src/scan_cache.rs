@@ -376,7 +376,7 @@ impl ScanCache {
 
     /// Read the memory `header` (one this cache listed) describes: its text as of the cache's
     /// last refresh. Texts read recently (by any consumer or search, or carried by the store's
-    /// change feed) are kept, at most [`BODIES`] of them and [`BODY_BYTES`] in all, and
+    /// change feed) are kept, at most 256 of them and 1 MiB of text in all, and
     /// forgotten when a change names their path; any other is read from the store, and kept
     /// when what the store returns is still the version `header` describes.
     pub async fn read(&self, header: &MemoryHeader) -> Result<Arc<MemoryFile>, MemoryError> {
