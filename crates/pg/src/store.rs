@@ -267,13 +267,43 @@ impl PgPool {
     }
 }
 
+/// The version an instance last read or wrote of each path, and the bytes its paths hold
+/// (counted as [`memloop_store::heap`] counts, kept as they change).
+#[derive(Debug, Default)]
+struct Seen {
+    versions: HashMap<String, i64>,
+    keys: usize,
+}
+
+impl Seen {
+    /// `rel` is at `version` now (`None`: it is gone).
+    fn note(&mut self, rel: &str, version: Option<i64>) {
+        use memloop_store::heap::string;
+        match version {
+            Some(v) => match self.versions.get_mut(rel) {
+                Some(known) => *known = v,
+                None => {
+                    let key = rel.to_owned();
+                    self.keys += string(&key);
+                    self.versions.insert(key, v);
+                }
+            },
+            None => {
+                if let Some((key, _)) = self.versions.remove_entry(rel) {
+                    self.keys = self.keys.saturating_sub(string(&key));
+                }
+            }
+        }
+    }
+}
+
 struct Inner {
     pool: Pool,
     config: PgConfig,
     description: StoreDescription,
     caps: IndexCaps,
     /// Last version this instance read or wrote, per path: what `MemoryStore::write` expects.
-    seen: Mutex<HashMap<String, i64>>,
+    seen: Mutex<Seen>,
     /// When this instance last swept its project's expired idempotency keys.
     swept_at: Mutex<Option<Instant>>,
 }
@@ -459,7 +489,7 @@ impl PgMemoryStore {
                 pool,
                 description,
                 caps: IndexCaps::default(),
-                seen: Mutex::new(HashMap::new()),
+                seen: Mutex::new(Seen::default()),
                 swept_at: Mutex::new(None),
                 config,
             }),
@@ -559,10 +589,7 @@ impl PgMemoryStore {
 
     pub(crate) fn remember(&self, rel: &str, version: Option<i64>) {
         if let Ok(mut seen) = self.inner.seen.lock() {
-            match version {
-                Some(v) => seen.insert(rel.to_owned(), v),
-                None => seen.remove(rel),
-            };
+            seen.note(rel, version);
         }
     }
 
@@ -591,7 +618,7 @@ impl PgMemoryStore {
             .seen
             .lock()
             .ok()
-            .and_then(|s| s.get(rel).copied())
+            .and_then(|s| s.versions.get(rel).copied())
             .map_or(Expected::Any, Expected::Version)
     }
 
@@ -1153,9 +1180,11 @@ impl MemoryStore for PgMemoryStore {
             // A location of a kind this version does not know: not the team store's.
             _ => 0,
         };
-        let seen = self.inner.seen.lock().map_or(0, |seen| {
-            map(&seen) + seen.keys().map(string).sum::<usize>()
-        });
+        let seen = self
+            .inner
+            .seen
+            .lock()
+            .map_or(0, |seen| map(&seen.versions) + seen.keys);
         arc::<Inner>() + strings + location + seen
     }
 
@@ -1196,7 +1225,7 @@ impl MemoryStore for PgMemoryStore {
         let mut out = Vec::with_capacity(rows.len());
         if let Ok(mut seen) = self.inner.seen.lock() {
             for r in &rows {
-                seen.insert(r.get(0), r.get(5));
+                seen.note(r.get(0), Some(r.get(5)));
             }
         }
         for r in rows {
@@ -1298,7 +1327,7 @@ impl MemoryStore for PgMemoryStore {
             })
             .await?;
         if let Ok(mut seen) = self.inner.seen.lock() {
-            seen.clear();
+            *seen = Seen::default();
         }
         tracing::info!(removed = removed.len(), "team memory cleared");
         Ok(removed)
@@ -1316,5 +1345,24 @@ impl MemoryStore for PgMemoryStore {
             .into_iter()
             .map(|(file, title, hook)| IndexEntry { title, file, hook })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seen;
+    use memloop_store::heap::string;
+
+    #[test]
+    fn the_bytes_of_the_paths_seen_are_kept_as_they_change() {
+        let mut seen = Seen::default();
+        let walked = |s: &Seen| s.versions.keys().map(string).sum::<usize>();
+        for i in 0..500u32 {
+            let rel = format!("notes/n{}.md", i % 37);
+            seen.note(&rel, (i % 5 != 0).then_some(i64::from(i)));
+            assert_eq!(seen.keys, walked(&seen), "after {i}");
+        }
+        assert!(seen.keys > 0);
+        assert_eq!(seen.versions.get("notes/n1.md"), Some(&482));
     }
 }

@@ -4,6 +4,7 @@
 //! filed next to it).
 
 use super::lift::BestTwo;
+use memloop_store::heap;
 use memloop_text::{Analyzer, Language, Script, tokens};
 use std::collections::{BinaryHeap, HashMap};
 use std::time::SystemTime;
@@ -130,6 +131,10 @@ pub struct Bm25Postings {
     len_sum: [u64; FIELDS],
     /// Indexed memories per language (by `Language::ALL` position).
     lang_docs: [u32; Language::ALL.len()],
+    /// The heap the tables' items own, counted as [`Self::approx_bytes`] counts: the terms'
+    /// and paths' strings, each term's postings and each directory's members, each document's
+    /// path and terms. Kept as they change, so the estimate never walks the index.
+    owned: usize,
 }
 
 impl Default for Bm25Postings {
@@ -157,35 +162,54 @@ impl Bm25Postings {
             dir_members: Vec::new(),
             len_sum: [0; FIELDS],
             lang_docs: [0; Language::ALL.len()],
+            owned: 0,
         }
     }
 
     /// An estimate of the memory the index holds, in bytes: its terms, postings, documents
     /// and lookups (what grows with the memories indexed), counted as the allocator holds them
     /// ([`memloop_store::heap`]: buffers by capacity, hash tables by buckets, each allocation
-    /// as its block). The index's own struct is counted by whoever holds it.
+    /// as its block). The index's own struct is counted by whoever holds it. O(1): what the
+    /// tables' items own is kept as they change.
     pub fn approx_bytes(&self) -> usize {
-        use memloop_store::heap::{map, string, vec};
+        self.tables() + self.owned
+    }
+
+    /// The tables themselves (their buffers, not what their items own) and the analyzer.
+    fn tables(&self) -> usize {
+        use memloop_store::heap::{block, map, vec};
         use std::mem::size_of;
-        let terms = map(&self.term_ids) + self.term_ids.keys().map(string).sum::<usize>();
-        let postings = vec(&self.postings) + self.postings.iter().map(vec).sum::<usize>();
-        let docs = vec(&self.docs)
+        // The analyzer's Latin-script stemmers: one boxed function (two words) per language.
+        let analyzer = block(Language::ALL.len() * 2 * size_of::<usize>());
+        analyzer
+            + map(&self.term_ids)
+            + vec(&self.postings)
+            + vec(&self.docs)
+            + map(&self.by_path)
+            + map(&self.dir_ids)
+            + vec(&self.dir_members)
+            + vec(&self.is_bigram)
+            + vec(&self.df)
+            + vec(&self.free)
+            + vec(&self.tombstones)
+            + vec(&self.alive)
+    }
+
+    /// What the tables' items own, found by walking them: what [`Self::owned`] must equal.
+    #[cfg(test)]
+    fn walked(&self) -> usize {
+        use memloop_store::heap::{string, vec};
+        self.term_ids.keys().map(string).sum::<usize>()
+            + self.postings.iter().map(vec).sum::<usize>()
             + self
                 .docs
                 .iter()
                 .flatten()
                 .map(|d| string(&d.path) + vec(&d.terms))
-                .sum::<usize>();
-        let paths = map(&self.by_path) + self.by_path.keys().map(string).sum::<usize>();
-        let dirs = map(&self.dir_ids)
+                .sum::<usize>()
+            + self.by_path.keys().map(string).sum::<usize>()
             + self.dir_ids.keys().map(string).sum::<usize>()
-            + vec(&self.dir_members)
-            + self.dir_members.iter().map(vec).sum::<usize>();
-        let per_term = vec(&self.is_bigram) + vec(&self.df);
-        let slots = vec(&self.free) + vec(&self.tombstones) + vec(&self.alive);
-        // The analyzer's Latin-script stemmers: one boxed function (two words) per language.
-        let analyzer = memloop_store::heap::block(Language::ALL.len() * 2 * size_of::<usize>());
-        analyzer + terms + postings + docs + paths + dirs + per_term + slots
+            + self.dir_members.iter().map(vec).sum::<usize>()
     }
 
     /// Number of indexed memories.
@@ -239,31 +263,35 @@ impl Bm25Postings {
         self.alive[id as usize] = true;
         let mut terms = Vec::with_capacity(tfs.len());
         for (tid, tf) in tfs {
-            self.postings[tid as usize].push(Posting {
+            let posting = Posting {
                 doc: id,
                 tf,
                 lens,
                 lang,
-            });
+            };
+            grown(&mut self.owned, &mut self.postings[tid as usize], posting);
             self.df[tid as usize] += 1;
             terms.push(tid);
         }
         for (sum, len) in self.len_sum.iter_mut().zip(lens) {
             *sum += u64::from(len);
         }
-        self.dir_members[dir as usize].push(id);
+        grown(&mut self.owned, &mut self.dir_members[dir as usize], id);
         if let Some(n) = self.lang_docs.get_mut(lang.index()) {
             *n += 1;
         }
-        self.docs[id as usize] = Some(Doc {
+        let doc = Doc {
             path: path.to_owned(),
             mtime,
             dir,
             lens,
             terms,
             lang,
-        });
-        self.by_path.insert(path.to_owned(), id);
+        };
+        let key = path.to_owned();
+        self.owned += heap::string(&doc.path) + heap::vec(&doc.terms) + heap::string(&key);
+        self.docs[id as usize] = Some(doc);
+        self.by_path.insert(key, id);
     }
 
     /// Remove the memory at `path`; returns whether it was indexed.
@@ -273,12 +301,16 @@ impl Bm25Postings {
     /// quarter of the index, so one update costs O(its own terms), not O(postings of common
     /// terms).
     pub fn remove(&mut self, path: &str) -> bool {
-        let Some(id) = self.by_path.remove(path) else {
+        let Some((key, id)) = self.by_path.remove_entry(path) else {
             return false;
         };
+        self.owned = self.owned.saturating_sub(heap::string(&key));
         let Some(doc) = self.docs.get_mut(id as usize).and_then(Option::take) else {
             return false;
         };
+        self.owned = self
+            .owned
+            .saturating_sub(heap::string(&doc.path) + heap::vec(&doc.terms));
         self.alive[id as usize] = false;
         for tid in &doc.terms {
             if let Some(df) = self.df.get_mut(*tid as usize) {
@@ -318,6 +350,7 @@ impl Bm25Postings {
         self.postings.push(Vec::new());
         self.df.push(0);
         self.is_bigram.push(bigram);
+        self.owned += heap::string(&term);
         self.term_ids.insert(term, id);
         id
     }
@@ -329,7 +362,9 @@ impl Bm25Postings {
         }
         let id = u32::try_from(self.dir_members.len()).unwrap_or(u32::MAX);
         self.dir_members.push(Vec::new());
-        self.dir_ids.insert(dir.to_owned(), id);
+        let key = dir.to_owned();
+        self.owned += heap::string(&key);
+        self.dir_ids.insert(key, id);
         id
     }
 
@@ -640,6 +675,13 @@ fn lang_bit(lang: Language) -> u16 {
     1 << lang.index()
 }
 
+/// Push `item` onto `list`, and count in `owned` what the push grew the list's buffer by.
+fn grown<T>(owned: &mut usize, list: &mut Vec<T>, item: T) {
+    let before = heap::vec(list);
+    list.push(item);
+    *owned = owned.saturating_sub(before) + heap::vec(list);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -711,6 +753,32 @@ mod tests {
         let hits = idx.search("churn", 200, |_| true);
         assert_eq!(hits.len(), 100);
         assert_eq!(idx.search("redis", 5, |_| true)[0].0, "c.md");
+    }
+
+    #[test]
+    fn the_kept_estimate_is_what_a_walk_of_the_index_finds() {
+        let mut idx = Bm25Postings::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        let words = [
+            "kafka", "lag", "redis", "eviction", "postgres", "vacuum", "Tuesday",
+        ];
+        // A fixed pseudo-random sequence of upserts (new paths, rewrites, other directories)
+        // and removals, enough of them to sweep tombstones and reuse slots.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for step in 0..3000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let n = (x >> 33) as usize;
+            let path = format!("dir{}/m{}.md", n % 5, n % 150);
+            if n % 4 == 0 {
+                idx.remove(&path);
+            } else {
+                let body: Vec<&str> = (0..(n % 40)).map(|i| words[(n + i * 7) % 7]).collect();
+                let unique = format!("word{step}");
+                idx.upsert(&path, t0, text(&unique, &body.join(" ")));
+            }
+            assert_eq!(idx.owned, idx.walked(), "after step {step}");
+        }
+        assert!(idx.approx_bytes() > idx.tables());
     }
 
     #[test]

@@ -71,6 +71,29 @@ pub struct Headers {
 }
 
 impl Headers {
+    /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each).
+    fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
+        let mut drop_path = |path: &str| {
+            if let Some(mtime) = self.mtimes.remove(path) {
+                let probe = (Reverse(mtime), path);
+                if let Ok(i) = self.list.binary_search_by(|x| key(x).cmp(&probe)) {
+                    self.list.remove(i);
+                }
+            }
+        };
+        for p in removed {
+            drop_path(p);
+        }
+        for w in written {
+            drop_path(&w.rel_path);
+        }
+        for w in written {
+            let i = self.list.partition_point(|x| key(x) < key(w));
+            self.list.insert(i, w.clone());
+            self.mtimes.insert(w.rel_path.clone(), w.mtime);
+        }
+    }
+
     /// Bumped by every refresh that changed something: equal versions from one [`ScanCache`]
     /// mean equal lists (so derived data can be kept per version).
     pub fn version(&self) -> u64 {
@@ -147,6 +170,9 @@ pub struct ScanCache {
 /// Changes the cache remembers for consumers that catch up ([`ScanCache::follow`]): enough for
 /// a consumer one or a few turns behind; one further behind compares every header.
 const JOURNAL: usize = 256;
+/// Earlier header lists kept for reuse (see [`State::spares`]): about as many as searches of
+/// one project run at once on a busy server, each holding the list it ranked against.
+const SPARES: usize = 8;
 /// Most memory texts kept read, and most bytes of text (body and whole text counted): a
 /// project's recent changes and its most searched memories, a small part of its budget.
 const BODIES: usize = 256;
@@ -164,10 +190,23 @@ struct Bodies {
     order: std::collections::VecDeque<(u64, String)>,
     kept: u64,
     bytes: usize,
+    /// The estimate of what is kept ([`ScanCache::approx_bytes`]), for the `edits` it was
+    /// taken at.
+    estimate: Option<(u64, usize)>,
+    /// Bumped by every change to what is kept.
+    edits: u64,
 }
 
 fn text_bytes(f: &MemoryFile) -> usize {
     f.body.len() + f.raw.len()
+}
+
+/// The strings of a header, as [`crate::heap`] counts them.
+fn header_strings(h: &MemoryHeader) -> usize {
+    use crate::heap::string;
+    string(&h.rel_path)
+        + h.name.as_ref().map_or(0, string)
+        + h.description.as_ref().map_or(0, string)
 }
 
 impl Bodies {
@@ -181,7 +220,35 @@ impl Bodies {
     fn forget(&mut self, path: &str) {
         if let Some((_, f)) = self.files.remove(path) {
             self.bytes -= text_bytes(&f);
+            self.edits += 1;
         }
+    }
+
+    /// What is kept, as [`ScanCache::approx_bytes`] counts it; walked again only after a
+    /// change.
+    fn approx_bytes(&mut self) -> usize {
+        use crate::heap::{arc, deque, map, string};
+        if let Some((edits, bytes)) = self.estimate
+            && edits == self.edits
+        {
+            return bytes;
+        }
+        let bytes = map(&self.files)
+            + deque(&self.order)
+            + self.order.iter().map(|(_, p)| string(p)).sum::<usize>()
+            + self
+                .files
+                .iter()
+                .map(|(path, (_, f))| {
+                    string(path)
+                        + arc::<MemoryFile>()
+                        + header_strings(&f.header)
+                        + string(&f.body)
+                        + string(&f.raw)
+                })
+                .sum::<usize>();
+        self.estimate = Some((self.edits, bytes));
+        bytes
     }
 
     fn keep(&mut self, file: Arc<MemoryFile>) {
@@ -205,6 +272,7 @@ impl Bodies {
                 .retain(|(n, p)| files.get(p).is_some_and(|(m, _)| m == n));
         }
         self.kept += 1;
+        self.edits += 1;
         self.bytes += size;
         self.order.push_back((self.kept, path.clone()));
         self.files.insert(path, (self.kept, file));
@@ -235,6 +303,16 @@ struct State {
     /// The number ([`ScanCache::asked`]) of the newest refresh that asked the store and got its
     /// answer applied; 0 before any.
     answered: u64,
+    /// Earlier lists (at most [`SPARES`], newest last) that searches may still hold. A delta
+    /// that finds the current list held is applied to a spare no one holds any more, brought up
+    /// to date from the journal, instead of to a copy of the current list: O(changes) instead
+    /// of O(memories) while searches run.
+    spares: Vec<Arc<Headers>>,
+    /// The estimate of the header lists and the journal ([`ScanCache::approx_bytes`]), for the
+    /// `edits` it was taken at.
+    estimate: Option<(u64, usize)>,
+    /// Bumped by every change to what the estimate counts.
+    edits: u64,
 }
 
 /// The sort key of the scan order: newest first, then by path.
@@ -253,6 +331,9 @@ impl State {
         });
         self.loaded = true;
         self.journal.clear();
+        // The journal no longer reaches them.
+        self.spares.clear();
+        self.edits += 1;
     }
 
     /// What changed after version `seen` (`None`: the consumer has seen nothing).
@@ -293,35 +374,91 @@ impl State {
         }
     }
 
-    /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each;
-    /// the list is copied only when a caller still holds the previous one).
+    /// Apply a delta as a new version, journaled. The current list is changed in place when no
+    /// caller holds it; otherwise the delta goes to a list no caller holds ([`Self::unheld`]),
+    /// which becomes the current one, and the list replaced becomes a spare.
     fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
-        let h = Arc::make_mut(&mut self.headers);
-        h.version += 1;
+        if Arc::get_mut(&mut self.headers).is_none() {
+            let next = self.unheld();
+            let held = std::mem::replace(&mut self.headers, next);
+            if self.spares.len() == SPARES {
+                // The oldest still held goes (it is freed when its last caller lets go): a
+                // spare no one holds is the one to keep for the next delta.
+                let held = self.spares.iter().position(|s| Arc::strong_count(s) > 1);
+                self.spares.remove(held.unwrap_or(0));
+            }
+            self.spares.push(held);
+        }
+        let version = self.headers.version + 1;
+        if let Some(h) = Arc::get_mut(&mut self.headers) {
+            h.apply(written, removed);
+            h.version = version;
+        }
         if self.journal.len() == JOURNAL {
             self.journal.pop_front();
         }
         self.journal
-            .push_back((h.version, written.to_vec(), removed.to_vec()));
-        let mut drop_path = |path: &str| {
-            if let Some(mtime) = h.mtimes.remove(path) {
-                let probe = (Reverse(mtime), path);
-                if let Ok(i) = h.list.binary_search_by(|x| key(x).cmp(&probe)) {
-                    h.list.remove(i);
-                }
-            }
+            .push_back((version, written.to_vec(), removed.to_vec()));
+        self.edits += 1;
+    }
+
+    /// The header lists (the current one and the spares) and the journal, as
+    /// [`ScanCache::approx_bytes`] counts them; walked again only after a change.
+    fn approx_bytes(&mut self) -> usize {
+        use crate::heap::{arc, deque, map, string, vec};
+        if let Some((edits, bytes)) = self.estimate
+            && edits == self.edits
+        {
+            return bytes;
+        }
+        let list = |h: &Headers| {
+            arc::<Headers>()
+                + vec(&h.list)
+                + h.list.iter().map(header_strings).sum::<usize>()
+                + map(&h.mtimes)
+                + h.mtimes.keys().map(string).sum::<usize>()
         };
-        for p in removed {
-            drop_path(p);
+        let journal = deque(&self.journal)
+            + self
+                .journal
+                .iter()
+                .map(|(_, written, removed)| {
+                    vec(written)
+                        + written.iter().map(header_strings).sum::<usize>()
+                        + vec(removed)
+                        + removed.iter().map(string).sum::<usize>()
+                })
+                .sum::<usize>();
+        let bytes = list(&self.headers)
+            + vec(&self.spares)
+            + self.spares.iter().map(|s| list(s)).sum::<usize>()
+            + journal;
+        self.estimate = Some((self.edits, bytes));
+        bytes
+    }
+
+    /// The current list in one no caller holds: a spare no caller holds any more, brought up to
+    /// date with the journal's deltas since its version (O(changes)), or else a copy of the
+    /// current list (O(memories)).
+    fn unheld(&mut self) -> Arc<Headers> {
+        let journal = &self.journal;
+        let reaches = |v: u64| journal.front().is_some_and(|(first, ..)| *first <= v + 1);
+        let free = self
+            .spares
+            .iter_mut()
+            .position(|s| reaches(s.version) && Arc::get_mut(s).is_some());
+        if let Some(i) = free {
+            let mut spare = self.spares.remove(i);
+            if let Some(h) = Arc::get_mut(&mut spare) {
+                let from = h.version;
+                for (v, w, r) in journal.iter().filter(|(v, ..)| *v > from) {
+                    h.apply(w, r);
+                    h.version = *v;
+                }
+                return spare;
+            }
         }
-        for w in written {
-            drop_path(&w.rel_path);
-        }
-        for w in written {
-            let i = h.list.partition_point(|x| key(x) < key(w));
-            h.list.insert(i, w.clone());
-            h.mtimes.insert(w.rel_path.clone(), w.mtime);
-        }
+        Arc::new((*self.headers).clone())
     }
 }
 
@@ -399,48 +536,13 @@ impl ScanCache {
     /// catch up, and the memory texts it keeps read. `None` while another task holds it (ask
     /// again later): the estimate never waits.
     pub fn approx_bytes(&self) -> Option<usize> {
-        use crate::heap::{arc, block, deque, map, string, vec};
-        let state = self.state.try_lock().ok()?;
-        let strings = |h: &MemoryHeader| {
-            string(&h.rel_path)
-                + h.name.as_ref().map_or(0, string)
-                + h.description.as_ref().map_or(0, string)
-        };
-        let headers = &state.headers;
-        let list = arc::<Headers>()
-            + vec(&headers.list)
-            + headers.list.iter().map(strings).sum::<usize>()
-            + map(&headers.mtimes)
-            + headers.mtimes.keys().map(string).sum::<usize>();
-        let journal = deque(&state.journal)
-            + state
-                .journal
-                .iter()
-                .map(|(_, written, removed)| {
-                    vec(written)
-                        + written.iter().map(strings).sum::<usize>()
-                        + vec(removed)
-                        + removed.iter().map(string).sum::<usize>()
-                })
-                .sum::<usize>();
+        use crate::heap::{arc, block};
+        let mut state = self.state.try_lock().ok()?;
         let cursor = state.cursor.as_ref().map_or(0, |c| block(c.as_str().len()));
+        let lists = state.approx_bytes();
         drop(state);
-        let bodies = self.bodies.lock().map_or(0, |b| {
-            map(&b.files)
-                + deque(&b.order)
-                + b.order.iter().map(|(_, p)| string(p)).sum::<usize>()
-                + b.files
-                    .iter()
-                    .map(|(path, (_, f))| {
-                        string(path)
-                            + arc::<MemoryFile>()
-                            + strings(&f.header)
-                            + string(&f.body)
-                            + string(&f.raw)
-                    })
-                    .sum::<usize>()
-        });
-        Some(arc::<Self>() + self.store.approx_bytes() + list + journal + cursor + bodies)
+        let bodies = self.bodies.lock().map_or(0, |mut b| b.approx_bytes());
+        Some(arc::<Self>() + self.store.approx_bytes() + lists + cursor + bodies)
     }
 
     /// A change was applied: forget the texts of every path it names, then keep the texts its
@@ -579,6 +681,118 @@ mod tests {
         s.apply(&[header("b.md", 40)], &["c.md".to_owned()]);
         let again: Vec<String> = s.headers.iter().map(|h| h.rel_path.clone()).collect();
         assert_eq!(again, order);
+    }
+
+    /// The list a model of the scan order gives: every path's last header, newest first.
+    fn modelled(model: &HashMap<String, u64>) -> Listed {
+        let mut v: Vec<(String, u64)> = model.iter().map(|(p, t)| (p.clone(), *t)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
+    }
+
+    /// Paths and mtimes (seconds), in list order.
+    type Listed = Vec<(String, u64)>;
+
+    fn listed(h: &Headers) -> Listed {
+        h.iter()
+            .map(|h| {
+                let secs = h.mtime.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+                (h.rel_path.clone(), secs.as_secs())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deltas_while_callers_hold_lists_reuse_the_lists_they_let_go() {
+        let mut s = State::default();
+        s.replace(
+            (0..50)
+                .rev()
+                .map(|i| header(&format!("{i}.md"), i))
+                .collect(),
+        );
+        let mut model: HashMap<String, u64> = (0..50).map(|i| (format!("{i}.md"), i)).collect();
+        // Callers hold lists (as searches do while they rank) and let them go in a pseudo-random
+        // order; every list a caller got stays as it was, and the current one is the model's.
+        let mut held: Vec<(Arc<Headers>, Listed)> = Vec::new();
+        let mut x: u64 = 7;
+        let mut copies = 0;
+        for step in 0..2000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let n = x >> 33;
+            if n % 3 == 0 {
+                held.push((s.headers.clone(), listed(&s.headers)));
+            }
+            if n % 5 < 2 && !held.is_empty() {
+                let (list, was) = held.remove((n as usize) % held.len());
+                assert_eq!(listed(&list), was, "a held list changed (step {step})");
+            }
+            let path = format!("{}.md", n % 80);
+            let before = Arc::as_ptr(&s.headers);
+            let shared = Arc::strong_count(&s.headers) > 1;
+            let spares: Vec<*const Headers> = s.spares.iter().map(Arc::as_ptr).collect();
+            if n % 7 == 0 {
+                model.remove(&path);
+                s.apply(&[], std::slice::from_ref(&path));
+            } else {
+                model.insert(path.clone(), 100 + step);
+                s.apply(&[header(&path, 100 + step)], &[]);
+            }
+            let after = Arc::as_ptr(&s.headers);
+            if shared && !spares.contains(&after) {
+                copies += 1;
+            }
+            if !shared {
+                assert_eq!(before, after, "a list no one holds is changed in place");
+            }
+            assert_eq!(listed(&s.headers), modelled(&model), "step {step}");
+            for (p, t) in &model {
+                assert_eq!(
+                    s.headers.get(p).map(|h| h.mtime),
+                    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(*t))
+                );
+            }
+            assert!(s.spares.len() <= SPARES);
+        }
+        // Most deltas that found the list held went to a spare let go of, not to a copy.
+        assert!(copies < 400, "{copies} copies in 2000 deltas");
+        for (list, was) in held {
+            assert_eq!(listed(&list), was);
+        }
+    }
+
+    #[test]
+    fn the_estimate_follows_every_change() {
+        let cache = ScanCache::new(Arc::new(
+            crate::FileMemoryStore::open(tempfile::tempdir().unwrap().keep()).unwrap(),
+        ));
+        let bytes = |c: &ScanCache| c.approx_bytes().unwrap();
+        let empty = bytes(&cache);
+        assert_eq!(bytes(&cache), empty, "no change, the same estimate");
+        {
+            let mut state = cache.state.try_lock().unwrap();
+            state.replace(vec![header("a.md", 1)]);
+        }
+        let one = bytes(&cache);
+        assert!(one > empty);
+        let held = cache.state.try_lock().unwrap().headers.clone();
+        cache
+            .state
+            .try_lock()
+            .unwrap()
+            .apply(&[header("b.md", 2)], &[]);
+        let two = bytes(&cache);
+        assert!(two > one, "a delta (and the spare it left) is counted");
+        drop(held);
+        cache.bodies.lock().unwrap().keep(Arc::new(MemoryFile {
+            header: header("b.md", 2),
+            body: "x".repeat(1000),
+            raw: "y".repeat(1000),
+        }));
+        let kept = bytes(&cache);
+        assert!(kept >= two + 2000, "a text kept is counted");
+        cache.bodies.lock().unwrap().forget("b.md");
+        assert!(bytes(&cache) <= kept - 2000, "a text forgotten is not");
     }
 
     #[test]
