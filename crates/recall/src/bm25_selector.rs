@@ -154,17 +154,8 @@ impl Bm25Selector {
     /// ([`ScanCache::approx_bytes`]).
     pub fn approx_bytes(&self) -> Option<usize> {
         let synced = self.index.try_lock().ok()?;
-        use memloop_store::heap::{arc, string, vec};
-        let retry = vec(&synced.retry)
-            + synced
-                .retry
-                .iter()
-                .map(|h| {
-                    string(&h.rel_path)
-                        + h.name.as_ref().map_or(0, string)
-                        + h.description.as_ref().map_or(0, string)
-                })
-                .sum::<usize>();
+        use memloop_store::heap::{arc, header, vec};
+        let retry = vec(&synced.retry) + synced.retry.iter().map(header).sum::<usize>();
         Some(arc::<Self>() + synced.index.approx_bytes() + retry)
     }
 

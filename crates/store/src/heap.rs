@@ -66,6 +66,13 @@ fn table<T>(capacity: usize) -> usize {
     block(slots.saturating_add(buckets).saturating_add(16))
 }
 
+/// What a memory header's strings hold (path, name, description; not the header itself).
+pub fn header(h: &crate::MemoryHeader) -> usize {
+    string(&h.rel_path)
+        + h.name.as_ref().map_or(0, string)
+        + h.description.as_ref().map_or(0, string)
+}
+
 /// The block of an `Arc<T>` (its two counts and `T`).
 pub fn arc<T>() -> usize {
     block(size_of::<T>() + 16)

@@ -201,14 +201,6 @@ fn text_bytes(f: &MemoryFile) -> usize {
     f.body.len() + f.raw.len()
 }
 
-/// The strings of a header, as [`crate::heap`] counts them.
-fn header_strings(h: &MemoryHeader) -> usize {
-    use crate::heap::string;
-    string(&h.rel_path)
-        + h.name.as_ref().map_or(0, string)
-        + h.description.as_ref().map_or(0, string)
-}
-
 impl Bodies {
     fn get(&self, header: &MemoryHeader) -> Option<Arc<MemoryFile>> {
         self.files
@@ -242,7 +234,7 @@ impl Bodies {
                 .map(|(path, (_, f))| {
                     string(path)
                         + arc::<MemoryFile>()
-                        + header_strings(&f.header)
+                        + crate::heap::header(&f.header)
                         + string(&f.body)
                         + string(&f.raw)
                 })
@@ -414,7 +406,7 @@ impl State {
         let list = |h: &Headers| {
             arc::<Headers>()
                 + vec(&h.list)
-                + h.list.iter().map(header_strings).sum::<usize>()
+                + h.list.iter().map(crate::heap::header).sum::<usize>()
                 + map(&h.mtimes)
                 + h.mtimes.keys().map(string).sum::<usize>()
         };
@@ -424,7 +416,7 @@ impl State {
                 .iter()
                 .map(|(_, written, removed)| {
                     vec(written)
-                        + written.iter().map(header_strings).sum::<usize>()
+                        + written.iter().map(crate::heap::header).sum::<usize>()
                         + vec(removed)
                         + removed.iter().map(string).sum::<usize>()
                 })
