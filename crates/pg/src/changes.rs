@@ -2,11 +2,13 @@
 //! what changed in a project since a cursor, by any writer on any machine, in one query.
 //!
 //! A trigger (migration 3) keeps one row per memory path in `memloop_changes`: whether the path is
-//! deleted now and the transaction (`xid8`) that changed it last. A cursor is the `xmin` of the
-//! snapshot the previous answer was read in: every transaction older than it had finished, so its
-//! changes were in that answer; a transaction that was still running (even one that commits much
-//! later) has an id at or above it and is reported by a later call. A change can be reported
-//! twice, never missed.
+//! deleted now and the transaction (`xid8`) that changed it last. A cursor is the snapshot the
+//! previous answer was read in (`pg_current_snapshot()`); the next answer reports the rows whose
+//! transaction that snapshot did not see (`pg_visible_in_snapshot`): one still running then (even
+//! one that commits much later) or one begun since. Visibility only grows, so each change is
+//! reported by the first answer whose snapshot sees it, once: never missed, and not again when a
+//! long transaction elsewhere on the server holds the snapshot's `xmin` back. The rows looked at
+//! are those at or above that `xmin` (an index range).
 
 use crate::error::StoreError;
 use crate::store::{PgMemoryStore, db, parse_type};
@@ -17,19 +19,29 @@ use memloop_store::{ChangeCursor, Changes, MemoryFile, MemoryHeader, MemoryPath}
 /// one catching up on thousands does not get them all in one answer.
 const TEXTS_PER_ANSWER: i64 = 64;
 
-/// The cursor's prefix: the feed's format version.
-const PREFIX: &str = "pg-xmin-1";
+/// The cursor's prefix: the feed's format version (a cursor of an earlier version, `pg-xmin-1`,
+/// asks for a rescan).
+const PREFIX: &str = "pg-snapshot-1";
 
-/// `PREFIX|project|xmin`.
-fn encode(project: &str, xmin: u64) -> ChangeCursor {
-    ChangeCursor::new(format!("{PREFIX}|{project}|{xmin}"))
+/// `PREFIX|project|snapshot`, the snapshot as PostgreSQL writes it (`xmin:xmax:xip,...`).
+fn encode(project: &str, snapshot: &str) -> ChangeCursor {
+    ChangeCursor::new(format!("{PREFIX}|{project}|{snapshot}"))
 }
 
-/// The `xmin` of a cursor this project issued; `None` for any other cursor.
-fn decode(cursor: &ChangeCursor, project: &str) -> Option<u64> {
+/// A snapshot a cursor of this project carries, as `(xmin, snapshot)`; `None` for any other
+/// cursor, or one whose snapshot is not `xmin:xmax:xip,...` with numbers.
+fn decode<'c>(cursor: &'c ChangeCursor, project: &str) -> Option<(u64, &'c str)> {
     let rest = cursor.as_str().strip_prefix(PREFIX)?.strip_prefix('|')?;
-    let (p, xmin) = rest.rsplit_once('|')?;
-    (p == project).then(|| xmin.parse().ok()).flatten()
+    let (p, snapshot) = rest.rsplit_once('|')?;
+    if p != project {
+        return None;
+    }
+    let mut parts = snapshot.split(':');
+    let (xmin, xmax, xip) = (parts.next()?, parts.next()?, parts.next()?);
+    let number = |n: &str| n.parse::<u64>().ok();
+    let xmin = number(xmin)?;
+    let listed = xip.is_empty() || xip.split(',').all(|x| number(x).is_some());
+    (parts.next().is_none() && number(xmax)? >= xmin && listed).then_some((xmin, snapshot))
 }
 
 impl PgMemoryStore {
@@ -39,15 +51,13 @@ impl PgMemoryStore {
         since: Option<&ChangeCursor>,
     ) -> Result<Changes, StoreError> {
         let project = self.project_id().to_owned();
-        let Some(from) = since.and_then(|c| decode(c, &project)) else {
-            let xmin: String = self
+        let Some((xmin, seen)) = since.and_then(|c| decode(c, &project)) else {
+            let snapshot: String = self
                 .retrying("changes", |client| async move {
                     let row = client
                         .query_one(
                             &client
-                                .prepare_cached(
-                                    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text",
-                                )
+                                .prepare_cached("SELECT pg_current_snapshot()::text")
                                 .await
                                 .map_err(db)?,
                             &[],
@@ -57,19 +67,20 @@ impl PgMemoryStore {
                     Ok(row.get(0))
                 })
                 .await?;
-            let cursor = xmin.parse().ok().map(|x| encode(&project, x));
+            let cursor = encode(&project, &snapshot);
+            let cursor = decode(&cursor, &project).is_some().then_some(cursor);
             return Ok(Changes::Rescan { cursor });
         };
-        let from = from.to_string();
+        let xmin = xmin.to_string();
         let rows = self
             .retrying("changes", |client| {
-                let (project, from) = (&project, &from);
+                let (project, xmin) = (&project, &xmin);
                 async move {
                     client
                         .query(
                             &client
                                 .prepare_cached(
-                                    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text,
+                                    "SELECT pg_current_snapshot()::text,
                                     c.rel_path, c.deleted, m.name, m.description,
                                     m.memory_type, m.updated_at,
                                     CASE WHEN row_number() OVER () <= $3 THEN m.body END,
@@ -78,22 +89,25 @@ impl PgMemoryStore {
                              FROM (SELECT 1) AS now
                              LEFT JOIN memloop_changes c
                                  ON c.project_id = $1 AND c.txid >= $2::text::xid8
+                                    AND NOT pg_visible_in_snapshot(c.txid, $4::text::pg_snapshot)
                              LEFT JOIN memloop_memories m
                                  ON m.project_id = c.project_id AND m.rel_path = c.rel_path",
                                 )
                                 .await
                                 .map_err(db)?,
-                            &[project, from, &TEXTS_PER_ANSWER],
+                            &[project, xmin, &TEXTS_PER_ANSWER, &seen],
                         )
                         .await
                         .map_err(db)
                 }
             })
             .await?;
-        let mut xmin = None;
+        let mut snapshot: Option<String> = None;
         let (mut written, mut removed, mut files) = (Vec::new(), Vec::new(), Vec::new());
         for r in &rows {
-            xmin = xmin.or_else(|| r.get::<_, String>(0).parse::<u64>().ok());
+            if snapshot.is_none() {
+                snapshot = Some(r.get(0));
+            }
             let Some(rel) = r.get::<_, Option<String>>(1) else {
                 continue; // the one row of an empty answer
             };
@@ -131,7 +145,10 @@ impl PgMemoryStore {
                 },
             }
         }
-        let Some(xmin) = xmin else {
+        let Some(cursor) = snapshot
+            .map(|s| encode(&project, &s))
+            .filter(|c| decode(c, &project).is_some())
+        else {
             return Ok(Changes::Rescan { cursor: None });
         };
         if written.is_empty() && removed.is_empty() {
@@ -139,7 +156,7 @@ impl PgMemoryStore {
         }
         written.sort_by(|a, b| b.mtime.cmp(&a.mtime).then(a.rel_path.cmp(&b.rel_path)));
         Ok(Changes::Changed {
-            cursor: encode(&project, xmin),
+            cursor,
             written,
             removed,
             files,
@@ -153,13 +170,22 @@ mod tests {
 
     #[test]
     fn cursors_belong_to_their_project() {
-        let c = encode("team|a", 42);
-        assert_eq!(decode(&c, "team|a"), Some(42));
+        let c = encode("team|a", "42:45:42,44");
+        assert_eq!(decode(&c, "team|a"), Some((42, "42:45:42,44")));
         assert_eq!(decode(&c, "team"), None);
-        assert_eq!(decode(&ChangeCursor::new("gen:7"), "team|a"), None);
         assert_eq!(
-            decode(&ChangeCursor::new("pg-xmin-1|team|a|x"), "team|a"),
+            decode(&encode("p", "7:7:"), "p"),
+            Some((7, "7:7:")),
+            "nothing running"
+        );
+        assert_eq!(decode(&ChangeCursor::new("gen:7"), "team|a"), None);
+        // The earlier format, and snapshots that are not one.
+        assert_eq!(
+            decode(&ChangeCursor::new("pg-xmin-1|team|a|42"), "team|a"),
             None
         );
+        for bad in ["x", "42", "42:41:", "42:45:x", "42:45:42:1", "42:45:,"] {
+            assert_eq!(decode(&encode("p", bad), "p"), None, "{bad}");
+        }
     }
 }
