@@ -2,7 +2,8 @@
 //! without sessions) running a mix of `context_search`, `context_save`, `context_load` and
 //! `context_manage` against `memloop mcp --http` (one server, or replicas behind a balancer),
 //! loopback only. It prints ops/s, p50 / p99 per operation and, given the servers' pids, their CPU
-//! per operation (and PostgreSQL's, with `--postgres-cpu`); then it reads back every acknowledged
+//! per operation (and PostgreSQL's, with `--postgres-cpu`), HAProxy's when one runs, and its own
+//! (a client that costs more than the server measures the client); then it reads back every acknowledged
 //! save (exit 1 when one is lost or found twice). With `--read-your-writes A,B` it then measures
 //! how long after a save answered by server A a search through server B finds it.
 //!
@@ -121,9 +122,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let servers_before: Vec<_> = args.server_pids.iter().map(|&p| process_cpu(p)).collect();
     let postgres_before = processes_cpu("postgres");
+    let haproxy_before = processes_cpu("haproxy");
+    let own_before = process_cpu(std::process::id());
     let mut report = run_load(plan, Arc::new(LoadProgress::default())).await?;
     let servers_after: Vec<_> = args.server_pids.iter().map(|&p| process_cpu(p)).collect();
     let postgres = processes_cpu("postgres").saturating_sub(postgres_before);
+    let haproxy = processes_cpu("haproxy").saturating_sub(haproxy_before);
+    let own = process_cpu(std::process::id())
+        .zip(own_before)
+        .map(|(after, before)| after.saturating_sub(before));
     let server: Duration = servers_before
         .iter()
         .zip(&servers_after)
@@ -178,6 +185,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "PostgreSQL CPU: {:.0} ms in all, {:.3} ms per operation",
             ms(postgres),
             ms(postgres) / total as f64
+        );
+    }
+    if total > 0 && !haproxy.is_zero() {
+        println!(
+            "HAProxy CPU: {:.0} ms in all, {:.3} ms per operation",
+            ms(haproxy),
+            ms(haproxy) / total as f64
+        );
+    }
+    if let Some(own) = own.filter(|_| total > 0) {
+        println!(
+            "load client CPU: {:.0} ms in all, {:.3} ms per operation",
+            ms(own),
+            ms(own) / total as f64
         );
     }
     let back = read_back(&mut client(&args, &args.url), &report.saved).await;
