@@ -435,10 +435,12 @@ impl State {
     fn unheld(&mut self) -> Arc<Headers> {
         let journal = &self.journal;
         let reaches = |v: u64| journal.front().is_some_and(|(first, ..)| *first <= v + 1);
+        // One the journal no longer reaches can never be brought up to date.
+        self.spares.retain(|s| reaches(s.version));
         let free = self
             .spares
             .iter_mut()
-            .position(|s| reaches(s.version) && Arc::get_mut(s).is_some());
+            .position(|s| Arc::get_mut(s).is_some());
         if let Some(i) = free {
             let mut spare = self.spares.remove(i);
             if let Some(h) = Arc::get_mut(&mut spare) {
@@ -751,6 +753,24 @@ mod tests {
         for (list, was) in held {
             assert_eq!(listed(&list), was);
         }
+    }
+
+    #[test]
+    fn a_spare_the_journal_no_longer_reaches_is_dropped() {
+        let mut s = State::default();
+        s.replace(vec![header("a.md", 1)]);
+        let old = s.headers.clone();
+        s.apply(&[header("b.md", 2)], &[]);
+        assert_eq!(s.spares.len(), 1, "the held list became a spare");
+        for i in 0..(JOURNAL as u64 + 1) {
+            s.apply(&[header("c.md", 10 + i)], &[]);
+        }
+        drop(old);
+        let held = s.headers.clone();
+        s.apply(&[header("d.md", 5000)], &[]);
+        assert_eq!(s.spares.len(), 1, "only the list just replaced");
+        assert!(Arc::ptr_eq(&s.spares[0], &held));
+        assert_eq!(s.headers.len(), 4);
     }
 
     #[test]
