@@ -5,8 +5,8 @@
 #
 # Builds the release server (`memloop`, PostgreSQL only) and the load client
 # (crates/cli/examples/mcp_load_client.rs), makes a schema of its own on PostgreSQL
-# (127.0.0.1:5432, database `test`, trust auth), seeds one project with 200 memories, then runs
-# the load client (20 clients, 4 searches : 1 save, 10 s each) three times:
+# (127.0.0.1:5432, database `test`, trust auth), and runs the load client (20 clients, 4 searches
+# : 1 save, 10 s each) three times, each on a project of its own seeded with 200 memories:
 #   1. one replica;
 #   2. HAProxy (round-robin per request, `/health` checked every 100 ms) in front of three
 #      replicas; then read-your-writes: a save answered by replica 1, searched through replica 2;
@@ -66,8 +66,7 @@ trap 'exit 130' INT TERM
 psql "$pg" -XAtqc "CREATE SCHEMA $schema" >/dev/null
 url="$pg options='-c search_path=$schema'"
 root="$work/root"
-project="$root/billing-service"
-mkdir -p "$project" "$work/home"
+mkdir -p "$root" "$work/home"
 token="replicas-run-token-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 printf '%s\n' "$token" >"$work/tokens"
 chmod 600 "$work/tokens"
@@ -140,13 +139,20 @@ load() {
   "$client" --token "$token" --project "$project" --protocol "$protocol" "$@"
 }
 
-echo "==> seeding 200 memories"
-start_server seed
-load --url "$server_url" --clients 10 --operations 20 --mix save=1 --seconds 120 >/dev/null
-stop_all
+# Each run has a project of its own seeded with 200 memories, so every setup starts from the same
+# data (a run's saves grow its project by thousands).
+seed() { # $1: the project's name
+  project="$root/$1"
+  mkdir -p "$project"
+  echo "==> seeding $1 with 200 memories"
+  start_server seed
+  load --url "$server_url" --clients 10 --operations 20 --mix save=1 --seconds 120 >/dev/null
+  stop_all
+}
 
 status=0
 if [ -z "$only" ] || [ "$only" = 1 ]; then
+  seed billing-service-1
   echo "==> 1. one replica: $clients clients, $mix, ${seconds} s"
   start_server 1
   load --url "$server_url" --clients "$clients" --seconds "$seconds" --mix "$mix" \
@@ -163,6 +169,7 @@ three_replicas() {
 }
 
 if [ -z "$only" ] || [ "$only" = 2 ]; then
+  seed billing-service-2
   echo "==> 2. HAProxy + 3 replicas: $clients clients, $mix, ${seconds} s; then read-your-writes"
   three_replicas
   load --url "$lb_url" --clients "$clients" --seconds "$seconds" --mix "$mix" \
@@ -172,6 +179,7 @@ if [ -z "$only" ] || [ "$only" = 2 ]; then
 fi
 
 if [ -z "$only" ] || [ "$only" = 3 ]; then
+  seed billing-service-3
   echo "==> 3. HAProxy + 3 replicas, database connections terminated every 100 ms, replica 3 killed"
   three_replicas
   (
