@@ -52,68 +52,68 @@ pub enum BatchOutcome {
     KeyReused,
 }
 
-/// A key's claim: a new key, or one past its expiry, is taken; a live one is left as it is.
-const CLAIM: &str = "INSERT INTO memloop_idempotency AS i
+/// A key's row as recorded, and whether it is live (not past its expiry).
+const RECORDED: &str = "SELECT request_sha256, outcome, expires_at >= now()
+     FROM memloop_idempotency WHERE project_id = $1 AND caller = $2 AND key = $3";
+
+/// A key taken with its batch's outcome, in the batch's transaction. No `ON CONFLICT`: a row
+/// for the key fails the statement, and with it the batch (see [`PgMemoryStore::batch_attempt`]).
+const RECORD: &str = "INSERT INTO memloop_idempotency
          (project_id, caller, key, request_sha256, outcome, expires_at)
-     VALUES ($1, $2, $3, $4, '', now() + make_interval(secs => $5))
-     ON CONFLICT (project_id, caller, key) DO UPDATE
-         SET request_sha256 = EXCLUDED.request_sha256, outcome = '',
-             created_at = now(), expires_at = EXCLUDED.expires_at
-         WHERE i.expires_at < now()
-     RETURNING 1";
+     VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))";
 
-/// A live key's row, as recorded.
-const RECORDED: &str = "SELECT request_sha256, outcome FROM memloop_idempotency
-     WHERE project_id = $1 AND caller = $2 AND key = $3";
+/// A key's row past its expiry, deleted so that the key can be taken afresh.
+const FORGET_EXPIRED: &str = "DELETE FROM memloop_idempotency
+     WHERE project_id = $1 AND caller = $2 AND key = $3 AND expires_at < now()";
 
-/// A key's outcome, written with its batch.
-const RECORD_OUTCOME: &str = "UPDATE memloop_idempotency SET outcome = $4
-     WHERE project_id = $1 AND caller = $2 AND key = $3";
-
-/// What a keyed batch found when it claimed its key.
-enum Claim {
-    Claimed,
-    Recorded {
-        request_sha256: String,
-        outcome: String,
-    },
+/// A key's row: what was asked with it, what was answered, whether it is live.
+struct Recorded {
+    request_sha256: String,
+    outcome: String,
+    live: bool,
 }
 
-/// Claim `key` in `tx`: a new key, or one whose row is past its expiry (its old outcome no
-/// longer counts), is taken for this batch; a live one is returned as recorded. Only the row of
-/// `(project, caller, key)` is touched: other keys' expired rows are left to
-/// [`PgMemoryStore::sweep_expired_keys`].
-async fn claim(
-    tx: &impl GenericClient,
+impl Recorded {
+    /// What a call with `key` gets back when the key is recorded live.
+    fn outcome_for(self, key: &IdempotencyKey) -> BatchOutcome {
+        if self.request_sha256 == key.request_sha256 {
+            BatchOutcome::Replayed(self.outcome)
+        } else {
+            BatchOutcome::KeyReused
+        }
+    }
+}
+
+/// The row of `key` in `project`, if there is one.
+async fn recorded(
+    c: &impl GenericClient,
     project: &str,
     key: &IdempotencyKey,
-) -> Result<Claim, StoreError> {
-    // A concurrent batch with the same key waits here on the primary key until the first one
-    // commits (then finds its row) or rolls back (then claims it). A row found is locked until
-    // this transaction ends, whether it was taken afresh or not.
-    let ttl = key.ttl.as_secs_f64();
-    let claimed = tx
+) -> Result<Option<Recorded>, StoreError> {
+    let row = c
         .query_opt(
-            &tx.prepare_cached(CLAIM).await.map_err(db)?,
-            &[&project, &key.caller, &key.key, &key.request_sha256, &ttl],
-        )
-        .await
-        .map_err(db)?;
-    if claimed.is_some() {
-        return Ok(Claim::Claimed);
-    }
-    let row = tx
-        .query_one(
-            &tx.prepare_cached(RECORDED).await.map_err(db)?,
+            &c.prepare_cached(RECORDED).await.map_err(db)?,
             &[&project, &key.caller, &key.key],
         )
         .await
         .map_err(db)?;
-    Ok(Claim::Recorded {
-        request_sha256: row.get(0),
-        outcome: row.get(1),
-    })
+    Ok(row.map(|r| Recorded {
+        request_sha256: r.get(0),
+        outcome: r.get(1),
+        live: r.get(2),
+    }))
 }
+
+/// How one attempt of a batch ended.
+enum Attempt {
+    Done(BatchOutcome),
+    /// The key's row was past its expiry (now deleted), or another call recorded the key and
+    /// its row is gone again: attempt again.
+    Again,
+}
+
+/// Attempts of one batch on one connection before it gives up on a key that keeps changing.
+const ATTEMPTS: usize = 4;
 
 impl PgMemoryStore {
     /// Apply `writes` in one transaction: every row is locked and its expected version checked,
@@ -140,13 +140,22 @@ impl PgMemoryStore {
                 let (ids, project) = (&ids, &project);
                 async move {
                     let mut tx = Pipelined::new(client);
-                    let result = self
-                        .batch_attempt(&mut tx, writes, ids, project, key, outcome)
-                        .await;
-                    if result.is_err() {
-                        tx.settle().await;
+                    for _ in 0..ATTEMPTS {
+                        match self
+                            .batch_attempt(&mut tx, writes, ids, project, key, outcome)
+                            .await
+                        {
+                            Ok(Attempt::Done(done)) => return Ok(done),
+                            Ok(Attempt::Again) => {}
+                            Err(e) => {
+                                tx.settle().await;
+                                return Err(e);
+                            }
+                        }
                     }
-                    result
+                    Err(StoreError::Pg(PgError::Db(format!(
+                        "the idempotency key changed under {ATTEMPTS} attempts of its batch"
+                    ))))
                 }
             })
             .await;
@@ -218,9 +227,17 @@ impl PgMemoryStore {
     }
 
     /// One attempt of [`write_batch`](Self::write_batch) on one connection, in two round trips:
-    /// BEGIN, the key's claim and every row's lock sent together; then, once the rows are checked
-    /// and the answer made, every row's statement, the key's outcome and COMMIT sent together.
-    /// A statement that fails ends the transaction, so the COMMIT behind it rolls back.
+    /// BEGIN, the key's row (if any) and every row's lock sent together; then, once the rows are
+    /// checked and the answer made, the key's row with that answer, every row's statement and
+    /// COMMIT sent together. A statement that fails ends the transaction, so the COMMIT behind
+    /// it rolls back.
+    ///
+    /// The key: a live row for it found first is answered from (nothing written); an expired one
+    /// is deleted and the batch attempted again. Otherwise the key is inserted first in the second
+    /// round trip, with no `ON CONFLICT`: a concurrent call with the same key that inserted it
+    /// first makes this insert wait until that call ends, then fail if it committed (this batch
+    /// rolls back and answers from the row that call recorded) or go on if it rolled back. So
+    /// one call writes, and the others replay its answer.
     async fn batch_attempt(
         &self,
         tx: &mut Pipelined,
@@ -229,57 +246,47 @@ impl PgMemoryStore {
         project: &str,
         key: Option<&IdempotencyKey>,
         outcome: &(dyn Fn(&[VersionedWrite]) -> String + Sync),
-    ) -> Result<BatchOutcome, StoreError> {
+    ) -> Result<Attempt, StoreError> {
+        tx.begun();
         let c = tx.client()?;
         // Every statement of the attempt prepared first (a round trip on a connection's first
         // batch, cached after): a cached statement is sent at its future's first poll, so the
         // statements of each join below go out in the join's order, COMMIT last. (A statement
         // still to prepare would go out after the COMMIT, outside the transaction.)
         try_join_all(
-            [
-                CLAIM,
-                RECORDED,
-                LOCK_ROW,
-                UPDATE_ROW,
-                INSERT_ROW,
-                RECORD_OUTCOME,
-            ]
-            .map(|sql| c.prepare_cached(sql)),
+            [RECORDED, LOCK_ROW, UPDATE_ROW, INSERT_ROW, RECORD].map(|sql| c.prepare_cached(sql)),
         )
         .await
         .map_err(db)?;
         let begin = async { c.batch_execute("BEGIN").await.map_err(db) };
-        let claimed = async {
+        let found = async {
             match key {
-                Some(key) => claim(c, project, key).await.map(Some),
+                Some(key) => recorded(c, project, key).await,
                 None => Ok(None),
             }
         };
-        // Sent in this order (`biased`: BEGIN, the claim, then the locks in the batch's order),
-        // and the server runs a connection's statements in the order they were sent.
+        // Sent in this order (`biased`: BEGIN, the key's row, then the locks in the batch's
+        // order), and the server runs a connection's statements in the order they were sent.
         let locks = join_all(
             writes
                 .iter()
                 .map(|w| self.locked_row(c, w.write.path().as_str())),
         );
-        let (began, claimed, locked) = tokio::join!(biased; begin, claimed, locks);
+        let (began, found, locked) = tokio::join!(biased; begin, found, locks);
         began?;
-        if let (
-            Some(key),
-            Some(Claim::Recorded {
-                request_sha256,
-                outcome,
-            }),
-        ) = (key, claimed?)
-        {
-            // Ended now, not at the drop: the claim locked the key's row, and other calls
-            // with the key wait for it.
+        if let (Some(key), Some(found)) = (key, found?) {
             tx.rollback().await?;
-            return Ok(if request_sha256 == key.request_sha256 {
-                BatchOutcome::Replayed(outcome)
-            } else {
-                BatchOutcome::KeyReused
-            });
+            if found.live {
+                return Ok(Attempt::Done(found.outcome_for(key)));
+            }
+            let c = tx.client()?;
+            c.execute(
+                &c.prepare_cached(FORGET_EXPIRED).await.map_err(db)?,
+                &[&project, &key.caller, &key.key],
+            )
+            .await
+            .map_err(db)?;
+            return Ok(Attempt::Again);
         }
         let mut rows = Vec::with_capacity(writes.len());
         // A path written twice in one batch: the second write finds the row the first leaves.
@@ -299,26 +306,47 @@ impl PgMemoryStore {
             rows.push(row);
         }
         let done: Vec<VersionedWrite> = rows.iter().map(versioned).collect();
-        let recorded = key.map(|key| (key, outcome(&done)));
-        let sent = try_join_all(rows.into_iter().map(|row| self.send_row(c, row)));
+        let recorded_text = key.map(|key| (key, outcome(&done)));
         let record = async {
-            let Some((key, text)) = &recorded else {
+            let Some((key, text)) = &recorded_text else {
                 return Ok(());
             };
+            let ttl = key.ttl.as_secs_f64();
             c.execute(
-                &c.prepare_cached(RECORD_OUTCOME).await.map_err(db)?,
-                &[&project, &key.caller, &key.key, text],
+                &c.prepare_cached(RECORD).await?,
+                &[
+                    &project,
+                    &key.caller,
+                    &key.key,
+                    &key.request_sha256,
+                    text,
+                    &ttl,
+                ],
             )
             .await
             .map(|_| ())
-            .map_err(db)
         };
+        let sent = try_join_all(rows.into_iter().map(|row| self.send_row(c, row)));
         let commit = async { c.batch_execute("COMMIT").await.map_err(db) };
-        let (sent, record, commit) = tokio::join!(biased; sent, record, commit);
+        let (record, sent, commit) = tokio::join!(biased; record, sent, commit);
         // Answered: the transaction is over, committed or (after a failed statement) rolled
         // back. Not answered: the connection is lost, and leaves the pool at the drop.
         commit?;
         tx.ended();
+        match record {
+            Ok(()) => {}
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                // Another call recorded the key first and committed: its answer is this one's.
+                let Some(key) = key else {
+                    return Err(db(e));
+                };
+                return Ok(match recorded(tx.client()?, project, key).await? {
+                    Some(found) if found.live => Attempt::Done(found.outcome_for(key)),
+                    _ => Attempt::Again,
+                });
+            }
+            Err(e) => return Err(db(e)),
+        }
         let written = match sent {
             Ok(w) => w,
             Err(StoreError::Pg(PgError::Conflict { rel_path, .. })) => {
@@ -334,11 +362,10 @@ impl PgMemoryStore {
             }
             Err(e) => return Err(e),
         };
-        record?;
         for w in &written {
             self.remember(&w.rel_path, Some(w.version));
         }
-        Ok(BatchOutcome::Written(done))
+        Ok(Attempt::Done(BatchOutcome::Written(done)))
     }
 
     /// The content version (`sha256`) of the row at `rel` now.
@@ -429,6 +456,12 @@ impl Pipelined {
         self.client
             .as_ref()
             .ok_or_else(|| StoreError::Pg(PgError::ConnectionLost("connection released".into())))
+    }
+
+    /// BEGIN is about to be sent: until COMMIT or ROLLBACK is answered the transaction may be
+    /// open.
+    fn begun(&mut self) {
+        self.open = true;
     }
 
     /// COMMIT or ROLLBACK was answered: the connection is out of the transaction.
