@@ -122,8 +122,8 @@ impl PgMemoryStore {
     /// connection is retried on a fresh one; a batch whose commit landed before the connection
     /// dropped is recognised by its rows' write ids and reported, never applied twice.
     ///
-    /// With `key`, the key is claimed in the same transaction and recorded with
-    /// `outcome(writes)` (the caller's answer, e.g. JSON): a later call with the same
+    /// With `key`, the key is recorded in the same transaction with `outcome(writes)` (the
+    /// caller's answer, e.g. JSON): a later call with the same
     /// `(caller, key)` and the same `request_sha256` writes nothing and gets
     /// [`BatchOutcome::Replayed`] with that text; with another hash, [`BatchOutcome::KeyReused`].
     /// Concurrent calls with one key wait for each other: one writes, the others replay.

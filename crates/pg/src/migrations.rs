@@ -180,7 +180,7 @@ INSERT INTO memloop_project_aliases (legacy_id)
     ),
     // How the rows of migration 7 go (the SQL comment below is released text): a keyed save
     // touches only its own `(project, caller, key)` row and takes it afresh when it is past
-    // `expires_at` (`batch.rs`, `claim`); the project's other expired rows are deleted by
+    // `expires_at` (`batch.rs`, `batch_attempt`); the project's other expired rows are deleted by
     // `PgMemoryStore::sweep_expired_keys`, which a store runs when it opens and then at most once
     // an hour, in the background, after a keyed save of the project.
     (
