@@ -759,8 +759,15 @@ mod tests {
     fn the_kept_estimate_is_what_a_walk_of_the_index_finds() {
         let mut idx = Bm25Postings::default();
         let t0 = SystemTime::UNIX_EPOCH;
+        // Latin, Chinese (bigrams), Japanese and Russian terms.
         let words = [
-            "kafka", "lag", "redis", "eviction", "postgres", "vacuum", "Tuesday",
+            "kafka",
+            "lag",
+            "数据库迁移",
+            "eviction",
+            "デプロイ手順",
+            "очистка",
+            "Tuesday",
         ];
         // A fixed pseudo-random sequence of upserts (new paths, rewrites, other directories)
         // and removals, enough of them to sweep tombstones and reuse slots.

@@ -190,11 +190,35 @@ struct Bodies {
     order: std::collections::VecDeque<(u64, String)>,
     kept: u64,
     bytes: usize,
-    /// The estimate of what is kept ([`ScanCache::approx_bytes`]), for the `edits` it was
-    /// taken at.
-    estimate: Option<(u64, usize)>,
-    /// Bumped by every change to what is kept.
+    /// The estimate of what is kept ([`ScanCache::approx_bytes`]).
+    estimate: Estimate,
+}
+
+/// An estimate kept until what it counts changes: [`Estimate::changed`] at every change;
+/// [`Estimate::get`] walks again only after one.
+#[derive(Debug, Default)]
+struct Estimate {
+    /// Bumped by every change to what is counted.
     edits: u64,
+    /// The estimate, and the `edits` it was taken at.
+    taken: Option<(u64, usize)>,
+}
+
+impl Estimate {
+    fn changed(&mut self) {
+        self.edits += 1;
+    }
+
+    fn get(&mut self, walk: impl FnOnce() -> usize) -> usize {
+        match self.taken {
+            Some((edits, bytes)) if edits == self.edits => bytes,
+            _ => {
+                let bytes = walk();
+                self.taken = Some((self.edits, bytes));
+                bytes
+            }
+        }
+    }
 }
 
 fn text_bytes(f: &MemoryFile) -> usize {
@@ -212,7 +236,7 @@ impl Bodies {
     fn forget(&mut self, path: &str) {
         if let Some((_, f)) = self.files.remove(path) {
             self.bytes -= text_bytes(&f);
-            self.edits += 1;
+            self.estimate.changed();
         }
     }
 
@@ -220,27 +244,22 @@ impl Bodies {
     /// change.
     fn approx_bytes(&mut self) -> usize {
         use crate::heap::{arc, deque, map, string};
-        if let Some((edits, bytes)) = self.estimate
-            && edits == self.edits
-        {
-            return bytes;
-        }
-        let bytes = map(&self.files)
-            + deque(&self.order)
-            + self.order.iter().map(|(_, p)| string(p)).sum::<usize>()
-            + self
-                .files
-                .iter()
-                .map(|(path, (_, f))| {
-                    string(path)
-                        + arc::<MemoryFile>()
-                        + crate::heap::header(&f.header)
-                        + string(&f.body)
-                        + string(&f.raw)
-                })
-                .sum::<usize>();
-        self.estimate = Some((self.edits, bytes));
-        bytes
+        let (files, order) = (&self.files, &self.order);
+        self.estimate.get(|| {
+            map(files)
+                + deque(order)
+                + order.iter().map(|(_, p)| string(p)).sum::<usize>()
+                + files
+                    .iter()
+                    .map(|(path, (_, f))| {
+                        string(path)
+                            + arc::<MemoryFile>()
+                            + crate::heap::header(&f.header)
+                            + string(&f.body)
+                            + string(&f.raw)
+                    })
+                    .sum::<usize>()
+        })
     }
 
     fn keep(&mut self, file: Arc<MemoryFile>) {
@@ -264,7 +283,7 @@ impl Bodies {
                 .retain(|(n, p)| files.get(p).is_some_and(|(m, _)| m == n));
         }
         self.kept += 1;
-        self.edits += 1;
+        self.estimate.changed();
         self.bytes += size;
         self.order.push_back((self.kept, path.clone()));
         self.files.insert(path, (self.kept, file));
@@ -300,11 +319,8 @@ struct State {
     /// to date from the journal, instead of to a copy of the current list: O(changes) instead
     /// of O(memories) while searches run.
     spares: Vec<Arc<Headers>>,
-    /// The estimate of the header lists and the journal ([`ScanCache::approx_bytes`]), for the
-    /// `edits` it was taken at.
-    estimate: Option<(u64, usize)>,
-    /// Bumped by every change to what the estimate counts.
-    edits: u64,
+    /// The estimate of the header lists and the journal ([`ScanCache::approx_bytes`]).
+    estimate: Estimate,
 }
 
 /// The sort key of the scan order: newest first, then by path.
@@ -325,7 +341,7 @@ impl State {
         self.journal.clear();
         // The journal no longer reaches them.
         self.spares.clear();
-        self.edits += 1;
+        self.estimate.changed();
     }
 
     /// What changed after version `seen` (`None`: the consumer has seen nothing).
@@ -391,18 +407,13 @@ impl State {
         }
         self.journal
             .push_back((version, written.to_vec(), removed.to_vec()));
-        self.edits += 1;
+        self.estimate.changed();
     }
 
     /// The header lists (the current one and the spares) and the journal, as
     /// [`ScanCache::approx_bytes`] counts them; walked again only after a change.
     fn approx_bytes(&mut self) -> usize {
         use crate::heap::{arc, deque, map, string, vec};
-        if let Some((edits, bytes)) = self.estimate
-            && edits == self.edits
-        {
-            return bytes;
-        }
         let list = |h: &Headers| {
             arc::<Headers>()
                 + vec(&h.list)
@@ -410,23 +421,20 @@ impl State {
                 + map(&h.mtimes)
                 + h.mtimes.keys().map(string).sum::<usize>()
         };
-        let journal = deque(&self.journal)
-            + self
-                .journal
-                .iter()
-                .map(|(_, written, removed)| {
-                    vec(written)
-                        + written.iter().map(crate::heap::header).sum::<usize>()
-                        + vec(removed)
-                        + removed.iter().map(string).sum::<usize>()
-                })
-                .sum::<usize>();
-        let bytes = list(&self.headers)
-            + vec(&self.spares)
-            + self.spares.iter().map(|s| list(s)).sum::<usize>()
-            + journal;
-        self.estimate = Some((self.edits, bytes));
-        bytes
+        let (headers, spares, journal) = (&self.headers, &self.spares, &self.journal);
+        self.estimate.get(|| {
+            let journal = deque(journal)
+                + journal
+                    .iter()
+                    .map(|(_, written, removed)| {
+                        vec(written)
+                            + written.iter().map(crate::heap::header).sum::<usize>()
+                            + vec(removed)
+                            + removed.iter().map(string).sum::<usize>()
+                    })
+                    .sum::<usize>();
+            list(headers) + vec(spares) + spares.iter().map(|s| list(s)).sum::<usize>() + journal
+        })
     }
 
     /// The current list in one no caller holds: a spare no caller holds any more, brought up to
