@@ -308,7 +308,7 @@ async fn migrations_are_versioned_and_run_once() {
     versions.sort();
     assert_eq!(
         versions,
-        [1, 2, 3, 4, 5, 6, 7, 8],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9],
         "each migration recorded once"
     );
     let gin: i64 = admin()
@@ -328,6 +328,71 @@ async fn migrations_are_versioned_and_run_once() {
         .unwrap()
         .get(0);
     assert_eq!(gin, 1);
+}
+
+/// The search text is kept by the table, for every writer: one whose search_path does not name
+/// the schema, one that gives a value of its own, one that changes the text later. Each row's
+/// text is the one the words, fold and bigram functions make, and the store's search finds
+/// what such writers wrote, in Latin with accents, Russian and Chinese.
+#[tokio::test]
+async fn every_writer_gets_the_search_text_the_table_makes() {
+    let schema = TestSchema::new();
+    let store = schema.open("p").await;
+    let s = &schema.name;
+    let admin = admin().await;
+    admin
+        .batch_execute(&format!(
+            "SET search_path = public;
+             INSERT INTO {s}.memloop_memories (project_id, rel_path, name, description, body,
+                 content, sha256, version, updated_by, write_id, search_text)
+             VALUES ('p', 'zurich.md', 'Zürich office', 'where we sit', 'Ёлка on the roof',
+                     'c', 'h', 1, 'admin', gen_random_uuid(), to_tsvector('simple', 'bogus')),
+                    ('p', 'deploy.md', '部署流程', 'как выкатывать', 'ничего',
+                     'c', 'h', 1, 'admin', gen_random_uuid(), NULL);
+             UPDATE {s}.memloop_memories SET body = 'the ledger service' WHERE rel_path = 'deploy.md'"
+        ))
+        .await
+        .unwrap();
+    let made = |field: &str, weight: &str| {
+        format!(
+            "setweight(to_tsvector('russian', {s}.memloop_fold({s}.memloop_words({field}))) \
+             || to_tsvector('simple', {s}.memloop_grams({field})), '{weight}')"
+        )
+    };
+    let differing: i64 = admin
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {s}.memloop_memories
+                 WHERE search_text IS DISTINCT FROM {} || {} || {}",
+                made("name", "A"),
+                made("description", "B"),
+                made("body", "C")
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        differing, 0,
+        "a row's search text is not the one its text makes"
+    );
+    for (query, path) in [
+        ("zurich", "zurich.md"),
+        ("елка", "zurich.md"),
+        ("выкатывать", "deploy.md"),
+        ("部署", "deploy.md"),
+        ("ledger", "deploy.md"),
+    ] {
+        let found = store.search(query, 5, &[]).await.unwrap();
+        assert_eq!(
+            found.first().map(|(p, _)| p.as_str()),
+            Some(path),
+            "{query}: {found:?}"
+        );
+    }
+    assert!(store.search("bogus", 5, &[]).await.unwrap().is_empty());
+    assert!(store.search("ничего", 5, &[]).await.unwrap().is_empty());
 }
 
 #[tokio::test]
