@@ -34,6 +34,8 @@ mod error;
 #[cfg(feature = "agent")]
 mod hook;
 mod migrations;
+#[cfg(test)]
+mod plans;
 mod search;
 #[cfg(feature = "agent")]
 mod selector;

@@ -136,6 +136,14 @@ pub(crate) struct LockedRow {
     pub(crate) source: String,
 }
 
+/// The name at path `$2` of project `$1` ([`PgMemoryStore::names`] runs it once per path). One
+/// path per run, not `= ANY($2)` with an array: the planner prices an array parameter as ten
+/// elements, so with a known one- or two-path array a plan made for the values always looked
+/// cheaper, and the statement was planned again on every save. With one path the plan the
+/// connection keeps is as cheap, and is kept.
+pub(crate) const NAME: &str =
+    "SELECT name FROM memloop_memories WHERE project_id = $1 AND rel_path = $2";
+
 /// The row a write reads, locked ([`PgMemoryStore::locked_row`]).
 pub(crate) const LOCK_ROW: &str =
     "SELECT version, content, sha256, write_id, coalesce(source, content)
@@ -696,20 +704,18 @@ impl PgMemoryStore {
         self.retrying("names", |client| {
             let (project, rels) = (&project, &rels);
             async move {
-                let rows = client
-                    .query(
-                        &client
-                            .prepare_cached(
-                                "SELECT rel_path, name FROM memloop_memories
-                                 WHERE project_id = $1 AND rel_path = ANY($2)",
-                            )
-                            .await
-                            .map_err(db)?,
-                        &[project, rels],
-                    )
-                    .await
-                    .map_err(db)?;
-                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+                let statement = client.prepare_cached(NAME).await.map_err(db)?;
+                // One run per path, all sent at once: the client pipelines them, so this is one
+                // round trip.
+                let names = rels.iter().map(|rel| {
+                    let (statement, client) = (&statement, &client);
+                    async move {
+                        let row = client.query_opt(statement, &[project, rel]).await?;
+                        Ok::<_, tokio_postgres::Error>(row.map(|r| ((*rel).to_owned(), r.get(0))))
+                    }
+                });
+                let found = futures::future::try_join_all(names).await.map_err(db)?;
+                Ok(found.into_iter().flatten().collect())
             }
         })
         .await
