@@ -2,7 +2,8 @@
 //! What the recall hook does per turn, before reading the chosen files: bring the headers up to
 //! date through the change feed (the `ScanCache` the BM25 selector shares, as `RecallHook` does:
 //! one feed call per turn), let the BM25 index catch up from it, select (`select_checked`,
-//! limit 5). At 200, 2,000 and 20,000 memories, with no change since the last
+//! limit 5); also with a query whose words every memory holds (`every_memory_matches`). At 200,
+//! 2,000 and 20,000 memories, with no change since the last
 //! turn and with one file changed by another writer (an in-place rewrite, outside the timed part),
 //! watching the dir (the default) and polling it (`StoreConfig::watch = false`). Then one
 //! `MemoryStore::write` of a new memory (its index line appended) and of a new body under an
@@ -87,6 +88,12 @@ impl Turn {
             .await
     }
 
+    /// A turn whose words every memory holds, with near-equal scores (the load client's
+    /// searches): scoring every memory and keeping the best five dominate.
+    async fn run_common(&self) -> usize {
+        self.run_query("details about the setup").await
+    }
+
     /// A turn whose query matches no memory: what is left is the feed, the BM25 follow and the
     /// selection machinery.
     async fn run_feed(&self) -> usize {
@@ -120,6 +127,9 @@ fn bench_turn(c: &mut Criterion) {
             rt.block_on(turn.run()); // the first turn scans and indexes everything
             let mode = if watch { "watch" } else { "poll" };
             if watch {
+                group.bench_with_input(BenchmarkId::new("every_memory_matches", n), &n, |b, _| {
+                    b.iter(|| rt.block_on(turn.run_common()))
+                });
                 group.bench_with_input(BenchmarkId::new("feed/unchanged", n), &n, |b, _| {
                     b.iter(|| rt.block_on(turn.run_feed()))
                 });

@@ -614,9 +614,12 @@ impl Bm25Postings {
             if !keep(&doc.path) {
                 continue;
             }
-            best.push(entry);
-            if best.len() > k {
-                best.pop();
+            if full && let Some(mut worst) = best.peek_mut() {
+                // The new entry takes the worst one's place: one sift, not a push and a pop
+                // (ties come in runs, so this is the common case).
+                *worst = entry;
+            } else {
+                best.push(entry);
             }
         }
         best.into_sorted_vec()

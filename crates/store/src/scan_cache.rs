@@ -62,22 +62,47 @@ pub struct Followed {
 
 /// Every memory's header, newest first (ties by path) like [`MemoryStore::scan`], with an
 /// O(1) lookup by path. Derefs to the slice.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Headers {
     list: Vec<MemoryHeader>,
     /// Each listed path's mtime: where it sits in `list`.
     mtimes: HashMap<String, SystemTime>,
     version: u64,
+    /// The heap the headers' and the keys' strings own, kept as they change, so the estimate
+    /// of a list never walks it.
+    owned: usize,
+}
+
+impl Clone for Headers {
+    /// A copy, its strings counted afresh (a cloned string's buffer is its length).
+    fn clone(&self) -> Self {
+        Self::new(self.list.clone(), self.version)
+    }
 }
 
 impl Headers {
+    fn new(list: Vec<MemoryHeader>, version: u64) -> Self {
+        let mtimes: HashMap<String, SystemTime> =
+            list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
+        let owned = list.iter().map(crate::heap::header).sum::<usize>()
+            + mtimes.keys().map(crate::heap::string).sum::<usize>();
+        Self {
+            list,
+            mtimes,
+            version,
+            owned,
+        }
+    }
+
     /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each).
     fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
+        use crate::heap::{header, string};
         let mut drop_path = |path: &str| {
-            if let Some(mtime) = self.mtimes.remove(path) {
-                let probe = (Reverse(mtime), path);
+            if let Some((path, mtime)) = self.mtimes.remove_entry(path) {
+                self.owned -= string(&path);
+                let probe = (Reverse(mtime), path.as_str());
                 if let Ok(i) = self.list.binary_search_by(|x| key(x).cmp(&probe)) {
-                    self.list.remove(i);
+                    self.owned -= header(&self.list.remove(i));
                 }
             }
         };
@@ -90,7 +115,13 @@ impl Headers {
         for w in written {
             let i = self.list.partition_point(|x| key(x) < key(w));
             self.list.insert(i, w.clone());
-            self.mtimes.insert(w.rel_path.clone(), w.mtime);
+            self.owned += header(&self.list[i]);
+            let path = w.rel_path.clone();
+            let bytes = string(&path);
+            // A path written twice in one delta keeps the key it has.
+            if self.mtimes.insert(path, w.mtime).is_none() {
+                self.owned += bytes;
+            }
         }
     }
 
@@ -330,13 +361,7 @@ fn key(h: &MemoryHeader) -> (Reverse<SystemTime>, &str) {
 
 impl State {
     fn replace(&mut self, list: Vec<MemoryHeader>) {
-        let mtimes = list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
-        let version = self.headers.version + 1;
-        self.headers = Arc::new(Headers {
-            list,
-            mtimes,
-            version,
-        });
+        self.headers = Arc::new(Headers::new(list, self.headers.version + 1));
         self.loaded = true;
         self.journal.clear();
         // The journal no longer reaches them.
@@ -414,13 +439,7 @@ impl State {
     /// [`ScanCache::approx_bytes`] counts them; walked again only after a change.
     fn approx_bytes(&mut self) -> usize {
         use crate::heap::{arc, deque, map, string, vec};
-        let list = |h: &Headers| {
-            arc::<Headers>()
-                + vec(&h.list)
-                + h.list.iter().map(crate::heap::header).sum::<usize>()
-                + map(&h.mtimes)
-                + h.mtimes.keys().map(string).sum::<usize>()
-        };
+        let list = |h: &Headers| arc::<Headers>() + vec(&h.list) + h.owned + map(&h.mtimes);
         let (headers, spares, journal) = (&self.headers, &self.spares, &self.journal);
         self.estimate.get(|| {
             let journal = deque(journal)
@@ -704,6 +723,12 @@ mod tests {
             .collect()
     }
 
+    /// What a list's strings own, walked.
+    fn walked(h: &Headers) -> usize {
+        use crate::heap::{header, string};
+        h.list.iter().map(header).sum::<usize>() + h.mtimes.keys().map(string).sum::<usize>()
+    }
+
     #[test]
     fn deltas_while_callers_hold_lists_reuse_the_lists_they_let_go() {
         let mut s = State::default();
@@ -748,6 +773,9 @@ mod tests {
                 assert_eq!(before, after, "a list no one holds is changed in place");
             }
             assert_eq!(listed(&s.headers), modelled(&model), "step {step}");
+            for list in std::iter::once(&s.headers).chain(&s.spares) {
+                assert_eq!(list.owned, walked(list), "kept bytes (step {step})");
+            }
             for (p, t) in &model {
                 assert_eq!(
                     s.headers.get(p).map(|h| h.mtime),
