@@ -44,54 +44,10 @@ done
 command -v haproxy >/dev/null || { echo "haproxy is not installed (apt-get install haproxy)" >&2; exit 1; }
 psql "$pg" -XAtqc "select 1" >/dev/null || { echo "PostgreSQL unreachable: $pg" >&2; exit 1; }
 
-work="$(mktemp -d)"
-schema="memloop_replicas_$$_$(date +%s)"
-pids=()
-stop_all() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  pids=()
-}
-cleanup() {
-  status=$?
-  stop_all
-  psql "$pg" -XAtqc "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 \
-    || echo "could not drop schema $schema" >&2
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-psql "$pg" -XAtqc "CREATE SCHEMA $schema" >/dev/null
-url="$pg options='-c search_path=$schema'"
-root="$work/root"
-mkdir -p "$root" "$work/home"
-token="replicas-run-token-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-printf '%s\n' "$token" >"$work/tokens"
-chmod 600 "$work/tokens"
+source crates/mcp/load/servers.sh
+load_setup replicas
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# Start replica $1 on a free loopback port: its URL and pid go into $server_url / $server_pid.
-start_server() {
-  local log="$work/server$1.log"
-  : >"$log"
-  env -i PATH="$PATH" HOME="$work/home" MEMLOOP_HOME="$work/home/base" MEMLOOP_LOG=warn \
-    "$bin" --project "$root" mcp --root "$root" --http 127.0.0.1:0 \
-    --token-file "$work/tokens" --token-rate 0 --database-url "$url" </dev/null >/dev/null 2>"$log" &
-  server_pid=$!
-  pids+=("$server_pid")
-  for _ in $(seq 1 200); do
-    server_url="$(sed -n 's/^memloop: serving MCP on \(http:[^ ]*\).*/\1/p' "$log" | head -1)"
-    [ -n "$server_url" ] && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "replica $1 did not start:" >&2
-  cat "$log" >&2
-  exit 1
-}
 
 # HAProxy in front of the given host:port pairs; its URL goes into $lb_url.
 start_haproxy() {
@@ -145,7 +101,7 @@ seed() { # $1: the project's name
   project="$root/$1"
   mkdir -p "$project"
   echo "==> seeding $1 with 200 memories"
-  start_server seed
+  start_server seed --token-rate 0
   load --url "$server_url" --clients 10 --operations 20 --mix save=1 --seconds 120 >/dev/null
   stop_all
 }
@@ -154,16 +110,16 @@ status=0
 if [ -z "$only" ] || [ "$only" = 1 ]; then
   seed billing-service-1
   echo "==> 1. one replica: $clients clients, $mix, ${seconds} s"
-  start_server 1
+  start_server 1 --token-rate 0
   load --url "$server_url" --clients "$clients" --seconds "$seconds" --mix "$mix" \
     --server-pid "$server_pid" --postgres-cpu || status=1
   stop_all
 fi
 
 three_replicas() {
-  start_server 1; url1="$server_url" pid1="$server_pid"
-  start_server 2; url2="$server_url" pid2="$server_pid"
-  start_server 3; url3="$server_url" pid3="$server_pid"
+  start_server 1 --token-rate 0; url1="$server_url" pid1="$server_pid"
+  start_server 2 --token-rate 0; url2="$server_url" pid2="$server_pid"
+  start_server 3 --token-rate 0; url3="$server_url" pid3="$server_pid"
   hostport() { local u="${1#http://}"; echo "${u%/mcp}"; }
   start_haproxy "$(hostport "$url1")" "$(hostport "$url2")" "$(hostport "$url3")"
 }

@@ -52,52 +52,9 @@ fi
 "$python" -c "import mcp.client.streamable_http" || { echo "no MCP Python SDK in $python" >&2; exit 1; }
 psql "$pg" -XAtqc "select 1" >/dev/null || { echo "PostgreSQL unreachable: $pg" >&2; exit 1; }
 
-work="$(mktemp -d)"
-schema="memloop_loadrun_$$_$(date +%s)"
-pids=()
-cleanup() {
-  status=$?
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  psql "$pg" -XAtqc "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 \
-    || echo "could not drop schema $schema" >&2
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source crates/mcp/load/servers.sh
+load_setup loadrun
 
-psql "$pg" -XAtqc "CREATE SCHEMA $schema" >/dev/null
-url="$pg options='-c search_path=$schema'"
-root="$work/root"
-mkdir -p "$root" "$work/home"
-token="load-run-token-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-printf '# the load run\n%s\n' "$token" >"$work/tokens"
-chmod 600 "$work/tokens"
-
-# Start one server on a free loopback port; its URL and process id go into $server_url/$server_pid.
-start_server() {
-  local log="$work/server$1.log"
-  : >"$log"
-  env -i PATH="$PATH" HOME="$work/home" MEMLOOP_HOME="$work/home/base" MEMLOOP_LOG=warn \
-    "$bin" --project "$root" mcp --root "$root" --http 127.0.0.1:0 \
-    --token-file "$work/tokens" --database-url "$url" </dev/null >/dev/null 2>"$log" &
-  server_pid=$!
-  pids+=("$server_pid")
-  for _ in $(seq 1 200); do
-    server_url="$(sed -n 's/^memloop: serving MCP on \(http:[^ ]*\).*/\1/p' "$log" | head -1)"
-    [ -n "$server_url" ] && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "server $1 did not start:" >&2
-  cat "$log" >&2
-  exit 1
-}
 start_server 1
 url1="$server_url" pid1="$server_pid"
 start_server 2
