@@ -135,7 +135,11 @@ pub fn canonical_project_root(start: &Path) -> PathBuf {
 /// `<base>/projects/<slug>` for a project (session memory lives in
 /// `<that>/<session-id>/session-memory/summary.md`, memories in `<that>/memory/`).
 pub fn project_dir(base: &Path, project: &Path) -> PathBuf {
-    let root = canonical_project_root(project);
+    root_dir(base, &canonical_project_root(project))
+}
+
+/// [`project_dir`] of a project whose [`canonical_project_root`] is `root`.
+pub(crate) fn root_dir(base: &Path, root: &Path) -> PathBuf {
     base.join("projects")
         .join(project_slug(&root.to_string_lossy()))
 }

@@ -3,7 +3,7 @@
 //! configured paths.
 
 use crate::env::{CLAUDE_CONFIG_DIR, CLAUDE_COWORK_MEMORY_PATH_OVERRIDE, MEMLOOP_HOME, MEMORY_DIR};
-use crate::project::{canonical_project_root, project_dir};
+use crate::project::{canonical_project_root, project_dir, root_dir};
 use crate::types::MemoryError;
 use memloop_host::env::EnvVars;
 use memloop_host::paths::normalize_lexically;
@@ -297,8 +297,9 @@ impl MemoryDirResolver {
                 format!("{key} in user settings {}", user.display()),
             );
         }
+        // The root is found once: for the dir and for the reason.
         let root = canonical_project_root(&self.project);
-        let dir = self.project_dir()?.join("memory");
+        let dir = root_dir(&self.base_dir()?, &root).join("memory");
         done(
             dir,
             ResolutionRule::Default,
