@@ -76,14 +76,18 @@ pub struct Headers {
 impl Clone for Headers {
     /// A copy, its strings counted afresh (a cloned string's buffer is its length).
     fn clone(&self) -> Self {
-        Self::new(self.list.clone(), self.version)
+        Self::counted(self.list.clone(), self.mtimes.clone(), self.version)
     }
 }
 
 impl Headers {
     fn new(list: Vec<MemoryHeader>, version: u64) -> Self {
-        let mtimes: HashMap<String, SystemTime> =
-            list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
+        let mtimes = list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
+        Self::counted(list, mtimes, version)
+    }
+
+    /// A list with its strings counted.
+    fn counted(list: Vec<MemoryHeader>, mtimes: HashMap<String, SystemTime>, version: u64) -> Self {
         let owned = list.iter().map(crate::heap::header).sum::<usize>()
             + mtimes.keys().map(crate::heap::string).sum::<usize>();
         Self {
