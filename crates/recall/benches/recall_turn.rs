@@ -2,7 +2,8 @@
 //! What the recall hook does per turn, before reading the chosen files: bring the headers up to
 //! date through the change feed (the `ScanCache` the BM25 selector shares, as `RecallHook` does:
 //! one feed call per turn), let the BM25 index catch up from it, select (`select_checked`,
-//! limit 5); also with a query whose words every memory holds (`every_memory_matches`). At 200,
+//! limit 5); also with a query whose words every memory holds (`every_memory_matches`), and with
+//! memories that all score exactly the same, saved one after another (`exact_ties`). At 200,
 //! 2,000 and 20,000 memories, with no change since the last
 //! turn and with one file changed by another writer (an in-place rewrite, outside the timed part),
 //! watching the dir (the default) and polling it (`StoreConfig::watch = false`). Then one
@@ -180,6 +181,41 @@ fn bench_turn(c: &mut Criterion) {
     group.finish();
 }
 
+/// The load client's searches: memories saved one after another with texts of one length,
+/// all holding the query's words, so every memory scores exactly the same and the newest win.
+/// Each is indexed as it arrives (one turn per save), as a server's index follows the saves.
+fn bench_ties(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .ok();
+    let Some(rt) = rt else { return };
+    let mut group = c.benchmark_group("recall_turn");
+    for n in [2_000usize, 20_000] {
+        let Ok(dir) = TempDir::new() else { return };
+        let Ok(store) = FileMemoryStore::open(dir.path()) else {
+            return;
+        };
+        let turn = Turn::new(Arc::new(store));
+        for i in 0..n {
+            let text = format!(
+                "---\nname: load {i:06}\ndescription: deploy pipeline note\ntype: project\n---\n\n\
+                 Deploy pipeline note {i:06}: releases go out on Tuesdays.\n"
+            );
+            std::fs::write(dir.path().join(format!("m{i:06}.md")), text).ok();
+            rt.block_on(turn.run_feed());
+        }
+        if n >= 20_000 {
+            group.sample_size(20);
+        }
+        group.bench_with_input(BenchmarkId::new("exact_ties", n), &n, |b, _| {
+            b.iter(|| rt.block_on(turn.run_query("deploy pipeline release")))
+        });
+    }
+    group.finish();
+}
+
 fn bench_write(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -229,5 +265,5 @@ fn bench_write(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_turn, bench_write);
+criterion_group!(benches, bench_turn, bench_ties, bench_write);
 criterion_main!(benches);

@@ -100,6 +100,8 @@ struct Posting {
 struct Doc {
     path: String,
     mtime: SystemTime,
+    /// `mtime` as [`time_key`] orders it, computed once.
+    newness: u128,
     dir: u32,
     lens: [u32; FIELDS],
     terms: Vec<u32>,
@@ -283,6 +285,7 @@ impl Bm25Postings {
         let doc = Doc {
             path: path.to_owned(),
             mtime,
+            newness: time_key(mtime),
             dir,
             lens,
             terms,
@@ -480,6 +483,8 @@ impl Bm25Postings {
             self.params.body_weight,
         ];
         let (k1, b) = (self.params.k1, self.params.b);
+        // A field's length norm is `1 - b + len * b / avg`: the division by `avg` done once.
+        let per_len: [f32; FIELDS] = std::array::from_fn(|f| b / avg[f]);
         let mut scores = vec![0f32; self.docs.len()];
         let coord = self.params.coordination > 0.0;
         // IDF mass of the query's unigrams each memory matched, and of all of them (per
@@ -494,6 +499,7 @@ impl Bm25Postings {
                 continue;
             }
             let idf = self.idf(tid) * q.weight;
+            let saturated = idf * (k1 + 1.0);
             // Words added by feedback score but do not count towards coordination.
             let uni = !self.is_bigram[tid as usize] && !q.expansion;
             if uni {
@@ -511,7 +517,7 @@ impl Bm25Postings {
                 let mut tf = 0f32;
                 for f in 0..FIELDS {
                     if p.tf[f] > 0 {
-                        let norm = 1.0 - b + b * p.lens[f] as f32 / avg[f];
+                        let norm = 1.0 - b + per_len[f] * p.lens[f] as f32;
                         tf += w[f] * f32::from(p.tf[f]) / norm;
                     }
                 }
@@ -519,7 +525,7 @@ impl Bm25Postings {
                 if *slot == 0.0 {
                     touched.push(p.doc);
                 }
-                *slot += idf * tf * (k1 + 1.0) / (k1 + tf);
+                *slot += saturated * tf / (k1 + tf);
                 if coord && uni {
                     matched[p.doc as usize] += idf;
                 }
@@ -607,7 +613,7 @@ impl Bm25Postings {
                 continue;
             }
             let Some(doc) = self.doc(d) else { continue };
-            let entry = Ranked { doc, score };
+            let entry = Ranked::new(doc, score);
             if full && best.peek().is_some_and(|w| entry >= *w) {
                 continue;
             }
@@ -633,16 +639,39 @@ impl Bm25Postings {
 /// path (paths are unique, so the order is total).
 #[derive(Debug, Clone, Copy)]
 struct Ranked<'a> {
+    /// The score and the mtime in one integer, ordered as they are (higher is better): most
+    /// comparisons are one integer comparison, with no look at the memory.
+    key: u128,
     doc: &'a Doc,
     score: f32,
+}
+
+impl<'a> Ranked<'a> {
+    /// `score` must be positive (not NaN): the bits of such floats order as the floats do.
+    fn new(doc: &'a Doc, score: f32) -> Self {
+        Self {
+            key: (u128::from(score.to_bits()) << 96) | doc.newness,
+            doc,
+            score,
+        }
+    }
+}
+
+/// `mtime` as nanoseconds from 2^95 ns before the epoch, in 96 bits: order-preserving for every
+/// time within about 10^12 years of 1970, before it as after it (clamped beyond).
+fn time_key(mtime: SystemTime) -> u128 {
+    const ZERO: u128 = 1 << 95;
+    match mtime.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(after) => ZERO.saturating_add(after.as_nanos()).min((1 << 96) - 1),
+        Err(before) => ZERO.saturating_sub(before.duration().as_nanos()),
+    }
 }
 
 impl Ord for Ranked<'_> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         other
-            .score
-            .total_cmp(&self.score)
-            .then_with(|| other.doc.mtime.cmp(&self.doc.mtime))
+            .key
+            .cmp(&self.key)
             // Lazily: an eager `then` would compare the paths of every pair.
             .then_with(|| self.doc.path.cmp(&other.doc.path))
     }
@@ -920,6 +949,53 @@ mod tests {
                     "{query} k={k}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_ranking_is_score_then_newer_then_path() {
+        // Equal texts score equal; a doubled body scores higher. The mtimes straddle the epoch
+        // and differ by single nanoseconds and by centuries.
+        use std::time::Duration;
+        let epoch = SystemTime::UNIX_EPOCH;
+        let mut mtimes = vec![
+            epoch - Duration::from_secs(5),
+            epoch - Duration::from_nanos(1),
+            epoch,
+            epoch + Duration::from_nanos(1),
+            epoch + Duration::from_secs(1_800_000_000),
+            epoch + Duration::from_secs(1_800_000_000) + Duration::from_nanos(1),
+            epoch + Duration::from_secs(60 * 60 * 24 * 365 * 3000),
+        ];
+        mtimes.extend(mtimes.clone()); // every mtime twice: the path decides
+        let mut idx = Bm25Postings::default();
+        let mut expected: Vec<(bool, SystemTime, String)> = Vec::new();
+        // Inserted oldest first, as saves arrive, and newest first.
+        for (i, mtime) in mtimes.iter().chain(mtimes.iter().rev()).enumerate() {
+            let doubled = i % 3 == 0;
+            let body = if doubled {
+                "queue retries queue retries"
+            } else {
+                "queue retries"
+            };
+            let path = format!("m{:02}.md", (i * 9) % 28);
+            idx.upsert(&path, *mtime, text("notes", body));
+            expected.retain(|(_, _, p)| *p != path);
+            expected.push((doubled, *mtime, path));
+        }
+        expected.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then_with(|| b.1.cmp(&a.1))
+                .then_with(|| a.2.cmp(&b.2))
+        });
+        let expected: Vec<String> = expected.into_iter().map(|(_, _, p)| p).collect();
+        for k in [1, 3, 10, expected.len()] {
+            let got: Vec<String> = idx
+                .search("queue retries", k, |_| true)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
+            assert_eq!(got, expected[..k].to_vec(), "k={k}");
         }
     }
 
