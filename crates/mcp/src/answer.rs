@@ -241,13 +241,7 @@ fn fit(mut v: Value, max_bytes: usize) -> (Value, String) {
         cut = cut_contents(&mut v, share);
     }
     // 2. Drop trailing items of the longest lists until it fits.
-    let mut dropped = 0usize;
-    while size(&v) > target {
-        if !drop_last_item(&mut v) {
-            break;
-        }
-        dropped += 1;
-    }
+    let dropped = drop_trailing(&mut v, target);
     if let Value::Object(map) = &mut v {
         map.insert(
             "cut".into(),
@@ -266,24 +260,144 @@ fn fit(mut v: Value, max_bytes: usize) -> (Value, String) {
     (v, text)
 }
 
-/// Remove the last element of the longest non-empty array in `v`; false when none is left.
-fn drop_last_item(v: &mut Value) -> bool {
-    fn longest<'a>(v: &'a mut Value, best: &mut Option<(usize, &'a mut Vec<Value>)>) {
+/// Drop the last element of the longest non-empty list of `v` (by serialized size; the first
+/// found on a tie), again and again, until `v` serializes to at most `target` bytes or no list
+/// has an element left; returns how many were dropped. The lists are those reached through
+/// objects alone (the root, an object's values, and so on: a list inside a list's element is
+/// part of that element). Each element is measured once and the sizes are kept as elements go,
+/// so the cost is linear in the answer, however many elements go.
+fn drop_trailing(v: &mut Value, target: usize) -> usize {
+    fn lists<'a>(v: &'a mut Value, out: &mut Vec<&'a mut Vec<Value>>) {
         match v {
-            Value::Array(items) => {
-                let n = size(&Value::Array(items.clone()));
-                if !items.is_empty() && best.as_ref().is_none_or(|(b, _)| n > *b) {
-                    *best = Some((n, items));
-                }
-            }
-            Value::Object(map) => map.values_mut().for_each(|i| longest(i, best)),
+            Value::Array(items) => out.push(items),
+            Value::Object(map) => map.values_mut().for_each(|i| lists(i, out)),
             _ => {}
         }
     }
-    let mut best = None;
-    longest(v, &mut best);
-    match best {
-        Some((_, items)) => items.pop().is_some(),
-        None => false,
+    let mut total = size(v);
+    let mut found = Vec::new();
+    lists(v, &mut found);
+    // Each list: its elements' sizes, how many are kept, and its size as serialized
+    // (`[`, the kept elements, a comma between each two, `]`).
+    let mut sizes: Vec<(Vec<usize>, usize, usize)> = found
+        .iter()
+        .map(|items| {
+            let each: Vec<usize> = items.iter().map(size).collect();
+            let size = 2 + each.iter().sum::<usize>() + each.len().saturating_sub(1);
+            let kept = each.len();
+            (each, kept, size)
+        })
+        .collect();
+    let mut dropped = 0usize;
+    while total > target {
+        let mut longest: Option<usize> = None;
+        for (i, (_, kept, size)) in sizes.iter().enumerate() {
+            if *kept > 0 && longest.is_none_or(|l| *size > sizes[l].2) {
+                longest = Some(i);
+            }
+        }
+        let Some(l) = longest else { break };
+        let (each, kept, size) = &mut sizes[l];
+        *kept -= 1;
+        let gone = each[*kept] + usize::from(*kept > 0);
+        *size -= gone;
+        total -= gone;
+        dropped += 1;
+    }
+    for (items, (_, kept, _)) in found.into_iter().zip(&sizes) {
+        items.truncate(*kept);
+    }
+    dropped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule as first written: measure everything again after every drop.
+    fn drop_trailing_by_remeasuring(v: &mut Value, target: usize) -> usize {
+        fn longest<'a>(v: &'a mut Value, best: &mut Option<(usize, &'a mut Vec<Value>)>) {
+            match v {
+                Value::Array(items) => {
+                    let n = size(&Value::Array(items.clone()));
+                    if !items.is_empty() && best.as_ref().is_none_or(|(b, _)| n > *b) {
+                        *best = Some((n, items));
+                    }
+                }
+                Value::Object(map) => map.values_mut().for_each(|i| longest(i, best)),
+                _ => {}
+            }
+        }
+        let mut dropped = 0;
+        while size(v) > target {
+            let mut best = None;
+            longest(v, &mut best);
+            match best.and_then(|(_, items)| items.pop()) {
+                Some(_) => dropped += 1,
+                None => break,
+            }
+        }
+        dropped
+    }
+
+    /// A deterministic answer-shaped value: lists of several lengths beside and inside objects,
+    /// lists inside list elements, empty lists, multi-byte text.
+    fn answer(seed: u64) -> Value {
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let item = |i: u64, next: &mut dyn FnMut(u64) -> u64| {
+            let text = "ü部e".repeat(next(6) as usize);
+            json!({"path": format!("knowledge/m{i}.md"), "content": text,
+                   "tags": (0..next(4)).map(|t| t.to_string()).collect::<Vec<_>>()})
+        };
+        let list = |n: u64, next: &mut dyn FnMut(u64) -> u64| {
+            Value::Array((0..n).map(|i| item(i, next)).collect())
+        };
+        let a = next(12);
+        let b = next(12);
+        let c = next(3);
+        let results = list(a, &mut next);
+        // Lists of equal size: the first found goes first.
+        let entries = if seed.is_multiple_of(3) {
+            results.clone()
+        } else {
+            list(b, &mut next)
+        };
+        json!({
+            "project": "/work/p",
+            "results": results,
+            "nested": {"entries": entries, "empty": [], "n": 3},
+            "few": list(c, &mut next),
+        })
+    }
+
+    #[test]
+    fn lists_drop_as_if_measured_again_after_every_drop() {
+        for seed in 0..10u64 {
+            let v = answer(seed);
+            let full = size(&v);
+            // Every target, so that each drop's exact size counts.
+            for target in 0..=full + 1 {
+                let (mut fast, mut slow) = (v.clone(), v.clone());
+                let dropped = drop_trailing(&mut fast, target);
+                assert_eq!(
+                    dropped,
+                    drop_trailing_by_remeasuring(&mut slow, target),
+                    "seed {seed} target {target}"
+                );
+                assert_eq!(fast, slow, "seed {seed} target {target}");
+            }
+        }
+        // A list at the root.
+        let mut root = json!([1, "two", [3, 4], {"five": 5}]);
+        assert_eq!(drop_trailing(&mut root, 10), 2);
+        assert_eq!(root, json!([1, "two"]));
     }
 }

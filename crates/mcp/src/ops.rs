@@ -268,7 +268,9 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         Err(e) => return Ok(unavailable(&project, e)),
     };
     let store = open.store.as_ref();
-    let (headers, index) = match (store.scan().await, store.load_index().await) {
+    // The headers from the project's cache (one change-feed question, not a scan), asked
+    // while the store builds its index.
+    let (headers, index) = match tokio::join!(open.headers.headers(), store.load_index()) {
         (Ok(h), Ok(i)) => (h, i),
         (Err(e), _) | (_, Err(e)) => return Ok(unavailable(&project, e)),
     };
@@ -843,12 +845,13 @@ pub async fn manage(
         v
     };
     match action {
-        ManageAction::List => match store.scan().await {
+        ManageAction::List => match open.headers.headers().await {
             Ok(headers) => {
                 let prefix = target.unwrap_or("");
                 let shown: Vec<MemoryHeader> = headers
-                    .into_iter()
+                    .iter()
                     .filter(|h| h.rel_path.starts_with(prefix))
+                    .cloned()
                     .collect();
                 Ok(base(json!({
                     "memories": shown.iter().map(header_json).collect::<Vec<_>>(),

@@ -67,6 +67,12 @@ async fn a_client_initialized_on_one_replica_is_answered_by_another() {
     for version in ["2025-03-26", "2025-06-18"] {
         let mut client = HttpSession::open_version(&a.url, WRITER, version).await;
         assert_eq!(client.id(), None, "a stateless server opens no session");
+        // A's view of the project before the save (its header cache warm from then on).
+        let load = json!({"project_path": s(&project)});
+        let before = client.tool("context_load", load.clone()).await;
+        let before = before["counts"]["knowledge"].as_u64().unwrap_or(0);
+        let list = json!({"project_path": s(&project), "action": "list", "target": "knowledge/"});
+        client.tool("context_manage", list.clone()).await;
         client.at(&b.url);
         let saved = client
             .tool(
@@ -94,6 +100,20 @@ async fn a_client_initialized_on_one_replica_is_answered_by_another() {
         assert!(
             titles.contains(&format!("ledger {version}").as_str()),
             "{found}"
+        );
+        // So are loads and lists through A.
+        let loaded = client.tool("context_load", load).await;
+        assert_eq!(loaded["counts"]["knowledge"], before + 1, "{loaded}");
+        let listed = client.tool("context_manage", list).await;
+        let titles: Vec<&str> = listed["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["title"].as_str())
+            .collect();
+        assert!(
+            titles.contains(&format!("ledger {version}").as_str()),
+            "{listed}"
         );
     }
 }

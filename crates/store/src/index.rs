@@ -107,10 +107,14 @@ pub fn parse_entries(text: &str) -> Vec<IndexEntry> {
 /// `…`), then the title. Newlines in title or hook become spaces; brackets in the title become
 /// parentheses so the link stays parseable.
 pub fn format_entry_line(title: &str, file: &str, hook: &str, max_chars: usize) -> String {
-    let mut title = one_line(title).replace('[', "(").replace(']', ")");
+    let mut title = one_line(title);
+    if title.contains(['[', ']']) {
+        title = title.replace('[', "(").replace(']', ")");
+    }
     let mut hook = one_line(hook);
     let file = link_destination(file);
-    let fixed = format!("- []({file}) — ").chars().count();
+    // The characters of `- []({file}) — `.
+    let fixed = 9 + file.chars().count();
     let room = max_chars.saturating_sub(fixed);
     let tchars = title.chars().count();
     if tchars > room / 2 && tchars + hook.chars().count() > room {
@@ -286,6 +290,22 @@ mod examples {
                 .count()
                 <= 150
         );
+    }
+
+    #[test]
+    fn a_long_entry_fills_its_line() {
+        use crate::index::format_entry_line;
+        // Paths that need angle brackets, multi-byte titles, brackets in titles, long hooks:
+        // a shortened line fills `max_chars` characters (one less where the cut fell after a
+        // space, which is trimmed before the ellipsis).
+        for file in ["t.md", "заметки/файл.md", "my notes (old).md", "a<b>.md"] {
+            for title in ["T", "[draft] план", &"Überschrift ".repeat(30)] {
+                let line = format_entry_line(title, file, &"подробности ".repeat(40), 150);
+                let n = line.chars().count();
+                assert!((149..=150).contains(&n), "{n}: {line}");
+                assert!(!line.contains("[draft]"), "{line}");
+            }
+        }
     }
 
     #[test]

@@ -22,7 +22,14 @@ pub fn truncate_utf8(s: &str, max: usize) -> &str {
 /// assert_eq!(one_line(" \n\t"), "");
 /// ```
 pub fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(s.len());
+    for word in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 /// Replace every `{{name}}` whose name is in `vars`, in ONE pass: values are inserted literally
