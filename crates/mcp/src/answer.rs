@@ -241,7 +241,8 @@ fn fit(mut v: Value, max_bytes: usize) -> (Value, String) {
         cut = cut_contents(&mut v, share);
     }
     // 2. Drop trailing items of the longest lists until it fits.
-    let dropped = drop_trailing(&mut v, target);
+    let now = if cut == 0 { before } else { size(&v) };
+    let dropped = drop_trailing(&mut v, now, target);
     if let Value::Object(map) = &mut v {
         map.insert(
             "cut".into(),
@@ -261,12 +262,13 @@ fn fit(mut v: Value, max_bytes: usize) -> (Value, String) {
 }
 
 /// Drop the last element of the longest non-empty list of `v` (by serialized size; the first
-/// found on a tie), again and again, until `v` serializes to at most `target` bytes or no list
+/// found on a tie), again and again, until `v` (serialized in `total` bytes now) serializes to
+/// at most `target` bytes or no list
 /// has an element left; returns how many were dropped. The lists are those reached through
 /// objects alone (the root, an object's values, and so on: a list inside a list's element is
 /// part of that element). Each element is measured once and the sizes are kept as elements go,
 /// so the cost is linear in the answer, however many elements go.
-fn drop_trailing(v: &mut Value, target: usize) -> usize {
+fn drop_trailing(v: &mut Value, mut total: usize, target: usize) -> usize {
     fn lists<'a>(v: &'a mut Value, out: &mut Vec<&'a mut Vec<Value>>) {
         match v {
             Value::Array(items) => out.push(items),
@@ -274,7 +276,6 @@ fn drop_trailing(v: &mut Value, target: usize) -> usize {
             _ => {}
         }
     }
-    let mut total = size(v);
     let mut found = Vec::new();
     lists(v, &mut found);
     // Each list: its elements' sizes, how many are kept, and its size as serialized
@@ -386,7 +387,7 @@ mod tests {
             // Every target, so that each drop's exact size counts.
             for target in 0..=full + 1 {
                 let (mut fast, mut slow) = (v.clone(), v.clone());
-                let dropped = drop_trailing(&mut fast, target);
+                let dropped = drop_trailing(&mut fast, full, target);
                 assert_eq!(
                     dropped,
                     drop_trailing_by_remeasuring(&mut slow, target),
@@ -397,7 +398,8 @@ mod tests {
         }
         // A list at the root.
         let mut root = json!([1, "two", [3, 4], {"five": 5}]);
-        assert_eq!(drop_trailing(&mut root, 10), 2);
+        let full = size(&root);
+        assert_eq!(drop_trailing(&mut root, full, 10), 2);
         assert_eq!(root, json!([1, "two"]));
     }
 }

@@ -91,31 +91,30 @@ async fn a_client_initialized_on_one_replica_is_answered_by_another() {
                 json!({"project_path": s(&project), "query": "ledger closes"}),
             )
             .await;
-        let titles: Vec<&str> = found["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|r| r["title"].as_str())
-            .collect();
+        let title = format!("ledger {version}");
         assert!(
-            titles.contains(&format!("ledger {version}").as_str()),
+            titles(&found["results"]).contains(&title.as_str()),
             "{found}"
         );
         // So are loads and lists through A.
         let loaded = client.tool("context_load", load).await;
         assert_eq!(loaded["counts"]["knowledge"], before + 1, "{loaded}");
         let listed = client.tool("context_manage", list).await;
-        let titles: Vec<&str> = listed["memories"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|m| m["title"].as_str())
-            .collect();
         assert!(
-            titles.contains(&format!("ledger {version}").as_str()),
+            titles(&listed["memories"]).contains(&title.as_str()),
             "{listed}"
         );
     }
+}
+
+/// The titles of a list of memories in an answer (search results, a listing).
+fn titles(memories: &Value) -> Vec<&str> {
+    memories
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["title"].as_str())
+        .collect()
 }
 
 /// A reverse proxy on loopback that sends each request to the next backend in turn (not each

@@ -102,13 +102,17 @@ impl Turn {
     }
 }
 
-fn bench_turn(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// The runtime the turns run on: two workers, as on the 2-core machines the figures come from.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .ok();
-    let Some(rt) = rt else { return };
+        .ok()
+}
+
+fn bench_turn(c: &mut Criterion) {
+    let Some(rt) = runtime() else { return };
     let mut group = c.benchmark_group("recall_turn");
     for n in [200usize, 2_000, 20_000] {
         let Ok(dir) = TempDir::new() else { return };
@@ -185,12 +189,7 @@ fn bench_turn(c: &mut Criterion) {
 /// all holding the query's words, so every memory scores exactly the same and the newest win.
 /// Each is indexed as it arrives (one turn per save), as a server's index follows the saves.
 fn bench_ties(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .ok();
-    let Some(rt) = rt else { return };
+    let Some(rt) = runtime() else { return };
     let mut group = c.benchmark_group("recall_turn");
     for n in [2_000usize, 20_000] {
         let Ok(dir) = TempDir::new() else { return };
