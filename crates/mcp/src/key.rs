@@ -52,11 +52,10 @@ pub enum Reach {
     Anyone,
 }
 
-/// The owner a memory dir records, if any: the first line of its [`OWNER_FILE`].
-pub(crate) fn recorded_owner(dir: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(dir.join(OWNER_FILE)).ok()?;
-    let line = text.lines().next()?.trim_end_matches('\r');
-    (!line.is_empty()).then(|| PathBuf::from(line))
+/// The owner a memory dir records: `Ok(None)` when none, `Err` when its record cannot be
+/// trusted (see [`read_owner`]; the text is for the log).
+pub(crate) fn recorded_owner(dir: &Path) -> Result<Option<PathBuf>, String> {
+    read_owner(dir)
 }
 
 /// Whether `dir` holds nothing anyone wrote: it does not exist, or has no entry but hidden ones
@@ -70,39 +69,128 @@ pub(crate) fn holds_nothing(dir: &Path) -> bool {
     }
 }
 
-/// Why a memory dir cannot be recorded as `owner`'s.
+/// Why a memory dir cannot be recorded as `owner`'s. Its text never names the dir or another
+/// project (refusals reach clients that must not learn where a memory dir is); the log does.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum OwnerError {
     /// Another project owns it.
-    /// (Its text names the dir, never the other project: the log does.)
     #[error(
-        "its memory dir {dir} already holds the memory of another project (its recorded owner, \
-         in {OWNER_FILE} there, is another path): the server keeps one project per memory \
-         dir; give one of them its own memory dir (`memory_dir` in its \
+        "its memory dir already holds the memory of another project (its recorded owner, in \
+         {OWNER_FILE} there, is another path): the server keeps one project per memory dir; \
+         give one of them its own memory dir (`memory_dir` in its \
          `.memloop/settings.local.json`)"
     )]
     Taken {
-        /// The memory dir.
+        /// The memory dir (for the log).
         dir: String,
         /// The recorded owner (for the log).
         other: String,
     },
-    /// The record could not be written.
-    #[error("cannot record the owner of the memory dir {dir}: {why}")]
-    Io {
-        /// The memory dir.
+    /// It records no owner but holds memories (written before owners were recorded, or by
+    /// the CLI): only a token for every project may claim it.
+    #[error(
+        "its memory dir holds memories of a project it records no owner for: only a token for \
+         every project may write there first (which records this project as its owner)"
+    )]
+    Unowned {
+        /// The memory dir (for the log).
         dir: String,
-        /// What failed.
+    },
+    /// The record could not be read or written.
+    #[error("cannot record the owner of its memory dir (the server's log says why)")]
+    Io {
+        /// The memory dir (for the log).
+        dir: String,
+        /// What failed (for the log).
         why: String,
     },
 }
 
+impl OwnerError {
+    /// Log what the client is not told: the dir, the other owner, the I/O error.
+    pub(crate) fn log(&self, project: &Path) {
+        match self {
+            Self::Taken { dir, other } => tracing::info!(
+                project = %project.display(), dir = %dir, owner = %other,
+                "memory dir owned by another project"
+            ),
+            Self::Unowned { dir } => tracing::info!(
+                project = %project.display(), dir = %dir,
+                "memory dir holds memories with no recorded owner"
+            ),
+            Self::Io { dir, why } => tracing::warn!(
+                project = %project.display(), dir = %dir, error = %why,
+                "memory dir owner not recorded"
+            ),
+        }
+    }
+}
+
+/// Claim `dir` (created if missing) for `owner` before a write: the one decision of who owns a
+/// memory dir, made before any byte of a write lands there. `Ok` when `owner` is (or now is) the
+/// recorded owner. The record is written once and never changed ([`record_owner`]), so a write
+/// that claimed the dir may go on: no other project can take it in between.
+///
+/// - another recorded owner: [`OwnerError::Taken`];
+/// - no record, but the dir holds memories: recorded only when `adopt` (the request's token
+///   covers every project), else [`OwnerError::Unowned`];
+/// - no record and nothing in the dir: recorded as `owner`'s (of two first writers, one wins
+///   and the other is refused).
+pub(crate) fn claim_owner(dir: &Path, owner: &Path, adopt: bool) -> Result<(), OwnerError> {
+    let shown = || dir.display().to_string();
+    std::fs::create_dir_all(dir).map_err(|e| OwnerError::Io {
+        dir: shown(),
+        why: e.to_string(),
+    })?;
+    match read_owner(dir) {
+        Ok(Some(recorded)) if recorded == owner => return Ok(()),
+        Ok(Some(other)) => {
+            return Err(OwnerError::Taken {
+                dir: shown(),
+                other: other.display().to_string(),
+            });
+        }
+        Ok(None) => {}
+        Err(why) => {
+            return Err(OwnerError::Taken {
+                dir: shown(),
+                other: why,
+            });
+        }
+    }
+    if !adopt && !holds_nothing(dir) {
+        return Err(OwnerError::Unowned { dir: shown() });
+    }
+    record_owner(dir, owner)
+}
+
+/// The owner `dir` records: `Ok(None)` when there is no record, `Err` (why, for the log) when
+/// the record is there but not a readable regular file (a link, a directory, a pipe,
+/// unreadable text): memloop never follows a link for its own files.
+fn read_owner(dir: &Path) -> Result<Option<PathBuf>, String> {
+    let bytes = match crate::internal::read(&dir.join(OWNER_FILE), MAX_OWNER_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{OWNER_FILE}: {e}")),
+    };
+    let text = String::from_utf8(bytes).map_err(|_| format!("{OWNER_FILE} is not UTF-8"))?;
+    let line = text.lines().next().unwrap_or("").trim_end_matches('\r');
+    if line.is_empty() {
+        return Err(format!("{OWNER_FILE} is empty"));
+    }
+    Ok(Some(PathBuf::from(line)))
+}
+
+/// The most bytes of an owner record read (a canonical path on one line).
+const MAX_OWNER_BYTES: u64 = 64 * 1024;
+
 /// Record `owner` as the owner of `dir` (created if missing), unless it records one already:
 /// `Ok` when `owner` is (or now is) the owner, [`OwnerError::Taken`] when another project is.
 /// The record appears whole or not at all: it is written and synced under a name of its own,
-/// then linked into place, which fails if a record exists. Of two first writers one wins and
-/// the other reads the winner's whole record (the same owner: `Ok`; another: refused).
-pub(crate) fn record_owner(dir: &Path, owner: &Path) -> Result<(), OwnerError> {
+/// then linked into place, which fails if a record (or anything else of that name) exists. Of
+/// two first writers one wins and the other reads the winner's whole record (the same owner:
+/// `Ok`; another: refused).
+fn record_owner(dir: &Path, owner: &Path) -> Result<(), OwnerError> {
     let io = |e: std::io::Error| OwnerError::Io {
         dir: dir.display().to_string(),
         why: e.to_string(),
@@ -118,14 +206,15 @@ pub(crate) fn record_owner(dir: &Path, owner: &Path) -> Result<(), OwnerError> {
     staged.as_file().sync_all().map_err(io)?;
     match std::fs::hard_link(staged.path(), dir.join(OWNER_FILE)) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match recorded_owner(dir) {
-            Some(other) if other == owner => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match read_owner(dir) {
+            Ok(Some(other)) if other == owner => Ok(()),
             other => Err(OwnerError::Taken {
                 dir: dir.display().to_string(),
-                other: other.map_or_else(
-                    || format!("an unreadable {OWNER_FILE}"),
-                    |o| o.display().to_string(),
-                ),
+                other: match other {
+                    Ok(Some(o)) => o.display().to_string(),
+                    Ok(None) => format!("a {OWNER_FILE} that went away"),
+                    Err(why) => why,
+                },
             }),
         },
         Err(e) => Err(io(e)),
@@ -144,7 +233,10 @@ mod tests {
         assert!(holds_nothing(&dir));
         record_owner(&dir, Path::new("/srv/团队/app")).unwrap();
         assert!(holds_nothing(&dir), "the record alone is not memory");
-        assert_eq!(recorded_owner(&dir), Some(PathBuf::from("/srv/团队/app")));
+        assert_eq!(
+            recorded_owner(&dir),
+            Ok(Some(PathBuf::from("/srv/团队/app")))
+        );
         record_owner(&dir, Path::new("/srv/团队/app")).unwrap();
         let taken = record_owner(&dir, Path::new("/srv/团队-app")).unwrap_err();
         assert!(matches!(taken, OwnerError::Taken { .. }), "{taken}");
@@ -175,5 +267,67 @@ mod tests {
             let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
             assert_eq!(left.len(), 1, "staged records left behind");
         }
+    }
+
+    #[test]
+    fn a_claim_is_decided_once_and_only_a_token_for_everything_adopts_a_dir_with_memories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("mem");
+        let (a, b) = (Path::new("/srv/équipe/app"), Path::new("/srv/équipe-app"));
+        claim_owner(&dir, a, false).unwrap();
+        claim_owner(&dir, a, false).unwrap();
+        for adopt in [false, true] {
+            let taken = claim_owner(&dir, b, adopt).unwrap_err();
+            assert!(matches!(taken, OwnerError::Taken { .. }), "{taken}");
+            assert!(!taken.to_string().contains("/srv"), "{taken}");
+            assert!(!taken.to_string().contains(&*tmp.path().to_string_lossy()));
+        }
+        // Memories written with no owner recorded (the CLI, older servers).
+        let legacy = tmp.path().join("legacy");
+        std::fs::create_dir_all(&legacy).unwrap();
+        std::fs::write(legacy.join("MEMORY.md"), "- [x](x.md) — x\n").unwrap();
+        let unowned = claim_owner(&legacy, a, false).unwrap_err();
+        assert!(matches!(unowned, OwnerError::Unowned { .. }), "{unowned}");
+        assert_eq!(recorded_owner(&legacy), Ok(None));
+        claim_owner(&legacy, a, true).unwrap();
+        assert_eq!(recorded_owner(&legacy), Ok(Some(a.to_path_buf())));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_owner_record_that_is_a_link_or_no_file_is_never_followed_nor_trusted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let me = Path::new("/srv/проект/app");
+        // A record elsewhere naming this very owner: a link to it grants nothing.
+        let planted = tmp.path().join("planted");
+        std::fs::write(&planted, format!("{}\n", me.display())).unwrap();
+        let linked = tmp.path().join("linked");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(&planted, linked.join(OWNER_FILE)).unwrap();
+        assert!(recorded_owner(&linked).is_err());
+        assert!(claim_owner(&linked, me, true).is_err());
+        // A dangling link: the claim's link into place fails, and the record is not trusted.
+        let dangling = tmp.path().join("dangling");
+        std::fs::create_dir_all(&dangling).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("nowhere"), dangling.join(OWNER_FILE)).unwrap();
+        assert!(claim_owner(&dangling, me, true).is_err());
+        assert!(
+            !tmp.path().join("nowhere").exists(),
+            "the link was followed"
+        );
+        // A directory, an empty record, a huge one.
+        let odd = tmp.path().join("odd");
+        std::fs::create_dir_all(odd.join(OWNER_FILE)).unwrap();
+        assert!(claim_owner(&odd, me, true).is_err());
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        std::fs::write(empty.join(OWNER_FILE), "").unwrap();
+        assert!(claim_owner(&empty, me, true).is_err());
+        let huge = tmp.path().join("huge");
+        std::fs::create_dir_all(&huge).unwrap();
+        let mut text = format!("{}\n", me.display());
+        text.push_str(&"x".repeat(MAX_OWNER_BYTES as usize));
+        std::fs::write(huge.join(OWNER_FILE), text).unwrap();
+        assert!(claim_owner(&huge, me, true).is_err());
     }
 }

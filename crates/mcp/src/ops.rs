@@ -4,7 +4,7 @@
 
 use crate::access::{Denied, Effect};
 use crate::mapping::{EntryType, Scope, first_line};
-use crate::projects::{NotServed, OpenProject, Project, Projects};
+use crate::projects::{NotServed, OpenFailed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_recall::{Selector, format_manifest};
 use memloop_store::{
@@ -144,6 +144,17 @@ pub(crate) fn project_json(p: &Project) -> Value {
     v
 }
 
+impl OpenFailed {
+    /// The answer for `project` when its store was not opened: the refusal as a tool error, or
+    /// `available: false` when the store failed.
+    pub(crate) fn answer(self, project: &Project) -> Result<Value, Refusal> {
+        match self {
+            Self::NotServed(refused) => Err(refused.into()),
+            Self::Store(e) => Ok(unavailable(project, e)),
+        }
+    }
+}
+
 /// The store kind answers name for memories kept in memory dirs.
 const FILES: &str = "files";
 
@@ -252,7 +263,7 @@ fn day_of(rfc3339: &str) -> String {
 /// carry the one-line abstract (L0, `description`).
 pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Result<Value, Refusal> {
     let global = global_listing(projects).await;
-    let open = match projects.open(&project, false).await {
+    let open = match projects.open_read(&project).await {
         Ok(Some(open)) => open,
         Ok(None) => {
             return Ok(json!({
@@ -265,7 +276,7 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
                 "global_knowledge": global,
             }));
         }
-        Err(e) => return Ok(unavailable(&project, e)),
+        Err(e) => return e.answer(&project),
     };
     let store = open.store.as_ref();
     // The headers from the project's cache (one change-feed question, not a scan), asked
@@ -526,7 +537,7 @@ pub async fn search(
 ) -> Result<Value, Refusal> {
     let limit = limit.clamp(1, MAX_LIMIT);
     let mut searches = Vec::new();
-    let known = match projects.open(&project, false).await {
+    let known = match projects.open_read(&project).await {
         Ok(Some(open)) => {
             match search_store(&open, query, scope, limit, false).await {
                 Ok(found) => searches.push(found),
@@ -535,7 +546,7 @@ pub async fn search(
             true
         }
         Ok(None) => false,
-        Err(e) => return Ok(unavailable(&project, e)),
+        Err(e) => return e.answer(&project),
     };
     if let Ok(Some(global)) = projects.open_global(false).await {
         match search_store(&global, query, scope, limit, true).await {
@@ -568,7 +579,7 @@ pub async fn search(
     hits.truncate(limit);
     // Each store once, and the hits' files read at once (not one after the other).
     let project_store = if hits.iter().any(|h| !h.global) {
-        projects.open(&project, false).await.ok().flatten()
+        projects.open_read(&project).await.ok().flatten()
     } else {
         None
     };
@@ -697,7 +708,11 @@ async fn ranked(
     let chosen = selector
         .select_checked(query, headers, &ctx)
         .await
-        .map_err(|e| format!("search backend failed: {e}"))?;
+        .map_err(|e| {
+            // The error may name the server's files (a vector cache): the log has it.
+            tracing::warn!(error = %e, "search backend failed");
+            "search backend failed (the server's log says why)".to_owned()
+        })?;
     let degraded =
         events
             .events()
@@ -748,7 +763,7 @@ pub(crate) fn refusal_reason(e: &MemoryError) -> (&'static str, String) {
         MemoryError::VersionConflict { .. } => "version_conflict",
         _ => "write_failed",
     };
-    (code, e.to_string())
+    (code, crate::disclosure::client_text(e))
 }
 
 /// Whether `e` refuses the request itself (a bad or escaping target, a credential, a size, a
@@ -773,7 +788,13 @@ fn store_failure(project: &Project, what: &str, e: MemoryError) -> Result<Value,
     }
     match e {
         MemoryError::NotFound(_) => Err(Refusal::new(format!("{what}: no such memory"))),
-        e if is_refusal(&e) => Err(Refusal::new(format!("{what} refused: {e}"))),
+        e if is_refusal(&e) => {
+            tracing::info!(project = %project.path.display(), error = %e, "{what} refused");
+            Err(Refusal::new(format!(
+                "{what} refused: {}",
+                crate::disclosure::client_text(&e)
+            )))
+        }
         e => Ok(unavailable(project, e)),
     }
 }
@@ -809,9 +830,11 @@ pub async fn manage(
     let global_target = global_target(target);
     let target = global_target.or(target);
     let opened = if global_target.is_some() && !create {
-        projects.open_global(false).await
+        projects.open_global(false).await.map_err(OpenFailed::Store)
+    } else if action.effect() == Effect::Write {
+        projects.open_write(&project, create).await
     } else {
-        projects.open(&project, create).await
+        projects.open_read(&project).await
     };
     let open = match opened {
         Ok(Some(open)) => open,
@@ -822,7 +845,7 @@ pub async fn manage(
                 "hint": "no memory yet: use action init_project or context_save",
             }));
         }
-        Err(e) => return Ok(unavailable(&project, e)),
+        Err(e) => return e.answer(&project),
     };
     let store = open.store.as_ref();
     let target_path = || -> Result<String, Refusal> {

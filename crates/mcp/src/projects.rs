@@ -10,7 +10,7 @@
 use crate::access::{Access, Denied, Effect, Grant};
 use crate::batch::AtomicBatches;
 use crate::bounded::Bounded;
-use crate::key::{MemoryKey, OwnerError, Reach, holds_nothing, record_owner, recorded_owner};
+use crate::key::{MemoryKey, OwnerError, Reach, claim_owner, holds_nothing, recorded_owner};
 use memloop_core::embed::Embedder;
 use memloop_host::env::EnvVars;
 use memloop_recall::DefaultSelector;
@@ -205,9 +205,13 @@ pub struct Project {
     /// The key its memory is stored under, and which paths map to it: what authorization is
     /// decided on, and what the store opens.
     pub key: MemoryKey,
-    /// The owner to record in the memory dir at the first write
-    /// ([`OWNER_FILE`](crate::OWNER_FILE)), when the dir records none yet.
-    pub(crate) unrecorded_owner: Option<PathBuf>,
+    /// The owner its memory dir must record ([`OWNER_FILE`](crate::OWNER_FILE)): the
+    /// project's tree or dir, for a per-project memory dir; `None` for a dir every project
+    /// shares and for a shared store. Checked when the dir is opened, claimed at the first write.
+    pub(crate) owner: Option<PathBuf>,
+    /// The request's access: whether it may claim or read a memory dir that records no owner
+    /// but holds memories, and what it may be told when it is refused.
+    pub(crate) access: Access,
     /// Answers may name the memory dir and the store's description
     /// ([`McpConfig::reveal_store`]).
     pub(crate) reveal: bool,
@@ -253,18 +257,22 @@ fn canonical_project_path(raw: &str) -> Result<PathBuf, ProjectRefused> {
     }
 }
 
-/// The key of a project's memory dir, and the owner to record at its first write when it
-/// records none yet.
+/// The key of a project's memory dir, and the owner the dir must record (`None` for a dir every
+/// project shares).
 ///
 /// - A dir every project shares (`--memory-dir`, `MEMLOOP_MEMORY_DIR`, user or managed
 ///   settings) is reached by [`Reach::Anyone`].
 /// - A per-project dir (the default, named by the slug of the project's canonical root, or one
 ///   named by the project's local settings) belongs to its recorded owner: the owner's tree (a
 ///   git root: every subdirectory maps to it) or dir. Another project whose path maps to the
-///   same dir is refused. A dir that records no owner yet is the first writer's when it holds
-///   nothing; one that already holds memories (written before owners were recorded, or by the
-///   CLI) may be any path's of that slug, so it is [`Reach::Anyone`]'s until a token for
-///   every project writes there and records its owner.
+///   same dir is refused. A dir that records no owner yet is claimed by the first write
+///   ([`claim_owner`]); one that already holds memories (written before owners were recorded,
+///   or by the CLI) may be any path's of that slug, so it is [`Reach::Anyone`]'s until a token
+///   for every project writes there and records its owner.
+///
+/// This reads the record as it is now, for this request; [`Projects::open_read`] and
+/// [`Projects::open_write`] check it again when the dir is opened (a write claims it), so what
+/// was decided here is never trusted across a claim made since.
 fn dir_key(
     canonical: &Path,
     memory: &ResolvedMemoryDir,
@@ -292,38 +300,57 @@ fn dir_key(
         Reach::Dir(owner.clone())
     };
     match recorded_owner(&memory.dir) {
-        Some(recorded) if recorded == owner => Ok((MemoryKey { id, reach }, None)),
-        Some(recorded) => {
+        Ok(Some(recorded)) if recorded == owner => Ok((MemoryKey { id, reach }, Some(owner))),
+        Ok(Some(recorded)) => {
             let taken = OwnerError::Taken {
                 dir: memory.dir.display().to_string(),
                 other: recorded.display().to_string(),
             };
-            tracing::info!(project = %canonical.display(), owner = %recorded.display(), "{taken}");
+            taken.log(canonical);
             Err(ProjectRefused(taken.to_string()))
         }
-        None if holds_nothing(&memory.dir) => Ok((MemoryKey { id, reach }, Some(owner))),
-        None => {
+        Err(why) => {
+            let taken = OwnerError::Taken {
+                dir: memory.dir.display().to_string(),
+                other: why,
+            };
+            taken.log(canonical);
+            Err(ProjectRefused(taken.to_string()))
+        }
+        Ok(None) if holds_nothing(&memory.dir) => Ok((MemoryKey { id, reach }, Some(owner))),
+        Ok(None) => {
             let reach = Reach::Anyone;
             Ok((MemoryKey { id, reach }, Some(owner)))
         }
     }
 }
 
-/// Record `project`'s owner in its memory dir (see [`record_owner`]), off the runtime's threads.
-async fn record_owner_of(project: &Project) -> Result<(), OwnerError> {
-    let Some(owner) = project.unrecorded_owner.clone() else {
-        return Ok(());
-    };
-    let dir = project.memory.dir.clone();
-    let shown = dir.display().to_string();
-    tokio::task::spawn_blocking(move || record_owner(&dir, &owner))
-        .await
-        .unwrap_or_else(|e| {
-            Err(OwnerError::Io {
-                dir: shown,
-                why: e.to_string(),
-            })
-        })
+/// How [`Projects::open_read`] and [`Projects::open_write`] fail: the request is not served
+/// (the memory dir is another project's), or the store failed.
+#[derive(Debug)]
+pub(crate) enum OpenFailed {
+    /// Refused, as [`Projects::resolve`] refuses.
+    NotServed(NotServed),
+    /// The store could not be opened.
+    Store(MemoryError),
+}
+
+impl From<MemoryError> for OpenFailed {
+    fn from(e: MemoryError) -> Self {
+        Self::Store(e)
+    }
+}
+
+/// The refusal for `project` when its memory dir cannot be its own (`e`): the reason to a
+/// request that may know the project's path (its text names no dir and no other project),
+/// [`Denied::outside`] to one that may not. The log has the rest.
+fn owner_refusal(project: &Project, e: &OwnerError) -> OpenFailed {
+    e.log(&project.path);
+    OpenFailed::NotServed(if project.access.may_know(&project.path) {
+        NotServed::Refused(ProjectRefused(e.to_string()))
+    } else {
+        NotServed::Denied(Denied::outside())
+    })
 }
 
 /// Why a request names a project the server does not serve to it.
@@ -509,8 +536,10 @@ pub(crate) struct Projects {
     roots: Vec<PathBuf>,
     /// The open projects: memory dirs, and projects open in the shared stores.
     open: Mutex<OpenCache>,
-    /// The projects resolved most recently, by id (at most [`MAX_LISTED`]).
-    seen: Mutex<Bounded<String, Project>>,
+    /// The canonical paths of the projects resolved most recently, by id (at most
+    /// [`MAX_LISTED`]): only paths, resolved again for each listing, so a listing decides on the
+    /// memory dirs' owners as they are then.
+    seen: Mutex<Bounded<String, PathBuf>>,
     /// The background summariser, when summaries are on.
     summariser: Option<crate::summaries::Summariser>,
 }
@@ -546,9 +575,9 @@ impl Projects {
         if self.summariser.is_none() {
             return;
         }
-        for p in self.listed().await {
-            if let Err(e) = self.open(&p, false).await {
-                tracing::debug!(error = %e, project = %p.path.display(), "not resumed");
+        for p in self.listed(&Access::full()).await {
+            if let Err(e) = self.open_read(&p).await {
+                tracing::debug!(error = ?e, project = %p.path.display(), "not resumed");
             }
         }
         if let Err(e) = self.open_global(false).await {
@@ -630,48 +659,32 @@ impl Projects {
                  with `--root` or `--allow-any-project` to serve it",
             ))));
         }
-        let project = self.project_at(canonical).map_err(refuse)?;
+        let project = self.project_at(canonical, access).map_err(refuse)?;
         access
             .permit(&project.key, effect)
             .map_err(NotServed::Denied)?;
         self.seen
             .lock()
             .await
-            .insert(project.id.clone(), project.clone());
+            .insert(project.id.clone(), project.path.clone());
         Ok(project)
     }
 
-    /// Before a write to `project` that `access` was permitted: record the memory dir's owner
-    /// when the dir exists and records none yet (refused when another project recorded it
-    /// first; a dir the write creates is recorded as it is created, by [`Self::open`]), and let
-    /// the shared store take over the project's legacy memories when `access` covers every
-    /// project.
-    pub(crate) async fn before_write(
-        &self,
-        project: &Project,
-        access: &Access,
-    ) -> Result<(), NotServed> {
-        if project.unrecorded_owner.is_some()
-            && project.memory.dir.is_dir()
-            && let Err(e) = record_owner_of(project).await
-        {
-            return Err(if access.may_know(&project.path) {
-                NotServed::Refused(ProjectRefused(e.to_string()))
-            } else {
-                tracing::info!(error = %e, "write refused to a limited token");
-                NotServed::Denied(Denied::outside())
-            });
-        }
+    /// Before a write to `project` that `access` was permitted: let the shared store take over
+    /// the project's legacy memories when `access` covers every project. (A memory dir's owner
+    /// is claimed where the dir is opened for the write, [`Self::open_write`].)
+    pub(crate) async fn before_write(&self, project: &Project, access: &Access) {
         if let Some(stores) = &self.config.stores
             && !access.is_limited()
             && let Err(e) = stores.claim_legacy(project).await
         {
             tracing::warn!(project = %project.path.display(), error = %e, "legacy memories not claimed");
         }
-        Ok(())
     }
 
-    fn project_at(&self, canonical: PathBuf) -> Result<Project, ProjectRefused> {
+    /// The project at `canonical` as `access` sees it now (its key from the memory dir's owner
+    /// record as it is now).
+    fn project_at(&self, canonical: PathBuf, access: &Access) -> Result<Project, ProjectRefused> {
         let base = if self.config.claude {
             MemoryDirResolver::claude_code(&canonical)
         } else {
@@ -682,14 +695,28 @@ impl Projects {
             Some(dir) => base.override_dir(dir),
             None => base,
         };
+        // Why resolution failed may name server paths (the memory dir): the log has them, the
+        // client only when the server reveals its store.
+        let reveal = self.config.reveal_store;
+        let failed = |what: &str, e: &MemoryError| {
+            tracing::warn!(project = %canonical.display(), error = %e, "cannot resolve its {what}");
+            ProjectRefused(if reveal {
+                format!("cannot resolve its {what}: {e}")
+            } else {
+                format!(
+                    "cannot resolve its {what}: {}",
+                    crate::disclosure::client_text(e)
+                )
+            })
+        };
         let memory = resolver
             .resolve()
-            .map_err(|e| ProjectRefused(format!("cannot resolve its memory directory: {e}")))?;
-        let (key, unrecorded_owner) = match &self.config.stores {
+            .map_err(|e| failed("memory directory", &e))?;
+        let (key, owner) = match &self.config.stores {
             Some(stores) => (
                 stores
                     .key(&canonical)
-                    .map_err(|e| ProjectRefused(format!("cannot resolve its team project: {e}")))?,
+                    .map_err(|e| failed("team project", &e))?,
                 None,
             ),
             None => dir_key(&canonical, &memory)?,
@@ -706,16 +733,19 @@ impl Projects {
                 }
             }),
             key,
-            unrecorded_owner,
+            owner,
+            access: access.clone(),
             reveal: self.config.reveal_store,
         })
     }
 
-    /// The projects a client may know about: each root and each directory directly under a
-    /// root (hidden ones skipped, at most [`MAX_LISTED`] in all), then every project resolved
-    /// in this session. Only the validated projects; whether they have memory is the caller's
+    /// The projects a client with `access` may know about: each root and each directory
+    /// directly under a root (hidden ones skipped, at most [`MAX_LISTED`] in all), then every
+    /// project resolved recently. Each is resolved now (its key from its memory dir's owner
+    /// record as it is now, never as it was when the project was first seen). Only the validated
+    /// projects; whether they have memory and whether `access` reaches them is the caller's
     /// question.
-    pub(crate) async fn listed(&self) -> Vec<Project> {
+    pub(crate) async fn listed(&self, access: &Access) -> Vec<Project> {
         let mut out: Vec<Project> = Vec::new();
         let push = |p: Project, out: &mut Vec<Project>| {
             if out.len() < MAX_LISTED && !out.iter().any(|o| o.id == p.id) {
@@ -735,40 +765,102 @@ impl Projects {
                 candidates.extend(children);
             }
             for c in candidates {
-                match self.project_at(c) {
+                match self.project_at(c, access) {
                     Ok(p) => push(p, &mut out),
                     Err(e) => tracing::debug!(error = %e, "project not listed"),
                 }
             }
         }
-        for p in self.seen.lock().await.newest_first() {
-            push(p.clone(), &mut out);
+        let seen: Vec<PathBuf> = self.seen.lock().await.newest_first().cloned().collect();
+        for path in seen {
+            if out.len() >= MAX_LISTED {
+                break;
+            }
+            if out.iter().any(|o| o.path == path) {
+                continue;
+            }
+            match self.project_at(path, access) {
+                Ok(p) => push(p, &mut out),
+                Err(e) => tracing::debug!(error = %e, "project not listed"),
+            }
         }
         out
     }
 
-    /// Open `project`'s store (creating the memory dir when `create`); `Ok(None)` when it has
-    /// no memory dir and `create` is false.
-    pub(crate) async fn open(
+    /// Open `project`'s store to read it; `Ok(None)` when it has no memory dir. A memory dir
+    /// whose owner record names another project is refused, as [`Self::resolve`] refuses it,
+    /// whatever was decided when the request was resolved; one that records no owner is read
+    /// only by a request whose access covers every project (for any other it holds nothing
+    /// yet: its first write claims it). The record is written once, so what is read after
+    /// this check is the owner's.
+    pub(crate) async fn open_read(
+        &self,
+        project: &Project,
+    ) -> Result<Option<Arc<OpenProject>>, OpenFailed> {
+        let Some(stores) = &self.config.stores else {
+            if let Some(owner) = &project.owner {
+                match recorded_owner(&project.memory.dir) {
+                    Ok(Some(recorded)) if recorded == *owner => {}
+                    Ok(Some(other)) => {
+                        let e = OwnerError::Taken {
+                            dir: project.memory.dir.display().to_string(),
+                            other: other.display().to_string(),
+                        };
+                        return Err(owner_refusal(project, &e));
+                    }
+                    Err(why) => {
+                        let e = OwnerError::Taken {
+                            dir: project.memory.dir.display().to_string(),
+                            other: why,
+                        };
+                        return Err(owner_refusal(project, &e));
+                    }
+                    Ok(None) if project.access.is_limited() => return Ok(None),
+                    Ok(None) => {}
+                }
+            }
+            return Ok(self.open_dir(&project.memory.dir, false).await?);
+        };
+        Ok(Some(self.open_shared(stores.as_ref(), project).await?))
+    }
+
+    /// Open `project`'s store to write it (creating the memory dir when `create`; `Ok(None)`
+    /// when it has none and `create` is false). A per-project memory dir is claimed first
+    /// ([`claim_owner`], atomic across processes): the owner is decided before any byte of the
+    /// write lands, and a dir another project claimed, even after this request was resolved,
+    /// is refused. Every write path opens its store here.
+    pub(crate) async fn open_write(
         &self,
         project: &Project,
         create: bool,
-    ) -> Result<Option<Arc<OpenProject>>, MemoryError> {
-        match &self.config.stores {
-            Some(stores) => self.open_shared(stores.as_ref(), project).await.map(Some),
-            None => {
-                let created = create && !project.memory.dir.is_dir();
-                let opened = self.open_dir(&project.memory.dir, create).await?;
-                if created && opened.is_some() {
-                    // The dir this write created is its owner's from the start; of two first
-                    // writers of one dir, the second is refused here.
-                    record_owner_of(project).await.map_err(|e| {
-                        MemoryError::io("the memory dir", std::io::Error::other(e.to_string()))
-                    })?;
+    ) -> Result<Option<Arc<OpenProject>>, OpenFailed> {
+        let Some(stores) = &self.config.stores else {
+            let dir = &project.memory.dir;
+            if let Some(owner) = &project.owner {
+                if !create && !dir.is_dir() {
+                    return Ok(None);
                 }
-                Ok(opened)
+                self.claim(project, owner).await?;
             }
-        }
+            return Ok(self.open_dir(dir, create).await?);
+        };
+        Ok(Some(self.open_shared(stores.as_ref(), project).await?))
+    }
+
+    /// Claim `project`'s memory dir for `owner`, off the runtime's threads.
+    async fn claim(&self, project: &Project, owner: &Path) -> Result<(), OpenFailed> {
+        let (dir, owner) = (project.memory.dir.clone(), owner.to_path_buf());
+        let adopt = !project.access.is_limited();
+        let shown = dir.display().to_string();
+        tokio::task::spawn_blocking(move || claim_owner(&dir, &owner, adopt))
+            .await
+            .unwrap_or_else(|e| {
+                Err(OwnerError::Io {
+                    dir: shown,
+                    why: e.to_string(),
+                })
+            })
+            .map_err(|e| owner_refusal(project, &e))
     }
 
     /// Open `project`'s store in the shared stores (once; kept open, keyed by the project path).
@@ -948,7 +1040,7 @@ mod tests {
     /// `n` memories about `topic` in `project` (opened, its memory dir created).
     async fn fill(projects: &Projects, project: &Project, topic: &str, n: usize) {
         use memloop_store::{MemoryDoc, MemoryType, WriteMode};
-        let open = projects.open(project, true).await.unwrap().unwrap();
+        let open = projects.open_write(project, true).await.unwrap().unwrap();
         for i in 0..n {
             let doc = MemoryDoc::new(
                 format!("{topic} note {i}"),
@@ -965,7 +1057,7 @@ mod tests {
 
     /// Search `project` as `context_search` does (through its open caches): the paths found.
     async fn search(projects: &Projects, project: &Project, query: &str) -> Vec<String> {
-        let open = projects.open(project, false).await.unwrap().unwrap();
+        let open = projects.open_read(project).await.unwrap().unwrap();
         let headers = open.headers.headers().await.unwrap();
         open.recall
             .bm25()
@@ -1079,5 +1171,175 @@ mod tests {
         assert_eq!(found.len(), 5, "{found:?}");
         let (total, _) = projects.cache_usage().await;
         assert!(total <= budget, "{total} bytes kept, budget {budget}");
+    }
+
+    /// A token limited to exactly `path`.
+    fn limited_to(path: &Path) -> Access {
+        use crate::access::{ProjectGlob, TokenScope};
+        let glob = ProjectGlob::new(&path.to_string_lossy()).unwrap();
+        Access::new(Grant::Paths(glob), TokenScope::Write)
+    }
+
+    /// The names of the memories in `dir` (its visible files, recursively).
+    fn memories_in(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in walkdir(dir) {
+            let name = e.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            if !name.split('/').any(|part| part.starts_with('.')) {
+                out.push(name);
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn walkdir(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if e.file_type().unwrap().is_dir() {
+                out.extend(walkdir(&path));
+            } else {
+                out.push(path);
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_memory_dir_claimed_after_a_request_was_resolved_is_neither_written_nor_read_by_it() {
+        use crate::mapping::{EntryType, Scope};
+        use crate::ops::{ManageAction, ManageRequest, SaveEntry};
+        use crate::tiers::Detail;
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (root, home) = (base.join("root"), base.join("home"));
+        // Two projects whose paths share one slug, each token limited to its own.
+        let (a, b) = (root.join("团队/app"), root.join("团队-app"));
+        for d in [&a, &b, &home] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let projects = Projects::new(config(&root, &home, false));
+        let (access_a, access_b) = (limited_to(&a), limited_to(&b));
+        let resolve = |path: &Path, access: &Access, effect: Effect| {
+            let path = path.to_string_lossy().into_owned();
+            let (projects, access) = (&projects, access.clone());
+            async move { projects.resolve(&path, &access, effect).await.unwrap() }
+        };
+        // Every request of A is checked while the dir does not exist yet...
+        let a_write = resolve(&a, &access_a, Effect::Write).await;
+        let a_read = resolve(&a, &access_a, Effect::Read).await;
+        let b_write = resolve(&b, &access_b, Effect::Write).await;
+        assert_eq!(a_write.memory.dir, b_write.memory.dir, "one slug, one dir");
+        assert!(!a_write.memory.dir.exists());
+        // ... then B's first save lands (its claim, then its write) ...
+        let entry = |content: &str| SaveEntry {
+            kind: EntryType::Knowledge,
+            title: Some(format!("plan {content}")),
+            content: content.to_owned(),
+            tags: Vec::new(),
+            global: false,
+            expected_version: None,
+        };
+        let limits = projects.limits();
+        let saved = crate::save::save(
+            &projects,
+            b_write.clone(),
+            &[entry("B's plan")],
+            None,
+            limits,
+        )
+        .await
+        .unwrap();
+        assert_eq!(saved["written"], 1, "{saved}");
+        let dir = b_write.memory.dir.clone();
+        let before = memories_in(&dir);
+        assert!(!before.is_empty());
+        // ... and every write A was permitted before that claim is refused: plain and keyed
+        // saves, deletes, updates, init.
+        let refused = |r: Result<serde_json::Value, crate::ops::Refusal>| {
+            let reason = r
+                .expect_err("written into another project's memory dir")
+                .reason;
+            assert!(reason.contains("another project"), "{reason}");
+            assert!(
+                !reason.contains(&*home.to_string_lossy()),
+                "names the dir: {reason}"
+            );
+        };
+        refused(
+            crate::save::save(
+                &projects,
+                a_write.clone(),
+                &[entry("A's plan")],
+                None,
+                limits,
+            )
+            .await,
+        );
+        let key = crate::batch::SaveKey {
+            caller: "a".into(),
+            key: "k-1".into(),
+            request_sha256: crate::batch::sha256_hex(b"a"),
+        };
+        refused(
+            crate::save::save(
+                &projects,
+                a_write.clone(),
+                &[entry("A's keyed plan")],
+                Some(key),
+                limits,
+            )
+            .await,
+        );
+        let target = before
+            .iter()
+            .find(|m| m.ends_with(".md") && m.as_str() != "MEMORY.md");
+        for action in [
+            ManageAction::Delete,
+            ManageAction::Update,
+            ManageAction::InitProject,
+        ] {
+            let request = ManageRequest {
+                action,
+                target: target.map(String::as_str),
+                content: Some("A rewrote it"),
+                expected_version: None,
+            };
+            refused(crate::ops::manage(&projects, a_write.clone(), request, false).await);
+        }
+        // Reads A was permitted before the claim see nothing of B's.
+        refused(crate::ops::load(&projects, a_read.clone(), Detail::Full).await);
+        refused(
+            crate::ops::search(
+                &projects,
+                a_read.clone(),
+                "plan",
+                Scope::All,
+                5,
+                Detail::Full,
+            )
+            .await,
+        );
+        assert_eq!(memories_in(&dir), before, "A wrote into B's memory dir");
+        assert_eq!(recorded_owner(&dir), Ok(Some(b.clone())));
+        // A listing for A resolves again: B's dir is not A's project.
+        let listed = projects.listed(&access_a).await;
+        assert!(
+            listed
+                .iter()
+                .all(|p| access_a.permit(&p.key, Effect::Read).is_err() || p.path == b),
+            "{listed:?}"
+        );
+        assert!(listed.iter().all(|p| p.path != a), "{listed:?}");
+        // B still reaches its memory.
+        let load = crate::ops::load(
+            &projects,
+            resolve(&b, &access_b, Effect::Read).await,
+            Detail::Full,
+        )
+        .await
+        .unwrap();
+        assert_eq!(load["known"], true, "{load}");
     }
 }

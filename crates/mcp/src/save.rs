@@ -82,10 +82,10 @@ pub(crate) async fn save(
         )));
     }
     let project_store = if entries.iter().any(|e| !e.global) {
-        match projects.open(&project, true).await {
+        match projects.open_write(&project, true).await {
             Ok(Some(open)) => Some(open),
             Ok(None) => return Ok(unavailable(&project, "memory dir could not be created")),
-            Err(e) => return Ok(unavailable(&project, e)),
+            Err(e) => return e.answer(&project),
         }
     } else {
         None

@@ -4,7 +4,7 @@ use crate::access::{Access, Denied, Effect};
 use crate::batch::{Caller, SaveKey, check_key};
 use crate::mapping::Scope;
 use crate::ops::{self, ManageAction, Refusal, SaveEntry};
-use crate::projects::{McpConfig, NotServed, Project, Projects};
+use crate::projects::{McpConfig, NotServed, OpenFailed, Project, Projects};
 use crate::tiers::Detail;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
@@ -294,7 +294,7 @@ impl MemoryServer {
         let access = access_of(ctx);
         let project = self.authorize(&access, call).await?;
         if call.declared().effect == Effect::Write {
-            self.projects.before_write(&project, &access).await?;
+            self.projects.before_write(&project, &access).await;
         }
         Ok(project)
     }
@@ -626,7 +626,7 @@ impl ServerHandler for MemoryServer {
         let access = access_of(&context);
         let resources = self
             .projects
-            .listed()
+            .listed(&access)
             .await
             .into_iter()
             .filter(|p| p.known() && access.permit(&p.key, Effect::Read).is_ok())
@@ -659,7 +659,7 @@ impl ServerHandler for MemoryServer {
         let project = match id {
             Some(id) => self
                 .projects
-                .listed()
+                .listed(&access)
                 .await
                 .into_iter()
                 // A project outside the request's access is not found, as one that does
@@ -683,13 +683,21 @@ impl ServerHandler for MemoryServer {
                 "(memory index unavailable; the server's log says why)".to_owned()
             }
         };
-        let text = match self.projects.open(&project, false).await {
+        let text = match self.projects.open_read(&project).await {
             Ok(Some(open)) => match open.store.load_index().await {
                 Ok(index) => index.content,
                 Err(e) => unavailable(&e),
             },
             Ok(None) => String::new(),
-            Err(e) => unavailable(&e),
+            // Claimed by another project since it was listed: not found, as any index
+            // outside the request's access.
+            Err(OpenFailed::NotServed(_)) => {
+                return Err(ErrorData::resource_not_found(
+                    format!("no memory index at {uri}"),
+                    None,
+                ));
+            }
+            Err(OpenFailed::Store(e)) => unavailable(&e),
         };
         // As every tool answer: credentials redacted, control characters escaped.
         let (text, _) = memloop_secrets::redact_secrets(&text);

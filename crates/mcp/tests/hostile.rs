@@ -62,6 +62,7 @@ async fn project_settings_cannot_move_memory_outside_the_project() {
         assert_eq!(r["is_error"], true, "{project:?}: {r}");
         let reason = r["reason"].as_str().unwrap();
         assert!(reason.contains("outside the project"), "{reason}");
+        assert!(!reason.contains(&s(&ssh)), "names the dir: {reason}");
         assert!(reason.contains("allowed_memory_dirs"), "{reason}");
         let load = call(
             &client,

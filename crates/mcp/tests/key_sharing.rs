@@ -484,3 +484,81 @@ async fn a_glob_naming_a_git_root_alone_does_not_cover_its_subdirectories_memory
     assert!(!v.to_string().contains(MARK), "{status}: {v}");
     assert_eq!(status, 403, "{v}");
 }
+
+#[tokio::test]
+async fn a_token_whose_project_lost_its_memory_dir_keeps_no_way_into_it() {
+    // Two paths of one slug, each token limited to its own. A loads (and is remembered by the
+    // server) before anyone wrote; then B's first save claims the dir.
+    let fx = Fixture::new();
+    let (a, b) = (fx.project("équipe/app"), fx.project("équipe-app"));
+    const A: &str = "a-only-token-0123456789";
+    const B: &str = "b-only-token-0123456789";
+    let tokens = Tokens::parse(&format!("{A} {} write\n{B} {} write\n", s(&a), s(&b))).unwrap();
+    let server = support::start_http(&fx, Some(tokens), None).await;
+    let mut session_a = HttpSession::open(&server.url, A).await;
+    let mut session_b = HttpSession::open(&server.url, B).await;
+    let loaded = session_a
+        .tool("context_load", json!({"project_path": s(&a)}))
+        .await;
+    assert_eq!(loaded["known"], false, "{loaded}");
+    let id_a = loaded["project_id"].as_str().unwrap().to_owned();
+    let saved = session_b
+        .tool(
+            "context_save",
+            json!({"project_path": s(&b), "entries": [
+                {"type": "knowledge", "title": "ledger", "content": format!("{MARK} lives here")}]}),
+        )
+        .await;
+    assert_eq!(saved["written"], 1, "{saved}");
+    // A's id, A's listing, A's tools: nothing of B's memory, and no path on disk.
+    let uri = format!("{}{id_a}/MEMORY.md", memloop_mcp::RESOURCE_PREFIX);
+    let (_, read) = session_a
+        .send(
+            json!({"jsonrpc": "2.0", "id": 40, "method": "resources/read",
+                     "params": {"uri": uri}}),
+        )
+        .await;
+    assert!(read["error"].is_object(), "{read}");
+    assert!(!read.to_string().contains(MARK), "{read}");
+    let (_, listed) = session_a
+        .send(json!({"jsonrpc": "2.0", "id": 41, "method": "resources/list", "params": {}}))
+        .await;
+    let resources = listed["result"]["resources"].as_array().unwrap();
+    assert!(resources.is_empty(), "{listed}");
+    for (tool, args) in [
+        ("context_load", json!({"project_path": s(&a)})),
+        (
+            "context_search",
+            json!({"project_path": s(&a), "query": "ledger"}),
+        ),
+        (
+            "context_save",
+            json!({"project_path": s(&a), "entries": [
+                {"type": "knowledge", "title": "ledger", "content": "A's ledger"}]}),
+        ),
+    ] {
+        let answer = session_a.tool(tool, args).await;
+        let text = answer.to_string();
+        assert!(!text.contains(MARK), "{tool}: {text}");
+        assert!(
+            !text.contains(&s(&fx.home)),
+            "{tool} names the memory dir: {text}"
+        );
+        assert!(!text.contains(&s(&b)), "{tool} names the owner: {text}");
+    }
+    // B's memory is B's alone.
+    let dir = MemoryDirResolver::new(&b)
+        .env(fx.config().env)
+        .resolve()
+        .unwrap()
+        .dir;
+    let owner = std::fs::read_to_string(dir.join(memloop_mcp::OWNER_FILE)).unwrap();
+    assert_eq!(owner.trim_end(), s(&b));
+    let found = session_b
+        .tool(
+            "context_search",
+            json!({"project_path": s(&b), "query": "ledger"}),
+        )
+        .await;
+    assert!(found.to_string().contains(MARK), "{found}");
+}
