@@ -450,23 +450,47 @@ async fn client_names_are_cut_before_they_are_echoed_or_logged_and_credentials_n
         .bearer_auth(WRITER)
         .header("Accept", "application/json, text/event-stream")
         .header("Mcp-Protocol-Version", "v".repeat(10_000))
-        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .json(&initialize(1))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
-    // A cancellation's reason is logged cut and redacted.
+    // Notifications reach the MCP library in a session: a cancellation's reason is logged cut
+    // and redacted, and the library's INFO event holding a whole notification is not logged.
+    let server = start_sessions(&fx, Some(tokens(&fx))).await;
+    let session = open_session(&server.url, WRITER).await;
+    let post = |_: &str, _: Option<&str>, body: &serde_json::Value| {
+        reqwest::Client::new()
+            .post(&server.url)
+            .bearer_auth(WRITER)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", &session)
+            .json(body)
+            .send()
+    };
     let r = post(
         &server.url,
         Some(WRITER),
         &serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": 1, "reason": format!("{key} {}", "r".repeat(100_000))}}),
     )
-    .await;
+    .await
+    .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
+    // The MCP library logs every notification whole at INFO: not in the log.
+    for notification in [
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": "t", "progress": 1, "message": format!("{key} {}", "n".repeat(100_000))}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": format!("vendor/{key}/{}", "n".repeat(100_000))}),
+    ] {
+        let r = post(&server.url, Some(WRITER), &notification)
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
     let logged = log.text();
     assert!(!logged.contains(key), "a credential is in the log");
-    for c in ['i', 'v', 'r'] {
+    for c in ['i', 'v', 'r', 'n'] {
         assert!(
             longest_run(&logged, c) <= max,
             "{c}: {}",
