@@ -61,7 +61,9 @@ const SESSION_INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// Most open sessions one token may hold (a client needs one; a pool of agents a few dozen).
 pub const MAX_SESSIONS_PER_TOKEN: usize = 64;
 
-/// Most open sessions in all (each costs some tens of KB until it closes or idles out).
+/// Most open sessions in all (each costs some tens of KB until it closes or idles out). When
+/// they are all open, a token holding fewer than its fair share still gets a session: the
+/// least recently used session of the token holding the most is closed for it ([`SessionCaps`]).
 pub const MAX_SESSIONS: usize = 512;
 
 /// The open sessions and the token each was opened with, to cap them per token and in all.
@@ -76,11 +78,21 @@ struct SessionCounts {
     state: std::sync::Mutex<CountState>,
 }
 
+/// An open session as [`SessionCounts`] records it.
+struct OpenSession {
+    /// The digest of the token that opened it.
+    owner: [u8; 32],
+    /// The `next` it was recorded at.
+    stamp: u64,
+    /// When a request last named it (or it was opened).
+    used: tokio::time::Instant,
+}
+
 /// What [`SessionCounts`] holds under its lock.
 #[derive(Default)]
 struct CountState {
-    /// Open sessions: id -> (owner, the `next` it was recorded at).
-    owners: std::collections::HashMap<String, ([u8; 32], u64)>,
+    /// Open sessions by id.
+    owners: std::collections::HashMap<String, OpenSession>,
     /// Admitted sessions not yet opened (or refused by the transport), per owner.
     reserved: std::collections::HashMap<[u8; 32], usize>,
     /// A counter stamped on each recorded session: a session recorded after a snapshot of
@@ -101,6 +113,50 @@ impl CountState {
             }
         }
     }
+
+    /// The sessions each token holds, open and admitted.
+    fn holdings(&self) -> std::collections::HashMap<[u8; 32], usize> {
+        let mut held = self.reserved.clone();
+        for session in self.owners.values() {
+            *held.entry(session.owner).or_insert(0) += 1;
+        }
+        held
+    }
+
+    /// The least recently used open session of the token holding the most open sessions
+    /// (of tokens holding as many, the one whose session was used least recently), other than
+    /// `except`.
+    fn eviction_victim(&self, except: &[u8; 32]) -> Option<String> {
+        let mut open: std::collections::HashMap<[u8; 32], (usize, &str, tokio::time::Instant)> =
+            std::collections::HashMap::new();
+        for (id, session) in self.owners.iter().filter(|(_, s)| s.owner != *except) {
+            let entry = open
+                .entry(session.owner)
+                .or_insert((0, id.as_str(), session.used));
+            entry.0 += 1;
+            if session.used < entry.2 {
+                (entry.1, entry.2) = (id.as_str(), session.used);
+            }
+        }
+        open.into_values()
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)))
+            .map(|(_, id, _)| id.to_owned())
+    }
+
+    /// Whole seconds (at least 1) until the least recently used of the open sessions `of`
+    /// accepts idles out and frees its place.
+    fn retry_after(&self, now: tokio::time::Instant, of: impl Fn(&[u8; 32]) -> bool) -> u64 {
+        let oldest = self
+            .owners
+            .values()
+            .filter(|s| of(&s.owner))
+            .map(|s| s.used)
+            .min();
+        let left = oldest.map_or(SESSION_IDLE_TIMEOUT, |used| {
+            SESSION_IDLE_TIMEOUT.saturating_sub(now.saturating_duration_since(used))
+        });
+        left.as_secs().max(1)
+    }
 }
 
 /// A session admitted under the caps: it counts until it is [`opened`](Self::opened), or
@@ -119,7 +175,14 @@ impl Reservation {
         state.release(&self.owner);
         let stamp = state.next;
         state.next += 1;
-        state.owners.insert(id.to_owned(), (self.owner, stamp));
+        state.owners.insert(
+            id.to_owned(),
+            OpenSession {
+                owner: self.owner,
+                stamp,
+                used: tokio::time::Instant::now(),
+            },
+        );
     }
 }
 
@@ -129,6 +192,16 @@ impl Drop for Reservation {
             self.counts.lock().release(&self.owner);
         }
     }
+}
+
+/// A new session refused under the caps (HTTP 429).
+#[derive(Debug)]
+struct SessionRefused {
+    /// Why, for the client.
+    reason: String,
+    /// Whole seconds until a place should be free (the relevant least recently used session
+    /// idles out), at least 1.
+    retry_after: u64,
 }
 
 impl SessionCounts {
@@ -149,15 +222,78 @@ impl SessionCounts {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The token (digest) that opened session `id`, when this server recorded it.
-    fn owner_of(&self, id: &str) -> Option<[u8; 32]> {
-        self.lock().owners.get(id).map(|(owner, _)| *owner)
+    /// The token (digest) that opened session `id`, when this server recorded it; the
+    /// session counts as used now.
+    fn touch(&self, id: &str) -> Option<[u8; 32]> {
+        let mut state = self.lock();
+        let session = state.owners.get_mut(id)?;
+        session.used = tokio::time::Instant::now();
+        Some(session.owner)
+    }
+
+    /// [`Self::reserve`]'s decision under the lock, against the `live` session ids the manager
+    /// held (snapshot begun at counter `snapshot_from`): the reservation is counted, and the
+    /// session to close for it is named, if any.
+    fn admit(
+        &self,
+        owner: &[u8; 32],
+        live: &std::collections::HashSet<String>,
+        snapshot_from: u64,
+    ) -> Result<Option<String>, SessionRefused> {
+        let now = tokio::time::Instant::now();
+        let mut state = self.lock();
+        state
+            .owners
+            .retain(|id, s| s.stamp >= snapshot_from || live.contains(id));
+        let holdings = state.holdings();
+        let mine = holdings.get(owner).copied().unwrap_or(0);
+        if mine >= self.per_token {
+            return Err(SessionRefused {
+                reason: format!(
+                    "this token already holds {mine} open MCP sessions (at most {}): close one \
+                     (DELETE with its Mcp-Session-Id) or let idle ones expire ({} s)",
+                    self.per_token,
+                    SESSION_IDLE_TIMEOUT.as_secs()
+                ),
+                retry_after: state.retry_after(now, |o| o == owner),
+            });
+        }
+        // Sessions the manager holds that were never recorded (their client went away
+        // before the answer to its `initialize`) count too, until they idle out.
+        let all = (state.owners.len() + state.reserved_total()).max(live.len());
+        let mut evicted = None;
+        if all >= self.total {
+            let holders = holdings.len() + usize::from(!holdings.contains_key(owner));
+            let share = (self.total / holders.max(1)).max(1);
+            evicted = (mine < share)
+                .then(|| state.eviction_victim(owner))
+                .flatten();
+            let Some(victim) = &evicted else {
+                return Err(SessionRefused {
+                    reason: format!(
+                        "the server holds {all} open MCP sessions (at most {}) and this token \
+                         holds {mine}, its share or more ({share}); retry later",
+                        self.total
+                    ),
+                    retry_after: state.retry_after(now, |_| true),
+                });
+            };
+            state.owners.remove(victim);
+        }
+        *state.reserved.entry(*owner).or_insert(0) += 1;
+        Ok(evicted)
     }
 
     /// Admit a new session for `owner`, counted at once; or why it is refused. The check and
     /// the count are one step under one lock: of concurrent requests past the cap, exactly
     /// the ones that fit are admitted.
-    async fn reserve(self: &Arc<Self>, owner: &[u8; 32]) -> Result<Reservation, String> {
+    ///
+    /// When every place is taken, a token holding fewer sessions than its fair share (the
+    /// total cap divided among the tokens holding sessions, this one counted) still gets
+    /// one: the least recently used session of the token holding the most is closed for it.
+    /// A token at or above its share is refused until a session closes or idles out. So
+    /// a few tokens that fill the table cannot lock every other token out.
+    async fn reserve(self: &Arc<Self>, owner: &[u8; 32]) -> Result<Reservation, SessionRefused> {
         let snapshot_from = self.lock().next;
         let live: std::collections::HashSet<String> = self
             .manager
@@ -167,36 +303,25 @@ impl SessionCounts {
             .keys()
             .map(|id| id.to_string())
             .collect();
-        let mut state = self.lock();
-        state
-            .owners
-            .retain(|id, (_, stamp)| *stamp >= snapshot_from || live.contains(id));
-        let mine = state.owners.values().filter(|(o, _)| o == owner).count()
-            + state.reserved.get(owner).copied().unwrap_or(0);
-        if mine >= self.per_token {
-            return Err(format!(
-                "this token already holds {mine} open MCP sessions (at most {}): close one \
-                 (DELETE with its Mcp-Session-Id) or let idle ones expire ({} s)",
-                self.per_token,
-                SESSION_IDLE_TIMEOUT.as_secs()
-            ));
-        }
-        // Sessions the manager holds that were never recorded (their client went away
-        // before the answer to its `initialize`) count too, until they idle out.
-        let all = (state.owners.len() + state.reserved_total()).max(live.len());
-        if all >= self.total {
-            return Err(format!(
-                "the server holds {all} open MCP sessions (at most {}); retry later",
-                self.total
-            ));
-        }
-        *state.reserved.entry(*owner).or_insert(0) += 1;
-        drop(state);
-        Ok(Reservation {
+        let evicted = self.admit(owner, &live, snapshot_from)?;
+        // Counted from here: given back if this request goes away while the victim closes.
+        let reservation = Reservation {
             counts: self.clone(),
             owner: *owner,
             done: false,
-        })
+        };
+        if let Some(victim) = evicted {
+            use rmcp::transport::streamable_http_server::session::SessionManager;
+            tracing::info!(
+                "the session cap is reached: the least recently used session of the token \
+                 holding the most closed for a token below its share"
+            );
+            let id: Arc<str> = Arc::from(victim.as_str());
+            if let Err(e) = self.manager.close_session(&id).await {
+                tracing::debug!(error = %e, "an evicted session was already closed");
+            }
+        }
+        Ok(reservation)
     }
 }
 
@@ -398,9 +523,17 @@ pub struct HttpOptions {
 }
 
 /// The most MCP sessions a server keeps open at once ([`HttpOptions::sessions`]): per token
-/// and in all. An `initialize`
-/// past either cap gets HTTP 429 with the reason. The caps are hard: a session counts from the
-/// moment its `initialize` is admitted, so concurrent `initialize` requests cannot overshoot.
+/// and in all. The caps are hard: a session counts from the moment its `initialize` is
+/// admitted, so concurrent `initialize` requests cannot overshoot.
+///
+/// A token at `per_token` is refused. When `total` sessions are open, the total is shared
+/// fairly: a token holding fewer than its share (`total` divided by the number of tokens
+/// holding sessions, itself counted; at least 1) still gets a session, and the least recently
+/// used session of the token holding the most is closed for it (that client gets 404 and opens
+/// a session again, subject to the same rule); a token holding its share or more is refused.
+/// So a few tokens that fill the table cannot lock the others out. Every refusal is HTTP 429
+/// with `Retry-After` (the whole seconds until the least recently used session concerned
+/// idles out, at least 1) and a JSON-RPC error (-32000) answering the `initialize`'s id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionCaps {
     /// Most open sessions one token may hold (default [`MAX_SESSIONS_PER_TOKEN`]).
@@ -461,14 +594,36 @@ fn plain(status: StatusCode, text: &str) -> HttpResponse {
     r
 }
 
-/// HTTP 429 for a request past its token's limits: `Retry-After` and a JSON-RPC error.
-fn too_many(refused: &crate::limits::Refused) -> HttpResponse {
-    let mut r = crate::jsonrpc::refusal(crate::jsonrpc::Bad::over_limit(refused.reason.clone()));
-    r.headers_mut().insert(
-        header::RETRY_AFTER,
-        header::HeaderValue::from(refused.retry_after),
-    );
-    r
+/// The request headers the MCP library may log verbatim (a malformed `Host`, a protocol
+/// version that disagrees with the body's, a session or event id it cannot resume), with the
+/// most characters each may hold: a longer one is refused (HTTP 400) before the library sees
+/// it. `Host` may hold a DNS name (at most 253 characters) with a port; the others are ids and
+/// dates.
+const LOGGED_HEADERS: &[(&str, usize)] = &[
+    ("host", 261),
+    ("mcp-session-id", crate::jsonrpc::MAX_ECHO_CHARS),
+    ("mcp-protocol-version", crate::jsonrpc::MAX_ECHO_CHARS),
+    ("last-event-id", crate::jsonrpc::MAX_ECHO_CHARS),
+];
+
+/// The refusal for a request with a header of [`LOGGED_HEADERS`] longer than its bound, or
+/// with a `Host` that is not an authority (the library logs that one whole).
+fn overlong_header(parts: &http::request::Parts) -> Option<crate::jsonrpc::Bad> {
+    for (name, max) in LOGGED_HEADERS {
+        for value in parts.headers.get_all(*name) {
+            if value.len() > *max {
+                return Some(crate::jsonrpc::Bad::invalid(format!(
+                    "the `{name}` header may hold at most {max} bytes"
+                )));
+            }
+        }
+    }
+    let host = parts.headers.get(header::HOST)?;
+    let valid = host
+        .to_str()
+        .ok()
+        .is_some_and(|h| http::uri::Authority::try_from(h).is_ok());
+    (!valid).then(|| crate::jsonrpc::Bad::invalid("the `Host` header is not a host[:port]"))
 }
 
 /// What a balancer asks at `/health` (ready: the store answers) or `/health/live` (the process
@@ -663,9 +818,18 @@ pub async fn serve_http(
                     Ok(a) => a,
                     Err(refused) => {
                         tracing::info!(%peer, reason = %refused.reason, "request over the token's limits refused");
-                        return Ok(too_many(&refused));
+                        // The body is not read: the request's id is not known.
+                        return Ok(crate::jsonrpc::too_many(
+                            None,
+                            refused.reason,
+                            refused.retry_after,
+                        ));
                     }
                 };
+                if let Some(bad) = overlong_header(&parts) {
+                    tracing::info!(%peer, "request with an overlong or malformed header refused");
+                    return Ok(crate::jsonrpc::refusal(bad));
+                }
                 // A session is its opener's: another token naming it is answered as for a
                 // session that does not exist, and cannot post into it or close it.
                 let session = match &counts {
@@ -677,13 +841,13 @@ pub async fn serve_http(
                     None => None,
                 };
                 if let (Some(id), Some(counts)) = (&session, &counts)
-                    && counts.owner_of(id).is_some_and(|o| o != owner)
+                    && counts.touch(id).is_some_and(|o| o != owner)
                 {
                     tracing::info!(%peer, "a session named by another token refused");
                     return Ok(plain(StatusCode::NOT_FOUND, "no such MCP session"));
                 }
                 let read = Limited::new(body, MAX_REQUEST_BYTES).collect();
-                let bytes = match tokio::time::timeout(body_timeout, read).await {
+                let mut bytes = match tokio::time::timeout(body_timeout, read).await {
                     Ok(Ok(c)) => c.to_bytes(),
                     Ok(Err(_)) => {
                         return Ok(plain(
@@ -707,17 +871,18 @@ pub async fn serve_http(
                 let mut reservation = None;
                 let mut in_flight = None;
                 if parts.method == http::Method::POST {
-                    let message = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+                    let mut message = match crate::jsonrpc::parse(&bytes) {
                         Ok(m) => m,
-                        Err(e) => {
-                            return Ok(plain(
-                                StatusCode::BAD_REQUEST,
-                                &format!("the request body is not JSON: {e}"),
-                            ));
-                        }
+                        Err(bad) => return Ok(crate::jsonrpc::refusal(bad)),
                     };
                     if let Err(bad) = crate::jsonrpc::check(&message, &tool_names) {
+                        if let Some(method) = message.get("method").and_then(|m| m.as_str()) {
+                            tracing::debug!(%peer, method = %crate::logs::client_text(method), "JSON-RPC message refused before dispatch");
+                        }
                         return Ok(crate::jsonrpc::refusal(bad));
+                    }
+                    if crate::jsonrpc::tame(&mut message) {
+                        bytes = Bytes::from(message.to_string());
                     }
                     // Two requests of one session in flight with one id would share one answer
                     // channel, and one would never be answered. Without sessions each request
@@ -741,9 +906,13 @@ pub async fn serve_http(
                     {
                         match counts.reserve(&owner).await {
                             Ok(r) => reservation = Some(r),
-                            Err(why) => {
+                            Err(refused) => {
                                 tracing::warn!(%peer, "new MCP session refused: session cap reached");
-                                return Ok(plain(StatusCode::TOO_MANY_REQUESTS, &why));
+                                return Ok(crate::jsonrpc::too_many(
+                                    message.get("id"),
+                                    refused.reason,
+                                    refused.retry_after,
+                                ));
                             }
                         }
                     }
@@ -921,7 +1090,7 @@ mod tests {
                     admitted.wait().await;
                     match reservation {
                         Ok(r) => Ok(open_one(&manager, r).await),
-                        Err(why) => Err(why),
+                        Err(why) => Err(why.reason),
                     }
                 })
             })
@@ -973,7 +1142,7 @@ mod tests {
                     match reservation {
                         Ok(r) => Some(open_one(&manager, r).await),
                         Err(why) => {
-                            assert!(why.contains("retry later"), "{why}");
+                            assert!(why.reason.contains("retry later"), "{why:?}");
                             None
                         }
                     }

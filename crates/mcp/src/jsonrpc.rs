@@ -15,11 +15,16 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
-/// Most characters of a client's input an error message repeats.
+/// Most characters of a client's string (a method, a tool name, a header value...) an error
+/// message repeats or a log line holds; a longer one is cut, with a `…` mark.
 pub const MAX_ECHO_CHARS: usize = 64;
 
+/// JSON-RPC's "parse error".
+const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's "invalid request".
 const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC's "method not found".
+const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC's "invalid params".
 const INVALID_PARAMS: i64 = -32602;
 /// The first code of JSON-RPC's implementation-defined server errors: a request refused by the
@@ -37,7 +42,8 @@ pub(crate) struct Bad {
 }
 
 impl Bad {
-    fn invalid(message: impl Into<String>) -> Self {
+    /// An invalid request (HTTP 400, -32600, id `null`).
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,
             code: INVALID_REQUEST,
@@ -66,20 +72,147 @@ impl Bad {
             id: id.clone(),
         }
     }
+}
 
-    /// A request past its token's limits (HTTP 429).
-    pub(crate) fn over_limit(message: impl Into<String>) -> Self {
-        Self {
-            status: StatusCode::TOO_MANY_REQUESTS,
-            code: OVER_LIMIT,
-            message: message.into(),
-            id: Value::Null,
-        }
+/// The HTTP 429 the server sends, whatever limit refused the request (a token's rate or
+/// concurrency, a session cap): `Retry-After` (whole seconds, at least 1) and a JSON-RPC error
+/// (code -32000) with the request's `id` when it is known (else `null`) and the reason.
+pub(crate) fn too_many(
+    id: Option<&Value>,
+    message: impl Into<String>,
+    retry_after_secs: u64,
+) -> Response<BoxBody<Bytes, Infallible>> {
+    let id = id
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut r = refusal(Bad {
+        status: StatusCode::TOO_MANY_REQUESTS,
+        code: OVER_LIMIT,
+        message: message.into(),
+        id,
+    });
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(retry_after_secs.max(1)),
+    );
+    r
+}
+
+/// The request methods the MCP library dispatches (MCP's client requests). A request naming
+/// any other method is answered here, with its name cut, never handed to the library (which
+/// answers and logs an unknown method's whole name).
+const REQUEST_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "resources/directory/read",
+    "subscriptions/listen",
+    "tools/call",
+    "tools/list",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+];
+
+/// A posted body as one JSON value, or why not: a body that is not JSON is a parse error
+/// (-32700); one with a key twice in one object (at any depth) is an invalid request (-32600),
+/// since parsers disagree on which of the two counts. Both HTTP 400.
+pub(crate) fn parse(body: &[u8]) -> Result<Value, Bad> {
+    let value = serde_json::from_slice::<Value>(body).map_err(|e| Bad {
+        status: StatusCode::BAD_REQUEST,
+        code: PARSE_ERROR,
+        message: format!("the request body is not JSON: {e}"),
+        id: Value::Null,
+    })?;
+    if let Err(e) = serde_json::from_slice::<UniqueKeys>(body) {
+        return Err(Bad::invalid(format!(
+            "the request body is not one JSON-RPC message: {e}"
+        )));
+    }
+    Ok(value)
+}
+
+/// A JSON value whose objects hold each key once (at any depth); only checked, not kept.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueKeysVisitor)
     }
 }
 
-/// At most [`MAX_ECHO_CHARS`] characters of `text`, control characters shown escaped.
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_none<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<UniqueKeys, D::Error> {
+        serde::Deserialize::deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key `{}` appears twice in one object (each key may appear once)",
+                    echo(&key)
+                )));
+            }
+            map.next_value::<UniqueKeys>()?;
+        }
+        Ok(UniqueKeys)
+    }
+}
+
+/// At most [`MAX_ECHO_CHARS`] characters of `text` (cut on a character boundary, with a `…`
+/// mark when it was longer), control characters shown escaped.
 pub(crate) fn echo(text: &str) -> String {
+    echo_marked(text, text.chars().nth(MAX_ECHO_CHARS).is_some())
+}
+
+/// [`echo`], marked as cut when `cut` says so (the text was cut before it came here).
+pub(crate) fn echo_marked(text: &str, cut: bool) -> String {
     let mut out: String = text
         .chars()
         .take(MAX_ECHO_CHARS)
@@ -91,7 +224,7 @@ pub(crate) fn echo(text: &str) -> String {
             }
         })
         .collect();
-    if text.chars().count() > MAX_ECHO_CHARS {
+    if cut || text.chars().nth(MAX_ECHO_CHARS).is_some() {
         out.push('…');
     }
     out
@@ -115,6 +248,14 @@ pub(crate) fn check(message: &Value, tools: &[String]) -> Result<(), Bad> {
             "`id` must be a string or an integer (not null, a fraction, an object or an array)",
         ));
     }
+    // The MCP library logs a request's id with each error it answers: an id is short.
+    if let Some(Value::String(id)) = m.get("id")
+        && id.chars().nth(MAX_ECHO_CHARS).is_some()
+    {
+        return Err(Bad::invalid(format!(
+            "a string `id` may hold at most {MAX_ECHO_CHARS} characters"
+        )));
+    }
     let Some(method) = m.get("method") else {
         if m.contains_key("id") && (m.contains_key("result") || m.contains_key("error")) {
             return Ok(()); // a response to a request of the server's
@@ -130,6 +271,25 @@ pub(crate) fn check(message: &Value, tools: &[String]) -> Result<(), Bad> {
         return Err(Bad::invalid("`params` must be an object"));
     }
     let id = m.get("id").cloned().unwrap_or(Value::Null);
+    if m.contains_key("id") && !REQUEST_METHODS.contains(&method) {
+        return Err(Bad {
+            status: StatusCode::OK,
+            code: METHOD_NOT_FOUND,
+            message: format!("method not found: `{}`", echo(method)),
+            id,
+        });
+    }
+    // The MCP library logs the protocol version an `initialize` asks for when its header
+    // disagrees: a version is a short string (a date).
+    if method == "initialize"
+        && let Some(Value::String(version)) = message["params"].get("protocolVersion")
+        && version.chars().nth(MAX_ECHO_CHARS).is_some()
+    {
+        return Err(Bad::params(
+            &id,
+            format!("`params.protocolVersion` may hold at most {MAX_ECHO_CHARS} characters"),
+        ));
+    }
     if method == "tools/call" && m.contains_key("id") {
         let params = &message["params"];
         let Some(name) = params["name"].as_str() else {
@@ -150,6 +310,27 @@ pub(crate) fn check(message: &Value, tools: &[String]) -> Result<(), Bad> {
         }
     }
     Ok(())
+}
+
+/// `message` with what the MCP library logs of it verbatim made loggable: a cancellation's
+/// `reason` (logged at `INFO` with the cancelled request) is cut and redacted
+/// ([`crate::logs::client_text`]). Whether anything changed (then the body is written again).
+pub(crate) fn tame(message: &mut Value) -> bool {
+    if message["method"] != "notifications/cancelled" {
+        return false;
+    }
+    let Some(reason) = message.get_mut("params").and_then(|p| p.get_mut("reason")) else {
+        return false;
+    };
+    let Value::String(text) = reason else {
+        return false;
+    };
+    let logged = crate::logs::client_text(text);
+    if logged == *text {
+        return false;
+    }
+    *text = logged;
+    true
 }
 
 /// The id of a request (a message with a `method` and an `id`), as its JSON text.

@@ -40,6 +40,7 @@ pub use http::{
     BODY_READ_TIMEOUT, HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps,
     TokenFileError, Tokens, check_bind, serve_http,
 };
+pub use jsonrpc::MAX_ECHO_CHARS;
 pub use key::{MemoryKey, OWNER_FILE, Reach};
 pub use limits::{TOKEN_BURST, TOKEN_CONCURRENT, TOKEN_RATE, TokenLimits};
 pub use logs::{loggable, loggable_text};

@@ -327,3 +327,331 @@ async fn closing_a_session_answers_204() {
         .unwrap();
     assert_eq!(r.status(), 404);
 }
+
+/// The server's log as a host writes it (events [`memloop_mcp::loggable`] lets through, at
+/// every level), captured by a real `tracing` subscriber layer.
+#[derive(Clone, Default)]
+struct LogCapture(std::sync::Arc<std::sync::Mutex<String>>);
+
+struct LineFields<'a>(&'a mut String);
+
+impl tracing::field::Visit for LineFields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {}={value:?}", field.name()));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.push_str(&format!(" {}={value}", field.name()));
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogCapture {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let mut line = format!("{} {}", event.metadata().level(), event.metadata().target());
+        event.record(&mut LineFields(&mut line));
+        line.push('\n');
+        self.0.lock().unwrap().push_str(&line);
+    }
+}
+
+impl LogCapture {
+    /// Capture the current thread's events (a `#[tokio::test]` runs the server on it).
+    fn start() -> (Self, tracing::subscriber::DefaultGuard) {
+        use tracing_subscriber::Layer;
+        use tracing_subscriber::layer::SubscriberExt;
+        let capture = Self::default();
+        let layer = capture
+            .clone()
+            .with_filter(tracing_subscriber::filter::filter_fn(memloop_mcp::loggable));
+        let guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+        (capture, guard)
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// The longest run of `c` in `text`.
+fn longest_run(text: &str, c: char) -> usize {
+    text.split(|x| x != c)
+        .map(|run| run.chars().count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// A raw POST of `body` (bytes as given) with `token`.
+async fn post_raw(url: &str, token: &str, body: String) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn client_names_are_cut_before_they_are_echoed_or_logged_and_credentials_never_logged() {
+    let (log, _guard) = LogCapture::start();
+    let fx = Fixture::new();
+    let server = start(&fx, Some(tokens(&fx))).await;
+    let max = memloop_mcp::MAX_ECHO_CHARS;
+    // Unknown methods of a million characters, in several scripts: the answer echoes at most
+    // MAX_ECHO_CHARS of it, and so does the log.
+    for (fill, prefix) in [
+        ('x', "tools/"),
+        ('方', "工具/"),
+        ('м', "инструмент/"),
+        ('é', "outil/"),
+    ] {
+        let method = format!("{prefix}{}", fill.to_string().repeat(1_000_000));
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": method});
+        let r = post(&server.url, Some(WRITER), &body).await;
+        assert_eq!(r.status(), 200, "{prefix}");
+        let answer: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], -32601, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(longest_run(message, fill) <= max, "{}", message.len());
+        assert!(message.contains('…'), "{message}");
+        let logged = log.text();
+        assert!(
+            longest_run(&logged, fill) <= max,
+            "{fill}: {} in a row logged",
+            longest_run(&logged, fill)
+        );
+    }
+    // Credentials in a method name never reach the log (nor a long id, nor a long header).
+    let key = "AKIAQ3EGV5XK7TZ2WPLM";
+    for method in [format!("tools/ {key}"), format!("工具/ {key} секрет")] {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 8, "method": method});
+        let r = post(&server.url, Some(WRITER), &body).await;
+        assert_eq!(r.status(), 200);
+        let answer: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    }
+    let long_id = "i".repeat(100_000);
+    let r = post(
+        &server.url,
+        Some(WRITER),
+        &serde_json::json!({"jsonrpc": "2.0", "id": long_id, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(r.status(), 400);
+    let answer: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        (answer["error"]["code"].clone(), answer["id"].clone()),
+        (serde_json::json!(-32600), serde_json::Value::Null)
+    );
+    let r = reqwest::Client::new()
+        .post(&server.url)
+        .bearer_auth(WRITER)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Protocol-Version", "v".repeat(10_000))
+        .json(&initialize(1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // Notifications reach the MCP library in a session: a cancellation's reason is logged cut
+    // and redacted, and the library's INFO event holding a whole notification is not logged.
+    let server = start_sessions(&fx, Some(tokens(&fx))).await;
+    let session = open_session(&server.url, WRITER).await;
+    let post = |_: &str, _: Option<&str>, body: &serde_json::Value| {
+        reqwest::Client::new()
+            .post(&server.url)
+            .bearer_auth(WRITER)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", &session)
+            .json(body)
+            .send()
+    };
+    let r = post(
+        &server.url,
+        Some(WRITER),
+        &serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 1, "reason": format!("{key} {}", "r".repeat(100_000))}}),
+    )
+    .await
+    .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    // The MCP library logs every notification whole at INFO: not in the log.
+    for notification in [
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": "t", "progress": 1, "message": format!("{key} {}", "n".repeat(100_000))}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": format!("vendor/{key}/{}", "n".repeat(100_000))}),
+    ] {
+        let r = post(&server.url, Some(WRITER), &notification)
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+    let logged = log.text();
+    assert!(!logged.contains(key), "a credential is in the log");
+    for c in ['i', 'v', 'r', 'n'] {
+        assert!(
+            longest_run(&logged, c) <= max,
+            "{c}: {}",
+            longest_run(&logged, c)
+        );
+    }
+}
+
+/// A server with `caps` sessions and three tokens, each for every project.
+async fn start_capped(
+    fx: &Fixture,
+    caps: memloop_mcp::SessionCaps,
+    limits: memloop_mcp::TokenLimits,
+) -> support::HttpServer {
+    let tokens = Tokens::parse(&format!("{WRITER}\n{READER}\n{THIRD}\n")).unwrap();
+    support::start_http_with(fx.config(), Some(tokens), None, Some(caps), limits).await
+}
+
+const THIRD: &str = "third-token-0123456789";
+
+fn initialize(id: u64) -> serde_json::Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}})
+}
+
+/// Open a session for `token`; its id.
+async fn open_session(url: &str, token: &str) -> String {
+    let r = post(url, Some(token), &initialize(0)).await;
+    assert_eq!(r.status(), 200, "{token}");
+    r.headers()["mcp-session-id"].to_str().unwrap().to_owned()
+}
+
+/// A 429 as the server must send every one: `Retry-After` (whole seconds, at least 1) and a
+/// JSON-RPC error answering `id`; its message.
+async fn assert_too_many(r: reqwest::Response, id: serde_json::Value) -> String {
+    assert_eq!(r.status(), 429);
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry >= 1);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert_eq!(body["id"], id, "{body}");
+    assert_eq!(body["error"]["code"], -32000, "{body}");
+    body["error"]["message"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_full_session_table_still_admits_a_token_below_its_share() {
+    let fx = Fixture::new();
+    let caps = memloop_mcp::SessionCaps {
+        per_token: 3,
+        total: 4,
+    };
+    let server = start_capped(&fx, caps, Default::default()).await;
+    // Two tokens fill the table.
+    let mut writer = Vec::new();
+    for _ in 0..3 {
+        writer.push(open_session(&server.url, WRITER).await);
+    }
+    open_session(&server.url, READER).await;
+    // A third token still gets a session: the writer's least recently used one is closed.
+    open_session(&server.url, THIRD).await;
+    let mut gone = 0;
+    for id in &writer {
+        let r = reqwest::Client::new()
+            .post(&server.url)
+            .bearer_auth(WRITER)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", id)
+            .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .unwrap();
+        gone += usize::from(r.status() == 404);
+    }
+    assert_eq!(gone, 1, "one session of the largest holder is closed");
+    // Every token now holds its share (4 / 3 tokens, at least 1) or more: refused, with
+    // Retry-After and a JSON-RPC error answering the initialize.
+    for token in [WRITER, READER, THIRD] {
+        let message = assert_too_many(
+            post(&server.url, Some(token), &initialize(42)).await,
+            serde_json::json!(42),
+        )
+        .await;
+        assert!(message.contains("retry later"), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn every_429_has_retry_after_and_a_json_rpc_error() {
+    let fx = Fixture::new();
+    // Per token: at most 1 session.
+    let caps = memloop_mcp::SessionCaps {
+        per_token: 1,
+        total: 100,
+    };
+    let server = start_capped(&fx, caps, Default::default()).await;
+    open_session(&server.url, WRITER).await;
+    let message = assert_too_many(
+        post(&server.url, Some(WRITER), &initialize(5)).await,
+        serde_json::json!(5),
+    )
+    .await;
+    assert!(message.contains("open MCP sessions"), "{message}");
+    // The token's rate: one request, then none for a long while.
+    let limits = memloop_mcp::TokenLimits {
+        concurrent: 0,
+        rate: 0.001,
+        burst: 1,
+    };
+    let server = start_capped(&fx, Default::default(), limits).await;
+    open_session(&server.url, WRITER).await;
+    // The body is not read past the limit: the id is not known.
+    assert_too_many(
+        post(&server.url, Some(WRITER), &initialize(6)).await,
+        serde_json::Value::Null,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn duplicated_json_keys_get_400_with_a_json_rpc_error() {
+    let fx = Fixture::new();
+    let project = fx.project("dup");
+    let server = start(&fx, Some(tokens(&fx))).await;
+    let p = s(&project);
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/list"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1,"\u006dethod":"ping","method":"tools/list"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#.to_owned(),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"context_load","name":"context_search","arguments":{{"project_path":"{p}"}}}}}}"#
+        ),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"context_search","arguments":{{"project_path":"{p}","query":"数据库","query":"база данных"}}}}}}"#
+        ),
+    ] {
+        let r = post_raw(&server.url, WRITER, body.clone()).await;
+        assert_eq!(r.status(), 400, "{body}");
+        assert_eq!(r.headers()["content-type"], "application/json", "{body}");
+        let answer: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("appears twice"),
+            "{answer}"
+        );
+    }
+    // The same keys once each are served.
+    let r = post_raw(
+        &server.url,
+        WRITER,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_owned(),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+}
