@@ -669,7 +669,7 @@ impl ServerHandler for MemoryServer {
         };
         let Some(project) = project else {
             return Err(ErrorData::resource_not_found(
-                format!("no memory index at {uri}"),
+                format!("no memory index at {}", crate::logs::client_text(&uri)),
                 None,
             ));
         };
@@ -693,7 +693,7 @@ impl ServerHandler for MemoryServer {
             // outside the request's access.
             Err(OpenFailed::NotServed(_)) => {
                 return Err(ErrorData::resource_not_found(
-                    format!("no memory index at {uri}"),
+                    format!("no memory index at {}", crate::logs::client_text(&uri)),
                     None,
                 ));
             }

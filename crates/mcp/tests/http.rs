@@ -432,6 +432,15 @@ async fn client_names_are_cut_before_they_are_echoed_or_logged_and_credentials_n
         let answer: serde_json::Value = r.json().await.unwrap();
         assert_eq!(answer["error"]["code"], -32601, "{answer}");
     }
+    // A resource URI is answered "not found" with the URI cut, and logged cut and redacted.
+    let uri = format!("memloop://project/{key}/{}", "u".repeat(100_000));
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 9, "method": "resources/read",
+        "params": {"uri": uri}});
+    let r = post(&server.url, Some(WRITER), &body).await;
+    let answer: serde_json::Value = r.json().await.unwrap();
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(longest_run(message, 'u') <= max, "{}", message.len());
+    assert!(!message.contains(key), "{message}");
     let long_id = "i".repeat(100_000);
     let r = post(
         &server.url,
@@ -490,7 +499,7 @@ async fn client_names_are_cut_before_they_are_echoed_or_logged_and_credentials_n
     }
     let logged = log.text();
     assert!(!logged.contains(key), "a credential is in the log");
-    for c in ['i', 'v', 'r', 'n'] {
+    for c in ['i', 'v', 'r', 'n', 'u'] {
         assert!(
             longest_run(&logged, c) <= max,
             "{c}: {}",
