@@ -338,7 +338,7 @@ impl KeyFiles {
             .ok()
             .filter(std::fs::Metadata::is_file)
             .and_then(|m| m.modified().ok())
-            .map_or(true, |t| {
+            .is_none_or(|t| {
                 SystemTime::now()
                     .duration_since(t)
                     .is_ok_and(|age| age >= SWEEP_EVERY)
