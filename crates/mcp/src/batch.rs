@@ -37,6 +37,9 @@ const KEYS_DIR: &str = ".memloop-idempotency";
 /// The file in the key dir whose modification time says when expired records were last swept.
 const SWEPT_MARKER: &str = ".swept";
 
+/// The lock file in the key dir.
+const LOCK_FILE: &str = ".lock";
+
 /// How often a store's expired key records are swept: a put sweeps when the last sweep is older
 /// than this; otherwise a keyed save touches its own record only (O(1) in the keys held).
 const SWEEP_EVERY: Duration = Duration::from_secs(60 * 60);
@@ -230,103 +233,144 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The key files of one store, locked for the caller while it holds this.
+/// The key files of one store, locked for the caller while it holds this. Every file and the
+/// dir itself are memloop's own files in the memory dir: opened without following links
+/// ([`memloop_store::internal_dir`], [`memloop_store::open_internal_file`]), so a link planted
+/// there leads no record, lock, marker or deletion out of the key dir.
 pub(crate) struct KeyFiles {
     dir: PathBuf,
     _lock: std::fs::File,
 }
 
+/// The error of a key file operation: it names the key dir relative to the memory dir, never
+/// the memory dir's path (errors reach clients); the log has the whole path.
+fn key_error(what: &str, e: std::io::Error) -> MemoryError {
+    MemoryError::io(format!("{what} `{KEYS_DIR}`"), e)
+}
+
 impl KeyFiles {
     /// Take the store's key lock (waiting for another holder, in this process or another).
     pub(crate) async fn lock(store: &dyn MemoryStore) -> Result<Self, MemoryError> {
-        let dir = store
-            .local_dir_or_temp(LocalPurpose::PendingWork)
-            .join(KEYS_DIR);
+        let base = store.local_dir_or_temp(LocalPurpose::PendingWork);
         tokio::task::spawn_blocking(move || {
-            let io = |what: &str, e| MemoryError::io(format!("{what} {}", dir.display()), e);
-            std::fs::create_dir_all(&dir).map_err(|e| io("creating", e))?;
-            let lock = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(dir.join(".lock"))
-                .map_err(|e| io("opening the lock in", e))?;
-            fs4::fs_std::FileExt::lock_exclusive(&lock).map_err(|e| io("locking", e))?;
+            let dir = memloop_store::internal_dir(&base, KEYS_DIR).map_err(|e| {
+                tracing::warn!(dir = %base.join(KEYS_DIR).display(), error = %e, "idempotency key dir refused");
+                key_error("opening", e)
+            })?;
+            let lock = memloop_store::open_internal_file(
+                &base,
+                &format!("{KEYS_DIR}/{LOCK_FILE}"),
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true),
+            )
+            .map_err(|e| key_error("opening the lock in", e))?;
+            fs4::fs_std::FileExt::lock_exclusive(&lock).map_err(|e| key_error("locking", e))?;
             Ok(Self { dir, _lock: lock })
         })
         .await
         .map_err(|e| MemoryError::io("idempotency key lock", std::io::Error::other(e)))?
     }
 
-    fn file(&self, caller: &str, key: &str) -> PathBuf {
+    /// The record file name of `(caller, key)` in the key dir.
+    fn name(caller: &str, key: &str) -> String {
         let mut h = Sha256::new();
         h.update(caller.as_bytes());
         h.update([0]);
         h.update(key.as_bytes());
-        self.dir.join(format!("{}.json", hex(&h.finalize()[..16])))
+        format!("{}.json", hex(&h.finalize()[..16]))
     }
 
-    /// The live record of `(caller, key)`, if any (an expired or unreadable one counts as none).
+    #[cfg(test)]
+    fn file(&self, caller: &str, key: &str) -> PathBuf {
+        self.dir.join(Self::name(caller, key))
+    }
+
+    /// The live record of `(caller, key)`, if any (an expired or unreadable one counts as none;
+    /// so does one that is a link: it is not followed).
     pub(crate) fn get(&self, caller: &str, key: &str) -> Option<KeyRecord> {
-        let text = std::fs::read_to_string(self.file(caller, key)).ok()?;
-        let record: KeyRecord = serde_json::from_str(&text).ok()?;
+        let text = memloop_store::read_internal_file(&self.dir, &Self::name(caller, key)).ok()?;
+        let record: KeyRecord = serde_json::from_slice(&text).ok()?;
         (record.caller == caller && record.key == key && record.expires > now_secs())
             .then_some(record)
     }
 
-    /// Write `record` (atomically: a temp file renamed into place, synced), and, at most once
-    /// per [`SWEEP_EVERY`], delete the expired records.
+    /// Write `record` (atomically: a temp file renamed into place, synced; the rename replaces
+    /// a link there rather than following it), and, at most once per [`SWEEP_EVERY`], delete
+    /// the expired records.
     pub(crate) fn put(&self, record: &KeyRecord) -> Result<(), MemoryError> {
-        let io = |e| {
-            MemoryError::io(
-                format!("writing an idempotency key in {}", self.dir.display()),
-                e,
-            )
-        };
+        let io = |e| key_error("writing an idempotency key in", e);
         let text = serde_json::to_vec(record).map_err(|e| io(std::io::Error::other(e)))?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
         std::io::Write::write_all(&mut tmp, &text).map_err(io)?;
         tmp.as_file().sync_all().map_err(io)?;
-        tmp.persist(self.file(&record.caller, &record.key))
+        tmp.persist(self.dir.join(Self::name(&record.caller, &record.key)))
             .map_err(|e| io(e.error))?;
         if self.sweep_due() {
-            // Marked first: a sweep that fails midway is not retried on every put.
-            if let Err(e) = std::fs::File::create(self.dir.join(SWEPT_MARKER)) {
-                tracing::warn!(error = %e, "idempotency key sweep not marked");
+            // Marked first: a sweep that fails midway is not retried on every put. A marker
+            // that cannot be written (a link planted there) defers the sweep: each put would
+            // sweep otherwise.
+            let marked = memloop_store::open_internal_file(
+                &self.dir,
+                SWEPT_MARKER,
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .write(true),
+            )
+            .and_then(|f| f.set_modified(SystemTime::now()));
+            match marked {
+                Ok(()) => self.prune(),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "idempotency key sweep not marked; expired keys are kept until it can be"
+                ),
             }
-            self.prune();
         }
         Ok(())
     }
 
-    /// Whether the last sweep is [`SWEEP_EVERY`] old (or there was none).
+    /// Whether the last sweep is [`SWEEP_EVERY`] old (or there was none). The marker's own
+    /// time counts, never a link's target's.
     fn sweep_due(&self) -> bool {
-        std::fs::metadata(self.dir.join(SWEPT_MARKER))
-            .and_then(|m| m.modified())
-            .map_or(true, |t| {
+        std::fs::symlink_metadata(self.dir.join(SWEPT_MARKER))
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .is_none_or(|t| {
                 SystemTime::now()
                     .duration_since(t)
                     .is_ok_and(|age| age >= SWEEP_EVERY)
             })
     }
 
-    /// Delete the records past their time.
+    /// Delete the records past their time: regular `*.json` files of the key dir only, read
+    /// without following links; a link, a directory or anything else there is left alone, so
+    /// the sweep never leaves the key dir.
     fn prune(&self) {
         let now = now_secs();
+        if !std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_dir()) {
+            return;
+        }
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         for e in entries.flatten() {
-            let path = e.path();
-            if path.extension().is_none_or(|x| x != "json") {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if !name.ends_with(".json") || !e.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            let expired = std::fs::read_to_string(&path)
+            let Ok(text) = memloop_store::read_internal_file(&self.dir, name) else {
+                continue;
+            };
+            let expired = serde_json::from_slice::<KeyRecord>(&text)
                 .ok()
-                .and_then(|t| serde_json::from_str::<KeyRecord>(&t).ok())
                 .is_none_or(|r| r.expires <= now);
             if expired {
-                let _ = std::fs::remove_file(&path);
+                // Removing a name never follows a link: at worst a link swapped in goes.
+                let _ = std::fs::remove_file(self.dir.join(name));
             }
         }
     }
@@ -397,5 +441,136 @@ mod tests {
         assert_eq!(records(&files.dir), 22);
         assert!(files.get("local", "live").is_some());
         assert!(files.get("local", "k19").is_some());
+    }
+
+    /// A victim dir outside the memory dir: a file that must survive and a record that looks
+    /// expired (a sweep that followed a link there would delete both).
+    #[cfg(unix)]
+    fn victim() -> tempfile::TempDir {
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::write(
+            victim.path().join("important.json"),
+            "{\"данные\": \"важные\"}",
+        )
+        .unwrap();
+        std::fs::write(
+            victim.path().join("old.json"),
+            serde_json::to_vec(&record("old", 1)).unwrap(),
+        )
+        .unwrap();
+        victim
+    }
+
+    #[cfg(unix)]
+    fn untouched(victim: &std::path::Path) {
+        let mut names: Vec<_> = std::fs::read_dir(victim)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["important.json", "old.json"]);
+        assert_eq!(
+            std::fs::read_to_string(victim.join("important.json")).unwrap(),
+            "{\"данные\": \"важные\"}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_key_dir_that_is_a_link_is_refused_and_the_dir_it_points_at_untouched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = victim();
+        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        std::os::unix::fs::symlink(victim.path(), tmp.path().join(KEYS_DIR)).unwrap();
+        let err = KeyFiles::lock(&store).await.err().unwrap().to_string();
+        assert!(
+            err.contains("`.memloop-idempotency` in the memory dir is a symbolic link"),
+            "{err}"
+        );
+        assert!(!err.contains(&*tmp.path().to_string_lossy()), "{err}");
+        assert!(!err.contains(&*store.root().to_string_lossy()), "{err}");
+        untouched(victim.path());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_lock_or_marker_that_is_a_link_is_never_followed() {
+        // The lock: refused, its target neither created nor truncated.
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = victim();
+        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        std::fs::create_dir(tmp.path().join(KEYS_DIR)).unwrap();
+        std::os::unix::fs::symlink(
+            victim.path().join("important.json"),
+            tmp.path().join(KEYS_DIR).join(LOCK_FILE),
+        )
+        .unwrap();
+        let err = KeyFiles::lock(&store).await.err().unwrap().to_string();
+        assert!(
+            err.contains("`.memloop-idempotency/.lock` in the memory dir is a symbolic link"),
+            "{err}"
+        );
+        untouched(victim.path());
+
+        // The sweep marker: the save lands, the sweep is deferred, the target is not truncated.
+        let tmp = tempfile::tempdir().unwrap();
+        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        std::fs::create_dir(tmp.path().join(KEYS_DIR)).unwrap();
+        std::os::unix::fs::symlink(
+            victim.path().join("important.json"),
+            tmp.path().join(KEYS_DIR).join(SWEPT_MARKER),
+        )
+        .unwrap();
+        let files = KeyFiles::lock(&store).await.unwrap();
+        files.put(&record("expired", 1)).unwrap();
+        files.put(&record("live", expiry())).unwrap();
+        assert!(files.get("local", "live").is_some());
+        untouched(victim.path());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_sweep_deletes_expired_records_only_and_follows_no_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = victim();
+        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        let files = KeyFiles::lock(&store).await.unwrap();
+        files.put(&record("expired", 1)).unwrap();
+        // Links named like records, to an expired-looking record and to a whole dir.
+        std::os::unix::fs::symlink(victim.path().join("old.json"), files.dir.join("a.json"))
+            .unwrap();
+        std::os::unix::fs::symlink(victim.path(), files.dir.join("b.json")).unwrap();
+        // A record that is a link is not read through either.
+        let linked = files.file("local", "linked");
+        std::fs::write(
+            victim.path().join("linked.json"),
+            serde_json::to_vec(&record("linked", expiry())).unwrap(),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(victim.path().join("linked.json"), &linked).unwrap();
+        assert!(files.get("local", "linked").is_none());
+        std::fs::remove_file(victim.path().join("linked.json")).unwrap();
+        // A due sweep.
+        let past = SystemTime::now() - SWEEP_EVERY - Duration::from_secs(1);
+        std::fs::File::options()
+            .write(true)
+            .open(files.dir.join(SWEPT_MARKER))
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        files.put(&record("live", expiry())).unwrap();
+        assert!(
+            !files.file("local", "expired").exists(),
+            "expired record swept"
+        );
+        assert!(files.get("local", "live").is_some());
+        for link in ["a.json", "b.json"] {
+            assert!(
+                std::fs::symlink_metadata(files.dir.join(link)).is_ok(),
+                "{link}: a link is left alone"
+            );
+        }
+        untouched(victim.path());
     }
 }

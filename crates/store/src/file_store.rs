@@ -16,8 +16,8 @@ use crate::memory_store::{
 };
 use crate::resolver::ResolvedMemoryDir;
 use crate::safety::{
-    ContainmentGate, DirLock, atomic_write_with, has_temp_files, remove_temp_files,
-    validate_rel_path,
+    ContainmentGate, DirLock, atomic_write_with, has_temp_files, read_internal_file,
+    remove_temp_files, validate_rel_path,
 };
 use crate::scan::{HeaderCache, ScanConfig, scan_dir_cached};
 use crate::team::{MemoryScope, TEAM_DIR, TEAM_INDEX_FILE, team_relative};
@@ -124,6 +124,10 @@ const INLINE_READ_BYTES: u64 = 64 * 1024;
 /// of every memory of a batch being written ([`FileMemoryStore::write_batch_blocking`]).
 pub const BATCH_JOURNAL: &str = ".memloop-batch.json";
 
+/// Where a batch journal that may not be replayed is set aside (unreadable, not a regular file,
+/// or an entry breaking a write rule), for a person to look at: one is kept, the last.
+pub const REJECTED_BATCH_JOURNAL: &str = ".memloop-batch.rejected.json";
+
 /// A batch's journal: each memory with its final text, in order.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Journal {
@@ -179,44 +183,116 @@ impl FileMemoryStore {
     /// Runs on [`open`](Self::open), before anything reads the dir, and before every batch. A
     /// dir without a journal is left untouched (no lock is taken, no file created).
     fn finish_batch(&self) -> Result<(), MemoryError> {
-        let journal = self.root().join(BATCH_JOURNAL);
-        if !journal.exists() {
+        // The entry itself, not what a link there points at: a link is a journal to set aside.
+        if std::fs::symlink_metadata(self.root().join(BATCH_JOURNAL)).is_err() {
             return Ok(());
         }
         let _locks = self.lock_all()?;
         self.finish_batch_locked()
     }
 
-    /// [`finish_batch`](Self::finish_batch) with the locks held.
+    /// [`finish_batch`](Self::finish_batch) with the locks held. A journal is data, not
+    /// authority: anyone who can write to the memory dir can plant one. So it is read without
+    /// following a link, and every entry must pass the rules of any write
+    /// ([`journal_rule`](Self::journal_rule)) before any is applied: one that does not, or a
+    /// journal that cannot be read or parsed or is not a regular file, is set aside whole
+    /// ([`set_journal_aside`](Self::set_journal_aside), nothing of it applied) and the store
+    /// stays usable.
     fn finish_batch_locked(&self) -> Result<(), MemoryError> {
-        let path = self.root().join(BATCH_JOURNAL);
-        let text = match memloop_host::files::read_regular(&path) {
+        let text = match read_internal_file(self.root(), BATCH_JOURNAL) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(MemoryError::io(format!("reading {BATCH_JOURNAL}"), e)),
+            Err(e) => return self.set_journal_aside(&format!("it cannot be read: {e}")),
         };
         // The journal is written whole (by a rename) before the batch's first memory, so one
-        // that cannot be read is no journal: nothing of the batch was written.
-        match serde_json::from_slice::<Journal>(&text) {
-            Ok(journal) => {
-                for e in &journal.entries {
-                    let existing = match memloop_host::files::read_regular(
-                        &self.gate.check_write(Path::new(&e.rel))?,
-                    ) {
-                        Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-                        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-                        Err(err) => return Err(MemoryError::io(format!("reading {}", e.rel), err)),
-                    };
-                    self.write_locked(&e.rel, existing.as_deref(), &e.text)?;
+        // that cannot be parsed is no journal of ours: nothing of a batch was written by it.
+        let journal = match serde_json::from_slice::<serde_json::Value>(&text)
+            .and_then(|v| {
+                if v.is_object() {
+                    Ok(v)
+                } else {
+                    Err(serde::de::Error::custom("it is not a JSON object"))
                 }
-                tracing::info!(
-                    memories = journal.entries.len(),
-                    "finished a batch an interrupted writer left"
-                );
+            })
+            .and_then(serde_json::from_value::<Journal>)
+        {
+            Ok(journal) => journal,
+            Err(e) => return self.set_journal_aside(&format!("it is not a batch journal: {e}")),
+        };
+        // Every entry checked, and every memory it replaces read, before the first is written:
+        // all or nothing.
+        let mut planned: Vec<(&str, Option<String>)> = Vec::with_capacity(journal.entries.len());
+        for e in &journal.entries {
+            let checked = self.journal_rule(&e.rel, &e.text).and_then(|path| {
+                if planned.iter().any(|(rel, _)| *rel == e.rel) {
+                    return Err(MemoryError::InvalidName {
+                        name: crate::safety::shown(&e.rel),
+                        reason: "the journal writes this memory twice".into(),
+                    });
+                }
+                match memloop_host::files::read_regular(&path) {
+                    Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(err) => Err(MemoryError::io(
+                        format!("reading {}", crate::safety::shown(&e.rel)),
+                        err,
+                    )),
+                }
+            });
+            match checked {
+                Ok(existing) => planned.push((&e.rel, existing)),
+                Err(err) => {
+                    return self.set_journal_aside(&format!("an entry breaks a write rule: {err}"));
+                }
             }
-            Err(e) => tracing::warn!(error = %e, "dropped an unreadable batch journal"),
         }
+        for ((rel, existing), e) in planned.iter().zip(&journal.entries) {
+            self.write_locked(rel, existing.as_deref(), &e.text)?;
+        }
+        tracing::info!(
+            memories = journal.entries.len(),
+            "finished a batch an interrupted writer left"
+        );
         self.remove_journal()
+    }
+
+    /// The rule every memory text of a batch journal passes, when the batch writes its journal
+    /// and again when a journal is replayed: the rules of any write of a memory file as written
+    /// ([`CheckedWrite::check_raw`]: a valid memory path, so never a dot name, an internal file
+    /// or `MEMORY.md`; the text a memory file within [`StoreConfig::write`]'s size limit, with
+    /// no credential and no control character in its title or description), and a target
+    /// inside the memory dir. Returns the target.
+    fn journal_rule(&self, rel: &str, text: &str) -> Result<PathBuf, MemoryError> {
+        CheckedWrite::check_raw(rel, text, self.config.write)?;
+        self.gate.check(Path::new(rel))
+    }
+
+    /// Move a journal that may not be replayed out of the way, to [`REJECTED_BATCH_JOURNAL`]
+    /// (the one kept before it goes; nothing is followed), with a warning: nothing of it is
+    /// applied, and the store stays usable.
+    fn set_journal_aside(&self, why: &str) -> Result<(), MemoryError> {
+        let (from, to) = (
+            self.root().join(BATCH_JOURNAL),
+            self.root().join(REJECTED_BATCH_JOURNAL),
+        );
+        let io = |what: &str, e| MemoryError::io(format!("{what} `{BATCH_JOURNAL}`"), e);
+        let old = match std::fs::symlink_metadata(&to) {
+            Ok(m) if m.file_type().is_dir() => std::fs::remove_dir_all(&to),
+            Ok(_) => std::fs::remove_file(&to),
+            Err(_) => Ok(()),
+        };
+        old.map_err(|e| io("making room to set aside", e))?;
+        std::fs::rename(&from, &to).map_err(|e| io("setting aside", e))?;
+        if self.config.durability == crate::safety::Durability::Power {
+            crate::safety::sync_parent_dir(&to);
+        }
+        tracing::warn!(
+            reason = %why,
+            kept_as = REJECTED_BATCH_JOURNAL,
+            dir = %self.root().display(),
+            "a batch journal that may not be replayed was set aside; nothing of it was applied"
+        );
+        Ok(())
     }
 
     fn remove_journal(&self) -> Result<(), MemoryError> {
@@ -265,6 +341,9 @@ impl FileMemoryStore {
                 });
             }
             let (existing, text) = self.planned_text(rel, w.doc(), w.mode(), w.raw(), expected)?;
+            // The text the journal will hold passes the rule its replay checks, so a journal
+            // this writer leaves is always finished whole.
+            self.journal_rule(rel, &text)?;
             planned.push((rel, existing, text));
         }
         let journal = Journal {

@@ -46,7 +46,7 @@ mod team;
 mod types;
 
 pub use changes::{ChangeCursor, Changes};
-pub use file_store::{BATCH_JOURNAL, FileMemoryStore, StoreConfig};
+pub use file_store::{BATCH_JOURNAL, FileMemoryStore, REJECTED_BATCH_JOURNAL, StoreConfig};
 pub use frontmatter::{append_to_existing, canonical_memory_text, replace_body};
 pub use index::{INDEX_FILE, IndexCaps, format_entry_line, load_capped};
 pub use manifest::{format_manifest, format_manifest_capped, format_mtime};
@@ -58,9 +58,9 @@ pub use memory_store::{
 pub use project::{canonical_project_root, origin_without_credentials, project_dir, project_slug};
 pub use resolver::{ConfigFlavor, MemoryDirResolver, ResolutionRule, ResolvedMemoryDir};
 pub use safety::{
-    ContainmentGate, Durability, atomic_write, atomic_write_with, printable,
-    read_target_to_rel_path, resolve_existing_prefix, title_file_stem, title_key,
-    topic_to_rel_path, validate_rel_path, validate_topic, warn_refused,
+    ContainmentGate, Durability, atomic_write, atomic_write_with, internal_dir, open_internal_file,
+    printable, read_internal_file, read_target_to_rel_path, resolve_existing_prefix,
+    title_file_stem, title_key, topic_to_rel_path, validate_rel_path, validate_topic, warn_refused,
 };
 pub use scan::ScanConfig;
 pub use scan_cache::{Followed, Headers, ScanCache, ScanChange, ScanUpdate, Since};

@@ -1,5 +1,6 @@
 //! The cross-process lock around index updates.
 
+use super::internal::open_internal_file;
 use crate::types::MemoryError;
 use fs4::fs_std::FileExt;
 use std::fs::{File, OpenOptions};
@@ -30,21 +31,30 @@ impl DirLock {
     /// another writer holds it.
     pub fn acquire_within(dir: &Path, timeout: Duration) -> Result<Self, MemoryError> {
         let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| MemoryError::Lock(format!("opening {}: {e}", path.display())))?;
-        let held = FileExt::try_lock_exclusive(&file)
-            .map_err(|e| MemoryError::Lock(format!("locking {}: {e}", path.display())))?;
+        // Errors name the lock file, never the memory dir's path (they reach clients); the log
+        // has the whole path.
+        let fail = |what: &str, e: std::io::Error| {
+            tracing::warn!(lock = %path.display(), error = %e, "{what} the memory dir lock failed");
+            MemoryError::Lock(format!("{what} `{LOCK_FILE}`: {e}"))
+        };
+        // Without following a link: a planted `.memloop.lock` link leads no open (and no
+        // created file) outside the memory dir.
+        let file = open_internal_file(
+            dir,
+            LOCK_FILE,
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true),
+        )
+        .map_err(|e| fail("opening", e))?;
+        let held = FileExt::try_lock_exclusive(&file).map_err(|e| fail("locking", e))?;
         let timed_out = || {
             tracing::warn!(lock = %path.display(), ?timeout, "memory dir lock timed out");
             MemoryError::Lock(format!(
-                "timed out after {timeout:?} waiting for {}: another memloop process is \
-                 writing this memory dir (or is stuck); try again, or stop that process",
-                path.display()
+                "timed out after {timeout:?} waiting for `{LOCK_FILE}`: another memloop process \
+                 is writing this memory dir (or is stuck); try again, or stop that process"
             ))
         };
         let file = if held {
@@ -65,15 +75,10 @@ impl DirLock {
                     let got = file.lock_exclusive().map(|()| file);
                     let _ = tx.send(got);
                 })
-                .map_err(|e| MemoryError::Lock(format!("waiting for {}: {e}", path.display())))?;
+                .map_err(|e| fail("waiting for", e))?;
             match rx.recv_timeout(timeout) {
                 Ok(Ok(file)) => file,
-                Ok(Err(e)) => {
-                    return Err(MemoryError::Lock(format!(
-                        "locking {}: {e}",
-                        path.display()
-                    )));
-                }
+                Ok(Err(e)) => return Err(fail("locking", e)),
                 Err(_) => return Err(timed_out()),
             }
         };
@@ -106,7 +111,32 @@ mod tests {
             msg.contains("timed out") && msg.contains(LOCK_FILE),
             "{msg}"
         );
+        assert!(!msg.contains(&*dir.path().to_string_lossy()), "{msg}");
         drop(held);
         assert!(DirLock::acquire_within(dir.path(), Duration::from_millis(30)).is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_file_that_is_a_link_is_refused_and_its_target_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        let target = victim.path().join("важный.txt");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join(LOCK_FILE)).unwrap();
+        let err = DirLock::acquire_within(dir.path(), Duration::ZERO).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("is a symbolic link"), "{msg}");
+        assert!(!msg.contains(&*dir.path().to_string_lossy()), "{msg}");
+        // Not opened: a lock on it would be held on the target's inode.
+        let target_file = std::fs::File::open(&target).unwrap();
+        assert!(FileExt::try_lock_exclusive(&target_file).unwrap());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        // A dangling link creates nothing where it points.
+        let dangling = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(victim.path().join("new"), dangling.path().join(LOCK_FILE))
+            .unwrap();
+        assert!(DirLock::acquire(dangling.path()).is_err());
+        assert!(!victim.path().join("new").exists());
     }
 }

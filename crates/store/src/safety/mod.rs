@@ -4,6 +4,7 @@
 
 mod atomic;
 mod containment;
+mod internal;
 mod lock;
 mod names;
 
@@ -11,6 +12,7 @@ pub(crate) use atomic::sync_parent_dir;
 pub use atomic::{Durability, atomic_write, atomic_write_with, has_temp_files, remove_temp_files};
 pub use containment::ContainmentGate;
 pub use containment::{resolve_existing_prefix, warn_refused};
+pub use internal::{internal_dir, open_internal_file, read_internal_file};
 pub use lock::DirLock;
 pub(crate) use names::shown;
 pub use names::{
