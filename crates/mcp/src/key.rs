@@ -168,10 +168,26 @@ pub(crate) fn claim_owner(dir: &Path, owner: &Path, adopt: bool) -> Result<(), O
 /// the record is there but not a readable regular file (a link, a directory, a pipe,
 /// unreadable text): memloop never follows a link for its own files.
 fn read_owner(dir: &Path) -> Result<Option<PathBuf>, String> {
-    let bytes = match crate::internal::read(&dir.join(OWNER_FILE), MAX_OWNER_BYTES) {
+    let read = || -> std::io::Result<Vec<u8>> {
+        let file = memloop_store::open_internal_file(
+            dir,
+            OWNER_FILE,
+            std::fs::OpenOptions::new().read(true),
+        )?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(file, MAX_OWNER_BYTES + 1),
+            &mut bytes,
+        )?;
+        Ok(bytes)
+    };
+    let bytes = match read() {
+        Ok(bytes) if bytes.len() as u64 > MAX_OWNER_BYTES => {
+            return Err(format!("{OWNER_FILE} is larger than any owner record"));
+        }
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{OWNER_FILE}: {e}")),
+        Err(e) => return Err(e.to_string()),
     };
     let text = String::from_utf8(bytes).map_err(|_| format!("{OWNER_FILE} is not UTF-8"))?;
     let line = text.lines().next().unwrap_or("").trim_end_matches('\r');

@@ -15,7 +15,6 @@ mod batch;
 mod bounded;
 mod disclosure;
 mod http;
-mod internal;
 mod jsonrpc;
 mod key;
 mod limits;

@@ -24,7 +24,7 @@ use memloop_store::{LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryStor
 use memloop_text::truncate_utf8;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -235,33 +235,54 @@ impl Drop for ScanGuard {
     }
 }
 
-/// The pending-work dir of `store`.
-fn queue_dir(store: &dyn MemoryStore) -> PathBuf {
-    store
-        .local_dir_or_temp(LocalPurpose::PendingWork)
-        .join(QUEUE_DIR)
+/// The queue dir of `store` (in its pending-work dir), when it is a real directory: created
+/// when `create`, and never taken through a link (someone who can write the memory dir could
+/// plant one to lead the queue's writes and deletions elsewhere).
+fn queue_dir(store: &dyn MemoryStore, create: bool) -> std::io::Result<PathBuf> {
+    let base = store.local_dir_or_temp(LocalPurpose::PendingWork);
+    if create {
+        return memloop_store::internal_dir(&base, QUEUE_DIR);
+    }
+    let dir = base.join(QUEUE_DIR);
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if meta.file_type().is_dir() {
+        Ok(dir)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("`{QUEUE_DIR}` in the memory dir is not a directory (a link?): remove it"),
+        ))
+    }
 }
 
-/// The file that records `rel` as waiting.
-fn queue_file(dir: &Path, rel: &str) -> PathBuf {
+/// The file that records `rel` as waiting (its name in the queue dir).
+fn queue_file(rel: &str) -> String {
     let digest = Sha256::digest(rel.as_bytes());
     let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
-    dir.join(format!("{hex}.pending"))
+    format!("{hex}.pending")
 }
 
 /// Record `rel` as waiting (atomically: a temp file renamed into place).
 fn record(store: &dyn MemoryStore, rel: &str) -> std::io::Result<()> {
-    let dir = queue_dir(store);
-    std::fs::create_dir_all(&dir)?;
+    let dir = queue_dir(store, true)?;
     let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
     std::io::Write::write_all(&mut tmp, rel.as_bytes())?;
-    tmp.persist(queue_file(&dir, rel)).map_err(|e| e.error)?;
+    tmp.persist(dir.join(queue_file(rel)))
+        .map_err(|e| e.error)?;
     Ok(())
 }
 
 /// Forget `rel` as waiting.
 fn forget(store: &dyn MemoryStore, rel: &str) {
-    let file = queue_file(&queue_dir(store), rel);
+    let file = match queue_dir(store, false) {
+        Ok(dir) => dir.join(queue_file(rel)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "pending record not removed");
+            return;
+        }
+    };
+    // Removing a link removes the link, never what it points at.
     match std::fs::remove_file(&file) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -269,15 +290,28 @@ fn forget(store: &dyn MemoryStore, rel: &str) {
     }
 }
 
-/// The entries `store` has recorded as waiting (nothing, and nothing created, when none).
+/// The entries `store` has recorded as waiting (nothing, and nothing created, when none): the
+/// regular `*.pending` files of the queue dir, read without following links.
 fn recorded(store: &dyn MemoryStore) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(queue_dir(store)) else {
+    let dir = match queue_dir(store, false) {
+        Ok(dir) => dir,
+        Err(e) => {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(error = %e, "pending summaries not resumed");
+            }
+            return Vec::new();
+        }
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
     let mut out: Vec<String> = entries
         .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "pending"))
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|name| name.ends_with(".pending"))
+        .filter_map(|name| memloop_store::read_internal_file(&dir, &name).ok())
+        .filter_map(|bytes| String::from_utf8(bytes).ok())
         .filter(|rel| !rel.trim().is_empty())
         .collect();
     out.sort();
@@ -548,6 +582,31 @@ fn scripts(text: &str) -> Vec<&'static str> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_queue_dir_that_is_a_link_is_never_written_read_or_emptied_through() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = memloop_store::FileMemoryStore::open(tmp.path().join("memory")).unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        let planted = victim.join(queue_file("决定/数据库.md"));
+        std::fs::write(&planted, "决定/数据库.md").unwrap();
+        std::os::unix::fs::symlink(&victim, tmp.path().join("memory").join(QUEUE_DIR)).unwrap();
+        assert!(record(&store, "заметки/план.md").is_err());
+        assert!(recorded(&store).is_empty(), "read through a link");
+        forget(&store, "决定/数据库.md");
+        assert!(planted.exists(), "deleted through a link");
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 1);
+        // A real queue dir works, and a pending record that is a link is not read.
+        std::fs::remove_file(tmp.path().join("memory").join(QUEUE_DIR)).unwrap();
+        record(&store, "заметки/план.md").unwrap();
+        let dir = queue_dir(&store, false).unwrap();
+        std::os::unix::fs::symlink(&planted, dir.join("linked.pending")).unwrap();
+        assert_eq!(recorded(&store), vec!["заметки/план.md".to_owned()]);
+        forget(&store, "заметки/план.md");
+        assert!(recorded(&store).is_empty());
+    }
 
     #[test]
     fn answers_are_checked() {

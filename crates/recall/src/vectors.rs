@@ -223,7 +223,7 @@ impl VectorCache {
             passages,
             seen: None,
         };
-        match std::fs::read(&cache.path) {
+        match read_cache_file(&cache.path) {
             Ok(bytes) => match decode(&bytes) {
                 Ok((id, dim, entries)) if id == model_id && dim == dimension => {
                     cache.entries = entries;
@@ -517,6 +517,14 @@ impl VectorCache {
             return;
         }
         let bytes = encode(&self.model_id, self.dimension, &self.entries);
+        // The cache's dir is memloop's own: created, or taken only when it is a real dir (a
+        // link planted there would lead the write elsewhere).
+        if let Some((parent, name)) = split(&self.path).and_then(|(dir, _)| split(dir)) {
+            if let Err(e) = memloop_store::internal_dir(parent, name) {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot save the vector cache");
+                return;
+            }
+        }
         match atomic_write(&self.path, &bytes) {
             Ok(()) => self.dirty = false,
             Err(e) => {
@@ -524,6 +532,28 @@ impl VectorCache {
             }
         }
     }
+}
+
+/// `path`'s dir and file name, when it has both (as UTF-8).
+fn split(path: &Path) -> Option<(&Path, &str)> {
+    Some((path.parent()?, path.file_name()?.to_str()?))
+}
+
+/// The cache file at `path`, read without following a link, neither the file nor its dir (both
+/// are memloop's own, beside the memory dir, where anyone who can write there could plant one).
+fn read_cache_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let invalid = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_owned());
+    let (dir, name) = split(path).ok_or_else(|| invalid("the cache path has no file name"))?;
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if !meta.file_type().is_dir() => {
+            return Err(invalid(
+                "the vector cache's dir is not a directory (a link?)",
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(e),
+    }
+    memloop_store::read_internal_file(dir, name)
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -700,6 +730,54 @@ mod tests {
             b[i] ^= 0x40;
             assert!(decode(&b).is_err(), "flipped byte {i}");
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_cache_dir_or_file_that_is_a_link_is_neither_read_nor_written_through() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut entries = HashMap::new();
+        entries.insert("知识/部署.md".to_owned(), entry(vec![1.0, 0.0]));
+        let valid = encode("m", 2, &entries);
+        // A dir elsewhere holding a valid cache, and the cache's dir planted as a link to it.
+        let victim = tmp.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("m.bin"), &valid).unwrap();
+        std::os::unix::fs::symlink(&victim, tmp.path().join("memory.vectors")).unwrap();
+        let path = tmp.path().join("memory.vectors").join("m.bin");
+        let mut cache = VectorCache::open(path, "m", 2, true);
+        assert_eq!(cache.len(), 0, "read through a linked dir");
+        cache
+            .entries
+            .insert("записка.md".to_owned(), entry(vec![0.0, 1.0]));
+        cache.dirty = true;
+        cache.save();
+        assert_eq!(
+            std::fs::read(victim.join("m.bin")).unwrap(),
+            valid,
+            "written through a link"
+        );
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 1);
+        // A real dir whose cache file is a link to a valid cache elsewhere: not read, and the
+        // next save replaces the link, not its target.
+        let real = tmp.path().join("other.vectors");
+        std::fs::create_dir_all(&real).unwrap();
+        std::os::unix::fs::symlink(victim.join("m.bin"), real.join("m.bin")).unwrap();
+        let mut cache = VectorCache::open(real.join("m.bin"), "m", 2, true);
+        assert_eq!(cache.len(), 0, "read through a linked file");
+        cache
+            .entries
+            .insert("a.md".to_owned(), entry(vec![0.6, 0.8]));
+        cache.dirty = true;
+        cache.save();
+        assert_eq!(std::fs::read(victim.join("m.bin")).unwrap(), valid);
+        assert!(
+            !std::fs::symlink_metadata(real.join("m.bin"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(VectorCache::open(real.join("m.bin"), "m", 2, true).len(), 1);
     }
 
     #[test]
