@@ -130,17 +130,35 @@ impl<'t> Reading<'t> {
 }
 
 /// `text` without its invisible characters ([`is_invisible`]); borrowed, with no copy, when it
-/// has none (always so for ASCII text).
+/// has none.
 pub(crate) fn without_invisible(text: &str) -> Reading<'_> {
-    if text.is_ascii() {
+    let Some(first) = maybe_invisible(text.as_bytes()) else {
         return Reading::removing(text, &[]);
-    }
+    };
     let removed: Vec<Range<usize>> = text
+        .get(first..)
+        .unwrap_or("")
         .char_indices()
         .filter(|&(_, c)| is_invisible(c))
-        .map(|(i, c)| i..i + c.len_utf8())
+        .map(|(i, c)| first + i..first + i + c.len_utf8())
         .collect();
     Reading::removing(text, &removed)
+}
+
+/// Where the first character that may be invisible ([`is_invisible`]) starts, judged on its
+/// first two bytes; `None` when there is none. Every text runs this, so it reads bytes and
+/// decodes no character: most of the text is ASCII, Cyrillic or Han, whose first bytes are
+/// none of the lead bytes of an invisible character.
+fn maybe_invisible(bytes: &[u8]) -> Option<usize> {
+    bytes.windows(2).position(|w| match w[0] {
+        0xC2 => w[1] == 0xAD,
+        0xCD => w[1] == 0x8F,
+        0xD8 => w[1] == 0x9C,
+        0xE1 | 0xF3 => w[1] == 0xA0,
+        0xE2 => matches!(w[1], 0x80 | 0x81),
+        0xEF => matches!(w[1], 0xB8 | 0xBB | 0xBF),
+        _ => false,
+    })
 }
 
 /// Characters a token is made of, for joining lines: ASCII letters and digits, and the
@@ -319,6 +337,18 @@ mod tests {
             &text[r.source_range(&(0..r.text().len()))],
             text.trim_start()
         );
+    }
+
+    /// Every invisible character is one [`maybe_invisible`] stops at.
+    #[test]
+    fn the_byte_test_misses_no_invisible_character() {
+        for c in (0..=0x10FFFF)
+            .filter_map(char::from_u32)
+            .filter(|c| is_invisible(*c))
+        {
+            let text = format!("密码 é{c}x");
+            assert_eq!(maybe_invisible(text.as_bytes()), text.find(c), "{c:?}");
+        }
     }
 
     /// Text with nothing to remove is read as it is, without a copy.
