@@ -1,8 +1,11 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 //! The secret filter's cost: `SecretFilter::find` and `redact_secrets` over 1 KiB of ordinary
 //! memory text (prose in several languages that talks about passwords without giving one, so
-//! every rule runs to the end). The cost of a store write that runs it on every field is
-//! memloop-store's `filtered_write` bench.
+//! every rule runs to the end); `find` over the same text wrapped at 40 columns (line breaks
+//! between words, some of them long enough to be read joined) and with the zero-width
+//! non-joiners and joiners of Persian words and emoji in it (the text is read without them).
+//! The cost of a store write that runs it on every field is memloop-store's `filtered_write`
+//! bench.
 //!
 //! `cargo bench -p memloop-secrets --bench secrets -- --warm-up-time 1 --measurement-time 5`
 
@@ -21,7 +24,42 @@ fn bench_filter(c: &mut Criterion) {
     group.bench_function("redact_1KiB", |b| {
         b.iter(|| redact_secrets(black_box(&text)))
     });
+    let wrapped = wrap(&text, 40);
+    // A refusal would stop the filter early and flatter the bench.
+    assert_eq!(SecretFilter::find(&wrapped), None);
+    group.bench_function("find_1KiB_wrapped", |b| {
+        b.iter(|| SecretFilter::find(black_box(&wrapped)))
+    });
+    let joiners = text.replace("Deploys", "می\u{200C}خواهم 👩\u{200D}💻 Deploys");
+    assert_eq!(SecretFilter::find(&joiners), None);
+    group.bench_function("find_1KiB_zero_width", |b| {
+        b.iter(|| SecretFilter::find(black_box(&joiners)))
+    });
     group.finish();
+}
+
+/// `text` with each line broken between words before `width` characters.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / width);
+    for line in text.lines() {
+        let mut col = 0;
+        for (i, word) in line.split(' ').enumerate() {
+            let n = word.chars().count();
+            if i > 0 {
+                if col + 1 + n > width {
+                    out.push('\n');
+                    col = 0;
+                } else {
+                    out.push(' ');
+                    col += 1;
+                }
+            }
+            out.push_str(word);
+            col += n;
+        }
+        out.push('\n');
+    }
+    out
 }
 
 criterion_group!(benches, bench_filter);

@@ -2,6 +2,7 @@
 //! with an error naming the pattern, never the secret.
 
 use crate::labels;
+use crate::view;
 use regex::Regex;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -14,6 +15,46 @@ pub struct SecretPattern {
     pub name: &'static str,
     regex: Regex,
     confirm: Confirm,
+    left: Left,
+}
+
+/// What may come right before a token's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Left {
+    /// What the regex says: a word boundary, where it starts with one. The prefix (`sk-`, `hf_`,
+    /// `key-`, `secret_`) also ends ordinary words (`risk-`, `half_`, `monkey-`, `client_`).
+    AsWritten,
+    /// Anything. The prefix is distinctive enough (`AKIA`, `ghp_`, `glpat-`, `xoxb-`, `AIza`)
+    /// that it starts a token wherever it stands, glued after letters, digits or `_` too
+    /// (`tokenAKIA…`, `my_ghp_…`): gluing a token to a word must not hide it. A capital prefix
+    /// glued after a capital may be the inside of a word in capitals (`EURASIANECONOMICUNION`):
+    /// there the token must look random.
+    Glued,
+    /// Anything, but a token glued after a letter, digit or `_` counts only when it looks
+    /// random: the prefix also ends ordinary words in kebab or snake case
+    /// (`task-proj-management-2024`, `network_live_stream2024`).
+    GluedIfRandom,
+}
+
+impl Left {
+    /// Whether the match `m` of `text` is accepted for what stands before it. A token "looks
+    /// random" as a value without any label must ([`labels::Strictness::Strict`]).
+    fn accepts(self, text: &str, m: &regex::Match<'_>) -> bool {
+        let Some(before) = text[..m.start()].bytes().next_back() else {
+            return true;
+        };
+        let glued = before.is_ascii_alphanumeric() || before == b'_';
+        let random = || labels::secret_shaped(m.as_str(), labels::Strictness::Strict, false);
+        match self {
+            Self::AsWritten => true,
+            Self::Glued => {
+                !(before.is_ascii_uppercase()
+                    && m.as_str().starts_with(|c: char| c.is_ascii_uppercase()))
+                    || random()
+            }
+            Self::GluedIfRandom => !glued || random(),
+        }
+    }
 }
 
 /// How a pattern's match is confirmed.
@@ -62,73 +103,104 @@ fn assignment() -> String {
 }
 
 /// Vendor token families found by their prefix alone (each a [`Confirm::Shape`]), in the order
-/// they are tried.
-const VENDOR_TOKENS: &[(&str, &str)] = &[
+/// they are tried, and what may stand before the prefix ([`Left`]): a regex of a prefix that may
+/// be glued after a word has no word boundary before it.
+const VENDOR_TOKENS: &[(&str, &str, Left)] = &[
     (
         "Stripe secret key",
-        r"(?-u:\b)[sr]k_(?:live|test)_[A-Za-z0-9]{6,}",
+        r"[sr]k_(?:live|test)_[A-Za-z0-9]{6,}",
+        Left::GluedIfRandom,
     ),
-    ("Google API key", r"(?-u:\b)AIza[0-9A-Za-z_-]{20,}"),
-    ("npm token", r"(?-u:\b)npm_[A-Za-z0-9]{30,}(?-u:\b)"),
-    ("PyPI token", r"(?-u:\b)pypi-AgE[A-Za-z0-9_-]{40,}"),
-    ("Hugging Face token", r"(?-u:\b)hf_[A-Za-z0-9]{24,}(?-u:\b)"),
+    ("Google API key", r"AIza[0-9A-Za-z_-]{20,}", Left::Glued),
+    ("npm token", r"npm_[A-Za-z0-9]{30,}(?-u:\b)", Left::Glued),
+    ("PyPI token", r"pypi-AgE[A-Za-z0-9_-]{40,}", Left::Glued),
+    (
+        "Hugging Face token",
+        r"hf_[A-Za-z0-9]{24,}(?-u:\b)",
+        Left::GluedIfRandom,
+    ),
     (
         "SendGrid key",
         r"(?-u:\b)SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
+        Left::AsWritten,
     ),
     (
         "DigitalOcean token",
-        r"(?-u:\b)do[opr]_v1_[a-f0-9]{48,}(?-u:\b)",
+        r"do[opr]_v1_[a-f0-9]{48,}(?-u:\b)",
+        Left::Glued,
     ),
     (
         "Shopify token",
-        r"(?-u:\b)shp(?:at|ca|pa|ss)_[a-fA-F0-9]{24,}(?-u:\b)",
+        r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{24,}(?-u:\b)",
+        Left::Glued,
     ),
-    ("Mailgun key", r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)"),
+    (
+        "Mailgun key",
+        r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)",
+        Left::AsWritten,
+    ),
     (
         "Telegram bot token",
         r"(?-u:\b)\d{8,10}:AA[A-Za-z0-9_-]{30,}(?-u:\b)",
+        Left::AsWritten,
     ),
     (
         "Google OAuth token or client secret",
-        r"(?-u:\b)ya29\.[0-9A-Za-z_-]{20,}|(?-u:\b)GOCSPX-[A-Za-z0-9_-]{20,}",
+        r"ya29\.[0-9A-Za-z_-]{20,}|GOCSPX-[A-Za-z0-9_-]{20,}",
+        Left::Glued,
     ),
     (
         "Stripe webhook secret",
-        r"(?-u:\b)whsec_[A-Za-z0-9+/=]{16,}",
+        r"whsec_[A-Za-z0-9+/=]{16,}",
+        Left::Glued,
     ),
-    ("Slack app token", r"(?-u:\b)xapp-\d-[A-Za-z0-9-]{20,}"),
+    ("Slack app token", r"xapp-\d-[A-Za-z0-9-]{20,}", Left::Glued),
     (
         "Notion token",
         r"(?-u:\b)(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})(?-u:\b)",
+        Left::AsWritten,
     ),
     (
         "Linear API key",
-        r"(?-u:\b)lin_api_[A-Za-z0-9]{32,}(?-u:\b)",
+        r"lin_api_[A-Za-z0-9]{32,}(?-u:\b)",
+        Left::Glued,
     ),
     (
         "HashiCorp Vault token",
         r"(?-u:\b)hv[sbr]\.[A-Za-z0-9_-]{24,}",
+        Left::AsWritten,
     ),
     (
         "Doppler token",
         r"(?-u:\b)dp\.(?:pt|st|ct|sa)\.[A-Za-z0-9]{40,}",
+        Left::AsWritten,
     ),
-    ("Grafana token", r"(?-u:\b)gl(?:sa|c)_[A-Za-z0-9_+/=-]{32,}"),
-    ("New Relic key", r"(?-u:\b)NRAK-[A-Z0-9]{27}(?-u:\b)"),
+    (
+        "Grafana token",
+        r"(?-u:\b)gl(?:sa|c)_[A-Za-z0-9_+/=-]{32,}",
+        Left::AsWritten,
+    ),
+    ("New Relic key", r"NRAK-[A-Z0-9]{27}(?-u:\b)", Left::Glued),
     (
         "Postman key",
-        r"(?-u:\b)PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?-u:\b)",
+        r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?-u:\b)",
+        Left::Glued,
     ),
     (
         "age secret key",
-        r"(?-u:\b)AGE-SECRET-KEY-1[0-9A-Z]{58}(?-u:\b)",
+        r"AGE-SECRET-KEY-1[0-9A-Z]{58}(?-u:\b)",
+        Left::Glued,
     ),
     (
         "Groq / xAI / Replicate key",
         r"(?-u:\b)(?:gsk_[A-Za-z0-9]{40,}|xai-[A-Za-z0-9]{60,}|r8_[A-Za-z0-9]{30,})(?-u:\b)",
+        Left::AsWritten,
     ),
-    ("Databricks token", r"(?-u:\b)dapi[a-f0-9]{32}(?-u:\b)"),
+    (
+        "Databricks token",
+        r"(?-u:\b)dapi[a-f0-9]{32}(?-u:\b)",
+        Left::AsWritten,
+    ),
 ];
 
 fn patterns() -> &'static [SecretPattern] {
@@ -137,40 +209,55 @@ fn patterns() -> &'static [SecretPattern] {
         let assignment = assignment();
         // Vendor token families are found by their prefix with a tolerant length: a token a few
         // characters shorter or longer than the canonical one is still that token.
-        let leading: [(&'static str, &str, Confirm); 9] = [
+        let leading: [(&'static str, &str, Confirm, Left); 9] = [
             (
                 "private key block",
                 r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?:\r?\n[A-Za-z0-9+/=]+)*)|PuTTY-User-Key-File-\d[^\n]*(?:\n[^\n]+)*",
                 Confirm::Shape,
+                Left::AsWritten,
             ),
-            ("AWS access key id", r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{12,24}(?-u:\b)", Confirm::Shape),
+            (
+                "AWS access key id",
+                r"(?:AKIA|ASIA)[0-9A-Z]{12,24}(?-u:\b)",
+                Confirm::Shape,
+                Left::Glued,
+            ),
             (
                 "GitHub token",
-                r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,})",
+                r"gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}",
                 Confirm::Shape,
+                Left::Glued,
             ),
-            ("GitLab token", r"(?-u:\b)glpat-[A-Za-z0-9_-]{14,}", Confirm::Shape),
+            ("GitLab token", r"glpat-[A-Za-z0-9_-]{14,}", Confirm::Shape, Left::Glued),
             (
                 "JSON Web Token",
-                r"(?-u:\b)eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}",
+                r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}",
                 Confirm::Shape,
+                Left::GluedIfRandom,
             ),
-            ("Slack token", r"(?-u:\b)xox[abposre]-[A-Za-z0-9-]{8,}", Confirm::Shape),
+            ("Slack token", r"xox[abposre]-[A-Za-z0-9-]{8,}", Confirm::Shape, Left::Glued),
             (
                 "Slack webhook",
                 r"hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+",
                 Confirm::Shape,
+                Left::AsWritten,
             ),
             (
                 "API key (sk-...)",
-                r"(?-u:\b)sk-(?:ant-(?:api\d\d-|admin\d\d-)?|proj-|svcacct-|admin-)[A-Za-z0-9_-]{16,}",
+                r"sk-(?:ant-(?:api\d\d-|admin\d\d-)?|proj-|svcacct-|admin-)[A-Za-z0-9_-]{16,}",
                 Confirm::Shape,
+                Left::GluedIfRandom,
             ),
-            ("API key (sk-...)", r"(?-u:\b)sk-[A-Za-z0-9_-]{16,}", Confirm::Mixed),
+            (
+                "API key (sk-...)",
+                r"(?-u:\b)sk-[A-Za-z0-9_-]{16,}",
+                Confirm::Mixed,
+                Left::AsWritten,
+            ),
         ];
         let vendor = VENDOR_TOKENS
             .iter()
-            .map(|&(name, re)| (name, re, Confirm::Shape));
+            .map(|&(name, re, left)| (name, re, Confirm::Shape, left));
         let trailing = [
             // After the vendor families: the body of a `ghp_…` token is not an AWS secret key.
             (
@@ -219,15 +306,19 @@ fn patterns() -> &'static [SecretPattern] {
                 Confirm::Assignment,
             ),
         ];
+        let trailing = trailing
+            .into_iter()
+            .map(|(name, re, confirm)| (name, re, confirm, Left::AsWritten));
         leading
             .into_iter()
             .chain(vendor)
             .chain(trailing)
-            .filter_map(|(name, re, confirm)| match Regex::new(re) {
+            .filter_map(|(name, re, confirm, left)| match Regex::new(re) {
                 Ok(regex) => Some(SecretPattern {
                     name,
                     regex,
                     confirm,
+                    left,
                 }),
                 Err(e) => {
                     tracing::error!(pattern = name, error = %e, "secret pattern failed to compile");
@@ -243,14 +334,46 @@ fn patterns() -> &'static [SecretPattern] {
 /// every pattern when the set could not be built.
 fn matching_patterns(text: &str) -> impl Iterator<Item = &'static SecretPattern> {
     static SET: OnceLock<Option<regex::RegexSet>> = OnceLock::new();
-    let set = SET.get_or_init(|| {
-        regex::RegexSet::new(patterns().iter().map(|p| p.regex.as_str()))
-            .inspect_err(|e| tracing::warn!(error = %e, "secret pattern set not built"))
-            .ok()
+    matching(&SET, |_| true, text)
+}
+
+/// Whether a pattern is a token shape: its match alone is the credential, whatever the lines
+/// around it say. Only these read the text with its lines joined ([`view::joined`]).
+fn is_token_shape(p: &SecretPattern) -> bool {
+    matches!(
+        p.confirm,
+        Confirm::Shape | Confirm::Mixed | Confirm::AwsSecret
+    )
+}
+
+/// The token shapes ([`is_token_shape`]) that match somewhere in `text`, found in one pass of a
+/// set of them.
+fn matching_token_shapes(text: &str) -> impl Iterator<Item = &'static SecretPattern> {
+    static SET: OnceLock<Option<regex::RegexSet>> = OnceLock::new();
+    matching(&SET, is_token_shape, text)
+}
+
+/// The patterns chosen by `chosen` that match somewhere in `text`, found in one pass of `set`
+/// (built once, of the chosen patterns); every chosen pattern when the set could not be built.
+fn matching(
+    set: &'static OnceLock<Option<regex::RegexSet>>,
+    chosen: fn(&SecretPattern) -> bool,
+    text: &str,
+) -> impl Iterator<Item = &'static SecretPattern> {
+    let set = set.get_or_init(|| {
+        regex::RegexSet::new(
+            patterns()
+                .iter()
+                .filter(|p| chosen(p))
+                .map(|p| p.regex.as_str()),
+        )
+        .inspect_err(|e| tracing::warn!(error = %e, "secret pattern set not built"))
+        .ok()
     });
     let hits = set.as_ref().map(|set| set.matches(text));
     patterns()
         .iter()
+        .filter(move |p| chosen(p))
         .enumerate()
         .filter(move |(i, _)| hits.as_ref().is_none_or(|h| h.matched(*i)))
         .map(|(_, p)| p)
@@ -364,7 +487,7 @@ fn pattern_spans<'t>(
         Confirm::Shape | Confirm::Mixed => Box::new(
             p.regex
                 .find_iter(text)
-                .filter(|m| p.confirm.accepts(m.as_str()))
+                .filter(|m| p.confirm.accepts(m.as_str()) && p.left.accepts(text, m))
                 .map(|m| m.range()),
         ),
         // Group 1 is.
@@ -382,6 +505,68 @@ fn pattern_spans<'t>(
                 .filter_map(|c| c.get(3).map(|m| m.range())),
         ),
     }
+}
+
+/// The token-shaped credentials the text read with its lines joined holds across a joined line
+/// break (spans of the reading's text): the ones a line break split. Each window of the reading
+/// ([`view::Joined::windows`]) is matched on its own, so a closed line break is also tried as
+/// the token's start or end; a match that does not run across one is one the text as written
+/// holds as well (or, when only its line was joined to another, not a credential at all), so
+/// joining lines never makes a credential of its own.
+fn joined_spans<'r>(
+    joined: &'r view::Joined<'_>,
+) -> impl Iterator<Item = (Range<usize>, &'static str)> + 'r {
+    let read = &joined.reading;
+    joined.windows.iter().flat_map(move |w| {
+        let window = read.text().get(w.clone()).unwrap_or("");
+        let offset = w.start;
+        matching_token_shapes(window).flat_map(move |p| {
+            pattern_spans(p, window)
+                .map(move |r| r.start + offset..r.end + offset)
+                .filter(|r| read.cut_inside(r))
+                .map(move |r| (r, p.name))
+        })
+    })
+}
+
+/// The name of the first pattern that matches `text`, read as it is (no invisible characters in
+/// it, its lines as they are).
+fn find_in(text: &str) -> Option<&'static str> {
+    let text = nfkc(text);
+    let text = text.as_ref();
+    matching_patterns(text)
+        .find(|p| pattern_spans(p, text).next().is_some())
+        .map(|p| p.name)
+        .or_else(|| (!labels::find_values(text, true).is_empty()).then_some(labels::NAME))
+}
+
+/// The credential spans of `text` read as it is (no invisible characters in it, its lines as
+/// they are), sorted by start, not merged.
+fn spans_in(text: &str) -> Vec<(Range<usize>, &'static str)> {
+    // Spans in the NFKC form do not map back onto the text: each line holding a credential is
+    // then one span.
+    if let Cow::Owned(_) = nfkc(text) {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for line in text.split_inclusive('\n') {
+            let body = line.trim_end_matches(['\n', '\r']);
+            if let Some(name) = find_in(body) {
+                out.push((start..start + body.len(), name));
+            }
+            start += line.len();
+        }
+        return out;
+    }
+    let mut spans: Vec<(Range<usize>, &'static str)> = Vec::new();
+    for p in matching_patterns(text) {
+        spans.extend(pattern_spans(p, text).map(|r| (r, p.name)));
+    }
+    spans.extend(
+        labels::find_values(text, false)
+            .into_iter()
+            .map(|r| (r, labels::NAME)),
+    );
+    spans
 }
 
 /// `text` in Unicode compatibility form (NFKC) when it is not already, so fullwidth and other
@@ -419,15 +604,23 @@ impl SecretFilter {
     /// shaped like a secret: not a placeholder, an environment-variable reference, a vault path
     /// or a word.
     ///
-    /// The text is matched in Unicode compatibility form (NFKC), so fullwidth and other
-    /// compatibility characters (`ｐａｓｓｗｏｒｄ＝…`, `密码：…`) match like their ASCII forms.
+    /// The text is read the way whoever copies a credential out of it would read it:
+    /// - without the characters that render as nothing (zero-width space, joiners, soft hyphen,
+    ///   bidirectional controls, byte order mark, …), so `AKIA`, U+200B, `IOSFODNN7EXAMPLE` is
+    ///   one key;
+    /// - with a line break inside a token closed, for the token shapes only: a key whose
+    ///   characters go on on the next line (`AKIAIOSF` / `ODNN7EXAMPLE`) is found, and a match
+    ///   counts there only when it runs across such a line break, so wrapped prose is not;
+    /// - with a distinctive token prefix found glued after a word (`tokenAKIA…`, `my_ghp_…`,
+    ///   `keysk-proj-…`);
+    /// - in Unicode compatibility form (NFKC), so fullwidth and other compatibility characters
+    ///   (`ｐａｓｓｗｏｒｄ＝…`, `密码：…`) match like their ASCII forms.
     pub fn find(text: &str) -> Option<&'static str> {
-        let text = nfkc(text);
-        let text = text.as_ref();
-        matching_patterns(text)
-            .find(|p| pattern_spans(p, text).next().is_some())
-            .map(|p| p.name)
-            .or_else(|| (!labels::find_values(text, true).is_empty()).then_some(labels::NAME))
+        let read = view::without_invisible(text);
+        find_in(read.text()).or_else(|| {
+            let joined = view::joined(read.text())?;
+            joined_spans(&joined).next().map(|(_, name)| name)
+        })
     }
 
     /// [`SecretFound`] naming the pattern when `text` looks like it holds a credential, and a
@@ -452,41 +645,193 @@ impl SecretFilter {
     /// Every credential-shaped span of `text` (byte ranges, sorted, not overlapping) and the
     /// name of the pattern that found it: the whole match for a token shape, only the value for
     /// an assignment or a connection-string password. The spans [`SecretFilter::find`] would
-    /// report; used to redact text that is already stored.
+    /// report, read the same way; used to redact text that is already stored.
+    ///
+    /// A credential found with invisible characters or a line break inside it spans them too,
+    /// from its first character to its last as the text has them.
     ///
     /// Text with compatibility characters (fullwidth letters, ...) is matched in its NFKC form,
     /// as [`SecretFilter::find`] does; since those byte ranges do not map back onto the text,
     /// each line holding a credential is then one span.
     pub fn spans(text: &str) -> Vec<(Range<usize>, &'static str)> {
-        if let Cow::Owned(_) = nfkc(text) {
-            let mut out = Vec::new();
-            let mut start = 0;
-            for line in text.split_inclusive('\n') {
-                let body = line.trim_end_matches(['\n', '\r']);
-                if let Some(name) = Self::find(body) {
-                    out.push((start..start + body.len(), name));
-                }
-                start += line.len();
-            }
-            return out;
+        let read = view::without_invisible(text);
+        let mut spans = spans_in(read.text());
+        if let Some(joined) = view::joined(read.text()) {
+            spans.extend(
+                joined_spans(&joined).map(|(r, name)| (joined.reading.source_range(&r), name)),
+            );
         }
-        let mut spans: Vec<(Range<usize>, &'static str)> = Vec::new();
-        for p in matching_patterns(text) {
-            spans.extend(pattern_spans(p, text).map(|r| (r, p.name)));
-        }
-        spans.extend(
-            labels::find_values(text, false)
-                .into_iter()
-                .map(|r| (r, labels::NAME)),
-        );
         spans.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
         let mut merged: Vec<(Range<usize>, &'static str)> = Vec::new();
         for (r, name) in spans {
+            let r = read.source_range(&r);
             match merged.last_mut() {
                 Some((last, _)) if r.start < last.end => last.end = last.end.max(r.end),
                 _ => merged.push((r, name)),
             }
         }
         merged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Credentials of several kinds (well-formed, never masks), each split or glued below.
+    const AWS_ID: &str = "AKIAIOSFODNN7EXAMPLE";
+    const AWS_SECRET: &str = "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";
+    const GITHUB: &str = "ghp_R7tK2mQ9wW4vB8nL3pZ6yH1cJ5fD0gS2aE7u";
+    const OPENAI: &str = "sk-proj-Xa9Bq2Lm7Rt4Vw1Zy8Kp3Nd6Hf0Jc5Ge";
+    const OPENAI_LEGACY: &str = "sk-Ab3dEf6hIj9kLm2nOp5qRs8t";
+    const ANTHROPIC: &str = "sk-ant-api03-Qm4Zr8TnWx6Yb1Vc9Lp5Hd3Kf7Gs0Jt";
+    const SLACK: &str = "xoxb-2048596837-Zq8Rt5Wm2Np7";
+    const GITLAB: &str = "glpat-Rk7Zq2Xw9Mn4Tb6Vc1L";
+    const GOOGLE: &str = "AIzaSyB7qL2mN9pR4tV6wX8zA1cE3gH5jK0nP2r";
+    const JWT: &str = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+
+    /// `secret` with `sep` put in after its first `at` bytes.
+    fn split(secret: &str, at: usize, sep: &str) -> String {
+        format!("{}{sep}{}", &secret[..at], &secret[at..])
+    }
+
+    /// The text around a credential, in Chinese, Russian and accented Latin, with no credential
+    /// label in it: only the credential itself can make it refused.
+    fn around(secret: &str) -> [String; 3] {
+        [
+            format!("部署说明：先用 {secret} 登录，然后删掉。"),
+            format!("Напоминание: {secret} — удалить после релиза."),
+            format!("Résumé du café: {secret} à supprimer après déploiement."),
+        ]
+    }
+
+    fn assert_found(text: &str, pattern: &str) {
+        match SecretFilter::find(text) {
+            Some(name) => assert!(name.contains(pattern), "{text:?}: {name}"),
+            None => panic!("not refused: {text:?}"),
+        }
+    }
+
+    /// A credential with an invisible character inside it (zero-width space, non-joiner,
+    /// joiner, word joiner, byte order mark, soft hyphen, a bidirectional override) is the
+    /// same credential to whoever copies it.
+    #[test]
+    fn invisible_characters_inside_a_credential_do_not_hide_it() {
+        let cases = [
+            (AWS_ID, 4, "\u{200B}", "AWS access key id"),
+            (AWS_ID, 9, "\u{202E}", "AWS access key id"),
+            (GITHUB, 4, "\u{200B}", "GitHub"),
+            (GITHUB, 7, "\u{2060}\u{2060}", "GitHub"),
+            (OPENAI, 11, "\u{00AD}", "sk-"),
+            (OPENAI_LEGACY, 3, "\u{200C}", "sk-"),
+            (OPENAI_LEGACY, 8, "\u{200D}", "sk-"),
+            (ANTHROPIC, 7, "\u{FEFF}", "sk-"),
+            (SLACK, 5, "\u{180E}", "Slack"),
+            (GITLAB, 6, "\u{2063}", "GitLab"),
+            (GOOGLE, 4, "\u{200B}", "Google"),
+            (AWS_SECRET, 20, "\u{200B}", "AWS secret access key"),
+            (JWT, 3, "\u{2069}", "JSON Web Token"),
+        ];
+        for (secret, at, sep, pattern) in cases {
+            for text in around(&split(secret, at, sep)) {
+                assert_found(&text, pattern);
+            }
+        }
+        // Label rules read the text without them too.
+        assert_found("пар\u{200B}оль: Zt7$uPq91w", "label");
+        assert_found("pass\u{00AD}word = hun\u{200C}ter22", "credential");
+    }
+
+    /// A credential whose characters go on on the next line (`\n` or `\r\n`, the next line
+    /// indented or not) is found; so is one over several short lines.
+    #[test]
+    fn a_credential_broken_over_lines_is_found() {
+        let cases = [
+            (split(AWS_ID, 8, "\n"), "AWS access key id"),
+            (split(AWS_ID, 4, "\r\n    "), "AWS access key id"),
+            ("AKIA\nIOSF\nODNN\n7EXAMPLE".to_owned(), "AWS access key id"),
+            (split(GITHUB, 12, "\r\n"), "GitHub"),
+            (split(OPENAI, 10, "\n"), "sk-"),
+            (split(ANTHROPIC, 16, "\n  "), "sk-"),
+            (split(SLACK, 9, "\n"), "Slack"),
+            (split(GITLAB, 10, "\n"), "GitLab"),
+            (split(GOOGLE, 8, "\n"), "Google"),
+            (split(AWS_SECRET, 20, "\n\t"), "AWS secret access key"),
+            (split(JWT, 34, "\n"), "JSON Web Token"),
+        ];
+        for (secret, pattern) in cases {
+            for text in around(&secret) {
+                assert_found(&text, pattern);
+            }
+            assert_found(&format!("Ключи ниже.\n{secret}\n之后删除。"), pattern);
+            // Words glued on the lines before and after do not hide it either.
+            assert_found(
+                &format!("voilà les clés\n{secret}\nmerci beaucoup"),
+                pattern,
+            );
+        }
+    }
+
+    /// A distinctive token prefix glued after letters, digits or `_` still starts a token.
+    #[test]
+    fn a_credential_glued_after_a_word_is_found() {
+        let cases = [
+            (format!("token{AWS_ID}"), "AWS access key id"),
+            (format!("x_{AWS_ID}"), "AWS access key id"),
+            (format!("TOKEN{AWS_ID}"), "AWS access key id"),
+            (format!("my_{GITHUB}"), "GitHub"),
+            (format!("gh{GITHUB}"), "GitHub"),
+            (format!("key{OPENAI}"), "sk-"),
+            (format!("key{ANTHROPIC}"), "sk-"),
+            (format!("prod_{SLACK}"), "Slack"),
+            (format!("url{GITLAB}"), "GitLab"),
+            (format!("cfg{GOOGLE}"), "Google"),
+            (format!("auth{JWT}"), "JSON Web Token"),
+            ("billingsk_live_51H8xYzAbCdEf2GhIjK3".to_owned(), "Stripe"),
+        ];
+        for (glued, pattern) in cases {
+            for text in around(&glued) {
+                assert_found(&text, pattern);
+            }
+        }
+    }
+
+    /// Invisible characters, a line break and a glued prefix at once.
+    #[test]
+    fn every_evasion_at_once_is_found() {
+        let text = format!("我的 x_{}\u{200B}\n{} готово", &AWS_ID[..9], &AWS_ID[9..]);
+        assert_found(&text, "AWS access key id");
+    }
+
+    /// Prose wrapped over lines, identifiers with `_`, words holding a prefix in small letters or
+    /// inside a word in capitals, kebab and snake names ending in a prefix, and zero-width
+    /// joiners in emoji, Persian and Hindi are not credentials.
+    #[test]
+    fn ordinary_text_is_not_a_credential() {
+        for text in [
+            // Prose across line breaks, in several languages and with long words.
+            "The internationalization\nConsiderations for the README2024\nUpdates are done.",
+            "Мы обсудили миграцию базы\nданных и решили отложить её.",
+            "迁移计划已经确认\n下周一开始执行。",
+            "Le café était très bon, merci\nbeaucoup pour l'accueil à Genève.",
+            "user_id\nsession_id\ncreated_at\nupdated_at2024",
+            "- first item\n- second item\n- third item",
+            "See AKIA\nprefix docs; the ASIA\nprefix is for temporary credentials.",
+            // Identifiers, words holding prefixes in small letters, capitals inside a word.
+            "slovakia_asia_regions and akiaiosfodnn7example in lowercase",
+            "EURASIANECONOMICUNIONREPORT and SLOVAKIAREPUBLICSTATISTICS",
+            "get_user_by_id, parse_ghp_header, my_sk_proj_config",
+            "risk-assessment-framework-2024-v2 and task-proj-management-2024-q3",
+            "network_live_stream2024, desk_test_environment01",
+            "honeyJuice_store.module_name.function_name",
+            // Zero-width joiners and non-joiners in emoji, Persian and Hindi.
+            "👩\u{200D}💻 👨\u{200D}👩\u{200D}👧\u{200D}👦 🏳\u{FE0F}\u{200D}🌈",
+            "می\u{200C}خواهم این کتاب را بخوانم",
+            "क्\u{200D}ष और क्\u{200C}ष अलग दिखते हैं",
+            "\u{FEFF}A byte order mark starts this note.",
+        ] {
+            assert_eq!(SecretFilter::find(text), None, "{text:?}");
+            assert!(SecretFilter::spans(text).is_empty(), "{text:?}");
+        }
     }
 }

@@ -19,6 +19,7 @@
 mod filter;
 mod labels;
 mod redact;
+mod view;
 
 pub use filter::{SECRET_REFUSED_TARGET, SecretFilter, SecretFound};
 pub use redact::{REDACTED_PREFIX, redact_secrets};

@@ -64,4 +64,49 @@ mod tests {
             (1, true, true)
         );
     }
+
+    /// A credential found with invisible characters, a line break or a word glued before it is
+    /// redacted over its whole span as written (what is inside it included); every other byte
+    /// of the text, multi-byte letters and invisible characters outside it included, is kept.
+    #[test]
+    fn split_and_glued_credentials_are_redacted_whole_and_nothing_else() {
+        const AWS: &str = "[redacted: AWS access key id]";
+        for (text, shown) in [
+            (
+                "Привет, 世界! AKIA\u{200B}IOSFODNN7EXAMPLE — déjà vu.",
+                format!("Привет, 世界! {AWS} — déjà vu."),
+            ),
+            (
+                "é\u{200B} AKIAIOSF\u{200C}\u{FEFF}ODNN7EXAMPLE\u{200D} ß",
+                format!("é\u{200B} {AWS}\u{200D} ß"),
+            ),
+            (
+                "Запомни:\nAKIAIOSF\r\n    ODNN7EXAMPLE\n再见，朋友。",
+                format!("Запомни:\n{AWS}\n再见，朋友。"),
+            ),
+            (
+                "配置 tokenAKIAIOSFODNN7EXAMPLE 完",
+                format!("配置 token{AWS} 完"),
+            ),
+            (
+                "我的 x_AKIA\u{00AD}IOSF\nODNN7EXAMPLE готово",
+                format!("我的 x_{AWS} готово"),
+            ),
+            // The part before the line break alone is a token (`sk-` and sixteen characters):
+            // the part after it goes too.
+            (
+                "Ключ: café sk-ant-api03-Qm4Zr8TnWx6\nYb1Vc9Lp5Hd3Kf7Gs0Jt, merci",
+                "Ключ: café [redacted: API key (sk-...)], merci".to_owned(),
+            ),
+            (
+                "ghp_R7tK\u{2060}2mQ9wW4vB8nL3pZ6yH1cJ5fD0gS2aE7u and\nwJalrXUtnFEMI/K7MDEN\n  G/bPxRfiCY3XAMPLEK2Y ok",
+                "[redacted: GitHub token] and\n[redacted: AWS secret access key] ok".to_owned(),
+            ),
+        ] {
+            let (out, n) = redact_secrets(text);
+            assert_eq!(out, shown, "{text:?}");
+            assert!(n >= 1);
+            assert!(!out.contains("IOSF") && !out.contains("ODNN7"), "{out}");
+        }
+    }
 }
