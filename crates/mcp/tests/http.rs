@@ -425,7 +425,13 @@ async fn client_names_are_cut_before_they_are_echoed_or_logged_and_credentials_n
     }
     // Credentials in a method name never reach the log (nor a long id, nor a long header).
     let key = "AKIAQ3EGV5XK7TZ2WPLM";
-    for method in [format!("tools/ {key}"), format!("工具/ {key} секрет")] {
+    for method in [
+        format!("tools/ {key}"),
+        format!("工具/ {key} секрет"),
+        // Glued after letters or `_`.
+        format!("tools/x{key}"),
+        format!("x_{key}"),
+    ] {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": 8, "method": method});
         let r = post(&server.url, Some(WRITER), &body).await;
         assert_eq!(r.status(), 200);
