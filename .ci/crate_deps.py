@@ -5,7 +5,10 @@
    crates the "may import" column of the "## Crates" table lists: a dependency the table does not
    allow fails, and so does a listed crate the manifest no longer uses (the table stays true).
 2. The storage side builds without the agent loop: `cargo tree -e normal` of `memloop-store` and
-   of `memloop-pg` (no features) contains neither `memloop-core` nor `tiktoken-rs`.
+   of `memloop-pg` (no features) contains neither `memloop-core` nor `tiktoken-rs`; and a backend
+   builds no file watching or locking: the tree of the contract (`memloop-store`) and of a
+   backend built on it alone (the test kit's `MapStore`, feature `store`) holds neither
+   `memloop-files` nor `notify`, `inotify` or `fs4`.
 3. `memloop-core` holds at most 7,500 non-test lines (`#[cfg(test)]` items excluded).
 4. Library code reads the process environment only in `memloop-host` (and the test kit):
    no `std::env::var*` anywhere else under `crates/*/src` or `src/`.
@@ -73,6 +76,16 @@ for crate in ["memloop-store", "memloop-pg"]:
     for banned in ["memloop-core", "tiktoken-rs"]:
         if re.search(rf"^{banned} ", tree, re.M):
             errors.append(f"{crate} builds {banned} (cargo tree -p {crate} -e normal -i {banned})")
+
+# A backend: the contract and the test kit's in-memory backend, without files.
+for crate, features in [("memloop-store", []), ("memloop-testkit", ["--no-default-features", "--features", "store"])]:
+    tree = subprocess.run(
+        ["cargo", "tree", "-p", crate, *features, "-e", "normal", "--prefix", "none", "--format", "{p}"],
+        cwd=root, check=True, capture_output=True, text=True,
+    ).stdout
+    for banned in ["memloop-files", "notify", "inotify", "fs4"]:
+        if re.search(rf"^{banned} ", tree, re.M):
+            errors.append(f"{crate} {' '.join(features)} builds {banned}: a backend must not need file watching or locking (cargo tree -p {crate} -e normal -i {banned})")
 
 
 # 3. The size of core.

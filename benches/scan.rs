@@ -6,8 +6,9 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use memloop::MemoryStore;
+use memloop::memory::files::FileMemoryStore;
+use memloop::memory::store::MemoryDoc;
 use memloop::memory::store::format_manifest;
-use memloop::memory::store::{FileMemoryStore, MemoryDoc};
 use std::path::Path;
 use tempfile::TempDir;
 

@@ -13,8 +13,9 @@
 #![allow(missing_docs, clippy::unwrap_used)] // bench harness code, like a test
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use memloop_files::FileMemoryStore;
 use memloop_recall::{Bm25Selector, KeywordSelector, SelectionContext, Selector};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType};
+use memloop_store::{MemoryDoc, MemoryHeader, MemoryStore, MemoryType};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -9,9 +9,8 @@
 //! `cargo bench --bench store_write -- --warm-up-time 1 --measurement-time 5`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop::memory::store::{
-    Durability, FileMemoryStore, MemoryDoc, MemoryType, StoreConfig, WriteMode,
-};
+use memloop::memory::files::{Durability, FileMemoryStore, StoreConfig};
+use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
 use std::path::Path;
 use tempfile::TempDir;
 

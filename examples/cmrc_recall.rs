@@ -22,8 +22,9 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::{Context, Result};
+use memloop_files::FileMemoryStore;
 use memloop_recall::{Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -31,8 +31,9 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::{Context, Result, bail};
+use memloop_files::FileMemoryStore;
 use memloop_recall::{Bm25Selector, SelectionContext, Selector};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

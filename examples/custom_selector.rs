@@ -11,7 +11,8 @@ use memloop::core::{Agent, events::AgentEvent, tool::ToolRegistry};
 use memloop::memory::recall::RecallEvent;
 use memloop::memory::recall::{RecallHook, SelectionContext, SelectorError};
 use memloop::memory::{
-    store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryType, WriteMode},
+    files::FileMemoryStore,
+    store::{MemoryDoc, MemoryHeader, MemoryType, WriteMode},
     tools::memory_tools,
 };
 use memloop::testkit::{ScriptStep, ScriptedModel};

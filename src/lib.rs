@@ -114,8 +114,9 @@
 //! - [`tools`] (`memloop-tools`): read, glob, grep, write, edit and shell tools;
 //! - [`testkit`] (`memloop-testkit`): a scripted model for tests and the offline demo;
 //! - [`subagents`] (`memloop-subagents`): the `agent` tool and agent definitions;
-//! - [`memory`]: everything about memory, gathered from its crates (`memloop-store`,
-//!   `memloop-secrets`, `memloop-recall`, `memloop-instructions`, `memloop-memory`,
+//! - [`memory`]: everything about memory, gathered from its crates (`memloop-store`, the
+//!   contract every backend keeps; `memloop-files`, the memory dir; `memloop-paths`, where it
+//!   lives; `memloop-secrets`, `memloop-recall`, `memloop-instructions`, `memloop-memory`,
 //!   `memloop-transcripts`, `memloop-session-notes`);
 //! - [`compact`] (`memloop-compact`): compaction strategies and conversation repair;
 //! - `pg` (`memloop-pg`, feature `postgres`): team memory on PostgreSQL;
@@ -141,7 +142,7 @@
 //! | [`Hook`](core::Hook) | the trait's docs |
 //! | [`EventSink`](core::events::EventSink) | above (`on_event`: any `Fn(AgentEvent)` is a sink); [`VecSink`](core::events::VecSink) |
 //! | [`ContextCompactor`](core::compaction::ContextCompactor) | [`Compactor`](compact::Compactor) |
-//! | [`MemoryStore`] | [`FileMemoryStore`](memory::store::FileMemoryStore) |
+//! | [`MemoryStore`] | [`FileMemoryStore`](memory::files::FileMemoryStore) |
 //! | [`Selector`] | above (`FeedbackOnly`), and the trait's docs |
 //! | [`Extractor`] | the trait's docs; [`ForkedExtractor`](memory::extract::ForkedExtractor) |
 //! | [`SessionMemory`] | [`FileSessionNotes`](memory::session_notes::FileSessionNotes) |
@@ -223,16 +224,18 @@ pub use memloop_memory::extract::Extractor;
 pub use memloop_memory::session_notes::SessionMemory;
 /// What recall surfaces (`memloop-recall`): the memories relevant to a message.
 pub use memloop_recall::Selector;
-/// Where memories live (`memloop-store`): scan, read, write, delete, the index and the change
-/// feed. [`FileMemoryStore`](memory::store::FileMemoryStore) is the memory dir on disk.
+/// Where memories live (`memloop-store`, the contract every backend keeps; its rules are stated
+/// on the trait): scan, read, write, delete, the index and the change feed.
+/// [`FileMemoryStore`](memory::files::FileMemoryStore) is the memory dir on disk.
 pub use memloop_store::MemoryStore;
 
 pub use setup::{MemorySetup, SetupError};
 
 /// Everything about memory in one place (each item under one path; the four traits
 /// [`MemoryStore`], [`Selector`], [`Extractor`] and [`SessionMemory`] are at the crate root):
-/// the memory dir ([`store`](memory::store), the `memloop-store` crate), where it lives
-/// ([`paths`](memory::paths)), its switches ([`env`](memory::env)), the credential filter
+/// the contract of a memory backend ([`store`](memory::store), the `memloop-store` crate), the
+/// memory dir ([`files`](memory::files), `memloop-files`), where it lives
+/// ([`paths`](memory::paths), `memloop-paths`), its switches ([`env`](memory::env)), the credential filter
 /// ([`secrets`](memory::secrets), `memloop-secrets`), [`recall`](memory::recall)
 /// (`memloop-recall`), project
 /// [`instructions`](memory::instructions) (`memloop-instructions`), the
@@ -256,7 +259,7 @@ pub mod memory {
     /// The environment switches (`MEMLOOP_*`) of memory; the variables themselves are read
     /// through [`EnvVars`](crate::host::env::EnvVars).
     pub mod env {
-        pub use memloop_store::env::{
+        pub use memloop_paths::env::{
             CLAUDE_CODE_DISABLE_AUTO_MEMORY, CLAUDE_CODE_SIMPLE, CLAUDE_CONFIG_DIR,
             CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES, CLAUDE_COWORK_MEMORY_PATH_OVERRIDE,
             DISABLE_AUTO_MEMORY, MEMLOOP_HOME, MEMORY_DIR, MEMORY_EXTRA_GUIDELINES,
@@ -287,33 +290,48 @@ pub mod memory {
         };
     }
 
-    /// The memory store: the file backend, the memory types and the rules every write obeys
-    /// (the `memloop-store` crate; the trait is [`MemoryStore`](crate::MemoryStore)).
+    /// The contract every memory backend keeps (the `memloop-store` crate; the trait is
+    /// [`MemoryStore`](crate::MemoryStore), its rules stated on it): the types it speaks, the
+    /// write rules, Claude Code's memory formats, the change feed and its header cache, and the
+    /// conformance suite. Everything a backend needs is here.
     pub mod store {
         /// The conformance suite every `MemoryStore` backend runs (feature `conformance`).
         #[cfg(feature = "conformance")]
         pub use memloop_store::conformance;
         pub use memloop_store::{
-            ChangeCursor, Changes, CheckedWrite, ContainmentGate, Durability, ExpectedVersion,
-            FileMemoryStore, Followed, Headers, INDEX_FILE, IndexCaps, IndexEntry, LOGS_DIR,
-            LoadedIndex, LocalBases, LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile,
-            MemoryHeader, MemoryPath, MemoryScope, MemoryType, ScanCache, ScanChange, ScanConfig,
-            ScanUpdate, Since, StoreConfig, StoreDescription, StoreLocation, TEAM_DIR,
-            VersionedWrite, WriteLimits, WriteMode, WriteReport, append_to_existing, atomic_write,
-            atomic_write_with, canonical_memory_text, content_version, file_stem,
+            ChangeCursor, Changes, CheckedWrite, ExpectedVersion, Followed, Headers, INDEX_FILE,
+            IndexCaps, IndexEntry, LOGS_DIR, LoadedIndex, LocalBases, LocalDir, LocalPurpose,
+            MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryScope, MemoryType,
+            ParsedMemory, ScanCache, ScanChange, ScanUpdate, Since, StoreDescription,
+            StoreLocation, TEAM_DIR, TEAM_INDEX_FILE, VersionedWrite, WriteLimits, WriteMode,
+            WriteReport, append_to_existing, canonical_memory_text, content_version, file_stem,
             format_entry_line, format_manifest, format_manifest_capped, format_mtime, is_daily_log,
-            load_capped, read_target_to_rel_path, resolve_existing_prefix, title_file_stem,
-            title_key, topic_to_rel_path, validate_rel_path, validate_topic, warn_refused,
+            load_capped, parse_entries, parse_entry_line, parse_memory, printable,
+            read_target_to_rel_path, remove_entry, render_memory, replace_body, shown_name,
+            team_relative, title_file_stem, title_key, topic_to_rel_path, upsert_entry,
+            validate_rel_path, validate_topic,
+        };
+    }
+
+    /// The memory dir, memloop's embedded backend (the `memloop-files` crate): Markdown topic
+    /// files and a `MEMORY.md` index in Claude Code's format, atomic, contained and locked
+    /// writes, crash-safe batches, the change feed, and memloop's own files opened without
+    /// following links.
+    pub mod files {
+        pub use memloop_files::{
+            BATCH_JOURNAL, ContainmentGate, Durability, FileMemoryStore, REJECTED_BATCH_JOURNAL,
+            ScanConfig, StoreConfig, atomic_write, atomic_write_with, internal_dir,
+            open_internal_file, read_internal_file, resolve_existing_prefix, warn_refused,
         };
     }
 
     /// Where a project's memory lives: the memory dir resolution, the project root and the
-    /// per-agent-type memory scopes (from the `memloop-store` crate).
+    /// per-agent-type memory scopes (the `memloop-paths` crate).
     pub mod paths {
-        pub use memloop_store::{
+        pub use memloop_paths::{
             AgentMemoryDir, AgentMemoryScope, AgentMemoryScopes, ConfigFlavor, MemoryDirResolver,
-            ResolutionRule, ResolvedMemoryDir, ScopeError, canonical_project_root, project_dir,
-            project_slug, sanitize_agent_type,
+            ResolutionRule, ResolvedMemoryDir, ScopeError, canonical_project_root,
+            origin_without_credentials, project_dir, project_slug, sanitize_agent_type,
         };
     }
 

@@ -11,6 +11,7 @@ use memloop_compact::{CompactConfig, Compactor};
 use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
 use memloop_core::model::Model;
+use memloop_files::FileMemoryStore;
 use memloop_host::env::EnvVars;
 use memloop_instructions::{
     InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions,
@@ -28,14 +29,12 @@ use memloop_memory::{
     prompt::{Guidance, MemorySection},
     tools::memory_tools,
 };
+use memloop_paths::{AgentMemoryScopes, MemoryDirResolver, ResolvedMemoryDir};
 use memloop_recall::{
     DefaultSelector, FallbackSelector, LlmSelector, LlmSelectorConfig, RecallHook, RerankConfig,
     RerankSelector, Selector,
 };
-use memloop_store::{
-    AgentMemoryScopes, FileMemoryStore, LocalDir, LocalPurpose, MemoryDirResolver, MemoryError,
-    MemoryStore, ResolvedMemoryDir,
-};
+use memloop_store::{LocalDir, LocalPurpose, MemoryError, MemoryStore};
 use memloop_subagents::{AgentDirs, LoadedAgents, SubAgentConfig, SubAgentTool, SubAgents};
 use memloop_transcripts::{
     PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
@@ -169,18 +168,18 @@ impl MemorySetup {
         let resolver = resolver.env(env.clone());
         let claude_layout = matches!(
             resolver.config_flavor(),
-            memloop_store::ConfigFlavor::ClaudeCode
+            memloop_paths::ConfigFlavor::ClaudeCode
         );
-        let switched_off = memloop_store::env::memory_switched_off_by(&env, claude_layout);
+        let switched_off = memloop_paths::env::memory_switched_off_by(&env, claude_layout);
         // In Claude Code's layout, Claude Code's own extra guidelines stand in for memloop's.
         let env = match (
             claude_layout,
-            env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES),
-            env.get(memloop_store::env::CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES),
+            env.get(memloop_paths::env::MEMORY_EXTRA_GUIDELINES),
+            env.get(memloop_paths::env::CLAUDE_COWORK_MEMORY_EXTRA_GUIDELINES),
         ) {
             (true, None, Some(extra)) => {
                 let extra = extra.to_owned();
-                env.with(memloop_store::env::MEMORY_EXTRA_GUIDELINES, extra)
+                env.with(memloop_paths::env::MEMORY_EXTRA_GUIDELINES, extra)
             }
             _ => env,
         };
@@ -210,7 +209,7 @@ impl MemorySetup {
                 given: false,
             })
         };
-        let team_memory = env.switch(memloop_store::env::TEAM_MEMORY);
+        let team_memory = env.switch(memloop_paths::env::TEAM_MEMORY);
         let embedder = local_model(&env);
         let instructions = InstructionConfig::claude(&env);
         Ok(Self {
@@ -295,7 +294,7 @@ impl MemorySetup {
         self.on.as_ref().map(|o| o.project_dir.as_path())
     }
 
-    /// Whether memory is on (no switch of [`memory_switched_off_by`](memloop_store::env::memory_switched_off_by) is truthy and no settings file
+    /// Whether memory is on (no switch of [`memory_switched_off_by`](memloop_paths::env::memory_switched_off_by) is truthy and no settings file
     /// says `autoMemoryEnabled: false`).
     pub fn enabled(&self) -> bool {
         self.on.is_some()
@@ -473,7 +472,7 @@ impl MemorySetup {
         // the same project and local scopes.
         AgentMemory::new(AgentMemoryScopes::new(
             &on.base,
-            memloop_store::canonical_project_root(&self.working_dir),
+            memloop_paths::canonical_project_root(&self.working_dir),
             self.app_dir,
         ))
         .protect(&on.resolved.dir)
@@ -851,7 +850,7 @@ impl MemorySetup {
             }
         }
         let dir = dir.with_redaction_on_disk(
-            self.transcripts.redact_on_disk || memloop_store::env::redact_transcripts(&self.env),
+            self.transcripts.redact_on_disk || memloop_paths::env::redact_transcripts(&self.env),
         );
         builder
             .section(Arc::new(PastContextSection))

@@ -14,10 +14,11 @@
 use memloop::MemoryStore;
 use memloop::Selector;
 use memloop::core::events::VecSink;
+use memloop::memory::files::FileMemoryStore;
 use memloop::memory::recall::{
     Bm25Selector, LlmSelector, RecallEvent, RerankConfig, RerankSelector, SelectionContext,
 };
-use memloop::memory::store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
+use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
 use memloop::providers::{OpenAiCompatModel, OpenAiConfig, RetryPolicy};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};

@@ -504,8 +504,8 @@ impl memloop::core::embed::Embedder for Down {
 #[tokio::test]
 async fn the_recall_span_names_its_selector_and_why_it_degraded() {
     use memloop::MemoryStore;
+    use memloop::memory::files::FileMemoryStore;
     use memloop::memory::recall::{HybridSelector, RecallHook};
-    use memloop::memory::store::FileMemoryStore;
 
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());

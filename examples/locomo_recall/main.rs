@@ -32,8 +32,9 @@ mod semantic;
 mod tuning;
 
 use anyhow::{Context, Result, bail};
+use memloop_files::FileMemoryStore;
 use memloop_recall::{Bm25Params, Bm25Selector, KeywordSelector, SelectionContext, Selector};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryHeader, MemoryStore, MemoryType, WriteMode};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -10,10 +10,11 @@ use crate::{
 };
 use anyhow::{Context, Result, bail};
 use memloop_core::embed::{EmbedError, Embedder};
+use memloop_files::FileMemoryStore;
 use memloop_recall::{
     Bm25Params, Fusion, HybridConfig, HybridSelector, SelectionContext, Selector,
 };
-use memloop_store::{FileMemoryStore, MemoryHeader, MemoryStore};
+use memloop_store::{MemoryHeader, MemoryStore};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

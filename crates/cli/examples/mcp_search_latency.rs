@@ -10,7 +10,8 @@
 //! stdio) and print p50 / p99.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
+use memloop_files::FileMemoryStore;
+use memloop_store::{MemoryDoc, MemoryType, WriteMode};
 use memloop_testkit::Lcg;
 use rmcp::{ServiceExt, model::CallToolRequestParams, transport::TokioChildProcess};
 use serde_json::json;

@@ -3,8 +3,10 @@
 use crate::args::Cli;
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
+use memloop_files::FileMemoryStore;
 use memloop_host::env::EnvVars;
-use memloop_store::{FileMemoryStore, MemoryDirResolver, MemoryStore, ResolvedMemoryDir};
+use memloop_paths::{MemoryDirResolver, ResolvedMemoryDir};
+use memloop_store::MemoryStore;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

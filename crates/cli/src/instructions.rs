@@ -5,8 +5,9 @@
 use crate::args::InstructionsArgs;
 use crate::context::{Context, Io, write_json};
 use anyhow::Context as _;
+use memloop_files::FileMemoryStore;
 use memloop_instructions::{InstructionConfig, InstructionLoader, LoadOptions, MemoryIndexText};
-use memloop_store::{FileMemoryStore, INDEX_FILE, MemoryStore};
+use memloop_store::{INDEX_FILE, MemoryStore};
 
 /// The memory index as a session would load it (caps applied), if the memory dir has one.
 async fn memory_index(ctx: &Context, io: &mut Io<'_>) -> anyhow::Result<Option<MemoryIndexText>> {

@@ -4,8 +4,9 @@ use crate::args::{TeamCommand, TeamSyncArgs};
 use crate::context::{Context, Io, write_json};
 use crate::exit::{Exit, Failure};
 use crate::progress::Progress;
+use memloop_files::FileMemoryStore;
 use memloop_pg::{PgConfig, SyncAction, SyncOptions, SyncReport, TeamSync};
-use memloop_store::{FileMemoryStore, validate_rel_path};
+use memloop_store::validate_rel_path;
 use std::sync::Arc;
 
 /// Run a `team` subcommand.
@@ -110,7 +111,7 @@ async fn open_sync(ctx: &Context, args: &TeamSyncArgs, url: &str) -> anyhow::Res
     // With private and team memory in one dir (`MEMLOOP_TEAM_MEMORY`), only `team/` is shared.
     let team_memory = ctx
         .env
-        .switch(memloop_store::env::TEAM_MEMORY)
+        .switch(memloop_paths::env::TEAM_MEMORY)
         .then(|| memloop_store::TEAM_DIR.to_owned());
     let dir = match args.subdir.as_ref().or(team_memory.as_ref()) {
         Some(sub) => {

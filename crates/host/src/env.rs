@@ -3,7 +3,7 @@
 //! Library code never reads the process environment behind the caller's back: it takes an
 //! [`EnvVars`], which hosts build with [`EnvVars::from_process`] and tests build from a map, so
 //! tests never mutate the process environment. The switches themselves are named by the crates
-//! that read them (`memloop_store::env`, `memloop_compact`'s config).
+//! that read them (`memloop_paths::env`, `memloop_compact`'s config).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

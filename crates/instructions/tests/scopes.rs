@@ -7,7 +7,7 @@ mod support;
 use memloop_instructions::{
     InstructionConfig, InstructionKind, InstructionLoader, LoadOptions, MemoryIndexText,
 };
-use memloop_store::{AgentMemoryScope, AgentMemoryScopes};
+use memloop_paths::{AgentMemoryScope, AgentMemoryScopes};
 use tempfile::TempDir;
 
 #[test]

@@ -125,7 +125,7 @@ impl Grant {
     pub fn parse(field: &str) -> Result<Self, String> {
         if let Some(url) = field.strip_prefix("origin:") {
             return non_empty(url, "origin:")
-                .map(|u| Self::Origin(memloop_store::origin_without_credentials(u)));
+                .map(|u| Self::Origin(memloop_paths::origin_without_credentials(u)));
         }
         if let Some(id) = field.strip_prefix("project:") {
             return non_empty(id, "project:").map(|id| Self::Project(id.to_owned()));

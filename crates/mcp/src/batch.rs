@@ -235,7 +235,7 @@ fn now_secs() -> u64 {
 
 /// The key files of one store, locked for the caller while it holds this. Every file and the
 /// dir itself are memloop's own files in the memory dir: opened without following links
-/// ([`memloop_store::internal_dir`], [`memloop_store::open_internal_file`]), so a link planted
+/// ([`memloop_files::internal_dir`], [`memloop_files::open_internal_file`]), so a link planted
 /// there leads no record, lock, marker or deletion out of the key dir.
 pub(crate) struct KeyFiles {
     dir: PathBuf,
@@ -253,11 +253,11 @@ impl KeyFiles {
     pub(crate) async fn lock(store: &dyn MemoryStore) -> Result<Self, MemoryError> {
         let base = store.local_dir_or_temp(LocalPurpose::PendingWork);
         tokio::task::spawn_blocking(move || {
-            let dir = memloop_store::internal_dir(&base, KEYS_DIR).map_err(|e| {
+            let dir = memloop_files::internal_dir(&base, KEYS_DIR).map_err(|e| {
                 tracing::warn!(dir = %base.join(KEYS_DIR).display(), error = %e, "idempotency key dir refused");
                 key_error("opening", e)
             })?;
-            let lock = memloop_store::open_internal_file(
+            let lock = memloop_files::open_internal_file(
                 &base,
                 &format!("{KEYS_DIR}/{LOCK_FILE}"),
                 std::fs::OpenOptions::new()
@@ -290,7 +290,7 @@ impl KeyFiles {
     /// The live record of `(caller, key)`, if any (an expired or unreadable one counts as none;
     /// so does one that is a link: it is not followed).
     pub(crate) fn get(&self, caller: &str, key: &str) -> Option<KeyRecord> {
-        let text = memloop_store::read_internal_file(&self.dir, &Self::name(caller, key)).ok()?;
+        let text = memloop_files::read_internal_file(&self.dir, &Self::name(caller, key)).ok()?;
         let record: KeyRecord = serde_json::from_slice(&text).ok()?;
         (record.caller == caller && record.key == key && record.expires > now_secs())
             .then_some(record)
@@ -311,7 +311,7 @@ impl KeyFiles {
             // Marked first: a sweep that fails midway is not retried on every put. A marker
             // that cannot be written (a link planted there) defers the sweep: each put would
             // sweep otherwise.
-            let marked = memloop_store::open_internal_file(
+            let marked = memloop_files::open_internal_file(
                 &self.dir,
                 SWEPT_MARKER,
                 std::fs::OpenOptions::new()
@@ -362,7 +362,7 @@ impl KeyFiles {
             if !name.ends_with(".json") || !e.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            let Ok(text) = memloop_store::read_internal_file(&self.dir, name) else {
+            let Ok(text) = memloop_files::read_internal_file(&self.dir, name) else {
                 continue;
             };
             let expired = serde_json::from_slice::<KeyRecord>(&text)
@@ -414,7 +414,7 @@ mod tests {
     #[tokio::test]
     async fn a_keyed_save_reads_only_its_own_record_and_expired_ones_are_swept_rarely() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        let store = memloop_files::FileMemoryStore::open(tmp.path()).unwrap();
         let files = KeyFiles::lock(&store).await.unwrap();
         // The first put sweeps (none before) and marks it.
         files.put(&record("live", expiry())).unwrap();
@@ -481,7 +481,7 @@ mod tests {
     async fn a_key_dir_that_is_a_link_is_refused_and_the_dir_it_points_at_untouched() {
         let tmp = tempfile::tempdir().unwrap();
         let victim = victim();
-        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        let store = memloop_files::FileMemoryStore::open(tmp.path()).unwrap();
         std::os::unix::fs::symlink(victim.path(), tmp.path().join(KEYS_DIR)).unwrap();
         let err = KeyFiles::lock(&store).await.err().unwrap().to_string();
         assert!(
@@ -499,7 +499,7 @@ mod tests {
         // The lock: refused, its target neither created nor truncated.
         let tmp = tempfile::tempdir().unwrap();
         let victim = victim();
-        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        let store = memloop_files::FileMemoryStore::open(tmp.path()).unwrap();
         std::fs::create_dir(tmp.path().join(KEYS_DIR)).unwrap();
         std::os::unix::fs::symlink(
             victim.path().join("important.json"),
@@ -515,7 +515,7 @@ mod tests {
 
         // The sweep marker: the save lands, the sweep is deferred, the target is not truncated.
         let tmp = tempfile::tempdir().unwrap();
-        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        let store = memloop_files::FileMemoryStore::open(tmp.path()).unwrap();
         std::fs::create_dir(tmp.path().join(KEYS_DIR)).unwrap();
         std::os::unix::fs::symlink(
             victim.path().join("important.json"),
@@ -534,7 +534,7 @@ mod tests {
     async fn the_sweep_deletes_expired_records_only_and_follows_no_link() {
         let tmp = tempfile::tempdir().unwrap();
         let victim = victim();
-        let store = memloop_store::FileMemoryStore::open(tmp.path()).unwrap();
+        let store = memloop_files::FileMemoryStore::open(tmp.path()).unwrap();
         let files = KeyFiles::lock(&store).await.unwrap();
         files.put(&record("expired", 1)).unwrap();
         // Links named like records, to an expired-looking record and to a whole dir.

@@ -169,7 +169,7 @@ pub(crate) fn claim_owner(dir: &Path, owner: &Path, adopt: bool) -> Result<(), O
 /// unreadable text): memloop never follows a link for its own files.
 fn read_owner(dir: &Path) -> Result<Option<PathBuf>, String> {
     let read = || -> std::io::Result<Vec<u8>> {
-        let file = memloop_store::open_internal_file(
+        let file = memloop_files::open_internal_file(
             dir,
             OWNER_FILE,
             std::fs::OpenOptions::new().read(true),

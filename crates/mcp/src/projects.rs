@@ -12,12 +12,11 @@ use crate::batch::AtomicBatches;
 use crate::bounded::Bounded;
 use crate::key::{MemoryKey, OwnerError, Reach, claim_owner, holds_nothing, recorded_owner};
 use memloop_core::embed::Embedder;
+use memloop_files::{FileMemoryStore, StoreConfig};
 use memloop_host::env::EnvVars;
+use memloop_paths::{MemoryDirResolver, ResolutionRule, ResolvedMemoryDir, canonical_project_root};
 use memloop_recall::DefaultSelector;
-use memloop_store::{
-    FileMemoryStore, MemoryDirResolver, MemoryError, MemoryStore, ResolutionRule,
-    ResolvedMemoryDir, ScanCache, StoreConfig, WriteLimits, canonical_project_root,
-};
+use memloop_store::{MemoryError, MemoryStore, ScanCache, WriteLimits};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;

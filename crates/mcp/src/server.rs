@@ -401,9 +401,9 @@ impl MemoryServer {
                     None => {
                         let project = self.projects.roots().first().cloned().unwrap_or_default();
                         let resolver = if config.claude {
-                            memloop_store::MemoryDirResolver::claude_code(project)
+                            memloop_paths::MemoryDirResolver::claude_code(project)
                         } else {
-                            memloop_store::MemoryDirResolver::new(project)
+                            memloop_paths::MemoryDirResolver::new(project)
                         };
                         resolver.env(config.env.clone()).base_dir()
                     }

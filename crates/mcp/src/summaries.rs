@@ -241,7 +241,7 @@ impl Drop for ScanGuard {
 fn queue_dir(store: &dyn MemoryStore, create: bool) -> std::io::Result<PathBuf> {
     let base = store.local_dir_or_temp(LocalPurpose::PendingWork);
     if create {
-        return memloop_store::internal_dir(&base, QUEUE_DIR);
+        return memloop_files::internal_dir(&base, QUEUE_DIR);
     }
     let dir = base.join(QUEUE_DIR);
     let meta = std::fs::symlink_metadata(&dir)?;
@@ -310,7 +310,7 @@ fn recorded(store: &dyn MemoryStore) -> Vec<String> {
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .filter_map(|e| e.file_name().to_str().map(str::to_owned))
         .filter(|name| name.ends_with(".pending"))
-        .filter_map(|name| memloop_store::read_internal_file(&dir, &name).ok())
+        .filter_map(|name| memloop_files::read_internal_file(&dir, &name).ok())
         .filter_map(|bytes| String::from_utf8(bytes).ok())
         .filter(|rel| !rel.trim().is_empty())
         .collect();
@@ -587,7 +587,7 @@ mod tests {
     #[test]
     fn a_queue_dir_that_is_a_link_is_never_written_read_or_emptied_through() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = memloop_store::FileMemoryStore::open(tmp.path().join("memory")).unwrap();
+        let store = memloop_files::FileMemoryStore::open(tmp.path().join("memory")).unwrap();
         let victim = tmp.path().join("victim");
         std::fs::create_dir_all(&victim).unwrap();
         let planted = victim.join(queue_file("决定/数据库.md"));

@@ -318,8 +318,8 @@ async fn store_of(
                 .unwrap(),
         ),
         None => {
-            let dir = memloop_store::project_dir(&fx.home, project).join("memory");
-            Box::new(memloop_store::FileMemoryStore::open(&dir).unwrap())
+            let dir = memloop_paths::project_dir(&fx.home, project).join("memory");
+            Box::new(memloop_files::FileMemoryStore::open(&dir).unwrap())
         }
     }
 }

@@ -126,7 +126,7 @@ async fn global_knowledge_is_stored_once_and_seen_by_every_project() {
             .is_file()
     );
     assert!(
-        !memloop_store::project_dir(&fx.home, &a)
+        !memloop_paths::project_dir(&fx.home, &a)
             .join("memory/knowledge/company-style-guide.md")
             .exists()
     );

@@ -14,7 +14,7 @@ use support::{Fixture, call, connect, read_resource, s, save};
 
 /// The default memory dir of `project` in the fixture's home.
 fn memory_dir(fx: &Fixture, project: &Path) -> PathBuf {
-    memloop_store::project_dir(&fx.home, project).join("memory")
+    memloop_paths::project_dir(&fx.home, project).join("memory")
 }
 
 /// A hand-written memory file (no index line), as a user or Claude Code would leave it.

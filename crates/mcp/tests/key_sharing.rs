@@ -13,8 +13,10 @@
 
 mod support;
 
+use memloop_files::FileMemoryStore;
 use memloop_mcp::{McpConfig, Tokens};
-use memloop_store::{FileMemoryStore, MemoryDirResolver, MemoryDoc, MemoryType, WriteMode};
+use memloop_paths::MemoryDirResolver;
+use memloop_store::{MemoryDoc, MemoryType, WriteMode};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

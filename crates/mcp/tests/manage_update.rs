@@ -82,7 +82,7 @@ fn assert_kept(text: &str) {
 async fn update_keeps_unknown_frontmatter_on_the_file_store() {
     let fx = Fixture::new();
     let project = fx.project("trains");
-    let mem = memloop_store::project_dir(&fx.home, &project).join("memory");
+    let mem = memloop_paths::project_dir(&fx.home, &project).join("memory");
     std::fs::create_dir_all(mem.join("knowledge")).unwrap();
     std::fs::write(mem.join("knowledge/release-train.md"), FILE).unwrap();
     let client = connect(fx.config()).await;

@@ -97,7 +97,7 @@ fn fast(model: Option<Arc<dyn Model>>, fallback: Option<Arc<dyn Model>>) -> Summ
 }
 
 fn memory_dir(fx: &Fixture, project: &Path) -> PathBuf {
-    memloop_store::project_dir(&fx.home, project).join("memory")
+    memloop_paths::project_dir(&fx.home, project).join("memory")
 }
 
 /// The pending-work records of a memory dir.

@@ -7,9 +7,10 @@
 
 mod support;
 
+use memloop_files::FileMemoryStore;
 use memloop_mcp::ProjectStores;
 use memloop_pg::{Expected, PgMemoryStore};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryError, MemoryType, WriteMode};
 use serde_json::json;
 use std::sync::Arc;
 use support::team::TestTeam;
@@ -107,7 +108,7 @@ async fn control_characters_in_titles_are_refused_on_the_file_store() {
     let project = fx.project("rota");
     let client = connect(fx.config()).await;
     through_the_tools(&client, &project).await;
-    let mem = memloop_store::project_dir(&fx.home, &project).join("memory");
+    let mem = memloop_paths::project_dir(&fx.home, &project).join("memory");
     let index = std::fs::read_to_string(mem.join("MEMORY.md")).unwrap();
     assert!(
         !index.chars().any(|c| c.is_control() && c != '\n'),

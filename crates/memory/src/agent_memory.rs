@@ -12,11 +12,11 @@ use memloop_core::prompt::SystemSection;
 use memloop_core::tool::{
     PermissionDecision, PermissionGate, ToolCallRequest, ToolContext, ToolEffect,
 };
+use memloop_files::FileMemoryStore;
+use memloop_files::resolve_existing_prefix;
 use memloop_host::paths::normalize_lexically;
-use memloop_store::FileMemoryStore;
+use memloop_paths::{AgentMemoryScope, AgentMemoryScopes};
 use memloop_store::MemoryStore;
-use memloop_store::resolve_existing_prefix;
-use memloop_store::{AgentMemoryScope, AgentMemoryScopes};
 use memloop_subagents::MEMORY_KEY;
 use memloop_subagents::{ChildExtension, ChildKit};
 use std::path::{Path, PathBuf};

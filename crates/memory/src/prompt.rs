@@ -73,7 +73,7 @@ pub(crate) fn team_guidance(memory_dir: &str) -> String {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use memloop_core::prompt::SystemSection;
-/// use memloop_store::FileMemoryStore;
+/// use memloop_files::FileMemoryStore;
 /// use memloop_memory::prompt::MemorySection;
 /// use std::sync::Arc;
 /// let dir = tempfile::tempdir()?;
@@ -88,7 +88,7 @@ pub struct MemorySection {
     extra: Option<String>,
     daily_log: bool,
     team: bool,
-    agent_scope: Option<memloop_store::AgentMemoryScope>,
+    agent_scope: Option<memloop_paths::AgentMemoryScope>,
     guidance: Guidance,
 }
 
@@ -114,9 +114,9 @@ impl MemorySection {
     /// (when set and not blank) appended.
     pub fn from_env(store: Arc<dyn MemoryStore>, env: &EnvVars) -> Self {
         let section = Self::new(store)
-            .enabled(memloop_store::env::memory_enabled(env))
-            .team(env.switch(memloop_store::env::TEAM_MEMORY));
-        match env.get(memloop_store::env::MEMORY_EXTRA_GUIDELINES) {
+            .enabled(memloop_paths::env::memory_enabled(env))
+            .team(env.switch(memloop_paths::env::TEAM_MEMORY));
+        match env.get(memloop_paths::env::MEMORY_EXTRA_GUIDELINES) {
             Some(extra) => section.extra_guidelines(extra),
             None => section,
         }
@@ -156,7 +156,7 @@ impl MemorySection {
 
     /// A sub-agent's own memory in `scope`: the guidance gains the line saying who shares it
     /// ([`agent_scope_guidance`]).
-    pub fn agent_scope(mut self, scope: memloop_store::AgentMemoryScope) -> Self {
+    pub fn agent_scope(mut self, scope: memloop_paths::AgentMemoryScope) -> Self {
         self.agent_scope = Some(scope);
         self
     }
@@ -205,11 +205,11 @@ impl MemorySection {
 ///
 /// ```
 /// use memloop_memory::prompt::agent_scope_guidance;
-/// use memloop_store::AgentMemoryScope;
+/// use memloop_paths::AgentMemoryScope;
 /// assert!(agent_scope_guidance(AgentMemoryScope::Local).contains("not checked in"));
 /// ```
-pub fn agent_scope_guidance(scope: memloop_store::AgentMemoryScope) -> &'static str {
-    use memloop_store::AgentMemoryScope as S;
+pub fn agent_scope_guidance(scope: memloop_paths::AgentMemoryScope) -> &'static str {
+    use memloop_paths::AgentMemoryScope as S;
     match scope {
         S::User => {
             "This is user-scope memory: it follows you into every project, so keep what you \

@@ -69,7 +69,7 @@ impl MemoryWriterGate {
             ));
         }
         self.store.memory_path_of(target).map_err(|e| {
-            memloop_store::warn_refused(&e);
+            memloop_files::warn_refused(&e);
             e.to_string()
         })?;
         Ok(())
@@ -265,7 +265,7 @@ pub(crate) fn relative_to_memory_dir(store: &dyn MemoryStore, paths: &[PathBuf])
 mod tests {
     use super::*;
     use memloop_core::tool::ToolCallRequest;
-    use memloop_store::FileMemoryStore;
+    use memloop_files::FileMemoryStore;
 
     fn call(name: &str, effect: ToolEffect, targets: Vec<PathBuf>) -> ToolCallRequest {
         ToolCallRequest {

@@ -3,8 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_core::tool::{Tool, ToolOutput};
+use memloop_files::FileMemoryStore;
 use memloop_memory::tools::{ANTHROPIC_MEMORY_TOOL, AnthropicMemoryTool};
-use memloop_store::{FileMemoryStore, MemoryStore};
+use memloop_store::MemoryStore;
 use memloop_testkit::tool_context;
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -12,12 +12,13 @@ use memloop_core::{
     BackgroundTasks,
     events::{AgentEvent, VecSink},
 };
+use memloop_files::FileMemoryStore;
 use memloop_memory::dream::{
     CONSOLIDATE_LOCK, Consolidator, DREAM_PURPOSE, DailyLogTool, DreamConfig, DreamGate, DreamHook,
     ProjectDirSessions, SessionSource, daily_log_path,
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;

@@ -2,10 +2,11 @@
 //! behind the same cross-process lock, no `HookContext` needed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use memloop_files::FileMemoryStore;
 use memloop_memory::dream::{
     ConsolidationLock, DREAM_PURPOSE, DreamGate, DreamHook, LockAttempt, ManualDream,
 };
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::{ScriptStep, ScriptedModel};
 use std::sync::Arc;
 

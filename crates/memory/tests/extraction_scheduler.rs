@@ -16,10 +16,11 @@ use memloop_core::{
     message::{Message, Role},
     tool::AgentKind,
 };
+use memloop_files::FileMemoryStore;
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
-use memloop_store::{FileMemoryStore, MemoryStore};
+use memloop_store::MemoryStore;
 use pretty_assertions::assert_eq;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

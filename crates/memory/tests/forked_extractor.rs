@@ -16,8 +16,9 @@ use memloop_core::{
     events::{AgentEvent, VecSink},
     message::ContentBlock,
 };
+use memloop_files::FileMemoryStore;
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, Extractor, ForkedExtractor};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;

@@ -3,8 +3,9 @@
 #![allow(clippy::unwrap_used)]
 
 use memloop_core::tool::Tool;
+use memloop_files::FileMemoryStore;
 use memloop_memory::tools::MemoryReadTool;
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::tool_context;
 use serde_json::json;
 use std::sync::Arc;

@@ -3,11 +3,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_core::{Agent, events::VecSink, message::Message};
+use memloop_files::FileMemoryStore;
 use memloop_memory::MemoryEvent;
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
-use memloop_store::{FileMemoryStore, MemoryStore};
+use memloop_store::MemoryStore;
 use memloop_testkit::{ScriptStep, ScriptedModel};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -11,11 +11,12 @@ use memloop_core::{
     prompt::SystemSection,
     tool::{PermissionDecision, PermissionGate, ToolCallRequest},
 };
+use memloop_files::FileMemoryStore;
 use memloop_memory::{
     prompt::MemorySection,
     tools::{MEMORY_READ, memory_tools},
 };
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::tool_context;
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -504,7 +505,7 @@ async fn raw_writes_keep_the_bytes_and_apply_every_rule() {
 /// header, the size cut, binary and invalid UTF-8 files, a missing file and an escaping path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_are_the_same_on_the_calling_task_and_on_the_blocking_pool() {
-    use memloop_store::StoreConfig;
+    use memloop_files::StoreConfig;
     let dir = TempDir::new().unwrap();
     let root = dir.path();
     let front =

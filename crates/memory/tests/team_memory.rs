@@ -9,12 +9,12 @@ mod extract_common;
 use memloop_core::CancellationToken;
 use memloop_core::prompt::SystemSection;
 use memloop_core::tool::{AgentKind, Tool, ToolContext};
+use memloop_files::FileMemoryStore;
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
 use memloop_memory::prompt::MemorySection;
 use memloop_memory::tools::MemoryWriteTool;
 use memloop_store::{
-    ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryScope, MemoryStore, MemoryType,
-    WriteMode,
+    ExpectedVersion, MemoryDoc, MemoryError, MemoryScope, MemoryStore, MemoryType, WriteMode,
 };
 use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;

@@ -12,10 +12,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_core::tool::{Tool, ToolOutput};
+use memloop_files::{FileMemoryStore, StoreConfig};
 use memloop_memory::tools::{AnthropicMemoryTool, MemoryWriteTool};
 use memloop_store::{
-    ExpectedVersion, FileMemoryStore, MemoryDoc, MemoryError, MemoryStore, MemoryType, StoreConfig,
-    WriteLimits, WriteMode,
+    ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteLimits, WriteMode,
 };
 use memloop_testkit::WriteOutcome;
 use memloop_testkit::tool_context;

@@ -16,9 +16,10 @@
 //! every write, quadratic at 20,000).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+use memloop_files::FileMemoryStore;
 use memloop_pg::{PgConfig, PgFtsSelector, PgMemoryStore};
 use memloop_recall::{Bm25Selector, SelectionContext, Selector};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, ScanCache, WriteMode};
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, ScanCache, WriteMode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

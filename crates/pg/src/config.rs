@@ -3,7 +3,8 @@
 use crate::error::PgError;
 use crate::tls::{MakeRustlsConnect, SslMode, split_tls_params};
 use memloop_host::env::EnvVars;
-use memloop_store::{LocalBases, origin_without_credentials};
+use memloop_paths::origin_without_credentials;
+use memloop_store::LocalBases;
 
 /// Environment variable holding the team store's connection URL.
 pub const DATABASE_URL_ENV: &str = "MEMLOOP_DATABASE_URL";

@@ -2,7 +2,7 @@
 //!
 //! Team memory on PostgreSQL: what one engineer's agent learned about a repository reaches every
 //! teammate's agent and every CI agent. The local memory dir
-//! ([`FileMemoryStore`](memloop_store::FileMemoryStore)) stays the offline default; this
+//! ([`FileMemoryStore`](memloop_files::FileMemoryStore)) stays the offline default; this
 //! crate adds
 //!
 //! - [`PgMemoryStore`], a [`MemoryStore`](memloop_store::MemoryStore) with one row per

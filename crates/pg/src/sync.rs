@@ -23,8 +23,9 @@
 use crate::content::{canonical_text, sha256_hex};
 use crate::error::StoreError;
 use crate::store::{Expected, PgMemory, PgMemoryStore};
+use memloop_files::FileMemoryStore;
 use memloop_secrets::SecretFilter;
-use memloop_store::{ExpectedVersion, FileMemoryStore, MemoryError, MemoryStore};
+use memloop_store::{ExpectedVersion, MemoryError, MemoryStore};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -13,10 +13,9 @@
 //! `cargo bench -p memloop-recall --bench recall_turn -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use memloop_files::{FileMemoryStore, StoreConfig};
 use memloop_recall::{Bm25Selector, SelectionContext, Selector};
-use memloop_store::{
-    FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, ScanCache, StoreConfig, WriteMode,
-};
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, ScanCache, WriteMode};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

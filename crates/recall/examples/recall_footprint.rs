@@ -9,8 +9,9 @@
 //! Prints VmRSS (from `/proc/self/status`) before the memories are loaded and after, in KiB.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
+use memloop_files::FileMemoryStore;
 use memloop_recall::{Bm25Selector, SelectionContext, Selector};
-use memloop_store::{FileMemoryStore, MemoryStore, ScanCache};
+use memloop_store::{MemoryStore, ScanCache};
 use std::sync::Arc;
 
 /// The first 18 words of the test kit's list (the figures in docs/benchmarks.md were taken on

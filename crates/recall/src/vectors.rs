@@ -15,9 +15,9 @@
 use super::lift::BestTwo;
 use futures::StreamExt;
 use memloop_core::embed::{EmbedError, Embedder, dot};
-use memloop_store::FileMemoryStore;
+use memloop_files::FileMemoryStore;
+use memloop_files::atomic_write;
 use memloop_store::MemoryHeader;
-use memloop_store::atomic_write;
 use memloop_store::{LocalPurpose, MemoryStore};
 use memloop_store::{ScanCache, Since};
 use sha2::{Digest, Sha256};
@@ -520,7 +520,7 @@ impl VectorCache {
         // The cache's dir is memloop's own: created, or taken only when it is a real dir (a
         // link planted there would lead the write elsewhere).
         if let Some((parent, name)) = split(&self.path).and_then(|(dir, _)| split(dir)) {
-            if let Err(e) = memloop_store::internal_dir(parent, name) {
+            if let Err(e) = memloop_files::internal_dir(parent, name) {
                 tracing::warn!(path = %self.path.display(), error = %e, "cannot save the vector cache");
                 return;
             }
@@ -553,7 +553,7 @@ fn read_cache_file(path: &Path) -> std::io::Result<Vec<u8>> {
         Ok(_) => {}
         Err(e) => return Err(e),
     }
-    memloop_store::read_internal_file(dir, name)
+    memloop_files::read_internal_file(dir, name)
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]

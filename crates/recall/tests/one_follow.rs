@@ -9,10 +9,11 @@ mod recall_common;
 use memloop_core::embed::{EmbedError, Embedder};
 use memloop_core::events::VecSink;
 use memloop_core::{CancellationToken, Hook};
+use memloop_files::FileMemoryStore;
 use memloop_recall::{Bm25Selector, DefaultSelector, RecallEvent, RecallHook, Selector};
 use memloop_store::{
-    ChangeCursor, Changes, CheckedWrite, FileMemoryStore, IndexEntry, LoadedIndex, MemoryError,
-    MemoryFile, MemoryHeader, MemoryPath, MemoryStore, StoreDescription, WriteReport,
+    ChangeCursor, Changes, CheckedWrite, IndexEntry, LoadedIndex, MemoryError, MemoryFile,
+    MemoryHeader, MemoryPath, MemoryStore, StoreDescription, WriteReport,
 };
 use recall_common::{hook_ctx, put};
 use std::sync::Arc;

@@ -8,10 +8,11 @@ mod recall_common;
 use memloop_core::events::VecSink;
 use memloop_core::message::{ContentBlock, Message, Role};
 use memloop_core::{CancellationToken, Hook};
+use memloop_files::FileMemoryStore;
 use memloop_recall::{KeywordSelector, ManualClock, RecallHook, Selector};
 use memloop_store::{
-    ChangeCursor, Changes, CheckedWrite, FileMemoryStore, IndexEntry, LoadedIndex, MemoryError,
-    MemoryFile, MemoryHeader, MemoryPath, MemoryStore, StoreDescription, WriteReport,
+    ChangeCursor, Changes, CheckedWrite, IndexEntry, LoadedIndex, MemoryError, MemoryFile,
+    MemoryHeader, MemoryPath, MemoryStore, StoreDescription, WriteReport,
 };
 use recall_common::{hook_ctx, put};
 use std::sync::Arc;

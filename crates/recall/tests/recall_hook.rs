@@ -565,8 +565,9 @@ async fn a_job_that_finishes_after_compaction_attaches_nothing() {
 #[cfg(unix)]
 #[tokio::test]
 async fn reads_count_through_relative_paths_symlinked_roots_and_topics() {
+    use memloop_files::FileMemoryStore;
     use memloop_recall::{ReadTools, read_in_full};
-    use memloop_store::{FileMemoryStore, MemoryStore};
+    use memloop_store::MemoryStore;
     use std::collections::HashSet;
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tmp.path().join("real/memory")).unwrap();

@@ -701,7 +701,7 @@ async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selecti
     write_outside(&dir, "m1.md", "她的职业", "她是一名护士，上夜班。").unwrap();
     write_outside(&dir, "m2.md", "家里的动物", "我们养了一只小狗。").unwrap();
     write_outside(&dir, "m3.md", "周五", "周五晚上一起做披萨。").unwrap();
-    let store: Arc<dyn MemoryStore> = Arc::new(memloop_store::FileMemoryStore::open(&dir).unwrap());
+    let store: Arc<dyn MemoryStore> = Arc::new(memloop_files::FileMemoryStore::open(&dir).unwrap());
     let embedder = Concepts::new("concepts-feed");
     // Dense ranking only: BM25 scores carry no weight.
     let config = HybridConfig {

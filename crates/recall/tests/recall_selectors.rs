@@ -515,7 +515,8 @@ async fn llm_selector_accepts_only_paths_from_the_manifest_it_was_shown() {
 /// the caller passes (here: none at all), watching and polling alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bm25_follows_outside_changes_through_the_feed() {
-    use memloop_store::{FileMemoryStore, MemoryStore, StoreConfig};
+    use memloop_files::{FileMemoryStore, StoreConfig};
+    use memloop_store::MemoryStore;
     for watch in [true, false] {
         let tmp = tempfile::tempdir().unwrap();
         let store: Arc<dyn MemoryStore> = Arc::new(

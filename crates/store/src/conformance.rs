@@ -11,21 +11,13 @@
 //! ```
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() {
-//! use memloop_store::{FileMemoryStore, MemoryStore, conformance};
-//! use std::sync::{Arc, Mutex};
+//! use memloop_store::{MemoryStore, conformance};
+//! use memloop_testkit::MapStore;
+//! use std::sync::Arc;
 //!
-//! // Each check gets an empty memory dir of its own; the dirs live until the suite ends.
-//! let dirs = Arc::new(Mutex::new(Vec::new()));
-//! let report = conformance::run(|| {
-//!     let dirs = dirs.clone();
-//!     async move {
-//!         let dir = tempfile::tempdir().unwrap();
-//!         let store = FileMemoryStore::open(dir.path()).unwrap();
-//!         dirs.lock().unwrap().push(dir);
-//!         Arc::new(store) as Arc<dyn MemoryStore>
-//!     }
-//! })
-//! .await;
+//! // Each check gets an empty store of its own (here the test kit's in-memory backend).
+//! let report = conformance::run(|| async { Arc::new(MapStore::new()) as Arc<dyn MemoryStore> })
+//!     .await;
 //! assert!(report.is_ok(), "{report}");
 //! # }
 //! ```

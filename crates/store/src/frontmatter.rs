@@ -364,7 +364,7 @@ fn unknown_keys(m: &Mapping, doc: &MemoryDoc) -> Mapping {
         .collect()
 }
 
-/// Memory files as text: the format [`FileMemoryStore`](crate::file_store::FileMemoryStore) writes.
+/// Memory files as text: the format the memory dir (`memloop-files`) writes.
 impl MemoryDoc {
     /// Parse a memory file's text (a `---` frontmatter with `name`, `description`, `type`, then
     /// the body). A missing `name` falls back to `fallback_name` (e.g. the file stem). `Err` says,
@@ -397,7 +397,7 @@ impl MemoryDoc {
         })
     }
 
-    /// The file text [`FileMemoryStore`](crate::file_store::FileMemoryStore) writes for this memory.
+    /// The file text the memory dir (`memloop-files`) writes for this memory.
     pub fn render(&self) -> String {
         render_memory(self)
     }

@@ -1,6 +1,6 @@
 //! [`MemoryPath`]: a validated memory address, shared by the store trait and the change feed.
 
-use crate::safety::validate_rel_path;
+use crate::names::validate_rel_path;
 use crate::types::MemoryError;
 
 /// A memory's address inside its store: relative, `/`-separated, ending in `.md`, never

@@ -1,7 +1,7 @@
 //! The [`MemoryStore`] trait: everything the rest of memloop needs from a memory store, and the
 //! one enforcing entry point every write goes through.
 //!
-//! The embedded default is `FileMemoryStore` (Markdown files plus a `MEMORY.md` index, in Claude
+//! The embedded default is the memory dir (`memloop-files`: Markdown files plus a `MEMORY.md` index, in Claude
 //! Code's format). Other backends implement the same trait; selectors, recall, extraction and the
 //! memory tools only see `Arc<dyn MemoryStore>`.
 
@@ -140,7 +140,7 @@ fn check_text(doc: &MemoryDoc) -> Result<(), MemoryError> {
     for (field, text) in [("title", &doc.name), ("description", &doc.description)] {
         if let Some(c) = text.chars().find(|c| c.is_control() && !c.is_whitespace()) {
             return Err(MemoryError::InvalidName {
-                name: crate::safety::shown(text),
+                name: crate::names::shown_name(text),
                 reason: format!(
                     "the {field} contains the control character U+{:04X}; a {field} is one line \
                      of printable text: remove it",
@@ -151,7 +151,7 @@ fn check_text(doc: &MemoryDoc) -> Result<(), MemoryError> {
     }
     if doc.body.contains('\0') {
         return Err(MemoryError::InvalidName {
-            name: crate::safety::shown(&doc.name),
+            name: crate::names::shown_name(&doc.name),
             reason: "the body contains a NUL character (U+0000); remove it".into(),
         });
     }

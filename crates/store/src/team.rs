@@ -11,7 +11,7 @@ use crate::types::{MemoryDoc, MemoryError, MemoryType};
 pub const TEAM_DIR: &str = "team";
 
 /// The team's index, relative to the memory dir.
-pub(crate) const TEAM_INDEX_FILE: &str = "team/MEMORY.md";
+pub const TEAM_INDEX_FILE: &str = "team/MEMORY.md";
 
 /// Which memory a path belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,7 +63,7 @@ impl std::fmt::Display for MemoryScope {
 }
 
 /// `team/a/b.md` → `a/b.md`: the path relative to the team dir, for a team memory path.
-pub(crate) fn team_relative(rel_path: &str) -> Option<&str> {
+pub fn team_relative(rel_path: &str) -> Option<&str> {
     rel_path
         .strip_prefix(TEAM_DIR)
         .and_then(|rest| rest.strip_prefix('/'))

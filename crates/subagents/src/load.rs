@@ -3,7 +3,7 @@
 
 use crate::definition::AgentDefinition;
 use memloop_host::env::EnvVars;
-use memloop_store::MemoryDirResolver;
+use memloop_paths::MemoryDirResolver;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

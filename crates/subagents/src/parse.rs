@@ -2,7 +2,7 @@
 //! `memory`) and the system prompt as the body.
 
 use crate::definition::AgentDefinition;
-use memloop_store::{AgentMemoryScope, sanitize_agent_type};
+use memloop_paths::{AgentMemoryScope, sanitize_agent_type};
 use memloop_text::frontmatter::{
     Closing, parse_mapping as parse_frontmatter_mapping, split as split_frontmatter,
 };

@@ -75,6 +75,8 @@ mod scripted;
 #[cfg(feature = "store")]
 mod store;
 mod text;
+#[cfg(feature = "warnings")]
+mod warnings;
 mod words;
 
 pub use ci::{shared_data, skip_unless_ci, under_ci};
@@ -104,4 +106,6 @@ pub use scripted::{ScriptStep, ScriptedModel};
 #[cfg(feature = "store")]
 pub use store::{MapStore, WriteOutcome};
 pub use text::harmless_text;
+#[cfg(feature = "warnings")]
+pub use warnings::Warnings;
 pub use words::{Lcg, WORDS};

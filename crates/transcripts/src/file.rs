@@ -43,7 +43,7 @@ impl TranscriptConfig {
     /// `MEMLOOP_REDACT_TRANSCRIPTS`.
     pub fn from_env(env: &EnvVars) -> Self {
         Self {
-            redact_on_disk: memloop_store::env::redact_transcripts(env),
+            redact_on_disk: memloop_paths::env::redact_transcripts(env),
             ..Self::default()
         }
     }

@@ -7,8 +7,9 @@ use memloop_core::{
     Agent, AgentConfig,
     events::{EventSink, FanoutSink, VecSink},
 };
+use memloop_files::FileMemoryStore;
 use memloop_recall::{LlmSelector, RecallHook, SELECTOR_PURPOSE};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::{ScriptStep, ScriptedModel, WaitForRecall};
 use memloop_transcripts::{TranscriptDir, TranscriptHook};
 use std::sync::Arc;

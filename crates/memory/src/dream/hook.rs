@@ -33,7 +33,7 @@ impl DreamConfig {
     /// The defaults, switched off when `MEMLOOP_DISABLE_AUTO_MEMORY` or `MEMLOOP_SIMPLE` is truthy in `env`.
     pub fn from_env(env: &memloop_host::env::EnvVars) -> Self {
         Self {
-            enabled: memloop_store::env::memory_enabled(env),
+            enabled: memloop_paths::env::memory_enabled(env),
             ..Self::default()
         }
     }

@@ -19,7 +19,8 @@
 //! use memloop_memory::MemoryEvent;
 //! use memloop_memory::dream::DreamHook;
 //! use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, ForkedExtractor};
-//! use memloop_store::{FileMemoryStore, MemoryStore};
+//! use memloop_files::FileMemoryStore;
+//! use memloop_store::MemoryStore;
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!

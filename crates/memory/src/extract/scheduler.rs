@@ -46,7 +46,7 @@ impl SchedulerConfig {
     /// ```
     pub fn from_env(env: &memloop_host::env::EnvVars) -> Self {
         Self {
-            enabled: memloop_store::env::memory_enabled(env),
+            enabled: memloop_paths::env::memory_enabled(env),
             ..Self::default()
         }
     }

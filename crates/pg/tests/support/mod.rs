@@ -2,8 +2,9 @@
 //! (also when the test fails).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use memloop_files::FileMemoryStore;
 use memloop_pg::{PgConfig, PgMemoryStore, TeamSync};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryType, WriteMode};
 
 /// The machine's PostgreSQL (trust auth).
 pub const URL: &str = "host=127.0.0.1 port=5432 user=root dbname=test";

@@ -2,7 +2,8 @@
 #![allow(dead_code, clippy::unwrap_used)] // test helpers
 
 use memloop_core::{CancellationToken, HookContext, events::VecSink, message::Message};
-use memloop_store::{FileMemoryStore, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_files::FileMemoryStore;
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::ScriptedModel;
 use std::sync::Arc;
 use tempfile::TempDir;

@@ -1,0 +1,263 @@
+//! The header cache (`memloop_store::ScanCache`) over the memory dir, a store with a change
+//! feed: it matches a fresh scan after every change, shares one question among callers that
+//! arrive together, and reads a text once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use memloop_files::{FileMemoryStore, StoreConfig};
+use memloop_store::{
+    ChangeCursor, Changes, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
+    MemoryStore, MemoryType, ScanCache, ScanChange, WriteMode,
+};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_matches_a_fresh_scan_after_every_change() {
+    for watch in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            FileMemoryStore::open(dir.path())
+                .unwrap()
+                .with_config(StoreConfig {
+                    watch,
+                    ..StoreConfig::default()
+                }),
+        );
+        let cache = ScanCache::new(store.clone());
+        let first = cache.refresh().await.unwrap();
+        assert_eq!(first.change, ScanChange::Rescanned);
+        let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
+        for (i, name) in ["一.md", "два.md", "세.md", "four.md"].iter().enumerate() {
+            store
+                .write(name, &doc(name), WriteMode::Overwrite)
+                .await
+                .unwrap();
+            let u = cache.refresh().await.unwrap();
+            assert!(
+                matches!(&u.change, ScanChange::Changed { written, .. } if written.len() == 1),
+                "write {i}: {:?}",
+                u.change
+            );
+            assert_eq!(u.headers.as_slice(), store.scan().await.unwrap());
+        }
+        store.delete("два.md").await.unwrap();
+        std::fs::write(dir.path().join("一.md"), "---\nname: Один\n---\nx\n").unwrap();
+        let u = cache.refresh().await.unwrap();
+        assert_eq!(u.headers.as_slice(), store.scan().await.unwrap());
+        assert_eq!(
+            cache.refresh().await.unwrap().change,
+            ScanChange::Unchanged,
+            "watch={watch}"
+        );
+        cache.invalidate().await;
+        assert_eq!(cache.refresh().await.unwrap().change, ScanChange::Rescanned);
+    }
+}
+
+/// A real memory dir whose feed answers are held at a gate (after the question was asked)
+/// until the test lets them through, and counted.
+struct Gated {
+    inner: FileMemoryStore,
+    asked: std::sync::atomic::AtomicUsize,
+    held: std::sync::atomic::AtomicBool,
+    gate: tokio::sync::Semaphore,
+    entered: tokio::sync::Notify,
+    /// Carry the texts of what the feed reports in its answers.
+    carry: std::sync::atomic::AtomicBool,
+    /// Reads asked of the store (not counting the feed's own).
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl Gated {
+    fn new(dir: &std::path::Path) -> Self {
+        Self {
+            inner: FileMemoryStore::open(dir).unwrap(),
+            asked: Default::default(),
+            held: Default::default(),
+            gate: tokio::sync::Semaphore::new(0),
+            entered: tokio::sync::Notify::new(),
+            carry: Default::default(),
+            reads: Default::default(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl MemoryStore for Gated {
+    fn describe(&self) -> memloop_store::StoreDescription {
+        self.inner.describe()
+    }
+    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let mut answer = self.inner.changes(since).await;
+        if let Ok(Changes::Changed { written, files, .. }) = &mut answer
+            && self.carry.load(Ordering::SeqCst)
+        {
+            for h in written.iter() {
+                let path = MemoryPath::new(&h.rel_path).unwrap();
+                files.push(self.inner.read_path(&path).await.unwrap());
+            }
+        }
+        if self.held.load(Ordering::SeqCst) {
+            self.entered.notify_one();
+            self.gate.acquire().await.unwrap().forget();
+        }
+        answer
+    }
+    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
+        self.inner.scan().await
+    }
+    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_path(path).await
+    }
+    async fn write_checked(
+        &self,
+        write: memloop_store::CheckedWrite,
+    ) -> Result<memloop_store::WriteReport, MemoryError> {
+        self.inner.write_checked(write).await
+    }
+    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
+        self.inner.delete_checked(path).await
+    }
+    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
+        self.inner.clear().await
+    }
+    async fn load_index(&self) -> Result<memloop_store::LoadedIndex, MemoryError> {
+        self.inner.load_index().await
+    }
+    async fn index_entries(&self) -> Result<Vec<memloop_store::IndexEntry>, MemoryError> {
+        self.inner.index_entries().await
+    }
+    fn check_contained(&self, rel: &str) -> Result<MemoryPath, MemoryError> {
+        self.inner.check_contained(rel)
+    }
+}
+
+/// Callers that arrive together share the store's answers, and none gets an answer older
+/// than its arrival: while one refresh's question is out, a write lands and two more
+/// callers arrive; they share one new question, and both see the write.
+#[tokio::test(flavor = "current_thread")]
+async fn callers_arriving_together_share_one_question_and_see_every_earlier_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Gated::new(dir.path()));
+    let cache = Arc::new(ScanCache::new(store.clone()));
+    let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
+    store
+        .inner
+        .write("early.md", &doc("early"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    cache.refresh().await.unwrap();
+    store.asked.store(0, Ordering::SeqCst);
+    store.held.store(true, Ordering::SeqCst);
+
+    let first = tokio::spawn({
+        let cache = cache.clone();
+        async move { cache.refresh().await.unwrap() }
+    });
+    // Its question is out, its answer held (a cache that never asks fails here).
+    tokio::time::timeout(Duration::from_secs(30), store.entered.notified())
+        .await
+        .expect("the first caller asked the store");
+    store
+        .inner
+        .write("late.md", &doc("late"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let later: Vec<_> = (0..2)
+        .map(|_| {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.refresh().await.unwrap() })
+        })
+        .collect();
+    // One thread: the two run until they wait for the cache, having noted their arrival.
+    tokio::task::yield_now().await;
+    store.gate.add_permits(8);
+    let first = first.await.unwrap();
+    assert!(
+        first.headers.get("late.md").is_none(),
+        "asked before the write"
+    );
+    for (i, t) in later.into_iter().enumerate() {
+        let u = t.await.unwrap();
+        assert!(
+            u.headers.get("late.md").is_some(),
+            "caller {i} got an answer from before it arrived"
+        );
+    }
+    assert_eq!(
+        store.asked.load(Ordering::SeqCst),
+        2,
+        "one question each round"
+    );
+}
+
+/// The texts a change's answer carries are what consumers taking the change in get: none of
+/// them reads the store again (a store that carries none is read, once per memory).
+#[tokio::test(flavor = "current_thread")]
+async fn texts_the_feed_carries_are_not_read_again() {
+    for carry in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Gated::new(dir.path()));
+        store.carry.store(carry, Ordering::SeqCst);
+        let cache = ScanCache::new(store.clone());
+        cache.refresh().await.unwrap();
+        let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, format!("{n} body"));
+        for n in ["a.md", "b.md"] {
+            store
+                .inner
+                .write(n, &doc(n), WriteMode::Overwrite)
+                .await
+                .unwrap();
+        }
+        let u = cache.refresh().await.unwrap();
+        let ScanChange::Changed { written, .. } = u.change else {
+            panic!("two writes: {:?}", u.change);
+        };
+        for _consumer in 0..2 {
+            for h in &written {
+                let f = cache.read(h).await.unwrap();
+                assert_eq!(f.body.trim_end(), format!("{} body", h.rel_path));
+            }
+        }
+        let reads = store.reads.load(Ordering::SeqCst);
+        assert_eq!(reads, if carry { 0 } else { 2 }, "carry={carry}");
+    }
+}
+
+/// A text read once is kept for the next reader, and a change to it (reported by the feed)
+/// is read afresh: the kept text is always the version the cache lists.
+#[tokio::test(flavor = "current_thread")]
+async fn texts_read_are_kept_until_a_change_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Gated::new(dir.path()));
+    let cache = ScanCache::new(store.clone());
+    let doc = |body: &str| MemoryDoc::new("Deploys", "d", MemoryType::Project, body);
+    store
+        .inner
+        .write("deploy.md", &doc("Tuesdays."), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    for _search in 0..3 {
+        let headers = cache.headers().await.unwrap();
+        let f = cache.read(&headers[0]).await.unwrap();
+        assert!(f.body.contains("Tuesdays."));
+    }
+    assert_eq!(store.reads.load(Ordering::SeqCst), 1, "read once, kept");
+    store
+        .inner
+        .write("deploy.md", &doc("Fridays."), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    for _search in 0..3 {
+        let headers = cache.headers().await.unwrap();
+        let f = cache.read(&headers[0]).await.unwrap();
+        assert!(
+            f.body.contains("Fridays."),
+            "the changed text, not the kept one"
+        );
+    }
+    assert_eq!(store.reads.load(Ordering::SeqCst), 2);
+}
