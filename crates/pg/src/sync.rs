@@ -180,6 +180,74 @@ fn from_hex(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// The state of the last sync with project `project_id`, from [`STATE_FILE`] in `root`: a
+/// fresh state when there is none, it cannot be parsed, or it is another project's. The file
+/// is memloop's own: read without following a link, and a link (or anything but a regular
+/// file) there fails the sync with an error naming the file relative to the local dir.
+fn load_state(root: &Path, project_id: &str) -> Result<SyncState, MemoryError> {
+    let fresh = || SyncState {
+        project_id: project_id.to_owned(),
+        entries: BTreeMap::new(),
+    };
+    let bytes = match memloop_store::read_internal_file(root, STATE_FILE) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(fresh()),
+        Err(e) => return Err(MemoryError::io("reading sync state", e)),
+    };
+    match serde_json::from_slice::<SyncState>(&bytes) {
+        Ok(s) if s.project_id == project_id => Ok(s),
+        _ => Ok(fresh()),
+    }
+}
+
+/// Write `state` to [`STATE_FILE`] in `root`: a temp file created there (never through a link,
+/// never over an existing file), then renamed into place, which replaces whatever is at the
+/// state's name (a link too) instead of following it.
+fn save_state(root: &Path, state: &SyncState) -> Result<(), MemoryError> {
+    let writing = |e| MemoryError::io("writing sync state", e);
+    let text = serde_json::to_string_pretty(state)
+        .map_err(|e| MemoryError::io("encoding sync state", std::io::Error::other(e)))?;
+    let tmp = format!("{STATE_FILE}.{}.tmp", uuid::Uuid::new_v4());
+    let written = memloop_store::open_internal_file(
+        root,
+        &tmp,
+        std::fs::OpenOptions::new().write(true).create_new(true),
+    )
+    .and_then(|mut f| {
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        f.sync_all()
+    })
+    .and_then(|()| std::fs::rename(root.join(&tmp), root.join(STATE_FILE)));
+    if written.is_err() {
+        // The temp file is ours (created new): remove what is left of it.
+        let _ = std::fs::remove_file(root.join(&tmp));
+    }
+    written.map_err(writing)
+}
+
+/// Keep `raw`, the local text of the conflicting entry `rel`, in a new recovery file in
+/// [`CONFLICT_DIR`] under `root`; returns its path. The dir must be a real directory (a link
+/// there is refused: nothing is written through it) and the file is created new, never through
+/// a link or over an existing file.
+fn save_recovery(root: &Path, rel: &str, raw: &str) -> Result<PathBuf, MemoryError> {
+    let dir = memloop_store::internal_dir(root, CONFLICT_DIR)
+        .map_err(|e| MemoryError::io(format!("opening the conflict dir `{CONFLICT_DIR}`"), e))?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+    let name = format!(
+        "{}.{stamp}.md",
+        rel.replace('/', "__").trim_end_matches(".md")
+    );
+    let writing = |e| MemoryError::io("writing recovery file", e);
+    let mut file = memloop_store::open_internal_file(
+        root,
+        &format!("{CONFLICT_DIR}/{name}"),
+        std::fs::OpenOptions::new().write(true).create_new(true),
+    )
+    .map_err(writing)?;
+    std::io::Write::write_all(&mut file, raw.as_bytes()).map_err(writing)?;
+    Ok(dir.join(name))
+}
+
 struct Local {
     raw: String,
     sha: [u8; 32],
@@ -268,35 +336,6 @@ impl TeamSync {
         self.run(Direction::Pull, opts).await
     }
 
-    fn state_path(&self) -> PathBuf {
-        self.local.root().join(STATE_FILE)
-    }
-
-    fn load_state(&self) -> SyncState {
-        let state = std::fs::read_to_string(self.state_path())
-            .ok()
-            .and_then(|s| serde_json::from_str::<SyncState>(&s).ok());
-        match state {
-            Some(s) if s.project_id == self.team.project_id() => s,
-            _ => SyncState {
-                project_id: self.team.project_id().to_owned(),
-                entries: BTreeMap::new(),
-            },
-        }
-    }
-
-    fn save_state(&self, state: &SyncState) -> Result<(), MemoryError> {
-        let text = serde_json::to_string_pretty(state)
-            .map_err(|e| MemoryError::io("encoding sync state", std::io::Error::other(e)))?;
-        let tmp = self
-            .local
-            .root()
-            .join(format!("{STATE_FILE}.{}.tmp", uuid::Uuid::new_v4()));
-        std::fs::write(&tmp, text).map_err(|e| MemoryError::io("writing sync state", e))?;
-        std::fs::rename(&tmp, self.state_path())
-            .map_err(|e| MemoryError::io("writing sync state", e))
-    }
-
     async fn local_entries(&self) -> Result<BTreeMap<String, Local>, MemoryError> {
         let mut out = BTreeMap::new();
         let headers = self.local.scan().await?;
@@ -324,18 +363,6 @@ impl TeamSync {
         Ok(out)
     }
 
-    fn save_recovery(&self, rel: &str, raw: &str) -> Result<PathBuf, MemoryError> {
-        let dir = self.local.root().join(CONFLICT_DIR);
-        std::fs::create_dir_all(&dir).map_err(|e| MemoryError::io("creating conflict dir", e))?;
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
-        let path = dir.join(format!(
-            "{}.{stamp}.md",
-            rel.replace('/', "__").trim_end_matches(".md")
-        ));
-        std::fs::write(&path, raw).map_err(|e| MemoryError::io("writing recovery file", e))?;
-        Ok(path)
-    }
-
     async fn run(&self, dir: Direction, opts: SyncOptions) -> Result<SyncReport, StoreError> {
         // The sync's span: which way, how many entries it looked at, or why it failed.
         let span = tracing::info_span!(
@@ -353,7 +380,7 @@ impl TeamSync {
     }
 
     async fn run_inner(&self, dir: Direction, opts: SyncOptions) -> Result<SyncReport, StoreError> {
-        let mut state = self.load_state();
+        let mut state = load_state(self.local.root(), self.team.project_id())?;
         let local = self.local_entries().await?;
         let server: BTreeMap<String, PgMemory> = self
             .team
@@ -429,7 +456,7 @@ impl TeamSync {
             });
         }
         self.report_progress(total, total);
-        self.save_state(&state)?;
+        save_state(self.local.root(), &state)?;
         if dir == Direction::Pull {
             self.repair_index(&local).await;
         }
@@ -573,7 +600,10 @@ impl TeamSync {
             (EntryState::Conflict | EntryState::Secret, Some(m))
                 if base.map(|b| b.version) != Some(m.version) =>
             {
-                let recovery = match l.map(|l| self.save_recovery(rel, &l.raw)).transpose() {
+                let recovery = match l
+                    .map(|l| save_recovery(self.local.root(), rel, &l.raw))
+                    .transpose()
+                {
                     Ok(r) => r,
                     Err(e) => {
                         return SyncAction::Failed {
@@ -615,5 +645,132 @@ impl TeamSync {
             (EntryState::DeletedOnServer, None) => SyncAction::DeletionSkipped,
             _ => SyncAction::None,
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const PROJECT: &str = "проект-项目";
+
+    fn state_with(rel: &str) -> SyncState {
+        SyncState {
+            project_id: PROJECT.to_owned(),
+            entries: BTreeMap::from([(
+                rel.to_owned(),
+                Base {
+                    sha256: [7; 32],
+                    version: 3,
+                },
+            )]),
+        }
+    }
+
+    /// Every file of `dir` with its bytes, sorted by name.
+    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn sync_state_and_recovery_files_round_trip() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(load_state(root.path(), PROJECT).unwrap().entries.is_empty());
+        save_state(root.path(), &state_with("notes/заметка.md")).unwrap();
+        let state = load_state(root.path(), PROJECT).unwrap();
+        assert_eq!(state.entries["notes/заметка.md"].version, 3);
+        // Another project's state is no state.
+        assert!(load_state(root.path(), "other").unwrap().entries.is_empty());
+        let path = save_recovery(root.path(), "team/café.md", "Ünïcödé 文本 текст").unwrap();
+        assert!(path.starts_with(root.path().join(CONFLICT_DIR)));
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "Ünïcödé 文本 текст");
+        // Only the state and the conflict dir: no temp file is left behind.
+        let names: Vec<String> = files_and_dirs(root.path());
+        assert_eq!(names, vec![CONFLICT_DIR.to_owned(), STATE_FILE.to_owned()]);
+    }
+
+    fn files_and_dirs(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_where_the_sync_state_belongs_is_refused_not_read_and_not_written_through() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        let victim_text = serde_json::to_vec(&state_with("секрет/秘密.md")).unwrap();
+        std::fs::write(victim.path().join("state.json"), &victim_text).unwrap();
+        std::os::unix::fs::symlink(
+            victim.path().join("state.json"),
+            root.path().join(STATE_FILE),
+        )
+        .unwrap();
+
+        let msg = load_state(root.path(), PROJECT).unwrap_err().to_string();
+        assert!(
+            msg.contains("`.memloop-team-sync.json` in the memory dir is a symbolic link"),
+            "{msg}"
+        );
+        assert!(!msg.contains(&*root.path().to_string_lossy()), "{msg}");
+        // Saving replaces the link itself; its target is untouched.
+        save_state(root.path(), &state_with("notes/note.md")).unwrap();
+        assert!(
+            std::fs::symlink_metadata(root.path().join(STATE_FILE))
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
+        assert!(
+            load_state(root.path(), PROJECT)
+                .unwrap()
+                .entries
+                .contains_key("notes/note.md")
+        );
+        assert_eq!(
+            files(victim.path()),
+            vec![("state.json".to_owned(), victim_text)]
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_conflict_dir_that_is_a_link_is_refused_and_nothing_is_written_through_it() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::write(victim.path().join("keep.md"), "Ünïcödé жертва 受害者").unwrap();
+        std::os::unix::fs::symlink(victim.path(), root.path().join(CONFLICT_DIR)).unwrap();
+
+        let msg = save_recovery(root.path(), "team/заметка.md", "local text")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("`.memloop-team-conflicts` in the memory dir is a symbolic link"),
+            "{msg}"
+        );
+        assert!(!msg.contains(&*root.path().to_string_lossy()), "{msg}");
+        assert_eq!(
+            files(victim.path()),
+            vec![(
+                "keep.md".to_owned(),
+                "Ünïcödé жертва 受害者".as_bytes().to_vec()
+            )]
+        );
     }
 }

@@ -26,22 +26,56 @@ pub const SESSIONS_DIR: &str = ".sessions";
 /// `<memory dir>/.sessions/`, written at the session's first turn end by the dream hook
 /// (whatever else is configured: compaction, transcripts or none). A session counts as touched
 /// when its record's mtime is after `since`. This is the default session source.
+///
+/// The records dir and its files are memloop's own files in the memory dir: the dir must be a
+/// real directory ([`memloop_store::internal_dir`]; a link there is refused, nothing is written
+/// or listed through it), a record is written to a temp file in it and renamed into place (so a
+/// link planted where a record belongs is replaced, never written through), and only regular
+/// files count when the records are listed.
 #[derive(Debug, Clone)]
 pub struct SessionRecords {
+    /// The memory dir holding [`SESSIONS_DIR`].
+    base: PathBuf,
     dir: PathBuf,
+}
+
+/// The error of a session record operation: it names the records dir relative to the memory
+/// dir, never the memory dir's path.
+fn records_error(what: &str, e: std::io::Error) -> MemoryError {
+    MemoryError::io(format!("{what} `{SESSIONS_DIR}`"), e)
 }
 
 impl SessionRecords {
     /// Records in `<memory_dir>/.sessions/`.
     pub fn for_memory_dir(memory_dir: &Path) -> Self {
         Self {
+            base: memory_dir.to_path_buf(),
             dir: memory_dir.join(SESSIONS_DIR),
+        }
+    }
+
+    /// The records dir, created when missing; a link or anything else there is refused.
+    fn open_dir(&self) -> std::io::Result<PathBuf> {
+        memloop_store::internal_dir(&self.base, SESSIONS_DIR)
+    }
+
+    /// The records dir when it exists (nothing is created), checked like [`Self::open_dir`].
+    fn existing_dir(&self) -> std::io::Result<Option<PathBuf>> {
+        match std::fs::symlink_metadata(&self.dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+            Ok(_) => self.open_dir().map(Some),
         }
     }
 
     /// The record file of session `id`: the id itself when it is a plain name (letters, digits,
     /// `-`, `_`, at most 128 characters), else a hash of it.
     fn file_of(&self, id: &str) -> PathBuf {
+        self.dir.join(Self::name_of(id))
+    }
+
+    /// The record file name of session `id` (see [`Self::file_of`]).
+    fn name_of(id: &str) -> String {
         let plain = !id.is_empty()
             && id.len() <= 128
             && id
@@ -54,27 +88,30 @@ impl SessionRecords {
             let digest = sha2::Sha256::digest(id.as_bytes());
             digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
         };
-        self.dir.join(format!("{name}.session"))
+        format!("{name}.session")
     }
 }
 
 impl SessionSource for SessionRecords {
     fn touched_since(&self, since: SystemTime, current: &str) -> Result<Vec<String>, MemoryError> {
-        let entries = match std::fs::read_dir(&self.dir) {
+        let listing = |e| records_error("listing session records in", e);
+        let Some(dir) = self.existing_dir().map_err(listing)? else {
+            return Ok(Vec::new());
+        };
+        let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => {
-                return Err(MemoryError::io(
-                    format!("listing session records in {}", self.dir.display()),
-                    e,
-                ));
-            }
+            Err(e) => return Err(listing(e)),
         };
         let current = self.file_of(current);
         let mut ids = BTreeSet::new();
         for e in entries.filter_map(Result::ok) {
             let path = e.path();
             if path == current || path.extension().is_none_or(|x| x != "session") {
+                continue;
+            }
+            // Only regular files are records (the entry's own type: a link is not followed).
+            if !e.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
             let touched = e.metadata().ok().and_then(|m| m.modified().ok());
@@ -88,11 +125,20 @@ impl SessionSource for SessionRecords {
     }
 
     fn record(&self, id: &str) -> Result<(), MemoryError> {
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| MemoryError::io(format!("creating {}", self.dir.display()), e))?;
+        let dir = self.open_dir().map_err(|e| records_error("opening", e))?;
+        let writing = |e| records_error("writing a session record in", e);
         let stamp = chrono::Utc::now().to_rfc3339();
-        std::fs::write(self.file_of(id), format!("{id}\n{stamp}\n"))
-            .map_err(|e| MemoryError::io("writing the session record", e))
+        // A temp file in the checked dir, renamed into place: the rename replaces whatever is
+        // at the record's name (a link too) instead of following it.
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&dir)
+            .map_err(writing)?;
+        std::io::Write::write_all(&mut tmp, format!("{id}\n{stamp}\n").as_bytes())
+            .map_err(writing)?;
+        tmp.persist(dir.join(Self::name_of(id)))
+            .map_err(|e| writing(e.error))?;
+        Ok(())
     }
 }
 
@@ -174,5 +220,102 @@ impl SessionSource for ProjectDirSessions {
             }
         }
         Ok(ids.into_iter().collect())
+    }
+}
+
+#[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    const VICTIM_TEXT: &str = "Ünïcödé жертва 受害者: not memloop's";
+
+    /// Every file of `dir` with its bytes, sorted by name.
+    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_sessions_dir_that_is_a_link_is_neither_written_nor_listed_through() {
+        let mem = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::write(victim.path().join("a.session"), VICTIM_TEXT).unwrap();
+        symlink(victim.path(), mem.path().join(SESSIONS_DIR)).unwrap();
+        let records = SessionRecords::for_memory_dir(mem.path());
+
+        for id in ["b", "сессия-1", "会话"] {
+            let msg = records.record(id).unwrap_err().to_string();
+            assert!(
+                msg.contains("`.sessions` in the memory dir is a symbolic link"),
+                "{msg}"
+            );
+            assert!(!msg.contains(&*mem.path().to_string_lossy()), "{msg}");
+        }
+        let msg = records
+            .touched_since(SystemTime::UNIX_EPOCH, "current")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("`.sessions`"), "{msg}");
+        assert!(!msg.contains(&*mem.path().to_string_lossy()), "{msg}");
+        assert_eq!(
+            files(victim.path()),
+            vec![("a.session".to_owned(), VICTIM_TEXT.as_bytes().to_vec())]
+        );
+    }
+
+    #[test]
+    fn only_regular_records_count_and_a_link_at_a_record_is_replaced_not_written_through() {
+        let mem = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        let target = victim.path().join("target.txt");
+        std::fs::write(&target, VICTIM_TEXT).unwrap();
+        let records = SessionRecords::for_memory_dir(mem.path());
+        records.record("s1").unwrap();
+        let dir = mem.path().join(SESSIONS_DIR);
+        symlink(&target, dir.join("planted.session")).unwrap();
+        symlink(&target, dir.join("s2.session")).unwrap();
+        std::fs::create_dir(dir.join("d.session")).unwrap();
+
+        assert_eq!(
+            records
+                .touched_since(SystemTime::UNIX_EPOCH, "current")
+                .unwrap(),
+            vec!["s1".to_owned()]
+        );
+        records.record("s2").unwrap();
+        assert!(
+            std::fs::symlink_metadata(dir.join("s2.session"))
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
+        assert!(
+            std::fs::read_to_string(dir.join("s2.session"))
+                .unwrap()
+                .starts_with("s2\n")
+        );
+        records.record("сессия-1").unwrap();
+        let touched = records
+            .touched_since(SystemTime::UNIX_EPOCH, "current")
+            .unwrap();
+        assert_eq!(touched.len(), 3, "{touched:?}");
+        assert!(touched.contains(&"s2".to_owned()), "{touched:?}");
+        assert!(!touched.contains(&"planted".to_owned()), "{touched:?}");
+        assert_eq!(
+            files(victim.path()),
+            vec![("target.txt".to_owned(), VICTIM_TEXT.as_bytes().to_vec())]
+        );
     }
 }
