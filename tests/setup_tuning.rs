@@ -585,7 +585,7 @@ async fn llm_selector_config_timeout_is_when_the_lexical_fallback_takes_over() {
         "{default:?}"
     );
 
-    let quick = memory.llm_selector_config(LlmSelectorConfig {
+    let quick = memory.clone().llm_selector_config(LlmSelectorConfig {
         timeout: Duration::from_millis(1500),
         ..LlmSelectorConfig::default()
     });
@@ -596,6 +596,21 @@ async fn llm_selector_config_timeout_is_when_the_lexical_fallback_takes_over() {
             .degraded
             .iter()
             .any(|r| r.contains("timed out after 1.5s")),
+        "{configured:?}"
+    );
+
+    // A longer wait than the default is the fallback's too.
+    let patient = memory.llm_selector_config(LlmSelectorConfig {
+        timeout: Duration::from_secs(20),
+        ..LlmSelectorConfig::default()
+    });
+    let configured = turn(&patient, query).await;
+    assert_eq!(configured.surfaced.len(), 3, "{configured:?}");
+    assert!(
+        configured
+            .degraded
+            .iter()
+            .any(|r| r.contains("timed out after 20s")),
         "{configured:?}"
     );
 }
