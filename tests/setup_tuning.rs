@@ -701,3 +701,55 @@ async fn dream_config_sets_the_dream_s_gates() {
     let configured = background_requests(&eager, 1, "dream").await;
     assert!(!configured.is_empty(), "the dream ran");
 }
+
+/// Reports one saved memory per run, as a real extractor would after writing it.
+struct Reports(std::path::PathBuf);
+
+#[memloop::async_trait]
+impl memloop::Extractor for Reports {
+    async fn extract(
+        &self,
+        _ctx: &memloop::memory::extract::ExtractionContext,
+    ) -> Result<Vec<std::path::PathBuf>, memloop::memory::extract::ExtractError> {
+        Ok(vec![self.0.join("feedback_tests.md")])
+    }
+}
+
+/// Whether the second user message carries the saved-memories notice.
+async fn noticed(memory: MemorySetup) -> bool {
+    let dir = memory.memory_dir().unwrap().dir.clone();
+    let memory = memory.extraction(true).extractor(Arc::new(Reports(dir)));
+    let model = ScriptedModel::new().rule(|_| Some(ScriptStep::text("ok")));
+    let mut agent = memory
+        .attach(Agent::builder(Arc::new(model.clone())))
+        .unwrap()
+        .build();
+    agent.run_turn("первый").await.unwrap();
+    assert!(agent.drain(Duration::from_secs(60)).await.completed);
+    agent.run_turn("второй").await.unwrap();
+    let last = model.requests_for("main").pop().unwrap();
+    let seen: String = last.messages.iter().map(|m| m.text()).collect();
+    seen.contains("Memory saved: feedback_tests.md")
+}
+
+#[tokio::test]
+async fn saved_notice_and_scheduler_config_set_one_field_the_later_call_wins() {
+    let p = Project::new();
+    assert!(!noticed(p.setup()).await, "off by default");
+    assert!(noticed(p.setup().saved_notice(true)).await);
+    let on_then_replaced = p
+        .setup()
+        .saved_notice(true)
+        .scheduler_config(SchedulerConfig::default());
+    assert!(!noticed(on_then_replaced).await);
+    let config_then_on = p
+        .setup()
+        .scheduler_config(SchedulerConfig::default())
+        .saved_notice(true);
+    assert!(noticed(config_then_on).await);
+    let through_config = p.setup().scheduler_config(SchedulerConfig {
+        notice_in_conversation: true,
+        ..SchedulerConfig::default()
+    });
+    assert!(noticed(through_config).await);
+}
