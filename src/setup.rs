@@ -31,8 +31,8 @@ use memloop_memory::{
 };
 use memloop_paths::{AgentMemoryScopes, MemoryDirResolver, ResolvedMemoryDir};
 use memloop_recall::{
-    DefaultSelector, FallbackSelector, LlmSelector, LlmSelectorConfig, RecallHook, RerankConfig,
-    RerankSelector, Selector,
+    Bm25Params, DefaultSelector, FallbackSelector, HybridConfig, LlmSelector, LlmSelectorConfig,
+    RecallConfig, RecallHook, RerankConfig, RerankSelector, Selector,
 };
 use memloop_store::{LocalDir, LocalPurpose, MemoryError, MemoryStore};
 use memloop_subagents::{AgentDirs, LoadedAgents, SubAgentConfig, SubAgentTool, SubAgents};
@@ -99,13 +99,28 @@ pub struct MemorySetup {
     local_embedder: bool,
     side_model: Option<Arc<dyn Model>>,
     rerank: bool,
+    /// The re-ranking stage's settings (with `rerank` on).
+    rerank_config: RerankConfig,
     recall: bool,
+    /// The recall hook's budgets and limits.
+    recall_config: RecallConfig,
+    /// The side model's selector settings (with a side model).
+    llm_selector: LlmSelectorConfig,
+    /// The BM25 parameters of the default selector; `None`: `hybrid`'s.
+    bm25: Option<Bm25Params>,
+    /// The default selector's settings (the dense half's, and BM25's unless `bm25` is set).
+    hybrid: HybridConfig,
     extraction: bool,
+    /// The forked extractor's settings (`daily_log` and `team` are the setup's).
+    extractor_config: ExtractorConfig,
+    /// The extraction scheduler's settings (`saved_notice` is its `notice_in_conversation`).
+    scheduler: SchedulerConfig,
     dream: bool,
+    /// The dream's gates.
+    dream_config: DreamConfig,
     compaction: Compaction,
     instructions: Option<InstructionConfig>,
     transcripts: TranscriptConfig,
-    saved_notice: bool,
     daily_log: bool,
     /// `None`: chosen from the compaction window ([`Guidance::for_window`]).
     guidance: Option<Guidance>,
@@ -222,13 +237,24 @@ impl MemorySetup {
             embedder,
             side_model: None,
             rerank: false,
+            // The model's picks are what is surfaced: it decides what is useful.
+            rerank_config: RerankConfig {
+                backfill: false,
+                ..RerankConfig::default()
+            },
             recall: true,
+            recall_config: RecallConfig::default(),
+            llm_selector: LlmSelectorConfig::default(),
+            bm25: None,
+            hybrid: HybridConfig::default(),
             extraction: true,
+            extractor_config: ExtractorConfig::default(),
+            scheduler: SchedulerConfig::default(),
             dream: true,
+            dream_config: DreamConfig::default(),
             compaction: Compaction::Default,
             instructions: Some(instructions),
             transcripts: TranscriptConfig::default(),
-            saved_notice: false,
             daily_log: false,
             guidance: None,
             team_memory,
@@ -301,7 +327,11 @@ impl MemorySetup {
     }
 
     /// The recall selector (default: the [`DefaultSelector`] over the store, BM25 or, when an
-    /// [`embedder`](Self::embedder) is set, hybrid).
+    /// [`embedder`](Self::embedder) is set, hybrid). A selector given here wins over the side
+    /// model and ignores [`bm25_config`](Self::bm25_config), [`hybrid_config`](Self::hybrid_config),
+    /// [`llm_selector_config`](Self::llm_selector_config) and [`rerank_config`](Self::rerank_config)
+    /// (they configure the selectors this setup builds); [`recall_config`](Self::recall_config)
+    /// still applies.
     pub fn selector(mut self, selector: Arc<dyn Selector>) -> Self {
         self.selector = Some(selector);
         self
@@ -314,9 +344,8 @@ impl MemorySetup {
     /// embedded during the first selections, within each selection's time budget; call
     /// [`HybridSelector::warm`](memloop_recall::HybridSelector::warm) on your own selector and
     /// pass it to [`selector`](Self::selector) to embed them up front. The selector has the
-    /// default [`HybridConfig`](memloop_recall::HybridConfig) (a vector per passage of a long
-    /// memory, no folder lift); build one with
-    /// [`HybridSelector::with_config`](memloop_recall::HybridSelector::with_config) for others.
+    /// settings of [`hybrid_config`](Self::hybrid_config) and [`bm25_config`](Self::bm25_config)
+    /// (default: a vector per passage of a long memory, no folder lift).
     ///
     /// With the `candle` feature, a local model configured or fetched is used when no embedder
     /// is set: the directory `MEMLOOP_EMBED_MODEL` names, else the first known model in the
@@ -363,7 +392,8 @@ impl MemorySetup {
     /// A small, fast model for side queries (Claude Code uses its small model): recall then
     /// selects with one side query to it ([`LlmSelector`]), with the lexical selector (or the
     /// hybrid one, with an [`embedder`](Self::embedder)) as the fallback when the query fails
-    /// or takes over 10 s. An explicit [`selector`](Self::selector) still wins.
+    /// or takes longer than [`llm_selector_config`](Self::llm_selector_config)'s timeout
+    /// (default 10 s). An explicit [`selector`](Self::selector) still wins.
     pub fn side_model(mut self, model: Arc<dyn Model>) -> Self {
         self.side_model = Some(model);
         self
@@ -373,9 +403,90 @@ impl MemorySetup {
     /// selector's best 20 memories ([`RerankSelector`]) instead of choosing from the newest 200
     /// (default off). Every memory can then be reached and the side query stays small. The
     /// model's picks are what is surfaced (no backfill: it decides what is useful); when it
-    /// fails, the lexical selector's best are surfaced.
+    /// fails, the lexical selector's best are surfaced. [`rerank_config`](Self::rerank_config)
+    /// changes the short list's length and the backfill.
     pub fn rerank(mut self, on: bool) -> Self {
         self.rerank = on;
+        self
+    }
+
+    /// The re-ranking stage's settings, used when [`rerank`](Self::rerank) is on with a
+    /// [`side_model`](Self::side_model) (this call does not turn it on): how many of the lexical
+    /// selector's best the model sees ([`RerankConfig::shortlist`], default 20) and whether the
+    /// rest of that list fills the slots the model left ([`RerankConfig::backfill`]; this setup's
+    /// default is off, [`RerankConfig::default`]'s is on). No environment variable changes
+    /// them.
+    pub fn rerank_config(mut self, config: RerankConfig) -> Self {
+        self.rerank_config = config;
+        self
+    }
+
+    /// The side model's selection settings ([`LlmSelectorConfig`], default
+    /// [`LlmSelectorConfig::default`]: 256 output tokens, a manifest of the newest 200
+    /// memories, a 10 s timeout, [`SELECTOR_PROMPT`](memloop_recall::SELECTOR_PROMPT)), for
+    /// [`side_model`](Self::side_model): the [`LlmSelector`] takes them, whether it chooses
+    /// alone or [re-ranks](Self::rerank), and its `timeout` is also when the lexical fallback
+    /// takes over. Without a side model they are unused. No environment variable changes them.
+    pub fn llm_selector_config(mut self, config: LlmSelectorConfig) -> Self {
+        self.llm_selector = config;
+        self
+    }
+
+    /// The BM25 parameters of the default selector ([`Bm25Params`], default
+    /// [`Bm25Params::default`], tuned on LoCoMo): `k1`, `b`, the field weights, bigrams,
+    /// coordination, the language, pseudo-relevance feedback, and the folder lift
+    /// ([`Bm25Params::dir_weight`], default 0: off). Used by BM25 alone and by the hybrid
+    /// selector's lexical half (with an [`embedder`](Self::embedder)); they replace
+    /// [`hybrid_config`](Self::hybrid_config)'s `bm25` field, whichever is called first. Turn the
+    /// folder lift on for memory dirs that file related memories together (a folder per
+    /// session, project or topic, a summary next to the details): a memory then gains
+    /// `dir_weight` × the score of the best other memory in its folder. No environment variable
+    /// changes them.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use memloop::MemorySetup;
+    /// use memloop::memory::recall::Bm25Params;
+    /// let memory = MemorySetup::for_project(std::env::current_dir()?)?
+    ///     .bm25_config(Bm25Params { dir_weight: 0.5, ..Bm25Params::default() });
+    /// # let _ = memory; Ok(()) }
+    /// ```
+    pub fn bm25_config(mut self, params: Bm25Params) -> Self {
+        self.bm25 = Some(params);
+        self
+    }
+
+    /// The hybrid selector's settings ([`HybridConfig`], default [`HybridConfig::default`]:
+    /// weighted fusion with dense 0.3, 50 candidates per ranking, a 2 s embedding budget per
+    /// selection, a similarity floor of 0.2, no dense folder lift, passage vectors on), used
+    /// when recall is hybrid (an [`embedder`](Self::embedder), or the local model). Its `bm25`
+    /// field is BM25's parameters, for BM25 alone too, unless
+    /// [`bm25_config`](Self::bm25_config) is called, which wins. No environment variable changes
+    /// them.
+    pub fn hybrid_config(mut self, config: HybridConfig) -> Self {
+        self.hybrid = config;
+        self
+    }
+
+    /// The default selector's settings: [`hybrid_config`](Self::hybrid_config)'s, with
+    /// [`bm25_config`](Self::bm25_config)'s BM25 parameters when set.
+    fn selector_config(&self) -> HybridConfig {
+        HybridConfig {
+            bm25: self.bm25.unwrap_or(self.hybrid.bm25),
+            ..self.hybrid.clone()
+        }
+    }
+
+    /// The recall hook's budgets and limits ([`RecallConfig`], default
+    /// [`RecallConfig::default`]): memories surfaced per turn (`max_files`, 5), lines and bytes
+    /// shown of each (`max_lines` 200, `max_bytes` 4,096), bytes surfaced per session until
+    /// compaction (`session_budget_bytes`, 60,000), whether a one-word message is skipped
+    /// (`skip_single_word`, on), and which tools' whole-file reads count as "already read"
+    /// (`read_tools`). The environment's switches still win: with memory switched off
+    /// (`MEMLOOP_DISABLE_AUTO_MEMORY`, `MEMLOOP_SIMPLE`, ...) there is no recall whatever
+    /// `enabled` says, and `enabled: false` turns recall off like [`recall(false)`](Self::recall).
+    pub fn recall_config(mut self, config: RecallConfig) -> Self {
+        self.recall_config = config;
         self
     }
 
@@ -391,11 +502,33 @@ impl MemorySetup {
         self
     }
 
+    /// The default extractor's settings ([`ExtractorConfig`], default
+    /// [`ExtractorConfig::default`]: 5 model calls, the newest 40 messages looked at, a manifest
+    /// of the newest 200 memories, 4,096 output tokens per request). Its `daily_log` and `team`
+    /// fields are replaced by this setup's [`daily_log`](Self::daily_log) and
+    /// [`team_memory`](Self::team_memory), which shape the main agent's prompt too. Unused with
+    /// an [`extractor`](Self::extractor) of the host's. No environment variable changes them.
+    pub fn extractor_config(mut self, config: ExtractorConfig) -> Self {
+        self.extractor_config = config;
+        self
+    }
+
+    /// When extraction runs ([`SchedulerConfig`], default [`SchedulerConfig::default`]: every
+    /// eligible turn, a 60 s default drain, no saved notice in the conversation). Its
+    /// `notice_in_conversation` is what [`saved_notice`](Self::saved_notice) sets: the later
+    /// call wins. The environment's switches still win: with memory switched off there is no
+    /// extraction whatever `enabled` says; `enabled: false` turns it off like
+    /// [`extraction(false)`](Self::extraction).
+    pub fn scheduler_config(mut self, config: SchedulerConfig) -> Self {
+        self.scheduler = config;
+        self
+    }
+
     /// Put a short `Memory saved: a.md, b.md` line in the conversation (on the next user
     /// message) when the extractor saved memories, besides the `MemoriesSaved` event. Default
     /// off, as in Claude Code, whose notice is shown to the user but never sent to the model.
     pub fn saved_notice(mut self, on: bool) -> Self {
-        self.saved_notice = on;
+        self.scheduler.notice_in_conversation = on;
         self
     }
 
@@ -482,6 +615,16 @@ impl MemorySetup {
     /// Turn consolidation on or off (default on).
     pub fn dream(mut self, on: bool) -> Self {
         self.dream = on;
+        self
+    }
+
+    /// The dream's gates ([`DreamConfig`], default [`DreamConfig::default`]: 24 h since the
+    /// last consolidation, a session scan at most every 10 minutes, 5 sessions touched since,
+    /// a lock stale after 1 h). The environment's switches still win: with memory switched off
+    /// there is no dream whatever `enabled` says; `enabled: false` turns it off like
+    /// [`dream(false)`](Self::dream).
+    pub fn dream_config(mut self, config: DreamConfig) -> Self {
+        self.dream_config = config;
         self
     }
 
@@ -686,43 +829,58 @@ impl MemorySetup {
                         tracing::info!(target: "memloop::recall", "recall: BM25 (no embedding model)")
                     }
                 }
-                let lexical = DefaultSelector::new(store.clone(), self.embedder.clone()).selector();
+                let lexical = DefaultSelector::with_config(
+                    store.clone(),
+                    self.embedder.clone(),
+                    self.selector_config(),
+                )
+                .selector();
                 let selector = match (&self.selector, &self.side_model) {
                     (Some(selector), _) => selector.clone(),
                     (None, Some(model)) if self.rerank => Arc::new(RerankSelector::with_config(
                         lexical,
-                        LlmSelector::new(model.clone()),
-                        RerankConfig {
-                            backfill: false,
-                            ..RerankConfig::default()
-                        },
+                        LlmSelector::with_config(model.clone(), self.llm_selector.clone()),
+                        self.rerank_config,
                     ))
                         as Arc<dyn Selector>,
                     (None, Some(model)) => Arc::new(FallbackSelector::new(
-                        Arc::new(LlmSelector::new(model.clone())),
+                        Arc::new(LlmSelector::with_config(
+                            model.clone(),
+                            self.llm_selector.clone(),
+                        )),
                         lexical,
-                        LlmSelectorConfig::default().timeout,
+                        self.llm_selector.timeout,
                     )) as Arc<dyn Selector>,
                     (None, None) => lexical,
                 };
-                let recall = Arc::new(RecallHook::new(store.clone(), selector));
+                // The host's config is the base; the environment's memory switches still turn
+                // recall off.
+                let config = RecallConfig {
+                    enabled: self.recall_config.enabled
+                        && RecallConfig::from_env(&self.env).enabled,
+                    ..self.recall_config.clone()
+                };
+                let recall = Arc::new(RecallHook::new(store.clone(), selector).with_config(config));
                 builder = builder.hook(recall);
             }
             if self.extraction {
                 let extractor = match &self.extractor {
                     Some(extractor) => extractor.clone(),
+                    // Daily-log mode and team memory are the setup's: they shape the main
+                    // agent's prompt too, and the two must agree.
                     None => Arc::new(ForkedExtractor::new(store.clone()).config(ExtractorConfig {
                         daily_log: self.daily_log,
                         team: self.team_memory,
-                        ..ExtractorConfig::default()
+                        ..self.extractor_config.clone()
                     })) as Arc<dyn Extractor>,
                 };
                 let scheduler = ExtractionScheduler::with_config(
                     store.clone(),
                     extractor,
                     SchedulerConfig {
-                        notice_in_conversation: self.saved_notice,
-                        ..SchedulerConfig::from_env(&self.env)
+                        enabled: self.scheduler.enabled
+                            && SchedulerConfig::from_env(&self.env).enabled,
+                        ..self.scheduler.clone()
                     },
                 );
                 builder = builder.hook(Arc::new(scheduler));
@@ -730,7 +888,11 @@ impl MemorySetup {
             if self.dream {
                 let dream = DreamHook::with_parts(
                     store.clone(),
-                    DreamConfig::from_env(&self.env),
+                    DreamConfig {
+                        enabled: self.dream_config.enabled
+                            && DreamConfig::from_env(&self.env).enabled,
+                        ..self.dream_config.clone()
+                    },
                     Arc::new(SessionRecords::for_memory_dir(
                         &store.local_dir_or_temp(LocalPurpose::SessionRecords),
                     )),

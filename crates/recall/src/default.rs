@@ -4,7 +4,7 @@
 //! model). A model-backed selector on top (LLM, re-rank) is the host's choice and wraps this one.
 
 use crate::bm25_selector::Bm25Selector;
-use crate::hybrid::HybridSelector;
+use crate::hybrid::{HybridConfig, HybridSelector};
 use crate::selector::Selector;
 use crate::vectors::vector_cache_for;
 use memloop_core::embed::Embedder;
@@ -35,12 +35,36 @@ impl DefaultSelector {
     /// The selector over `store`: hybrid when `embedder` is given, its vectors cached in
     /// [`vector_cache_for`]`(store, model)`; BM25 otherwise. Default settings.
     pub fn new(store: Arc<dyn MemoryStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        Self::with_config(store, embedder, HybridConfig::default())
+    }
+
+    /// [`new`](Self::new) with explicit settings: the hybrid selector takes all of `config`;
+    /// BM25 alone (no embedder) takes its BM25 parameters ([`HybridConfig::bm25`]: `k1`, `b`,
+    /// field weights, the folder lift, ...), the rest being the dense half's.
+    ///
+    /// ```
+    /// # fn demo(store: std::sync::Arc<dyn memloop_store::MemoryStore>) {
+    /// use memloop_recall::{Bm25Params, DefaultSelector, HybridConfig};
+    /// let lifted = HybridConfig {
+    ///     bm25: Bm25Params { dir_weight: 0.5, ..Bm25Params::default() },
+    ///     ..HybridConfig::default()
+    /// };
+    /// let recall = DefaultSelector::with_config(store, None, lifted);
+    /// # let _ = recall; }
+    /// ```
+    pub fn with_config(
+        store: Arc<dyn MemoryStore>,
+        embedder: Option<Arc<dyn Embedder>>,
+        config: HybridConfig,
+    ) -> Self {
         match embedder {
             Some(embedder) => {
                 let cache = vector_cache_for(store.as_ref(), embedder.model_id());
-                Self::Hybrid(Arc::new(HybridSelector::new(store, embedder, cache)))
+                Self::Hybrid(Arc::new(HybridSelector::with_config(
+                    store, embedder, cache, config,
+                )))
             }
-            None => Self::Lexical(Arc::new(Bm25Selector::new(store))),
+            None => Self::Lexical(Arc::new(Bm25Selector::with_params(store, config.bm25))),
         }
     }
 
