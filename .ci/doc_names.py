@@ -108,6 +108,9 @@ class Toks:
     def v(self, i: int) -> str | None:
         return self.vals[i] if 0 <= i < self.n else None
 
+    def kind(self, i: int) -> str | None:
+        return self.kinds[i] if 0 <= i < self.n else None
+
     def ident(self, i: int) -> str | None:
         return self.vals[i] if 0 <= i < self.n and self.kinds[i] == "ident" else None
 
@@ -230,7 +233,7 @@ DERIVED = {
     "Default": ("default",), "Clone": ("clone", "clone_from"), "Debug": ("fmt",),
     "PartialEq": ("eq", "ne"), "PartialOrd": ("partial_cmp", "lt", "le", "gt", "ge"),
     "Ord": ("cmp", "max", "min", "clamp"), "Hash": ("hash",),
-    "Serialize": ("serialize",), "Deserialize": ("deserialize",),
+    "Serialize": ("serialize",), "Deserialize": ("deserialize",), "Error": ("source",),
 }
 
 
@@ -254,15 +257,18 @@ class Tree:
             self.names[crate] = set()
             module = Module(crate, (), None)
             self.roots[crate] = module
-            self.load(module, lib, lib.parent, mod_rs=True)
+            self.load(module, lib, lib.parent)
 
     # ... reading
-    def load(self, module: Module, file: pathlib.Path, children: pathlib.Path, mod_rs: bool) -> None:
+    def load(self, module: Module, file: pathlib.Path, children: pathlib.Path) -> None:
+        """Read the items of `module` from `file`; its `mod x;` files are under `children`."""
         t = Toks(file.read_text())
-        self.items(t, 0, t.n, module, file, children)
+        self.items(t, 0, t.n, module, file, children, inline=False)
 
     def items(self, t: Toks, i: int, end: int, module: Module, file: pathlib.Path,
-              children: pathlib.Path) -> None:
+              children: pathlib.Path, inline: bool) -> None:
+        """Read the items of `module` from tokens [i, end) of `file` (`inline`: the body of an
+        inline `mod x { ... }`)."""
         crate = module.crate
         while i < end:
             attrs: list[list[str]] = []
@@ -278,13 +284,14 @@ class Tree:
             if t.v(i) == "pub":
                 if t.v(i + 1) == "(":
                     restricted = t.v(i + 2)
-                    scope = {"self": module, "super": module.parent or module}.get(restricted, self.roots[crate])
+                    scopes = {"self": module, "super": module.parent or module}
+                    scope = scopes.get(restricted, self.roots[crate])  # `crate`, `in path`
                     i = t.close(i + 1) + 1
                 else:
                     scope, i = None, i + 1
             while t.v(i) in ("default", "unsafe", "async", "auto", "safe") or (
                 t.v(i) == "const" and t.v(i + 1) in ("fn", "unsafe", "async", "extern")) or (
-                t.v(i) == "extern" and t.kinds[i + 1] == "str" and t.v(i + 2) != "{"
+                t.v(i) == "extern" and t.kind(i + 1) == "str" and t.v(i + 2) != "{"
             ):
                 i += 2 if t.v(i) == "extern" else 1
             kw, name = t.v(i), t.ident(i + 1)
@@ -296,18 +303,18 @@ class Tree:
                 if t.v(i + 2) == "{":
                     k = t.close(i + 2)
                     if record:
-                        self.items(t, i + 3, k, sub, file, children / name)
+                        self.items(t, i + 3, k, sub, file, children / name, inline=True)
                     i = k + 1
                 else:
                     i += 3
                     if record:
-                        if path_attr:
-                            target = (file.parent / path_attr.strip('"')).resolve()
-                            self.load(sub, target, target.parent, mod_rs=True)
+                        if path_attr:  # relative to the file's dir, or to an inline module's
+                            target = ((children if inline else file.parent) / path_attr.strip('"')).resolve()
+                            self.load(sub, target, target.parent)
                         else:
                             for target in (children / f"{name}.rs", children / name / "mod.rs"):
                                 if target.exists():
-                                    self.load(sub, target, children / name, mod_rs=False)
+                                    self.load(sub, target, children / name)
                                     break
                             else:
                                 sys.exit(f"doc_names: no file for `mod {name};` in {file}")
@@ -377,7 +384,7 @@ class Tree:
             eq = t.find(i, {"=", ";"})
             path: list[str] = []
             j = eq + 1
-            while j < k and (t.v(j) in ("&", "mut", "dyn", "impl") or t.kinds[j] == "life"):
+            while j < k and (t.v(j) in ("&", "mut", "dyn", "impl") or t.kind(j) == "life"):
                 j += 1
             while j < k and (t.ident(j) or t.v(j) == "::"):
                 path.append(t.vals[j])
@@ -392,6 +399,8 @@ class Tree:
         if t.v(k) == ";":
             return k + 1
         end = t.close(k)
+        if any(t.vals[j : j + 4] == ["#", "[", "from", "]"] for j in range(k, end)):
+            item.members.add("from")  # thiserror's `#[from]`: a `From` impl
         if kind == "trait":
             item.members.update(self.assoc(t, k + 1, end, all_public=True))
         else:
@@ -417,7 +426,7 @@ class Tree:
                     i = t.close(i + 1) + 1
                     continue
                 public = True
-            elif val in ("fn", "const", "type") and t.ident(i + 1) and t.v(i + 1) not in ("fn", "unsafe", "async"):
+            elif val in ("fn", "const", "type") and t.ident(i + 1) not in (None, "fn", "unsafe", "async"):
                 if public:
                     out.add(t.vals[i + 1])
                 public = all_public
@@ -489,7 +498,8 @@ class Tree:
             return
 
     # ... resolving
-    def lookup(self, module: Module, name: str, viewer: Module | None, guard: frozenset = frozenset()) -> list:
+    def lookup(self, module: Module, name: str, viewer: Module | None,
+               guard: frozenset = frozenset()) -> list:
         """What `name` names in `module`, seen from `viewer` (None: from outside its crate, which
         sees public names only)."""
         key = (id(module), name, id(viewer))
@@ -613,7 +623,7 @@ def expand(text: str, i: int, prefix: list[str]) -> tuple[list[list[str]], int]:
                 j += 1
             if j == len(text):  # not a group after all
                 return [segs], i
-            for part in re.split(r",", text[i + 1 : j]) if "{" not in text[i + 1 : j] else split_group(text[i + 1 : j]):
+            for part in split_group(text[i + 1 : j]):
                 part = part.strip()
                 if part:
                     sub, _ = expand(part, 0, segs)
@@ -634,6 +644,7 @@ def expand(text: str, i: int, prefix: list[str]) -> tuple[list[list[str]], int]:
 
 
 def split_group(body: str) -> list[str]:
+    """The parts of a group's body between commas outside inner groups."""
     parts, depth, begin = [], 0, 0
     for j, ch in enumerate(body):
         depth += {"{": 1, "}": -1}.get(ch, 0)
