@@ -790,7 +790,8 @@ REAL_CASES = [
     ("memloop::memory::store::conformance", True),
     ("memloop::memory::store::conformance::run", True),
     ("memloop::memory::store::NoSuchThing", False),
-    ("memloop::memory::store::FileMemoryStore", True),
+    ("memloop::memory::files::FileMemoryStore", True),
+    ("memloop::memory::store::FileMemoryStore", False),  # the memory dir is memory::files
     ("memloop::MemorySetup::for_project", True),
     ("memloop::MemorySetup::with_resolver", True),
     ("memloop::MemorySetup::new", False),

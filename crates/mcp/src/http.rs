@@ -601,9 +601,9 @@ fn plain(status: StatusCode, text: &str) -> HttpResponse {
 /// dates.
 const LOGGED_HEADERS: &[(&str, usize)] = &[
     ("host", 261),
-    ("mcp-session-id", crate::jsonrpc::MAX_ECHO_CHARS),
-    ("mcp-protocol-version", crate::jsonrpc::MAX_ECHO_CHARS),
-    ("last-event-id", crate::jsonrpc::MAX_ECHO_CHARS),
+    ("mcp-session-id", crate::echo::MAX_ECHO_CHARS),
+    ("mcp-protocol-version", crate::echo::MAX_ECHO_CHARS),
+    ("last-event-id", crate::echo::MAX_ECHO_CHARS),
 ];
 
 /// The refusal for a request with a header of [`LOGGED_HEADERS`] longer than its bound, or

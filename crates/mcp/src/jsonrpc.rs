@@ -5,6 +5,7 @@
 //! echoing more than [`MAX_ECHO_CHARS`] of what was sent. And two requests of one session may
 //! not be in flight under one id ([`Flights`]).
 
+use crate::echo::{MAX_ECHO_CHARS, echo};
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
@@ -14,10 +15,6 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-
-/// Most characters of a client's string (a method, a tool name, a header value...) an error
-/// message repeats or a log line holds; a longer one is cut, with a `…` mark.
-pub const MAX_ECHO_CHARS: usize = 64;
 
 /// JSON-RPC's "parse error".
 const PARSE_ERROR: i64 = -32700;
@@ -203,31 +200,6 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
         }
         Ok(UniqueKeys)
     }
-}
-
-/// At most [`MAX_ECHO_CHARS`] characters of `text` (cut on a character boundary, with a `…`
-/// mark when it was longer), control characters shown escaped.
-pub(crate) fn echo(text: &str) -> String {
-    echo_marked(text, text.chars().nth(MAX_ECHO_CHARS).is_some())
-}
-
-/// [`echo`], marked as cut when `cut` says so (the text was cut before it came here).
-pub(crate) fn echo_marked(text: &str, cut: bool) -> String {
-    let mut out: String = text
-        .chars()
-        .take(MAX_ECHO_CHARS)
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect();
-    if cut || text.chars().nth(MAX_ECHO_CHARS).is_some() {
-        out.push('…');
-    }
-    out
 }
 
 /// Check one posted message; `tools` are the names a `tools/call` may give.

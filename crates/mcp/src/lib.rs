@@ -14,6 +14,7 @@ mod answer;
 mod batch;
 mod bounded;
 mod disclosure;
+mod echo;
 mod http;
 mod jsonrpc;
 mod key;
@@ -35,11 +36,11 @@ mod tls;
 pub use access::{Access, Denied, Effect, Grant, ProjectGlob, TokenScope};
 pub use answer::McpLimits;
 pub use batch::{AnswerOf, AtomicBatches, BatchFuture, Batched, SaveKey};
+pub use echo::MAX_ECHO_CHARS;
 pub use http::{
     BODY_READ_TIMEOUT, HttpOptions, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN, SessionCaps,
     TokenFileError, Tokens, check_bind, serve_http,
 };
-pub use jsonrpc::MAX_ECHO_CHARS;
 pub use key::{MemoryKey, OWNER_FILE, Reach};
 pub use limits::{TOKEN_BURST, TOKEN_CONCURRENT, TOKEN_RATE, TokenLimits};
 pub use logs::{loggable, loggable_text};

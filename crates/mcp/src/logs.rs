@@ -10,7 +10,7 @@
 //! rmcp also logs every notification it receives whole at `INFO` (`received notification`): that
 //! event is dropped too. A client's string this crate logs goes through [`client_text`].
 
-use crate::jsonrpc::MAX_ECHO_CHARS;
+use crate::echo::MAX_ECHO_CHARS;
 
 /// A log line as it may be written: credentials redacted (a library under the server logs
 /// client text verbatim at `WARN`, such as an unknown method name or a resource URI), and
@@ -44,7 +44,7 @@ pub(crate) fn client_text(text: &str) -> String {
         None => text,
     };
     let (redacted, _) = memloop_secrets::redact_secrets(window);
-    crate::jsonrpc::echo_marked(&redacted, text.chars().nth(MAX_ECHO_CHARS).is_some())
+    crate::echo::echo_marked(&redacted, text.chars().nth(MAX_ECHO_CHARS).is_some())
 }
 
 /// The targets whose events below `INFO` carry payloads, as prefixes: rmcp's service and
@@ -81,7 +81,7 @@ pub(crate) fn loggable_target(target: &str, level: &tracing::Level, notification
 #[cfg(test)]
 mod tests {
     use super::{client_text, loggable_target};
-    use crate::jsonrpc::MAX_ECHO_CHARS;
+    use crate::echo::MAX_ECHO_CHARS;
     use tracing::Level;
 
     #[test]

@@ -139,6 +139,7 @@ impl MemorySection {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use memloop_core::prompt::SystemSection;
     /// use memloop_memory::prompt::MemorySection;
+    /// use memloop_files::FileMemoryStore;
     /// use memloop_store::*;
     /// use std::sync::Arc;
     /// let dir = tempfile::tempdir()?;

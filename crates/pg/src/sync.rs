@@ -189,7 +189,7 @@ fn load_state(root: &Path, project_id: &str) -> Result<SyncState, MemoryError> {
         project_id: project_id.to_owned(),
         entries: BTreeMap::new(),
     };
-    let bytes = match memloop_store::read_internal_file(root, STATE_FILE) {
+    let bytes = match memloop_files::read_internal_file(root, STATE_FILE) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(fresh()),
         Err(e) => return Err(MemoryError::io("reading sync state", e)),
@@ -208,7 +208,7 @@ fn save_state(root: &Path, state: &SyncState) -> Result<(), MemoryError> {
     let text = serde_json::to_string_pretty(state)
         .map_err(|e| MemoryError::io("encoding sync state", std::io::Error::other(e)))?;
     let tmp = format!("{STATE_FILE}.{}.tmp", uuid::Uuid::new_v4());
-    let written = memloop_store::open_internal_file(
+    let written = memloop_files::open_internal_file(
         root,
         &tmp,
         std::fs::OpenOptions::new().write(true).create_new(true),
@@ -230,7 +230,7 @@ fn save_state(root: &Path, state: &SyncState) -> Result<(), MemoryError> {
 /// there is refused: nothing is written through it) and the file is created new, never through
 /// a link or over an existing file.
 fn save_recovery(root: &Path, rel: &str, raw: &str) -> Result<PathBuf, MemoryError> {
-    let dir = memloop_store::internal_dir(root, CONFLICT_DIR)
+    let dir = memloop_files::internal_dir(root, CONFLICT_DIR)
         .map_err(|e| MemoryError::io(format!("opening the conflict dir `{CONFLICT_DIR}`"), e))?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
     let name = format!(
@@ -238,7 +238,7 @@ fn save_recovery(root: &Path, rel: &str, raw: &str) -> Result<PathBuf, MemoryErr
         rel.replace('/', "__").trim_end_matches(".md")
     );
     let writing = |e| MemoryError::io("writing recovery file", e);
-    let mut file = memloop_store::open_internal_file(
+    let mut file = memloop_files::open_internal_file(
         root,
         &format!("{CONFLICT_DIR}/{name}"),
         std::fs::OpenOptions::new().write(true).create_new(true),

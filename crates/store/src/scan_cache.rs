@@ -183,7 +183,7 @@ pub struct ScanUpdate {
 /// use memloop_store::{MemoryDoc, MemoryStore, MemoryType, ScanCache, WriteMode};
 /// use memloop_testkit::MapStore;
 /// use std::sync::Arc;
-/// let store = Arc::new(MapStore::new());
+/// let store: Arc<dyn MemoryStore> = Arc::new(MapStore::new());
 /// let cache = ScanCache::new(store.clone());
 /// assert!(cache.headers().await?.is_empty());
 /// let doc = MemoryDoc::new("Deploys", "when", MemoryType::Project, "Tuesdays.");

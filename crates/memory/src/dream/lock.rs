@@ -2,7 +2,7 @@
 //! PID, mtime = time of the last consolidation.
 //!
 //! The lock is memloop's own file in the memory dir: every open, read, time change and removal
-//! goes through [`memloop_store::open_internal_file`], so a symbolic link planted where the lock
+//! goes through [`memloop_files::open_internal_file`], so a symbolic link planted where the lock
 //! belongs (by anyone who can write the memory dir) is refused, never followed: nothing is
 //! truncated, written, re-timed or deleted wherever it points.
 
@@ -85,7 +85,7 @@ impl ConsolidationLock {
     /// link where the lock belongs is refused ([`std::io::ErrorKind::InvalidInput`]): its
     /// target's time is not the last consolidation.
     pub fn last_consolidation(&self) -> std::io::Result<Option<SystemTime>> {
-        let file = memloop_store::open_internal_file(
+        let file = memloop_files::open_internal_file(
             &self.dir,
             CONSOLIDATE_LOCK,
             OpenOptions::new().read(true),
@@ -106,7 +106,7 @@ impl ConsolidationLock {
     /// [`std::io::ErrorKind::InvalidInput`], naming the lock relative to its dir, and is left
     /// alone, as is whatever it points at.
     pub fn acquire(&self) -> std::io::Result<LockAttempt> {
-        let mut file = memloop_store::open_internal_file(
+        let mut file = memloop_files::open_internal_file(
             &self.dir,
             CONSOLIDATE_LOCK,
             OpenOptions::new()
@@ -142,7 +142,7 @@ impl ConsolidationLock {
         file.seek(SeekFrom::Start(0))?;
         file.write_all(pid.to_string().as_bytes())?;
         file.sync_all()?;
-        let found = memloop_store::read_internal_file(&self.dir, CONSOLIDATE_LOCK)?;
+        let found = memloop_files::read_internal_file(&self.dir, CONSOLIDATE_LOCK)?;
         let found = String::from_utf8_lossy(&found).into_owned();
         if found.trim() != pid.to_string() {
             // The file is the winner's now: leave it alone.
@@ -182,7 +182,7 @@ impl LockGuard {
 
 /// Set the lock's mtime to `t`, through the lock file itself (never through a link there).
 fn touch(dir: &Path, t: SystemTime) -> std::io::Result<()> {
-    memloop_store::open_internal_file(dir, CONSOLIDATE_LOCK, OpenOptions::new().write(true))?
+    memloop_files::open_internal_file(dir, CONSOLIDATE_LOCK, OpenOptions::new().write(true))?
         .set_modified(t)
 }
 

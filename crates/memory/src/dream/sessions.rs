@@ -28,7 +28,7 @@ pub const SESSIONS_DIR: &str = ".sessions";
 /// when its record's mtime is after `since`. This is the default session source.
 ///
 /// The records dir and its files are memloop's own files in the memory dir: the dir must be a
-/// real directory ([`memloop_store::internal_dir`]; a link there is refused, nothing is written
+/// real directory ([`memloop_files::internal_dir`]; a link there is refused, nothing is written
 /// or listed through it), a record is written to a temp file in it and renamed into place (so a
 /// link planted where a record belongs is replaced, never written through), and only regular
 /// files count when the records are listed.
@@ -56,7 +56,7 @@ impl SessionRecords {
 
     /// The records dir, created when missing; a link or anything else there is refused.
     fn open_dir(&self) -> std::io::Result<PathBuf> {
-        memloop_store::internal_dir(&self.base, SESSIONS_DIR)
+        memloop_files::internal_dir(&self.base, SESSIONS_DIR)
     }
 
     /// The records dir when it exists (nothing is created), checked like [`Self::open_dir`].
