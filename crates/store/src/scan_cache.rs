@@ -976,11 +976,12 @@ mod tests {
             self.reads.fetch_add(1, Ordering::SeqCst);
             self.inner.read_path(path).await
         }
-        async fn write_checked(
+        async fn write_checked_if(
             &self,
             write: crate::CheckedWrite,
-        ) -> Result<crate::WriteReport, MemoryError> {
-            self.inner.write_checked(write).await
+            expected: &crate::ExpectedVersion,
+        ) -> Result<crate::VersionedWrite, MemoryError> {
+            self.inner.write_checked_if(write, expected).await
         }
         async fn delete_checked(&self, path: &crate::MemoryPath) -> Result<(), MemoryError> {
             self.inner.delete_checked(path).await
