@@ -939,23 +939,34 @@ pub(crate) async fn cursor_identity(store: Store, other: Option<Store>) -> Outco
     .map(|c| (format!("the garbage cursor {c:?}"), ChangeCursor::new(c)))
     .collect();
     if let Some(other) = other {
-        // Another store of the same backend, further along than this one.
-        for i in 0..3 {
-            put(
-                &other,
-                &format!("другой/{i}.md"),
-                &doc("Autre", "другой склад", "别的"),
-            )
-            .await?;
-        }
-        if let Changes::Rescan {
-            cursor: Some(theirs),
-        } = other
-            .changes(None)
-            .await
-            .map_err(during("asking the other store for changes"))?
-        {
-            foreign.push(("a cursor another store issued".into(), theirs));
+        // Another store of the same backend: its cursor once behind this store's position and
+        // once ahead of it (a store that compares positions only would take either).
+        for (i, (what, writes)) in [("behind", 1), ("ahead of", 6)].into_iter().enumerate() {
+            for j in 0..writes {
+                put(
+                    &other,
+                    &format!("другой/{i}-{j}.md"),
+                    &doc("Autre", "другой склад", "别的"),
+                )
+                .await?;
+            }
+            if let Changes::Rescan {
+                cursor: Some(theirs),
+            } = other
+                .changes(None)
+                .await
+                .map_err(during("asking the other store for changes"))?
+            {
+                foreign.push((
+                    format!("a cursor another store issued ({what} this store's position)"),
+                    theirs,
+                ));
+            }
+            if i == 0 {
+                for j in 0..2 {
+                    put(&store, &format!("свой/{j}.md"), &doc("Soi", "свой", "自己")).await?;
+                }
+            }
         }
     }
     for (what, cursor) in &foreign {
