@@ -21,7 +21,6 @@ use memloop::memory::store::{
     MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryScope, MemoryType,
     StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite, WriteLimits, WriteMode, WriteReport,
     append_to_existing, content_version, file_stem, format_entry_line, is_daily_log, load_capped,
-    replace_body,
 };
 use memloop::{MemoryStore, async_trait};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -256,6 +255,23 @@ fn text_of(rel: &str, existing: Option<&str>, write: &CheckedWrite) -> String {
         }
         .render(),
         _ => write.doc().render(),
+    }
+}
+
+/// What a replace-body write stores (`memloop_store::replace_body`): the stored frontmatter as
+/// written, unknown keys and comments included, with the doc's non-empty fields set in it, then
+/// the doc's body.
+fn replace_body(existing: &str, doc: &MemoryDoc) -> String {
+    let head = MemoryDoc::parse(existing, "").ok().and_then(|old| {
+        if old.body.is_empty() {
+            Some(existing)
+        } else {
+            existing.strip_suffix(old.body.as_str())
+        }
+    });
+    match head {
+        Some(head) => append_to_existing(head, doc),
+        None => doc.render(),
     }
 }
 
