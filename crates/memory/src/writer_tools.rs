@@ -227,6 +227,14 @@ impl MemoryStore for TallyStore {
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
         self.record(self.inner.write_checked(write).await)
     }
+    /// Forwarded, so a conditional write stays the wrapped store's one atomic step.
+    async fn write_checked_if(
+        &self,
+        write: CheckedWrite,
+        expected: &memloop_store::ExpectedVersion,
+    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
+        self.record(self.inner.write_checked_if(write, expected).await)
+    }
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
         self.record(self.inner.delete_checked(path).await)
     }

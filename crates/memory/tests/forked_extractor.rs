@@ -343,10 +343,11 @@ impl MemoryStore for ReadOnlyDir {
     ) -> Result<memloop_store::MemoryFile, MemoryError> {
         self.0.read_path(path).await
     }
-    async fn write_checked(
+    async fn write_checked_if(
         &self,
         write: memloop_store::CheckedWrite,
-    ) -> Result<memloop_store::WriteReport, MemoryError> {
+        _: &memloop_store::ExpectedVersion,
+    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
         Err(MemoryError::io(
             format!("writing {}", write.path()),
             std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),

@@ -1143,9 +1143,13 @@ impl PgMemoryStore {
                     )
                     .await
                     .map_err(db)?;
+                // Daily logs are raw notes: no index line (the dream distils them).
                 Ok(rows
                     .iter()
                     .map(|r| (r.get(0), r.get(1), r.get(2)))
+                    .filter(|(rel, _, _): &(String, String, String)| {
+                        !memloop_store::is_daily_log(rel)
+                    })
                     .collect())
             }
         })

@@ -13,7 +13,7 @@ use memloop_files::FileMemoryStore;
 use memloop_recall::{Bm25Selector, DefaultSelector, RecallEvent, RecallHook, Selector};
 use memloop_store::{
     ChangeCursor, Changes, CheckedWrite, IndexEntry, LoadedIndex, MemoryError, MemoryFile,
-    MemoryHeader, MemoryPath, MemoryStore, StoreDescription, WriteReport,
+    MemoryHeader, MemoryPath, MemoryStore, StoreDescription,
 };
 use recall_common::{hook_ctx, put};
 use std::sync::Arc;
@@ -56,8 +56,12 @@ impl MemoryStore for Counting {
         self.reads.lock().unwrap().push(path.as_str().to_owned());
         self.inner.read_path(path).await
     }
-    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
-        self.inner.write_checked(write).await
+    async fn write_checked_if(
+        &self,
+        write: CheckedWrite,
+        expected: &memloop_store::ExpectedVersion,
+    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
+        self.inner.write_checked_if(write, expected).await
     }
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
         self.inner.delete_checked(path).await

@@ -12,7 +12,7 @@ use memloop_files::FileMemoryStore;
 use memloop_recall::{KeywordSelector, ManualClock, RecallHook, Selector};
 use memloop_store::{
     ChangeCursor, Changes, CheckedWrite, IndexEntry, LoadedIndex, MemoryError, MemoryFile,
-    MemoryHeader, MemoryPath, MemoryStore, StoreDescription, WriteReport,
+    MemoryHeader, MemoryPath, MemoryStore, StoreDescription,
 };
 use recall_common::{hook_ctx, put};
 use std::sync::Arc;
@@ -48,8 +48,12 @@ impl MemoryStore for Overlap {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         file
     }
-    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
-        self.inner.write_checked(write).await
+    async fn write_checked_if(
+        &self,
+        write: CheckedWrite,
+        expected: &memloop_store::ExpectedVersion,
+    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
+        self.inner.write_checked_if(write, expected).await
     }
     async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
         self.inner.delete_checked(path).await

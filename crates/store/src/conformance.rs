@@ -33,7 +33,18 @@
 //! its check instead of the suite); [`Check::ConcurrentWriters`] wants a multi-threaded one to
 //! exercise real parallelism.
 
+/// `Err(message)` unless `cond`.
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
 mod checks;
+mod rules;
+mod support;
 
 use crate::memory_store::MemoryStore;
 use std::fmt;
@@ -72,7 +83,8 @@ pub enum Check {
     Secrets,
     /// The team rule: a `user` memory is never written into team memory (`team/…`), whether
     /// as fields or as a raw file; other memories are, and they are listed and indexed under
-    /// their `team/` path.
+    /// their `team/` path, and loaded exactly once: in the team index when the store keeps one,
+    /// else in the private index.
     TeamRule,
     /// Conditional writes ([`ExpectedVersion`](crate::ExpectedVersion)): create-only,
     /// exact-version and any-version writes; a stale expectation is a
@@ -81,15 +93,19 @@ pub enum Check {
     /// canonical text ([`canonical_memory_text`](crate::canonical_memory_text): unknown
     /// frontmatter keys kept, formatting normalised), and its version is that text's.
     Versions,
-    /// [`CONCURRENT_WRITERS`] writers released together by a barrier: with the same expected
+    /// [`CONCURRENT_WRITERS`] writers released together by a barrier, and as many interleaved in
+    /// one task (each runs until it awaits, then the next: a backend that awaits anything
+    /// between its version check and its write is caught every time): with the same expected
     /// version exactly one wins and the others get a conflict; creating the same new memory,
     /// exactly one creates it; writing different memories, every one lands, in scan and in the
     /// index.
     ConcurrentWriters,
     /// The change feed ([`MemoryStore::changes`]), or its declared absence: without a cursor the
-    /// answer is a rescan; from a cursor a write and a delete are reported (or a rescan asked
-    /// for), never "unchanged"; a cursor the store did not issue gets a rescan. A store without
-    /// a feed answers every question with a rescan without a cursor.
+    /// answer is a rescan; from a cursor every kind of change (a create, rewrite, append,
+    /// replace-body write, rename, batch, delete and `clear`) is reported with the paths it
+    /// wrote and removed (or a rescan asked for), never "unchanged"; a cursor the store did not
+    /// issue gets a rescan. A store without a feed answers every question with a rescan without
+    /// a cursor.
     ChangeFeed,
     /// Paths, titles, descriptions and bodies in Chinese, Japanese, Arabic, Cyrillic,
     /// Devanagari, with emoji (ZWJ sequences included) and combining marks are stored, listed,
@@ -102,11 +118,51 @@ pub enum Check {
     /// Markdown syntax in titles, terminal escapes in bodies) is stored exactly and cannot
     /// reach another memory.
     HostileInput,
+    /// Scan lists every memory once, newest first by mtime (the same mtime: in path order),
+    /// each header as a read gives it, never an index file or a deleted memory; a rewrite
+    /// moves a memory to the front.
+    ScanOrder,
+    /// A write that changes a memory (overwrite, append or replace-body) moves its mtime
+    /// forward, and a memory written later is never older.
+    Mtimes,
+    /// Paths are identities byte for byte: `Notes.md` and `notes.md`, the NFC and NFD forms
+    /// of `é`, `Отчёт.md` and `отчёт.md` are different memories, each read, listed and indexed
+    /// under its own bytes, and deleting one leaves the other.
+    PathIdentity,
+    /// [`WriteMode`](crate::WriteMode)s: replace-body keeps the stored frontmatter (title,
+    /// description, type, unknown keys) and replaces only the body; append keeps the old body
+    /// before the new one; overwrite replaces everything; on a missing memory, append and
+    /// replace-body write as overwrite does.
+    WriteModes,
+    /// A memory that does not exist is [`MemoryError::NotFound`](crate::MemoryError::NotFound)
+    /// to read, delete (a second delete too) and rename; a rename onto an existing memory is
+    /// refused and changes nothing; a rename moves the text and the index entry.
+    MissingMemories,
+    /// A delete removes exactly its memory and its index entry: not `a.md.md` or `ab.md` when
+    /// deleting `a.md`, not `x/a.md` or `team/a.md`, not an index neighbour.
+    DeletePrecision,
+    /// Daily logs (`logs/…`, [`is_daily_log`](crate::is_daily_log)) are stored, listed and read
+    /// like other memories but get no index entry in either index.
+    DailyLogs,
+    /// The index with more than 200 lines and more than 25,000 bytes: `load_index` keeps at
+    /// most 200 lines and 25,000 bytes and warns ([`load_capped`](crate::load_capped));
+    /// `index_entries` lists every entry, uncapped, in the order the memories were first
+    /// written, a rewrite keeping its place.
+    IndexCaps,
+    /// [`MemoryStore::write_checked_batch`] writes all of its memories or none: a conflict names
+    /// its memory and leaves every memory of the batch as it was.
+    Batches,
+    /// `clear` deletes every memory (team memories and daily logs too) and both indexes, and
+    /// returns exactly the paths it deleted.
+    Clear,
+    /// A cursor the store did not issue, another store's (of the same backend) or garbage, gets
+    /// [`Changes::Rescan`](crate::Changes::Rescan), never "unchanged".
+    CursorIdentity,
 }
 
 impl Check {
     /// Every check, in the order [`run`] runs them.
-    pub const ALL: [Check; 11] = [
+    pub const ALL: [Check; 22] = [
         Check::RoundTrip,
         Check::NamesAndPaths,
         Check::MemoryIndex,
@@ -118,6 +174,17 @@ impl Check {
         Check::ChangeFeed,
         Check::NonAscii,
         Check::HostileInput,
+        Check::ScanOrder,
+        Check::Mtimes,
+        Check::PathIdentity,
+        Check::WriteModes,
+        Check::MissingMemories,
+        Check::DeletePrecision,
+        Check::DailyLogs,
+        Check::IndexCaps,
+        Check::Batches,
+        Check::Clear,
+        Check::CursorIdentity,
     ];
 
     /// The check's name (`snake_case`, the name of its function).
@@ -134,11 +201,39 @@ impl Check {
             Check::ChangeFeed => "change_feed",
             Check::NonAscii => "non_ascii",
             Check::HostileInput => "hostile_input",
+            Check::ScanOrder => "scan_order",
+            Check::Mtimes => "mtimes",
+            Check::PathIdentity => "path_identity",
+            Check::WriteModes => "write_modes",
+            Check::MissingMemories => "missing_memories",
+            Check::DeletePrecision => "delete_precision",
+            Check::DailyLogs => "daily_logs",
+            Check::IndexCaps => "index_caps",
+            Check::Batches => "batches",
+            Check::Clear => "clear",
+            Check::CursorIdentity => "cursor_identity",
         }
     }
 
+    /// The rule this check verifies, as the failure reasons name it (`scan order`).
+    pub fn rule(self) -> String {
+        self.name().replace('_', " ")
+    }
+
     /// Run this check on `store` (which must be empty). `Err` says which rule broke and how.
+    /// [`Check::CursorIdentity`] run this way has no second store to take a cursor from: it
+    /// tries garbage cursors only ([`run`] gives it one).
     pub async fn run(self, store: Arc<dyn MemoryStore>) -> Result<(), String> {
+        self.run_with(store, None).await
+    }
+
+    /// Run this check on `store` (which must be empty), with `other`, a second empty store of
+    /// the same backend, for the checks that compare two stores ([`Check::CursorIdentity`]).
+    pub async fn run_with(
+        self,
+        store: Arc<dyn MemoryStore>,
+        other: Option<Arc<dyn MemoryStore>>,
+    ) -> Result<(), String> {
         match self {
             Check::RoundTrip => checks::round_trip(store).await,
             Check::NamesAndPaths => checks::names_and_paths(store).await,
@@ -148,9 +243,23 @@ impl Check {
             Check::TeamRule => checks::team_rule(store).await,
             Check::Versions => checks::versions(store).await,
             Check::ConcurrentWriters => checks::concurrent_writers(store).await,
-            Check::ChangeFeed => checks::change_feed(store).await,
+            Check::ChangeFeed => {
+                checks::change_feed(store.clone()).await?;
+                rules::every_change(store).await
+            }
             Check::NonAscii => checks::non_ascii(store).await,
             Check::HostileInput => checks::hostile_input(store).await,
+            Check::ScanOrder => rules::scan_order(store).await,
+            Check::Mtimes => rules::mtimes(store).await,
+            Check::PathIdentity => rules::path_identity(store).await,
+            Check::WriteModes => rules::write_modes(store).await,
+            Check::MissingMemories => rules::missing_memories(store).await,
+            Check::DeletePrecision => rules::delete_precision(store).await,
+            Check::DailyLogs => rules::daily_logs(store).await,
+            Check::IndexCaps => rules::index_caps(store).await,
+            Check::Batches => rules::batches(store).await,
+            Check::Clear => rules::clear(store).await,
+            Check::CursorIdentity => rules::cursor_identity(store, other).await,
         }
     }
 }
@@ -166,7 +275,8 @@ impl fmt::Display for Check {
 pub struct Failure {
     /// Which check.
     pub check: Check,
-    /// What the store did wrong (or that it panicked).
+    /// What the store did wrong (or that it panicked), starting with the rule in brackets
+    /// (`[scan order] ...`).
     pub reason: String,
 }
 
@@ -215,8 +325,10 @@ where
     run_checks(&Check::ALL, factory).await
 }
 
-/// Run `checks`, each on a fresh, empty store from `factory`, in order; every failure is
-/// reported (a check that panics fails with the panic's message).
+/// Run `checks`, each on a fresh, empty store from `factory` (a check comparing two stores,
+/// [`Check::CursorIdentity`], gets a second one), in order; every failure is reported, its
+/// reason starting with the rule in brackets (a check that panics fails with the panic's
+/// message).
 pub async fn run_checks<F, Fut>(checks: &[Check], mut factory: F) -> Report
 where
     F: FnMut() -> Fut,
@@ -225,13 +337,18 @@ where
     let mut report = Report::default();
     for &check in checks {
         let store = factory().await;
-        let outcome = match tokio::spawn(check.run(store)).await {
+        let other = match check {
+            Check::CursorIdentity => Some(factory().await),
+            _ => None,
+        };
+        let outcome = match tokio::spawn(check.run_with(store, other)).await {
             Ok(outcome) => outcome,
             Err(e) => Err(format!("the check did not finish: {e}")),
         };
         match outcome {
             Ok(()) => report.passed.push(check),
             Err(reason) => {
+                let reason = format!("[{}] {reason}", check.rule());
                 tracing::debug!(%check, %reason, "store conformance check failed");
                 report.failures.push(Failure { check, reason });
             }

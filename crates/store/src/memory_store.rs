@@ -399,23 +399,99 @@ impl LocalBases {
 /// - memories are addressed by [`MemoryPath`]s (relative, validated); a store says what it is
 ///   with [`describe`](Self::describe) and never pretends to be a path;
 /// - a backend implements primitives ([`read_path`](Self::read_path),
-///   [`write_checked`](Self::write_checked), [`delete_checked`](Self::delete_checked), ...);
+///   [`write_checked_if`](Self::write_checked_if), [`delete_checked`](Self::delete_checked), ...);
 ///   everything else calls the entry points on `dyn MemoryStore`: `write`,
 ///   `delete`, `read`. The write entry point applies every rule
 ///   (path, `MEMORY.md`, secrets, size) before the backend sees the write, so a backend cannot
-///   forget them: [`write_checked`](Self::write_checked) takes a [`CheckedWrite`], which only
-///   [`CheckedWrite::check`] builds;
-/// - [`write_checked`](Self::write_checked) is atomic and updates the index line in the same
-///   locked operation;
-/// - [`scan`](Self::scan) lists every memory (newest first) and never fails because of one bad
-///   file: text that is not valid UTF-8 is read lossily and binary or unreadable files are
-///   skipped, each with a `tracing` warning; every memory it lists can be read (a very large one
-///   is returned cut, with a note);
+///   forget them: [`write_checked_if`](Self::write_checked_if) takes a [`CheckedWrite`], which
+///   only [`CheckedWrite::check`] builds;
 /// - whatever needs local disk asks [`local_dir`](Self::local_dir) for it, by purpose.
 ///
-/// A third backend implements the required methods and gets the rules for free; the recipe is
-/// in `docs/ARCHITECTURE.md` ("Add a memory backend"), and the smallest complete backend is the
-/// test kit's in-memory `MapStore` (`memloop-testkit`, feature `store`).
+/// # The rules every store keeps
+///
+/// Each rule names the check of the conformance suite (`memloop_store::conformance`, feature
+/// `conformance`) that verifies it; a backend that breaks a rule fails that check, with the
+/// check's name in brackets at the start of the reason (`[scan order] ...`). The per-method
+/// docs below refine them.
+///
+/// 1. **Round trip** (`round_trip`): a memory written is read back with the same title,
+///    description, type and body; a read of a memory never written, or deleted, is
+///    [`MemoryError::NotFound`]; a read after a write returns the new text, never a stale one.
+/// 2. **Scan** (`scan_order`): [`scan`](Self::scan) lists every memory exactly once, never an
+///    index file (`MEMORY.md` at any depth), never a deleted memory, newest first by `mtime`;
+///    memories with the same `mtime` in ascending byte order of their paths. Each header
+///    carries the title, description and type a read of that memory returns. It never fails
+///    because of one bad file: text that is not valid UTF-8 is read lossily and binary or
+///    unreadable files are skipped, each with a `tracing` warning.
+/// 3. **Mtimes** (`mtimes`): a write that changes a memory's text gives it an `mtime` later than
+///    its previous one (never earlier than any other memory's at that moment), so a rewritten
+///    memory moves to the front of the scan; a write that leaves the text as it was may keep it.
+/// 4. **Paths are identities** (`path_identity`): two paths are the same memory only when they
+///    are the same bytes: no case folding (`A.md` and `a.md` are two memories), no Unicode
+///    normalisation (the NFC and NFD forms of `é` are two memories), and a read, a scan and
+///    the index give the path back byte for byte.
+/// 5. **Refused input** (`names_and_paths`, `hostile_input`, `secrets`, `size_limit`): invalid
+///    paths, credentials, control characters, NUL and oversized texts are refused with nothing
+///    stored and the memory already there unchanged (the write entry point runs these rules;
+///    the store owns leaving no trace); a memory of exactly the size limit is read back whole.
+/// 6. **Write modes** (`write_modes`, `round_trip`): [`WriteMode::Overwrite`] replaces the
+///    memory; [`WriteMode::Append`] keeps the old body and puts the new one after it;
+///    [`WriteMode::ReplaceBody`] replaces only the body and keeps the stored frontmatter as
+///    written (unknown keys, comments): the stored title, description and type stay unless the
+///    doc sets them ([`replace_body`](crate::replace_body) builds the text, from the text the
+///    store holds); on a missing memory both `Append` and `ReplaceBody` write as `Overwrite`
+///    does. A raw write (`write_raw_if`) is stored byte for byte or as its canonical text
+///    ([`canonical_memory_text`](crate::canonical_memory_text)) (`versions`).
+/// 7. **Versions** (`versions`, `round_trip`): a memory's version is the [`content_version`]
+///    of the text a read returns; every write reports that version of the text it left and
+///    `created` exactly when no memory was there; a conditional write
+///    ([`ExpectedVersion::Absent`], [`ExpectedVersion::Is`]) that finds another version writes
+///    nothing and is [`MemoryError::VersionConflict`] naming the current version;
+///    [`ExpectedVersion::Any`] always writes.
+/// 8. **Atomic conditional writes** (`concurrent_writers`): the version check and the write
+///    are one step against every other writer, whatever the backend's await points: of
+///    writers racing with the same expectation exactly one wins. There is no default
+///    [`write_checked_if`](Self::write_checked_if): a read, a compare and a write with anything
+///    in between is a race, so every backend implements the step itself (a lock held across
+///    both, a transaction, a row version).
+/// 9. **Batches** (`batches`): [`write_checked_batch`](Self::write_checked_batch) writes all of
+///    its memories or none: one conflict leaves every memory of the batch as it was.
+/// 10. **The index** (`memory_index`, `index_caps`): every memory but a daily log has exactly one
+///     entry, its title then its description, updated by a rewrite and removed by a delete;
+///     entries are listed in the order their memories were first written (a rewrite keeps its
+///     place). [`index_entries`](Self::index_entries) lists them all, uncapped;
+///     [`load_index`](Self::load_index) is the private index with the session-load caps of
+///     [`IndexCaps::default`](crate::IndexCaps) (200 lines, 25,000 bytes, then the warning
+///     line: [`load_capped`](crate::load_capped)).
+/// 11. **Daily logs** (`daily_logs`): a memory under `logs/` ([`is_daily_log`](crate::is_daily_log),
+///     [`LOGS_DIR`](crate::LOGS_DIR): `logs/YYYY/MM/YYYY-MM-DD.md`) is stored, scanned and read like
+///     any other but gets no index entry in either index.
+/// 12. **Team memory** (`team_rule`): a `user` memory is never written into `team/…`; a team
+///     memory is listed by scan and [`index_entries`](Self::index_entries) under its `team/`
+///     path, and loaded at session start exactly once: in the team index
+///     ([`load_scope_index`](Self::load_scope_index)`(Team)`, links relative to `team/`) when
+///     the store keeps one, else in the private index, never in both.
+/// 13. **Missing memories** (`missing_memories`): reading, deleting or renaming a memory that
+///     does not exist is [`MemoryError::NotFound`] (a delete of a missing memory is not a
+///     success); a rename onto an existing memory is refused and changes nothing; a rename
+///     moves the text and the index entry, and the old path is gone.
+/// 14. **Deletes are precise** (`delete_precision`): a delete removes exactly its memory and its
+///     index entry: not a path it is a prefix of (`a.md` vs `a.md.md`, `ab.md`), not the same
+///     name in `team/` or another folder, not an index neighbour.
+/// 15. **Clear** (`clear`): [`clear`](Self::clear) deletes every memory (team memories and daily
+///     logs included) and both indexes, and returns the paths it deleted.
+/// 16. **The change feed** (`change_feed`, `cursor_identity`): [`changes`](Self::changes) never
+///     answers "unchanged" ([`Changes::Unchanged`]) after a change: every kind of change (a create,
+///     rewrite, append, replace-body, delete, rename, clear and batch) is reported as written or
+///     removed, or a rescan is asked for. A cursor the store did not issue (another store's, or
+///     bytes it cannot read) gets [`Changes::Rescan`]. A store without a feed answers every
+///     question with `Rescan { cursor: None }`.
+///
+/// A third backend implements the required methods and gets the write rules for free; the
+/// recipe is in `docs/ARCHITECTURE.md` ("Add a memory backend"), and the smallest complete
+/// backend is the test kit's in-memory `MapStore` (`memloop-testkit`, feature `store`). The
+/// suite's own power is proved in `crates/store/tests/broken_backends.rs`: a reference backend
+/// passes it, and each of many planted bugs fails a named check.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
     /// What this store is (a directory, a database project, ...) and its stable identity.
@@ -452,45 +528,35 @@ pub trait MemoryStore: Send + Sync {
         Ok(Changes::Rescan { cursor: None })
     }
 
-    /// Headers of all memories (never `MEMORY.md`), newest first.
+    /// Headers of all memories (never `MEMORY.md`), newest first by mtime, ties in path order
+    /// (rule 2).
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError>;
 
     /// Read one memory (primitive: callers use `read`).
     async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError>;
 
-    /// Write a memory and its index line (primitive: callers use `write`, which
-    /// builds the [`CheckedWrite`]). Atomic and locked.
-    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError>;
+    /// Write a memory and its index line (callers use `write`, which builds the
+    /// [`CheckedWrite`]): [`write_checked_if`](Self::write_checked_if) expecting any version.
+    async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
+        self.write_checked_if(write, &ExpectedVersion::Any)
+            .await
+            .map(|w| w.report)
+    }
 
     /// Write a memory and its index line only if its current version is what `expected` says
     /// (primitive: callers use `write_if`); otherwise nothing is written and the error is
     /// [`MemoryError::VersionConflict`] naming the current version. Returns the new version.
     ///
-    /// Both built-in backends make the check and the write one atomic step (the file store
-    /// under its directory lock, the PostgreSQL store on the row's version). The default reads,
-    /// compares and writes without holding anything in between: correct for a store with one
-    /// writer, racy with several; a backend shared by writers overrides it.
+    /// The check and the write are one atomic step against every other writer (rule 8): the
+    /// file store makes them under its directory lock, the PostgreSQL store on the row's
+    /// version, the test kit's `MapStore` under its mutex. There is no default: reading,
+    /// comparing and writing with an `.await` in between lets a second writer pass the same
+    /// check. A wrapper store forwards this method to the store it wraps.
     async fn write_checked_if(
         &self,
         write: CheckedWrite,
         expected: &ExpectedVersion,
-    ) -> Result<VersionedWrite, MemoryError> {
-        let rel = write.path().as_str().to_owned();
-        if *expected != ExpectedVersion::Any {
-            let current = match self.read_path(write.path()).await {
-                Ok(f) => Some(content_version(&f.raw)),
-                Err(MemoryError::NotFound(_)) => None,
-                Err(e) => return Err(e),
-            };
-            if !expected.accepts(current.as_deref()) {
-                return Err(expected.conflict(&rel, current.as_deref()));
-            }
-        }
-        let path = write.path().clone();
-        let report = self.write_checked(write).await?;
-        let version = content_version(&self.read_path(&path).await?.raw);
-        Ok(VersionedWrite { report, version })
-    }
+    ) -> Result<VersionedWrite, MemoryError>;
 
     /// Write several memories, each at the version it expects, whole or not at all (each
     /// write passed the rules: a [`CheckedWrite`]); returns each one's new version, in order.

@@ -694,10 +694,11 @@ mod tests {
         async fn read_path(&self, path: &crate::MemoryPath) -> Result<MemoryFile, MemoryError> {
             Err(MemoryError::NotFound(path.as_str().to_owned()))
         }
-        async fn write_checked(
+        async fn write_checked_if(
             &self,
             write: crate::CheckedWrite,
-        ) -> Result<crate::WriteReport, MemoryError> {
+            _expected: &crate::ExpectedVersion,
+        ) -> Result<crate::VersionedWrite, MemoryError> {
             Err(MemoryError::NotFound(write.path().as_str().to_owned()))
         }
         async fn delete_checked(&self, path: &crate::MemoryPath) -> Result<(), MemoryError> {

@@ -5,7 +5,8 @@ use memloop_store::{
     CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex, LocalDir, LocalPurpose,
     MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryScope, MemoryStore,
     StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite, WriteMode, WriteReport,
-    append_to_existing, content_version, file_stem, format_entry_line, load_capped,
+    append_to_existing, content_version, file_stem, format_entry_line, is_daily_log, load_capped,
+    replace_body,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -52,8 +53,11 @@ pub struct MapStore {
 #[derive(Default)]
 struct State {
     memories: HashMap<String, Stored>,
-    /// Bumped by every write: orders scan (newest first) and the index (oldest first).
+    /// Bumped by every write: orders the index (oldest first).
     clock: u64,
+    /// The last mtime given: each write's is later (the wall clock, or a nanosecond past the
+    /// last one when the clock has not moved), so a rewrite always moves to the front.
+    last_mtime: Option<SystemTime>,
 }
 
 /// One memory: its text as stored and what parsing it gave.
@@ -62,8 +66,6 @@ struct Stored {
     doc: MemoryDoc,
     /// When it was first written (the index lists memories in that order).
     created: u64,
-    /// When it was last written.
-    written: u64,
     mtime: SystemTime,
 }
 
@@ -118,13 +120,14 @@ impl MapStore {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The index entries of one scope, in the order the memories were created.
+    /// The index entries of one scope, in the order the memories were created (daily logs have
+    /// none).
     fn entries(&self, scope: MemoryScope) -> Vec<IndexEntry> {
         let state = self.lock();
         let mut stored: Vec<(&String, &Stored)> = state
             .memories
             .iter()
-            .filter(|(rel, _)| MemoryScope::of(rel) == scope)
+            .filter(|(rel, _)| MemoryScope::of(rel) == scope && !is_daily_log(rel))
             .collect();
         stored.sort_by_key(|(_, s)| s.created);
         stored
@@ -153,12 +156,13 @@ impl MapStore {
     }
 }
 
-/// The text a write leaves: a raw file as given, an append after the old body, else the fields
-/// rendered (an empty title named after the file).
+/// The text a write leaves: a raw file as given, an append after the old body, a new body in the
+/// stored frontmatter, else the fields rendered (an empty title named after the file).
 fn text_of(rel: &str, existing: Option<&str>, write: &CheckedWrite) -> String {
     match (existing, write.mode(), write.raw()) {
         (_, _, Some(raw)) => raw.to_owned(),
         (Some(old), WriteMode::Append, None) => append_to_existing(old, write.doc()),
+        (Some(old), WriteMode::ReplaceBody, None) => replace_body(old, write.doc()),
         _ if write.doc().name.trim().is_empty() => MemoryDoc {
             name: file_stem(rel).to_owned(),
             ..write.doc().clone()
@@ -196,7 +200,8 @@ impl MemoryStore for MapStore {
     async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
         let state = self.lock();
         let mut stored: Vec<(&String, &Stored)> = state.memories.iter().collect();
-        stored.sort_by_key(|(_, s)| std::cmp::Reverse(s.written));
+        // Newest first; the same mtime in path order.
+        stored.sort_by(|(a, x), (b, y)| y.mtime.cmp(&x.mtime).then_with(|| a.cmp(b)));
         Ok(stored.into_iter().map(|(rel, s)| s.header(rel)).collect())
     }
 
@@ -241,6 +246,12 @@ impl MemoryStore for MapStore {
         let created = existing.map(|s| s.created);
         state.clock += 1;
         let now = state.clock;
+        let wall = SystemTime::now();
+        let mtime = match state.last_mtime {
+            Some(last) if wall <= last => last + std::time::Duration::from_nanos(1),
+            _ => wall,
+        };
+        state.last_mtime = Some(mtime);
         let version = content_version(&text);
         state.memories.insert(
             rel.to_owned(),
@@ -248,8 +259,7 @@ impl MemoryStore for MapStore {
                 text,
                 doc,
                 created: created.unwrap_or(now),
-                written: now,
-                mtime: SystemTime::now(),
+                mtime,
             },
         );
         Ok(VersionedWrite {

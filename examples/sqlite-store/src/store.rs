@@ -21,6 +21,7 @@ use memloop::memory::store::{
     MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath, MemoryScope, MemoryType,
     StoreDescription, StoreLocation, TEAM_DIR, VersionedWrite, WriteLimits, WriteMode, WriteReport,
     append_to_existing, content_version, file_stem, format_entry_line, is_daily_log, load_capped,
+    replace_body,
 };
 use memloop::{MemoryStore, async_trait};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -241,12 +242,14 @@ fn record_change(
     Ok(())
 }
 
-/// The text a write stores: a raw file as given, an append onto the old text, else the doc
-/// rendered (named after its file when it has no name).
+/// The text a write stores: a raw file as given, an append onto the old text, a new body in the
+/// stored frontmatter (replace-body), else the doc rendered (named after its file when it has no
+/// name).
 fn text_of(rel: &str, existing: Option<&str>, write: &CheckedWrite) -> String {
     match (existing, write.mode(), write.raw()) {
         (_, _, Some(raw)) => raw.to_owned(),
         (Some(old), WriteMode::Append, None) => append_to_existing(old, write.doc()),
+        (Some(old), WriteMode::ReplaceBody, None) => replace_body(old, write.doc()),
         _ if write.doc().name.trim().is_empty() => MemoryDoc {
             name: file_stem(rel).to_owned(),
             ..write.doc().clone()

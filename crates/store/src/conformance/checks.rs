@@ -10,34 +10,25 @@ use std::sync::Arc;
 /// How many writers the concurrent-writers check ([`Check::ConcurrentWriters`](super::Check::ConcurrentWriters)) releases at once.
 pub const CONCURRENT_WRITERS: usize = 8;
 
-type Store = Arc<dyn MemoryStore>;
-type Outcome = Result<(), String>;
-
-/// `Err(message)` unless `cond`.
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+));
-        }
-    };
-}
+pub(super) type Store = Arc<dyn MemoryStore>;
+pub(super) type Outcome = Result<(), String>;
 
 /// A project memory.
-fn doc(name: &str, description: &str, body: &str) -> MemoryDoc {
+pub(super) fn doc(name: &str, description: &str, body: &str) -> MemoryDoc {
     MemoryDoc::new(name, description, MemoryType::Project, body)
 }
 
 /// A store error, said with what the check was doing.
-fn during(what: impl std::fmt::Display) -> impl FnOnce(MemoryError) -> String {
+pub(super) fn during(what: impl std::fmt::Display) -> impl FnOnce(MemoryError) -> String {
     move |e| format!("{what}: the store answered `{e}`")
 }
 
 /// A body as a store gives it back: a trailing line break may be added or dropped.
-fn same_body(stored: &str, written: &str) -> bool {
+pub(super) fn same_body(stored: &str, written: &str) -> bool {
     stored.trim_end_matches(['\n', '\r']) == written.trim_end_matches(['\n', '\r'])
 }
 
-async fn read(store: &Store, rel: &str) -> Result<MemoryFile, String> {
+pub(super) async fn read(store: &Store, rel: &str) -> Result<MemoryFile, String> {
     store
         .read(rel)
         .await
@@ -45,7 +36,7 @@ async fn read(store: &Store, rel: &str) -> Result<MemoryFile, String> {
 }
 
 /// `Ok(true)` when `rel` holds a memory, `Ok(false)` when the store says there is none.
-async fn exists(store: &Store, rel: &str) -> Result<bool, String> {
+pub(super) async fn exists(store: &Store, rel: &str) -> Result<bool, String> {
     match store.read(rel).await {
         Ok(_) => Ok(true),
         Err(MemoryError::NotFound(_)) => Ok(false),
@@ -53,7 +44,7 @@ async fn exists(store: &Store, rel: &str) -> Result<bool, String> {
     }
 }
 
-async fn scanned_paths(store: &Store) -> Result<Vec<String>, String> {
+pub(super) async fn scanned_paths(store: &Store) -> Result<Vec<String>, String> {
     Ok(store
         .scan()
         .await
@@ -64,7 +55,7 @@ async fn scanned_paths(store: &Store) -> Result<Vec<String>, String> {
 }
 
 /// The memory's fields as read back equal `written`'s.
-fn same_memory(file: &MemoryFile, rel: &str, written: &MemoryDoc) -> Outcome {
+pub(super) fn same_memory(file: &MemoryFile, rel: &str, written: &MemoryDoc) -> Outcome {
     let h = &file.header;
     ensure!(
         h.rel_path == rel,
@@ -99,7 +90,7 @@ fn same_memory(file: &MemoryFile, rel: &str, written: &MemoryDoc) -> Outcome {
 }
 
 /// Write `d` at `rel` (overwriting) and read it back as written.
-async fn write_read(store: &Store, rel: &str, d: &MemoryDoc) -> Outcome {
+pub(super) async fn write_read(store: &Store, rel: &str, d: &MemoryDoc) -> Outcome {
     store
         .write(rel, d, WriteMode::Overwrite)
         .await
@@ -161,7 +152,7 @@ async fn refused_path(store: &Store, rel: &str) -> Outcome {
 }
 
 /// The conflict `result` should be: `Err` unless it is a version conflict naming `current`.
-fn conflict<T>(result: Result<T, MemoryError>, what: &str, current: &str) -> Outcome {
+pub(super) fn conflict<T>(result: Result<T, MemoryError>, what: &str, current: &str) -> Outcome {
     match result {
         Ok(_) => Err(format!("{what}: the write was accepted")),
         Err(MemoryError::VersionConflict { current: c, .. }) => {
@@ -641,6 +632,34 @@ pub(crate) async fn team_rule(store: Store) -> Outcome {
             == 1,
         "the index must list team/release.md under its team path once; it has {entries:?}"
     );
+    // Loaded once at session start: in the team index when the store keeps one, else in the
+    // private index; a private memory never in the team index.
+    let private = store
+        .load_index()
+        .await
+        .map_err(during("loading the private index"))?
+        .content;
+    let team = store
+        .load_scope_index(crate::team::MemoryScope::Team)
+        .await
+        .map_err(during("loading the team index"))?
+        .content;
+    let (in_team, in_private) = (
+        team.contains("](release.md)"),
+        private.contains("](team/release.md)"),
+    );
+    ensure!(
+        in_team != in_private,
+        "a team memory is loaded exactly once: in the team index (linked relative to team/) \
+         or, for a store without one, in the private index; team/release.md is in {}\
+         (private index {private:?}, team index {team:?})",
+        if in_team { "both" } else { "neither" }
+    );
+    ensure!(
+        private.contains("](role.md)") && !team.contains("](role.md)"),
+        "a private memory belongs in the private index only (private index {private:?}, team \
+         index {team:?})"
+    );
     Ok(())
 }
 
@@ -824,6 +843,62 @@ pub(crate) async fn concurrent_writers(store: Store) -> Outcome {
         ensure!(
             content_version(&file.raw) == *version,
             "the winner's version of {rel} is not the version read back"
+        );
+    }
+
+    // The same race driven from one task: every writer runs until it waits, then the next one
+    // runs. A backend that awaits anything between its version check and its write lets every
+    // writer pass the check before the first writes; one that makes them one step does not.
+    let v1 = store
+        .write_if(
+            "interleaved.md",
+            &doc("Чередование", "écrivains entrelacés", "начало"),
+            WriteMode::Overwrite,
+            &ExpectedVersion::Any,
+        )
+        .await
+        .map_err(during("writing interleaved.md"))?
+        .version;
+    for (rel, expected) in [
+        ("interleaved.md", ExpectedVersion::Is(v1)),
+        ("新/interleaved.md", ExpectedVersion::Absent),
+    ] {
+        let writers: Vec<_> = (0..n)
+            .map(|i| {
+                let (store, expected) = (store.clone(), expected.clone());
+                let d = doc("Чередование", "écrivains entrelacés", &format!("作者 {i}"));
+                Box::pin(async move {
+                    store
+                        .write_if(rel, &d, WriteMode::Overwrite, &expected)
+                        .await
+                }) as super::support::Pinned<'_, _>
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for (i, result) in super::support::join_all(writers)
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            match result {
+                Ok(_) => winners.push(i),
+                Err(MemoryError::VersionConflict { .. }) => {}
+                Err(e) => return Err(format!("interleaved writer {i} of {rel} failed with `{e}`")),
+            }
+        }
+        ensure!(
+            winners.len() == 1,
+            "{n} writers of {rel} expecting {expected:?}, interleaved in one task (each runs \
+             until it awaits): exactly one must win, {} did ({winners:?}): the version check and \
+             the write are not one step",
+            winners.len()
+        );
+        let file = read(&store, rel).await?;
+        ensure!(
+            same_body(&file.body, &format!("作者 {}", winners[0])),
+            "interleaved writer {} won {rel} but the memory holds {:?}",
+            winners[0],
+            file.body
         );
     }
 
