@@ -358,9 +358,10 @@ impl MemorySetup {
     /// ([`MemoryStore::local_dir`]): session transcripts (`LocalPurpose::Transcripts`), the
     /// dream (its lock and session records), the default session notes and the full text of
     /// tool outputs cut by compaction (`LocalPurpose::SessionNotes`), the vector cache of
-    /// hybrid recall (`LocalPurpose::VectorCache`). When the store keeps none for a part,
-    /// [`attach`](Self::attach) fails with [`SetupError::Unsupported`] listing every such part
-    /// and the call that turns it off (session notes of the host's,
+    /// hybrid recall (`LocalPurpose::VectorCache`; a store that gives none gets a per-store
+    /// dir under the system temp dir, with a warning). When the store keeps no dir for one of
+    /// the other parts, [`attach`](Self::attach) fails with [`SetupError::Unsupported`]
+    /// listing every such part and the call that turns it off (session notes of the host's,
     /// [`session_memory`](Self::session_memory), need no directory: compaction then keeps no
     /// cut outputs). Sub-agents get no memory of their own (theirs are directories). Ignored
     /// when memory is switched off (the environment or the settings win).
@@ -1012,7 +1013,7 @@ impl MemorySetup {
         // host's that keeps no session notes: then only notes of the host's are used, and no
         // cut output is kept on disk).
         let compaction = match &self.compaction {
-            Compaction::Custom(both) => Some((both.0.clone(), Some(both.1.clone()))),
+            Compaction::Custom(both) => Some((both.0, Some(both.1.clone()))),
             Compaction::Default if self.on.is_some() => {
                 Some((CompactConfig::default(), self.default_notes_config()))
             }

@@ -35,7 +35,7 @@ pub type ExtractError = WriterError;
 /// scheduler reports in [`MemoriesSaved`](crate::MemoryEvent::MemoriesSaved) and the saved
 /// notice is a memory of the store, whatever the extractor. A store's write report gives the
 /// path (`MemoryPath::new(&report.rel_path)`), and
-/// [`memory_path_of`](memloop_store::MemoryStore::memory_path_of) maps a file a tool wrote.
+/// `dyn MemoryStore::memory_path_of` maps a file a tool wrote.
 ///
 /// ```
 /// use memloop_memory::extract::{ExtractError, ExtractionContext, Extractor};
