@@ -16,7 +16,6 @@ use memloop::memory::extract::{ExtractError, ExtractionContext, ExtractionSchedu
 use memloop::memory::files::FileMemoryStore;
 use memloop::memory::store::MemoryError;
 use memloop::testkit::{ScriptedModel, hook_context};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -25,7 +24,10 @@ struct Stuck(Arc<tokio::sync::Notify>);
 
 #[async_trait]
 impl Extractor for Stuck {
-    async fn extract(&self, _ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
+    async fn extract(
+        &self,
+        _ctx: &ExtractionContext,
+    ) -> Result<Vec<memloop::memory::store::MemoryPath>, ExtractError> {
         self.0.notified().await;
         Ok(Vec::new())
     }

@@ -229,7 +229,7 @@ pub use memloop_recall::Selector;
 /// [`FileMemoryStore`](memory::files::FileMemoryStore) is the memory dir on disk.
 pub use memloop_store::MemoryStore;
 
-pub use setup::{MemorySetup, SetupError};
+pub use setup::{MemorySetup, MissingCapability, SetupError};
 
 /// Everything about memory in one place (each item under one path; the four traits
 /// [`MemoryStore`], [`Selector`], [`Extractor`] and [`SessionMemory`] are at the crate root):

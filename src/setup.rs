@@ -40,7 +40,7 @@ use memloop_transcripts::{
     PastContextSection, TranscriptConfig, TranscriptDir, TranscriptHook, TranscriptSearchTool,
 };
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Why [`MemorySetup`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -51,24 +51,57 @@ pub enum SetupError {
     /// The session notes could not be created.
     #[error(transparent)]
     SessionNotes(#[from] SessionMemoryError),
-    /// A part this setup wires needs something the store does not have (a directory on this
-    /// machine for transcripts, the dream's lock and session records). Turn the part off, or
-    /// give a store that has it.
-    #[error(
-        "{part} needs {needs}, which the memory store {store} does not have ({why}); turn {part} off (MemorySetup::{switch}) or use a store that has it"
-    )]
+    /// Parts this setup wires need something the store does not have (a directory on this
+    /// machine for transcripts, for the dream's lock and session records, for the session
+    /// notes). Every such part is listed, so one attempt tells the whole story: turn each off,
+    /// or give a store that has what it needs.
+    #[error("{}", unsupported_message(store, missing))]
     Unsupported {
-        /// The part (`session transcripts`, `consolidation (dream)`).
-        part: &'static str,
-        /// What it needs.
-        needs: &'static str,
         /// The store (its description).
         store: String,
-        /// What the store said.
-        why: String,
-        /// The `MemorySetup` call that turns the part off.
-        switch: &'static str,
+        /// Each part the store cannot carry (never empty), in the order `attach` wires them.
+        missing: Vec<MissingCapability>,
     },
+}
+
+/// One part [`MemorySetup::attach`] would wire that the store cannot carry: what it needs, why
+/// the store lacks it, and the call that turns the part off. Listed in
+/// [`SetupError::Unsupported`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MissingCapability {
+    /// The part (`session transcripts`, `consolidation (dream)`, `compaction (session notes)`).
+    pub part: &'static str,
+    /// What it needs (`a directory on this machine for the transcripts`).
+    pub needs: &'static str,
+    /// What the store said ([`LocalDir::Elsewhere`]'s reasons, joined with `; ` when the part
+    /// needs more than one thing).
+    pub why: String,
+    /// The `MemorySetup` call that turns the part off (`dream(false)`).
+    pub switch: &'static str,
+}
+
+impl std::fmt::Display for MissingCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} needs {}, which the store does not have ({}); turn it off with MemorySetup::{}",
+            self.part, self.needs, self.why, self.switch
+        )
+    }
+}
+
+/// [`SetupError::Unsupported`]'s text: the store, then one line per missing capability.
+fn unsupported_message(store: &str, missing: &[MissingCapability]) -> String {
+    let mut text = format!(
+        "the memory store {store} cannot carry {} part(s) this setup wires; turn each off or use a store that has what it needs:",
+        missing.len()
+    );
+    for m in missing {
+        text.push_str("\n- ");
+        text.push_str(&m.to_string());
+    }
+    text
 }
 
 /// Memory for one project, ready to attach to agents.
@@ -147,15 +180,33 @@ enum Compaction {
     Off,
 }
 
-/// What an enabled setup resolved and opened.
+/// What an enabled setup resolved, and its store.
 #[derive(Clone)]
 struct Resolved {
     resolved: ResolvedMemoryDir,
     project_dir: PathBuf,
     base: PathBuf,
-    store: Arc<dyn MemoryStore>,
-    /// Whether `store` is one the host gave ([`MemorySetup::memory_store`]), not the memory dir.
-    given: bool,
+    /// The store the host gave ([`MemorySetup::memory_store`]); `None`: the memory dir.
+    given: Option<Arc<dyn MemoryStore>>,
+    /// The memory dir's store, opened the first time the setup uses it (never with a given
+    /// store: nothing is created on disk for a store that is not used); shared by clones.
+    opened: Arc<OnceLock<Arc<dyn MemoryStore>>>,
+}
+
+impl Resolved {
+    /// The store memories live in: the host's, else the memory dir, opened (and created) now
+    /// if it was not yet.
+    fn store(&self) -> Result<&Arc<dyn MemoryStore>, MemoryError> {
+        if let Some(given) = &self.given {
+            return Ok(given);
+        }
+        if let Some(opened) = self.opened.get() {
+            return Ok(opened);
+        }
+        let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open_resolved(&self.resolved)?);
+        // Two first uses racing open the dir twice; one store is kept, the other dropped.
+        Ok(self.opened.get_or_init(|| store))
+    }
 }
 
 impl std::fmt::Debug for MemorySetup {
@@ -214,14 +265,15 @@ impl MemorySetup {
             None
         } else {
             let resolver = resolver.env(env.clone());
+            // Resolved now (settings are read); the memory dir is opened, and created, only
+            // when the setup uses it, and never when the host gives a store of its own.
             let resolved = resolver.resolve()?;
-            let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open_resolved(&resolved)?);
             Some(Resolved {
                 project_dir: resolver.project_dir()?,
                 base: resolver.base_dir()?,
                 resolved,
-                store,
-                given: false,
+                given: None,
+                opened: Arc::default(),
             })
         };
         let team_memory = env.switch(memloop_paths::env::TEAM_MEMORY);
@@ -267,29 +319,55 @@ impl MemorySetup {
         })
     }
 
-    /// The store (`None` when memory is switched off).
+    /// The store: the one given with [`memory_store`](Self::memory_store), else the memory dir,
+    /// opened (and created) by the first call that needs it. `None` when memory is switched
+    /// off, or when the memory dir cannot be opened (logged; [`try_store`](Self::try_store)
+    /// says why).
     pub fn store(&self) -> Option<&Arc<dyn MemoryStore>> {
-        self.on.as_ref().map(|o| &o.store)
+        self.try_store()
+            .inspect_err(|e| tracing::warn!(error = %e, "the memory dir cannot be opened"))
+            .ok()
+            .flatten()
+    }
+
+    /// The store, as [`store`](Self::store) gives it, or why the memory dir cannot be opened
+    /// (`Ok(None)` when memory is switched off).
+    pub fn try_store(&self) -> Result<Option<&Arc<dyn MemoryStore>>, SetupError> {
+        match &self.on {
+            Some(on) => Ok(Some(on.store()?)),
+            None => Ok(None),
+        }
     }
 
     /// Where the memory dir is and which rule chose it (`None` when memory is switched off, or
     /// when the memories live in a store given with [`memory_store`](Self::memory_store)).
+    /// Resolving creates nothing: the dir may not exist until the setup first uses it.
     pub fn memory_dir(&self) -> Option<&ResolvedMemoryDir> {
-        self.on.as_ref().filter(|o| !o.given).map(|o| &o.resolved)
+        self.on
+            .as_ref()
+            .filter(|o| o.given.is_none())
+            .map(|o| &o.resolved)
     }
 
     /// Keep memories in `store` instead of the project's memory dir: every part this setup
     /// wires works over it (the memory tools, the memory section of the system prompt, recall,
-    /// extraction, the daily log, team memory, consolidation). Parts that need a directory on
-    /// this machine ask the store for one ([`MemoryStore::local_dir`]): session transcripts
-    /// (`LocalPurpose::Transcripts`) and the dream (its lock and session records); when the
-    /// store keeps none, [`attach`](Self::attach) fails with [`SetupError::Unsupported`] naming
-    /// the part. Session notes live in the project dir, whatever the store. Ignored when memory is
-    /// switched off (the environment or the settings win).
+    /// extraction, the daily log, team memory, consolidation), and the memory dir is never
+    /// opened or created.
+    ///
+    /// With a store of the host's, nothing this setup wires uses disk but where the store says
+    /// ([`MemoryStore::local_dir`]): session transcripts (`LocalPurpose::Transcripts`), the
+    /// dream (its lock and session records), the default session notes and the full text of
+    /// tool outputs cut by compaction (`LocalPurpose::SessionNotes`), the vector cache of
+    /// hybrid recall (`LocalPurpose::VectorCache`; a store that gives none gets a per-store
+    /// dir under the system temp dir, with a warning). When the store keeps no dir for one of
+    /// the other parts, [`attach`](Self::attach) fails with [`SetupError::Unsupported`]
+    /// listing every such part and the call that turns it off (session notes of the host's,
+    /// [`session_memory`](Self::session_memory), need no directory: compaction then keeps no
+    /// cut outputs). Sub-agents get no memory of their own (theirs are directories). Ignored
+    /// when memory is switched off (the environment or the settings win).
     pub fn memory_store(mut self, store: Arc<dyn MemoryStore>) -> Self {
         if let Some(on) = &mut self.on {
-            on.store = store;
-            on.given = true;
+            on.given = Some(store);
         }
         self
     }
@@ -303,7 +381,7 @@ impl MemorySetup {
     }
 
     /// The session notes compaction summarises with (default: a [`FileSessionNotes`] per
-    /// session, in the project dir). Every agent attached afterwards uses this one, so give a
+    /// session, in the project dir, or where a store of the host's keeps session notes). Every agent attached afterwards uses this one, so give a
     /// new one for each session. The notes hook asks it when to update
     /// ([`SessionMemory::should_update`]) and the agent gets the `edit_session_notes` tool over
     /// its [`notes_path`](SessionMemory::notes_path). Compaction is what reads the notes: with
@@ -596,11 +674,17 @@ impl MemorySetup {
     }
 
     /// The sub-agents' memory: scopes under the config home and the project, the main
-    /// agent's memory dir and project dir protected; off when memory is.
+    /// agent's memory dir and project dir protected; off when memory is, and with a store of
+    /// the host's (a sub-agent's memory is a directory, and with such a store nothing this
+    /// setup wires uses disk the store did not give).
     fn agent_memory(&self) -> AgentMemory {
         let Some(on) = &self.on else {
             return AgentMemory::off();
         };
+        if let Some(store) = &on.given {
+            tracing::info!(store = %store.describe(), "memories live in the host's store: sub-agents get no memory of their own");
+            return AgentMemory::off();
+        }
         // Keyed by the canonical git root, so a run from a subdirectory (or a worktree) finds
         // the same project and local scopes.
         AgentMemory::new(AgentMemoryScopes::new(
@@ -673,11 +757,10 @@ impl MemorySetup {
     /// Where this setup keeps session transcripts (`None` when memory or transcripts are off,
     /// or the store keeps none).
     pub fn transcript_dir(&self) -> Option<TranscriptDir> {
-        let on = self.on.as_ref()?;
         if !self.transcripts.enabled {
             return None;
         }
-        TranscriptDir::for_store(on.store.as_ref()).ok()
+        TranscriptDir::for_store(self.store()?.as_ref()).ok()
     }
 
     /// The conversation of an earlier session, read back from its transcript (the messages
@@ -738,10 +821,10 @@ impl MemorySetup {
         let Some(on) = &self.on else {
             return Ok(None);
         };
-        if on.given {
+        if let Some(given) = &on.given {
             return Err(memloop_pg::PgError::Db(format!(
                 "team sync syncs the project's memory dir, and memories live in {}: sync that store yourself",
-                on.store.describe()
+                given.describe()
             )));
         }
         let config = match project_id {
@@ -759,11 +842,20 @@ impl MemorySetup {
     }
 
     /// Default session-notes settings for this project (`<project_dir>`, custom templates from
-    /// `<base>/session-memory/config/`); `None` when memory is switched off.
+    /// `<base>/session-memory/config/`); with a store of the host's
+    /// ([`memory_store`](Self::memory_store)), in the dir the store gives for
+    /// `LocalPurpose::SessionNotes`. `None` when memory is switched off, or that store keeps
+    /// no session notes on this machine.
     pub fn default_notes_config(&self) -> Option<SessionNotesConfig> {
-        self.on
-            .as_ref()
-            .map(|o| SessionNotesConfig::new(&o.project_dir).with_config_home(&o.base))
+        let on = self.on.as_ref()?;
+        let dir = match &on.given {
+            None => on.project_dir.clone(),
+            Some(store) => match store.local_dir(LocalPurpose::SessionNotes) {
+                LocalDir::Dir(dir) => dir,
+                LocalDir::Elsewhere(_) => return None,
+            },
+        };
+        Some(SessionNotesConfig::new(dir).with_config_home(&on.base))
     }
 
     /// Wire memory into `builder`. With memory disabled by the environment, only compaction (if
@@ -792,8 +884,8 @@ impl MemorySetup {
             )));
         }
         if let Some(on) = &self.on {
-            let store = &on.store;
-            self.check_capabilities(store.as_ref())?;
+            let store = on.store()?;
+            self.check_capabilities(store.as_ref(), on.given.is_some())?;
             for tool in memory_tools(store.clone()) {
                 builder = builder.tool(tool);
             }
@@ -917,77 +1009,121 @@ impl MemorySetup {
                 builder = builder.subagents(Arc::new(tool));
             }
         }
+        // The notes settings: the host's, else the defaults (`None` with a store of the
+        // host's that keeps no session notes: then only notes of the host's are used, and no
+        // cut output is kept on disk).
         let compaction = match &self.compaction {
-            Compaction::Custom(both) => Some((**both).clone()),
-            Compaction::Default => self
-                .default_notes_config()
-                .map(|notes| (CompactConfig::default(), notes)),
-            Compaction::Off => None,
+            Compaction::Custom(both) => Some((both.0, Some(both.1.clone()))),
+            Compaction::Default if self.on.is_some() => {
+                Some((CompactConfig::default(), self.default_notes_config()))
+            }
+            Compaction::Default | Compaction::Off => None,
         };
-        if let Some((compact, notes)) = &compaction {
+        if let Some((compact, notes_config)) = compaction {
             let session = builder.session_id().to_owned();
-            let session_dir = notes.session_dir(&session);
-            let notes: Arc<dyn SessionMemory> = match &self.session_memory {
-                Some(given) => given.clone(),
-                None => Arc::new(FileSessionNotes::new(notes.clone(), &session)?),
+            let session_dir = notes_config.as_ref().map(|n| n.session_dir(&session));
+            let notes: Option<Arc<dyn SessionMemory>> = match (&self.session_memory, notes_config) {
+                (Some(given), _) => Some(given.clone()),
+                (None, Some(config)) => Some(Arc::new(FileSessionNotes::new(config, &session)?)),
+                (None, None) => None,
             };
-            let compact = (*compact).with_env(&self.env);
+            let compact = compact.with_env(&self.env);
             // The notes are kept for automatic compaction: with it off (by the environment or
             // the config), nothing would read them, so they are not written either.
             let keep_notes = !compact.disabled && !compact.auto_disabled;
             // The agent shares the compactor's context-window handle (see AgentBuilder::build).
-            let compactor = Compactor::new(compact)
-                .with_session_notes(notes.clone())
-                .with_spill_dir(session_dir.clone())
-                .with_token_counter(builder.counter());
-            builder = builder
-                .spill_dir(session_dir)
-                .compactor(Arc::new(compactor));
-            if keep_notes {
-                builder = builder
-                    .tool(Arc::new(NotesEditTool::new(notes.notes_path())))
-                    // notes updates after sampling (background, FIFO); baselines reset after
-                    // compaction
-                    .hook(Arc::new(SessionNotesHook::new(notes)));
+            let mut compactor = Compactor::new(compact).with_token_counter(builder.counter());
+            if let Some(notes) = &notes {
+                compactor = compactor.with_session_notes(notes.clone());
+            }
+            if let Some(dir) = session_dir {
+                compactor = compactor.with_spill_dir(dir.clone());
+                builder = builder.spill_dir(dir);
+            }
+            builder = builder.compactor(Arc::new(compactor));
+            match notes {
+                Some(notes) if keep_notes => {
+                    builder = builder
+                        .tool(Arc::new(NotesEditTool::new(notes.notes_path())))
+                        // notes updates after sampling (background, FIFO); baselines reset
+                        // after compaction
+                        .hook(Arc::new(SessionNotesHook::new(notes)));
+                }
+                _ => {}
             }
         }
         Ok(builder)
     }
 
     /// The parts that need a directory on this machine get one from `store`, or attaching
-    /// fails naming the part (never a part silently left out).
-    fn check_capabilities(&self, store: &dyn MemoryStore) -> Result<(), SetupError> {
-        let mut needs = Vec::new();
+    /// fails listing every part that gets none (never a part silently left out, never one
+    /// missing part per attempt). `given`: the store is the host's (the default session notes
+    /// then live where it says).
+    fn check_capabilities(&self, store: &dyn MemoryStore, given: bool) -> Result<(), SetupError> {
+        let mut needs: Vec<(&'static str, &'static str, Vec<LocalPurpose>, &'static str)> =
+            Vec::new();
         if self.transcripts.enabled {
             needs.push((
                 "session transcripts",
                 "a directory on this machine for the transcripts",
-                LocalPurpose::Transcripts,
+                vec![LocalPurpose::Transcripts],
                 "transcripts(TranscriptConfig { enabled: false, .. })",
             ));
         }
         if self.dream {
-            for purpose in [LocalPurpose::Locks, LocalPurpose::SessionRecords] {
-                needs.push((
-                    "consolidation (dream)",
-                    "a directory on this machine for its lock and session records",
-                    purpose,
-                    "dream(false)",
-                ));
-            }
+            needs.push((
+                "consolidation (dream)",
+                "a directory on this machine for its lock and session records",
+                vec![LocalPurpose::Locks, LocalPurpose::SessionRecords],
+                "dream(false)",
+            ));
         }
-        for (part, what, purpose, switch) in needs {
-            if let LocalDir::Elsewhere(why) = store.local_dir(purpose) {
-                return Err(SetupError::Unsupported {
+        // The default notes, kept while automatic compaction is on, live where a host's store
+        // says; notes of the host's need no directory.
+        let compact = CompactConfig::default().with_env(&self.env);
+        if given
+            && matches!(self.compaction, Compaction::Default)
+            && self.session_memory.is_none()
+            && !compact.disabled
+            && !compact.auto_disabled
+        {
+            needs.push((
+                "compaction (session notes)",
+                "a directory on this machine for the session notes",
+                vec![LocalPurpose::SessionNotes],
+                "without_compaction() (or give notes of your own with session_memory)",
+            ));
+        }
+        let missing: Vec<MissingCapability> = needs
+            .into_iter()
+            .filter_map(|(part, what, purposes, switch)| {
+                let whys: Vec<String> = purposes
+                    .into_iter()
+                    .filter_map(|purpose| match store.local_dir(purpose) {
+                        LocalDir::Elsewhere(why) => Some(why),
+                        LocalDir::Dir(_) => None,
+                    })
+                    .fold(Vec::new(), |mut whys, why| {
+                        if !whys.contains(&why) {
+                            whys.push(why);
+                        }
+                        whys
+                    });
+                (!whys.is_empty()).then(|| MissingCapability {
                     part,
                     needs: what,
-                    store: store.describe().to_string(),
-                    why,
+                    why: whys.join("; "),
                     switch,
-                });
-            }
+                })
+            })
+            .collect();
+        match missing.is_empty() {
+            true => Ok(()),
+            false => Err(SetupError::Unsupported {
+                store: store.describe().to_string(),
+                missing,
+            }),
         }
-        Ok(())
     }
 
     /// The transcript writer, the search tool and its guidance, after applying the retention.

@@ -10,7 +10,7 @@ use memloop::memory::paths::MemoryDirResolver;
 use memloop::memory::session_notes::{
     CompactionNotes, FileSessionNotes, SessionMemoryError, UpdateFuture, UpdateTrigger,
 };
-use memloop::memory::store::{MemoryDoc, MemoryType, WriteMode};
+use memloop::memory::store::{MemoryDoc, MemoryPath, MemoryType, WriteMode};
 use memloop::memory::transcripts::TranscriptConfig;
 use memloop::testkit::{MapStore, ScriptStep, ScriptedModel, WaitForRecall};
 use memloop::{Extractor, MemorySetup, MemoryStore, SessionMemory, SetupError, async_trait};
@@ -28,7 +28,7 @@ struct SaveLastMessage {
 
 #[async_trait]
 impl Extractor for SaveLastMessage {
-    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
+    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<MemoryPath>, ExtractError> {
         self.runs.fetch_add(1, Ordering::SeqCst);
         let text = ctx
             .new_messages
@@ -47,7 +47,7 @@ impl Extractor for SaveLastMessage {
             .write("project_last_words.md", &doc, WriteMode::Overwrite)
             .await
             .map_err(|e| ExtractError::Failed(e.to_string()))?;
-        Ok(vec![report.path])
+        Ok(vec![MemoryPath::new(&report.rel_path)?])
     }
 }
 
@@ -219,18 +219,13 @@ async fn a_part_the_store_cannot_carry_is_an_error_naming_it() {
     let Err(err) = memory.attach(Agent::builder(model.clone())) else {
         panic!("attach refuses transcripts over a store without a transcript dir");
     };
-    assert!(
-        matches!(
-            &err,
-            SetupError::Unsupported {
-                part: "session transcripts",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    let SetupError::Unsupported { missing, .. } = &err else {
+        panic!("{err}");
+    };
+    let parts: Vec<&str> = missing.iter().map(|m| m.part).collect();
+    assert_eq!(parts, ["session transcripts"], "{err}");
     let text = err.to_string();
-    assert!(text.contains("memory://map/"), "{text}");
+    assert!(text.contains("in-memory store `map-"), "{text}");
     assert!(text.contains("a MapStore keeps no transcripts"), "{text}");
     // Turned off, the rest attaches.
     let memory = memory.transcripts(TranscriptConfig {
@@ -244,7 +239,7 @@ async fn a_part_the_store_cannot_carry_is_an_error_naming_it() {
 async fn the_dream_needs_a_lock_dir() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    // A map given no local dir: locks and session records have nowhere to go.
+    // A map given no local dir: locks, session records and session notes have nowhere to go.
     let store = Arc::new(MapStore::new());
     let memory = setup(home.path(), project.path())
         .memory_store(store)
@@ -256,18 +251,17 @@ async fn the_dream_needs_a_lock_dir() {
     let Err(err) = memory.attach(Agent::builder(model.clone())) else {
         panic!("attach refuses the dream over a store without a local dir");
     };
+    let SetupError::Unsupported { missing, .. } = &err else {
+        panic!("{err}");
+    };
     assert!(
-        matches!(
-            &err,
-            SetupError::Unsupported {
-                part: "consolidation (dream)",
-                switch: "dream(false)",
-                ..
-            }
-        ),
+        missing
+            .iter()
+            .any(|m| m.part == "consolidation (dream)" && m.switch == "dream(false)"),
         "{err}"
     );
-    assert!(memory.dream(false).attach(Agent::builder(model)).is_ok());
+    let memory = memory.dream(false).without_compaction();
+    assert!(memory.attach(Agent::builder(model)).is_ok());
 }
 
 /// Every file under `dir` (none when it does not exist).

@@ -703,22 +703,24 @@ async fn dream_config_sets_the_dream_s_gates() {
 }
 
 /// Reports one saved memory per run, as a real extractor would after writing it.
-struct Reports(std::path::PathBuf);
+struct Reports;
 
 #[memloop::async_trait]
 impl memloop::Extractor for Reports {
     async fn extract(
         &self,
         _ctx: &memloop::memory::extract::ExtractionContext,
-    ) -> Result<Vec<std::path::PathBuf>, memloop::memory::extract::ExtractError> {
-        Ok(vec![self.0.join("feedback_tests.md")])
+    ) -> Result<Vec<memloop::memory::store::MemoryPath>, memloop::memory::extract::ExtractError>
+    {
+        Ok(vec![memloop::memory::store::MemoryPath::new(
+            "feedback_tests.md",
+        )?])
     }
 }
 
 /// Whether the second user message carries the saved-memories notice.
 async fn noticed(memory: MemorySetup) -> bool {
-    let dir = memory.memory_dir().unwrap().dir.clone();
-    let memory = memory.extraction(true).extractor(Arc::new(Reports(dir)));
+    let memory = memory.extraction(true).extractor(Arc::new(Reports));
     let model = ScriptedModel::new().rule(|_| Some(ScriptStep::text("ok")));
     let mut agent = memory
         .attach(Agent::builder(Arc::new(model.clone())))

@@ -929,13 +929,16 @@ impl MemoryStore for FileMemoryStore {
     }
 
     /// The vector cache beside the memory dir (`<dir name>.vectors/`); locks, session records
-    /// and pending work in the memory dir (dot names, never scanned as memories); transcripts in its
-    /// parent, the project dir (`<project dir>/memory/` is the default layout).
+    /// and pending work in the memory dir (dot names, never scanned as memories); transcripts
+    /// and session notes in its parent, the project dir (`<project dir>/memory/` is the default
+    /// layout).
     fn local_dir(&self, purpose: LocalPurpose) -> LocalDir {
         let root = self.root();
         LocalDir::Dir(match purpose {
             LocalPurpose::VectorCache => Self::vectors_dir_of(root),
-            LocalPurpose::Transcripts => root.parent().unwrap_or(root).to_path_buf(),
+            LocalPurpose::Transcripts | LocalPurpose::SessionNotes => {
+                root.parent().unwrap_or(root).to_path_buf()
+            }
             _ => root.to_path_buf(),
         })
     }

@@ -14,7 +14,8 @@ use serde::Serialize;
 pub enum MemoryEvent {
     /// The extractor (or another background writer) saved memories.
     MemoriesSaved {
-        /// Files written, relative to the memory dir (MEMORY.md excluded).
+        /// The memories written, as memory paths relative to the store (`knowledge/x.md`;
+        /// `MEMORY.md` excluded), whatever the store (a directory or not).
         paths: Vec<String>,
     },
     /// An extraction did not run.

@@ -256,10 +256,20 @@ impl MemoryStore for TallyStore {
 /// `MEMORY.md` and without anything outside the dir (what `MemoriesSaved` / `DreamFinished`
 /// report).
 pub(crate) fn relative_to_memory_dir(store: &dyn MemoryStore, paths: &[PathBuf]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+    memory_paths_of(store, paths)
+        .into_iter()
+        .map(MemoryPath::into_string)
+        .collect()
+}
+
+/// The memories of `store` that the written files `paths` (as a fork's tools report them:
+/// absolute files of a directory store, memory paths of other stores) name, in order,
+/// deduplicated; a file that names no memory of the store (`MEMORY.md`, outside the dir) is
+/// left out.
+pub(crate) fn memory_paths_of(store: &dyn MemoryStore, paths: &[PathBuf]) -> Vec<MemoryPath> {
+    let mut out: Vec<MemoryPath> = Vec::new();
     for p in paths {
         if let Ok(rel) = store.memory_path_of(p) {
-            let rel = rel.as_str().to_owned();
             if !out.contains(&rel) {
                 out.push(rel);
             }

@@ -18,7 +18,7 @@ use memloop_memory::dream::{
     ProjectDirSessions, SessionSource, daily_log_path,
 };
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractorConfig, ForkedExtractor};
-use memloop_store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryError, MemoryPath, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -332,7 +332,7 @@ async fn daily_log_mode_appends_to_the_dated_log_through_the_store() {
     });
     let (written, _events) = run_extractor(&extractor, model.clone()).await;
     let today = daily_log_path(chrono::Local::now().date_naive());
-    assert_eq!(written, vec![store.describe().dir().unwrap().join(&today)]);
+    assert_eq!(written, vec![MemoryPath::new(&today).unwrap()]);
     let prompt = model.requests_for(EXTRACTOR_PURPOSE)[0]
         .messages
         .last()

@@ -20,7 +20,7 @@ use memloop_files::FileMemoryStore;
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
-use memloop_store::MemoryStore;
+use memloop_store::{MemoryPath, MemoryStore};
 use pretty_assertions::assert_eq;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,7 +42,7 @@ struct TestExtractor {
     release: Option<Semaphore>,
     delay: Option<Duration>,
     failures_left: AtomicUsize,
-    written: Vec<PathBuf>,
+    written: Vec<MemoryPath>,
     active: AtomicUsize,
     max_active: AtomicUsize,
 }
@@ -63,7 +63,7 @@ impl TestExtractor {
         (Arc::new(e), rx)
     }
     /// Not gated; every successful run reports `written`.
-    fn writing(written: Vec<PathBuf>) -> (Arc<Self>, mpsc::UnboundedReceiver<u64>) {
+    fn writing(written: Vec<MemoryPath>) -> (Arc<Self>, mpsc::UnboundedReceiver<u64>) {
         let (ex, rx) = Self::new(false);
         let mut ex = Arc::into_inner(ex).unwrap();
         ex.written = written;
@@ -79,7 +79,7 @@ impl TestExtractor {
 
 #[async_trait]
 impl Extractor for TestExtractor {
-    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
+    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<MemoryPath>, ExtractError> {
         let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_active.fetch_max(now, Ordering::SeqCst);
         self.calls.lock().unwrap().push(Call {
@@ -345,13 +345,12 @@ async fn throttle_counts_eligible_turns_and_trailing_runs_ignore_it() {
 #[tokio::test(start_paused = true)]
 async fn reports_saved_files_relative_without_the_index_and_ignores_forks_and_disabled() {
     let dir = tempfile::tempdir().unwrap();
-    let (ex, _rx) = TestExtractor::writing(vec![
-        dir.path().join("a.md"),
-        dir.path().join("MEMORY.md"),
-        dir.path().join("sub/b.md"),
-        dir.path().join("a.md"),
-        PathBuf::from("/etc/passwd"),
-    ]);
+    // Memory paths (the index and paths outside the store cannot be one), a repeat among them.
+    let (ex, _rx) = TestExtractor::writing(
+        ["a.md", "sub/b.md", "a.md"]
+            .map(|p| MemoryPath::new(p).unwrap())
+            .to_vec(),
+    );
     let sched = ExtractionScheduler::new(store(&dir), ex.clone());
     let (events, bg) = (VecSink::default(), BackgroundTasks::new());
     let mut forked = hook(1, conversation(1), &events, &bg);
@@ -487,7 +486,7 @@ impl memloop_core::events::EventSink for PanickingSink {
 #[tokio::test(start_paused = true)]
 async fn a_panic_outside_the_extractor_frees_the_dir_for_the_next_run() {
     let dir = tempfile::tempdir().unwrap();
-    let (ex, mut started) = TestExtractor::writing(vec![dir.path().join("a.md")]);
+    let (ex, mut started) = TestExtractor::writing(vec![MemoryPath::new("a.md").unwrap()]);
     let sched = ExtractionScheduler::new(store(&dir), ex.clone());
     let (events, bg) = (VecSink::default(), BackgroundTasks::new());
 

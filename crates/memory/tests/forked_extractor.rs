@@ -18,7 +18,7 @@ use memloop_core::{
 };
 use memloop_files::FileMemoryStore;
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, Extractor, ForkedExtractor};
-use memloop_store::{MemoryDoc, MemoryError, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryError, MemoryPath, MemoryStore, MemoryType, WriteMode};
 use memloop_testkit::{ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -162,8 +162,11 @@ async fn read_only_tools_run_and_contained_writes_land() {
     model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("saved"));
     let (written, events) =
         run_extractor(&ForkedExtractor::new(store.clone()), model.clone()).await;
-    let canonical = std::fs::canonicalize(tmp.path()).unwrap();
-    assert_eq!(written, vec![canonical.join("project_deadline.md")]);
+    // The memory path, relative to the store (not the file in the dir).
+    assert_eq!(
+        written,
+        vec![MemoryPath::new("project_deadline.md").unwrap()]
+    );
     assert!(
         events
             .events()
@@ -509,4 +512,45 @@ async fn the_extractor_declares_the_parents_tools_and_still_tallies_its_writes()
     expected.extend(["memory_read".to_owned(), "memory_write".to_owned()]);
     expected.sort();
     assert_eq!(names, expected);
+}
+
+/// A store with no directory (a map in memory): the extractor reports the memories it wrote
+/// as memory paths relative to the store (`project_deploys.md`), names in other scripts too,
+/// a repeat once; never a file path, never the index.
+#[tokio::test]
+async fn a_store_without_a_directory_gets_memory_paths_back() {
+    let store: Arc<dyn MemoryStore> = Arc::new(memloop_testkit::MapStore::new());
+    assert!(store.describe().dir().is_none());
+    let model = Arc::new(ScriptedModel::new());
+    let write = |topic: &str, description: &str| {
+        (
+            "memory_write".to_owned(),
+            json!({"topic": topic, "type": "project", "description": description,
+                   "content": format!("{description}.\n")}),
+        )
+    };
+    model.push_for(
+        EXTRACTOR_PURPOSE,
+        ScriptStep::tools(vec![
+            write("project_deploys", "deploys happen on Tuesdays"),
+            write("部署", "部署在周二进行"),
+            write("развёртывание", "выкладка по вторникам"),
+            write(
+                "project_deploys",
+                "deploys happen on Tuesdays, after the freeze",
+            ),
+        ]),
+    );
+    model.push_for(EXTRACTOR_PURPOSE, ScriptStep::text("saved"));
+    let (written, _events) = run_extractor(&ForkedExtractor::new(store.clone()), model).await;
+    let written: Vec<&str> = written.iter().map(|p| p.as_str()).collect();
+    assert_eq!(
+        written,
+        vec!["project_deploys.md", "部署.md", "развёртывание.md"]
+    );
+    // Each is a memory of the store, read back by that path.
+    for path in written {
+        assert!(!std::path::Path::new(path).is_absolute(), "{path}");
+        store.read(path).await.unwrap();
+    }
 }

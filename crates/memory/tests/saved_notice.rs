@@ -8,18 +8,17 @@ use memloop_memory::MemoryEvent;
 use memloop_memory::extract::{
     ExtractError, ExtractionContext, ExtractionScheduler, Extractor, SchedulerConfig,
 };
-use memloop_store::MemoryStore;
+use memloop_store::{MemoryPath, MemoryStore};
 use memloop_testkit::{ScriptStep, ScriptedModel};
-use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Reports one written file per run, as a real extractor would after writing it.
-struct Reports(PathBuf);
+/// Reports one written memory per run, as a real extractor would after writing it.
+struct Reports;
 
 #[async_trait::async_trait]
 impl Extractor for Reports {
-    async fn extract(&self, _ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
-        Ok(vec![self.0.join("feedback_tests.md")])
+    async fn extract(&self, _ctx: &ExtractionContext) -> Result<Vec<MemoryPath>, ExtractError> {
+        Ok(vec![MemoryPath::new("feedback_tests.md")?])
     }
 }
 
@@ -34,8 +33,7 @@ fn texts(m: &Message) -> String {
 async fn three_turns(config: SchedulerConfig) -> (Vec<Message>, VecSink) {
     let tmp = tempfile::tempdir().unwrap();
     let store: Arc<dyn MemoryStore> = Arc::new(FileMemoryStore::open(tmp.path()).unwrap());
-    let root = store.describe().dir().unwrap().to_path_buf();
-    let scheduler = ExtractionScheduler::with_config(store, Arc::new(Reports(root)), config);
+    let scheduler = ExtractionScheduler::with_config(store, Arc::new(Reports), config);
     let events = VecSink::default();
     let model = ScriptedModel::new()
         .then(ScriptStep::text("one"))

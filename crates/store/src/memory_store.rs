@@ -236,6 +236,10 @@ pub struct VersionedWrite {
 }
 
 /// Where a store keeps its memories.
+///
+/// Non-exhaustive: a match outside this crate needs a `_` arm, so a kind of location added
+/// later breaks no backend or host. Only [`Directory`](Self::Directory) is a directory
+/// ([`StoreDescription::dir`]); every other kind keeps no memory file a tool could name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreLocation {
@@ -248,6 +252,24 @@ pub enum StoreLocation {
         /// The connection URL with any password replaced by `***`.
         url: String,
         /// The project whose memories this store serves.
+        project: String,
+    },
+    /// A store in this process's memory (a map, an embedded engine with no file): its memories
+    /// go when the process ends. [`StoreDescription::memory`] builds the description.
+    Memory {
+        /// The store's name, unique per instance in this process (e.g. `map-3`): two stores
+        /// with the same name would share their identity, their caches and their locks.
+        name: String,
+    },
+    /// A remote memory service reached over the network (HTTP, gRPC).
+    /// [`StoreDescription::remote`] builds the description with the URL's credentials removed.
+    Remote {
+        /// The service (`mem0`, `acme-memory`), as the backend names it.
+        service: String,
+        /// The endpoint, without credentials: no `user:password@`, and the value of any query
+        /// parameter whose name says it is a secret (`token`, `key`, `password`, ...) is `***`.
+        url: String,
+        /// The project (or namespace, collection) whose memories this store serves.
         project: String,
     },
 }
@@ -271,11 +293,64 @@ impl StoreDescription {
         }
     }
 
+    /// An in-process store named `name` ([`StoreLocation::Memory`]), identity `memory:<name>`.
+    /// The name must be unique per instance in the process (a counter, a UUID): the identity
+    /// keys the store's caches and local dirs, so two maps must not share it.
+    ///
+    /// ```
+    /// use memloop_store::StoreDescription;
+    /// let map = StoreDescription::memory("map-3");
+    /// assert_eq!(map.identity, "memory:map-3");
+    /// assert_eq!(map.to_string(), "in-memory store `map-3`");
+    /// assert_eq!(map.dir(), None);
+    /// ```
+    pub fn memory(name: impl Into<String>) -> Self {
+        let name = name.into();
+        Self {
+            identity: format!("memory:{name}"),
+            location: StoreLocation::Memory { name },
+        }
+    }
+
+    /// A remote memory service ([`StoreLocation::Remote`]) at `url` serving `project`, identity
+    /// `<service>:<url>#<project>`. The URL is kept without its credentials (no
+    /// `user:password@`; secret-named query parameters `***`), so neither the description nor
+    /// the identity, which are logged and shown, ever holds one.
+    ///
+    /// ```
+    /// use memloop_store::StoreDescription;
+    /// let remote = StoreDescription::remote(
+    ///     "mem0",
+    ///     "https://alice:s3cret@api.example.com/v1?api_key=sk-123&region=eu",
+    ///     "web",
+    /// );
+    /// assert_eq!(remote.identity, "mem0:https://api.example.com/v1?api_key=***&region=eu#web");
+    /// assert_eq!(
+    ///     remote.to_string(),
+    ///     "mem0 service https://api.example.com/v1?api_key=***&region=eu, project `web`"
+    /// );
+    /// assert_eq!(remote.dir(), None);
+    /// ```
+    pub fn remote(service: impl Into<String>, url: &str, project: impl Into<String>) -> Self {
+        let (service, url, project) =
+            (service.into(), url_without_credentials(url), project.into());
+        Self {
+            identity: format!("{service}:{url}#{project}"),
+            location: StoreLocation::Remote {
+                service,
+                url,
+                project,
+            },
+        }
+    }
+
     /// The memory dir, when the store is a directory.
     pub fn dir(&self) -> Option<&Path> {
         match &self.location {
             StoreLocation::Directory(d) => Some(d),
-            StoreLocation::Database { .. } => None,
+            StoreLocation::Database { .. }
+            | StoreLocation::Memory { .. }
+            | StoreLocation::Remote { .. } => None,
         }
     }
 
@@ -295,8 +370,68 @@ impl std::fmt::Display for StoreDescription {
                 url,
                 project,
             } => write!(f, "{engine} database {url}, project `{project}`"),
+            StoreLocation::Memory { name } => write!(f, "in-memory store `{name}`"),
+            StoreLocation::Remote {
+                service,
+                url,
+                project,
+            } => write!(f, "{service} service {url}, project `{project}`"),
         }
     }
+}
+
+/// Query parameter names (lowercase fragments) whose values are credentials.
+const SECRET_PARAMS: [&str; 8] = [
+    "token",
+    "key",
+    "secret",
+    "password",
+    "passwd",
+    "auth",
+    "signature",
+    "credential",
+];
+
+/// `url` without its credentials: the `user:password@` of its authority dropped, and the value
+/// of every query parameter whose name holds a [`SECRET_PARAMS`] fragment (any case) replaced
+/// by `***`. Text that is not a URL is kept as it is.
+fn url_without_credentials(url: &str) -> String {
+    let bare = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_owned(),
+            }
+        }
+        None => url.to_owned(),
+    };
+    let Some((base, query)) = bare.split_once('?') else {
+        return bare;
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (query, None),
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((name, _))
+                if SECRET_PARAMS
+                    .iter()
+                    .any(|s| name.to_lowercase().contains(s)) =>
+            {
+                format!("{name}=***")
+            }
+            _ => param.to_owned(),
+        })
+        .collect();
+    let mut out = format!("{base}?{}", params.join("&"));
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
 }
 
 /// Why something needs local disk, for [`MemoryStore::local_dir`].
@@ -313,6 +448,9 @@ pub enum LocalPurpose {
     Transcripts,
     /// Work that must survive a restart (the MCP server's pending background summaries).
     PendingWork,
+    /// Per-session notes compaction summarises with, and the full text of tool outputs cut
+    /// during compaction (one dir per session under the one given).
+    SessionNotes,
 }
 
 /// The answer to [`MemoryStore::local_dir`]. A directory is the base the consumer lays its own
@@ -327,7 +465,7 @@ pub enum LocalDir {
 
 /// Where a store with no directory of its own keeps what needs local disk, keyed by the store's
 /// identity: the vector cache under `<cache>/memloop/vectors/<identity hash>/`, locks, session
-/// records and pending work under `<state>/memloop/stores/<identity hash>/`; transcripts are
+/// records, session notes and pending work under `<state>/memloop/stores/<identity hash>/`; transcripts are
 /// not such a store's to keep. `<cache>` is `XDG_CACHE_HOME` (else `$HOME/.cache`), `<state>`
 /// is `XDG_STATE_HOME` (else `$HOME/.local/state`; `USERPROFILE` stands for `HOME` where that
 /// is unset), read from the environment it is built from;
@@ -375,9 +513,10 @@ impl LocalBases {
         let hash = description.identity_hash();
         let (base, sub) = match purpose {
             LocalPurpose::VectorCache => (&self.cache, "vectors"),
-            LocalPurpose::Locks | LocalPurpose::SessionRecords | LocalPurpose::PendingWork => {
-                (&self.state, "stores")
-            }
+            LocalPurpose::Locks
+            | LocalPurpose::SessionRecords
+            | LocalPurpose::PendingWork
+            | LocalPurpose::SessionNotes => (&self.state, "stores"),
             LocalPurpose::Transcripts => {
                 return LocalDir::Elsewhere(format!(
                     "{description} keeps no session transcripts on this machine"
@@ -750,7 +889,9 @@ impl dyn MemoryStore + '_ {
     pub fn target_path(&self, path: &MemoryPath) -> PathBuf {
         match self.describe().location {
             StoreLocation::Directory(root) => root.join(path.as_str()),
-            StoreLocation::Database { .. } => PathBuf::from(path.as_str()),
+            StoreLocation::Database { .. }
+            | StoreLocation::Memory { .. }
+            | StoreLocation::Remote { .. } => PathBuf::from(path.as_str()),
         }
     }
 

@@ -176,10 +176,8 @@ fn text_of(rel: &str, existing: Option<&str>, write: &CheckedWrite) -> String {
 impl MemoryStore for MapStore {
     fn describe(&self) -> StoreDescription {
         StoreDescription {
-            location: StoreLocation::Database {
-                engine: "map".into(),
-                url: format!("memory://map/{}", self.id),
-                project: format!("map-{}", self.id),
+            location: StoreLocation::Memory {
+                name: format!("map-{}", self.id),
             },
             identity: format!("map:{}", self.id),
         }

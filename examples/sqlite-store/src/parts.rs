@@ -58,7 +58,8 @@ use memloop::memory::session_notes::{
     UpdateThresholds, UpdateTrigger,
 };
 use memloop::memory::store::{
-    MemoryDoc, MemoryError, MemoryHeader, MemoryType, WriteMode, title_file_stem, topic_to_rel_path,
+    MemoryDoc, MemoryError, MemoryHeader, MemoryPath, MemoryType, WriteMode, title_file_stem,
+    topic_to_rel_path,
 };
 use memloop::text::{Analyzer, Language};
 use memloop::{Extractor, MemoryStore, Selector, SessionMemory, async_trait};
@@ -294,7 +295,7 @@ impl FactExtractor {
 
 #[async_trait]
 impl Extractor for FactExtractor {
-    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
+    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<MemoryPath>, ExtractError> {
         let mut saved = Vec::new();
         for message in &ctx.new_messages {
             for text in said_by_user(message) {
@@ -308,7 +309,8 @@ impl Extractor for FactExtractor {
                         &fact.text,
                     );
                     let report = self.store.write(&rel, &doc, WriteMode::Overwrite).await?;
-                    saved.push(report.path);
+                    // The memory path (`fact_….md`): a database row has no file to name.
+                    saved.push(MemoryPath::new(&report.rel_path)?);
                 }
             }
         }

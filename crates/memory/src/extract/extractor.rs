@@ -3,7 +3,7 @@
 use crate::writer_tools::WriterError;
 use async_trait::async_trait;
 use memloop_core::{HookContext, message::Message};
-use std::path::PathBuf;
+use memloop_store::MemoryPath;
 
 /// What an [`Extractor`] gets for one run.
 #[derive(Debug, Clone)]
@@ -25,19 +25,28 @@ pub type ExtractError = WriterError;
 /// Turns the new part of a conversation into memory files. Object-safe; share it as
 /// `Arc<dyn Extractor>`.
 ///
-/// Contract: return the absolute paths of the files written (any order, duplicates allowed);
-/// `Err` means nothing useful happened and the same messages should be offered again.
+/// Contract: return the memories written, as memory paths relative to the store
+/// (`knowledge/deploys.md`; any order, duplicates allowed); `Err` means nothing useful
+/// happened and the same messages should be offered again.
+///
+/// The paths are [`MemoryPath`]s, not file paths: a store need not be a directory (a database,
+/// a map in memory, a remote service has no file to name), and a `MemoryPath` is validated
+/// (relative, `/`-separated, never `MEMORY.md`, never outside the store), so what the
+/// scheduler reports in [`MemoriesSaved`](crate::MemoryEvent::MemoriesSaved) and the saved
+/// notice is a memory of the store, whatever the extractor. A store's write report gives the
+/// path (`MemoryPath::new(&report.rel_path)`), and
+/// `dyn MemoryStore::memory_path_of` maps a file a tool wrote.
 ///
 /// ```
 /// use memloop_memory::extract::{ExtractError, ExtractionContext, Extractor};
-/// use std::path::{Path, PathBuf};
+/// use memloop_store::MemoryPath;
 ///
 /// /// Saves nothing; handy to switch extraction off in a test without removing the hook.
 /// struct Nothing;
 ///
 /// #[async_trait::async_trait]
 /// impl Extractor for Nothing {
-///     async fn extract(&self, _ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
+///     async fn extract(&self, _ctx: &ExtractionContext) -> Result<Vec<MemoryPath>, ExtractError> {
 ///         Ok(Vec::new())
 ///     }
 /// }
@@ -45,6 +54,6 @@ pub type ExtractError = WriterError;
 /// ```
 #[async_trait]
 pub trait Extractor: Send + Sync {
-    /// Run one extraction.
-    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError>;
+    /// Run one extraction; the memories written, relative to the store.
+    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<MemoryPath>, ExtractError>;
 }

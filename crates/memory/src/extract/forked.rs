@@ -3,13 +3,14 @@
 use super::extractor::{ExtractError, ExtractionContext, Extractor};
 use crate::daily_log::DailyLogTool;
 use crate::tools::{MemoryReadTool, MemoryWriteTool};
-use crate::writer_tools::{EXTRACTOR_WRITES, TallyStore, bind_tools, memory_writer_gate};
+use crate::writer_tools::{
+    EXTRACTOR_WRITES, TallyStore, bind_tools, memory_paths_of, memory_writer_gate,
+};
 use async_trait::async_trait;
 use memloop_core::{fork::ForkedAgentBuilder, tool::Tool};
-use memloop_store::MemoryStore;
 use memloop_store::format_manifest_capped;
+use memloop_store::{MemoryPath, MemoryStore};
 use memloop_text::render_template as render;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The `purpose` of the extractor's model requests (hosts' scripted models match on it).
@@ -132,7 +133,9 @@ impl ForkedExtractor {
 
 #[async_trait]
 impl Extractor for ForkedExtractor {
-    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<PathBuf>, ExtractError> {
+    /// The memories the fork's tools wrote, relative to the store (the files they report are
+    /// mapped back to memory paths; `MEMORY.md` and anything outside the store are left out).
+    async fn extract(&self, ctx: &ExtractionContext) -> Result<Vec<MemoryPath>, ExtractError> {
         let prompt = self.prompt(ctx.new_messages.len()).await?;
         let mut base = ctx.hook.clone();
         if let Some(dir) = self.store.describe().dir() {
@@ -171,7 +174,7 @@ impl Extractor for ForkedExtractor {
         if let Some(why) = tally.all_failed() {
             return Err(ExtractError::Failed(why));
         }
-        Ok(outcome.files_written)
+        Ok(memory_paths_of(self.store.as_ref(), &outcome.files_written))
     }
 }
 

@@ -4,7 +4,6 @@
 use super::extractor::{ExtractError, ExtractionContext, Extractor};
 use super::slot::{DirSlot, Pending, RunInfo, slot_for};
 use crate::events::MemoryEvent;
-use crate::writer_tools::relative_to_memory_dir;
 use futures::FutureExt;
 use memloop_core::Hook;
 use memloop_core::{
@@ -486,7 +485,14 @@ impl Inner {
             Ok(paths) => {
                 self.advance(&ctx.session_id, last_id);
                 self.drop_carried(&ctx.session_id, carried.len());
-                let saved = relative_to_memory_dir(self.store.as_ref(), &paths);
+                // The extractor's memory paths, deduplicated (its contract allows repeats).
+                let mut saved: Vec<String> = Vec::new();
+                for path in paths {
+                    let path = path.into_string();
+                    if !saved.contains(&path) {
+                        saved.push(path);
+                    }
+                }
                 tracing::info!(saved = ?saved, trailing, "extraction finished");
                 if !saved.is_empty() {
                     if self.config.notice_in_conversation {

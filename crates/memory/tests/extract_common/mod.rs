@@ -59,12 +59,12 @@ pub fn conversation(turns: usize) -> Vec<Message> {
         .collect()
 }
 
-/// Run `extractor` once over a one-turn conversation with `model`; returns the written paths and
-/// the events the fork emitted.
+/// Run `extractor` once over a one-turn conversation with `model`; returns the memory paths it
+/// reports written and the events the fork emitted.
 pub async fn run_extractor(
     extractor: &dyn memloop_memory::extract::Extractor,
     model: Arc<ScriptedModel>,
-) -> (Vec<std::path::PathBuf>, VecSink) {
+) -> (Vec<memloop_store::MemoryPath>, VecSink) {
     let (events, bg) = (VecSink::default(), BackgroundTasks::new());
     let ctx = memloop_memory::extract::ExtractionContext {
         hook: hook_with_model(1, conversation(1), &events, &bg, model),
