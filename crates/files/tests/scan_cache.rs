@@ -4,12 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use memloop_files::{FileMemoryStore, StoreConfig};
-use memloop_store::{
-    ChangeCursor, Changes, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
-    MemoryStore, MemoryType, ScanCache, ScanChange, WriteMode,
-};
+use memloop_store::{MemoryDoc, MemoryStore, MemoryType, ScanCache, ScanChange, WriteMode};
+use memloop_testkit::{Forwarding, Hold, Method};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,85 +52,10 @@ async fn the_cache_matches_a_fresh_scan_after_every_change() {
     }
 }
 
-/// A real memory dir whose feed answers are held at a gate (after the question was asked)
-/// until the test lets them through, and counted.
-struct Gated {
-    inner: FileMemoryStore,
-    asked: std::sync::atomic::AtomicUsize,
-    held: std::sync::atomic::AtomicBool,
-    gate: tokio::sync::Semaphore,
-    entered: tokio::sync::Notify,
-    /// Carry the texts of what the feed reports in its answers.
-    carry: std::sync::atomic::AtomicBool,
-    /// Reads asked of the store (not counting the feed's own).
-    reads: std::sync::atomic::AtomicUsize,
-}
-
-impl Gated {
-    fn new(dir: &std::path::Path) -> Self {
-        Self {
-            inner: FileMemoryStore::open(dir).unwrap(),
-            asked: Default::default(),
-            held: Default::default(),
-            gate: tokio::sync::Semaphore::new(0),
-            entered: tokio::sync::Notify::new(),
-            carry: Default::default(),
-            reads: Default::default(),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl MemoryStore for Gated {
-    fn describe(&self) -> memloop_store::StoreDescription {
-        self.inner.describe()
-    }
-    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
-        self.asked.fetch_add(1, Ordering::SeqCst);
-        let mut answer = self.inner.changes(since).await;
-        if let Ok(Changes::Changed { written, files, .. }) = &mut answer
-            && self.carry.load(Ordering::SeqCst)
-        {
-            for h in written.iter() {
-                let path = MemoryPath::new(&h.rel_path).unwrap();
-                files.push(self.inner.read_path(&path).await.unwrap());
-            }
-        }
-        if self.held.load(Ordering::SeqCst) {
-            self.entered.notify_one();
-            self.gate.acquire().await.unwrap().forget();
-        }
-        answer
-    }
-    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
-        self.inner.scan().await
-    }
-    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_path(path).await
-    }
-    async fn write_checked_if(
-        &self,
-        write: memloop_store::CheckedWrite,
-        expected: &memloop_store::ExpectedVersion,
-    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
-        self.inner.write_checked_if(write, expected).await
-    }
-    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
-        self.inner.delete_checked(path).await
-    }
-    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
-        self.inner.clear().await
-    }
-    async fn load_index(&self) -> Result<memloop_store::LoadedIndex, MemoryError> {
-        self.inner.load_index().await
-    }
-    async fn index_entries(&self) -> Result<Vec<memloop_store::IndexEntry>, MemoryError> {
-        self.inner.index_entries().await
-    }
-    fn check_contained(&self, rel: &str) -> Result<MemoryPath, MemoryError> {
-        self.inner.check_contained(rel)
-    }
+/// A real memory dir whose calls are counted, and whose feed answers can be held at a gate
+/// (after the question was asked) or carry texts.
+fn gated(dir: &std::path::Path) -> Arc<Forwarding<FileMemoryStore>> {
+    Arc::new(Forwarding::new(FileMemoryStore::open(dir).unwrap()))
 }
 
 /// Callers that arrive together share the store's answers, and none gets an answer older
@@ -142,28 +64,28 @@ impl MemoryStore for Gated {
 #[tokio::test(flavor = "current_thread")]
 async fn callers_arriving_together_share_one_question_and_see_every_earlier_write() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Gated::new(dir.path()));
+    let store = gated(dir.path());
     let cache = Arc::new(ScanCache::new(store.clone()));
     let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
     store
-        .inner
+        .inner()
         .write("early.md", &doc("early"), WriteMode::Overwrite)
         .await
         .unwrap();
     cache.refresh().await.unwrap();
-    store.asked.store(0, Ordering::SeqCst);
-    store.held.store(true, Ordering::SeqCst);
+    store.take_calls();
+    let gate = store.hold(Method::Changes, Hold::Answer);
 
     let first = tokio::spawn({
         let cache = cache.clone();
         async move { cache.refresh().await.unwrap() }
     });
     // Its question is out, its answer held (a cache that never asks fails here).
-    tokio::time::timeout(Duration::from_secs(30), store.entered.notified())
+    tokio::time::timeout(Duration::from_secs(30), gate.wait_entered(1))
         .await
         .expect("the first caller asked the store");
     store
-        .inner
+        .inner()
         .write("late.md", &doc("late"), WriteMode::Overwrite)
         .await
         .unwrap();
@@ -175,7 +97,7 @@ async fn callers_arriving_together_share_one_question_and_see_every_earlier_writ
         .collect();
     // One thread: the two run until they wait for the cache, having noted their arrival.
     tokio::task::yield_now().await;
-    store.gate.add_permits(8);
+    gate.open();
     let first = first.await.unwrap();
     assert!(
         first.headers.get("late.md").is_none(),
@@ -188,11 +110,7 @@ async fn callers_arriving_together_share_one_question_and_see_every_earlier_writ
             "caller {i} got an answer from before it arrived"
         );
     }
-    assert_eq!(
-        store.asked.load(Ordering::SeqCst),
-        2,
-        "one question each round"
-    );
+    assert_eq!(store.count(Method::Changes), 2, "one question each round");
 }
 
 /// The texts a change's answer carries are what consumers taking the change in get: none of
@@ -201,14 +119,14 @@ async fn callers_arriving_together_share_one_question_and_see_every_earlier_writ
 async fn texts_the_feed_carries_are_not_read_again() {
     for carry in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Gated::new(dir.path()));
-        store.carry.store(carry, Ordering::SeqCst);
+        let store = gated(dir.path());
+        store.carry_texts(carry);
         let cache = ScanCache::new(store.clone());
         cache.refresh().await.unwrap();
         let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, format!("{n} body"));
         for n in ["a.md", "b.md"] {
             store
-                .inner
+                .inner()
                 .write(n, &doc(n), WriteMode::Overwrite)
                 .await
                 .unwrap();
@@ -223,7 +141,7 @@ async fn texts_the_feed_carries_are_not_read_again() {
                 assert_eq!(f.body.trim_end(), format!("{} body", h.rel_path));
             }
         }
-        let reads = store.reads.load(Ordering::SeqCst);
+        let reads = store.count(Method::ReadPath);
         assert_eq!(reads, if carry { 0 } else { 2 }, "carry={carry}");
     }
 }
@@ -233,11 +151,11 @@ async fn texts_the_feed_carries_are_not_read_again() {
 #[tokio::test(flavor = "current_thread")]
 async fn texts_read_are_kept_until_a_change_names_them() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Gated::new(dir.path()));
+    let store = gated(dir.path());
     let cache = ScanCache::new(store.clone());
     let doc = |body: &str| MemoryDoc::new("Deploys", "d", MemoryType::Project, body);
     store
-        .inner
+        .inner()
         .write("deploy.md", &doc("Tuesdays."), WriteMode::Overwrite)
         .await
         .unwrap();
@@ -246,9 +164,9 @@ async fn texts_read_are_kept_until_a_change_names_them() {
         let f = cache.read(&headers[0]).await.unwrap();
         assert!(f.body.contains("Tuesdays."));
     }
-    assert_eq!(store.reads.load(Ordering::SeqCst), 1, "read once, kept");
+    assert_eq!(store.count(Method::ReadPath), 1, "read once, kept");
     store
-        .inner
+        .inner()
         .write("deploy.md", &doc("Fridays."), WriteMode::Overwrite)
         .await
         .unwrap();
@@ -260,5 +178,5 @@ async fn texts_read_are_kept_until_a_change_names_them() {
             "the changed text, not the kept one"
         );
     }
-    assert_eq!(store.reads.load(Ordering::SeqCst), 2);
+    assert_eq!(store.count(Method::ReadPath), 2);
 }

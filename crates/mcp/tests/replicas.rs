@@ -6,15 +6,13 @@
 
 mod support;
 
-use async_trait::async_trait;
-use memloop_core::embed::{EmbedError, Embedder};
 use memloop_mcp::{McpConfig, ProjectStores, TeamStores, TokenLimits, Tokens};
+use memloop_testkit::{FakeEmbedder, Gate};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use support::team::{DropSchema, TestTeam};
 use support::{Fixture, HttpSession, s};
-use tokio::sync::Notify;
 
 const WRITER: &str = "writer-token-0123456789";
 const OTHER: &str = "other-token-0123456789";
@@ -306,40 +304,19 @@ async fn past_the_burst_a_token_gets_429_with_retry_after_and_a_json_rpc_error()
     assert_eq!(r.status(), 200);
 }
 
-/// An embedder that holds each query until released: a `context_search` in flight.
-struct Held {
-    release: Arc<Notify>,
-    entered: Arc<Notify>,
-}
-
-#[async_trait]
-impl Embedder for Held {
-    fn model_id(&self) -> &str {
-        "held"
-    }
-    fn dimension(&self) -> usize {
-        2
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect())
-    }
-    async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.entered.notify_one();
-        self.release.notified().await;
-        self.embed(texts).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_past_its_requests_in_flight_gets_429_until_one_is_answered() {
     let fx = Fixture::new();
     let project = fx.project("app");
-    let (release, entered) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    // Query embeddings wait at the gate: a search on it stays in flight as long as the test
+    // wants, held in its query embedding.
+    let held = Arc::new(Gate::new());
     let mut config = fx.config();
-    config.embedder = Some(Arc::new(Held {
-        release: release.clone(),
-        entered: entered.clone(),
-    }));
+    config.embedder = Some(Arc::new(
+        FakeEmbedder::constant(vec![1.0, 0.0])
+            .with_model_id("held")
+            .hold_queries(held.clone()),
+    ));
     let server = start(
         config,
         TokenLimits {
@@ -367,7 +344,7 @@ async fn a_token_past_its_requests_in_flight_gets_429_until_one_is_answered() {
             (r.status().as_u16(), r.text().await.unwrap())
         }
     });
-    entered.notified().await; // the search is in flight, held in its query embedding
+    held.wait_entered(1).await; // the search is in flight, held in its query embedding
     let r = post(&server.url, WRITER, &list(8)).await;
     assert_eq!(r.status(), 429);
     assert_eq!(
@@ -384,7 +361,7 @@ async fn a_token_past_its_requests_in_flight_gets_429_until_one_is_answered() {
     );
     // Another token is not held back by it.
     assert_eq!(post(&server.url, OTHER, &list(8)).await.status(), 200);
-    release.notify_one();
+    held.release(1);
     let (status, body) = first.await.unwrap();
     assert_eq!(status, 200);
     assert!(body.contains("ledger"), "{body}");

@@ -4,8 +4,8 @@
 
 mod support;
 
-use async_trait::async_trait;
-use memloop_core::embed::{EmbedError, Embedder};
+use memloop_core::embed::Embedder;
+use memloop_testkit::FakeEmbedder;
 use serde_json::json;
 use std::sync::Arc;
 use support::{Fixture, call, connect, s, save};
@@ -72,27 +72,16 @@ async fn hybrid_search_finds_an_entry_that_shares_no_word_with_the_query() {
     assert_ne!(r["results"][0]["path"], "knowledge/release-day.md", "{r}");
 }
 
-/// An embedder whose backend is down.
-struct Down;
-
-#[async_trait]
-impl Embedder for Down {
-    fn model_id(&self) -> &str {
-        "down"
-    }
-    fn dimension(&self) -> usize {
-        4
-    }
-    async fn embed(&self, _texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Err(EmbedError::Inference("connection refused".into()))
-    }
-}
-
 #[tokio::test]
 async fn a_failing_embedder_degrades_to_bm25_and_says_why() {
     let fx = Fixture::new();
     let mut config = fx.config();
-    config.embedder = Some(Arc::new(Down));
+    // An embedder whose backend is down.
+    config.embedder = Some(Arc::new(
+        FakeEmbedder::hashed(4)
+            .with_model_id("down")
+            .failing("connection refused"),
+    ));
     let client = connect(config).await;
     let project = fx.project("app");
     save(

@@ -7,15 +7,13 @@
 
 mod support;
 
-use async_trait::async_trait;
-use memloop_core::embed::{EmbedError, Embedder};
 use memloop_mcp::{HttpOptions, McpConfig, MemoryServer, Tokens};
+use memloop_testkit::{FakeEmbedder, Gate};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{Fixture, HttpSession, s};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::Notify;
 
 const OWNER: &str = "owner-token-0123456789";
 const OTHER: &str = "other-token-0123456789";
@@ -124,31 +122,6 @@ async fn a_trickled_body_loses_its_connection() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
 }
 
-/// An embedder whose query embeddings wait until `release` is notified: a search on it stays in
-/// flight as long as the test wants.
-struct Held {
-    release: Arc<Notify>,
-    entered: Arc<Notify>,
-}
-
-#[async_trait]
-impl Embedder for Held {
-    fn model_id(&self) -> &str {
-        "held-v1"
-    }
-    fn dimension(&self) -> usize {
-        2
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect())
-    }
-    async fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.entered.notify_one();
-        self.release.notified().await;
-        self.embed(texts).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_request_with_an_id_in_flight_gets_an_error_and_the_first_its_answer() {
     duplicate_ids_in_flight(true).await;
@@ -165,12 +138,15 @@ async fn without_sessions_one_id_in_flight_twice_gets_two_answers() {
 async fn duplicate_ids_in_flight(sessions: bool) {
     let fx = Fixture::new();
     let project = fx.project("app");
-    let (release, entered) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    // Query embeddings wait at the gate: a search on it stays in flight as long as the test
+    // wants, held in its query embedding.
+    let held = Arc::new(Gate::new());
     let mut config = fx.config();
-    config.embedder = Some(Arc::new(Held {
-        release: release.clone(),
-        entered: entered.clone(),
-    }));
+    config.embedder = Some(Arc::new(
+        FakeEmbedder::constant(vec![1.0, 0.0])
+            .with_model_id("held-v1")
+            .hold_queries(held.clone()),
+    ));
     let (url, _, _stop) = serve(config, memloop_mcp::BODY_READ_TIMEOUT, sessions).await;
     let mut session = HttpSession::open(&url, OWNER).await;
     let saved = session
@@ -201,7 +177,7 @@ async fn duplicate_ids_in_flight(sessions: bool) {
             .await
         }
     });
-    entered.notified().await; // the first search is in flight, held in its query embedding
+    held.wait_entered(1).await; // the first search is in flight, held in its query embedding
     if !sessions {
         let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string();
         let (status, body) = raw(&url, OWNER, None, reqwest::Method::POST, Some(list)).await;
@@ -209,7 +185,7 @@ async fn duplicate_ids_in_flight(sessions: bool) {
         let answer = memloop_testkit::McpHttp::message(&body);
         assert_eq!(answer["id"], 7, "{body}");
         assert!(answer["result"]["tools"].is_array(), "{body}");
-        release.notify_one();
+        held.release(1);
         let (status, body) = first.await.unwrap();
         assert_eq!(status, 200);
         assert!(
@@ -233,7 +209,7 @@ async fn duplicate_ids_in_flight(sessions: bool) {
         (json!(7), json!(-32600)),
         "{body}"
     );
-    release.notify_one();
+    held.release(1);
     let (status, body) = first.await.unwrap();
     assert_eq!(status, 200);
     assert!(body.contains("ledger"), "{body}");
@@ -251,8 +227,8 @@ async fn duplicate_ids_in_flight(sessions: bool) {
             .await
         }
     });
-    entered.notified().await;
-    release.notify_one();
+    held.wait_entered(2).await; // the gate counts every arrival: this is the second search
+    held.release(1);
     assert_eq!(again.await.unwrap().0, 200);
 }
 

@@ -19,7 +19,7 @@ use memloop_core::{
 use memloop_files::FileMemoryStore;
 use memloop_memory::extract::{EXTRACTOR_PURPOSE, ExtractionScheduler, Extractor, ForkedExtractor};
 use memloop_store::{MemoryDoc, MemoryError, MemoryPath, MemoryStore, MemoryType, WriteMode};
-use memloop_testkit::{ScriptStep, ScriptedModel};
+use memloop_testkit::{Forwarding, Method, ScriptStep, ScriptedModel};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
@@ -330,47 +330,15 @@ async fn hostile_extractor_writes_only_through_the_store() {
 /// A memory dir on a read-only filesystem: reads work, every write fails with an I/O error.
 /// (Tests run as root, where a 0555 dir is still writable, so the failure is injected at the
 /// store boundary, with the real store underneath for reads.)
-struct ReadOnlyDir(FileMemoryStore);
-
-#[async_trait::async_trait]
-impl MemoryStore for ReadOnlyDir {
-    fn describe(&self) -> memloop_store::StoreDescription {
-        self.0.describe()
-    }
-    async fn scan(&self) -> Result<Vec<memloop_store::MemoryHeader>, MemoryError> {
-        self.0.scan().await
-    }
-    async fn read_path(
-        &self,
-        path: &memloop_store::MemoryPath,
-    ) -> Result<memloop_store::MemoryFile, MemoryError> {
-        self.0.read_path(path).await
-    }
-    async fn write_checked_if(
-        &self,
-        write: memloop_store::CheckedWrite,
-        _: &memloop_store::ExpectedVersion,
-    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
-        Err(MemoryError::io(
-            format!("writing {}", write.path()),
+fn read_only_dir(dir: &std::path::Path) -> Arc<dyn MemoryStore> {
+    let store = Forwarding::new(FileMemoryStore::open(dir).unwrap());
+    store.fail(Method::WRITES, |call| {
+        MemoryError::io(
+            format!("writing {}", call.paths.join(", ")),
             std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
-        ))
-    }
-    async fn delete_checked(&self, path: &memloop_store::MemoryPath) -> Result<(), MemoryError> {
-        self.0.delete_checked(path).await
-    }
-    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
-        self.0.clear().await
-    }
-    async fn load_index(&self) -> Result<memloop_store::LoadedIndex, MemoryError> {
-        self.0.load_index().await
-    }
-    async fn index_entries(&self) -> Result<Vec<memloop_store::IndexEntry>, MemoryError> {
-        self.0.index_entries().await
-    }
-    fn check_contained(&self, rel: &str) -> Result<memloop_store::MemoryPath, MemoryError> {
-        self.0.check_contained(rel)
-    }
+        )
+    });
+    Arc::new(store)
 }
 
 /// An extraction whose every write failed is a failed extraction: the cursor stays, so the same
@@ -379,8 +347,7 @@ impl MemoryStore for ReadOnlyDir {
 #[tokio::test]
 async fn an_extraction_whose_writes_all_failed_keeps_the_cursor() {
     let tmp = tempfile::tempdir().unwrap();
-    let store: Arc<dyn MemoryStore> =
-        Arc::new(ReadOnlyDir(FileMemoryStore::open(tmp.path()).unwrap()));
+    let store: Arc<dyn MemoryStore> = read_only_dir(tmp.path());
     let model = Arc::new(ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |req| {
         let after_tool = req
             .messages
@@ -456,8 +423,7 @@ async fn an_extraction_whose_writes_all_failed_keeps_the_cursor() {
 #[tokio::test]
 async fn the_extractor_declares_the_parents_tools_and_still_tallies_its_writes() {
     let tmp = tempfile::tempdir().unwrap();
-    let store: Arc<dyn MemoryStore> =
-        Arc::new(ReadOnlyDir(FileMemoryStore::open(tmp.path()).unwrap()));
+    let store: Arc<dyn MemoryStore> = read_only_dir(tmp.path());
     let model = Arc::new(ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |req| {
         let after_tool = req
             .messages

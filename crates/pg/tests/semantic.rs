@@ -4,51 +4,21 @@
 
 mod support;
 
-use memloop_core::embed::{EmbedError, Embedder, normalize};
 use memloop_host::env::EnvVars;
 use memloop_pg::PgMemoryStore;
 use memloop_recall::{HybridSelector, SelectionContext, Selector, vector_cache_for};
 use memloop_store::{
     LocalDir, LocalPurpose, MemoryDoc, MemoryStore, MemoryType, StoreLocation, WriteMode,
 };
+use memloop_testkit::FakeEmbedder;
 use std::sync::Arc;
 use support::TestSchema;
 
-/// A deterministic concept embedder (a stand-in for a model).
-struct Concepts;
-
+/// The concepts of the deterministic concept embedder (a stand-in for a model).
 const CONCEPTS: [&[&str]; 2] = [
     &["release", "ship", "freeze", "merge"],
     &["database", "test"],
 ];
-
-#[async_trait::async_trait]
-impl Embedder for Concepts {
-    fn model_id(&self) -> &str {
-        "concepts-pg"
-    }
-    fn dimension(&self) -> usize {
-        CONCEPTS.len() + 1
-    }
-    fn max_batch(&self) -> usize {
-        32
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let lower = t.to_lowercase();
-                let mut v: Vec<f32> = CONCEPTS
-                    .iter()
-                    .map(|ws| ws.iter().filter(|w| lower.contains(*w)).count() as f32)
-                    .collect();
-                v.push(0.1);
-                normalize(&mut v);
-                v
-            })
-            .collect())
-    }
-}
 
 #[tokio::test]
 async fn semantic_search_over_postgres_caches_vectors_in_a_real_dir() {
@@ -82,7 +52,7 @@ async fn semantic_search_over_postgres_caches_vectors_in_a_real_dir() {
     assert_eq!(cache.parent(), Some(cache_dir.as_path()));
     let hybrid = Arc::new(HybridSelector::new(
         store.clone(),
-        Arc::new(Concepts),
+        Arc::new(FakeEmbedder::concepts(&CONCEPTS).with_model_id("concepts-pg")),
         cache.clone(),
     ));
     let headers = store.scan().await.unwrap();

@@ -6,117 +6,36 @@
 
 mod recall_common;
 
-use memloop_core::embed::{EmbedError, Embedder};
+use memloop_core::embed::Embedder;
 use memloop_core::events::VecSink;
 use memloop_core::{CancellationToken, Hook};
 use memloop_files::FileMemoryStore;
 use memloop_recall::{Bm25Selector, DefaultSelector, RecallEvent, RecallHook, Selector};
-use memloop_store::{
-    ChangeCursor, Changes, CheckedWrite, IndexEntry, LoadedIndex, MemoryError, MemoryFile,
-    MemoryHeader, MemoryPath, MemoryStore, StoreDescription,
-};
+use memloop_store::MemoryStore;
+use memloop_testkit::{FakeEmbedder, Forwarding, Method};
 use recall_common::{hook_ctx, put};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A real memory dir that counts the feed calls and the reads of each path.
-struct Counting {
-    inner: FileMemoryStore,
-    changes: AtomicUsize,
-    scans: AtomicUsize,
-    reads: std::sync::Mutex<Vec<String>>,
-}
+/// A real memory dir whose calls are counted at the store boundary.
+type Counting = Forwarding<FileMemoryStore>;
 
-impl Counting {
-    fn take(&self) -> (usize, usize, Vec<String>) {
-        let mut reads = std::mem::take(&mut *self.reads.lock().unwrap());
-        reads.sort();
-        (
-            self.changes.swap(0, Ordering::SeqCst),
-            self.scans.swap(0, Ordering::SeqCst),
-            reads,
-        )
-    }
-}
-
-#[async_trait::async_trait]
-impl MemoryStore for Counting {
-    fn describe(&self) -> StoreDescription {
-        self.inner.describe()
-    }
-    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
-        self.changes.fetch_add(1, Ordering::SeqCst);
-        self.inner.changes(since).await
-    }
-    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
-        self.scans.fetch_add(1, Ordering::SeqCst);
-        self.inner.scan().await
-    }
-    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
-        self.reads.lock().unwrap().push(path.as_str().to_owned());
-        self.inner.read_path(path).await
-    }
-    async fn write_checked_if(
-        &self,
-        write: CheckedWrite,
-        expected: &memloop_store::ExpectedVersion,
-    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
-        self.inner.write_checked_if(write, expected).await
-    }
-    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
-        self.inner.delete_checked(path).await
-    }
-    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
-        self.inner.clear().await
-    }
-    async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
-        self.inner.load_index().await
-    }
-    async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
-        self.inner.index_entries().await
-    }
-    fn check_contained(&self, rel: &str) -> Result<MemoryPath, MemoryError> {
-        self.inner.check_contained(rel)
-    }
-}
-
-/// Counts letters: enough of a model for vectors to exist.
-struct Letters;
-
-#[async_trait::async_trait]
-impl Embedder for Letters {
-    fn model_id(&self) -> &str {
-        "letters-v1"
-    }
-    fn dimension(&self) -> usize {
-        26
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0.0f32; 26];
-                for c in t
-                    .to_ascii_lowercase()
-                    .bytes()
-                    .filter(u8::is_ascii_lowercase)
-                {
-                    v[usize::from(c - b'a')] += 1.0;
-                }
-                v
-            })
-            .collect())
-    }
+/// The feed calls, the scans and the paths read (sorted) since the last look.
+fn take(counting: &Counting) -> (usize, usize, Vec<String>) {
+    let calls = counting.take_calls();
+    let mut reads = calls.paths(Method::ReadPath);
+    reads.sort();
+    (
+        calls.count(Method::Changes),
+        calls.count(Method::Scan),
+        reads,
+    )
 }
 
 async fn setup() -> (tempfile::TempDir, Arc<Counting>, Arc<dyn MemoryStore>) {
     let tmp = tempfile::tempdir().unwrap();
-    let counting = Arc::new(Counting {
-        inner: FileMemoryStore::open(tmp.path().join("memory")).unwrap(),
-        changes: AtomicUsize::new(0),
-        scans: AtomicUsize::new(0),
-        reads: std::sync::Mutex::default(),
-    });
+    let counting = Arc::new(Forwarding::new(
+        FileMemoryStore::open(tmp.path().join("memory")).unwrap(),
+    ));
     let store: Arc<dyn MemoryStore> = counting.clone();
     for (rel, body) in [
         (
@@ -169,7 +88,7 @@ async fn one_follow_per_turn(embedder: Option<Arc<dyn Embedder>>) {
     let hook = RecallHook::new(store.clone(), recall.selector());
     // The first turn scans once and reads everything once.
     turn(&hook, "when does the oncall rotation change?").await;
-    let (_, scans, reads) = counting.take();
+    let (_, scans, reads) = take(&counting);
     assert_eq!(scans, 1, "one scan for the hook and every index");
     let mut unique = reads.clone();
     unique.dedup();
@@ -180,13 +99,13 @@ async fn one_follow_per_turn(embedder: Option<Arc<dyn Embedder>>) {
 
     // A turn with nothing changed: one feed call, nothing read but what is surfaced.
     turn(&hook, "which database do the tests use?").await;
-    let (changes, scans, _) = counting.take();
+    let (changes, scans, _) = take(&counting);
     assert_eq!((changes, scans), (1, 0), "one feed call per turn");
 
     // One memory rewritten by another writer: one feed call, and the indexes read it once.
     rewrite_outside(tmp.path());
     let surfaced = turn(&hook, "deploy tuesdays billing").await;
-    let (changes, scans, reads) = counting.take();
+    let (changes, scans, reads) = take(&counting);
     assert_eq!((changes, scans), (1, 0), "one feed call per turn");
     let rendered = usize::from(surfaced.iter().any(|p| p == "oncall.md"));
     assert_eq!(
@@ -203,7 +122,8 @@ async fn a_bm25_turn_asks_the_store_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hybrid_turn_asks_the_store_once_and_reads_a_change_once() {
-    one_follow_per_turn(Some(Arc::new(Letters))).await;
+    // Enough of a model for vectors to exist.
+    one_follow_per_turn(Some(Arc::new(FakeEmbedder::hashed(64)))).await;
 }
 
 /// A selector used on its own (no hook refreshed its cache this turn) follows the store itself:
@@ -219,16 +139,16 @@ async fn a_selector_on_its_own_still_follows_the_store() {
         .await
         .unwrap();
     assert!(got.is_empty(), "{got:?}");
-    counting.take();
+    take(&counting);
     rewrite_outside(tmp.path());
     let headers = store.scan().await.unwrap();
-    counting.take();
+    take(&counting);
     let got = bm25
         .select_checked("fridays", &headers, &ctx)
         .await
         .unwrap();
     assert_eq!(got, ["oncall.md"]);
-    let (changes, _, reads) = counting.take();
+    let (changes, _, reads) = take(&counting);
     assert_eq!(changes, 1);
     assert_eq!(reads, ["oncall.md"]);
 }

@@ -10,67 +10,11 @@ use memloop_core::message::{ContentBlock, Message, Role};
 use memloop_core::{CancellationToken, Hook};
 use memloop_files::FileMemoryStore;
 use memloop_recall::{KeywordSelector, ManualClock, RecallHook, Selector};
-use memloop_store::{
-    ChangeCursor, Changes, CheckedWrite, IndexEntry, LoadedIndex, MemoryError, MemoryFile,
-    MemoryHeader, MemoryPath, MemoryStore, StoreDescription,
-};
+use memloop_store::MemoryStore;
+use memloop_testkit::{Forwarding, Hold, Method};
 use recall_common::{hook_ctx, put};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-
-/// A real memory dir whose reads record how many were in flight at once.
-struct Overlap {
-    inner: FileMemoryStore,
-    in_flight: AtomicUsize,
-    most: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl MemoryStore for Overlap {
-    fn describe(&self) -> StoreDescription {
-        self.inner.describe()
-    }
-    async fn changes(&self, since: Option<&ChangeCursor>) -> Result<Changes, MemoryError> {
-        self.inner.changes(since).await
-    }
-    async fn scan(&self) -> Result<Vec<MemoryHeader>, MemoryError> {
-        self.inner.scan().await
-    }
-    async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError> {
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        // Give the other reads of this turn a chance to start before this one finishes.
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
-        let file = self.inner.read_path(path).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        file
-    }
-    async fn write_checked_if(
-        &self,
-        write: CheckedWrite,
-        expected: &memloop_store::ExpectedVersion,
-    ) -> Result<memloop_store::VersionedWrite, MemoryError> {
-        self.inner.write_checked_if(write, expected).await
-    }
-    async fn delete_checked(&self, path: &MemoryPath) -> Result<(), MemoryError> {
-        self.inner.delete_checked(path).await
-    }
-    async fn clear(&self) -> Result<Vec<String>, MemoryError> {
-        self.inner.clear().await
-    }
-    async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
-        self.inner.load_index().await
-    }
-    async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {
-        self.inner.index_entries().await
-    }
-    fn check_contained(&self, rel: &str) -> Result<MemoryPath, MemoryError> {
-        self.inner.check_contained(rel)
-    }
-}
 
 fn keyword() -> Arc<dyn Selector> {
     Arc::new(KeywordSelector::default())
@@ -161,11 +105,9 @@ async fn header_says_saved_n_days_ago_in_every_language() {
 #[tokio::test]
 async fn chosen_memories_are_read_concurrently() {
     let tmp = tempfile::tempdir().unwrap();
-    let overlap = Arc::new(Overlap {
-        inner: FileMemoryStore::open(tmp.path().join("memory")).unwrap(),
-        in_flight: AtomicUsize::new(0),
-        most: AtomicUsize::new(0),
-    });
+    let overlap = Arc::new(Forwarding::new(
+        FileMemoryStore::open(tmp.path().join("memory")).unwrap(),
+    ));
     let store: Arc<dyn MemoryStore> = overlap.clone();
     for (rel, body) in [
         ("release_a.md", "release checklist alpha"),
@@ -174,17 +116,25 @@ async fn chosen_memories_are_read_concurrently() {
     ] {
         put(&store, rel, "release checklist", body).await;
     }
-    overlap.most.store(0, Ordering::SeqCst);
+    // Every read is held until three are in flight at once: reads made one after another
+    // never get there (the bound only turns that into a failure instead of a hang).
+    let reads = overlap.hold(Method::ReadPath, Hold::Call);
     let hook = RecallHook::new(store.clone(), keyword());
-    let text = turn(&hook, vec![], "the release checklist").await.unwrap();
+    let (text, ()) = tokio::join!(turn(&hook, vec![], "the release checklist"), async {
+        tokio::time::timeout(Duration::from_secs(60), reads.wait_entered(3))
+            .await
+            .expect("reads did not overlap: fewer than three in flight at once");
+        reads.open();
+    });
+    let text = text.unwrap();
     // Shown in the selector's order, all three.
     for body in ["alpha", "beta", "gamma"] {
         assert!(text.contains(body), "{text}");
     }
     assert_eq!(
-        overlap.most.load(Ordering::SeqCst),
+        overlap.count(Method::ReadPath),
         3,
-        "reads did not overlap"
+        "each chosen memory read once"
     );
 }
 

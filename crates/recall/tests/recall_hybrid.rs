@@ -8,7 +8,7 @@
 
 mod recall_common;
 
-use memloop_core::embed::{EmbedError, Embedder, Prefixed, normalize};
+use memloop_core::embed::{Embedder, Prefixed};
 use memloop_core::events::{AgentEvent, VecSink};
 use memloop_recall::RecallEvent;
 use memloop_recall::{
@@ -16,9 +16,9 @@ use memloop_recall::{
     vector_cache_for,
 };
 use memloop_store::MemoryStore;
+use memloop_testkit::FakeEmbedder;
 use recall_common::{put, store};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Concepts and the words that express them.
@@ -49,65 +49,10 @@ const CONCEPTS: [&[&str]; 4] = [
     ],
 ];
 
-/// A deterministic concept embedder that counts the texts it embeds; it can be made to fail or
-/// to take `delay` (on tokio's clock) per call.
-#[derive(Default)]
-struct Concepts {
-    id: &'static str,
-    embedded: AtomicUsize,
-    fail: AtomicBool,
-    delay: Option<Duration>,
-    batch: Option<usize>,
-    /// Every text embedded, in order.
-    seen: std::sync::Mutex<Vec<String>>,
-}
-
-impl Concepts {
-    fn new(id: &'static str) -> Arc<Self> {
-        Arc::new(Self {
-            id,
-            ..Self::default()
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Embedder for Concepts {
-    fn model_id(&self) -> &str {
-        self.id
-    }
-    fn dimension(&self) -> usize {
-        CONCEPTS.len() + 1
-    }
-    fn max_batch(&self) -> usize {
-        self.batch.unwrap_or(32)
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        if let Some(d) = self.delay {
-            tokio::time::sleep(d).await;
-        }
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(EmbedError::Inference("the model fell over".into()));
-        }
-        self.embedded.fetch_add(texts.len(), Ordering::SeqCst);
-        self.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(texts.iter().cloned());
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let lower = t.to_lowercase();
-                let mut v: Vec<f32> = CONCEPTS
-                    .iter()
-                    .map(|words| words.iter().filter(|w| lower.contains(*w)).count() as f32)
-                    .collect();
-                v.push(0.1); // never a zero vector
-                normalize(&mut v);
-                v
-            })
-            .collect())
-    }
+/// The deterministic concept embedder over [`CONCEPTS`], under model id `id`: it counts and
+/// keeps the texts it embeds, and can be made to fail or to take time (on tokio's clock).
+fn concept_model(id: &str) -> FakeEmbedder {
+    FakeEmbedder::concepts(&CONCEPTS).with_model_id(id)
 }
 
 async fn three(store: &Arc<dyn MemoryStore>) {
@@ -136,7 +81,7 @@ async fn three(store: &Arc<dyn MemoryStore>) {
 
 fn selector(
     store: &Arc<dyn MemoryStore>,
-    embedder: Arc<Concepts>,
+    embedder: Arc<FakeEmbedder>,
     config: HybridConfig,
 ) -> HybridSelector {
     let cache = vector_cache_for(&**store, embedder.model_id());
@@ -150,7 +95,7 @@ async fn a_paraphrase_is_recalled_without_a_shared_word() {
     let headers = store.scan().await.unwrap();
     let hybrid: Arc<dyn Selector> = Arc::new(selector(
         &store,
-        Concepts::new("concepts-v1"),
+        Arc::new(concept_model("concepts-v1")),
         HybridConfig::default(),
     ));
     let got = hybrid
@@ -169,7 +114,7 @@ async fn the_cache_is_incremental_across_sessions_and_edits() {
     let (_tmp, store) = store();
     three(&store).await;
     let headers = store.scan().await.unwrap();
-    let first = Concepts::new("concepts-v1");
+    let first = Arc::new(concept_model("concepts-v1"));
     let report = selector(&store, first.clone(), HybridConfig::default())
         .warm(&headers)
         .await
@@ -179,11 +124,11 @@ async fn the_cache_is_incremental_across_sessions_and_edits() {
     assert!(cache.is_file(), "{}", cache.display());
 
     // A new session: everything comes from the file.
-    let second = Concepts::new("concepts-v1");
+    let second = Arc::new(concept_model("concepts-v1"));
     let again = selector(&store, second.clone(), HybridConfig::default());
     assert_eq!(again.embedded().await, 3);
     assert_eq!(again.warm(&headers).await.unwrap().embedded, 0);
-    assert_eq!(second.embedded.load(Ordering::SeqCst), 0);
+    assert_eq!(second.embedded(), 0);
 
     // One memory edited, one rewritten with the same text (new mtime), one deleted.
     put(&store, "pets.md", "Caroline adopted a kitten", "A cat.").await;
@@ -200,7 +145,7 @@ async fn the_cache_is_incremental_across_sessions_and_edits() {
     assert_eq!(report.embedded, 1, "{report:?}");
     assert_eq!(report.removed, 1, "{report:?}");
     assert!(report.reused <= 1, "{report:?}");
-    assert_eq!(second.embedded.load(Ordering::SeqCst), 1);
+    assert_eq!(second.embedded(), 1);
     assert_eq!(again.embedded().await, 2);
 }
 
@@ -223,11 +168,7 @@ async fn warming_reports_progress_batch_by_batch_up_to_what_needed_embedding() {
     )
     .await;
     let headers = store.scan().await.unwrap();
-    let embedder = Arc::new(Concepts {
-        id: "concepts-progress",
-        batch: Some(2),
-        ..Concepts::default()
-    });
+    let embedder = Arc::new(concept_model("concepts-progress").with_max_batch(2));
     let hybrid = selector(&store, embedder.clone(), HybridConfig::default());
     let seen = std::sync::Mutex::new(Vec::new());
     let report = hybrid
@@ -259,14 +200,14 @@ async fn a_model_change_rebuilds_and_a_torn_or_foreign_file_is_discarded() {
     three(&store).await;
     let headers = store.scan().await.unwrap();
     let path = tmp.path().join("vectors.bin");
-    let open = |e: Arc<Concepts>| HybridSelector::new(store.clone(), e, path.clone());
+    let open = |e: Arc<FakeEmbedder>| HybridSelector::new(store.clone(), e, path.clone());
 
-    let v1 = Concepts::new("concepts-v1");
+    let v1 = Arc::new(concept_model("concepts-v1"));
     open(v1.clone()).warm(&headers).await.unwrap();
     let good = std::fs::read(&path).unwrap();
 
     // Same file, another model id: nothing is trusted.
-    let v2 = Concepts::new("concepts-v2");
+    let v2 = Arc::new(concept_model("concepts-v2"));
     let s = open(v2.clone());
     assert_eq!(s.embedded().await, 0);
     assert_eq!(s.warm(&headers).await.unwrap().embedded, 3);
@@ -282,7 +223,7 @@ async fn a_model_change_rebuilds_and_a_torn_or_foreign_file_is_discarded() {
         Vec::new(),
     ] {
         std::fs::write(&path, &bad).unwrap();
-        let fresh = Concepts::new("concepts-v1");
+        let fresh = Arc::new(concept_model("concepts-v1"));
         let s = open(fresh.clone());
         assert_eq!(s.embedded().await, 0);
         assert_eq!(s.warm(&headers).await.unwrap().embedded, 3);
@@ -300,7 +241,7 @@ async fn the_contract_holds_limit_and_already_surfaced() {
     let headers = store.scan().await.unwrap();
     let hybrid: Arc<dyn Selector> = Arc::new(selector(
         &store,
-        Concepts::new("concepts-v1"),
+        Arc::new(concept_model("concepts-v1")),
         HybridConfig::default(),
     ));
     let ctx = SelectionContext {
@@ -356,7 +297,7 @@ async fn a_stray_shared_word_does_not_outrank_the_answer_in_another_language() {
     let headers = store.scan().await.unwrap();
     let hybrid = selector(
         &store,
-        Concepts::new("concepts-v1"),
+        Arc::new(concept_model("concepts-v1")),
         HybridConfig::default(),
     );
     let ctx = SelectionContext::with_limit(1);
@@ -393,7 +334,7 @@ async fn a_stray_shared_word_does_not_outrank_the_answer_in_another_language() {
     // The embedder alone prefers the note that is all about pets.
     let dense_only = selector(
         &store,
-        Concepts::new("concepts-v1"),
+        Arc::new(concept_model("concepts-v1")),
         HybridConfig {
             fusion: Fusion::Weighted { dense_weight: 1.0 },
             ..HybridConfig::default()
@@ -411,8 +352,8 @@ async fn a_failing_embedder_falls_back_to_bm25_with_an_event() {
     let (_tmp, store) = store();
     three(&store).await;
     let headers = store.scan().await.unwrap();
-    let embedder = Concepts::new("concepts-v1");
-    embedder.fail.store(true, Ordering::SeqCst);
+    let embedder = Arc::new(concept_model("concepts-v1"));
+    embedder.fail(Some("the model fell over".into()));
     let hybrid: Arc<dyn Selector> = Arc::new(selector(&store, embedder, HybridConfig::default()));
     let sink = VecSink::default();
     let ctx = SelectionContext {
@@ -437,11 +378,7 @@ async fn a_hanging_embedder_times_out_into_bm25() {
     let (_tmp, store) = store();
     three(&store).await;
     let headers = store.scan().await.unwrap();
-    let embedder = Arc::new(Concepts {
-        id: "slow",
-        delay: Some(Duration::from_secs(3600)),
-        ..Concepts::default()
-    });
+    let embedder = Arc::new(concept_model("slow").with_delay(Duration::from_secs(3600)));
     let hybrid: Arc<dyn Selector> = Arc::new(selector(&store, embedder, HybridConfig::default()));
     let sink = VecSink::default();
     let ctx = SelectionContext {
@@ -467,12 +404,11 @@ async fn a_cold_index_fills_in_over_several_selections_within_the_budget() {
     let headers = store.scan().await.unwrap();
     // One text per call, 1 s per call on the paused clock, a 2.5 s budget per selection: the
     // query takes 1 s, then at most two memories per selection.
-    let embedder = Arc::new(Concepts {
-        id: "one-at-a-time",
-        delay: Some(Duration::from_secs(1)),
-        batch: Some(1),
-        ..Concepts::default()
-    });
+    let embedder = Arc::new(
+        concept_model("one-at-a-time")
+            .with_delay(Duration::from_secs(1))
+            .with_max_batch(1),
+    );
     let config = HybridConfig {
         embed_budget: Duration::from_millis(2_500),
         ..HybridConfig::default()
@@ -505,11 +441,7 @@ async fn a_cancelled_turn_cancels_the_selection() {
     let headers = store.scan().await.unwrap();
     let hybrid: Arc<dyn Selector> = Arc::new(selector(
         &store,
-        Arc::new(Concepts {
-            id: "slow",
-            delay: Some(Duration::from_secs(3600)),
-            ..Concepts::default()
-        }),
+        Arc::new(concept_model("slow").with_delay(Duration::from_secs(3600))),
         HybridConfig::default(),
     ));
     let ctx = SelectionContext::with_limit(1);
@@ -528,7 +460,7 @@ async fn a_query_unrelated_to_every_memory_surfaces_nothing() {
     let headers = store.scan().await.unwrap();
     let hybrid: Arc<dyn Selector> = Arc::new(selector(
         &store,
-        Concepts::new("concepts-v1"),
+        Arc::new(concept_model("concepts-v1")),
         HybridConfig::default(),
     ));
     let got = hybrid
@@ -543,7 +475,7 @@ async fn a_query_unrelated_to_every_memory_surfaces_nothing() {
     // Without the floor the least unrelated memories would fill the slots.
     let floorless: Arc<dyn Selector> = Arc::new(selector(
         &store,
-        Concepts::new("concepts-v1"),
+        Arc::new(concept_model("concepts-v1")),
         HybridConfig {
             min_similarity: -1.0,
             ..HybridConfig::default()
@@ -584,11 +516,11 @@ async fn one_passage_of_a_long_memory_is_enough_to_recall_it() {
     let ctx = SelectionContext::with_limit(1);
     let query = "Does she play the guitar?";
 
-    let embedder = Concepts::new("concepts-v1");
+    let embedder = Arc::new(concept_model("concepts-v1"));
     let hybrid = selector(&store, embedder.clone(), HybridConfig::default());
     hybrid.warm(&headers).await.unwrap();
     // The outing, the diary's whole text and each of its four passages.
-    assert_eq!(embedder.embedded.load(Ordering::SeqCst), 6);
+    assert_eq!(embedder.embedded(), 6);
     let got = (&hybrid as &dyn Selector)
         .select_checked(query, &headers, &ctx)
         .await
@@ -596,7 +528,7 @@ async fn one_passage_of_a_long_memory_is_enough_to_recall_it() {
     assert_eq!(got, ["diary.md"]);
 
     // The passages' vectors come back from the cache file: nothing is embedded again.
-    let again = Concepts::new("concepts-v1");
+    let again = Arc::new(concept_model("concepts-v1"));
     let reopened = selector(&store, again.clone(), HybridConfig::default());
     reopened.warm(&headers).await.unwrap();
     let got = (&reopened as &dyn Selector)
@@ -604,12 +536,12 @@ async fn one_passage_of_a_long_memory_is_enough_to_recall_it() {
         .await
         .unwrap();
     assert_eq!(got, ["diary.md"]);
-    assert_eq!(again.embedded.load(Ordering::SeqCst), 1, "only the query");
+    assert_eq!(again.embedded(), 1, "only the query");
 
     // The diary's whole text alone says too many other things: the outing wins.
     let whole_only = selector(
         &store,
-        Concepts::new("concepts-whole"),
+        Arc::new(concept_model("concepts-whole")),
         HybridConfig {
             passages: false,
             ..HybridConfig::default()
@@ -658,13 +590,13 @@ async fn a_sessions_summary_lifts_its_notes_in_the_dense_ranking() {
         ..HybridConfig::default()
     };
     let query = "what music did she make";
-    let plain = selector(&store, Concepts::new("concepts-v1"), config(0.0));
+    let plain = selector(&store, Arc::new(concept_model("concepts-v1")), config(0.0));
     let got = (&plain as &dyn Selector)
         .select_checked(query, &headers, &ctx)
         .await
         .unwrap();
     assert_eq!(got, ["session-2/note.md"]);
-    let lifted = selector(&store, Concepts::new("concepts-v1"), config(0.5));
+    let lifted = selector(&store, Arc::new(concept_model("concepts-v1")), config(0.5));
     let got = (&lifted as &dyn Selector)
         .select_checked(query, &headers, &ctx)
         .await
@@ -702,7 +634,7 @@ async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selecti
     write_outside(&dir, "m2.md", "家里的动物", "我们养了一只小狗。").unwrap();
     write_outside(&dir, "m3.md", "周五", "周五晚上一起做披萨。").unwrap();
     let store: Arc<dyn MemoryStore> = Arc::new(memloop_files::FileMemoryStore::open(&dir).unwrap());
-    let embedder = Concepts::new("concepts-feed");
+    let embedder = Arc::new(concept_model("concepts-feed"));
     // Dense ranking only: BM25 scores carry no weight.
     let config = HybridConfig {
         fusion: memloop_recall::Fusion::Weighted { dense_weight: 1.0 },
@@ -728,9 +660,9 @@ async fn outside_edits_deletes_and_renames_reach_the_vectors_by_the_next_selecti
     assert_eq!(hybrid.embedded().await, 3);
 
     // No change: only the query is embedded.
-    let before = embedder.embedded.load(Ordering::SeqCst);
+    let before = embedder.embedded();
     assert_eq!(select("在医院工作的人").await, vec!["m1.md"]);
-    assert_eq!(embedder.embedded.load(Ordering::SeqCst), before + 1);
+    assert_eq!(embedder.embedded(), before + 1);
 
     // Edited outside: the dog became a guitar.
     write_outside(&dir, "m2.md", "家里的乐器", "她每天晚上弹吉他。").unwrap();
@@ -758,7 +690,7 @@ async fn an_asymmetric_model_embeds_the_query_and_the_memories_each_with_its_pre
     put(&store, "护士.md", "梅兰妮是护士", "她在医院上夜班。").await;
     put(&store, "宠物.md", "卡罗琳养了一只小狗", "小狗叫豆豆。").await;
     let headers = store.scan().await.unwrap();
-    let concepts = Concepts::new("concepts-v1");
+    let concepts = Arc::new(concept_model("concepts-v1"));
     let e5: Arc<dyn Embedder> = Arc::new(Prefixed::e5(concepts.clone()));
     let cache = vector_cache_for(&*store, e5.model_id());
     let hybrid: Arc<dyn Selector> = Arc::new(HybridSelector::new(store.clone(), e5, cache));
@@ -771,7 +703,7 @@ async fn an_asymmetric_model_embeds_the_query_and_the_memories_each_with_its_pre
         .await
         .unwrap();
     assert_eq!(got, vec!["护士.md"]);
-    let seen = concepts.seen.lock().unwrap().clone();
+    let seen = concepts.seen();
     let queries: Vec<&String> = seen.iter().filter(|t| t.starts_with("query: ")).collect();
     assert_eq!(queries.len(), 1, "{seen:?}");
     assert!(queries[0].contains("她在哪里上班"), "{seen:?}");

@@ -18,6 +18,13 @@
 //! - `Echo` (feature `model`): a read-only tool named `echo` that answers with its input;
 //! - `MapStore` (feature `store`, on memloop-store alone): an in-memory `MemoryStore` that
 //!   passes the store conformance suite, and `WriteOutcome`, what the write rules say of a write;
+//! - `Forwarding` (feature `store`): a wrapper that forwards every `MemoryStore` method to the
+//!   store it wraps and records, holds (at a `Gate`) or fails the calls a test names, and can
+//!   make the change feed carry texts;
+//! - `FakeEmbedder` (feature `embed`, on memloop-core): a deterministic `Embedder` (hashed
+//!   words, a concept table or a constant vector) that can fail, take time on tokio's clock or
+//!   hold its queries at a `Gate`, and records what it embedded;
+//! - `Gate` (feature `store` or `embed`): a pause point a test waits at and releases;
 //! - `WaitForRecall` (feature `recall`, on memloop-recall): a tool that returns once recall has
 //!   surfaced memories, with the event sink that wakes it;
 //! - `Phoenix` (feature `phoenix`, on no memloop crate): a real Arize Phoenix server for a test,
@@ -56,7 +63,13 @@ mod ci;
 mod context;
 #[cfg(feature = "model")]
 mod echo;
+#[cfg(feature = "embed")]
+mod embedder;
+#[cfg(feature = "store")]
+mod forwarding;
 mod fs;
+#[cfg(any(feature = "store", feature = "embed"))]
+mod gate;
 #[cfg(feature = "hub-server")]
 mod hub_server;
 #[cfg(feature = "json-server")]
@@ -84,7 +97,13 @@ pub use ci::{shared_data, skip_unless_ci, under_ci};
 pub use context::{hook_context, tool_context};
 #[cfg(feature = "model")]
 pub use echo::Echo;
+#[cfg(feature = "embed")]
+pub use embedder::{ConceptTable, FakeEmbedder};
+#[cfg(feature = "store")]
+pub use forwarding::{Call, Calls, Forwarding, Hold, Method};
 pub use fs::fifo;
+#[cfg(any(feature = "store", feature = "embed"))]
+pub use gate::Gate;
 #[cfg(feature = "hub-server")]
 pub use hub_server::{HubRequests, hub_server};
 #[cfg(feature = "json-server")]
