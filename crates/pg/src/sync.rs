@@ -668,7 +668,8 @@ mod tests {
         }
     }
 
-    /// Every file of `dir` with its bytes, sorted by name.
+    /// Every file of `dir` with its bytes, sorted by name (its users plant symbolic links).
+    #[cfg(unix)]
     fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
         let mut out: Vec<_> = std::fs::read_dir(dir)
             .unwrap()
