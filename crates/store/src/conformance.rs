@@ -43,6 +43,7 @@ macro_rules! ensure {
 }
 
 mod checks;
+mod interleave;
 mod rules;
 mod support;
 

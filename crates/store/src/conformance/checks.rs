@@ -871,11 +871,11 @@ pub(crate) async fn concurrent_writers(store: Store) -> Outcome {
                     store
                         .write_if(rel, &d, WriteMode::Overwrite, &expected)
                         .await
-                }) as super::support::Pinned<'_, _>
+                }) as super::interleave::Pinned<'_, _>
             })
             .collect();
         let mut winners = Vec::new();
-        for (i, result) in super::support::join_all(writers)
+        for (i, result) in super::interleave::join_all(writers)
             .await
             .into_iter()
             .enumerate()
