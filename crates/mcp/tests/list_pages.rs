@@ -16,6 +16,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use support::{Client, Fixture, call, connect, s};
 
+/// The default answer cap.
+const DEFAULT_CAP: usize = 256 * 1024;
+
 /// Memories the big project holds.
 const MEMORIES: usize = 2_600;
 
@@ -99,8 +102,12 @@ fn answer_bytes(v: &Value) -> usize {
 
 /// Every page of a list, checked on the way: under the cap, uncut, with items, the manifest
 /// one line per item, and a cursor on every page but the last.
-async fn all_pages(client: &Client, project: &Path, target: Option<&str>) -> Vec<Vec<String>> {
-    let cap = McpLimits::default().max_answer_bytes;
+async fn all_pages(
+    client: &Client,
+    project: &Path,
+    target: Option<&str>,
+    cap: usize,
+) -> Vec<Vec<String>> {
     let mut pages = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -143,13 +150,13 @@ async fn a_list_of_thousands_pages_every_memory_once_in_path_order_under_the_cap
     let client = connect(fx.config()).await;
     let paths = fill(&fx, &client, &project, MEMORIES).await;
 
-    let pages = all_pages(&client, &project, None).await;
+    let pages = all_pages(&client, &project, None, DEFAULT_CAP).await;
     assert!(pages.len() > 10, "{} pages", pages.len());
     let listed: Vec<String> = pages.concat();
     assert_eq!(listed, paths, "every memory once, by path");
 
     // Within a prefix: its memories alone, in pages of their own.
-    let decisions = all_pages(&client, &project, Some("decisions/")).await;
+    let decisions = all_pages(&client, &project, Some("decisions/"), DEFAULT_CAP).await;
     let want: Vec<String> = paths
         .iter()
         .filter(|p| p.starts_with("decisions/"))
@@ -181,6 +188,24 @@ async fn a_list_of_thousands_pages_every_memory_once_in_path_order_under_the_cap
         );
     }
     assert!(!load["index"]["content"].as_str().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn with_a_small_answer_cap_pages_are_smaller_and_still_list_every_memory_once() {
+    let fx = Fixture::new();
+    let project = fx.project("小-малый");
+    let cap = 24 * 1024;
+    let mut config = fx.config();
+    config.limits.max_answer_bytes = cap;
+    let client = connect(config).await;
+    let paths = fill(&fx, &client, &project, 400).await;
+    let pages = all_pages(&client, &project, None, cap).await;
+    assert!(
+        pages.iter().all(|p| p.len() < 200),
+        "{:?}",
+        pages.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+    assert_eq!(pages.concat(), paths);
 }
 
 #[tokio::test]
