@@ -342,9 +342,9 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         &project,
         headers.len(),
         last,
-        &decisions.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
+        &decisions.iter().map(title_of).collect::<Vec<_>>(),
         &todo_titles,
-        &knowledge.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
+        &knowledge.iter().map(title_of).collect::<Vec<_>>(),
     );
     Ok(json!({
         "project_id": project.id,
@@ -354,7 +354,7 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "counts": counts,
         "recent_sessions": recent,
         "pending_items": todo_titles,
-        "active_decisions": decisions.iter().map(|h| line(h)).collect::<Vec<_>>(),
+        "active_decisions": decisions.iter().map(line).collect::<Vec<_>>(),
         "detail": detail_name(detail),
         "project": project_json(&project),
         "available": true,
@@ -365,7 +365,7 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
             "truncated": index.truncated_by_lines || index.truncated_by_bytes,
         },
         "open_todos": todos,
-        "decisions": decisions.iter().map(|h| header_json(h)).collect::<Vec<_>>(),
+        "decisions": decisions.iter().map(header_json).collect::<Vec<_>>(),
         "global_knowledge": global,
     }))
 }

@@ -29,7 +29,7 @@ fn memory_dir(fx: &Fixture, project: &Path) -> PathBuf {
 
 /// The path of the `i`th memory: a third are decisions, the rest knowledge.
 fn path_of(i: usize) -> String {
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         format!("decisions/d{i:05}.md")
     } else {
         format!("knowledge/k{i:05}.md")
