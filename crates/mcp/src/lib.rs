@@ -23,6 +23,7 @@ mod logs;
 mod mapping;
 mod onboarding;
 mod ops;
+mod pages;
 mod projects;
 mod save;
 mod server;

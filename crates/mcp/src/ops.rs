@@ -4,6 +4,7 @@
 
 use crate::access::{Denied, Effect};
 use crate::mapping::{EntryType, Scope, first_line};
+use crate::pages;
 use crate::projects::{NotServed, OpenFailed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_recall::{Selector, format_manifest};
@@ -285,13 +286,17 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         (Ok(h), Ok(i)) => (h, i),
         (Err(e), _) | (_, Err(e)) => return Ok(unavailable(&project, e)),
     };
-    let in_folder = |f: &'static str| {
+    // The newest of a folder, at most a list's cap, each title and description cut as a list
+    // item's are: at any number of memories the answer stays within the cap, uncut.
+    let in_folder = |f: &'static str| -> Vec<MemoryHeader> {
         headers
             .iter()
             .filter(move |h| h.rel_path.starts_with(f))
             .take(LOAD_LIST_CAP)
+            .map(pages::bounded_header)
+            .collect()
     };
-    let sessions: Vec<&MemoryHeader> = in_folder("sessions/").collect();
+    let sessions = in_folder("sessions/");
     let mut recent = Vec::new();
     for h in sessions.iter().take(RECENT_SESSIONS) {
         // Read once: its body at `detail` and its overview come from the same text.
@@ -307,11 +312,12 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         }
         recent.push(v);
     }
+    let todo_headers = in_folder("todos/");
     let mut todos = Vec::new();
-    for h in in_folder("todos/") {
+    for h in &todo_headers {
         todos.push(with_body(store, h, detail).await);
     }
-    let decisions: Vec<&MemoryHeader> = in_folder("decisions/").collect();
+    let decisions = in_folder("decisions/");
     let line = |h: &MemoryHeader| {
         let title = title_of(h);
         match h.description.as_deref() {
@@ -327,18 +333,18 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "knowledge": count("knowledge/"),
         "todos": count("todos/"),
     });
-    let knowledge: Vec<&MemoryHeader> = in_folder("knowledge/").collect();
+    let knowledge = in_folder("knowledge/");
     let last = recent
         .first()
         .and_then(|v| Some((v["date"].as_str()?, v["summary"].as_str()?)));
-    let todo_titles: Vec<String> = in_folder("todos/").map(title_of).collect();
+    let todo_titles: Vec<String> = todo_headers.iter().map(title_of).collect();
     let summary = overview(
         &project,
         headers.len(),
         last,
-        &decisions.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
+        &decisions.iter().map(title_of).collect::<Vec<_>>(),
         &todo_titles,
-        &knowledge.iter().map(|h| title_of(h)).collect::<Vec<_>>(),
+        &knowledge.iter().map(title_of).collect::<Vec<_>>(),
     );
     Ok(json!({
         "project_id": project.id,
@@ -348,7 +354,7 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "counts": counts,
         "recent_sessions": recent,
         "pending_items": todo_titles,
-        "active_decisions": decisions.iter().map(|h| line(h)).collect::<Vec<_>>(),
+        "active_decisions": decisions.iter().map(line).collect::<Vec<_>>(),
         "detail": detail_name(detail),
         "project": project_json(&project),
         "available": true,
@@ -359,7 +365,7 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
             "truncated": index.truncated_by_lines || index.truncated_by_bytes,
         },
         "open_todos": todos,
-        "decisions": decisions.iter().map(|h| header_json(h)).collect::<Vec<_>>(),
+        "decisions": decisions.iter().map(header_json).collect::<Vec<_>>(),
         "global_knowledge": global,
     }))
 }
@@ -649,7 +655,7 @@ async fn global_listing(projects: &Projects) -> Vec<Value> {
             .iter()
             .take(LOAD_LIST_CAP)
             .map(|h| {
-                let mut v = header_json(h);
+                let mut v = header_json(&pages::bounded_header(h));
                 v["path"] = json!(format!("{GLOBAL_PREFIX}{}", h.rel_path));
                 v["global"] = json!(true);
                 v
@@ -810,6 +816,71 @@ pub struct ManageRequest<'a> {
     pub content: Option<&'a str>,
     /// The version the client read (update: required).
     pub expected_version: Option<&'a str>,
+    /// The previous page's `nextCursor` (list).
+    pub cursor: Option<&'a str>,
+}
+
+/// One page of `context_manage list` ([`crate::pages`]): the memories of `scope` (the project's
+/// id, or the global memory's prefix) whose path starts with `prefix`, by path, after the path
+/// `cursor` names; their manifest; `total`, how many memories the prefix has; and `nextCursor`
+/// when more follow. The items (their JSON and manifest lines, as redacted and escaped for the
+/// answer) take at most [`pages::PAGE_BYTES`] and half of `max_answer_bytes`, so the page is
+/// never cut by the answer cap (which would leave out items the cursor has passed).
+fn list_page(
+    headers: &[MemoryHeader],
+    scope: &str,
+    prefix: &str,
+    cursor: Option<&str>,
+    max_answer_bytes: usize,
+) -> Result<Value, Refusal> {
+    let after = match cursor.filter(|c| !c.trim().is_empty()) {
+        Some(c) => match pages::decode_cursor(c, scope, prefix) {
+            Some(after) => Some(after),
+            None => {
+                let mut r = Refusal::new(pages::INVALID_CURSOR);
+                r.details.insert("code".into(), json!("invalid_cursor"));
+                return Err(r);
+            }
+        },
+        None => None,
+    };
+    // One more than a page holds: whether it is there says whether more follow.
+    let (candidates, total) =
+        pages::first_by_path(headers, prefix, after.as_deref(), pages::PAGE_ITEMS + 1);
+    let budget = pages::PAGE_BYTES.min(max_answer_bytes / 2);
+    let mut used = 0usize;
+    let mut items = Vec::new();
+    let mut lines = Vec::new();
+    let mut last: Option<&str> = None;
+    for h in candidates.iter().take(pages::PAGE_ITEMS) {
+        let shown = pages::bounded_header(h);
+        let mut item = header_json(&shown);
+        let mut line = Value::String(format_manifest(std::slice::from_ref(&shown)));
+        crate::answer::redact_value(&mut item);
+        crate::answer::redact_value(&mut line);
+        let size = item.to_string().len() + line.to_string().len() + 2;
+        // Always one item, so that every page moves the cursor on (a path alone is short).
+        if used + size > budget && !items.is_empty() {
+            break;
+        }
+        used += size;
+        items.push(item);
+        lines.push(line.as_str().unwrap_or_default().to_owned());
+        last = Some(h.rel_path.as_str());
+    }
+    let more = items.len() < candidates.len();
+    let mut page = json!({
+        "memories": items,
+        "manifest": lines.join("\n"),
+        "total": total,
+    });
+    if let (Value::Object(map), true, Some(last)) = (&mut page, more, last) {
+        map.insert(
+            "nextCursor".into(),
+            json!(pages::encode_cursor(scope, prefix, last)),
+        );
+    }
+    Ok(page)
 }
 
 /// `context_manage` (`claude_md`: whether `init_project` may write the usage block).
@@ -824,6 +895,7 @@ pub async fn manage(
         target,
         content,
         expected_version,
+        cursor,
     } = request;
     let create = action == ManageAction::InitProject;
     let existed = project.known();
@@ -870,16 +942,19 @@ pub async fn manage(
     match action {
         ManageAction::List => match open.headers.headers().await {
             Ok(headers) => {
-                let prefix = target.unwrap_or("");
-                let shown: Vec<MemoryHeader> = headers
-                    .iter()
-                    .filter(|h| h.rel_path.starts_with(prefix))
-                    .cloned()
-                    .collect();
-                Ok(base(json!({
-                    "memories": shown.iter().map(header_json).collect::<Vec<_>>(),
-                    "manifest": format_manifest(&shown),
-                })))
+                let scope = if global_target.is_some() {
+                    GLOBAL_PREFIX
+                } else {
+                    project.id.as_str()
+                };
+                let page = list_page(
+                    &headers,
+                    scope,
+                    target.unwrap_or(""),
+                    cursor,
+                    projects.limits().max_answer_bytes,
+                )?;
+                Ok(base(page))
             }
             Err(e) => Ok(unavailable(&project, e)),
         },

@@ -1304,6 +1304,7 @@ mod tests {
                 target: target.map(String::as_str),
                 content: Some("A rewrote it"),
                 expected_version: None,
+                cursor: None,
             };
             refused(crate::ops::manage(&projects, a_write.clone(), request, false).await);
         }

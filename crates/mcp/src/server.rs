@@ -115,6 +115,11 @@ pub struct ManageParams {
     /// carries `code: "version_conflict"` and the `current_version`.
     #[serde(default)]
     pub expected_version: Option<String>,
+    /// For `list`: the `nextCursor` of the previous page, to get the next one (pass it back as
+    /// it was given, with the same `target`). A list answers at most 200 memories a page, by
+    /// path; `nextCursor` is there when more follow.
+    #[serde(default)]
+    pub cursor: Option<String>,
     /// For `init_project`: write the usage block into the project's CLAUDE.md (between
     /// `<!-- memloop:begin ... -->` and `<!-- memloop:end -->` markers; default true).
     #[serde(default)]
@@ -135,48 +140,6 @@ trait ToolRequest: Send + Sync {
     fn declared(&self) -> Declared<'_>;
 }
 
-impl ToolRequest for LoadParams {
-    fn declared(&self) -> Declared<'_> {
-        Declared {
-            project_path: &self.project_path,
-            effect: Effect::Read,
-            writes_global: false,
-        }
-    }
-}
-
-impl ToolRequest for SearchParams {
-    fn declared(&self) -> Declared<'_> {
-        Declared {
-            project_path: &self.project_path,
-            effect: Effect::Read,
-            writes_global: false,
-        }
-    }
-}
-
-impl ToolRequest for SaveParams {
-    fn declared(&self) -> Declared<'_> {
-        Declared {
-            project_path: &self.project_path,
-            effect: Effect::Write,
-            writes_global: self.entries.iter().any(|e| e.global),
-        }
-    }
-}
-
-impl ToolRequest for ManageParams {
-    fn declared(&self) -> Declared<'_> {
-        let effect = self.action.effect();
-        Declared {
-            project_path: &self.project_path,
-            effect,
-            writes_global: effect == Effect::Write
-                && ops::global_target(self.target.as_deref()).is_some(),
-        }
-    }
-}
-
 /// Reads a tool's arguments as the tool declares them (`None`: arguments the tool would
 /// reject; its call answers those).
 type Declare = fn(&Value) -> Option<Box<dyn ToolRequest>>;
@@ -189,17 +152,6 @@ fn declare<T: ToolRequest + serde::de::DeserializeOwned + 'static>(
         .map(|t| Box::new(t) as Box<dyn ToolRequest>)
 }
 
-/// Every tool's declaration, by name: the one table the transport's authorization pre-check
-/// reads. A tool of the router missing here is refused by the pre-check (never let through
-/// unchecked), and a test checks that the table and the router name the same tools.
-const DECLARATIONS: [(&str, Declare); 4] = [
-    ("context_load", declare::<LoadParams>),
-    ("context_search", declare::<SearchParams>),
-    ("context_save", declare::<SaveParams>),
-    ("context_manage", declare::<ManageParams>),
-];
-
-/// What a `tools/call` message declares: `Ok(None)` for arguments the tool would reject (its
 /// call answers those), `Err` for a tool with no declaration.
 fn declared_call(message: &Value) -> Result<Option<Box<dyn ToolRequest>>, Denied> {
     let name = message["params"]["name"].as_str().unwrap_or_default();
@@ -350,7 +302,6 @@ impl MemoryServer {
     }
 }
 
-#[tool_router]
 impl MemoryServer {
     /// A server for `config`. With summaries on, it starts the background summariser and
     /// resumes the summaries left pending in the projects under its roots and in the global
@@ -428,66 +379,96 @@ impl MemoryServer {
             s.settled().await;
         }
     }
+}
 
-    #[tool(
-        name = "context_load",
-        description = "Load a project's memory at the start of a session: whether the project is \
+/// Declares every tool of the server, each once: its name (the handler method's identifier,
+/// which is also the name the router serves, the span's `gen_ai.tool.name` and the key of
+/// [`DECLARATIONS`]), its arguments (their type is the input schema), its description, its
+/// authorization rule (the [`Declared`] project, effect and global write of a call, read by the
+/// authorization pre-check and by the call itself) and the method that runs it. It emits the
+/// whole `#[tool_router]` impl (rmcp's attribute does not see `#[tool]` methods a macro inside
+/// the impl would generate), the [`ToolRequest`] impls and [`DECLARATIONS`], so a tool cannot
+/// be routed, traced and authorized under different names.
+macro_rules! tools {
+    ($(
+        $name:ident {
+            params: $params:ty,
+            description: $description:literal,
+            declared: |$p:ident| $declared:expr,
+            run: $run:ident,
+        }
+    )*) => {
+        $(
+            impl ToolRequest for $params {
+                fn declared(&self) -> Declared<'_> {
+                    let $p = self;
+                    $declared
+                }
+            }
+        )*
+
+        /// Every tool's declaration, by name: the one table the transport's authorization
+        /// pre-check reads. A tool missing here is refused by the pre-check (never let through
+        /// unchecked); `tools!` writes it from the same declarations as the router.
+        const DECLARATIONS: &[(&str, Declare)] = &[$((stringify!($name), declare::<$params>)),*];
+
+        #[tool_router]
+        impl MemoryServer {
+            $(
+                #[tool(description = $description)]
+                async fn $name(
+                    &self,
+                    Parameters(p): Parameters<$params>,
+                    ctx: RequestContext<RoleServer>,
+                ) -> Result<CallToolResult, ErrorData> {
+                    self.traced(stringify!($name), &ctx, async {
+                        let project = match self.admit(&ctx, &p).await {
+                            Ok(project) => project,
+                            Err(e) => return self.answer(Err(e.into())),
+                        };
+                        self.answer(self.$run(p, project, &ctx).await)
+                    })
+                    .await
+                }
+            )*
+        }
+    };
+}
+
+tools! {
+    context_load {
+        params: LoadParams,
+        description: "Load a project's memory at the start of a session: whether the project is \
         known, when the last session was, the memory index (MEMORY.md, capped at 200 lines / \
         25 KB), the most recent session summaries and open todos as overviews (detail: full \
         for their whole text), and active decisions as one-line abstracts. Call this first in \
-        every session."
-    )]
-    async fn context_load(
-        &self,
-        Parameters(p): Parameters<LoadParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        self.traced("context_load", &ctx, async {
-            let project = match self.admit(&ctx, &p).await {
-                Ok(project) => project,
-                Err(e) => return self.answer(Err(e.into())),
-            };
-            self.answer(ops::load(&self.projects, project, p.detail).await)
-        })
-        .await
+        every session.",
+        declared: |p| Declared {
+            project_path: &p.project_path,
+            effect: Effect::Read,
+            writes_global: false,
+        },
+        run: run_load,
     }
 
-    #[tool(
-        name = "context_search",
-        description = "Search a project's memory (BM25 over titles, descriptions and bodies). \
+    context_search {
+        params: SearchParams,
+        description: "Search a project's memory (BM25 over titles, descriptions and bodies). \
         Returns the best matches with their overview as content (detail: full for the whole \
         text) and a relevance score. Use a scope \
         (sessions, decisions, changes, knowledge) to narrow it. If ranking is unavailable the \
-        newest memories in scope are listed instead (mode: listing)."
-    )]
-    async fn context_search(
-        &self,
-        Parameters(p): Parameters<SearchParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        self.traced("context_search", &ctx, async {
-            let project = match self.admit(&ctx, &p).await {
-                Ok(project) => project,
-                Err(e) => return self.answer(Err(e.into())),
-            };
-            self.answer(
-                ops::search(
-                    &self.projects,
-                    project,
-                    &p.query,
-                    p.scope,
-                    p.limit,
-                    p.detail,
-                )
-                .await,
-            )
-        })
-        .await
+        newest memories in scope are listed instead (mode: listing).",
+        declared: |p| Declared {
+            project_path: &p.project_path,
+            effect: Effect::Read,
+            writes_global: false,
+        },
+        run: run_search,
     }
 
-    #[tool(
-        name = "context_save",
-        description = "Save entries to a project's memory in one batch. Types: session_summary \
+    context_save {
+        params: SaveParams,
+        description: "Save entries to a project's memory in one batch. Types: session_summary \
         (what happened this session), decision (what was decided and why), change (what \
         changed), knowledge (durable facts, pointers), todo (open work). Decisions, knowledge \
         and todos with an existing title are updated (give expected_version, the `version` you \
@@ -495,71 +476,111 @@ impl MemoryServer {
         not at all: if any entry is refused (e.g. it looked like a credential: never save \
         secrets), nothing is written and each entry's reason is given. Pass an \
         idempotency_key (e.g. a UUID) to retry safely: a retry with the same key returns the \
-        first answer instead of saving twice."
-    )]
-    async fn context_save(
+        first answer instead of saving twice.",
+        declared: |p| Declared {
+            project_path: &p.project_path,
+            effect: Effect::Write,
+            writes_global: p.entries.iter().any(|e| e.global),
+        },
+        run: run_save,
+    }
+
+    context_manage {
+        params: ManageParams,
+        description: "Manage a project's memory: list (optionally by path prefix in target; \
+        in pages of at most 200 memories by path: pass the answer's nextCursor as cursor for \
+        the next page), delete target, update target with new content (its description \
+        follows the new first line), or init_project to create the memory directory \
+        (MEMORY.md is written with the first saved entry). Targets are paths as returned by \
+        list/search (e.g. todos/fix-ci.md). Give update the entry's `version` from \
+        context_load/context_search as expected_version: if someone changed it since, the \
+        update is refused with the current version (re-read, merge, retry). Without it, the \
+        entry is updated as it is now.",
+        declared: |p| {
+            let effect = p.action.effect();
+            Declared {
+                project_path: &p.project_path,
+                effect,
+                writes_global: effect == Effect::Write
+                    && ops::global_target(p.target.as_deref()).is_some(),
+            }
+        },
+        run: run_manage,
+    }
+}
+
+/// The tools' bodies, each run by its `tools!` declaration once the call is admitted on
+/// `project`.
+impl MemoryServer {
+    async fn run_load(
         &self,
-        Parameters(p): Parameters<SaveParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        self.traced("context_save", &ctx, async {
-            let project = match self.admit(&ctx, &p).await {
-                Ok(project) => project,
-                Err(e) => return self.answer(Err(e.into())),
-            };
-            let key = match p.idempotency_key.as_deref().map(check_key).transpose() {
-                Ok(key) => key.map(|key| SaveKey {
-                    caller: caller_of(&ctx),
-                    key: key.to_owned(),
-                    request_sha256: crate::batch::sha256_hex(
-                        serde_json::to_string(&p.entries)
-                            .unwrap_or_default()
-                            .as_bytes(),
-                    ),
-                }),
-                Err(why) => return self.answer(Err(Refusal::new(why))),
-            };
-            let limits = self.projects.limits();
-            self.answer(crate::save::save(&self.projects, project, &p.entries, key, limits).await)
-        })
+        p: LoadParams,
+        project: Project,
+        _ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, Refusal> {
+        ops::load(&self.projects, project, p.detail).await
+    }
+
+    async fn run_search(
+        &self,
+        p: SearchParams,
+        project: Project,
+        _ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, Refusal> {
+        ops::search(
+            &self.projects,
+            project,
+            &p.query,
+            p.scope,
+            p.limit,
+            p.detail,
+        )
         .await
     }
 
-    #[tool(
-        name = "context_manage",
-        description = "Manage a project's memory: list (optionally by path prefix in target), \
-        delete target, update target with new content (its description follows the new first \
-        line), or init_project to create the memory directory (MEMORY.md is written with the \
-        first saved entry). Targets are paths as returned by list/search (e.g. todos/fix-ci.md). \
-        Give update the entry's `version` from context_load/context_search as expected_version: \
-        if someone changed it since, the update is refused with the current version (re-read, \
-        merge, retry). Without it, the entry is updated as it is now."
-    )]
-    async fn context_manage(
+    async fn run_save(
         &self,
-        Parameters(p): Parameters<ManageParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        self.traced("context_manage", &ctx, async {
-            let project = match self.admit(&ctx, &p).await {
-                Ok(project) => project,
-                Err(e) => return self.answer(Err(e.into())),
-            };
-            self.answer(
-                ops::manage(
-                    &self.projects,
-                    project,
-                    ops::ManageRequest {
-                        action: p.action,
-                        target: p.target.as_deref(),
-                        content: p.content.as_deref(),
-                        expected_version: p.expected_version.as_deref(),
-                    },
-                    p.claude_md.unwrap_or(true) && self.projects.claude_md(),
-                )
-                .await,
-            )
-        })
+        p: SaveParams,
+        project: Project,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, Refusal> {
+        let key = p
+            .idempotency_key
+            .as_deref()
+            .map(check_key)
+            .transpose()
+            .map_err(Refusal::new)?
+            .map(|key| SaveKey {
+                caller: caller_of(ctx),
+                key: key.to_owned(),
+                request_sha256: crate::batch::sha256_hex(
+                    serde_json::to_string(&p.entries)
+                        .unwrap_or_default()
+                        .as_bytes(),
+                ),
+            });
+        let limits = self.projects.limits();
+        crate::save::save(&self.projects, project, &p.entries, key, limits).await
+    }
+
+    async fn run_manage(
+        &self,
+        p: ManageParams,
+        project: Project,
+        _ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, Refusal> {
+        ops::manage(
+            &self.projects,
+            project,
+            ops::ManageRequest {
+                action: p.action,
+                target: p.target.as_deref(),
+                content: p.content.as_deref(),
+                expected_version: p.expected_version.as_deref(),
+                cursor: p.cursor.as_deref(),
+            },
+            p.claude_md.unwrap_or(true) && self.projects.claude_md(),
+        )
         .await
     }
 }

@@ -1,0 +1,117 @@
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+//! One `context_manage list` page (the first, and one from the middle through its cursor) and
+//! one `context_load`, on the memory dir, through the real server and rmcp's client over an
+//! in-process pipe, with 100 and 10,000 memories. A page holds at most 200 memories whatever
+//! the project's size; finding them is one pass over the project's header cache (which holds
+//! every header, newest first), so a page's cost still grows with the project, slowly.
+//!
+//! `cargo bench -p memloop-mcp --features postgres --bench list_page -- --warm-up-time 1 --measurement-time 3`
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use memloop_store::{CheckedWrite, ExpectedVersion, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use serde_json::{Value, json};
+use std::path::Path;
+
+// The tests' fixture and in-process client (the real server over a pipe, rmcp's client).
+#[path = "../tests/support/mod.rs"]
+#[allow(missing_docs)]
+mod support;
+
+use support::{Client, Fixture, call, connect};
+
+/// `n` memories in the project's memory dir, written straight through its store.
+async fn fill(fx: &Fixture, client: &Client, project: &Path, n: usize) {
+    let init = call(
+        client,
+        "context_manage",
+        json!({"project_path": project.to_string_lossy(), "action": "init_project",
+               "claude_md": false}),
+    )
+    .await;
+    assert_eq!(init["is_error"], false, "{init}");
+    let dir = memloop_paths::project_dir(&fx.home, project).join("memory");
+    let Ok(store) = memloop_files::FileMemoryStore::open(dir) else {
+        return;
+    };
+    let store: &dyn MemoryStore = &store;
+    let limits = memloop_mcp::McpLimits::default().write_limits();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let writes = chunk
+            .iter()
+            .filter_map(|i| {
+                let doc = MemoryDoc::new(
+                    format!("Решение {i}: 数据库 café"),
+                    format!("Почему выбрали вариант {i}; 原因 {i}"),
+                    MemoryType::Project,
+                    format!("Текст решения {i}."),
+                );
+                let folder = ["decisions", "knowledge", "todos", "sessions"][i % 4];
+                let path = format!("{folder}/m{i:05}.md");
+                CheckedWrite::check(&path, &doc, WriteMode::Overwrite, limits)
+                    .ok()
+                    .map(|w| (w, ExpectedVersion::Any))
+            })
+            .collect();
+        assert!(store.write_checked_batch(writes).await.is_ok());
+    }
+}
+
+async fn list(client: &Client, project: &Path, cursor: Option<&str>) -> Value {
+    let mut args = json!({"project_path": project.to_string_lossy(), "action": "list"});
+    if let Some(c) = cursor {
+        args["cursor"] = json!(c);
+    }
+    let r = call(client, "context_manage", args).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    r
+}
+
+fn bench_list_page(c: &mut Criterion) {
+    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    let mut group = c.benchmark_group("list_page");
+    for memories in [100usize, 10_000] {
+        let fx = Fixture::new();
+        let project = fx.project("bench");
+        let client = rt.block_on(connect(fx.config()));
+        rt.block_on(fill(&fx, &client, &project, memories));
+        // A cursor into the middle of the list (the first page's, when there is one page).
+        let middle = rt.block_on(async {
+            let mut cursor: Option<String> = None;
+            for _ in 0..memories / 400 {
+                let page = list(&client, &project, cursor.as_deref()).await;
+                cursor = page["nextCursor"].as_str().map(str::to_owned);
+            }
+            cursor
+        });
+        group.bench_function(BenchmarkId::new("first_page", memories), |b| {
+            b.iter(|| rt.block_on(list(&client, &project, None)));
+        });
+        group.bench_function(BenchmarkId::new("middle_page", memories), |b| {
+            b.iter(|| rt.block_on(list(&client, &project, middle.as_deref())));
+        });
+        group.bench_function(BenchmarkId::new("context_load", memories), |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let r = call(
+                        &client,
+                        "context_load",
+                        json!({"project_path": project.to_string_lossy()}),
+                    )
+                    .await;
+                    assert_eq!(r["is_error"], false, "{r}");
+                    assert!(r.get("cut").is_none(), "{r}");
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_list_page);
+criterion_main!(benches);

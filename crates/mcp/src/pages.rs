@@ -1,0 +1,225 @@
+//! `context_manage list` in pages, as MCP lists page (`nextCursor`): the memories whose path
+//! starts with the list's prefix, by path, at most [`PAGE_ITEMS`] of them and at most a byte
+//! budget per page, each item's strings bounded. A page's cursor is the last path it listed,
+//! so the next page starts strictly after it: a memory written or deleted between two pages
+//! neither repeats nor hides the others.
+//!
+//! The cursor is opaque to the client: a version tag, the last path (hex) and a checksum that
+//! binds it to the store it lists (the project, or the global memory) and the prefix. A cursor
+//! that does not decode, whose checksum does not match, or that names a path outside the prefix
+//! is refused; it never starts a page anywhere else.
+
+use memloop_store::MemoryHeader;
+use sha2::{Digest, Sha256};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Most memories one `list` page holds.
+pub const PAGE_ITEMS: usize = 200;
+/// Most bytes the items of one page take (their JSON and their manifest lines, as they leave
+/// the server), at most half the answer cap: the rest of the answer is a few hundred bytes.
+pub const PAGE_BYTES: usize = 96 * 1024;
+/// Most characters of a title a list item shows (a longer one is cut, with `…`).
+pub const ITEM_TITLE_CHARS: usize = 120;
+/// Most characters of a description a list item shows (a longer one is cut, with `…`).
+pub const ITEM_DESCRIPTION_CHARS: usize = 240;
+
+/// The tag that starts every cursor of this format.
+const CURSOR_TAG: &str = "ml1";
+/// Hex digits of a cursor's checksum.
+const CHECK_DIGITS: usize = 32;
+
+/// The checksum binding a cursor to the store it lists (`scope`), the prefix and its path.
+fn checksum(scope: &str, prefix: &str, after: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [CURSOR_TAG, scope, prefix, after] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    let digest = h.finalize();
+    digest
+        .iter()
+        .take(CHECK_DIGITS / 2)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The cursor of the page after the one that ended with `after` (a listing of `scope` by
+/// `prefix`).
+pub(crate) fn encode_cursor(scope: &str, prefix: &str, after: &str) -> String {
+    let path: String = after.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{CURSOR_TAG}.{path}.{}", checksum(scope, prefix, after))
+}
+
+/// Why a cursor was refused (shown to the client with `code: invalid_cursor`).
+pub(crate) const INVALID_CURSOR: &str = "cursor is not one this server gave for this list: pass \
+    the nextCursor of the previous page as it was, with the same project and target, or list \
+    again without a cursor to start from the first page";
+
+/// The path a `cursor` says the previous page ended with, if it is one [`encode_cursor`] wrote
+/// for `scope` and `prefix`.
+pub(crate) fn decode_cursor(cursor: &str, scope: &str, prefix: &str) -> Option<String> {
+    let mut parts = cursor.trim().split('.');
+    let (Some(CURSOR_TAG), Some(path), Some(check), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    if path.is_empty() || path.len() % 2 != 0 || !path.is_ascii() {
+        return None;
+    }
+    let bytes = (0..path.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&path[i..i + 2], 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let after = String::from_utf8(bytes).ok()?;
+    let expected = checksum(scope, prefix, &after);
+    // The checksum in constant time, though it guards no secret: a cursor is only a position.
+    let same = check.len() == expected.len()
+        && subtle::ConstantTimeEq::ct_eq(check.as_bytes(), expected.as_bytes()).into();
+    (same && after.starts_with(prefix)).then_some(after)
+}
+
+/// A header ordered by its path alone (the page order).
+struct ByPath<'a>(&'a MemoryHeader);
+
+impl PartialEq for ByPath<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.rel_path == other.0.rel_path
+    }
+}
+impl Eq for ByPath<'_> {}
+impl PartialOrd for ByPath<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByPath<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.rel_path.cmp(&other.0.rel_path)
+    }
+}
+
+/// The first `n` of `headers` by path among those whose path starts with `prefix` and comes
+/// strictly after `after`, in path order, and how many headers start with `prefix` in all.
+/// One pass over `headers`, keeping the `n` smallest paths seen (O(len · log n)).
+pub(crate) fn first_by_path<'a>(
+    headers: &'a [MemoryHeader],
+    prefix: &str,
+    after: Option<&str>,
+    n: usize,
+) -> (Vec<&'a MemoryHeader>, usize) {
+    let mut heap: BinaryHeap<ByPath<'a>> = BinaryHeap::with_capacity(n + 1);
+    let mut total = 0usize;
+    for h in headers.iter().filter(|h| h.rel_path.starts_with(prefix)) {
+        total += 1;
+        if after.is_some_and(|a| h.rel_path.as_str() <= a) {
+            continue;
+        }
+        if heap.len() < n {
+            heap.push(ByPath(h));
+        } else if heap.peek().is_some_and(|top| h.rel_path < top.0.rel_path) {
+            heap.pop();
+            heap.push(ByPath(h));
+        }
+    }
+    let page = heap.into_sorted_vec().into_iter().map(|b| b.0).collect();
+    (page, total)
+}
+
+/// `text` cut to at most `max` characters, with `…` when it was longer.
+pub(crate) fn bounded_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => {
+            let mut out = text[..end].to_owned();
+            out.push('…');
+            out
+        }
+        None => text.to_owned(),
+    }
+}
+
+/// `h` with its title and description cut to what a list item shows.
+pub(crate) fn bounded_header(h: &MemoryHeader) -> MemoryHeader {
+    MemoryHeader {
+        rel_path: h.rel_path.clone(),
+        name: h
+            .name
+            .as_deref()
+            .map(|n| bounded_chars(n, ITEM_TITLE_CHARS)),
+        description: h
+            .description
+            .as_deref()
+            .map(|d| bounded_chars(d, ITEM_DESCRIPTION_CHARS)),
+        memory_type: h.memory_type,
+        mtime: h.mtime,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn header(path: &str) -> MemoryHeader {
+        MemoryHeader {
+            rel_path: path.into(),
+            name: None,
+            description: None,
+            memory_type: None,
+            mtime: UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_cursor_decodes_only_for_its_own_store_and_prefix() {
+        let c = encode_cursor("proj-1", "decisions/", "decisions/выбор-базы.md");
+        assert_eq!(
+            decode_cursor(&c, "proj-1", "decisions/").as_deref(),
+            Some("decisions/выбор-базы.md")
+        );
+        assert_eq!(decode_cursor(&c, "proj-2", "decisions/"), None);
+        assert_eq!(decode_cursor(&c, "proj-1", "todos/"), None);
+        assert_eq!(decode_cursor(&c, "proj-1", ""), None);
+        // A cursor whose path was changed by hand, or that is not one at all.
+        let forged =
+            encode_cursor("proj-1", "decisions/", "decisions/a.md").replacen("61", "62", 1);
+        assert_eq!(decode_cursor(&forged, "proj-1", "decisions/"), None);
+        for junk in [
+            "",
+            "ml1",
+            "ml1..",
+            "ml1.zz.00",
+            "ml1.ff.00",
+            "数据库",
+            "ml1.6.x.y",
+        ] {
+            assert_eq!(decode_cursor(junk, "proj-1", ""), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn the_first_by_path_after_a_path_within_the_prefix() {
+        let hs: Vec<MemoryHeader> = ["todos/b.md", "decisions/c.md", "todos/a.md", "todos/я.md"]
+            .into_iter()
+            .map(header)
+            .collect();
+        let paths = |(v, total): (Vec<&MemoryHeader>, usize)| {
+            (
+                v.iter().map(|h| h.rel_path.clone()).collect::<Vec<_>>(),
+                total,
+            )
+        };
+        assert_eq!(
+            paths(first_by_path(&hs, "todos/", None, 2)),
+            (vec!["todos/a.md".to_owned(), "todos/b.md".to_owned()], 3)
+        );
+        assert_eq!(
+            paths(first_by_path(&hs, "todos/", Some("todos/b.md"), 2)),
+            (vec!["todos/я.md".to_owned()], 3)
+        );
+        assert_eq!(bounded_chars("Принятое решение", 7), "Принято…");
+        assert_eq!(bounded_chars("决定", 7), "决定");
+    }
+}
