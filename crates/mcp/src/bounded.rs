@@ -36,7 +36,8 @@ impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
         self.entries.get(key).map(|(_, v)| v)
     }
 
-    /// Whether `key` is here.
+    /// Whether `key` is here (the team store's legacy claims ask it).
+    #[cfg(any(test, feature = "postgres"))]
     pub(crate) fn contains<Q: Eq + Hash + ?Sized>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,

@@ -52,10 +52,21 @@ pub enum Reach {
     Anyone,
 }
 
-/// The owner a memory dir records: `Ok(None)` when none, `Err` when its record cannot be
-/// trusted (see [`read_owner`]; the text is for the log).
-pub(crate) fn recorded_owner(dir: &Path) -> Result<Option<PathBuf>, String> {
-    read_owner(dir)
+/// Whether `dir`'s owner record lets `owner` in, as it is now: `Ok(true)` when it names
+/// `owner`, `Ok(false)` when there is none, [`OwnerError::Taken`] when it names another project
+/// or cannot be trusted (see [`recorded_owner`]). The one reading of the record that every
+/// decision (resolving a request, opening a dir to read, claiming it to write) makes.
+pub(crate) fn check_owner(dir: &Path, owner: &Path) -> Result<bool, OwnerError> {
+    let other = match recorded_owner(dir) {
+        Ok(Some(recorded)) if recorded == owner => return Ok(true),
+        Ok(None) => return Ok(false),
+        Ok(Some(other)) => other.display().to_string(),
+        Err(why) => why,
+    };
+    Err(OwnerError::Taken {
+        dir: dir.display().to_string(),
+        other,
+    })
 }
 
 /// Whether `dir` holds nothing anyone wrote: it does not exist, or has no entry but hidden ones
@@ -142,21 +153,8 @@ pub(crate) fn claim_owner(dir: &Path, owner: &Path, adopt: bool) -> Result<(), O
         dir: shown(),
         why: e.to_string(),
     })?;
-    match read_owner(dir) {
-        Ok(Some(recorded)) if recorded == owner => return Ok(()),
-        Ok(Some(other)) => {
-            return Err(OwnerError::Taken {
-                dir: shown(),
-                other: other.display().to_string(),
-            });
-        }
-        Ok(None) => {}
-        Err(why) => {
-            return Err(OwnerError::Taken {
-                dir: shown(),
-                other: why,
-            });
-        }
+    if check_owner(dir, owner)? {
+        return Ok(());
     }
     if !adopt && !holds_nothing(dir) {
         return Err(OwnerError::Unowned { dir: shown() });
@@ -167,7 +165,7 @@ pub(crate) fn claim_owner(dir: &Path, owner: &Path, adopt: bool) -> Result<(), O
 /// The owner `dir` records: `Ok(None)` when there is no record, `Err` (why, for the log) when
 /// the record is there but not a readable regular file (a link, a directory, a pipe,
 /// unreadable text): memloop never follows a link for its own files.
-fn read_owner(dir: &Path) -> Result<Option<PathBuf>, String> {
+pub(crate) fn recorded_owner(dir: &Path) -> Result<Option<PathBuf>, String> {
     let read = || -> std::io::Result<Vec<u8>> {
         let file = memloop_files::open_internal_file(
             dir,
@@ -222,7 +220,7 @@ fn record_owner(dir: &Path, owner: &Path) -> Result<(), OwnerError> {
     staged.as_file().sync_all().map_err(io)?;
     match std::fs::hard_link(staged.path(), dir.join(OWNER_FILE)) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match read_owner(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match recorded_owner(dir) {
             Ok(Some(other)) if other == owner => Ok(()),
             other => Err(OwnerError::Taken {
                 dir: dir.display().to_string(),

@@ -10,7 +10,7 @@
 use crate::access::{Access, Denied, Effect, Grant};
 use crate::batch::AtomicBatches;
 use crate::bounded::Bounded;
-use crate::key::{MemoryKey, OwnerError, Reach, claim_owner, holds_nothing, recorded_owner};
+use crate::key::{MemoryKey, OwnerError, Reach, check_owner, claim_owner, holds_nothing};
 use memloop_core::embed::Embedder;
 use memloop_files::{FileMemoryStore, StoreConfig};
 use memloop_host::env::EnvVars;
@@ -298,26 +298,14 @@ fn dir_key(
     } else {
         Reach::Dir(owner.clone())
     };
-    match recorded_owner(&memory.dir) {
-        Ok(Some(recorded)) if recorded == owner => Ok((MemoryKey { id, reach }, Some(owner))),
-        Ok(Some(recorded)) => {
-            let taken = OwnerError::Taken {
-                dir: memory.dir.display().to_string(),
-                other: recorded.display().to_string(),
-            };
+    match check_owner(&memory.dir, &owner) {
+        Ok(true) => Ok((MemoryKey { id, reach }, Some(owner))),
+        Err(taken) => {
             taken.log(canonical);
             Err(ProjectRefused(taken.to_string()))
         }
-        Err(why) => {
-            let taken = OwnerError::Taken {
-                dir: memory.dir.display().to_string(),
-                other: why,
-            };
-            taken.log(canonical);
-            Err(ProjectRefused(taken.to_string()))
-        }
-        Ok(None) if holds_nothing(&memory.dir) => Ok((MemoryKey { id, reach }, Some(owner))),
-        Ok(None) => {
+        Ok(false) if holds_nothing(&memory.dir) => Ok((MemoryKey { id, reach }, Some(owner))),
+        Ok(false) => {
             let reach = Reach::Anyone;
             Ok((MemoryKey { id, reach }, Some(owner)))
         }
@@ -798,24 +786,11 @@ impl Projects {
     ) -> Result<Option<Arc<OpenProject>>, OpenFailed> {
         let Some(stores) = &self.config.stores else {
             if let Some(owner) = &project.owner {
-                match recorded_owner(&project.memory.dir) {
-                    Ok(Some(recorded)) if recorded == *owner => {}
-                    Ok(Some(other)) => {
-                        let e = OwnerError::Taken {
-                            dir: project.memory.dir.display().to_string(),
-                            other: other.display().to_string(),
-                        };
-                        return Err(owner_refusal(project, &e));
-                    }
-                    Err(why) => {
-                        let e = OwnerError::Taken {
-                            dir: project.memory.dir.display().to_string(),
-                            other: why,
-                        };
-                        return Err(owner_refusal(project, &e));
-                    }
-                    Ok(None) if project.access.is_limited() => return Ok(None),
-                    Ok(None) => {}
+                match check_owner(&project.memory.dir, owner) {
+                    Ok(true) => {}
+                    Err(taken) => return Err(owner_refusal(project, &taken)),
+                    Ok(false) if project.access.is_limited() => return Ok(None),
+                    Ok(false) => {}
                 }
             }
             return Ok(self.open_dir(&project.memory.dir, false).await?);
@@ -1322,7 +1297,7 @@ mod tests {
             .await,
         );
         assert_eq!(memories_in(&dir), before, "A wrote into B's memory dir");
-        assert_eq!(recorded_owner(&dir), Ok(Some(b.clone())));
+        assert_eq!(crate::key::recorded_owner(&dir), Ok(Some(b.clone())));
         // A listing for A resolves again: B's dir is not A's project.
         let listed = projects.listed(&access_a).await;
         assert!(
