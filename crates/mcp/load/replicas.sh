@@ -11,7 +11,13 @@
 #   2. HAProxy (round-robin per request, `/health` checked every 100 ms) in front of three
 #      replicas; then read-your-writes: a save answered by replica 1, searched through replica 2;
 #   3. the same while every database connection of the replicas is terminated every 100 ms and
-#      replica 3 is killed (SIGKILL) a third of the way in.
+#      replica 3 is killed (SIGKILL) a third of the way in;
+#   4. the cost of a big project, as ratios measured in one run: on one replica, then behind
+#      HAProxy + 3, the default mix (4 searches : 1 save) on a project of 200 memories, then all
+#      four operations (RUN_BIG_MIX, search=2,save=1,load=1,manage=1) on a project of RUN_BIG
+#      (10,000) memories; it prints the big mix's server CPU per operation and p99 over the
+#      default mix's and fails when they exceed 1.25x and 1.5x (RUN_ONLY=4 runs it alone; it is
+#      not part of the default runs 1-3).
 # Each run prints ops/s, p50 / p99 per operation, server CPU per operation (and PostgreSQL's in
 # runs 1 and 2: in run 3 the terminated backends take theirs with them), and
 # reads back every acknowledged save (lost and doubled must be 0). Everything it started is
@@ -20,7 +26,8 @@
 # Needs: cargo, psql, haproxy (Debian's package). Settings (environment): RUN_CLIENTS (20),
 # RUN_SECONDS (10), RUN_MIX (search=4,save=1), RUN_PROTOCOL (2025-06-18; 2026-07-28 for the
 # stateless protocol), RUN_PG (libpq conninfo; default has sslmode=disable: TLS on loopback
-# costs more than a search), RUN_ONLY (1, 2 or 3: that run alone), RUN_SKIP_BUILD=1.
+# costs more than a search), RUN_ONLY (1, 2, 3 or 4: that run alone), RUN_SKIP_BUILD=1, RUN_BIG
+# (10000) and RUN_BIG_MIX (search=2,save=1,load=1,manage=1) for run 4.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
@@ -97,12 +104,14 @@ load() {
 
 # Each run has a project of its own seeded with 200 memories, so every setup starts from the same
 # data (a run's saves grow its project by thousands).
-seed() { # $1: the project's name
+seed() { # $1: the project's name, $2: how many memories (200)
+  local memories="${2:-200}"
   project="$root/$1"
   mkdir -p "$project"
-  echo "==> seeding $1 with 200 memories"
+  echo "==> seeding $1 with $memories memories"
   start_server seed --token-rate 0
-  load --url "$server_url" --clients 10 --operations 20 --mix save=1 --seconds 120 >/dev/null
+  load --url "$server_url" --clients 10 --operations $((memories / 10)) --mix save=1 \
+    --seconds 1200 >/dev/null
   stop_all
 }
 
@@ -152,6 +161,55 @@ if [ -z "$only" ] || [ "$only" = 3 ]; then
   load --url "$lb_url" --clients "$clients" --seconds "$seconds" --mix "$mix" \
     --server-pid "$pid1" --server-pid "$pid2" --server-pid "$pid3" || status=1
   echo "database connections terminated: $(awk '{s+=$1} END {print s+0}' "$work/terminated")"
+  stop_all
+fi
+# Run 4's figures from one load client report: "CPU_MS_PER_OP P99_MS".
+cost_of() { # $1: the report
+  local cpu p99
+  cpu="$(sed -n 's/^server CPU: .* ms in all, \([0-9.]*\) ms per operation$/\1/p' "$1")"
+  p99="$(sed -n 's/^| all | .* | \([0-9.]*\) ms |$/\1/p' "$1")"
+  echo "${cpu:-0} ${p99:-0}"
+}
+
+# Run 4 on the servers in $@ (pids) behind $1 (URL): the default mix on the small project, then the
+# big mix on the big one; prints both and the ratios, and fails past the targets.
+ratio_run() { # $1: label, $2: URL, then server pids
+  local label="$1" target_url="$2" small big ok
+  shift 2
+  local pid_args=()
+  for p in "$@"; do pid_args+=(--server-pid "$p"); done
+  project="$root/small-200"
+  echo "==> 4. $label: the default mix ($mix) on 200 memories, ${seconds} s"
+  load --url "$target_url" --clients "$clients" --seconds "$seconds" --mix "$mix" \
+    "${pid_args[@]}" | tee "$work/small.txt" || status=1
+  project="$root/big-$big"
+  echo "==> 4. $label: $big_mix on $big memories, ${seconds} s"
+  load --url "$target_url" --clients "$clients" --seconds "$seconds" --mix "$big_mix" \
+    "${pid_args[@]}" | tee "$work/big.txt" || status=1
+  read -r small_cpu small_p99 <<<"$(cost_of "$work/small.txt")"
+  read -r big_cpu big_p99 <<<"$(cost_of "$work/big.txt")"
+  ok="$(python3 -c "
+s_cpu, s_p99, b_cpu, b_p99 = $small_cpu, $small_p99, $big_cpu, $big_p99
+cpu = b_cpu / s_cpu if s_cpu else float('inf')
+p99 = b_p99 / s_p99 if s_p99 else float('inf')
+print(f'server CPU per operation {b_cpu:.3f} / {s_cpu:.3f} ms = {cpu:.2f}x (target <= 1.25x); '
+      f'p99 {b_p99:.2f} / {s_p99:.2f} ms = {p99:.2f}x (target <= 1.5x)')
+print('ok' if cpu <= 1.25 and p99 <= 1.5 else 'over')
+")"
+  echo "==> 4. $label: $(echo "$ok" | head -1)"
+  [ "$(echo "$ok" | tail -1)" = ok ] || { echo "==> 4. $label: over its target"; status=1; }
+}
+
+if [ "$only" = 4 ]; then
+  big="${RUN_BIG:-10000}"
+  big_mix="${RUN_BIG_MIX:-search=2,save=1,load=1,manage=1}"
+  seed small-200 200
+  seed "big-$big" "$big"
+  start_server 1 --token-rate 0
+  ratio_run "one replica" "$server_url" "$server_pid"
+  stop_all
+  three_replicas
+  ratio_run "HAProxy + 3 replicas" "$lb_url" "$pid1" "$pid2" "$pid3"
   stop_all
 fi
 exit "$status"
