@@ -33,7 +33,7 @@ mod stamp;
 
 pub use file_store::{BATCH_JOURNAL, FileMemoryStore, REJECTED_BATCH_JOURNAL, StoreConfig};
 pub use safety::{
-    ContainmentGate, Durability, atomic_write, atomic_write_with, internal_dir, open_internal_file,
-    read_internal_file, resolve_existing_prefix, warn_refused,
+    ContainmentGate, Durability, atomic_write, atomic_write_with, existing_internal_dir,
+    internal_dir, open_internal_file, read_internal_file, resolve_existing_prefix, warn_refused,
 };
 pub use scan::ScanConfig;

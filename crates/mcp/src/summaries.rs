@@ -243,16 +243,12 @@ fn queue_dir(store: &dyn MemoryStore, create: bool) -> std::io::Result<PathBuf> 
     if create {
         return memloop_files::internal_dir(&base, QUEUE_DIR);
     }
-    let dir = base.join(QUEUE_DIR);
-    let meta = std::fs::symlink_metadata(&dir)?;
-    if meta.file_type().is_dir() {
-        Ok(dir)
-    } else {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("`{QUEUE_DIR}` in the memory dir is not a directory (a link?): remove it"),
-        ))
-    }
+    memloop_files::existing_internal_dir(&base, QUEUE_DIR)?.ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no `{QUEUE_DIR}` yet"),
+        )
+    })
 }
 
 /// The file that records `rel` as waiting (its name in the queue dir).

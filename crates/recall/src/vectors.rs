@@ -544,16 +544,11 @@ fn split(path: &Path) -> Option<(&Path, &str)> {
 fn read_cache_file(path: &Path) -> std::io::Result<Vec<u8>> {
     let invalid = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_owned());
     let (dir, name) = split(path).ok_or_else(|| invalid("the cache path has no file name"))?;
-    match std::fs::symlink_metadata(dir) {
-        Ok(meta) if !meta.file_type().is_dir() => {
-            return Err(invalid(
-                "the vector cache's dir is not a directory (a link?)",
-            ));
-        }
-        Ok(_) => {}
-        Err(e) => return Err(e),
-    }
-    memloop_files::read_internal_file(dir, name)
+    let (base, dir_name) = split(dir).ok_or_else(|| invalid("the cache dir has no name"))?;
+    let dir = memloop_files::existing_internal_dir(base, dir_name)?.ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no vector cache dir yet")
+    })?;
+    memloop_files::read_internal_file(&dir, name)
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]

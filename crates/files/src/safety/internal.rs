@@ -59,13 +59,40 @@ fn kind_of(meta: &std::fs::Metadata) -> &'static str {
 /// ```
 pub fn internal_dir(base: &Path, name: &str) -> io::Result<PathBuf> {
     std::fs::create_dir_all(base)?;
-    let path = base.join(name);
-    match std::fs::create_dir(&path) {
+    match std::fs::create_dir(base.join(name)) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let meta = std::fs::symlink_metadata(&path)?;
+    existing_internal_dir(base, name)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("`{name}` in the memory dir went away as it was made"),
+        )
+    })
+}
+
+/// The internal directory `base/name` when it exists, checked as [`internal_dir`] checks it
+/// (a real directory, not a symbolic link to one), without creating anything: `Ok(None)` when
+/// there is nothing there, the refusal of [`internal_dir`] when something else is. For readers
+/// and sweeps, which must neither create a dir nor follow a link planted where one belongs.
+///
+/// ```
+/// # fn main() -> std::io::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// assert!(memloop_files::existing_internal_dir(dir.path(), ".memloop-queue")?.is_none());
+/// assert!(!dir.path().join(".memloop-queue").exists());
+/// memloop_files::internal_dir(dir.path(), ".memloop-queue")?;
+/// assert!(memloop_files::existing_internal_dir(dir.path(), ".memloop-queue")?.is_some());
+/// # Ok(()) }
+/// ```
+pub fn existing_internal_dir(base: &Path, name: &str) -> io::Result<Option<PathBuf>> {
+    let path = base.join(name);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
     if !meta.file_type().is_dir() {
         tracing::warn!(path = %path.display(), "internal dir refused: {}", kind_of(&meta));
         return Err(refused(name, kind_of(&meta)));
@@ -82,7 +109,7 @@ pub fn internal_dir(base: &Path, name: &str) -> io::Result<PathBuf> {
             return Err(explain(name, &path, e));
         }
     }
-    Ok(path)
+    Ok(Some(path))
 }
 
 /// Open the internal file `base/rel` (`rel` relative to the memory dir, e.g. `.memloop.lock`

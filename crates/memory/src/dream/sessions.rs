@@ -61,11 +61,7 @@ impl SessionRecords {
 
     /// The records dir when it exists (nothing is created), checked like [`Self::open_dir`].
     fn existing_dir(&self) -> std::io::Result<Option<PathBuf>> {
-        match std::fs::symlink_metadata(&self.dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-            Ok(_) => self.open_dir().map(Some),
-        }
+        memloop_files::existing_internal_dir(&self.base, SESSIONS_DIR)
     }
 
     /// The record file of session `id`: the id itself when it is a plain name (letters, digits,
