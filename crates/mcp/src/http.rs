@@ -12,10 +12,13 @@
 //! protocol 2026-07-28 and of the older versions alike ([`HttpOptions::sessions`] turns MCP
 //! sessions back on). Each token is held to [`TokenLimits`] (requests in flight, request rate);
 //! `GET /health` says whether the server is ready ([`MemoryServer::check_ready`]) and
-//! `GET /health/live` that it is up, without a token and without counting against any limit.
+//! `GET /health/live` that it is up, without a token and without counting against any limit;
+//! `GET /metrics` answers the Prometheus text of the server's metrics (behind a token for every
+//! project when tokens are on, never counted against a limit).
 
 use crate::access::{Access, Grant, TokenScope};
 use crate::limits::{Limiter, TokenLimits};
+use crate::metrics::Refusal;
 use crate::server::{McpServeError, MemoryServer};
 use crate::tls::TlsIdentity;
 use bytes::Bytes;
@@ -688,6 +691,42 @@ async fn health_answer(
     r
 }
 
+/// Where the metrics are scraped (Prometheus text).
+const METRICS_PATH: &str = "/metrics";
+
+/// The answer to `GET /metrics`: the Prometheus text exposition (format 0.0.4) of `server`'s
+/// metrics. They count every project's calls, so with tokens only a token for every project
+/// (read-only is enough) may read them; a token limited to some projects gets 403.
+fn metrics_answer(server: &MemoryServer, access: &Access, method: &http::Method) -> HttpResponse {
+    if method != http::Method::GET && method != http::Method::HEAD {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET or HEAD");
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    if access.is_limited() {
+        server.metrics().refused(Refusal::Forbidden);
+        return plain(
+            StatusCode::FORBIDDEN,
+            "the metrics cover every project: only a token for every project may read them",
+        );
+    }
+    let mut r = Response::new(
+        Full::new(Bytes::from(server.metrics_snapshot().prometheus()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
 fn bearer(req: &http::request::Parts) -> Option<&str> {
     let value = req.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
@@ -724,6 +763,13 @@ pub async fn serve_http(
     // older protocols too), and a simple answer is one JSON body rather than an SSE stream.
     config.legacy_session_mode = options.sessions.is_some();
     config.json_response = options.sessions.is_none();
+    // With the `otel` feature, the metrics also leave through the process's OTLP export (the
+    // global meter provider; without one, nothing is collected).
+    #[cfg(feature = "otel")]
+    crate::metrics::observe(
+        &opentelemetry::global::meter("memloop-mcp"),
+        &server.metrics_source(),
+    );
     let gate = server.clone();
     let tool_names: Arc<[String]> = server.tool_names().into();
     // No SSE priming events: they carry an empty `data:` that clients try to parse as JSON.
@@ -806,6 +852,7 @@ pub async fn serve_http(
                         Some(access) => access,
                         None => {
                             tracing::info!(%peer, "request without a valid token refused");
+                            gate.metrics().refused(Refusal::Unauthorized);
                             return Ok(plain(
                                 StatusCode::UNAUTHORIZED,
                                 "a valid `Authorization: Bearer` token is required",
@@ -814,10 +861,15 @@ pub async fn serve_http(
                     },
                     None => Access::full(),
                 };
+                // The metrics: behind a token, never counted against its limits.
+                if parts.uri.path() == METRICS_PATH {
+                    return Ok(metrics_answer(&gate, &access, &parts.method));
+                }
                 let admitted = match limiter.admit(&owner, tokio::time::Instant::now()) {
                     Ok(a) => a,
                     Err(refused) => {
                         tracing::info!(%peer, reason = %refused.reason, "request over the token's limits refused");
+                        gate.metrics().refused(Refusal::TokenLimit);
                         // The body is not read: the request's id is not known.
                         return Ok(crate::jsonrpc::too_many(
                             None,
@@ -908,6 +960,7 @@ pub async fn serve_http(
                             Ok(r) => reservation = Some(r),
                             Err(refused) => {
                                 tracing::warn!(%peer, "new MCP session refused: session cap reached");
+                                gate.metrics().refused(Refusal::SessionCap);
                                 return Ok(crate::jsonrpc::too_many(
                                     message.get("id"),
                                     refused.reason,
@@ -921,6 +974,7 @@ pub async fn serve_http(
                     // check. Only a POST carries calls.
                     if let Err(denied) = gate.check_request(&access, &message).await {
                         tracing::info!(%peer, "tool call refused by the token's access");
+                        gate.metrics().refused(Refusal::Forbidden);
                         return Ok(plain(StatusCode::FORBIDDEN, &denied.to_string()));
                     }
                 }

@@ -21,6 +21,7 @@ mod key;
 mod limits;
 mod logs;
 mod mapping;
+mod metrics;
 mod onboarding;
 mod ops;
 mod pages;
@@ -45,6 +46,7 @@ pub use http::{
 pub use key::{MemoryKey, OWNER_FILE, Reach};
 pub use limits::{TOKEN_BURST, TOKEN_CONCURRENT, TOKEN_RATE, TokenLimits};
 pub use logs::{loggable, loggable_text};
+pub use metrics::PoolUse;
 pub use onboarding::{BLOCK_BEGIN, BLOCK_END};
 pub use projects::{
     ClaimFuture, DEFAULT_CACHE_BYTES, McpConfig, OpenFuture, OpenStoreFuture, OpenedStore, Project,

@@ -120,6 +120,12 @@ pub trait ProjectStores: Send + Sync {
     fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
         Box::pin(async move { Ok(OpenedStore::plain(self.open(project, limits).await?)) })
     }
+
+    /// How the store's connection pool is used now, for the metrics (`None`, the default: the
+    /// store has no pool, or it is not open yet).
+    fn pool_use(&self) -> Option<crate::metrics::PoolUse> {
+        None
+    }
 }
 
 /// How the server was started: the roots it serves and how it resolves memory dirs.
@@ -415,6 +421,8 @@ struct OpenCache {
     total: usize,
     /// Used since their last estimate (or busy at it).
     recent: HashSet<CacheKey>,
+    /// What the metrics read of it, updated at each settle.
+    gauges: Arc<crate::metrics::CacheGauges>,
 }
 
 impl OpenCache {
@@ -426,6 +434,7 @@ impl OpenCache {
             order: BTreeMap::new(),
             total: 0,
             recent: HashSet::new(),
+            gauges: Arc::new(crate::metrics::CacheGauges::new(budget)),
         }
     }
 
@@ -510,9 +519,11 @@ impl OpenCache {
             }
             let oldest = oldest.clone();
             if let Some(c) = self.remove(&oldest) {
+                self.gauges.evicted();
                 tracing::debug!(project = ?oldest, bytes = c.bytes, "project cache evicted");
             }
         }
+        self.gauges.held(self.total, self.entries.len());
     }
 }
 
@@ -529,6 +540,8 @@ pub(crate) struct Projects {
     seen: Mutex<Bounded<String, PathBuf>>,
     /// The background summariser, when summaries are on.
     summariser: Option<crate::summaries::Summariser>,
+    /// The open projects' cache, as the metrics read it.
+    cache_gauges: Arc<crate::metrics::CacheGauges>,
 }
 
 impl Projects {
@@ -539,10 +552,10 @@ impl Projects {
             .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone()))
             .collect();
         let summariser = crate::summaries::Summariser::start(&config.summaries);
+        let open = OpenCache::new(config.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES));
         Self {
-            open: Mutex::new(OpenCache::new(
-                config.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
-            )),
+            cache_gauges: open.gauges.clone(),
+            open: Mutex::new(open),
             config,
             roots,
             seen: Mutex::new(Bounded::new(MAX_LISTED)),
@@ -588,6 +601,12 @@ impl Projects {
     }
 
     /// How the server was started.
+    /// The project cache's size, budget and evictions, as of its last settle (no lock).
+    pub(crate) fn cache_use(&self) -> crate::metrics::CacheUse {
+        self.cache_gauges.read()
+    }
+
+    /// The server's configuration.
     pub(crate) fn config(&self) -> &McpConfig {
         &self.config
     }

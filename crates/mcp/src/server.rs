@@ -3,6 +3,7 @@
 use crate::access::{Access, Denied, Effect};
 use crate::batch::{Caller, SaveKey, check_key};
 use crate::mapping::Scope;
+use crate::metrics::Status;
 use crate::ops::{self, ManageAction, Refusal, SaveEntry};
 use crate::projects::{McpConfig, NotServed, OpenFailed, Project, Projects};
 use crate::tiers::Detail;
@@ -201,6 +202,7 @@ fn bounded_reason(mut reason: String) -> String {
 pub struct MemoryServer {
     projects: Arc<Projects>,
     tool_router: ToolRouter<Self>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for MemoryServer {
@@ -317,10 +319,42 @@ impl MemoryServer {
                 drop(scan);
             });
         }
+        let names: Vec<&'static str> = DECLARATIONS.iter().map(|(n, _)| *n).collect();
         Self {
             projects,
             tool_router: Self::tool_router(),
+            metrics: Arc::new(crate::metrics::Metrics::new(&names)),
         }
+    }
+
+    /// The server's metrics registry (the HTTP transport counts its refusals there).
+    pub(crate) fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
+    }
+
+    /// Where the OTLP export reads the metrics: this server's snapshot while it lives.
+    #[cfg(feature = "otel")]
+    pub(crate) fn metrics_source(&self) -> crate::metrics::Source {
+        let (projects, metrics) = (
+            Arc::downgrade(&self.projects),
+            Arc::downgrade(&self.metrics),
+        );
+        Arc::new(move || {
+            let (projects, metrics) = (projects.upgrade()?, metrics.upgrade()?);
+            let pool = projects.config().stores.as_ref().and_then(|s| s.pool_use());
+            Some(metrics.snapshot(projects.cache_use(), pool))
+        })
+    }
+
+    /// The metrics now: the counters, the project cache and the store's pool sampled.
+    pub(crate) fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
+        let pool = self
+            .projects
+            .config()
+            .stores
+            .as_ref()
+            .and_then(|s| s.pool_use());
+        self.metrics.snapshot(self.projects.cache_use(), pool)
     }
 
     /// The names of the tools this server has (from its tool router: the one list).
@@ -607,14 +641,16 @@ impl MemoryServer {
             jsonrpc.request.id = ?ctx.id,
             error.type = tracing::field::Empty,
         );
+        let started = std::time::Instant::now();
         let result = tracing::Instrument::instrument(call, span.clone()).await;
-        let failed = match &result {
-            Ok(answer) if answer.is_error == Some(true) => Some("tool_error"),
-            Ok(_) => None,
-            Err(_) => Some("protocol_error"),
+        let status = match &result {
+            Ok(answer) if answer.is_error == Some(true) => Status::ToolError,
+            Ok(_) => Status::Ok,
+            Err(_) => Status::ProtocolError,
         };
-        if let Some(kind) = failed {
-            span.record("error.type", kind);
+        self.metrics.tool_call(tool, status, started.elapsed());
+        if status != Status::Ok {
+            span.record("error.type", status.label());
             span.record("otel.status_code", "ERROR");
         }
         result

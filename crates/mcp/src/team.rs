@@ -9,6 +9,7 @@
 
 use crate::bounded::Bounded;
 use crate::key::{MemoryKey, Reach};
+use crate::metrics::PoolUse;
 use crate::projects::{
     ClaimFuture, OpenFuture, OpenStoreFuture, OpenedStore, Project, ProjectStores, ReadyFuture,
 };
@@ -159,6 +160,26 @@ impl ProjectStores for TeamStores {
         Box::pin(async move {
             let pool = self.pool(&self.settings("-".into()))?;
             pool.ping(READY_TIMEOUT).await.map_err(MemoryError::from)
+        })
+    }
+
+    /// The server's pool now; before its first use (made lazily), empty with its size.
+    fn pool_use(&self) -> Option<PoolUse> {
+        let pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(match &*pool {
+            Some(p) => {
+                let s = p.status();
+                PoolUse {
+                    in_use: s.in_use as u64,
+                    idle: s.idle as u64,
+                    max: s.max as u64,
+                    waiting: s.waiting as u64,
+                }
+            }
+            None => PoolUse {
+                max: SERVER_POOL_SIZE as u64,
+                ..PoolUse::default()
+            },
         })
     }
 

@@ -203,7 +203,10 @@ impl std::fmt::Debug for OtlpExport {
 }
 
 impl OtlpExport {
-    /// Start exporting as `config` says (nothing is sent until spans close).
+    /// Start exporting as `config` says (nothing is sent until spans close). With a metrics
+    /// endpoint, the export's meter provider becomes the process's global one
+    /// (`opentelemetry::global`), so instruments registered on it (the MCP server's metrics,
+    /// with `memloop-mcp`'s `otel` feature) are exported too.
     pub fn start(config: &OtlpConfig) -> Result<Self, OtlpError> {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -250,6 +253,11 @@ impl OtlpExport {
                 )
             }
         };
+        if let Some(meters) = &meters {
+            // Libraries' own instruments (the MCP server's metrics) report through the process's
+            // global meter provider: it is this export's.
+            opentelemetry::global::set_meter_provider(meters.clone());
+        }
         Ok(Self { provider, meters })
     }
 

@@ -54,7 +54,7 @@ pub use error::{PgError, StoreError, VersionLabel};
 pub use hook::TeamPullHook;
 #[cfg(feature = "agent")]
 pub use selector::PgFtsSelector;
-pub use store::{Expected, PgMemory, PgMemoryStore, PgPool, PgWrite};
+pub use store::{Expected, PgMemory, PgMemoryStore, PgPool, PgWrite, PoolStatus};
 pub use sync::{
     CONFLICT_DIR, EntryState, STATE_FILE, SyncAction, SyncItem, SyncOptions, SyncProgress,
     SyncReport, TeamSync,

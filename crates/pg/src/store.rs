@@ -219,6 +219,19 @@ pub struct PgWrite {
     pub sha256: String,
 }
 
+/// How a [`PgPool`]'s connections are used at one moment ([`PgPool::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Connections lent out now.
+    pub in_use: usize,
+    /// Connections open and idle.
+    pub idle: usize,
+    /// Most connections the pool opens.
+    pub max: usize,
+    /// Callers waiting for a connection now.
+    pub waiting: usize,
+}
+
 /// A pool of connections to one database (URL, TLS settings, schema, application name), for
 /// [`PgMemoryStore::open_in`]: the stores of several projects share it. Cheap to clone.
 #[derive(Clone)]
@@ -253,6 +266,17 @@ impl PgPool {
             .build()
             .map(Self)
             .map_err(|e| PgError::Connect(e.to_string()))
+    }
+
+    /// How the pool's connections are used now (for a server's metrics).
+    pub fn status(&self) -> PoolStatus {
+        let s = self.0.status();
+        PoolStatus {
+            in_use: s.size.saturating_sub(s.available),
+            idle: s.available,
+            max: s.max_size,
+            waiting: s.waiting,
+        }
     }
 
     /// Whether the database answers: a connection of the pool runs `SELECT 1`, all within

@@ -87,6 +87,10 @@ impl ProjectStores for TestTeam {
     fn open_store<'a>(&'a self, project: &'a Project, limits: WriteLimits) -> OpenStoreFuture<'a> {
         self.stores.open_store(project, limits)
     }
+
+    fn pool_use(&self) -> Option<memloop_mcp::PoolUse> {
+        self.stores.pool_use()
+    }
 }
 
 impl Drop for TestTeam {
