@@ -28,7 +28,8 @@ impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
         }
     }
 
-    /// The value at `key`.
+    /// The value at `key` (the team store's directory identities ask it).
+    #[cfg(any(test, feature = "postgres"))]
     pub(crate) fn get<Q: Eq + Hash + ?Sized>(&self, key: &Q) -> Option<&V>
     where
         K: Borrow<Q>,
