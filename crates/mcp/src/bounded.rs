@@ -2,6 +2,7 @@
 //! what the server remembers per project it served (so that memory does not grow with the
 //! number of distinct projects a long-running replica sees).
 
+#[cfg(any(test, feature = "postgres"))]
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
