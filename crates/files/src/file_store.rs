@@ -248,14 +248,17 @@ impl FileMemoryStore {
                 }
             }
         }
-        for ((rel, existing), e) in planned.iter().zip(&journal.entries) {
-            self.write_locked(rel, existing.as_deref(), &e.text)?;
-        }
+        let landing: Vec<(&str, Option<&str>, &str)> = planned
+            .iter()
+            .zip(&journal.entries)
+            .map(|((rel, existing), e)| (*rel, existing.as_deref(), e.text.as_str()))
+            .collect();
+        self.land_committed(&landing, &mut |_| {})?;
         tracing::info!(
             memories = journal.entries.len(),
             "finished a batch an interrupted writer left"
         );
-        self.remove_journal()
+        Ok(())
     }
 
     /// The rule every memory text of a batch journal passes, when the batch writes its journal
@@ -297,27 +300,82 @@ impl FileMemoryStore {
         Ok(())
     }
 
+    /// Remove the journal of a batch whose memories are durable (not fsync'd itself: see
+    /// [`write_batch_blocking`](Self::write_batch_blocking) on why that is safe).
     fn remove_journal(&self) -> Result<(), MemoryError> {
         match std::fs::remove_file(self.root().join(BATCH_JOURNAL)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(MemoryError::io(format!("removing {BATCH_JOURNAL}"), e)),
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(MemoryError::io(format!("removing {BATCH_JOURNAL}"), e)),
         }
-        if self.config.durability == crate::safety::Durability::Power {
-            crate::safety::sync_parent_dir(&self.root().join(BATCH_JOURNAL));
-        }
-        Ok(())
     }
 
-    /// Write `writes` whole, or none of them, even through a killed process: under the dir
-    /// lock every version is checked and every memory's final text worked out first (one
-    /// conflict or unreadable file and nothing is written); then the texts go to the batch
-    /// journal ([`BATCH_JOURNAL`], written by a rename, as durable as
-    /// [`StoreConfig::durability`]); then each memory and its index line is written, calling
-    /// `progress` with how many have landed; then the journal is removed. A writer killed after
-    /// the journal landed leaves it for the next [`open`](Self::open) (or batch), which writes
-    /// the rest; killed before, nothing of the batch was written. Blocking; returns each
-    /// write's new version, in order.
+    /// Land a batch whose journal is committed: each memory and its index line written without
+    /// fsync (renamed into place, so never torn), calling `progress` with how many have landed;
+    /// then all of them made durable at once ([`make_durable`](crate::safety::make_durable):
+    /// one `syncfs(2)` on Linux); then the journal removed. The caller holds the locks.
+    fn land_committed(
+        &self,
+        planned: &[(&str, Option<&str>, &str)],
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<VersionedWrite>, MemoryError> {
+        // The same store (shared caches and index pictures), writing without fsync.
+        let unsynced = Self {
+            config: StoreConfig {
+                durability: crate::safety::Durability::Process,
+                ..self.config
+            },
+            ..self.clone()
+        };
+        let mut written = Vec::with_capacity(planned.len());
+        let mut touched = Vec::with_capacity(planned.len() + 2);
+        for (rel, existing, text) in planned {
+            let w = unsynced.write_locked(rel, *existing, text)?;
+            touched.push(w.report.path.clone());
+            written.push(w);
+            progress(written.len());
+        }
+        // The indexes a write may have changed (the team's, and the private one a team
+        // memory's old line is dropped from).
+        touched.push(self.root().join(INDEX_FILE));
+        touched.push(self.root().join(TEAM_INDEX_FILE));
+        // And the journal's rename (see `commit_journal`).
+        touched.push(self.root().join(BATCH_JOURNAL));
+        crate::safety::make_durable(&touched)?;
+        self.remove_journal()?;
+        Ok(written)
+    }
+
+    /// Write `writes` whole, or none of them, even through a killed process or a power cut,
+    /// for one durable commit: under the dir lock every version is checked and every memory's
+    /// final text worked out first (one conflict or unreadable file and nothing is written);
+    /// then the texts go to the batch journal ([`BATCH_JOURNAL`]: a temp file, fsync'd, renamed
+    /// into place; elsewhere than Linux its directory fsync'd too), whatever
+    /// [`StoreConfig::durability`] says; then `progress(0)`; then each memory and its index line
+    /// is written *without* fsync (atomically, by a rename), calling `progress` with how many
+    /// have landed; then all of them, and the journal's rename, are made durable together
+    /// (one `syncfs(2)` on Linux, else an fsync of each file and directory); then the journal
+    /// is removed. Two flushes a batch, whatever its size. Blocking; returns each write's new
+    /// version, in order, once the batch is durable.
+    ///
+    /// Why nothing acknowledged is lost and nothing partial is seen, wherever the process is
+    /// killed or the power cut:
+    /// - The journal's bytes are durable before its rename, and the rename comes before any
+    ///   memory of the batch is written. A kill before the rename leaves no journal and no
+    ///   memory of the batch. A power cut keeps metadata changes in the order they were made
+    ///   (ext4, XFS and btrfs commit them in order; elsewhere the rename is fsync'd before the
+    ///   writes start), so whenever the rename of a memory of the batch survives, so does the
+    ///   journal's, with its whole text; a journal is never seen torn.
+    /// - A journal that survives is replayed by the next [`open`](Self::open) (or batch) under
+    ///   the lock, before anything reads the dir: every memory written with the journal's text
+    ///   (whatever the kill or cut kept of the unsynced writes: old file, new file, none, or an
+    ///   empty one), made durable the same way, then the journal removed: the batch lands whole.
+    /// - The batch is acknowledged only after the flush returned, so an acknowledged batch is
+    ///   on disk whole, and the journal goes only after that flush, so a durable removal implies
+    ///   durable memories. The removal is not fsync'd: should a cut undo it, the replay writes
+    ///   the very texts the files hold. A later write that a cut keeps was made durable by a
+    ///   flush of the same filesystem journal, which carries the earlier removal too, so a
+    ///   replay never rewrites what came after.
     pub fn write_batch_blocking(
         &self,
         writes: &[(CheckedWrite, ExpectedVersion)],
@@ -359,18 +417,14 @@ impl FileMemoryStore {
         };
         let bytes = serde_json::to_vec(&journal)
             .map_err(|e| MemoryError::io("writing the batch journal", std::io::Error::other(e)))?;
-        atomic_write_with(
-            &self.root().join(BATCH_JOURNAL),
-            &bytes,
-            self.config.durability,
-        )?;
-        let mut written = Vec::with_capacity(planned.len());
-        for (rel, existing, text) in &planned {
-            written.push(self.write_locked(rel, existing.as_deref(), text)?);
-            progress(written.len());
-        }
-        self.remove_journal()?;
-        Ok(written)
+        // The commit point: durable before any memory of the batch is written.
+        crate::safety::commit_journal(&self.root().join(BATCH_JOURNAL), &bytes)?;
+        progress(0);
+        let landing: Vec<(&str, Option<&str>, &str)> = planned
+            .iter()
+            .map(|(rel, existing, text)| (*rel, existing.as_deref(), text.as_str()))
+            .collect();
+        self.land_committed(&landing, progress)
     }
 
     /// Remove temp files (`.memloop-tmp-*`) left behind by a writer that was killed mid-write;

@@ -36,6 +36,18 @@ pub fn atomic_write_with(
     bytes: &[u8],
     durability: Durability,
 ) -> Result<(), MemoryError> {
+    let power = durability == Durability::Power;
+    replace_file(path, bytes, power, power)
+}
+
+/// [`atomic_write`] with the file's bytes fsync'd before the rename (`sync_file`) and its
+/// directory fsync'd after (`sync_dir`).
+pub(super) fn replace_file(
+    path: &Path,
+    bytes: &[u8],
+    sync_file: bool,
+    sync_dir_after: bool,
+) -> Result<(), MemoryError> {
     let dir = path.parent().ok_or_else(|| {
         MemoryError::io(
             format!("{} has no parent dir", path.display()),
@@ -54,14 +66,14 @@ pub fn atomic_write_with(
     }
     tmp.write_all(bytes)
         .map_err(|e| MemoryError::io(ctx("writing"), e))?;
-    if durability == Durability::Power {
+    if sync_file {
         tmp.as_file()
             .sync_all()
             .map_err(|e| MemoryError::io(ctx("syncing"), e))?;
     }
     tmp.persist(path)
         .map_err(|e| MemoryError::io(ctx("renaming into place"), e.error))?;
-    if durability == Durability::Power {
+    if sync_dir_after {
         sync_dir(dir);
     }
     Ok(())
@@ -74,15 +86,16 @@ pub(crate) fn sync_parent_dir(path: &Path) {
     }
 }
 
+/// fsync the directory `dir` (best effort: a failure is logged).
 #[cfg(unix)]
-fn sync_dir(dir: &Path) {
+pub(super) fn sync_dir(dir: &Path) {
     if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
         tracing::debug!(dir = %dir.display(), error = %e, "directory fsync failed");
     }
 }
 
 #[cfg(not(unix))]
-fn sync_dir(_dir: &Path) {}
+pub(super) fn sync_dir(_dir: &Path) {}
 
 /// Every temp file ([`TEMP_PREFIX`]) under `root` (recursively, symlinks not followed).
 fn temp_files(root: &Path) -> Vec<std::path::PathBuf> {
