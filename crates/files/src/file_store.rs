@@ -300,14 +300,19 @@ impl FileMemoryStore {
         Ok(())
     }
 
-    /// Remove the journal of a batch whose memories are durable (not fsync'd itself: see
-    /// [`write_batch_blocking`](Self::write_batch_blocking) on why that is safe).
+    /// Remove the journal of a batch whose memories are durable; the removal itself is fsync'd
+    /// only with [`Durability::Power`](crate::safety::Durability::Power) (see
+    /// [`write_batch_blocking`](Self::write_batch_blocking) on why).
     fn remove_journal(&self) -> Result<(), MemoryError> {
         match std::fs::remove_file(self.root().join(BATCH_JOURNAL)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(MemoryError::io(format!("removing {BATCH_JOURNAL}"), e)),
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(MemoryError::io(format!("removing {BATCH_JOURNAL}"), e)),
         }
+        if self.config.durability == crate::safety::Durability::Power {
+            crate::safety::sync_parent_dir(&self.root().join(BATCH_JOURNAL));
+        }
+        Ok(())
     }
 
     /// Land a batch whose journal is committed: each memory and its index line written without
@@ -339,43 +344,40 @@ impl FileMemoryStore {
         // memory's old line is dropped from).
         touched.push(self.root().join(INDEX_FILE));
         touched.push(self.root().join(TEAM_INDEX_FILE));
-        // And the journal's rename (see `commit_journal`).
-        touched.push(self.root().join(BATCH_JOURNAL));
         crate::safety::make_durable(&touched)?;
         self.remove_journal()?;
         Ok(written)
     }
 
-    /// Write `writes` whole, or none of them, even through a killed process or a power cut,
-    /// for one durable commit: under the dir lock every version is checked and every memory's
-    /// final text worked out first (one conflict or unreadable file and nothing is written);
-    /// then the texts go to the batch journal ([`BATCH_JOURNAL`]: a temp file, fsync'd, renamed
-    /// into place; elsewhere than Linux its directory fsync'd too), whatever
-    /// [`StoreConfig::durability`] says; then `progress(0)`; then each memory and its index line
-    /// is written *without* fsync (atomically, by a rename), calling `progress` with how many
-    /// have landed; then all of them, and the journal's rename, are made durable together
-    /// (one `syncfs(2)` on Linux, else an fsync of each file and directory); then the journal
-    /// is removed. Two flushes a batch, whatever its size. Blocking; returns each write's new
+    /// Write `writes` whole, or none of them, even through a killed process or a power cut:
+    /// under the dir lock every version is checked and every memory's final text worked out
+    /// first (one conflict or unreadable file and nothing is written); then the texts go to
+    /// the batch journal ([`BATCH_JOURNAL`]: a temp file, fsync'd, renamed into place, its
+    /// directory fsync'd), whatever [`StoreConfig::durability`] says: that is the commit; then
+    /// `progress(0)`; then each memory and its index line is written *without* fsync
+    /// (atomically, by a rename), calling `progress` with how many have landed; then all of
+    /// them are made durable together (one `syncfs(2)` on Linux, else an fsync of each file and
+    /// directory); then the journal is removed. Three flushes a batch whatever its size (four
+    /// with `Durability::Power`, which fsyncs the removal too), where single writes with
+    /// `Durability::Power` cost two or three a memory. Blocking; returns each write's new
     /// version, in order, once the batch is durable.
     ///
     /// Why nothing acknowledged is lost and nothing partial is seen, wherever the process is
     /// killed or the power cut:
-    /// - The journal's bytes are durable before its rename, and the rename comes before any
-    ///   memory of the batch is written. A kill before the rename leaves no journal and no
-    ///   memory of the batch. A power cut keeps metadata changes in the order they were made
-    ///   (ext4, XFS and btrfs commit them in order; elsewhere the rename is fsync'd before the
-    ///   writes start), so whenever the rename of a memory of the batch survives, so does the
-    ///   journal's, with its whole text; a journal is never seen torn.
-    /// - A journal that survives is replayed by the next [`open`](Self::open) (or batch) under
-    ///   the lock, before anything reads the dir: every memory written with the journal's text
-    ///   (whatever the kill or cut kept of the unsynced writes: old file, new file, none, or an
-    ///   empty one), made durable the same way, then the journal removed: the batch lands whole.
-    /// - The batch is acknowledged only after the flush returned, so an acknowledged batch is
-    ///   on disk whole, and the journal goes only after that flush, so a durable removal implies
-    ///   durable memories. The removal is not fsync'd: should a cut undo it, the replay writes
-    ///   the very texts the files hold. A later write that a cut keeps was made durable by a
-    ///   flush of the same filesystem journal, which carries the earlier removal too, so a
-    ///   replay never rewrites what came after.
+    /// - No memory of the batch is written before the journal's bytes and its name are durable
+    ///   (both fsyncs returned). Before that point a kill or a cut leaves at most a temp file
+    ///   (swept at the next open) and no memory of the batch: the batch is absent, whole.
+    /// - After it, whatever the kill or cut kept of the unsynced writes (the old file, the new
+    ///   one, none, or an empty one), the journal is there, whole, and the next
+    ///   [`open`](Self::open) (or batch) replays it under the lock before anything reads the
+    ///   dir: every memory written with the journal's text, made durable the same way, then
+    ///   the journal removed. The batch lands whole.
+    /// - The batch is acknowledged only after the flush of its memories and indexes returned,
+    ///   and the journal goes only after that flush, so a removal that survives a cut implies
+    ///   memories that did. Should a cut undo a removal, the replay writes the very texts the
+    ///   batch left, over anything written after it that the cut kept: with `Durability::Power`
+    ///   the removal is fsync'd before the batch returns, so that cannot happen; with
+    ///   `Durability::Process` no write after it was promised to survive a cut anyway.
     pub fn write_batch_blocking(
         &self,
         writes: &[(CheckedWrite, ExpectedVersion)],
@@ -417,8 +419,13 @@ impl FileMemoryStore {
         };
         let bytes = serde_json::to_vec(&journal)
             .map_err(|e| MemoryError::io("writing the batch journal", std::io::Error::other(e)))?;
-        // The commit point: durable before any memory of the batch is written.
-        crate::safety::commit_journal(&self.root().join(BATCH_JOURNAL), &bytes)?;
+        // The commit point: durable (file and directory fsync'd) before any memory of the
+        // batch is written, whatever the store's durability.
+        atomic_write_with(
+            &self.root().join(BATCH_JOURNAL),
+            &bytes,
+            crate::safety::Durability::Power,
+        )?;
         progress(0);
         let landing: Vec<(&str, Option<&str>, &str)> = planned
             .iter()

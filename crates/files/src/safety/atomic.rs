@@ -36,18 +36,6 @@ pub fn atomic_write_with(
     bytes: &[u8],
     durability: Durability,
 ) -> Result<(), MemoryError> {
-    let power = durability == Durability::Power;
-    replace_file(path, bytes, power, power)
-}
-
-/// [`atomic_write`] with the file's bytes fsync'd before the rename (`sync_file`) and its
-/// directory fsync'd after (`sync_dir`).
-pub(super) fn replace_file(
-    path: &Path,
-    bytes: &[u8],
-    sync_file: bool,
-    sync_dir_after: bool,
-) -> Result<(), MemoryError> {
     let dir = path.parent().ok_or_else(|| {
         MemoryError::io(
             format!("{} has no parent dir", path.display()),
@@ -66,14 +54,14 @@ pub(super) fn replace_file(
     }
     tmp.write_all(bytes)
         .map_err(|e| MemoryError::io(ctx("writing"), e))?;
-    if sync_file {
+    if durability == Durability::Power {
         tmp.as_file()
             .sync_all()
             .map_err(|e| MemoryError::io(ctx("syncing"), e))?;
     }
     tmp.persist(path)
         .map_err(|e| MemoryError::io(ctx("renaming into place"), e.error))?;
-    if sync_dir_after {
+    if durability == Durability::Power {
         sync_dir(dir);
     }
     Ok(())

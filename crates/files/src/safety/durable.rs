@@ -1,20 +1,9 @@
-//! One durable commit for many writes: a batch's journal made durable before its memories are
-//! written, then the files it wrote without fsync made durable together, by one `syncfs(2)` per
-//! filesystem on Linux, else an fsync of each file and of each directory holding one.
+//! One flush for many writes: the files a batch wrote without fsync made durable together, by
+//! one `syncfs(2)` per filesystem on Linux, else an fsync of each file and of each directory
+//! holding one.
 
 use memloop_store::MemoryError;
 use std::path::{Path, PathBuf};
-
-/// Write the journal of a batch, `bytes`, to `path` (atomically, by a rename), its bytes durable
-/// before the rename; nothing of the batch may be written before this returns. On Linux the
-/// directory is not fsync'd here: the rename becomes durable with the batch's own flush
-/// ([`make_durable`], which takes the directory too), and a journaling filesystem (ext4, XFS,
-/// btrfs) commits metadata in the order it was changed, so no later rename of a memory of
-/// the batch can be durable without the journal's rename before it. Elsewhere the directory
-/// is fsync'd too.
-pub(crate) fn commit_journal(path: &Path, bytes: &[u8]) -> Result<(), MemoryError> {
-    super::atomic::replace_file(path, bytes, true, cfg!(not(target_os = "linux")))
-}
 
 /// Make every file of `paths` (written and renamed into place, not fsync'd) and its directory
 /// entry durable through a power cut, before this returns Ok. On Linux one `syncfs(2)` on each
