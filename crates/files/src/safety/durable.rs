@@ -20,7 +20,12 @@ pub(crate) fn make_durable(paths: &[PathBuf]) -> Result<(), MemoryError> {
         return Ok(());
     }
     for path in paths {
-        match std::fs::File::open(path).and_then(|f| f.sync_all()) {
+        // Windows flushes only a handle opened for writing (nothing is written through it).
+        let open = std::fs::OpenOptions::new()
+            .read(true)
+            .write(cfg!(windows))
+            .open(path);
+        match open.and_then(|f| f.sync_all()) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(MemoryError::io(format!("syncing {}", path.display()), e)),
