@@ -248,14 +248,17 @@ impl FileMemoryStore {
                 }
             }
         }
-        for ((rel, existing), e) in planned.iter().zip(&journal.entries) {
-            self.write_locked(rel, existing.as_deref(), &e.text)?;
-        }
+        let landing: Vec<(&str, Option<&str>, &str)> = planned
+            .iter()
+            .zip(&journal.entries)
+            .map(|((rel, existing), e)| (*rel, existing.as_deref(), e.text.as_str()))
+            .collect();
+        self.land_committed(&landing, &mut |_| {})?;
         tracing::info!(
             memories = journal.entries.len(),
             "finished a batch an interrupted writer left"
         );
-        self.remove_journal()
+        Ok(())
     }
 
     /// The rule every memory text of a batch journal passes, when the batch writes its journal
@@ -297,6 +300,9 @@ impl FileMemoryStore {
         Ok(())
     }
 
+    /// Remove the journal of a batch whose memories are durable; the removal itself is fsync'd
+    /// only with [`Durability::Power`](crate::safety::Durability::Power) (see
+    /// [`write_batch_blocking`](Self::write_batch_blocking) on why).
     fn remove_journal(&self) -> Result<(), MemoryError> {
         match std::fs::remove_file(self.root().join(BATCH_JOURNAL)) {
             Ok(()) => {}
@@ -309,15 +315,69 @@ impl FileMemoryStore {
         Ok(())
     }
 
-    /// Write `writes` whole, or none of them, even through a killed process: under the dir
-    /// lock every version is checked and every memory's final text worked out first (one
-    /// conflict or unreadable file and nothing is written); then the texts go to the batch
-    /// journal ([`BATCH_JOURNAL`], written by a rename, as durable as
-    /// [`StoreConfig::durability`]); then each memory and its index line is written, calling
-    /// `progress` with how many have landed; then the journal is removed. A writer killed after
-    /// the journal landed leaves it for the next [`open`](Self::open) (or batch), which writes
-    /// the rest; killed before, nothing of the batch was written. Blocking; returns each
-    /// write's new version, in order.
+    /// Land a batch whose journal is committed: each memory and its index line written without
+    /// fsync (renamed into place, so never torn), calling `progress` with how many have landed;
+    /// then all of them made durable at once ([`make_durable`](crate::safety::make_durable):
+    /// one `syncfs(2)` on Linux); then the journal removed. The caller holds the locks.
+    fn land_committed(
+        &self,
+        planned: &[(&str, Option<&str>, &str)],
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<VersionedWrite>, MemoryError> {
+        // The same store (shared caches and index pictures), writing without fsync.
+        let unsynced = Self {
+            config: StoreConfig {
+                durability: crate::safety::Durability::Process,
+                ..self.config
+            },
+            ..self.clone()
+        };
+        let mut written = Vec::with_capacity(planned.len());
+        let mut touched = Vec::with_capacity(planned.len() + 2);
+        for (rel, existing, text) in planned {
+            let w = unsynced.write_locked(rel, *existing, text)?;
+            touched.push(w.report.path.clone());
+            written.push(w);
+            progress(written.len());
+        }
+        // The indexes a write may have changed (the team's, and the private one a team
+        // memory's old line is dropped from).
+        touched.push(self.root().join(INDEX_FILE));
+        touched.push(self.root().join(TEAM_INDEX_FILE));
+        crate::safety::make_durable(&touched)?;
+        self.remove_journal()?;
+        Ok(written)
+    }
+
+    /// Write `writes` whole, or none of them, even through a killed process or a power cut:
+    /// under the dir lock every version is checked and every memory's final text worked out
+    /// first (one conflict or unreadable file and nothing is written); then the texts go to
+    /// the batch journal ([`BATCH_JOURNAL`]: a temp file, fsync'd, renamed into place, its
+    /// directory fsync'd), whatever [`StoreConfig::durability`] says: that is the commit; then
+    /// `progress(0)`; then each memory and its index line is written *without* fsync
+    /// (atomically, by a rename), calling `progress` with how many have landed; then all of
+    /// them are made durable together (one `syncfs(2)` on Linux, else an fsync of each file and
+    /// directory); then the journal is removed. Three flushes a batch whatever its size (four
+    /// with `Durability::Power`, which fsyncs the removal too), where single writes with
+    /// `Durability::Power` cost two or three a memory. Blocking; returns each write's new
+    /// version, in order, once the batch is durable.
+    ///
+    /// Why nothing acknowledged is lost and nothing partial is seen, wherever the process is
+    /// killed or the power cut:
+    /// - No memory of the batch is written before the journal's bytes and its name are durable
+    ///   (both fsyncs returned). Before that point a kill or a cut leaves at most a temp file
+    ///   (swept at the next open) and no memory of the batch: the batch is absent, whole.
+    /// - After it, whatever the kill or cut kept of the unsynced writes (the old file, the new
+    ///   one, none, or an empty one), the journal is there, whole, and the next
+    ///   [`open`](Self::open) (or batch) replays it under the lock before anything reads the
+    ///   dir: every memory written with the journal's text, made durable the same way, then
+    ///   the journal removed. The batch lands whole.
+    /// - The batch is acknowledged only after the flush of its memories and indexes returned,
+    ///   and the journal goes only after that flush, so a removal that survives a cut implies
+    ///   memories that did. Should a cut undo a removal, the replay writes the very texts the
+    ///   batch left, over anything written after it that the cut kept: with `Durability::Power`
+    ///   the removal is fsync'd before the batch returns, so that cannot happen; with
+    ///   `Durability::Process` no write after it was promised to survive a cut anyway.
     pub fn write_batch_blocking(
         &self,
         writes: &[(CheckedWrite, ExpectedVersion)],
@@ -359,18 +419,19 @@ impl FileMemoryStore {
         };
         let bytes = serde_json::to_vec(&journal)
             .map_err(|e| MemoryError::io("writing the batch journal", std::io::Error::other(e)))?;
+        // The commit point: durable (file and directory fsync'd) before any memory of the
+        // batch is written, whatever the store's durability.
         atomic_write_with(
             &self.root().join(BATCH_JOURNAL),
             &bytes,
-            self.config.durability,
+            crate::safety::Durability::Power,
         )?;
-        let mut written = Vec::with_capacity(planned.len());
-        for (rel, existing, text) in &planned {
-            written.push(self.write_locked(rel, existing.as_deref(), text)?);
-            progress(written.len());
-        }
-        self.remove_journal()?;
-        Ok(written)
+        progress(0);
+        let landing: Vec<(&str, Option<&str>, &str)> = planned
+            .iter()
+            .map(|(rel, existing, text)| (*rel, existing.as_deref(), text.as_str()))
+            .collect();
+        self.land_committed(&landing, progress)
     }
 
     /// Remove temp files (`.memloop-tmp-*`) left behind by a writer that was killed mid-write;

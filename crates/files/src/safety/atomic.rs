@@ -74,15 +74,16 @@ pub(crate) fn sync_parent_dir(path: &Path) {
     }
 }
 
+/// fsync the directory `dir` (best effort: a failure is logged).
 #[cfg(unix)]
-fn sync_dir(dir: &Path) {
+pub(super) fn sync_dir(dir: &Path) {
     if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
         tracing::debug!(dir = %dir.display(), error = %e, "directory fsync failed");
     }
 }
 
 #[cfg(not(unix))]
-fn sync_dir(_dir: &Path) {}
+pub(super) fn sync_dir(_dir: &Path) {}
 
 /// Every temp file ([`TEMP_PREFIX`]) under `root` (recursively, symlinks not followed).
 fn temp_files(root: &Path) -> Vec<std::path::PathBuf> {
