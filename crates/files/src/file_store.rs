@@ -317,8 +317,9 @@ impl FileMemoryStore {
 
     /// Land a batch whose journal is committed: each memory and its index line written without
     /// fsync (renamed into place, so never torn), calling `progress` with how many have landed;
-    /// then all of them made durable at once ([`make_durable`](crate::safety::make_durable):
-    /// one `syncfs(2)` on Linux); then the journal removed. The caller holds the locks.
+    /// then, with `Durability::Power`, all of them made durable at once
+    /// ([`make_durable`](crate::safety::make_durable): one `syncfs(2)` on Linux); then the
+    /// journal removed. The caller holds the locks.
     fn land_committed(
         &self,
         planned: &[(&str, Option<&str>, &str)],
@@ -344,40 +345,44 @@ impl FileMemoryStore {
         // memory's old line is dropped from).
         touched.push(self.root().join(INDEX_FILE));
         touched.push(self.root().join(TEAM_INDEX_FILE));
-        crate::safety::make_durable(&touched)?;
+        if self.config.durability == crate::safety::Durability::Power {
+            crate::safety::make_durable(&touched)?;
+        }
         self.remove_journal()?;
         Ok(written)
     }
 
-    /// Write `writes` whole, or none of them, even through a killed process or a power cut:
-    /// under the dir lock every version is checked and every memory's final text worked out
-    /// first (one conflict or unreadable file and nothing is written); then the texts go to
-    /// the batch journal ([`BATCH_JOURNAL`]: a temp file, fsync'd, renamed into place, its
-    /// directory fsync'd), whatever [`StoreConfig::durability`] says: that is the commit; then
+    /// Write `writes` whole, or none of them, through a killed process (and, with
+    /// [`Durability::Power`](crate::safety::Durability::Power), through a power cut): under the
+    /// dir lock every version is checked and every memory's final text worked out first (one
+    /// conflict or unreadable file and nothing is written); then the texts go to the batch
+    /// journal ([`BATCH_JOURNAL`]: a temp file renamed into place): that is the commit; then
     /// `progress(0)`; then each memory and its index line is written *without* fsync
-    /// (atomically, by a rename), calling `progress` with how many have landed; then all of
-    /// them are made durable together (one `syncfs(2)` on Linux, else an fsync of each file and
-    /// directory); then the journal is removed. Three flushes a batch whatever its size (four
-    /// with `Durability::Power`, which fsyncs the removal too), where single writes with
-    /// `Durability::Power` cost two or three a memory. Blocking; returns each write's new
-    /// version, in order, once the batch is durable.
+    /// (atomically, by a rename), calling `progress` with how many have landed; then the journal
+    /// is removed. With `Durability::Power` the journal is fsync'd (file and directory) before
+    /// the first memory, all the memories are made durable together before the journal goes
+    /// (one `syncfs(2)` on Linux, else an fsync of each file and directory), and the removal is
+    /// fsync'd: four flushes a batch whatever its size, where single writes cost two or three a
+    /// memory. With `Durability::Process` (the default) nothing is flushed: a batch costs its
+    /// renames, as the page cache outlives a killed process. Blocking; returns each write's new
+    /// version, in order, once the batch has landed (durably, with `Durability::Power`).
     ///
     /// Why nothing acknowledged is lost and nothing partial is seen, wherever the process is
-    /// killed or the power cut:
-    /// - No memory of the batch is written before the journal's bytes and its name are durable
-    ///   (both fsyncs returned). Before that point a kill or a cut leaves at most a temp file
-    ///   (swept at the next open) and no memory of the batch: the batch is absent, whole.
+    /// killed (or, with `Durability::Power`, the power cut):
+    /// - No memory of the batch is written before the journal is in place (with `Power`: its
+    ///   bytes and its name durable, both fsyncs returned). Before that point a kill or a cut
+    ///   leaves at most a temp file (swept at the next open) and no memory of the batch: the
+    ///   batch is absent, whole.
     /// - After it, whatever the kill or cut kept of the unsynced writes (the old file, the new
     ///   one, none, or an empty one), the journal is there, whole, and the next
     ///   [`open`](Self::open) (or batch) replays it under the lock before anything reads the
-    ///   dir: every memory written with the journal's text, made durable the same way, then
-    ///   the journal removed. The batch lands whole.
-    /// - The batch is acknowledged only after the flush of its memories and indexes returned,
-    ///   and the journal goes only after that flush, so a removal that survives a cut implies
-    ///   memories that did. Should a cut undo a removal, the replay writes the very texts the
-    ///   batch left, over anything written after it that the cut kept: with `Durability::Power`
-    ///   the removal is fsync'd before the batch returns, so that cannot happen; with
-    ///   `Durability::Process` no write after it was promised to survive a cut anyway.
+    ///   dir: every memory written with the journal's text, then the journal removed. The batch
+    ///   lands whole.
+    /// - With `Power`, the batch is acknowledged only after the flush of its memories and
+    ///   indexes returned, and the journal goes only after that flush (its removal fsync'd
+    ///   before the batch returns), so a removal that survives a cut implies memories that did.
+    ///   With `Process` no write was promised to survive a cut, and a kill loses nothing the
+    ///   kernel was handed.
     pub fn write_batch_blocking(
         &self,
         writes: &[(CheckedWrite, ExpectedVersion)],
@@ -419,12 +424,12 @@ impl FileMemoryStore {
         };
         let bytes = serde_json::to_vec(&journal)
             .map_err(|e| MemoryError::io("writing the batch journal", std::io::Error::other(e)))?;
-        // The commit point: durable (file and directory fsync'd) before any memory of the
-        // batch is written, whatever the store's durability.
+        // The commit point: in place (and, with `Durability::Power`, durable: file and
+        // directory fsync'd) before any memory of the batch is written.
         atomic_write_with(
             &self.root().join(BATCH_JOURNAL),
             &bytes,
-            crate::safety::Durability::Power,
+            self.config.durability,
         )?;
         progress(0);
         let landing: Vec<(&str, Option<&str>, &str)> = planned
