@@ -158,8 +158,11 @@ struct Summary<'s> {
 
 impl<'s> Summary<'s> {
     fn of(sql: &'s str) -> Self {
+        // The words of the statement outside `--` comments.
         let words = || {
-            sql.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            sql.lines()
+                .map(|line| line.split("--").next().unwrap_or(""))
+                .flat_map(|code| code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
                 .filter(|w| !w.is_empty())
         };
         let operation = words()
@@ -202,6 +205,10 @@ mod tests {
         let s = Summary::of("\n  select rel_path from memloop_memories m join memloop_x");
         assert_eq!(s.text(), "SELECT memloop_memories");
         assert_eq!(Summary::of("COMMIT").text(), "COMMIT");
+        let s = Summary::of(
+            "\n-- Rows of memloop_changes, one per path.\nCREATE TABLE memloop_text (t text)",
+        );
+        assert_eq!(s.text(), "CREATE memloop_text");
         assert_eq!(
             Summary::of("SELECT pg_current_snapshot()::text").text(),
             "SELECT"
