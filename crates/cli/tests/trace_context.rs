@@ -69,6 +69,7 @@ fn request_tree<'a>(spans: &'a [Span], client_span: &str) -> (&'a Span, Vec<&'a 
     assert_eq!(roots.len(), 1, "no one child of {client_span} in {names:?}");
     let http = roots[0];
     assert_eq!(hex(&http.trace_id), TRACE, "the client's trace");
+    assert_eq!(http.trace_state, "vendor=opaque", "the client's tracestate");
     assert_eq!(http.name, "POST /mcp");
     assert_eq!(http.kind, SERVER);
     assert_eq!(
