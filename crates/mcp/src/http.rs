@@ -835,22 +835,30 @@ pub async fn serve_http(
                 limiter.clone(),
                 health.clone(),
             );
-            async move {
-                // Health first: no token, no limit, no body.
-                if let Some(probe) = HealthProbe::of(req.uri().path()) {
-                    return Ok::<_, Infallible>(health_answer(&health, probe, req.method()).await);
-                }
+            // Health first: no token, no limit, no body, no span.
+            if let Some(probe) = HealthProbe::of(req.uri().path()) {
+                return Either::Left(async move {
+                    Ok::<_, Infallible>(health_answer(&health, probe, req.method()).await)
+                });
+            }
+            // One trace per request (crate::trace): its span, the client's child when it says so.
+            let span = crate::trace::request_span(&req);
+            Either::Right(crate::trace::serve(span.clone(), async move {
                 let (mut parts, body) = req.into_parts();
                 // Limits and sessions are counted per token (its digest; one bucket without
                 // tokens).
                 let mut owner = [0u8; 32];
+                let auth = crate::trace::auth_span();
                 let access = match &tokens {
-                    Some(t) => match bearer(&parts).and_then(|tok| {
-                        owner = digest(tok);
-                        t.access_of(tok)
+                    Some(t) => match auth.in_scope(|| {
+                        bearer(&parts).and_then(|tok| {
+                            owner = digest(tok);
+                            t.access_of(tok)
+                        })
                     }) {
                         Some(access) => access,
                         None => {
+                            crate::trace::auth_refused(&auth);
                             tracing::info!(%peer, "request without a valid token refused");
                             gate.metrics().refused(Refusal::Unauthorized);
                             return Ok(plain(
@@ -861,6 +869,7 @@ pub async fn serve_http(
                     },
                     None => Access::full(),
                 };
+                drop(auth);
                 // The metrics: behind a token, never counted against its limits.
                 if parts.uri.path() == METRICS_PATH {
                     return Ok(metrics_answer(&gate, &access, &parts.method));
@@ -979,6 +988,9 @@ pub async fn serve_http(
                     }
                 }
                 parts.extensions.insert(access);
+                parts
+                    .extensions
+                    .insert(crate::trace::RequestSpan(span.clone()));
                 if tokens.is_some() {
                     parts
                         .extensions
@@ -1015,7 +1027,7 @@ pub async fn serve_http(
                     reservation.opened(id);
                 }
                 response
-            }
+            }))
         });
         let shutdown = options.shutdown.clone();
         let acceptor = acceptor.clone();

@@ -29,11 +29,13 @@ mod projects;
 mod save;
 mod server;
 mod stdio;
+mod store_spans;
 mod summaries;
 #[cfg(feature = "postgres")]
 mod team;
 mod tiers;
 mod tls;
+mod trace;
 
 pub use access::{Access, Denied, Effect, Grant, ProjectGlob, TokenScope};
 pub use answer::McpLimits;

@@ -623,7 +623,39 @@ impl Projects {
     /// the grant. Whatever a limited token is refused, it gets [`Denied::outside`]: it learns
     /// nothing about paths outside its grant (whether they exist, where links lead, who owns a
     /// memory dir).
+    ///
+    /// Each resolution is an internal span `resolve_project`, with `error.type` (`refused` or
+    /// `denied`) when the request is not served; never the path.
     pub(crate) async fn resolve(
+        &self,
+        raw: &str,
+        access: &Access,
+        effect: Effect,
+    ) -> Result<Project, NotServed> {
+        let span = tracing::info_span!(
+            "resolve_project",
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let resolved = tracing::Instrument::instrument(
+            self.resolve_untraced(raw, access, effect),
+            span.clone(),
+        )
+        .await;
+        if let Err(e) = &resolved {
+            let kind = match e {
+                NotServed::Refused(_) => "refused",
+                NotServed::Denied(_) => "denied",
+            };
+            span.record("error.type", kind);
+            span.record("otel.status_code", "ERROR");
+        }
+        resolved
+    }
+
+    /// [`Self::resolve`] without its span.
+    async fn resolve_untraced(
         &self,
         raw: &str,
         access: &Access,
@@ -883,6 +915,10 @@ impl Projects {
     /// A freshly opened store with its header cache and selectors.
     fn wrap(&self, opened: OpenedStore) -> Arc<OpenProject> {
         let OpenedStore { store, batches } = opened;
+        // Every store call a tool makes is a span (crate::store_spans), whichever backend.
+        let store: Arc<dyn MemoryStore> = Arc::new(crate::store_spans::TracedStore(store));
+        let batches = batches
+            .map(|b| Arc::new(crate::store_spans::TracedBatches(b)) as Arc<dyn AtomicBatches>);
         let recall = DefaultSelector::new(store.clone(), self.config.embedder.clone());
         if let Some(s) = &self.summariser {
             s.resume(&store);

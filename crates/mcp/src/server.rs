@@ -630,7 +630,12 @@ impl MemoryServer {
         ctx: &RequestContext<RoleServer>,
         call: impl std::future::Future<Output = Result<CallToolResult, ErrorData>>,
     ) -> Result<CallToolResult, ErrorData> {
+        // Over HTTP the call runs on a task of its own: its parent is the request's span
+        // (crate::trace); over stdio, whatever span is current.
+        let parent =
+            crate::trace::parent_of(&ctx.extensions).unwrap_or_else(tracing::Span::current);
         let span = tracing::info_span!(
+            parent: &parent,
             "tools/call",
             otel.name = %format!("tools/call {tool}"),
             otel.kind = "server",

@@ -1,5 +1,5 @@
-//! The loop's spans reach a real OTLP/HTTP receiver (a loopback server answering as a collector
-//! does, on `/v1/traces`) in OpenTelemetry's wire form: names from `otel.name`, the GenAI
+//! The loop's spans reach a real OTLP/HTTP receiver (the test kit's loopback `OtlpReceiver`,
+//! answering as a collector does, on `/v1/traces`) in OpenTelemetry's wire form: names from `otel.name`, the GenAI
 //! attributes, the nesting (a chat and a tool call under their turn, the turn under its agent),
 //! the resource from the standard variables. The model is the scripted one (it says so).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,7 +8,7 @@ use memloop_core::Agent;
 use memloop_core::message::Usage;
 use memloop_host::env::EnvVars;
 use memloop_otel::{OtlpConfig, OtlpExport};
-use memloop_testkit::{Echo, ScriptStep, ScriptedModel};
+use memloop_testkit::{Echo, OtlpReceiver, ScriptStep, ScriptedModel, span_attr as attr};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
@@ -19,8 +19,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tracing::instrument::WithSubscriber;
 use tracing_subscriber::layer::SubscriberExt;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// Run one turn with the spans exported as `env` says; the turn's outcome.
 async fn traced_turn(env: EnvVars, model: &ScriptedModel) -> bool {
@@ -46,28 +44,11 @@ async fn traced_turn(env: EnvVars, model: &ScriptedModel) -> bool {
     ok
 }
 
-fn attr(span: &Span, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.as_ref()?.value.as_ref())
-        .map(|v| match v {
-            AnyValue::StringValue(s) => s.clone(),
-            AnyValue::IntValue(i) => i.to_string(),
-            other => format!("{other:?}"),
-        })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_reach_an_otlp_receiver_with_names_attributes_and_nesting() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/traces"))
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
+    let receiver = OtlpReceiver::start().unwrap();
     let env = EnvVars::from_pairs([
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", server.uri()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.clone()),
         ("OTEL_SERVICE_NAME", "memloop-test".into()),
         (
             "OTEL_RESOURCE_ATTRIBUTES",
@@ -79,13 +60,13 @@ async fn spans_reach_an_otlp_receiver_with_names_attributes_and_nesting() {
 
     let mut spans: Vec<Span> = Vec::new();
     let mut services = Vec::new();
-    for request in server.received_requests().await.unwrap() {
-        if request.url.path() != "/v1/traces" {
+    for request in receiver.requests() {
+        if request.path != "/v1/traces" {
             continue; // the metrics have a test of their own
         }
         assert_eq!(
-            request.headers.get("content-type").unwrap(),
-            "application/x-protobuf"
+            request.content_type.as_deref(),
+            Some("application/x-protobuf")
         );
         let body = ExportTraceServiceRequest::decode(request.body.as_slice()).unwrap();
         for rs in body.resource_spans {
@@ -172,12 +153,8 @@ async fn an_unreachable_collector_never_fails_a_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_calls_reach_the_receiver_as_genai_client_metrics() {
     use opentelemetry_proto::tonic::metrics::v1::metric::Data;
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
-    let env = EnvVars::from_pairs([("OTEL_EXPORTER_OTLP_ENDPOINT", server.uri())]);
+    let receiver = OtlpReceiver::start().unwrap();
+    let env = EnvVars::from_pairs([("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.clone())]);
     // Each answer reports 1,200 input and 30 output tokens.
     let usage = Usage {
         input_tokens: 1200,
@@ -204,8 +181,8 @@ async fn model_calls_reach_the_receiver_as_genai_client_metrics() {
     // Every histogram point of a metric: its count and sum, by token type.
     let mut durations = 0u64;
     let mut tokens: HashMap<String, (u64, f64)> = HashMap::new();
-    for request in server.received_requests().await.unwrap() {
-        if request.url.path() != "/v1/metrics" {
+    for request in receiver.requests() {
+        if request.path != "/v1/metrics" {
             continue;
         }
         let body = ExportMetricsServiceRequest::decode(request.body.as_slice()).unwrap();

@@ -3,6 +3,7 @@
 //! back instead of a second write.
 
 use crate::error::{PgError, StoreError};
+use crate::statement::Statements;
 use crate::store::{Expected, PgMemoryStore, db};
 use crate::store::{INSERT_ROW, LOCK_ROW, LockedRow, RowWrite, UPDATE_ROW};
 use deadpool_postgres::{Client, GenericClient};
@@ -86,15 +87,13 @@ impl Recorded {
 
 /// The row of `key` in `project`, if there is one.
 async fn recorded(
+    sql: Statements<'_>,
     c: &impl GenericClient,
     project: &str,
     key: &IdempotencyKey,
 ) -> Result<Option<Recorded>, StoreError> {
-    let row = c
-        .query_opt(
-            &c.prepare_cached(RECORDED).await.map_err(db)?,
-            &[&project, &key.caller, &key.key],
-        )
+    let row = sql
+        .query_opt(c, RECORDED, &[&project, &key.caller, &key.key])
         .await
         .map_err(db)?;
     Ok(row.map(|r| Recorded {
@@ -148,7 +147,7 @@ impl PgMemoryStore {
                             Ok(Attempt::Done(done)) => return Ok(done),
                             Ok(Attempt::Again) => {}
                             Err(e) => {
-                                tx.settle().await;
+                                tx.settle(self.sql()).await;
                                 return Err(e);
                             }
                         }
@@ -208,15 +207,11 @@ impl PgMemoryStore {
         self.retrying("sweep", |client| {
             let project = &project;
             async move {
-                client
+                self.sql()
                     .execute(
-                        &client
-                            .prepare_cached(
-                                "DELETE FROM memloop_idempotency
+                        &client,
+                        "DELETE FROM memloop_idempotency
                                  WHERE project_id = $1 AND expires_at < now()",
-                            )
-                            .await
-                            .map_err(db)?,
                         &[project],
                     )
                     .await
@@ -258,10 +253,10 @@ impl PgMemoryStore {
         )
         .await
         .map_err(db)?;
-        let begin = async { c.batch_execute("BEGIN").await.map_err(db) };
+        let begin = async { self.sql().batch(c, "BEGIN").await.map_err(db) };
         let found = async {
             match key {
-                Some(key) => recorded(c, project, key).await,
+                Some(key) => recorded(self.sql(), c, project, key).await,
                 None => Ok(None),
             }
         };
@@ -275,17 +270,15 @@ impl PgMemoryStore {
         let (began, found, locked) = tokio::join!(biased; begin, found, locks);
         began?;
         if let (Some(key), Some(found)) = (key, found?) {
-            tx.rollback().await?;
+            tx.rollback(self.sql()).await?;
             if found.live {
                 return Ok(Attempt::Done(found.outcome_for(key)));
             }
             let c = tx.client()?;
-            c.execute(
-                &c.prepare_cached(FORGET_EXPIRED).await.map_err(db)?,
-                &[&project, &key.caller, &key.key],
-            )
-            .await
-            .map_err(db)?;
+            self.sql()
+                .execute(c, FORGET_EXPIRED, &[&project, &key.caller, &key.key])
+                .await
+                .map_err(db)?;
             return Ok(Attempt::Again);
         }
         let mut rows = Vec::with_capacity(writes.len());
@@ -312,22 +305,24 @@ impl PgMemoryStore {
                 return Ok(());
             };
             let ttl = key.ttl.as_secs_f64();
-            c.execute(
-                &c.prepare_cached(RECORD).await?,
-                &[
-                    &project,
-                    &key.caller,
-                    &key.key,
-                    &key.request_sha256,
-                    text,
-                    &ttl,
-                ],
-            )
-            .await
-            .map(|_| ())
+            self.sql()
+                .execute(
+                    c,
+                    RECORD,
+                    &[
+                        &project,
+                        &key.caller,
+                        &key.key,
+                        &key.request_sha256,
+                        text,
+                        &ttl,
+                    ],
+                )
+                .await
+                .map(|_| ())
         };
         let sent = try_join_all(rows.into_iter().map(|row| self.send_row(c, row)));
-        let commit = async { c.batch_execute("COMMIT").await.map_err(db) };
+        let commit = async { self.sql().batch(c, "COMMIT").await.map_err(db) };
         let (record, sent, commit) = tokio::join!(biased; record, sent, commit);
         // Answered: the transaction is over, committed or (after a failed statement) rolled
         // back. Not answered: the connection is lost, and leaves the pool at the drop.
@@ -340,10 +335,12 @@ impl PgMemoryStore {
                 let Some(key) = key else {
                     return Err(db(e));
                 };
-                return Ok(match recorded(tx.client()?, project, key).await? {
-                    Some(found) if found.live => Attempt::Done(found.outcome_for(key)),
-                    _ => Attempt::Again,
-                });
+                return Ok(
+                    match recorded(self.sql(), tx.client()?, project, key).await? {
+                        Some(found) if found.live => Attempt::Done(found.outcome_for(key)),
+                        _ => Attempt::Again,
+                    },
+                );
             }
             Err(e) => return Err(db(e)),
         }
@@ -370,13 +367,11 @@ impl PgMemoryStore {
 
     /// The content version (`sha256`) of the row at `rel` now.
     async fn sha_of(&self, c: &Client, rel: &str) -> Result<Option<String>, StoreError> {
-        let row = c
+        let row = self
+            .sql()
             .query_opt(
-                &c.prepare_cached(
-                    "SELECT sha256 FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
-                )
-                .await
-                .map_err(db)?,
+                c,
+                "SELECT sha256 FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
                 &[&self.project_id(), &rel],
             )
             .await
@@ -469,17 +464,17 @@ impl Pipelined {
         self.open = false;
     }
 
-    async fn rollback(&mut self) -> Result<(), StoreError> {
-        self.client()?.batch_execute("ROLLBACK").await.map_err(db)?;
+    async fn rollback(&mut self, sql: Statements<'_>) -> Result<(), StoreError> {
+        sql.batch(self.client()?, "ROLLBACK").await.map_err(db)?;
         self.ended();
         Ok(())
     }
 
     /// After a failed attempt: end the transaction if it may be open (on a lost connection
     /// this fails too, and the client leaves the pool at the drop).
-    async fn settle(&mut self) {
+    async fn settle(&mut self, sql: Statements<'_>) {
         if self.open {
-            let _ = self.rollback().await;
+            let _ = self.rollback(sql).await;
         }
     }
 }

@@ -82,14 +82,9 @@ impl PgMemoryStore {
         let Some((xmin, seen)) = since.and_then(|c| decode(c, &project)) else {
             let snapshot: String = self
                 .retrying("changes", |client| async move {
-                    let row = client
-                        .query_one(
-                            &client
-                                .prepare_cached("SELECT pg_current_snapshot()::text")
-                                .await
-                                .map_err(db)?,
-                            &[],
-                        )
+                    let row = self
+                        .sql()
+                        .query_one(&client, "SELECT pg_current_snapshot()::text", &[])
                         .await
                         .map_err(db)?;
                     Ok(row.get(0))
@@ -104,11 +99,8 @@ impl PgMemoryStore {
             .retrying("changes", |client| {
                 let (project, xmin) = (&project, &xmin);
                 async move {
-                    client
-                        .query(
-                            &client.prepare_cached(FEED).await.map_err(db)?,
-                            &[project, xmin, &TEXTS_PER_ANSWER, &seen],
-                        )
+                    self.sql()
+                        .query(&client, FEED, &[project, xmin, &TEXTS_PER_ANSWER, &seen])
                         .await
                         .map_err(db)
                 }

@@ -111,6 +111,23 @@ impl PgConfig {
         )
     }
 
+    /// The store's `db.namespace` in its statements' spans: the database (PostgreSQL's default,
+    /// the user's name, when the URL names none), then `|schema` when the config names one.
+    pub(crate) fn namespace(&self) -> String {
+        let parsed = split_tls_params(&self.url)
+            .ok()
+            .and_then(|p| p.rest.parse::<tokio_postgres::Config>().ok());
+        let database = parsed
+            .as_ref()
+            .and_then(|c| c.get_dbname().or(c.get_user()))
+            .unwrap_or("")
+            .to_owned();
+        match &self.schema {
+            Some(schema) => format!("{database}|{schema}"),
+            None => database,
+        }
+    }
+
     /// A config for `project_id` at `url`, with defaults: writer from `USER`@hostname, default
     /// schema, `application_name` `memloop`, 4 connections, 3 retries, 5 s connect timeout,
     /// local dirs from the process environment (see [`env`](Self::env) to give another).

@@ -39,6 +39,7 @@ mod plans;
 mod search;
 #[cfg(feature = "agent")]
 mod selector;
+mod statement;
 mod store;
 mod sync;
 mod tls;

@@ -3,6 +3,7 @@
 //! nothing of itself behind, and the versions before it stay applied.
 
 use crate::error::PgError;
+use crate::statement::Statements;
 use deadpool_postgres::Client;
 
 /// The migrations, in order. Never edit a released one: add a new version.
@@ -324,10 +325,11 @@ pub(crate) fn latest() -> i32 {
 
 /// The schema version recorded in the database, `None` when no migration ever ran there. Reads
 /// only: a role with nothing but SELECT on the tables can ask.
-async fn recorded_version(client: &Client) -> Result<Option<i32>, PgError> {
+async fn recorded_version(sql: Statements<'_>, client: &Client) -> Result<Option<i32>, PgError> {
     let db = |e: tokio_postgres::Error| PgError::from_db(&e);
-    let exists: bool = client
+    let exists: bool = sql
         .query_one(
+            client,
             "SELECT to_regclass('memloop_schema_migrations') IS NOT NULL",
             &[],
         )
@@ -337,8 +339,9 @@ async fn recorded_version(client: &Client) -> Result<Option<i32>, PgError> {
     if !exists {
         return Ok(None);
     }
-    let version: i32 = client
+    let version: i32 = sql
         .query_one(
+            client,
             "SELECT coalesce(max(version), 0) FROM memloop_schema_migrations",
             &[],
         )
@@ -359,9 +362,13 @@ async fn recorded_version(client: &Client) -> Result<Option<i32>, PgError> {
 /// where it stopped on the next attempt. A lost connection is returned as such
 /// ([`PgError::is_connection`], which the open retries); only a statement the server refused is a
 /// [`PgError::Migration`].
-pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result<i32, PgError> {
+pub(crate) async fn migrate(
+    sql: Statements<'_>,
+    client: &mut Client,
+    schema: Option<&str>,
+) -> Result<i32, PgError> {
     let db = |e: tokio_postgres::Error| PgError::from_db(&e);
-    match recorded_version(client).await? {
+    match recorded_version(sql, client).await? {
         Some(v) if v == latest() => return Ok(v),
         Some(v) if v > latest() => {
             return Err(PgError::SchemaTooNew {
@@ -373,24 +380,25 @@ pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result
     }
     if let Some(schema) = schema {
         // Concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide: serialise on a lock.
-        let tx = client.transaction().await.map_err(db)?;
-        tx.execute("SELECT pg_advisory_xact_lock(7377001)", &[])
+        let tx = sql.begin(client).await.map_err(db)?;
+        sql.execute(&tx, "SELECT pg_advisory_xact_lock(7377001)", &[])
             .await
             .map_err(db)?;
-        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+        sql.batch(&tx, &format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
             .await
             .map_err(db)?;
-        tx.commit().await.map_err(db)?;
+        sql.commit(tx).await.map_err(db)?;
     }
     // Whether the migrations table is known to exist (after this call's first committed step).
     let mut table_exists = false;
     loop {
-        let tx = client.transaction().await.map_err(db)?;
-        tx.execute("SELECT pg_advisory_xact_lock(7377002)", &[])
+        let tx = sql.begin(client).await.map_err(db)?;
+        sql.execute(&tx, "SELECT pg_advisory_xact_lock(7377002)", &[])
             .await
             .map_err(db)?;
         if !table_exists {
-            tx.batch_execute(
+            sql.batch(
+                &tx,
                 "CREATE TABLE IF NOT EXISTS memloop_schema_migrations (
                     version    integer PRIMARY KEY,
                     name       text NOT NULL,
@@ -400,8 +408,9 @@ pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result
             .map_err(db)?;
         }
         // Read under the lock: another opener may have applied versions since the last look.
-        let current: i32 = tx
+        let current: i32 = sql
             .query_one(
+                &tx,
                 "SELECT coalesce(max(version), 0) FROM memloop_schema_migrations",
                 &[],
             )
@@ -409,26 +418,27 @@ pub(crate) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result
             .map_err(db)?
             .get(0);
         if current > latest() {
-            tx.rollback().await.map_err(db)?;
+            sql.rollback(tx).await.map_err(db)?;
             return Err(PgError::SchemaTooNew {
                 found: current,
                 known: latest(),
             });
         }
-        let Some((version, name, sql)) = MIGRATIONS.iter().find(|m| m.0 > current) else {
+        let Some((version, name, step)) = MIGRATIONS.iter().find(|m| m.0 > current) else {
             // Current: commit (the table may have been created in this transaction).
-            tx.commit().await.map_err(db)?;
+            sql.commit(tx).await.map_err(db)?;
             return Ok(latest());
         };
         let fail = |e: tokio_postgres::Error| step_error(*version, &e);
-        tx.batch_execute(sql).await.map_err(fail)?;
-        tx.execute(
+        sql.batch(&tx, step).await.map_err(fail)?;
+        sql.execute(
+            &tx,
             "INSERT INTO memloop_schema_migrations (version, name) VALUES ($1, $2)",
             &[version, name],
         )
         .await
         .map_err(fail)?;
-        tx.commit().await.map_err(fail)?;
+        sql.commit(tx).await.map_err(fail)?;
         table_exists = true;
         tracing::info!(version, name, "team memory schema migrated");
     }

@@ -5,6 +5,7 @@ use crate::config::PgConfig;
 use crate::content::{canonical_text, sha256_hex, stem};
 use crate::error::{PgError, StoreError, VersionLabel};
 use crate::migrations::migrate;
+use crate::statement::Statements;
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -338,6 +339,8 @@ struct Inner {
     seen: Mutex<Seen>,
     /// When this instance last swept its project's expired idempotency keys.
     swept_at: Mutex<Option<Instant>>,
+    /// `db.namespace` of its statements' spans ([`PgConfig::namespace`]).
+    namespace: String,
 }
 
 /// How often a store sweeps its project's expired idempotency keys while it saves with keys
@@ -413,9 +416,13 @@ fn header_of(m: &PgMemory) -> MemoryHeader {
 /// the claim and the move land together, and a concurrent opener of the same name waits on the
 /// alias row, then finds it claimed. A row whose path the new id already holds stays where it
 /// is.
-async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), PgError> {
+async fn claim_legacy_id(
+    sql: Statements<'_>,
+    client: &mut Client,
+    config: &PgConfig,
+) -> Result<(), PgError> {
     match config.legacy_project_id.as_deref() {
-        Some(legacy) => claim_alias(client, legacy, &config.project_id)
+        Some(legacy) => claim_alias(sql, client, legacy, &config.project_id)
             .await
             .map(|_| ()),
         None => Ok(()),
@@ -424,20 +431,22 @@ async fn claim_legacy_id(client: &mut Client, config: &PgConfig) -> Result<(), P
 
 /// Claim the alias `legacy` for `project_id` and move its rows, if no project claimed it yet;
 /// whether this call claimed it.
-async fn claim_alias(client: &mut Client, legacy: &str, project_id: &str) -> Result<bool, PgError> {
+async fn claim_alias(
+    sql: Statements<'_>,
+    client: &mut Client,
+    legacy: &str,
+    project_id: &str,
+) -> Result<bool, PgError> {
     if legacy == project_id {
         return Ok(false);
     }
     let db = |e: tokio_postgres::Error| PgError::from_db(&e);
-    let tx = client.transaction().await.map_err(db)?;
-    let claimed = tx
+    let tx = sql.begin(client).await.map_err(db)?;
+    let claimed = sql
         .query_opt(
-            &tx.prepare_cached(
-                "UPDATE memloop_project_aliases SET project_id = $2, claimed_at = now()
+            &tx,
+            "UPDATE memloop_project_aliases SET project_id = $2, claimed_at = now()
              WHERE legacy_id = $1 AND project_id IS NULL RETURNING legacy_id",
-            )
-            .await
-            .map_err(db)?,
             &[&legacy, &project_id],
         )
         .await
@@ -445,19 +454,14 @@ async fn claim_alias(client: &mut Client, legacy: &str, project_id: &str) -> Res
     if claimed.is_none() {
         // Ended here, not left to the drop: a dropped transaction's ROLLBACK waits for the
         // connection's next use, and the connection stays idle in the transaction until then.
-        tx.rollback().await.map_err(db)?;
+        sql.rollback(tx).await.map_err(db)?;
         return Ok(false);
     }
-    let moved = tx
-        .execute(
-            &tx.prepare_cached("UPDATE memloop_memories m SET project_id = $2
+    let moved = sql.execute(&tx, "UPDATE memloop_memories m SET project_id = $2
              WHERE m.project_id = $1 AND NOT EXISTS (
-                 SELECT 1 FROM memloop_memories n WHERE n.project_id = $2 AND n.rel_path = m.rel_path)").await.map_err(db)?,
-            &[&legacy, &project_id],
-        )
-        .await
+                 SELECT 1 FROM memloop_memories n WHERE n.project_id = $2 AND n.rel_path = m.rel_path)", &[&legacy, &project_id]).await
         .map_err(db)?;
-    tx.commit().await.map_err(db)?;
+    sql.commit(tx).await.map_err(db)?;
     tracing::info!(legacy, project = %project_id, moved, "old team project id claimed; its memories moved");
     Ok(true)
 }
@@ -523,6 +527,7 @@ impl PgMemoryStore {
                 caps: IndexCaps::default(),
                 seen: Mutex::new(Seen::default()),
                 swept_at: Mutex::new(None),
+                namespace: config.namespace(),
                 config,
             }),
         };
@@ -537,8 +542,13 @@ impl PgMemoryStore {
             let opened = async {
                 let mut client = store.client().await?;
                 reached = true;
-                migrate(&mut client, store.inner.config.schema.as_deref()).await?;
-                claim_legacy_id(&mut client, &store.inner.config).await
+                migrate(
+                    store.sql(),
+                    &mut client,
+                    store.inner.config.schema.as_deref(),
+                )
+                .await?;
+                claim_legacy_id(store.sql(), &mut client, &store.inner.config).await
             }
             .await;
             match opened {
@@ -571,7 +581,13 @@ impl PgMemoryStore {
     /// that name maps to the old id) opens without it and calls this.
     pub async fn claim_legacy(&self, legacy: &str) -> Result<bool, PgError> {
         let mut client = self.client().await?;
-        claim_alias(&mut client, legacy, &self.inner.config.project_id).await
+        claim_alias(
+            self.sql(),
+            &mut client,
+            legacy,
+            &self.inner.config.project_id,
+        )
+        .await
     }
 
     /// Write a memory through the enforcing entry point (`dyn MemoryStore::write`).
@@ -602,6 +618,11 @@ impl PgMemoryStore {
     /// The configuration it was opened with.
     pub fn config(&self) -> &PgConfig {
         &self.inner.config
+    }
+
+    /// Runs this store's statements: every statement goes through it, inside its span.
+    pub(crate) fn sql(&self) -> Statements<'_> {
+        Statements::new(&self.inner.namespace)
     }
 
     pub(crate) async fn client(&self) -> Result<Client, PgError> {
@@ -697,11 +718,9 @@ impl PgMemoryStore {
             .retrying("get", |client| {
                 let (sql, project, rel) = (&sql, &project, &rel);
                 async move {
-                    let row = client
-                        .query_opt(
-                            &client.prepare_cached(sql.as_str()).await.map_err(db)?,
-                            &[project, rel],
-                        )
+                    let row = self
+                        .sql()
+                        .query_opt(&client, sql.as_str(), &[project, rel])
                         .await
                         .map_err(db)?;
                     Ok(row.as_ref().map(row_to_memory))
@@ -728,13 +747,13 @@ impl PgMemoryStore {
         self.retrying("names", |client| {
             let (project, rels) = (&project, &rels);
             async move {
-                let statement = client.prepare_cached(NAME).await.map_err(db)?;
                 // One run per path, all sent at once: the client pipelines them, so this is one
-                // round trip.
+                // round trip (the statement is prepared once, then taken from the cache).
+                let sql = self.sql();
                 let names = rels.iter().map(|rel| {
-                    let (statement, client) = (&statement, &client);
+                    let client = &client;
                     async move {
-                        let row = client.query_opt(statement, &[project, rel]).await?;
+                        let row = sql.query_opt(client, NAME, &[project, rel]).await?;
                         Ok::<_, tokio_postgres::Error>(row.map(|r| ((*rel).to_owned(), r.get(0))))
                     }
                 });
@@ -753,11 +772,9 @@ impl PgMemoryStore {
         self.retrying("entries", |client| {
             let (sql, project) = (&sql, &project);
             async move {
-                let rows = client
-                    .query(
-                        &client.prepare_cached(sql.as_str()).await.map_err(db)?,
-                        &[project],
-                    )
+                let rows = self
+                    .sql()
+                    .query(&client, sql.as_str(), &[project])
                     .await
                     .map_err(db)?;
                 Ok(rows.iter().map(row_to_memory).collect())
@@ -850,12 +867,12 @@ impl PgMemoryStore {
         expected: Expected,
         write_id: Uuid,
     ) -> Result<PgWrite, StoreError> {
-        let tx = client.transaction().await.map_err(db)?;
+        let tx = self.sql().begin(&mut client).await.map_err(db)?;
         let current = self.locked_row(&tx, rel).await?;
         let w = self
             .write_in_tx(&tx, rel, current, parts, expected, write_id)
             .await?;
-        tx.commit().await.map_err(db)?;
+        self.sql().commit(tx).await.map_err(db)?;
         Ok(w)
     }
 
@@ -866,11 +883,9 @@ impl PgMemoryStore {
         tx: &impl GenericClient,
         rel: &str,
     ) -> Result<Option<LockedRow>, StoreError> {
-        let row = tx
-            .query_opt(
-                &tx.prepare_cached(LOCK_ROW).await.map_err(db)?,
-                &[&self.project_id(), &rel],
-            )
+        let row = self
+            .sql()
+            .query_opt(tx, LOCK_ROW, &[&self.project_id(), &rel])
             .await
             .map_err(db)?;
         Ok(row.map(|r| LockedRow {
@@ -1013,8 +1028,9 @@ impl PgMemoryStore {
             &s.text,
         ];
         let sql = if s.update { UPDATE_ROW } else { INSERT_ROW };
-        let row = tx
-            .query_one(&tx.prepare_cached(sql).await.map_err(db)?, &row_params)
+        let row = self
+            .sql()
+            .query_one(tx, sql, &row_params)
             .await
             .map_err(|e| {
                 if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
@@ -1050,15 +1066,13 @@ impl PgMemoryStore {
                 let first = !retried;
                 retried = true;
                 async move {
-                    let tx = client.transaction().await.map_err(db)?;
-                    let current: Option<i64> = tx
+                    let tx = self.sql().begin(&mut client).await.map_err(db)?;
+                    let current: Option<i64> = self
+                        .sql()
                         .query_opt(
-                            &tx.prepare_cached(
-                                "SELECT version FROM memloop_memories
+                            &tx,
+                            "SELECT version FROM memloop_memories
                              WHERE project_id = $1 AND rel_path = $2 FOR UPDATE",
-                            )
-                            .await
-                            .map_err(db)?,
                             &[project, rel],
                         )
                         .await
@@ -1077,17 +1091,15 @@ impl PgMemoryStore {
                         }
                         Some(_) => {}
                     }
-                    tx.execute(
-                        &tx.prepare_cached(
+                    self.sql()
+                        .execute(
+                            &tx,
                             "DELETE FROM memloop_memories WHERE project_id = $1 AND rel_path = $2",
+                            &[project, rel],
                         )
                         .await
-                        .map_err(db)?,
-                        &[project, rel],
-                    )
-                    .await
-                    .map_err(db)?;
-                    tx.commit().await.map_err(db)?;
+                        .map_err(db)?;
+                    self.sql().commit(tx).await.map_err(db)?;
                     Ok(())
                 }
             })
@@ -1126,11 +1138,9 @@ impl PgMemoryStore {
                         .filter(|t| !t.is_empty())
                         .map(|t| t as &(dyn ToSql + Sync)),
                 );
-                let rows = client
-                    .query(
-                        &client.prepare_cached(sql.as_str()).await.map_err(db)?,
-                        &params,
-                    )
+                let rows = self
+                    .sql()
+                    .query(&client, sql.as_str(), &params)
                     .await
                     .map_err(db)?;
                 Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
@@ -1154,15 +1164,12 @@ impl PgMemoryStore {
         self.retrying("index", |client| {
             let project = &project;
             async move {
-                let rows = client
+                let rows = self
+                    .sql()
                     .query(
-                        &client
-                            .prepare_cached(
-                                "SELECT rel_path, name, description FROM memloop_memories
+                        &client,
+                        "SELECT rel_path, name, description FROM memloop_memories
                          WHERE project_id = $1 ORDER BY seq",
-                            )
-                            .await
-                            .map_err(db)?,
                         &[project],
                     )
                     .await
@@ -1243,11 +1250,13 @@ impl MemoryStore for PgMemoryStore {
             .retrying("scan", |client| {
                 let project = &project;
                 async move {
-                    let rows = client
+                    let rows = self
+                        .sql()
                         .query(
-                            &client.prepare_cached("SELECT rel_path, name, description, memory_type, updated_at, version
+                            &client,
+                            "SELECT rel_path, name, description, memory_type, updated_at, version
                              FROM memloop_memories WHERE project_id = $1
-                             ORDER BY updated_at DESC, rel_path").await.map_err(db)?,
+                             ORDER BY updated_at DESC, rel_path",
                             &[project],
                         )
                         .await
@@ -1346,9 +1355,11 @@ impl MemoryStore for PgMemoryStore {
             .retrying("clear", |client| {
                 let project = &project;
                 async move {
-                    let rows = client
+                    let rows = self
+                        .sql()
                         .query(
-                            &client.prepare_cached("DELETE FROM memloop_memories WHERE project_id = $1 RETURNING rel_path").await.map_err(db)?,
+                            &client,
+                            "DELETE FROM memloop_memories WHERE project_id = $1 RETURNING rel_path",
                             &[project],
                         )
                         .await

@@ -34,6 +34,8 @@
 //!   `read_your_writes`: a load run over it (a mix of the four tools, saves retried with their
 //!   idempotency key), every acknowledged save read back, and the delay before a save answered
 //!   by one server is found through another;
+//! - `OtlpReceiver` (feature `otlp`, on no memloop crate): a loopback OTLP/HTTP receiver that
+//!   keeps what an exporter sends it and decodes its spans;
 //! - `json_server` and `embeddings_server` (feature `json-server`, on no memloop crate):
 //!   loopback servers answering JSON from a closure, one in the OpenAI `/v1/embeddings` shape;
 //! - `hub_server` (feature `hub-server`, on no memloop crate): a loopback server in the Hugging
@@ -79,6 +81,8 @@ mod load;
 #[cfg(feature = "mcp-client")]
 mod mcp_client;
 mod measure;
+#[cfg(feature = "otlp")]
+mod otlp;
 #[cfg(feature = "phoenix")]
 mod phoenix;
 #[cfg(feature = "recall")]
@@ -116,6 +120,8 @@ pub use load::{
 #[cfg(feature = "mcp-client")]
 pub use mcp_client::{McpCallError, McpHttp};
 pub use measure::{percentile, process_cpu, processes_cpu};
+#[cfg(feature = "otlp")]
+pub use otlp::{OtlpReceiver, OtlpRequest, span_attr};
 #[cfg(feature = "phoenix")]
 pub use phoenix::Phoenix;
 #[cfg(feature = "recall")]

@@ -60,6 +60,7 @@ pub struct McpHttp {
     initialized: bool,
     next_id: u64,
     timeout: Duration,
+    headers: Vec<(String, String)>,
 }
 
 impl McpHttp {
@@ -78,12 +79,19 @@ impl McpHttp {
             initialized: false,
             next_id: 1,
             timeout: Duration::from_secs(30),
+            headers: Vec::new(),
         }
     }
 
     /// Send `Authorization: Bearer <token>` with every request.
     pub fn with_token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Send the header `name: value` with every request (e.g. a W3C `traceparent`).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
         self
     }
 
@@ -132,6 +140,9 @@ impl McpHttp {
         }
         if let Some(session) = &self.session {
             req = req.header("Mcp-Session-Id", session);
+        }
+        for (name, value) in &self.headers {
+            req = req.header(name, value);
         }
         if self.stateless_protocol() {
             // Protocol 2026-07-28 names the method and the tool in headers, so a balancer can

@@ -85,6 +85,18 @@ impl Server {
         addr: SocketAddr,
         extra: &[&str],
     ) -> Self {
+        Self::start_with_env(url, root, home, addr, extra, &[]).await
+    }
+
+    /// [`Server::start_with`] with more environment variables (an OTLP endpoint).
+    pub async fn start_with_env(
+        url: &str,
+        root: &Path,
+        home: &Path,
+        addr: SocketAddr,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut child = Command::new(BIN)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -92,6 +104,7 @@ impl Server {
             .env("MEMLOOP_HOME", home.join("base"))
             .env("MEMLOOP_DATABASE_URL", url)
             .env("MEMLOOP_LOG", "warn")
+            .envs(env.iter().copied())
             .arg("--project")
             .arg(root)
             .arg("mcp")
@@ -125,6 +138,18 @@ impl Server {
     /// The MCP endpoint.
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
+    }
+
+    /// Stop it as an operator does (SIGTERM) and wait until it has exited: it finishes what it
+    /// was doing and flushes its spans first.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().unwrap();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        self.child.wait().await.unwrap()
     }
 
     /// The `application_name` of its database connections.
