@@ -18,8 +18,8 @@ use memloop_store::{
     StoreDescription, VersionedWrite, WriteLimits, content_version,
 };
 use memloop_store::{
-    INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
-    remove_entry, upsert_entry,
+    INDEX_FILE, IndexCaps, IndexRest, format_entry_line, load_capped_start, parse_entries,
+    parse_entry_line, remove_entry, upsert_entry,
 };
 use memloop_store::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
@@ -597,6 +597,66 @@ impl FileMemoryStore {
         }
     }
 
+    /// The start of the index of `scope` that loading it needs (after its leading whitespace,
+    /// the byte cap and a few bytes more, the last character whole), and whether more than
+    /// whitespace follows: what [`load_capped_start`] takes. The rest of the file is not read,
+    /// past the whitespace right after what was taken.
+    fn read_index_start(&self, scope: MemoryScope) -> Result<(String, IndexRest), MemoryError> {
+        use std::io::Read;
+        let io = |e| MemoryError::io("reading MEMORY.md", e);
+        let mut file =
+            match memloop_host::files::open_regular(&self.root().join(scope.index_file())) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok((String::new(), IndexRest::Nothing));
+                }
+                Err(e) => return Err(io(e)),
+            };
+        // The cap, a character's bytes and one more: the last whole character ends after the
+        // cap's byte, as loading needs.
+        let want = self.config.index.max_bytes + 4;
+        let mut buf = Vec::with_capacity(want.min(1 << 20));
+        let mut chunk = [0u8; 8192];
+        let more = loop {
+            let n = file.read(&mut chunk).map_err(io)?;
+            if n == 0 {
+                break false;
+            }
+            let mut read = &chunk[..n];
+            if buf.is_empty() {
+                // Leading whitespace is trimmed by the load: not kept.
+                let lead = read.iter().take_while(|b| b.is_ascii_whitespace()).count();
+                read = &read[lead..];
+            }
+            let taken = (want - buf.len()).min(read.len());
+            buf.extend_from_slice(&read[..taken]);
+            // Past what was taken: anything but whitespace means the index goes on.
+            if read[taken..].iter().any(|b| !b.is_ascii_whitespace()) {
+                break true;
+            }
+        };
+        if more
+            && let Err(e) = std::str::from_utf8(&buf)
+            && e.error_len().is_none()
+        {
+            // The cut fell inside a character: it is left to the part not read.
+            buf.truncate(e.valid_up_to());
+        }
+        let text = match String::from_utf8(buf) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("MEMORY.md is not valid UTF-8; invalid bytes replaced");
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }
+        };
+        let rest = if more {
+            IndexRest::More { lines: None }
+        } else {
+            IndexRest::Nothing
+        };
+        Ok((text, rest))
+    }
+
     /// Rewrite the index of `scope` through `f` (caller holds the lock); untouched when `f`
     /// changes nothing.
     fn edit_index(
@@ -1043,10 +1103,8 @@ impl MemoryStore for FileMemoryStore {
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
         let this = self.clone();
         blocking(move || {
-            Ok(load_capped(
-                &this.read_index_text(MemoryScope::Private)?,
-                this.config.index,
-            ))
+            let (start, rest) = this.read_index_start(MemoryScope::Private)?;
+            Ok(load_capped_start(&start, rest, this.config.index))
         })
         .await
     }
@@ -1055,10 +1113,8 @@ impl MemoryStore for FileMemoryStore {
     async fn load_scope_index(&self, scope: MemoryScope) -> Result<LoadedIndex, MemoryError> {
         let this = self.clone();
         blocking(move || {
-            Ok(load_capped(
-                &this.read_index_text(scope)?,
-                this.config.index,
-            ))
+            let (start, rest) = this.read_index_start(scope)?;
+            Ok(load_capped_start(&start, rest, this.config.index))
         })
         .await
     }
