@@ -70,7 +70,8 @@ async fn the_count_follows_writes_deletes_renames_and_clears() {
     );
     store.delete("knowledge/c.md").await.unwrap();
     assert_eq!(counted(&schema, "p").await, (2, 2));
-    store
+    let dyn_store: &dyn MemoryStore = &store;
+    dyn_store
         .rename("todos/b.md", "todos/renamed.md")
         .await
         .unwrap();
