@@ -1389,7 +1389,7 @@ impl MemoryStore for PgMemoryStore {
         let caps = self.inner.caps;
         let (rows, lines) = self.index_start(caps.max_lines).await?;
         let rest = if lines > rows.len() {
-            IndexRest::More { lines: Some(lines) }
+            IndexRest::Counted(lines)
         } else {
             IndexRest::Nothing
         };

@@ -160,7 +160,7 @@ fn loading_the_start_loads_what_loading_all_loads() {
         let rest = if text[end..].trim().is_empty() {
             IndexRest::Nothing
         } else {
-            IndexRest::More { lines: None }
+            IndexRest::More
         };
         let start = if rest == IndexRest::Nothing {
             &text[..]
@@ -185,13 +185,7 @@ fn loading_the_start_loads_what_loading_all_loads() {
             .filter(|_| !text.trim().is_empty())
             .count();
         if rest != IndexRest::Nothing {
-            let part = load_capped_start(
-                start,
-                IndexRest::More {
-                    lines: Some(counted),
-                },
-                caps,
-            );
+            let part = load_capped_start(start, IndexRest::Counted(counted), caps);
             assert_eq!(part.truncated_by_lines, all.truncated_by_lines, "{text:?}");
             assert_eq!(part.original_lines, all.original_lines, "{text:?}");
         }
