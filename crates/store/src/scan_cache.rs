@@ -73,7 +73,7 @@ pub struct Headers {
     /// Every listed path with its mtime (where it sits in `list`), by path.
     paths: Vec<(String, SystemTime)>,
     /// Each top-level folder ([`folder_of`]), by name, with its paths in the list's order.
-    folders: Vec<(String, Vec<(Reverse<SystemTime>, String)>)>,
+    folders: Vec<(String, Vec<Ordered>)>,
     version: u64,
     /// The heap the headers' and the views' strings own, kept as they change, so the estimate
     /// of a list never walks it.
@@ -106,6 +106,9 @@ impl FromIterator<MemoryHeader> for Headers {
     }
 }
 
+/// A path with its place in the scan order (newest first, then by path).
+type Ordered = (Reverse<SystemTime>, String);
+
 /// The top-level folder of a memory path, its `/` included (`todos/` of `todos/fix-ci.md`), or
 /// `""` for a path at the top of the store.
 pub fn folder_of(path: &str) -> &str {
@@ -125,7 +128,7 @@ impl Headers {
         let mut paths: Vec<(String, SystemTime)> =
             list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
         paths.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let mut folders: Vec<(String, Vec<(Reverse<SystemTime>, String)>)> = Vec::new();
+        let mut folders: Vec<(String, Vec<Ordered>)> = Vec::new();
         for h in &list {
             let folder = folder_of(&h.rel_path);
             let entry = (Reverse(h.mtime), h.rel_path.clone());
