@@ -18,8 +18,8 @@ use memloop_store::{
     StoreDescription, VersionedWrite, WriteLimits, content_version,
 };
 use memloop_store::{
-    INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
-    remove_entry, upsert_entry,
+    INDEX_FILE, IndexCaps, IndexRest, format_entry_line, load_capped_start, parse_entries,
+    parse_entry_line, remove_entry, upsert_entry,
 };
 use memloop_store::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
@@ -66,6 +66,10 @@ impl Default for StoreConfig {
         }
     }
 }
+
+/// How far past the start of `MEMORY.md` a load reads to count its lines, in lengths of the
+/// start (the byte cap): an index whose lines are longer than that is not counted to its end.
+const INDEX_READ_CAPS: usize = 4;
 
 /// Writes: `Overwrite` renders a fresh file (`---`, name, description, type, `---`, blank line,
 /// body); `Append` keeps the existing file's bytes, edits only the frontmatter fields the doc
@@ -663,6 +667,83 @@ impl FileMemoryStore {
         }
     }
 
+    /// The start of the index of `scope` that loading it needs (after its leading whitespace,
+    /// the byte cap and a few bytes more, the last character whole) and what is known of the
+    /// rest ([`IndexRest`]), for [`load_capped_start`]. Past the start, the file is read only
+    /// to count its lines (their text is not kept), and only until the count passes the line
+    /// cap, the file ends, or [`INDEX_READ_CAPS`] times the start has been read: a large index
+    /// costs the caps' worth of reading, not its size.
+    fn read_index_start(&self, scope: MemoryScope) -> Result<(String, IndexRest), MemoryError> {
+        use std::io::Read;
+        let io = |e| MemoryError::io("reading MEMORY.md", e);
+        let path = self.root().join(scope.index_file());
+        let mut file = match memloop_host::files::open_regular(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((String::new(), IndexRest::Nothing));
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let caps = self.config.index;
+        // The cap, a character's bytes and one more: the last whole character ends after the
+        // cap's byte, as loading needs.
+        let want = caps.max_bytes + 4;
+        let limit = want.saturating_mul(INDEX_READ_CAPS);
+        let mut buf = Vec::with_capacity(want.min(1 << 20));
+        let mut chunk = [0u8; 8192];
+        // Bytes read after the leading whitespace, newlines among them, the lines up to the
+        // last byte that is not whitespace, and whether such a byte came after the start.
+        let (mut seen, mut newlines, mut lines, mut beyond) = (0usize, 0usize, 0usize, false);
+        let rest = loop {
+            let n = file.read(&mut chunk).map_err(io)?;
+            if n == 0 {
+                break if beyond {
+                    IndexRest::Counted(lines)
+                } else {
+                    IndexRest::Nothing
+                };
+            }
+            let mut read = &chunk[..n];
+            if seen == 0 {
+                // Leading whitespace is trimmed by the load: not kept.
+                let lead = read.iter().take_while(|b| b.is_ascii_whitespace()).count();
+                read = &read[lead..];
+            }
+            let taken = (want - buf.len()).min(read.len());
+            buf.extend_from_slice(&read[..taken]);
+            for (i, b) in read.iter().enumerate() {
+                if *b == b'\n' {
+                    newlines += 1;
+                } else if !b.is_ascii_whitespace() {
+                    lines = newlines + 1;
+                    beyond |= i >= taken;
+                }
+            }
+            seen += read.len();
+            if beyond && lines > caps.max_lines {
+                break IndexRest::OverLines;
+            }
+            if beyond && seen >= limit {
+                break IndexRest::More;
+            }
+        };
+        if rest != IndexRest::Nothing
+            && let Err(e) = std::str::from_utf8(&buf)
+            && e.error_len().is_none()
+        {
+            // The cut fell inside a character: it is left to the part not kept.
+            buf.truncate(e.valid_up_to());
+        }
+        let text = match String::from_utf8(buf) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("MEMORY.md is not valid UTF-8; invalid bytes replaced");
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }
+        };
+        Ok((text, rest))
+    }
+
     /// Rewrite the index of `scope` through `f` (caller holds the lock); untouched when `f`
     /// changes nothing.
     fn edit_index(
@@ -1109,10 +1190,8 @@ impl MemoryStore for FileMemoryStore {
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
         let this = self.clone();
         blocking(move || {
-            Ok(load_capped(
-                &this.read_index_text(MemoryScope::Private)?,
-                this.config.index,
-            ))
+            let (start, rest) = this.read_index_start(MemoryScope::Private)?;
+            Ok(load_capped_start(&start, rest, this.config.index))
         })
         .await
     }
@@ -1121,10 +1200,8 @@ impl MemoryStore for FileMemoryStore {
     async fn load_scope_index(&self, scope: MemoryScope) -> Result<LoadedIndex, MemoryError> {
         let this = self.clone();
         blocking(move || {
-            Ok(load_capped(
-                &this.read_index_text(scope)?,
-                this.config.index,
-            ))
+            let (start, rest) = this.read_index_start(scope)?;
+            Ok(load_capped_start(&start, rest, this.config.index))
         })
         .await
     }

@@ -1,9 +1,12 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
-//! One `context_manage list` page (the first, and one from the middle through its cursor) and
-//! one `context_load`, on the memory dir, through the real server and rmcp's client over an
-//! in-process pipe, with 100 and 10,000 memories. A page holds at most 200 memories whatever
-//! the project's size; finding them is one pass over the project's header cache (which holds
-//! every header, newest first), so a page's cost still grows with the project, slowly.
+//! One `context_manage list` page (the first, one from the middle through its cursor, and the
+//! first of one folder) and one `context_load`, on the memory dir, through the real server and
+//! rmcp's client over an in-process pipe, with 100 and 10,000 memories. Both projects hold the
+//! same 100 memories in the folders `context_load` shows (sessions, todos, decisions,
+//! knowledge); the larger one holds 9,900 more under `archive/`. So the answers of the load and
+//! of the folder page are the same at both sizes, and their cost should be too: the header
+//! cache keeps each folder newest first and the paths in order, updated with each change, so a
+//! call costs its answer (the first page's answer is larger at 10,000: 200 memories, not 100).
 //!
 //! `cargo bench -p memloop-mcp --features postgres --bench list_page -- --warm-up-time 1 --measurement-time 3`
 
@@ -45,7 +48,11 @@ async fn fill(fx: &Fixture, client: &Client, project: &Path, n: usize) {
                     MemoryType::Project,
                     format!("Текст решения {i}."),
                 );
-                let folder = ["decisions", "knowledge", "todos", "sessions"][i % 4];
+                let folder = if *i < 100 {
+                    ["decisions", "knowledge", "todos", "sessions"][i % 4]
+                } else {
+                    "archive"
+                };
                 let path = format!("{folder}/m{i:05}.md");
                 CheckedWrite::check(&path, &doc, WriteMode::Overwrite, limits)
                     .ok()
@@ -57,7 +64,19 @@ async fn fill(fx: &Fixture, client: &Client, project: &Path, n: usize) {
 }
 
 async fn list(client: &Client, project: &Path, cursor: Option<&str>) -> Value {
+    list_in(client, project, None, cursor).await
+}
+
+async fn list_in(
+    client: &Client,
+    project: &Path,
+    target: Option<&str>,
+    cursor: Option<&str>,
+) -> Value {
     let mut args = json!({"project_path": project.to_string_lossy(), "action": "list"});
+    if let Some(t) = target {
+        args["target"] = json!(t);
+    }
     if let Some(c) = cursor {
         args["cursor"] = json!(c);
     }
@@ -94,6 +113,14 @@ fn bench_list_page(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("middle_page", memories), |b| {
             b.iter(|| rt.block_on(list(&client, &project, middle.as_deref())));
+        });
+        group.bench_function(BenchmarkId::new("folder_page", memories), |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let page = list_in(&client, &project, Some("decisions/"), None).await;
+                    assert_eq!(page["total"], 25, "{page}");
+                })
+            });
         });
         group.bench_function(BenchmarkId::new("context_load", memories), |b| {
             b.iter(|| {

@@ -9,8 +9,8 @@ use crate::projects::{NotServed, OpenFailed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_recall::{Selector, format_manifest};
 use memloop_store::{
-    ExpectedVersion, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryStore, WriteMode,
-    content_version, validate_rel_path,
+    ExpectedVersion, Headers, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryStore,
+    WriteMode, content_version, validate_rel_path,
 };
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
@@ -288,10 +288,10 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
     };
     // The newest of a folder, at most a list's cap, each title and description cut as a list
     // item's are: at any number of memories the answer stays within the cap, uncut.
+    // From the cache's folder view: O(cap) whatever the project's size.
     let in_folder = |f: &'static str| -> Vec<MemoryHeader> {
         headers
-            .iter()
-            .filter(move |h| h.rel_path.starts_with(f))
+            .newest_in(f)
             .take(LOAD_LIST_CAP)
             .map(pages::bounded_header)
             .collect()
@@ -325,7 +325,7 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
             _ => title,
         }
     };
-    let count = |f: &str| headers.iter().filter(|h| h.rel_path.starts_with(f)).count();
+    let count = |f: &str| headers.count(f);
     let counts = json!({
         "sessions": count("sessions/"),
         "decisions": count("decisions/"),
@@ -650,7 +650,8 @@ async fn global_listing(projects: &Projects) -> Vec<Value> {
     let Ok(Some(global)) = projects.open_global(false).await else {
         return Vec::new();
     };
-    match global.store.scan().await {
+    // The global memory's header cache (newest first): O(cap), not a scan of the global dir.
+    match global.headers.headers().await {
         Ok(headers) => headers
             .iter()
             .take(LOAD_LIST_CAP)
@@ -827,7 +828,7 @@ pub struct ManageRequest<'a> {
 /// answer) take at most [`pages::PAGE_BYTES`] and half of `max_answer_bytes`, so the page is
 /// never cut by the answer cap (which would leave out items the cursor has passed).
 fn list_page(
-    headers: &[MemoryHeader],
+    headers: &Headers,
     scope: &str,
     prefix: &str,
     cursor: Option<&str>,

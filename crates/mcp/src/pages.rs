@@ -9,10 +9,8 @@
 //! that does not decode, whose checksum does not match, or that names a path outside the prefix
 //! is refused; it never starts a page anywhere else.
 
-use memloop_store::MemoryHeader;
+use memloop_store::{Headers, MemoryHeader};
 use sha2::{Digest, Sha256};
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
 /// Most memories one `list` page holds.
 pub const PAGE_ITEMS: usize = 200;
@@ -80,51 +78,18 @@ pub(crate) fn decode_cursor(cursor: &str, scope: &str, prefix: &str) -> Option<S
     (same && after.starts_with(prefix)).then_some(after)
 }
 
-/// A header ordered by its path alone (the page order).
-struct ByPath<'a>(&'a MemoryHeader);
-
-impl PartialEq for ByPath<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.rel_path == other.0.rel_path
-    }
-}
-impl Eq for ByPath<'_> {}
-impl PartialOrd for ByPath<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for ByPath<'_> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.rel_path.cmp(&other.0.rel_path)
-    }
-}
-
 /// The first `n` of `headers` by path among those whose path starts with `prefix` and comes
-/// strictly after `after`, in path order, and how many headers start with `prefix` in all.
-/// One pass over `headers`, keeping the `n` smallest paths seen (O(len · log n)).
+/// strictly after `after`, in path order, and how many headers start with `prefix` in all: a
+/// range of the cache's by-path view ([`Headers::by_path`], [`Headers::count`]), O(n log m)
+/// for a project of `m` memories.
 pub(crate) fn first_by_path<'a>(
-    headers: &'a [MemoryHeader],
+    headers: &'a Headers,
     prefix: &str,
     after: Option<&str>,
     n: usize,
 ) -> (Vec<&'a MemoryHeader>, usize) {
-    let mut heap: BinaryHeap<ByPath<'a>> = BinaryHeap::with_capacity(n + 1);
-    let mut total = 0usize;
-    for h in headers.iter().filter(|h| h.rel_path.starts_with(prefix)) {
-        total += 1;
-        if after.is_some_and(|a| h.rel_path.as_str() <= a) {
-            continue;
-        }
-        if heap.len() < n {
-            heap.push(ByPath(h));
-        } else if heap.peek().is_some_and(|top| h.rel_path < top.0.rel_path) {
-            heap.pop();
-            heap.push(ByPath(h));
-        }
-    }
-    let page = heap.into_sorted_vec().into_iter().map(|b| b.0).collect();
-    (page, total)
+    let page = headers.by_path(prefix, after).take(n).collect();
+    (page, headers.count(prefix))
 }
 
 /// `text` cut to at most `max` characters, with `…` when it was longer.
@@ -201,7 +166,7 @@ mod tests {
 
     #[test]
     fn the_first_by_path_after_a_path_within_the_prefix() {
-        let hs: Vec<MemoryHeader> = ["todos/b.md", "decisions/c.md", "todos/a.md", "todos/я.md"]
+        let hs: Headers = ["todos/b.md", "decisions/c.md", "todos/a.md", "todos/я.md"]
             .into_iter()
             .map(header)
             .collect();

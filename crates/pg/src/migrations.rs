@@ -316,6 +316,63 @@ CREATE TRIGGER memloop_search_text BEFORE INSERT OR UPDATE ON memloop_memories
     FOR EACH ROW EXECUTE FUNCTION memloop_search_text();
 "#,
     ),
+    (
+        10,
+        "index lines counted at write time; the first lines read in order without the rest",
+        r#"
+-- How many index lines (memories outside `logs/`) each project has, kept by the transaction
+-- that writes, deletes, renames or moves a memory, so loading the index reads one row and its
+-- first lines instead of every memory. The counting trigger is deferred to the end of the
+-- transaction: the count's row is the last lock a writer of one project takes (its writers
+-- wait for each other only while they commit, and never deadlock on it), and a transaction that
+-- rolls back leaves the count as it was. Written so that it can run again on a schema it already
+-- changed.
+CREATE TABLE IF NOT EXISTS memloop_index_counts (
+    project_id text   PRIMARY KEY,
+    lines      bigint NOT NULL
+);
+DO $do$
+BEGIN
+EXECUTE format($create$
+CREATE OR REPLACE FUNCTION %1$I.memloop_count_index_lines() RETURNS trigger
+LANGUAGE plpgsql AS $f$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.project_id = NEW.project_id AND OLD.rel_path = NEW.rel_path THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' AND OLD.rel_path NOT LIKE 'logs/%%' THEN
+        INSERT INTO %1$I.memloop_index_counts AS c (project_id, lines) VALUES (OLD.project_id, -1)
+            ON CONFLICT (project_id) DO UPDATE SET lines = c.lines - 1;
+    END IF;
+    IF TG_OP <> 'DELETE' AND NEW.rel_path NOT LIKE 'logs/%%' THEN
+        INSERT INTO %1$I.memloop_index_counts AS c (project_id, lines) VALUES (NEW.project_id, 1)
+            ON CONFLICT (project_id) DO UPDATE SET lines = c.lines + 1;
+    END IF;
+    RETURN NULL;
+END
+$f$
+$create$, (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE c.oid = 'memloop_memories'::regclass));
+END
+$do$;
+-- Created before the counts are taken: the trigger's lock on the table waits for the writers
+-- in flight and holds back new ones until this transaction commits, so no write is counted
+-- twice or missed.
+DROP TRIGGER IF EXISTS memloop_index_lines ON memloop_memories;
+CREATE CONSTRAINT TRIGGER memloop_index_lines
+    AFTER INSERT OR DELETE OR UPDATE OF project_id, rel_path ON memloop_memories
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION memloop_count_index_lines();
+DELETE FROM memloop_index_counts;
+INSERT INTO memloop_index_counts (project_id, lines)
+    SELECT project_id, count(*) FROM memloop_memories
+    WHERE rel_path NOT LIKE 'logs/%' GROUP BY project_id;
+-- The index in its order (creation), its lines only: the first lines are read through it. A
+-- lookup of one memory by its key never uses it (its condition does not imply the predicate).
+CREATE INDEX IF NOT EXISTS memloop_memories_index_lines ON memloop_memories (project_id, seq)
+    WHERE rel_path NOT LIKE 'logs/%';
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

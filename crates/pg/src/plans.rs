@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::changes::FEED;
-use crate::store::{NAME, PgMemoryStore};
+use crate::store::{INDEX_START, NAME, PgMemoryStore};
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
 /// The machine's PostgreSQL (trust auth), as the integration tests reach it.
@@ -145,5 +145,40 @@ async fn the_names_lookup_keeps_its_plan() {
     assert!(
         generic >= 6 && custom <= 6,
         "{generic} runs with the kept plan, {custom} planned again"
+    );
+}
+
+/// Loading the index reads its first lines through their partial index and stops at the
+/// limit, with the plan the connection keeps: not every memory of a project of thousands.
+#[tokio::test]
+async fn the_index_start_reads_its_first_lines_in_order_whatever_the_statistics() {
+    let plan = in_schema(async |client| {
+        client
+            .batch_execute(&format!(
+                "SET plan_cache_mode = force_generic_plan;
+                 PREPARE start(text, bigint) AS {INDEX_START};
+                 EXECUTE start('p', 200);
+                 INSERT INTO memloop_memories (project_id, rel_path, name, description, body,
+                     content, sha256, version, updated_by, write_id)
+                 SELECT 'p', 'note_' || i || '.md', 'note ' || i, 'about ' || i,
+                        repeat('body ', 20), repeat('text ', 20), 'sha', 1, 'test',
+                        gen_random_uuid()
+                 FROM generate_series(1, 5000) AS i;
+                 ANALYZE memloop_memories;"
+            ))
+            .await?;
+        first_value(client, "EXPLAIN (FORMAT JSON) EXECUTE start('p', 200)").await
+    })
+    .await;
+    let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    let plan = &plan[0]["Plan"];
+    assert_eq!(plan["Node Type"], "Limit", "{plan:#}");
+    let mut scans = Vec::new();
+    memory_scans(plan, &mut scans);
+    assert_eq!(scans.len(), 1, "{plan:#}");
+    assert!(
+        scans[0].0.starts_with("Index") && !plan.to_string().contains("\"Sort\""),
+        "the index start reads memories with a {:?}: {plan:#}",
+        scans[0]
     );
 }

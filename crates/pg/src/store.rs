@@ -10,10 +10,10 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod};
 use memloop_store::{
-    ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, LoadedIndex,
-    LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryPath,
-    MemoryStore, MemoryType, StoreDescription, StoreLocation, VersionedWrite, WriteMode,
-    WriteReport, append_to_existing, format_entry_line, load_capped, replace_body,
+    ChangeCursor, Changes, CheckedWrite, ExpectedVersion, IndexCaps, IndexEntry, IndexRest,
+    LoadedIndex, LocalDir, LocalPurpose, MemoryDoc, MemoryError, MemoryFile, MemoryHeader,
+    MemoryPath, MemoryStore, MemoryType, StoreDescription, StoreLocation, VersionedWrite,
+    WriteMode, WriteReport, append_to_existing, format_entry_line, load_capped_start, replace_body,
     validate_rel_path,
 };
 use std::collections::HashMap;
@@ -149,6 +149,13 @@ pub(crate) const NAME: &str =
 pub(crate) const LOCK_ROW: &str =
     "SELECT version, content, sha256, write_id, coalesce(source, content)
      FROM memloop_memories WHERE project_id = $1 AND rel_path = $2 FOR UPDATE";
+
+/// The index's first lines (`$2` of them, memories outside `logs/` in creation order, through
+/// their partial index) with the count of all of them on each row: one statement, one snapshot.
+pub(crate) const INDEX_START: &str = "SELECT rel_path, name, description,
+     coalesce((SELECT lines FROM memloop_index_counts WHERE project_id = $1), 0)
+     FROM memloop_memories WHERE project_id = $1 AND rel_path NOT LIKE 'logs/%'
+     ORDER BY seq LIMIT $2";
 
 /// A row write's UPDATE ([`PgMemoryStore::send_row`]).
 pub(crate) const UPDATE_ROW: &str = "UPDATE memloop_memories SET name = $3, description = $4,
@@ -1159,6 +1166,38 @@ impl PgMemoryStore {
             .join("\n")
     }
 
+    /// The first `limit` index lines' rows, in the index's order, and how many the index has
+    /// (the count kept by migration 10's trigger), from one snapshot.
+    async fn index_start(
+        &self,
+        limit: usize,
+    ) -> Result<(Vec<(String, String, String)>, usize), StoreError> {
+        let project = self.project_id().to_owned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.retrying("index", |client| {
+            let project = &project;
+            async move {
+                let rows = client
+                    .query(
+                        &client.prepare_cached(INDEX_START).await.map_err(db)?,
+                        &[project, &limit],
+                    )
+                    .await
+                    .map_err(db)?;
+                let lines = rows
+                    .first()
+                    .map_or(0, |r| usize::try_from(r.get::<_, i64>(3)).unwrap_or(0));
+                Ok((
+                    rows.iter()
+                        .map(|r| (r.get(0), r.get(1), r.get(2)))
+                        .collect(),
+                    lines,
+                ))
+            }
+        })
+        .await
+    }
+
     async fn index_rows(&self) -> Result<Vec<(String, String, String)>, StoreError> {
         let project = self.project_id().to_owned();
         self.retrying("index", |client| {
@@ -1378,9 +1417,18 @@ impl MemoryStore for PgMemoryStore {
         Ok(removed)
     }
 
+    /// The first index lines (at most the line cap, in the index's order) and the count of
+    /// all of them, kept at write time (migration 10): one row per line loaded, whatever the
+    /// project's size.
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
-        let rows = self.index_rows().await?;
-        Ok(load_capped(&self.index_text(&rows), self.inner.caps))
+        let caps = self.inner.caps;
+        let (rows, lines) = self.index_start(caps.max_lines).await?;
+        let rest = if lines > rows.len() {
+            IndexRest::Counted(lines)
+        } else {
+            IndexRest::Nothing
+        };
+        Ok(load_capped_start(&self.index_text(&rows), rest, caps))
     }
 
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {

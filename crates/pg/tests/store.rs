@@ -308,7 +308,7 @@ async fn migrations_are_versioned_and_run_once() {
     versions.sort();
     assert_eq!(
         versions,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
         "each migration recorded once"
     );
     let gin: i64 = admin()

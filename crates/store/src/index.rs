@@ -208,15 +208,51 @@ pub fn remove_entry(text: &str, file: &str) -> (String, bool) {
 /// char boundary if none); append a blank line and a warning naming the cap(s) that fired. The
 /// byte cap is reported as fired only when it actually cut.
 pub fn load_capped(text: &str, caps: IndexCaps) -> LoadedIndex {
-    let trimmed = text.trim();
-    let original_lines = if trimmed.is_empty() {
+    load_capped_start(text, IndexRest::Nothing, caps)
+}
+
+/// What a loader knows of an index beyond the start it read ([`load_capped_start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexRest {
+    /// Nothing follows: the start is the whole index.
+    Nothing,
+    /// More text follows what was read (not whitespace alone); how many lines is not known.
+    More,
+    /// More text follows, and the index has this many lines in all (a store that keeps the
+    /// count, or a reader that counted them without keeping their text).
+    Counted(usize),
+    /// More text follows, and the index has more lines than the line cap (how many more is
+    /// not known).
+    OverLines,
+}
+
+/// [`load_capped`] of an index of which only the start was read, so that loading costs what
+/// it loads, not the index's size. When more follows, `start` must hold the index's first
+/// `max_lines` lines, or at least `max_bytes + 1` bytes after its leading whitespace: the
+/// loaded text is then what [`load_capped`] gives for the whole index. The line cap is
+/// reported as fired when `rest` says the index is over it, or when it fires within what was
+/// read. Without a count of lines, `original_lines` and `original_bytes` are what was read (a
+/// lower bound), and the warning says the index is over the cap instead of its size.
+pub fn load_capped_start(start: &str, rest: IndexRest, caps: IndexCaps) -> LoadedIndex {
+    let trimmed = match rest {
+        IndexRest::Nothing => start.trim(),
+        _ => start.trim_start(),
+    };
+    let read_lines = if trimmed.is_empty() {
         0
     } else {
         trimmed.split('\n').count()
     };
+    let (original_lines, lines_known) = match rest {
+        IndexRest::Nothing => (read_lines, true),
+        IndexRest::Counted(n) => (n.max(read_lines), true),
+        IndexRest::More | IndexRest::OverLines => (read_lines, false),
+    };
+    let over_lines = rest == IndexRest::OverLines;
+    let whole = rest == IndexRest::Nothing;
     let original_bytes = trimmed.len();
     let mut content: &str = trimmed;
-    let by_lines = original_lines > caps.max_lines;
+    let by_lines = over_lines || original_lines > caps.max_lines;
     if by_lines {
         let end = trimmed
             .match_indices('\n')
@@ -235,8 +271,16 @@ pub fn load_capped(text: &str, caps: IndexCaps) -> LoadedIndex {
     }
     let mut out = content.to_owned();
     if by_lines || by_bytes {
-        let lines = format!("{original_lines} lines (limit {})", caps.max_lines);
-        let bytes = format!("{original_bytes} bytes (limit {})", caps.max_bytes);
+        let lines = if lines_known {
+            format!("{original_lines} lines (limit {})", caps.max_lines)
+        } else {
+            format!("over {} lines (limit {})", caps.max_lines, caps.max_lines)
+        };
+        let bytes = if whole {
+            format!("{original_bytes} bytes (limit {})", caps.max_bytes)
+        } else {
+            format!("over {} bytes (limit {})", caps.max_bytes, caps.max_bytes)
+        };
         let reason = match (by_lines, by_bytes) {
             (true, true) => format!("{lines} and {bytes}"),
             (true, false) => lines,

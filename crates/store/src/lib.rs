@@ -40,8 +40,8 @@ pub use frontmatter::{
     replace_body,
 };
 pub use index::{
-    INDEX_FILE, IndexCaps, format_entry_line, load_capped, parse_entries, parse_entry_line,
-    remove_entry, upsert_entry,
+    INDEX_FILE, IndexCaps, IndexRest, format_entry_line, load_capped, load_capped_start,
+    parse_entries, parse_entry_line, remove_entry, upsert_entry,
 };
 pub use manifest::{format_manifest, format_manifest_capped, format_mtime};
 pub use memory_path::{LOGS_DIR, file_stem, is_daily_log};
@@ -53,7 +53,7 @@ pub use names::{
     printable, read_target_to_rel_path, shown_name, title_file_stem, title_key, topic_to_rel_path,
     validate_rel_path, validate_topic,
 };
-pub use scan_cache::{Followed, Headers, ScanCache, ScanChange, ScanUpdate, Since};
+pub use scan_cache::{Followed, Headers, ScanCache, ScanChange, ScanUpdate, Since, folder_of};
 pub use team::{MemoryScope, TEAM_DIR, TEAM_INDEX_FILE, team_relative};
 pub use types::{
     IndexEntry, LoadedIndex, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryType,

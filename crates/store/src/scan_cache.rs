@@ -60,15 +60,22 @@ pub struct Followed {
     pub since: Since,
 }
 
-/// Every memory's header, newest first (ties by path) like [`MemoryStore::scan`], with an
-/// O(1) lookup by path. Derefs to the slice.
+/// Every memory's header, newest first (ties by path) like [`MemoryStore::scan`], with the
+/// views a caller answering from it needs without walking it: a lookup by path
+/// ([`get`](Self::get)), the paths in order ([`by_path`](Self::by_path), [`count`](Self::count)
+/// of a prefix) and each top-level folder newest first ([`newest_in`](Self::newest_in)). The
+/// views are kept with the list, each change of the store applied to them as to it (O(log n)
+/// to find a path, plus the moves of one `Vec` insert or remove), so an answer of `k` headers
+/// costs O(k log n) whatever the number `n` of memories. Derefs to the slice.
 #[derive(Debug, Default)]
 pub struct Headers {
     list: Vec<MemoryHeader>,
-    /// Each listed path's mtime: where it sits in `list`.
-    mtimes: HashMap<String, SystemTime>,
+    /// Every listed path with its mtime (where it sits in `list`), by path.
+    paths: Vec<(String, SystemTime)>,
+    /// Each top-level folder ([`folder_of`]), by name, with its paths in the list's order.
+    folders: Vec<(String, Vec<Ordered>)>,
     version: u64,
-    /// The heap the headers' and the keys' strings own, kept as they change, so the estimate
+    /// The heap the headers' and the views' strings own, kept as they change, so the estimate
     /// of a list never walks it.
     owned: usize,
 }
@@ -76,57 +83,164 @@ pub struct Headers {
 impl Clone for Headers {
     /// A copy, its strings counted afresh (a cloned string's buffer is its length).
     fn clone(&self) -> Self {
-        Self::counted(self.list.clone(), self.mtimes.clone(), self.version)
+        let mut h = Self {
+            list: self.list.clone(),
+            paths: self.paths.clone(),
+            folders: self.folders.clone(),
+            version: self.version,
+            owned: 0,
+        };
+        h.owned = h.walk();
+        h
     }
 }
 
+impl FromIterator<MemoryHeader> for Headers {
+    /// The headers in the scan order (newest first, ties by path), a path listed once (the
+    /// last header given for it), at version 0.
+    fn from_iter<I: IntoIterator<Item = MemoryHeader>>(iter: I) -> Self {
+        let mut h = Self::default();
+        let list: Vec<MemoryHeader> = iter.into_iter().collect();
+        h.apply(&list, &[]);
+        h
+    }
+}
+
+/// A path with its place in the scan order (newest first, then by path).
+type Ordered = (Reverse<SystemTime>, String);
+
+/// The top-level folder of a memory path, its `/` included (`todos/` of `todos/fix-ci.md`), or
+/// `""` for a path at the top of the store.
+pub fn folder_of(path: &str) -> &str {
+    path.find('/').map_or("", |i| &path[..=i])
+}
+
+/// The range of `paths` (sorted) starting with `prefix`.
+fn prefixed(paths: &[(String, SystemTime)], prefix: &str) -> std::ops::Range<usize> {
+    let from = paths.partition_point(|(p, _)| p.as_str() < prefix);
+    let len = paths[from..].partition_point(|(p, _)| p.starts_with(prefix));
+    from..from + len
+}
+
 impl Headers {
+    /// A list (in the scan order, each path once) as the version `version`.
     fn new(list: Vec<MemoryHeader>, version: u64) -> Self {
-        let mtimes = list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
-        Self::counted(list, mtimes, version)
+        let mut paths: Vec<(String, SystemTime)> =
+            list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
+        paths.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut folders: Vec<(String, Vec<Ordered>)> = Vec::new();
+        for h in &list {
+            let folder = folder_of(&h.rel_path);
+            let entry = (Reverse(h.mtime), h.rel_path.clone());
+            match folders.binary_search_by(|(f, _)| f.as_str().cmp(folder)) {
+                Ok(i) => folders[i].1.push(entry),
+                Err(i) => folders.insert(i, (folder.to_owned(), vec![entry])),
+            }
+        }
+        let mut h = Self {
+            list,
+            paths,
+            folders,
+            version,
+            owned: 0,
+        };
+        h.owned = h.walk();
+        h
     }
 
-    /// A list with its strings counted.
-    fn counted(list: Vec<MemoryHeader>, mtimes: HashMap<String, SystemTime>, version: u64) -> Self {
-        let owned = list.iter().map(crate::heap::header).sum::<usize>()
-            + mtimes.keys().map(crate::heap::string).sum::<usize>();
-        Self {
-            list,
-            mtimes,
-            version,
-            owned,
+    /// What the strings of the list and its views own, walked.
+    fn walk(&self) -> usize {
+        use crate::heap::{header, string, vec};
+        self.list.iter().map(header).sum::<usize>()
+            + self.paths.iter().map(|(p, _)| string(p)).sum::<usize>()
+            + self
+                .folders
+                .iter()
+                .map(|(f, v)| string(f) + vec(v) + v.iter().map(|(_, p)| string(p)).sum::<usize>())
+                .sum::<usize>()
+    }
+
+    /// Where `path` sits in `paths`.
+    fn find(&self, path: &str) -> Result<usize, usize> {
+        self.paths.binary_search_by(|(p, _)| p.as_str().cmp(path))
+    }
+
+    /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each,
+    /// in the list and in each view).
+    fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
+        for p in removed {
+            self.drop_path(p);
+        }
+        for w in written {
+            self.drop_path(&w.rel_path);
+        }
+        for w in written {
+            // A path written twice in one delta keeps its last header.
+            self.drop_path(&w.rel_path);
+            self.insert(w);
         }
     }
 
-    /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each).
-    fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
-        use crate::heap::{header, string};
-        let mut drop_path = |path: &str| {
-            if let Some((path, mtime)) = self.mtimes.remove_entry(path) {
-                self.owned -= string(&path);
-                let probe = (Reverse(mtime), path.as_str());
-                if let Ok(i) = self.list.binary_search_by(|x| key(x).cmp(&probe)) {
-                    self.owned -= header(&self.list.remove(i));
-                }
+    /// Remove `path` from the list and its views, if it is listed.
+    fn drop_path(&mut self, path: &str) {
+        use crate::heap::{header, string, vec};
+        let Ok(at) = self.find(path) else {
+            return;
+        };
+        let (path, mtime) = self.paths.remove(at);
+        self.owned -= string(&path);
+        let probe = (Reverse(mtime), path.as_str());
+        if let Ok(i) = self.list.binary_search_by(|x| key(x).cmp(&probe)) {
+            self.owned -= header(&self.list.remove(i));
+        }
+        let folder = folder_of(&path);
+        if let Ok(f) = self
+            .folders
+            .binary_search_by(|(n, _)| n.as_str().cmp(folder))
+        {
+            let entries = &mut self.folders[f].1;
+            if let Ok(i) = entries.binary_search_by(|(t, p)| (*t, p.as_str()).cmp(&probe)) {
+                self.owned -= string(&entries.remove(i).1);
+            }
+            if entries.is_empty() {
+                let (name, entries) = self.folders.remove(f);
+                self.owned -= string(&name) + vec(&entries);
+            }
+        }
+    }
+
+    /// Add `w`, whose path is not listed, to the list and its views.
+    fn insert(&mut self, w: &MemoryHeader) {
+        use crate::heap::{header, string, vec};
+        let i = self.list.partition_point(|x| key(x) < key(w));
+        self.list.insert(i, w.clone());
+        self.owned += header(&self.list[i]);
+        if let Err(at) = self.find(&w.rel_path) {
+            let path = w.rel_path.clone();
+            self.owned += string(&path);
+            self.paths.insert(at, (path, w.mtime));
+        }
+        let folder = folder_of(&w.rel_path);
+        let f = match self
+            .folders
+            .binary_search_by(|(n, _)| n.as_str().cmp(folder))
+        {
+            Ok(f) => f,
+            Err(f) => {
+                let name = folder.to_owned();
+                self.owned += string(&name);
+                self.folders.insert(f, (name, Vec::new()));
+                f
             }
         };
-        for p in removed {
-            drop_path(p);
-        }
-        for w in written {
-            drop_path(&w.rel_path);
-        }
-        for w in written {
-            let i = self.list.partition_point(|x| key(x) < key(w));
-            self.list.insert(i, w.clone());
-            self.owned += header(&self.list[i]);
-            let path = w.rel_path.clone();
-            let bytes = string(&path);
-            // A path written twice in one delta keeps the key it has.
-            if self.mtimes.insert(path, w.mtime).is_none() {
-                self.owned += bytes;
-            }
-        }
+        let entries = &mut self.folders[f].1;
+        let before = vec(entries);
+        let probe = key(w);
+        let i = entries.partition_point(|(t, p)| (*t, p.as_str()) < probe);
+        let path = w.rel_path.clone();
+        self.owned += string(&path);
+        entries.insert(i, (Reverse(w.mtime), path));
+        self.owned = self.owned + vec(entries) - before;
     }
 
     /// Bumped by every refresh that changed something: equal versions from one [`ScanCache`]
@@ -140,9 +254,9 @@ impl Headers {
         &self.list
     }
 
-    /// The header of `path`, if it is listed.
+    /// The header of `path`, if it is listed (O(log n)).
     pub fn get(&self, path: &str) -> Option<&MemoryHeader> {
-        let mtime = *self.mtimes.get(path)?;
+        let mtime = self.paths.get(self.find(path).ok()?)?.1;
         let probe = (Reverse(mtime), path);
         self.list
             .binary_search_by(|h| key(h).cmp(&probe))
@@ -152,7 +266,42 @@ impl Headers {
 
     /// Whether `path` is listed.
     pub fn contains(&self, path: &str) -> bool {
-        self.mtimes.contains_key(path)
+        self.find(path).is_ok()
+    }
+
+    /// How many listed paths start with `prefix` (O(log n)).
+    pub fn count(&self, prefix: &str) -> usize {
+        prefixed(&self.paths, prefix).len()
+    }
+
+    /// The headers whose path starts with `prefix`, by path, from the first path strictly
+    /// after `after` (from the first of the prefix without it): O(log n) to start, O(log n)
+    /// an item.
+    pub fn by_path<'a>(
+        &'a self,
+        prefix: &str,
+        after: Option<&str>,
+    ) -> impl Iterator<Item = &'a MemoryHeader> + 'a {
+        let range = prefixed(&self.paths, prefix);
+        let start = match after {
+            Some(a) => {
+                range.start + self.paths[range.clone()].partition_point(|(p, _)| p.as_str() <= a)
+            }
+            None => range.start,
+        };
+        self.paths[start..range.end]
+            .iter()
+            .filter_map(|(p, _)| self.get(p))
+    }
+
+    /// The headers of the top-level folder `folder` ([`folder_of`]: `todos/`, or `""` for the
+    /// paths at the top), newest first (ties by path): O(log n) an item.
+    pub fn newest_in<'a>(&'a self, folder: &str) -> impl Iterator<Item = &'a MemoryHeader> + 'a {
+        let entries = self
+            .folders
+            .binary_search_by(|(n, _)| n.as_str().cmp(folder))
+            .map_or(&[][..], |f| self.folders[f].1.as_slice());
+        entries.iter().filter_map(|(_, p)| self.get(p))
     }
 }
 
@@ -442,8 +591,10 @@ impl State {
     /// The header lists (the current one and the spares) and the journal, as
     /// [`ScanCache::approx_bytes`] counts them; walked again only after a change.
     fn approx_bytes(&mut self) -> usize {
-        use crate::heap::{arc, deque, map, string, vec};
-        let list = |h: &Headers| arc::<Headers>() + vec(&h.list) + h.owned + map(&h.mtimes);
+        use crate::heap::{arc, deque, string, vec};
+        let list = |h: &Headers| {
+            arc::<Headers>() + vec(&h.list) + h.owned + vec(&h.paths) + vec(&h.folders)
+        };
         let (headers, spares, journal) = (&self.headers, &self.spares, &self.journal);
         self.estimate.get(|| {
             let journal = deque(journal)
@@ -772,8 +923,85 @@ mod tests {
 
     /// What a list's strings own, walked.
     fn walked(h: &Headers) -> usize {
-        use crate::heap::{header, string};
-        h.list.iter().map(header).sum::<usize>() + h.mtimes.keys().map(string).sum::<usize>()
+        h.walk()
+    }
+
+    /// The views of `h` are what walking its list gives: paths in order after any cursor
+    /// within any prefix, counts of prefixes, each folder newest first.
+    fn views_match(h: &Headers, step: u64) {
+        let mut by_path: Vec<&str> = h.iter().map(|x| x.rel_path.as_str()).collect();
+        by_path.sort_unstable();
+        for prefix in [
+            "",
+            "todos/",
+            "todos/sub/",
+            "decisions/",
+            "1",
+            "todos/1",
+            "none/",
+        ] {
+            let all: Vec<&str> = by_path
+                .iter()
+                .copied()
+                .filter(|p| p.starts_with(prefix))
+                .collect();
+            assert_eq!(h.count(prefix), all.len(), "count {prefix} (step {step})");
+            let mut afters = vec![None];
+            afters.extend(all.iter().step_by(7).map(|p| Some(*p)));
+            afters.push(Some("todos/5"));
+            for after in afters {
+                let want: Vec<&str> = all
+                    .iter()
+                    .copied()
+                    .filter(|p| after.is_none_or(|a| *p > a))
+                    .collect();
+                let got: Vec<&str> = h
+                    .by_path(prefix, after)
+                    .map(|x| x.rel_path.as_str())
+                    .collect();
+                assert_eq!(got, want, "{prefix} after {after:?} (step {step})");
+            }
+        }
+        for folder in ["", "todos/", "decisions/", "none/"] {
+            let want: Vec<&MemoryHeader> = h
+                .iter()
+                .filter(|x| folder_of(&x.rel_path) == folder)
+                .collect();
+            let got: Vec<&MemoryHeader> = h.newest_in(folder).collect();
+            assert_eq!(got, want, "folder {folder} (step {step})");
+        }
+    }
+
+    #[test]
+    fn the_views_follow_writes_deletes_and_renames() {
+        let mut s = State::default();
+        s.replace(vec![
+            header("todos/b.md", 30),
+            header("a.md", 20),
+            header("todos/a.md", 20),
+        ]);
+        views_match(&s.headers, 0);
+        // A rename: the old path removed, the new one written, in one delta.
+        s.apply(&[header("decisions/b.md", 30)], &["todos/b.md".to_owned()]);
+        views_match(&s.headers, 1);
+        assert_eq!(s.headers.count("todos/"), 1);
+        assert_eq!(s.headers.newest_in("decisions/").count(), 1);
+        // The same path written twice in one delta keeps its last header.
+        s.apply(&[header("todos/c.md", 40), header("todos/c.md", 50)], &[]);
+        views_match(&s.headers, 2);
+        assert_eq!(s.headers.len(), 4);
+        assert_eq!(
+            s.headers.newest_in("todos/").next(),
+            Some(&header("todos/c.md", 50))
+        );
+        // The last of a folder deleted: the folder goes.
+        s.apply(&[], &["decisions/b.md".to_owned()]);
+        views_match(&s.headers, 3);
+        assert!(s.headers.folders.iter().all(|(f, _)| f != "decisions/"));
+        let collected: Headers = s.headers.iter().cloned().collect();
+        views_match(&collected, 4);
+        assert_eq!(listed(&collected), listed(&s.headers));
+        assert_eq!(collected.owned, walked(&collected));
     }
 
     #[test]
@@ -801,7 +1029,13 @@ mod tests {
                 let (list, was) = held.remove((n as usize) % held.len());
                 assert_eq!(listed(&list), was, "a held list changed (step {step})");
             }
-            let path = format!("{}.md", n % 80);
+            // Paths in a few folders and at the top, so that the views have something to keep.
+            let path = match n % 4 {
+                0 => format!("{}.md", n % 80),
+                1 => format!("todos/{}.md", n % 80),
+                2 => format!("todos/sub/{}.md", n % 80),
+                _ => format!("decisions/{}.md", n % 80),
+            };
             let before = Arc::as_ptr(&s.headers);
             let shared = Arc::strong_count(&s.headers) > 1;
             let spares: Vec<*const Headers> = s.spares.iter().map(Arc::as_ptr).collect();
@@ -820,6 +1054,7 @@ mod tests {
                 assert_eq!(before, after, "a list no one holds is changed in place");
             }
             assert_eq!(listed(&s.headers), modelled(&model), "step {step}");
+            views_match(&s.headers, step);
             for list in std::iter::once(&s.headers).chain(&s.spares) {
                 assert_eq!(list.owned, walked(list), "kept bytes (step {step})");
             }

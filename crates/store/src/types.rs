@@ -168,9 +168,11 @@ pub struct LoadedIndex {
     pub truncated_by_lines: bool,
     /// Whether the 25,000-byte cap fired.
     pub truncated_by_bytes: bool,
-    /// Lines in the file before truncation.
+    /// Lines in the file before truncation (when the store read only the index's start and
+    /// keeps no count of its lines, the lines read: at least the cap when it fired).
     pub original_lines: usize,
-    /// Bytes in the file before truncation.
+    /// Bytes in the file before truncation (when the store read only the index's start, the
+    /// bytes read: more than the cap when it fired).
     pub original_bytes: usize,
 }
 

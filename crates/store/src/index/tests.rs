@@ -127,3 +127,67 @@ fn byte_cap_hard_cut_on_char_boundary_and_both_caps() {
     let body = l.content.split("\n\n> WARNING").next().unwrap();
     assert_eq!(body.len(), 125 * 200 - 1);
 }
+
+/// Loading only the start of an index (the cap in bytes and a few more) gives the text loading
+/// all of it gives, and says it was cut whenever it was.
+#[test]
+fn loading_the_start_loads_what_loading_all_loads() {
+    let caps = IndexCaps {
+        max_lines: 5,
+        max_bytes: 60,
+        max_entry_chars: 150,
+    };
+    let body = |text: &str| text.split("\n\n> WARNING").next().unwrap_or("").to_owned();
+    let mut x: u64 = 11;
+    for case in 0..3000 {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let lines = (x >> 40) as usize % 12;
+        let text: String = (0..lines)
+            .map(|i| {
+                let len = ((x >> (i % 30)) as usize) % 25;
+                format!("{}{}\n", "é".repeat(i % 3), "l".repeat(len))
+            })
+            .collect();
+        let text = format!("{}{text}", " ".repeat(case % 3));
+        let all = load_capped(&text, caps);
+        // What a reader takes: the leading whitespace, then the cap and 4 bytes, on a char
+        // boundary; more follows when anything but whitespace is left.
+        let lead = text.len() - text.trim_start().len();
+        let mut end = (lead + caps.max_bytes + 4).min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let rest = if text[end..].trim().is_empty() {
+            IndexRest::Nothing
+        } else {
+            IndexRest::More
+        };
+        let start = if rest == IndexRest::Nothing {
+            &text[..]
+        } else {
+            &text[..end]
+        };
+        let part = load_capped_start(start, rest, caps);
+        assert_eq!(
+            body(&part.content),
+            body(&all.content),
+            "case {case}: {text:?}"
+        );
+        assert_eq!(
+            part.truncated_by_lines || part.truncated_by_bytes,
+            all.truncated_by_lines || all.truncated_by_bytes,
+            "case {case}: {text:?}"
+        );
+        // With the count of lines, the line cap is reported exactly.
+        let counted = text
+            .trim()
+            .split('\n')
+            .filter(|_| !text.trim().is_empty())
+            .count();
+        if rest != IndexRest::Nothing {
+            let part = load_capped_start(start, IndexRest::Counted(counted), caps);
+            assert_eq!(part.truncated_by_lines, all.truncated_by_lines, "{text:?}");
+            assert_eq!(part.original_lines, all.original_lines, "{text:?}");
+        }
+    }
+}
