@@ -370,7 +370,7 @@ impl MemorySetup {
         self
     }
 
-    /// What writes memories after a turn (default: the [`ForkedExtractor`] over the store, a
+    /// What writes memories after a turn (default: the [`ForkedExtractor`](memloop_memory::extract::ForkedExtractor) over the store, a
     /// forked agent restricted to writing memories). The stop hook runs it in the background
     /// with a cursor, a trailing run and the `MemoriesSaved` events, whatever the extractor.
     pub fn extractor(mut self, extractor: Arc<dyn Extractor>) -> Self {
@@ -402,7 +402,7 @@ impl MemorySetup {
         self.on.is_some()
     }
 
-    /// The recall selector (default: the [`DefaultSelector`] over the store, BM25 or, when an
+    /// The recall selector (default: the [`DefaultSelector`](memloop_recall::DefaultSelector) over the store, BM25 or, when an
     /// [`embedder`](Self::embedder) is set, hybrid). A selector given here wins over the side
     /// model and ignores [`bm25_config`](Self::bm25_config), [`hybrid_config`](Self::hybrid_config),
     /// [`llm_selector_config`](Self::llm_selector_config) and [`rerank_config`](Self::rerank_config)
@@ -466,7 +466,7 @@ impl MemorySetup {
     }
 
     /// A small, fast model for side queries (Claude Code uses its small model): recall then
-    /// selects with one side query to it ([`LlmSelector`]), with the lexical selector (or the
+    /// selects with one side query to it ([`LlmSelector`](memloop_recall::LlmSelector)), with the lexical selector (or the
     /// hybrid one, with an [`embedder`](Self::embedder)) as the fallback when the query fails
     /// or takes longer than [`llm_selector_config`](Self::llm_selector_config)'s timeout
     /// (default 10 s). An explicit [`selector`](Self::selector) still wins.
@@ -476,7 +476,7 @@ impl MemorySetup {
     }
 
     /// With a [`side_model`](Self::side_model): have it re-rank the lexical (or hybrid)
-    /// selector's best 20 memories ([`RerankSelector`]) instead of choosing from the newest 200
+    /// selector's best 20 memories ([`RerankSelector`](memloop_recall::RerankSelector)) instead of choosing from the newest 200
     /// (default off). Every memory can then be reached and the side query stays small. The
     /// model's picks are what is surfaced (no backfill: it decides what is useful); when it
     /// fails, the lexical selector's best are surfaced. [`rerank_config`](Self::rerank_config)
@@ -500,7 +500,7 @@ impl MemorySetup {
     /// The side model's selection settings ([`LlmSelectorConfig`], default
     /// [`LlmSelectorConfig::default`]: 256 output tokens, a manifest of the newest 200
     /// memories, a 10 s timeout, [`SELECTOR_PROMPT`](memloop_recall::SELECTOR_PROMPT)), for
-    /// [`side_model`](Self::side_model): the [`LlmSelector`] takes them, whether it chooses
+    /// [`side_model`](Self::side_model): the [`LlmSelector`](memloop_recall::LlmSelector) takes them, whether it chooses
     /// alone or [re-ranks](Self::rerank), and its `timeout` is also when the lexical fallback
     /// takes over. Without a side model they are unused. No environment variable changes them.
     pub fn llm_selector_config(mut self, config: LlmSelectorConfig) -> Self {

@@ -169,3 +169,20 @@ async fn a_recall_past_its_deadline_is_dropped_and_not_counted() -> anyhow::Resu
     memory.shutdown(WAIT).await;
     Ok(())
 }
+
+/// A host shares one session between tasks and awaits its calls on a multi-threaded runtime.
+#[test]
+fn the_session_and_its_futures_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let run = |memory: &memloop::MemorySession| {
+        send_sync(memory);
+        send(&memory.recall("q", WAIT));
+        send(&memory.after_turn(&[]));
+        send(&memory.compact(Vec::new()));
+        send(&memory.call_tool("memory_read", "{}"));
+        send(&memory.system_prompt_section());
+        send(&memory.flush(WAIT));
+    };
+    let _ = run;
+}
