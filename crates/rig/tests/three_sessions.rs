@@ -194,7 +194,9 @@ async fn the_model_saves_a_memory_through_the_rig_tool() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     let setup = setup(home.path(), project.path());
-    let side = side_model();
+    // This extractor saves nothing: what is in the memory dir, the rig tool wrote.
+    let side =
+        ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |_| Some(ScriptStep::text("done")));
     let session = Arc::new(setup.open_session(Arc::new(side.clone()), "t1").unwrap());
     let model = MockCompletionModel::from_turns([
         MockTurn::tool_call(
@@ -226,7 +228,10 @@ async fn the_model_saves_a_memory_through_the_rig_tool() {
         .unwrap();
     assert!(doc.body.contains("the lockfile is pnpm's"));
     let result = serde_json::to_string(model.requests()[1].chat_history.last().unwrap()).unwrap();
-    assert!(result.contains("call-1"), "{result}");
+    assert!(
+        result.contains("call-1") && result.contains("Created memory"),
+        "memloop's tool result reached the model: {result}"
+    );
     assert!(
         side.requests_for(EXTRACTOR_PURPOSE).is_empty(),
         "extraction skips a turn where the agent saved a memory itself"
