@@ -6,6 +6,7 @@
 //! recall puts it next to the user's message in the request rig sends. Session 3: the rule
 //! survives a compaction (rig's window policy evicts the turn that carried it, memloop
 //! summarises it). The rig conversation is a memloop transcript throughout.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use memloop::MemorySetup;
 use memloop::core::message::Role;
@@ -87,7 +88,7 @@ async fn a_rule_is_saved_recalled_next_to_the_message_and_survives_compaction() 
     let session = Arc::new(setup.open_session(Arc::new(side.clone()), "s1").unwrap());
     let model = MockCompletionModel::from_turns([MockTurn::text("Noted: pnpm only.")]);
     let agent = AgentBuilder::new(model.clone())
-        .preamble(&session.system_prompt_section().await.unwrap())
+        .preamble(session.system_prompt_section().await.unwrap())
         .add_hook(MemoryHook::new(session.clone()).recall_deadline(RECALL_WAIT))
         .memory(TranscriptMemory::new(transcripts.clone()))
         .conversation("s1")
