@@ -151,6 +151,7 @@
 #![warn(missing_docs)]
 #![doc = include_str!("../README.md")]
 
+mod session;
 mod setup;
 
 /// The guides under `docs/`, compiled and run as doc tests (`cargo test --doc -p memloop
@@ -229,6 +230,7 @@ pub use memloop_recall::Selector;
 /// [`FileMemoryStore`](memory::files::FileMemoryStore) is the memory dir on disk.
 pub use memloop_store::MemoryStore;
 
+pub use session::{MemorySession, Recalled, SessionError};
 pub use setup::{MemorySetup, MissingCapability, SetupError};
 
 /// Everything about memory in one place (each item under one path; the four traits

@@ -7,7 +7,9 @@
 //! `MEMLOOP_MEMORY_EXTRA_GUIDELINES`, `MEMLOOP_DISABLE_COMPACT`, `MEMLOOP_DISABLE_AUTO_COMPACT`,
 //! `MEMLOOP_AUTOCOMPACT_PCT`).
 
-use memloop_compact::{CompactConfig, Compactor};
+mod parts;
+
+use memloop_compact::CompactConfig;
 use memloop_core::AgentBuilder;
 use memloop_core::embed::Embedder;
 use memloop_core::model::Model;
@@ -17,22 +19,13 @@ use memloop_instructions::{
     InstructionConfig, InstructionLoader, InstructionsSection, LoadOptions,
 };
 use memloop_memory::agent_memory::AgentMemory;
-use memloop_memory::dream::{Consolidator, DailyLogTool, DreamConfig, DreamHook, SessionRecords};
-use memloop_memory::extract::{
-    ExtractionScheduler, Extractor, ExtractorConfig, ForkedExtractor, SchedulerConfig,
-};
-use memloop_memory::session_notes::{
-    FileSessionNotes, NotesEditTool, SessionMemory, SessionMemoryError, SessionNotesConfig,
-    SessionNotesHook,
-};
-use memloop_memory::{
-    prompt::{Guidance, MemorySection},
-    tools::memory_tools,
-};
+use memloop_memory::dream::DreamConfig;
+use memloop_memory::extract::{Extractor, ExtractorConfig, SchedulerConfig};
+use memloop_memory::prompt::Guidance;
+use memloop_memory::session_notes::{SessionMemory, SessionMemoryError, SessionNotesConfig};
 use memloop_paths::{AgentMemoryScopes, MemoryDirResolver, ResolvedMemoryDir};
 use memloop_recall::{
-    Bm25Params, DefaultSelector, FallbackSelector, HybridConfig, LlmSelector, LlmSelectorConfig,
-    RecallConfig, RecallHook, RerankConfig, RerankSelector, Selector,
+    Bm25Params, HybridConfig, LlmSelectorConfig, RecallConfig, RerankConfig, Selector,
 };
 use memloop_store::{LocalDir, LocalPurpose, MemoryError, MemoryStore};
 use memloop_subagents::{AgentDirs, LoadedAgents, SubAgentConfig, SubAgentTool, SubAgents};
@@ -125,7 +118,7 @@ pub struct MemorySetup {
     selector: Option<Arc<dyn Selector>>,
     /// `None`: the forked extractor over the store.
     extractor: Option<Arc<dyn Extractor>>,
-    /// `None`: file-backed notes per session ([`FileSessionNotes`]).
+    /// `None`: file-backed notes per session ([`FileSessionNotes`](memloop_memory::session_notes::FileSessionNotes)).
     session_memory: Option<Arc<dyn SessionMemory>>,
     embedder: Option<Arc<dyn Embedder>>,
     /// Whether `embedder` is the local model found by default (not one the host set).
@@ -339,6 +332,11 @@ impl MemorySetup {
         }
     }
 
+    /// The working directory tools run in (the project dir the setup was made for).
+    pub(crate) fn working_dir(&self) -> &Path {
+        &self.working_dir
+    }
+
     /// Where the memory dir is and which rule chose it (`None` when memory is switched off, or
     /// when the memories live in a store given with [`memory_store`](Self::memory_store)).
     /// Resolving creates nothing: the dir may not exist until the setup first uses it.
@@ -380,7 +378,7 @@ impl MemorySetup {
         self
     }
 
-    /// The session notes compaction summarises with (default: a [`FileSessionNotes`] per
+    /// The session notes compaction summarises with (default: a [`FileSessionNotes`](memloop_memory::session_notes::FileSessionNotes) per
     /// session, in the project dir, or where a store of the host's keeps session notes). Every agent attached afterwards uses this one, so give a
     /// new one for each session. The notes hook asks it when to update
     /// ([`SessionMemory::should_update`]) and the agent gets the `edit_session_notes` tool over
@@ -883,114 +881,14 @@ impl MemorySetup {
                 LoadOptions::default(),
             )));
         }
-        if let Some(on) = &self.on {
-            let store = on.store()?;
-            self.check_capabilities(store.as_ref(), on.given.is_some())?;
-            for tool in memory_tools(store.clone()) {
+        if let Some(parts) = self.memory_parts()? {
+            for tool in parts.tools {
                 builder = builder.tool(tool);
             }
-            builder = builder.section(Arc::new(
-                MemorySection::from_env(store.clone(), &self.env)
-                    .daily_log(self.daily_log)
-                    .team(self.team_memory)
-                    .guidance(self.chosen_guidance()),
-            ));
-            if self.daily_log {
-                builder = builder.tool(Arc::new(DailyLogTool::new(store.clone())));
-            }
-            builder = self.attach_transcripts(store.as_ref(), builder);
-            #[cfg(feature = "postgres")]
-            if let Some(sync) = &self.team {
-                builder = builder.hook(Arc::new(memloop_pg::TeamPullHook::new(sync.clone())));
-            }
-            if self.recall {
-                match &self.embedder {
-                    Some(e) => {
-                        tracing::info!(target: "memloop::recall", model = e.model_id(), "recall: hybrid (BM25 + embeddings)");
-                        // Start loading a lazily loaded model now, not at the first query.
-                        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                            let embedder = e.clone();
-                            runtime.spawn(async move {
-                                if let Err(e) = embedder.ready().await {
-                                    tracing::warn!(error = %e, "the embedding model cannot load: recall ranks with BM25");
-                                }
-                            });
-                        }
-                    }
-                    None => {
-                        tracing::info!(target: "memloop::recall", "recall: BM25 (no embedding model)")
-                    }
-                }
-                let lexical = DefaultSelector::with_config(
-                    store.clone(),
-                    self.embedder.clone(),
-                    self.selector_config(),
-                )
-                .selector();
-                let selector = match (&self.selector, &self.side_model) {
-                    (Some(selector), _) => selector.clone(),
-                    (None, Some(model)) if self.rerank => Arc::new(RerankSelector::with_config(
-                        lexical,
-                        LlmSelector::with_config(model.clone(), self.llm_selector.clone()),
-                        self.rerank_config,
-                    ))
-                        as Arc<dyn Selector>,
-                    (None, Some(model)) => Arc::new(FallbackSelector::new(
-                        Arc::new(LlmSelector::with_config(
-                            model.clone(),
-                            self.llm_selector.clone(),
-                        )),
-                        lexical,
-                        self.llm_selector.timeout,
-                    )) as Arc<dyn Selector>,
-                    (None, None) => lexical,
-                };
-                // The host's config is the base; the environment's memory switches still turn
-                // recall off.
-                let config = RecallConfig {
-                    enabled: self.recall_config.enabled
-                        && RecallConfig::from_env(&self.env).enabled,
-                    ..self.recall_config.clone()
-                };
-                let recall = Arc::new(RecallHook::new(store.clone(), selector).with_config(config));
-                builder = builder.hook(recall);
-            }
-            if self.extraction {
-                let extractor = match &self.extractor {
-                    Some(extractor) => extractor.clone(),
-                    // Daily-log mode and team memory are the setup's: they shape the main
-                    // agent's prompt too, and the two must agree.
-                    None => Arc::new(ForkedExtractor::new(store.clone()).config(ExtractorConfig {
-                        daily_log: self.daily_log,
-                        team: self.team_memory,
-                        ..self.extractor_config.clone()
-                    })) as Arc<dyn Extractor>,
-                };
-                let scheduler = ExtractionScheduler::with_config(
-                    store.clone(),
-                    extractor,
-                    SchedulerConfig {
-                        enabled: self.scheduler.enabled
-                            && SchedulerConfig::from_env(&self.env).enabled,
-                        ..self.scheduler.clone()
-                    },
-                );
-                builder = builder.hook(Arc::new(scheduler));
-            }
-            if self.dream {
-                let dream = DreamHook::with_parts(
-                    store.clone(),
-                    DreamConfig {
-                        enabled: self.dream_config.enabled
-                            && DreamConfig::from_env(&self.env).enabled,
-                        ..self.dream_config.clone()
-                    },
-                    Arc::new(SessionRecords::for_memory_dir(
-                        &store.local_dir_or_temp(LocalPurpose::SessionRecords),
-                    )),
-                    Consolidator::new(store.clone()),
-                );
-                builder = builder.hook(Arc::new(dream));
+            builder = builder.section(parts.section);
+            builder = self.attach_transcripts(parts.store.as_ref(), builder);
+            for hook in parts.hooks {
+                builder = builder.hook(hook);
             }
         } else {
             tracing::info!("memory disabled by the environment or settings");
@@ -1009,47 +907,15 @@ impl MemorySetup {
                 builder = builder.subagents(Arc::new(tool));
             }
         }
-        // The notes settings: the host's, else the defaults (`None` with a store of the
-        // host's that keeps no session notes: then only notes of the host's are used, and no
-        // cut output is kept on disk).
-        let compaction = match &self.compaction {
-            Compaction::Custom(both) => Some((both.0, Some(both.1.clone()))),
-            Compaction::Default if self.on.is_some() => {
-                Some((CompactConfig::default(), self.default_notes_config()))
-            }
-            Compaction::Default | Compaction::Off => None,
-        };
-        if let Some((compact, notes_config)) = compaction {
-            let session = builder.session_id().to_owned();
-            let session_dir = notes_config.as_ref().map(|n| n.session_dir(&session));
-            let notes: Option<Arc<dyn SessionMemory>> = match (&self.session_memory, notes_config) {
-                (Some(given), _) => Some(given.clone()),
-                (None, Some(config)) => Some(Arc::new(FileSessionNotes::new(config, &session)?)),
-                (None, None) => None,
-            };
-            let compact = compact.with_env(&self.env);
-            // The notes are kept for automatic compaction: with it off (by the environment or
-            // the config), nothing would read them, so they are not written either.
-            let keep_notes = !compact.disabled && !compact.auto_disabled;
-            // The agent shares the compactor's context-window handle (see AgentBuilder::build).
-            let mut compactor = Compactor::new(compact).with_token_counter(builder.counter());
-            if let Some(notes) = &notes {
-                compactor = compactor.with_session_notes(notes.clone());
-            }
-            if let Some(dir) = session_dir {
-                compactor = compactor.with_spill_dir(dir.clone());
+        let session = builder.session_id().to_owned();
+        // The agent shares the compactor's context-window handle (see AgentBuilder::build).
+        if let Some(parts) = self.compaction_parts(&session, builder.counter())? {
+            if let Some(dir) = parts.spill_dir {
                 builder = builder.spill_dir(dir);
             }
-            builder = builder.compactor(Arc::new(compactor));
-            match notes {
-                Some(notes) if keep_notes => {
-                    builder = builder
-                        .tool(Arc::new(NotesEditTool::new(notes.notes_path())))
-                        // notes updates after sampling (background, FIFO); baselines reset
-                        // after compaction
-                        .hook(Arc::new(SessionNotesHook::new(notes)));
-                }
-                _ => {}
+            builder = builder.compactor(parts.compactor);
+            if let Some((tool, hook)) = parts.notes {
+                builder = builder.tool(tool).hook(hook);
             }
         }
         Ok(builder)
