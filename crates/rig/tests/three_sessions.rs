@@ -107,6 +107,14 @@ async fn a_rule_is_saved_recalled_next_to_the_message_and_survives_compaction() 
             .any(|m| m.role == Role::User && m.text().contains("always use pnpm, never npm")),
         "extraction saw the user's message"
     );
+    // The user's message reached memloop once: `after_turn` got it under the id `recall`
+    // recorded, not as a second copy (which the request would merge into the same message).
+    let copies = extractions[0]
+        .messages
+        .iter()
+        .map(|m| m.text().matches("In this repo: always use pnpm").count())
+        .sum::<usize>();
+    assert_eq!(copies, 1);
     let store = setup.store().unwrap();
     assert!(
         store
