@@ -246,3 +246,47 @@ async fn the_model_saves_a_memory_through_the_rig_tool() {
         "extraction skips a turn where the agent saved a memory itself"
     );
 }
+
+/// rig cannot add context to a model call under way: a recall that misses the hook's deadline is
+/// not in that run's request, and memloop, not having counted it as surfaced, brings it at the
+/// session's next turn. (The test runtime is single-threaded: with a zero deadline the
+/// background selection has not run when the deadline is checked.)
+#[tokio::test]
+async fn a_recall_past_the_deadline_is_left_out_and_comes_at_the_next_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let setup = setup(home.path(), project.path());
+    let writer = setup
+        .open_session(Arc::new(ScriptedModel::new()), "w")
+        .unwrap();
+    let rule = serde_json::json!({
+        "topic": "feedback_package_manager", "type": "feedback",
+        "name": "Package manager", "description": "which package manager the repo uses",
+        "content": RULE_BODY,
+    });
+    writer
+        .call_tool("memory_write", &rule.to_string())
+        .await
+        .unwrap();
+
+    let side =
+        ScriptedModel::new().on_purpose(EXTRACTOR_PURPOSE, |_| Some(ScriptStep::text("done")));
+    let session = Arc::new(setup.open_session(Arc::new(side), "s").unwrap());
+    let ask = "How do I install the dependencies, npm or pnpm?";
+    let model = MockCompletionModel::from_turns([MockTurn::text("Let me check.")]);
+    let hasty = AgentBuilder::new(model.clone())
+        .add_hook(MemoryHook::new(session.clone()).recall_deadline(Duration::ZERO))
+        .build();
+    hasty.prompt(ask).await.unwrap();
+    let sent = prompt_text(&model.requests()[0]);
+    assert!(!sent.contains("the lockfile is pnpm's"), "{sent}");
+
+    let model = MockCompletionModel::from_turns([MockTurn::text("Run pnpm install.")]);
+    let patient = AgentBuilder::new(model.clone())
+        .add_hook(MemoryHook::new(session.clone()).recall_deadline(RECALL_WAIT))
+        .build();
+    patient.prompt(ask).await.unwrap();
+    let sent = prompt_text(&model.requests()[0]);
+    assert!(sent.contains("the lockfile is pnpm's"), "{sent}");
+    assert!(session.flush(Duration::from_secs(60)).await.completed);
+}
