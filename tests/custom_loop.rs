@@ -18,7 +18,6 @@ use memloop::testkit::{ScriptStep, ScriptedModel};
 use memloop::{MemorySetup, Selector, async_trait};
 use serde_json::json;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -126,18 +125,19 @@ async fn a_memory_is_recalled_once_per_session_and_again_after_compaction() -> a
     Ok(())
 }
 
-/// A selector that never answers its first call and answers with every memory afterwards.
-struct StuckOnce(AtomicBool);
+/// A selector that never answers a question about lodash (it waits until its recall is
+/// cancelled) and answers any other with every memory.
+struct StuckOnLodash;
 
 #[async_trait]
-impl Selector for StuckOnce {
+impl Selector for StuckOnLodash {
     async fn select(
         &self,
-        _q: &str,
+        query: &str,
         headers: &[MemoryHeader],
         ctx: &SelectionContext,
     ) -> Result<Vec<String>, SelectorError> {
-        if !self.0.swap(true, Ordering::SeqCst) {
+        if query.contains("lodash") {
             ctx.cancel.cancelled().await;
             return Ok(Vec::new());
         }
@@ -150,7 +150,7 @@ async fn a_recall_past_its_deadline_is_dropped_and_not_counted() -> anyhow::Resu
     let home = tempfile::tempdir()?;
     let setup = setup(home.path())?
         .extraction(false)
-        .selector(Arc::new(StuckOnce(AtomicBool::new(false))));
+        .selector(Arc::new(StuckOnLodash));
     let model = Arc::new(ScriptedModel::new().rule(|_| Some(ScriptStep::text("Nothing to do."))));
     save_rule(&setup.open_session(model.clone(), "writer")?).await?;
     let memory = setup.open_session(model, "reader")?;
