@@ -41,7 +41,7 @@ for line in section.group(1).splitlines():
         continue
     may = cells[2]
     allowed[names[0]] = None if "every library crate" in may else set(
-        re.findall(r"`(memloop-[a-z0-9-]+)", may)
+        re.findall(r"`(memloop(?:-[a-z0-9-]+)?)(?=[`\s(,])", may)
     )
 
 meta = json.loads(
