@@ -11,7 +11,7 @@
 # in one JSONL file and does not fsync). Each prints facts/s and reads every fact back after
 # the timed part. Needs cargo, node and npm (downloads the peer from npm once per run), python3.
 # Settings (environment): FACTS (2000), BATCH (20), RUNS (3, each on fresh dirs),
-# PEER_SKIP_BUILD=1 (use the built binary as it is), MEMLOOP_BIN (another memloop binary;
+# PEER_SKIP_BUILD=1 (use the built binary as it is), PEER_MEMLOOP_BIN (another memloop binary;
 # implies no build), PEER_VERSION. Not run by CI (npm).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -19,10 +19,10 @@ cd "$(dirname "$0")/../../.."
 runs="${RUNS:-3}"
 peer_version="${PEER_VERSION:-2026.8.31}"
 target="${CARGO_TARGET_DIR:-$PWD/target}"
-bin="${MEMLOOP_BIN:-$target/release/memloop}"
+bin="${PEER_MEMLOOP_BIN:-$target/release/memloop}"
 script="$PWD/crates/mcp/load/peer_batches.py"
 
-if [ -z "${PEER_SKIP_BUILD:-}${MEMLOOP_BIN:-}" ]; then
+if [ -z "${PEER_SKIP_BUILD:-}${PEER_MEMLOOP_BIN:-}" ]; then
   echo "==> cargo build -p memloop-cli --release"
   cargo build -q -p memloop-cli --release
 fi
