@@ -7,6 +7,7 @@ use super::lift::BestTwo;
 use memloop_store::heap;
 use memloop_text::{Analyzer, Language, Script, tokens};
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 mod feedback;
@@ -117,7 +118,8 @@ struct Doc {
 /// place still meets every memory in the memory's own stems.
 #[derive(Debug)]
 pub struct Bm25Postings {
-    analyzer: Analyzer,
+    /// Shared with the analyses made off the index ([`Self::analyser`]).
+    analyzer: Arc<Analyzer>,
     params: Bm25Params,
     term_ids: HashMap<String, u32>,
     is_bigram: Vec<bool>,
@@ -149,7 +151,7 @@ impl Bm25Postings {
     /// An empty index.
     pub fn new(params: Bm25Params) -> Self {
         Self {
-            analyzer: Analyzer::new(params.bigrams).with_language(params.language),
+            analyzer: Arc::new(Analyzer::new(params.bigrams).with_language(params.language)),
             params,
             term_ids: HashMap::new(),
             is_bigram: Vec::new(),
@@ -234,26 +236,31 @@ impl Bm25Postings {
         self.docs.get(id as usize).and_then(Option::as_ref)
     }
 
-    /// Add or replace the memory at `path`.
+    /// Add or replace the memory at `path` (the selector analyses and inserts apart:
+    /// [`Analysed::of`], [`Self::insert`]).
+    #[cfg(test)]
     pub fn upsert(&mut self, path: &str, mtime: SystemTime, text: IndexText<'_>) {
+        let analysed = Analysed::of(&self.analyzer, text);
+        self.insert(path, mtime, analysed);
+    }
+
+    /// The analyzer this index analyses memories with, for [`Analysed::of`] run elsewhere (a
+    /// blocking thread) while the index stays where it is.
+    pub(crate) fn analyser(&self) -> Arc<Analyzer> {
+        self.analyzer.clone()
+    }
+
+    /// Add or replace the memory at `path`, analysed by [`Analysed::of`] with
+    /// [`Self::analyser`].
+    pub(crate) fn insert(&mut self, path: &str, mtime: SystemTime, analysed: Analysed) {
         self.remove(path);
-        let fields = [text.name, text.description, text.body];
-        let mut tfs: HashMap<u32, [u16; FIELDS]> = HashMap::new();
-        let mut lens = [0u32; FIELDS];
-        let lang = self.analyzer.language().unwrap_or_else(|| {
-            self.analyzer.language_of(&format!(
-                "{}\n{}\n{}",
-                text.name, text.description, text.body
-            ))
-        });
-        for (f, field) in fields.iter().enumerate() {
-            let terms = self.analyzer.analyze_in(field, lang);
-            lens[f] = u32::try_from(terms.single.len()).unwrap_or(u32::MAX);
-            let single = terms.single.into_iter().map(|t| (t, false));
-            for (term, pair) in single.chain(terms.pairs.into_iter().map(|t| (t, true))) {
-                let tid = self.term_id(term, pair);
-                let e = tfs.entry(tid).or_insert([0; FIELDS]);
-                e[f] = e[f].saturating_add(1);
+        let Analysed { lang, lens, terms } = analysed;
+        let mut tfs: HashMap<u32, [u16; FIELDS]> = HashMap::with_capacity(terms.len());
+        for (term, pair, tf) in terms {
+            let tid = self.term_id(term, pair);
+            let e = tfs.entry(tid).or_insert([0; FIELDS]);
+            for (sum, n) in e.iter_mut().zip(tf) {
+                *sum = sum.saturating_add(n);
             }
         }
         let dir = self.dir_id(path);
@@ -705,6 +712,47 @@ struct QueryTerm {
 /// The bit of `lang` in a language set.
 fn lang_bit(lang: Language) -> u16 {
     1 << lang.index()
+}
+
+/// One memory's text as an index takes it in: its language, its fields' lengths in words, and
+/// each distinct term (and whether it is a word pair) with its count per field. The analysis
+/// (language detection, tokenizing, stemming) is the costly part of indexing and needs nothing
+/// of the index but its analyzer, so a large build runs it off the async runtime
+/// ([`Bm25Postings::insert`] then takes the result in).
+#[derive(Debug)]
+pub(crate) struct Analysed {
+    lang: Language,
+    lens: [u32; FIELDS],
+    terms: Vec<(String, bool, [u16; FIELDS])>,
+}
+
+impl Analysed {
+    /// Analyse `text` with `analyzer` (an index's [`Bm25Postings::analyser`]).
+    pub(crate) fn of(analyzer: &Analyzer, text: IndexText<'_>) -> Self {
+        let fields = [text.name, text.description, text.body];
+        let lang = analyzer.language().unwrap_or_else(|| {
+            analyzer.language_of(&format!(
+                "{}\n{}\n{}",
+                text.name, text.description, text.body
+            ))
+        });
+        let mut lens = [0u32; FIELDS];
+        let mut tfs: HashMap<(String, bool), [u16; FIELDS]> = HashMap::new();
+        for (f, field) in fields.iter().enumerate() {
+            let analysed = analyzer.analyze_in(field, lang);
+            lens[f] = u32::try_from(analysed.single.len()).unwrap_or(u32::MAX);
+            let single = analysed.single.into_iter().map(|t| (t, false));
+            for key in single.chain(analysed.pairs.into_iter().map(|t| (t, true))) {
+                let tf = tfs.entry(key).or_insert([0; FIELDS]);
+                tf[f] = tf[f].saturating_add(1);
+            }
+        }
+        let terms = tfs
+            .into_iter()
+            .map(|((term, pair), tf)| (term, pair, tf))
+            .collect();
+        Self { lang, lens, terms }
+    }
 }
 
 /// Push `item` onto `list`, and count in `owned` what the push grew the list's buffer by.

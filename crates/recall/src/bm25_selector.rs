@@ -1,11 +1,11 @@
 //! [`Bm25Selector`]: the [`Bm25Postings`] kept in step with a [`MemoryStore`].
 
-use super::bm25::{Bm25Params, Bm25Postings, IndexText};
+use super::bm25::{Analysed, Bm25Params, Bm25Postings, IndexText};
 use super::keyword::display_name;
 use super::selector::{SelectionContext, Selector, SelectorError};
 use async_trait::async_trait;
 use futures::StreamExt;
-use memloop_store::{MemoryHeader, MemoryStore, ScanCache, Since};
+use memloop_store::{MemoryFile, MemoryHeader, MemoryStore, ScanCache, Since};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -235,6 +235,13 @@ async fn sync_index(
 /// Read (through the cache, so a memory another index read this turn is not read again) and
 /// (re)index `stale`; returns the ones that could not be read (dropped from the index, counted
 /// as failed).
+///
+/// A few memories (a turn's changes) are analysed on the calling task. More (a project's first
+/// search, a rescan) are read and indexed in batches of [`ANALYSIS_BATCH`], each batch analysed
+/// (language detection, tokenizing, stemming: most of indexing's work) on the blocking pool
+/// while the task reads the next one, so the build keeps two cores busy and never holds an
+/// async worker for longer than one batch's reads and insertions: other requests (another
+/// project's) are served meanwhile.
 async fn read_into(
     index: &mut Bm25Postings,
     cache: &ScanCache,
@@ -242,7 +249,73 @@ async fn read_into(
     report: &mut SyncReport,
 ) -> Vec<MemoryHeader> {
     let mut failed = Vec::new();
-    let mut reads = futures::stream::iter(stale)
+    if stale.len() <= INLINE_ANALYSIS {
+        let read = read_batch(index, cache, stale, report, &mut failed).await;
+        let analyser = index.analyser();
+        let _span = tracing::debug_span!("bm25_analyse", memories = read.len()).entered();
+        for (h, file) in read {
+            let analysed = Analysed::of(&analyser, index_text(&h, &file));
+            upsert(index, h, analysed, report);
+        }
+        return failed;
+    }
+    let mut stale = stale.into_iter().peekable();
+    let mut analysing: Option<Analysing> = None;
+    while stale.peek().is_some() {
+        let batch: Vec<MemoryHeader> = stale.by_ref().take(ANALYSIS_BATCH).collect();
+        let read = read_batch(index, cache, batch, report, &mut failed).await;
+        let analyser = index.analyser();
+        let headers = read.iter().map(|(h, _)| h.clone()).collect();
+        let handle = tokio::task::spawn_blocking(move || {
+            let _span = tracing::debug_span!("bm25_analyse", memories = read.len()).entered();
+            read.iter()
+                .map(|(h, file)| Analysed::of(&analyser, index_text(h, file)))
+                .collect()
+        });
+        if let Some(previous) = analysing.replace((headers, handle)) {
+            insert_all(index, previous, report, &mut failed).await;
+        }
+        // The reads of a page-cached dir never wait: let the runtime serve other tasks.
+        tokio::task::yield_now().await;
+    }
+    if let Some(last) = analysing {
+        insert_all(index, last, report, &mut failed).await;
+    }
+    failed
+}
+
+/// How many stale memories [`read_into`] analyses on the calling task; more go to the
+/// blocking pool in batches.
+const INLINE_ANALYSIS: usize = 32;
+
+/// How many memories [`read_into`] reads, then analyses on the blocking pool, at a time.
+const ANALYSIS_BATCH: usize = 256;
+
+/// A batch being analysed on the blocking pool: its headers, and the task analysing them (in
+/// the same order).
+type Analysing = (Vec<MemoryHeader>, tokio::task::JoinHandle<Vec<Analysed>>);
+
+/// What the index takes in of the memory `h` describes.
+fn index_text<'a>(h: &'a MemoryHeader, file: &'a MemoryFile) -> IndexText<'a> {
+    IndexText {
+        name: display_name(h),
+        description: h.description.as_deref().unwrap_or(""),
+        body: &file.body,
+    }
+}
+
+/// Read `batch` through the cache, `READ_CONCURRENCY` at once: the memories read (in the
+/// order they came back); each one that could not be read is dropped from the index, counted
+/// and added to `failed`.
+async fn read_batch(
+    index: &mut Bm25Postings,
+    cache: &ScanCache,
+    batch: Vec<MemoryHeader>,
+    report: &mut SyncReport,
+    failed: &mut Vec<MemoryHeader>,
+) -> Vec<(MemoryHeader, Arc<MemoryFile>)> {
+    let mut out = Vec::with_capacity(batch.len());
+    let mut reads = futures::stream::iter(batch)
         .map(|h| async move {
             let read = cache.read(&h).await;
             (h, read)
@@ -250,20 +323,7 @@ async fn read_into(
         .buffer_unordered(READ_CONCURRENCY);
     while let Some((h, read)) = reads.next().await {
         match read {
-            Ok(file) => {
-                let was_indexed = index.mtime(&h.rel_path).is_some();
-                let text = IndexText {
-                    name: display_name(&h),
-                    description: h.description.as_deref().unwrap_or(""),
-                    body: &file.body,
-                };
-                index.upsert(&h.rel_path, h.mtime, text);
-                if was_indexed {
-                    report.updated += 1;
-                } else {
-                    report.added += 1;
-                }
-            }
+            Ok(file) => out.push((h, file)),
             Err(e) => {
                 tracing::warn!(path = %h.rel_path, error = %e, "cannot index memory; skipped");
                 index.remove(&h.rel_path);
@@ -272,7 +332,43 @@ async fn read_into(
             }
         }
     }
-    failed
+    out
+}
+
+/// Take in a batch analysed on the blocking pool; if its analysis failed (a panic), its
+/// memories are dropped from the index and retried with the next selection.
+async fn insert_all(
+    index: &mut Bm25Postings,
+    analysing: Analysing,
+    report: &mut SyncReport,
+    failed: &mut Vec<MemoryHeader>,
+) {
+    let (headers, task) = analysing;
+    match task.await {
+        Ok(analysed) => {
+            for (h, a) in headers.into_iter().zip(analysed) {
+                upsert(index, h, a, report);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "analysing memories failed; they are retried");
+            for h in headers {
+                index.remove(&h.rel_path);
+                report.failed += 1;
+                failed.push(h);
+            }
+        }
+    }
+}
+
+/// Index `h` as `analysed`, counted as added or updated.
+fn upsert(index: &mut Bm25Postings, h: MemoryHeader, analysed: Analysed, report: &mut SyncReport) {
+    if index.mtime(&h.rel_path).is_some() {
+        report.updated += 1;
+    } else {
+        report.added += 1;
+    }
+    index.insert(&h.rel_path, h.mtime, analysed);
 }
 
 #[async_trait]
