@@ -2,14 +2,12 @@
 
 use memloop_host::paths::normalize_lexically;
 use memloop_store::MemoryError;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// Decides whether a path is inside the memory dir: the target is normalised, the deepest
 /// existing ancestor is resolved through symlinks (as is the target itself when it exists), and
 /// the result must start with the canonical memory dir plus a separator. The dir itself, `..`
-/// escapes, absolute paths elsewhere and symlinks pointing outside are refused. A path below the
-/// memory dir with no symlink in it is its own resolution: only its components below the dir
-/// are looked at.
+/// escapes, absolute paths elsewhere and symlinks pointing outside are refused.
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -56,47 +54,12 @@ impl ContainmentGate {
             self.root.join(path)
         };
         let normal = normalize_lexically(&joined);
-        let resolved = match self.unlinked_below_root(&normal) {
-            Some(resolved) => resolved,
-            None => resolve_existing_prefix(&normal).ok_or_else(|| outside(path))?,
-        };
+        let resolved = resolve_existing_prefix(&normal).ok_or_else(|| outside(path))?;
         if resolved != self.root && resolved.starts_with(&self.root) {
             Ok(resolved)
         } else {
             Err(outside(path))
         }
-    }
-
-    /// `normal` (absolute and normalised) as it is, when it lies strictly below the root and
-    /// neither the root nor any existing component of `normal` below it is a symlink: then it
-    /// resolves to itself, and only those few components are looked at (`lstat`), not every
-    /// component from `/` again (a cold index reads thousands of memories). `None` when it does
-    /// not lie below the root or a symlink must be followed: [`check`](Self::check) then
-    /// resolves it whole. The root's own ancestors were resolved when the gate was made.
-    fn unlinked_below_root(&self, normal: &Path) -> Option<PathBuf> {
-        let below = normal.strip_prefix(&self.root).ok()?;
-        if below.as_os_str().is_empty() {
-            return None;
-        }
-        // `symlink_metadata` does not follow a link: a symlink is not a dir here.
-        if !std::fs::symlink_metadata(&self.root).ok()?.is_dir() {
-            return None;
-        }
-        let mut at = self.root.clone();
-        for component in below.components() {
-            let Component::Normal(name) = component else {
-                return None;
-            };
-            at.push(name);
-            match std::fs::symlink_metadata(&at) {
-                Ok(meta) if meta.file_type().is_symlink() => return None,
-                Ok(_) => {}
-                // Missing (or not reachable): neither is anything below it, and a path that
-                // does not exist resolves to itself.
-                Err(_) => break,
-            }
-        }
-        Some(normal.to_path_buf())
     }
 
     /// Whether `path` is inside the memory dir ([`check`](Self::check) as a yes/no question,
