@@ -23,6 +23,7 @@ const ENTRIES: usize = 20;
 /// Batches the child would write if it were not killed.
 const BATCHES: usize = 6;
 /// The batch the child is killed in (the ones before are acknowledged).
+#[cfg(unix)]
 const KILLED_IN: usize = 3;
 
 fn rel(batch: usize, n: usize) -> String {
@@ -100,6 +101,7 @@ fn batch_writer_child() {
 
 /// Run [`batch_writer_child`] on `dir`, SIGKILL it where it stops (batch [`KILLED_IN`], after
 /// `landed` memories of it), and return the batches it acknowledged.
+#[cfg(unix)]
 fn kill_the_writer(dir: &Path, landed: usize) -> Vec<usize> {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -142,6 +144,7 @@ fn kill_the_writer(dir: &Path, landed: usize) -> Vec<usize> {
 /// Kill the writer in batch [`KILLED_IN`] after `landed` memories of it, then check what the
 /// killed writer left and what the next open makes of it: every acknowledged batch whole, the
 /// killed one (its journal committed) whole too, none after it, and every memory indexed.
+#[cfg(unix)]
 async fn killed_after(landed: usize) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
