@@ -174,7 +174,7 @@ cost_of() { # $1: the report
 # Run 4 on the servers in $@ (pids) behind $1 (URL): the default mix on the small project, then the
 # big mix on the big one; prints both and the ratios, and fails past the targets.
 ratio_run() { # $1: label, $2: URL, then server pids
-  local label="$1" target_url="$2" small big ok
+  local label="$1" target_url="$2" ok
   shift 2
   local pid_args=()
   for p in "$@"; do pid_args+=(--server-pid "$p"); done
