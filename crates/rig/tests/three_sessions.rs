@@ -8,12 +8,14 @@
 //! summarises it). The rig conversation is a memloop transcript throughout.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
-use memloop::MemorySetup;
 use memloop::core::message::Role;
 use memloop::host::env::EnvVars;
 use memloop::memory::extract::EXTRACTOR_PURPOSE;
 use memloop::memory::paths::MemoryDirResolver;
+use memloop::memory::recall::{SelectionContext, SelectorError};
+use memloop::memory::store::MemoryHeader;
 use memloop::testkit::{ScriptStep, ScriptedModel};
+use memloop::{MemorySetup, Selector, async_trait};
 use memloop_rig::{MemoryCompactor, MemoryHook, TranscriptMemory, memory_tools};
 use rig_agent::AgentBuilder;
 use rig_core::completion::{CompletionRequest, Message};
@@ -21,6 +23,7 @@ use rig_core::test_utils::{MockCompletionModel, MockTurn};
 use rig_memory::{CompactingMemory, SlidingWindowMemory};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The rule's topic file body: only in the file, not in the `MEMORY.md` index line.
@@ -247,15 +250,39 @@ async fn the_model_saves_a_memory_through_the_rig_tool() {
     );
 }
 
+/// A selector whose first selection waits until the test releases it (a slow selection that
+/// misses its deadline); every selection picks every memory.
+#[derive(Default)]
+struct SlowFirst {
+    started: AtomicBool,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl Selector for SlowFirst {
+    async fn select(
+        &self,
+        _query: &str,
+        headers: &[MemoryHeader],
+        _ctx: &SelectionContext,
+    ) -> Result<Vec<String>, SelectorError> {
+        if !self.started.swap(true, Ordering::SeqCst) {
+            self.release.notified().await;
+        }
+        Ok(headers.iter().map(|h| h.rel_path.clone()).collect())
+    }
+}
+
 /// rig cannot add context to a model call under way: a recall that misses the hook's deadline is
 /// not in that run's request, and memloop, not having counted it as surfaced, brings it at the
-/// session's next turn. (The test runtime is single-threaded: with a zero deadline the
-/// background selection has not run when the deadline is checked.)
+/// session's next turn. (The first selection cannot finish before its deadline: it waits until
+/// the test releases it, after that run.)
 #[tokio::test]
 async fn a_recall_past_the_deadline_is_left_out_and_comes_at_the_next_turn() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let setup = setup(home.path(), project.path());
+    let slow = Arc::new(SlowFirst::default());
+    let setup = setup(home.path(), project.path()).selector(slow.clone());
     let writer = setup
         .open_session(Arc::new(ScriptedModel::new()), "w")
         .unwrap();
@@ -280,6 +307,7 @@ async fn a_recall_past_the_deadline_is_left_out_and_comes_at_the_next_turn() {
     hasty.prompt(ask).await.unwrap();
     let sent = prompt_text(&model.requests()[0]);
     assert!(!sent.contains("the lockfile is pnpm's"), "{sent}");
+    slow.release.notify_one();
 
     let model = MockCompletionModel::from_turns([MockTurn::text("Run pnpm install.")]);
     let patient = AgentBuilder::new(model.clone())
