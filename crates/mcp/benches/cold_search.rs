@@ -8,7 +8,7 @@
 //! `cargo bench -p memloop-mcp --features postgres --bench cold_search -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop_store::{CheckedWrite, ExpectedVersion, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryType};
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -43,31 +43,17 @@ fn body(i: usize, large: bool) -> String {
 
 /// `n` memories in the project's memory dir, written straight through its store.
 async fn fill(fx: &Fixture, project: &Path, n: usize, large: bool) {
-    let dir = memloop_paths::project_dir(&fx.home, project).join("memory");
-    let Ok(store) = memloop_files::FileMemoryStore::open(dir) else {
-        return;
-    };
-    let store: &dyn MemoryStore = &store;
-    let limits = memloop_mcp::McpLimits::default().write_limits();
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let writes = chunk
-            .iter()
-            .filter_map(|i| {
-                let doc = MemoryDoc::new(
-                    format!("Billing note {i}"),
-                    format!("What we learned about billing export {i}"),
-                    MemoryType::Project,
-                    body(*i, large),
-                );
-                let folder = ["decisions", "knowledge", "todos", "sessions"][i % 4];
-                let path = format!("{folder}/m{i:05}.md");
-                CheckedWrite::check(&path, &doc, WriteMode::Overwrite, limits)
-                    .ok()
-                    .map(|w| (w, ExpectedVersion::Any))
-            })
-            .collect();
-        assert!(store.write_checked_batch(writes).await.is_ok());
-    }
+    support::fill(fx, project, n, |i| {
+        let doc = MemoryDoc::new(
+            format!("Billing note {i}"),
+            format!("What we learned about billing export {i}"),
+            MemoryType::Project,
+            body(i, large),
+        );
+        let folder = ["decisions", "knowledge", "todos", "sessions"][i % 4];
+        (format!("{folder}/m{i:05}.md"), doc)
+    })
+    .await;
 }
 
 fn bench_cold_search(c: &mut Criterion) {

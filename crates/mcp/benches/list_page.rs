@@ -11,7 +11,7 @@
 //! `cargo bench -p memloop-mcp --features postgres --bench list_page -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop_store::{CheckedWrite, ExpectedVersion, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryType};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -22,7 +22,8 @@ mod support;
 
 use support::{Client, Fixture, call, connect};
 
-/// `n` memories in the project's memory dir, written straight through its store.
+/// `n` memories in the project's memory dir (after `init_project`), the first 100 in the
+/// folders `context_load` shows, the rest under `archive/`.
 async fn fill(fx: &Fixture, client: &Client, project: &Path, n: usize) {
     let init = call(
         client,
@@ -32,35 +33,21 @@ async fn fill(fx: &Fixture, client: &Client, project: &Path, n: usize) {
     )
     .await;
     assert_eq!(init["is_error"], false, "{init}");
-    let dir = memloop_paths::project_dir(&fx.home, project).join("memory");
-    let Ok(store) = memloop_files::FileMemoryStore::open(dir) else {
-        return;
-    };
-    let store: &dyn MemoryStore = &store;
-    let limits = memloop_mcp::McpLimits::default().write_limits();
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let writes = chunk
-            .iter()
-            .filter_map(|i| {
-                let doc = MemoryDoc::new(
-                    format!("Решение {i}: 数据库 café"),
-                    format!("Почему выбрали вариант {i}; 原因 {i}"),
-                    MemoryType::Project,
-                    format!("Текст решения {i}."),
-                );
-                let folder = if *i < 100 {
-                    ["decisions", "knowledge", "todos", "sessions"][i % 4]
-                } else {
-                    "archive"
-                };
-                let path = format!("{folder}/m{i:05}.md");
-                CheckedWrite::check(&path, &doc, WriteMode::Overwrite, limits)
-                    .ok()
-                    .map(|w| (w, ExpectedVersion::Any))
-            })
-            .collect();
-        assert!(store.write_checked_batch(writes).await.is_ok());
-    }
+    support::fill(fx, project, n, |i| {
+        let doc = MemoryDoc::new(
+            format!("Решение {i}: 数据库 café"),
+            format!("Почему выбрали вариант {i}; 原因 {i}"),
+            MemoryType::Project,
+            format!("Текст решения {i}."),
+        );
+        let folder = if i < 100 {
+            ["decisions", "knowledge", "todos", "sessions"][i % 4]
+        } else {
+            "archive"
+        };
+        (format!("{folder}/m{i:05}.md"), doc)
+    })
+    .await;
 }
 
 async fn list(client: &Client, project: &Path, cursor: Option<&str>) -> Value {

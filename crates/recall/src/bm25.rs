@@ -11,6 +11,11 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 mod feedback;
+mod pruned;
+mod scoring;
+
+use pruned::{Block, SEGMENT};
+use scoring::{Coordination, Scoring};
 
 const FIELDS: usize = 3;
 
@@ -124,11 +129,22 @@ pub struct Bm25Postings {
     term_ids: HashMap<String, u32>,
     is_bigram: Vec<bool>,
     postings: Vec<Vec<Posting>>,
+    /// By slot. A memory takes the next slot when it is indexed (slots are never reused
+    /// until a sweep renumbers them in the same order), so every postings list is in slot
+    /// order.
     docs: Vec<Option<Doc>>,
-    free: Vec<u32>,
     alive: Vec<bool>,
     df: Vec<u32>,
-    tombstones: Vec<u32>,
+    /// Removed memories whose postings are still in the lists (and whose slots are empty).
+    tombstones: usize,
+    /// Per term, bounds of its postings in each segment of [`SEGMENT`] slots (kept for long
+    /// lists only; see [`pruned`]).
+    blocks: Vec<Vec<Block>>,
+    /// Per segment of [`SEGMENT`] slots, the newest `newness` ever indexed in it.
+    seg_newest: Vec<u128>,
+    /// Segments the pruned ranking scored (the tests check that it prunes).
+    #[cfg(test)]
+    scored_segments: std::sync::atomic::AtomicUsize,
     by_path: HashMap<String, u32>,
     dir_ids: HashMap<String, u32>,
     dir_members: Vec<Vec<u32>>,
@@ -157,10 +173,13 @@ impl Bm25Postings {
             is_bigram: Vec::new(),
             postings: Vec::new(),
             docs: Vec::new(),
-            free: Vec::new(),
             alive: Vec::new(),
             df: Vec::new(),
-            tombstones: Vec::new(),
+            tombstones: 0,
+            blocks: Vec::new(),
+            seg_newest: Vec::new(),
+            #[cfg(test)]
+            scored_segments: Default::default(),
             by_path: HashMap::new(),
             dir_ids: HashMap::new(),
             dir_members: Vec::new(),
@@ -194,8 +213,8 @@ impl Bm25Postings {
             + vec(&self.dir_members)
             + vec(&self.is_bigram)
             + vec(&self.df)
-            + vec(&self.free)
-            + vec(&self.tombstones)
+            + vec(&self.blocks)
+            + vec(&self.seg_newest)
             + vec(&self.alive)
     }
 
@@ -205,6 +224,7 @@ impl Bm25Postings {
         use memloop_store::heap::{string, vec};
         self.term_ids.keys().map(string).sum::<usize>()
             + self.postings.iter().map(vec).sum::<usize>()
+            + self.blocks.iter().map(vec).sum::<usize>()
             + self
                 .docs
                 .iter()
@@ -264,12 +284,17 @@ impl Bm25Postings {
             }
         }
         let dir = self.dir_id(path);
-        let id = self.free.pop().unwrap_or_else(|| {
-            self.docs.push(None);
-            self.alive.push(false);
-            u32::try_from(self.docs.len() - 1).unwrap_or(u32::MAX)
-        });
-        self.alive[id as usize] = true;
+        let Ok(id) = u32::try_from(self.docs.len()) else {
+            return;
+        };
+        self.docs.push(None);
+        self.alive.push(true);
+        let newness = time_key(mtime);
+        let seg = (id / SEGMENT) as usize;
+        if self.seg_newest.len() <= seg {
+            self.seg_newest.resize(seg + 1, 0);
+        }
+        self.seg_newest[seg] = self.seg_newest[seg].max(newness);
         let mut terms = Vec::with_capacity(tfs.len());
         for (tid, tf) in tfs {
             let posting = Posting {
@@ -279,6 +304,7 @@ impl Bm25Postings {
                 lang,
             };
             grown(&mut self.owned, &mut self.postings[tid as usize], posting);
+            self.note_block(tid);
             self.df[tid as usize] += 1;
             terms.push(tid);
         }
@@ -292,7 +318,7 @@ impl Bm25Postings {
         let doc = Doc {
             path: path.to_owned(),
             mtime,
-            newness: time_key(mtime),
+            newness,
             dir,
             lens,
             terms,
@@ -336,20 +362,51 @@ impl Bm25Postings {
         if let Some(members) = self.dir_members.get_mut(doc.dir as usize) {
             members.retain(|m| *m != id);
         }
-        self.tombstones.push(id);
-        if self.tombstones.len() > 64 && self.tombstones.len() * 4 > self.by_path.len() {
+        self.tombstones += 1;
+        if self.tombstones > 64 && self.tombstones * 4 > self.by_path.len() {
             self.sweep();
         }
         true
     }
 
-    /// Drop the postings of removed memories and make their slots reusable.
+    /// Drop the postings of removed memories and number the memories' slots again from 0, in
+    /// the order they had (so every postings list stays in slot order).
     fn sweep(&mut self) {
-        let alive = &self.alive;
-        for list in &mut self.postings {
-            list.retain(|p| alive[p.doc as usize]);
+        let mut slot = vec![u32::MAX; self.docs.len()];
+        let mut next = 0u32;
+        for (old, doc) in self.docs.iter().enumerate() {
+            if doc.is_some() {
+                slot[old] = next;
+                next += 1;
+            }
         }
-        self.free.append(&mut self.tombstones);
+        self.docs.retain(Option::is_some);
+        self.alive = vec![true; self.docs.len()];
+        for list in &mut self.postings {
+            list.retain(|p| slot[p.doc as usize] != u32::MAX);
+            for p in list.iter_mut() {
+                p.doc = slot[p.doc as usize];
+            }
+        }
+        for id in self.by_path.values_mut() {
+            *id = slot[*id as usize];
+        }
+        for members in &mut self.dir_members {
+            for m in members.iter_mut() {
+                *m = slot[*m as usize];
+            }
+        }
+        self.tombstones = 0;
+        self.seg_newest = vec![0; self.docs.len().div_ceil(SEGMENT as usize)];
+        for (i, doc) in self.docs.iter().enumerate() {
+            if let Some(d) = doc {
+                let seg = &mut self.seg_newest[i / SEGMENT as usize];
+                *seg = (*seg).max(d.newness);
+            }
+        }
+        for tid in 0..self.postings.len() {
+            self.rebuild_blocks(tid);
+        }
     }
 
     fn term_id(&mut self, term: String, bigram: bool) -> u32 {
@@ -358,6 +415,7 @@ impl Bm25Postings {
         }
         let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
         self.postings.push(Vec::new());
+        self.blocks.push(Vec::new());
         self.df.push(0);
         self.is_bigram.push(bigram);
         self.owned += heap::string(&term);
@@ -416,6 +474,9 @@ impl Bm25Postings {
         }
         let every = languages.iter().fold(0u16, |m, l| m | lang_bit(*l));
         qterms.sort_unstable_by_key(|q| q.tid);
+        if self.prunable(k) {
+            return self.search_pruned(&qterms, every, k, keep);
+        }
         let (mut scores, mut touched) = self.score(&qterms, every);
         if self.params.feedback_docs > 0 {
             self.add_feedback(&qterms, &mut scores, &mut touched, &keep, every);
@@ -481,95 +542,36 @@ impl Bm25Postings {
     /// BM25F scores of every memory sharing a term of `qterms` in one of the term's languages
     /// (dense by doc slot), and the slots touched. `every`: the languages of the memories.
     fn score(&self, qterms: &[QueryTerm], every: u16) -> (Vec<f32>, Vec<u32>) {
-        let n = self.by_path.len().max(1);
-        let avg: [f32; FIELDS] =
-            std::array::from_fn(|f| (self.len_sum[f] as f32 / n as f32).max(1.0));
-        let w = [
-            self.params.name_weight,
-            self.params.description_weight,
-            self.params.body_weight,
-        ];
-        let (k1, b) = (self.params.k1, self.params.b);
-        // A field's length norm is `1 - b + len * b / avg`: the division by `avg` done once.
-        let per_len: [f32; FIELDS] = std::array::from_fn(|f| b / avg[f]);
+        let scoring = Scoring::new(self);
         let mut scores = vec![0f32; self.docs.len()];
-        let coord = self.params.coordination > 0.0;
-        // IDF mass of the query's unigrams each memory matched, and of all of them (per
-        // language: a memory is measured against the query analysed in its language).
+        let mut coordination = Coordination::new(self, &scoring, qterms, every);
+        let coord = coordination.is_some();
+        // IDF mass of the query's unigrams each memory matched (per language: a memory is
+        // measured against the query analysed in its language).
         let mut matched = vec![0f32; if coord { self.docs.len() } else { 0 }];
-        let mut total = [0f32; Language::ALL.len()];
         let mut touched: Vec<u32> = Vec::new();
         for q in qterms {
-            let tid = q.tid;
-            let list = &self.postings[tid as usize];
-            if self.df[tid as usize] == 0 {
+            let Some(term) = scoring.term(self, q, every) else {
                 continue;
-            }
-            let idf = self.idf(tid) * q.weight;
-            let saturated = idf * (k1 + 1.0);
-            // Words added by feedback score but do not count towards coordination.
-            let uni = !self.is_bigram[tid as usize] && !q.expansion;
-            if uni {
-                for l in Language::ALL {
-                    if q.langs & lang_bit(l) != 0 {
-                        total[l.index()] += idf;
-                    }
-                }
-            }
-            let check = q.langs & every != every;
-            for p in list {
-                if !self.alive[p.doc as usize] || (check && q.langs & lang_bit(p.lang) == 0) {
+            };
+            for p in &self.postings[q.tid as usize] {
+                let Some(share) = term.of(self, &scoring, p) else {
                     continue;
-                }
-                let mut tf = 0f32;
-                for f in 0..FIELDS {
-                    if p.tf[f] > 0 {
-                        let norm = 1.0 - b + per_len[f] * p.lens[f] as f32;
-                        tf += w[f] * f32::from(p.tf[f]) / norm;
-                    }
-                }
+                };
                 let slot = &mut scores[p.doc as usize];
                 if *slot == 0.0 {
                     touched.push(p.doc);
                 }
-                *slot += saturated * tf / (k1 + tf);
-                if coord && uni {
-                    matched[p.doc as usize] += idf;
+                *slot += share;
+                if coord && term.unigram {
+                    matched[p.doc as usize] += term.idf;
                 }
             }
         }
-        // One total for every language (the usual case): no need to look up each memory's.
-        let same_total = qterms
-            .iter()
-            .all(|q| q.langs & every == every)
-            .then_some(total.iter().copied().fold(0f32, f32::max));
-        if coord {
-            // A memory's share depends only on which query words it matched: a handful of
-            // distinct values, so `powf` runs once per value instead of once per memory.
-            let mut powers: Vec<(u32, f32)> = Vec::new();
-            let mut power = |share: f32| {
-                let bits = share.to_bits();
-                if let Some((_, p)) = powers.iter().find(|(b, _)| *b == bits) {
-                    return *p;
-                }
-                let p = share.powf(self.params.coordination);
-                if powers.len() < 64 {
-                    powers.push((bits, p));
-                }
-                p
-            };
+        if let Some(coordination) = &mut coordination {
             for d in &touched {
-                let total = match same_total {
-                    Some(t) => t,
-                    None => {
-                        let lang = self.doc(*d).map_or(Language::English, |doc| doc.lang);
-                        total.get(lang.index()).copied().unwrap_or(0.0)
-                    }
-                };
-                if total > 0.0 {
-                    let share = matched[*d as usize] / total;
-                    scores[*d as usize] *= power(share);
-                }
+                let lang = || self.doc(*d).map_or(Language::English, |doc| doc.lang);
+                scores[*d as usize] *= coordination.factor(matched[*d as usize], lang);
             }
         }
         (scores, touched)
@@ -600,49 +602,84 @@ impl Bm25Postings {
     }
 
     /// The best `k` of `ranked` (positive scores only) that `keep` accepts, best first: higher
-    /// score, then newer, then path. A bounded heap: a candidate that cannot beat the current
-    /// `k`-th costs one float comparison (no path is looked at, `keep` is not asked), so
-    /// thousands of candidates with tied scores do not turn into thousands of path comparisons.
+    /// score, then newer, then path.
     fn top_k(
         &self,
         ranked: impl IntoIterator<Item = (u32, f32)>,
         k: usize,
         keep: impl Fn(&str) -> bool,
     ) -> Vec<(String, f32)> {
-        // The worst kept candidate on top.
-        let mut best: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(k.min(1024) + 1);
+        let mut best = TopK::new(k);
         for (d, score) in ranked {
-            if score.is_nan() || score <= 0.0 {
-                continue;
-            }
-            let full = best.len() >= k;
-            if full && best.peek().is_some_and(|w| score < w.score) {
-                continue;
-            }
-            let Some(doc) = self.doc(d) else { continue };
-            let entry = Ranked::new(doc, score);
-            if full && best.peek().is_some_and(|w| entry >= *w) {
-                continue;
-            }
-            if !keep(&doc.path) {
-                continue;
-            }
-            if full && let Some(mut worst) = best.peek_mut() {
-                // The new entry takes the worst one's place: one sift, not a push and a pop
-                // (ties come in runs, so this is the common case).
-                *worst = entry;
-            } else {
-                best.push(entry);
+            if let Some(doc) = self.doc(d) {
+                best.offer(doc, score, &keep);
             }
         }
-        best.into_sorted_vec()
+        best.into_ranking()
+    }
+}
+
+/// The best `k` memories offered, kept in a bounded heap: a candidate that cannot beat the
+/// current `k`-th costs one float comparison (no path is looked at, `keep` is not asked), so
+/// thousands of candidates with tied scores do not turn into thousands of path comparisons.
+struct TopK<'a> {
+    k: usize,
+    /// The worst kept candidate on top.
+    best: BinaryHeap<Ranked<'a>>,
+}
+
+impl<'a> TopK<'a> {
+    fn new(k: usize) -> Self {
+        Self {
+            k,
+            best: BinaryHeap::with_capacity(k.min(1024) + 1),
+        }
+    }
+
+    /// Offer `doc` with `score` (kept if positive, not NaN, among the best `k`, and `keep`
+    /// accepts its path).
+    fn offer(&mut self, doc: &'a Doc, score: f32, keep: &impl Fn(&str) -> bool) {
+        if score.is_nan() || score <= 0.0 {
+            return;
+        }
+        let full = self.best.len() >= self.k;
+        if full && self.best.peek().is_some_and(|w| score < w.score) {
+            return;
+        }
+        let entry = Ranked::new(doc, score);
+        if full && self.best.peek().is_some_and(|w| entry >= *w) {
+            return;
+        }
+        if !keep(&doc.path) {
+            return;
+        }
+        if full && let Some(mut worst) = self.best.peek_mut() {
+            // The new entry takes the worst one's place: one sift, not a push and a pop
+            // (ties come in runs, so this is the common case).
+            *worst = entry;
+        } else {
+            self.best.push(entry);
+        }
+    }
+
+    /// Once `k` are kept, the key (score and newness, see [`Ranked`]) a memory must beat, or
+    /// tie and win on its path, to be kept.
+    fn bar(&self) -> Option<u128> {
+        (self.best.len() >= self.k)
+            .then(|| self.best.peek().map(|w| w.key))
+            .flatten()
+    }
+
+    fn into_ranking(self) -> Vec<(String, f32)> {
+        self.best
+            .into_sorted_vec()
             .into_iter()
             .map(|r| (r.doc.path.clone(), r.score))
             .collect()
     }
 }
 
-/// A scored memory in [`Bm25Postings::top_k`], ordered best first: higher score, then newer, then
+/// A scored memory in [`TopK`], ordered best first: higher score, then newer, then
 /// path (paths are unique, so the order is total).
 #[derive(Debug, Clone, Copy)]
 struct Ranked<'a> {
@@ -657,11 +694,16 @@ impl<'a> Ranked<'a> {
     /// `score` must be positive (not NaN): the bits of such floats order as the floats do.
     fn new(doc: &'a Doc, score: f32) -> Self {
         Self {
-            key: (u128::from(score.to_bits()) << 96) | doc.newness,
+            key: rank_key(score, doc.newness),
             doc,
             score,
         }
     }
+}
+
+/// A score (positive, not NaN) and a `newness` in one integer that orders as (score, newness).
+fn rank_key(score: f32, newness: u128) -> u128 {
+    (u128::from(score.to_bits()) << 96) | newness
 }
 
 /// `mtime` as nanoseconds from 2^95 ns before the epoch, in 96 bits: order-preserving for every

@@ -268,3 +268,29 @@ impl HttpSession {
         self.0.call(name, args).await.unwrap()
     }
 }
+
+/// Write `n` memories into `project`'s memory dir straight through its store (batches of 500),
+/// memory `i` at the path and with the document `memory(i)` gives.
+pub async fn fill(
+    fx: &Fixture,
+    project: &Path,
+    n: usize,
+    memory: impl Fn(usize) -> (String, memloop_store::MemoryDoc),
+) {
+    use memloop_store::{CheckedWrite, ExpectedVersion, MemoryStore, WriteMode};
+    let dir = memloop_paths::project_dir(&fx.home, project).join("memory");
+    let store = memloop_files::FileMemoryStore::open(dir).unwrap();
+    let store: &dyn MemoryStore = &store;
+    let limits = McpLimits::default().write_limits();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let writes = chunk
+            .iter()
+            .map(|i| {
+                let (path, doc) = memory(*i);
+                let w = CheckedWrite::check(&path, &doc, WriteMode::Overwrite, limits).unwrap();
+                (w, ExpectedVersion::Any)
+            })
+            .collect();
+        store.write_checked_batch(writes).await.unwrap();
+    }
+}
