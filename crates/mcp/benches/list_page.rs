@@ -6,7 +6,7 @@
 //! knowledge); the larger one holds 9,900 more under `archive/`. So the answers of the load and
 //! of the folder page are the same at both sizes, and their cost should be too: the header
 //! cache keeps each folder newest first and the paths in order, updated with each change, so a
-//! call costs its answer (the first page's answer is larger at 10,000: 200 memories, not 100).
+//! call costs its answer (a first page holds 100 memories at both sizes).
 //!
 //! `cargo bench -p memloop-mcp --features postgres --bench list_page -- --warm-up-time 1 --measurement-time 3`
 

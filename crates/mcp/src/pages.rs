@@ -13,7 +13,7 @@ use memloop_store::{Headers, MemoryHeader};
 use sha2::{Digest, Sha256};
 
 /// Most memories one `list` page holds.
-pub const PAGE_ITEMS: usize = 200;
+pub const PAGE_ITEMS: usize = 100;
 /// Most bytes the items of one page take (their JSON and their manifest lines, as they leave
 /// the server), at most half the answer cap: the rest of the answer is a few hundred bytes.
 pub const PAGE_BYTES: usize = 96 * 1024;

@@ -201,7 +201,7 @@ async fn with_a_small_answer_cap_pages_are_smaller_and_still_list_every_memory_o
     let paths = fill(&fx, &client, &project, 400).await;
     let pages = all_pages(&client, &project, None, cap).await;
     assert!(
-        pages.iter().all(|p| p.len() < 200),
+        pages.iter().all(|p| p.len() < 100),
         "{:?}",
         pages.iter().map(Vec::len).collect::<Vec<_>>()
     );

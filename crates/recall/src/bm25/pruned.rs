@@ -137,7 +137,8 @@ impl Bm25Postings {
             .iter()
             .filter_map(|q| scoring.term(self, q, every).map(|t| (q.tid, t)))
             .collect();
-        let bounds = self.bounds(&scoring, &terms);
+        let mut coordination = Coordination::new(self, &scoring, qterms, every);
+        let bounds = self.bounds(&scoring, &terms, coordination.as_mut());
         let newest = |seg: usize| self.seg_newest.get(seg).copied().unwrap_or(u128::MAX);
         let mut order: Vec<usize> = (0..bounds.len()).filter(|s| bounds[*s] > 0.0).collect();
         order.sort_unstable_by(|a, b| {
@@ -145,7 +146,6 @@ impl Bm25Postings {
                 .total_cmp(&bounds[*a])
                 .then(newest(*b).cmp(&newest(*a)))
         });
-        let mut coordination = Coordination::new(self, &scoring, qterms, every);
         let mut best = TopK::new(k);
         for seg in order {
             let bound = bounds[seg];
@@ -172,11 +172,22 @@ impl Bm25Postings {
     }
 
     /// Each segment's bound: per term (in the query's order), the largest share any of its
-    /// postings in the segment could get.
-    fn bounds(&self, scoring: &Scoring, terms: &[(u32, ScoredTerm)]) -> Vec<f32> {
-        let mut bounds = vec![0f32; self.docs.len().div_ceil(SEGMENT as usize)];
+    /// postings in the segment could get; times the coordination factor of a memory that
+    /// matched every query word the segment has (a memory matching fewer gets less).
+    fn bounds(
+        &self,
+        scoring: &Scoring,
+        terms: &[(u32, ScoredTerm)],
+        coordination: Option<&mut Coordination>,
+    ) -> Vec<f32> {
+        let segments = self.docs.len().div_ceil(SEGMENT as usize);
+        let mut bounds = vec![0f32; segments];
+        // The IDF mass of the query's words each segment has (in the query's order).
+        let mut words = vec![0f32; if coordination.is_some() { segments } else { 0 }];
+        let mut has = vec![false; segments];
         for (tid, term) in terms {
             let t = *tid as usize;
+            has.fill(false);
             let blocks = &self.blocks[t];
             if blocks.is_empty() {
                 // A short list: each segment's best share, from the postings themselves.
@@ -191,14 +202,26 @@ impl Bm25Postings {
                     }
                     if let Some(b) = bounds.get_mut(seg as usize) {
                         *b += most;
+                        has[seg as usize] = true;
                     }
                 }
             } else {
                 for block in blocks {
                     if let Some(b) = bounds.get_mut(block.seg as usize) {
                         *b += term.share(scoring, block.max_tf, block.min_len);
+                        has[block.seg as usize] = true;
                     }
                 }
+            }
+            if term.unigram {
+                for (w, _) in words.iter_mut().zip(&has).filter(|(_, h)| **h) {
+                    *w += term.idf;
+                }
+            }
+        }
+        if let Some(c) = coordination {
+            for (b, w) in bounds.iter_mut().zip(&words) {
+                *b *= c.bound(*w);
             }
         }
         bounds
@@ -460,5 +483,23 @@ mod tests {
             note(&mut idx, i, 10_000 + n as u64);
         }
         check(&idx, &[1499, 1498, 1497, 1496, 1495]);
+        // One memory has a rare word too: it comes first, then the newest of those that match
+        // only the common words (scaled by coordination, tied), from two segments.
+        idx.scored_segments.store(0, Ordering::Relaxed);
+        let got: Vec<String> = idx
+            .search("tuesdays deploy lc02500", 3, |_| true)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "knowledge/lc02500.md",
+                "knowledge/lc01499.md",
+                "knowledge/lc01498.md"
+            ]
+        );
+        let scored = idx.scored_segments.load(Ordering::Relaxed);
+        assert!(scored <= 2, "{scored} segments scored");
     }
 }

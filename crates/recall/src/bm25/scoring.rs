@@ -119,6 +119,9 @@ pub(super) struct Coordination {
     /// `share.powf(exponent)` for the shares seen: a memory's share depends only on which
     /// query words it matched, a handful of distinct values.
     powers: Vec<(u32, f32)>,
+    /// Whether [`Self::factor`] is monotone over the shares a query can give, so that
+    /// [`Self::bound`] needs no margin (see there).
+    monotone: bool,
 }
 
 impl Coordination {
@@ -134,11 +137,13 @@ impl Coordination {
             return None;
         }
         let mut total = [0f32; Language::ALL.len()];
+        let mut lightest = f32::INFINITY;
         for q in qterms {
             let Some(term) = scoring.term(index, q, every) else {
                 continue;
             };
             if term.unigram {
+                lightest = lightest.min(term.idf);
                 for l in Language::ALL {
                     if q.langs & lang_bit(l) != 0 {
                         total[l.index()] += term.idf;
@@ -150,12 +155,38 @@ impl Coordination {
             .iter()
             .all(|q| q.langs & every == every)
             .then_some(total.iter().copied().fold(0f32, f32::max));
+        // A memory's matched words are a subset of those its segment has: the same set gives
+        // the same share to the bit (summed in the same order), a smaller one a share smaller
+        // by at least the lightest word's share of the total, less a few units of rounding
+        // (about 6e-8 each below 1). With an exponent in 0.25..=1 the powers then differ by at
+        // least `exponent` times that, more than twice `powf`'s error (under one unit in the
+        // last place) when that share is at least 1e-6.
+        let monotone = (0.25..=1.0).contains(&exponent)
+            && same_total.is_some_and(|t| t > 0.0 && lightest / t >= 1e-6);
         Some(Self {
             exponent,
             total,
             same_total,
             powers: Vec::new(),
+            monotone,
         })
+    }
+
+    /// At least the factor of any memory that matched at most `matched` of the query's IDF mass
+    /// (summed in the query's order), in any language; at most 1. [`Self::factor`] itself when
+    /// that is monotone over the query's shares (memories tied on a partial match can then be
+    /// pruned), a little above it otherwise (`powf` is not promised to be monotone to the last
+    /// bit), and 1 when the query's words differ by language.
+    pub(super) fn bound(&mut self, matched: f32) -> f32 {
+        if self.same_total.is_none() {
+            return 1.0;
+        }
+        let factor = self.factor(matched, || Language::English);
+        if self.monotone {
+            factor
+        } else {
+            (factor * (1.0 + 1e-6)).min(1.0)
+        }
     }
 
     /// The factor of a memory that matched `matched` of the query's IDF mass; `lang` gives its
