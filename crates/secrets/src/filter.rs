@@ -575,20 +575,39 @@ fn spans_in(text: &str) -> Vec<(Range<usize>, &'static str)> {
 /// Only the lines that need it are normalised: one line of Chinese with a fullwidth comma does
 /// not make the whole text pay for normalisation.
 fn nfkc(text: &str) -> Cow<'_, str> {
-    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
-    let normal = |s: &str| matches!(is_nfkc_quick(s.chars()), IsNormalized::Yes);
-    if normal(text) {
+    use unicode_normalization::UnicodeNormalization;
+    if is_nfkc(text) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     for line in text.split_inclusive('\n') {
-        if normal(line) {
+        if is_nfkc(line) {
             out.push_str(line);
         } else {
             out.extend(line.nfkc());
         }
     }
     Cow::Owned(out)
+}
+
+/// Whether `text` is in NFKC form, by the quick check, run on its non-ASCII runs only: an ASCII
+/// character is its own form and resets the check's state (combining class 0), so a run after
+/// one is checked as a text of its own, and the table lookups the check makes per character are
+/// spent where they can matter.
+fn is_nfkc(text: &str) -> bool {
+    use unicode_normalization::{IsNormalized, is_nfkc_quick};
+    let mut rest = text;
+    // A non-ASCII byte after ASCII ones starts a character, and so does an ASCII byte.
+    while let Some(start) = rest.bytes().position(|b| !b.is_ascii()) {
+        let run = rest.get(start..).unwrap_or_default();
+        let end = run.bytes().position(|b| b.is_ascii()).unwrap_or(run.len());
+        let (chars, after) = run.split_at_checked(end).unwrap_or((run, ""));
+        if !matches!(is_nfkc_quick(chars.chars()), IsNormalized::Yes) {
+            return false;
+        }
+        rest = after;
+    }
+    true
 }
 
 impl SecretFilter {
@@ -677,6 +696,25 @@ impl SecretFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The quick check on the non-ASCII runs says what the quick check on the whole text
+        /// says, for texts mixing ASCII with combining marks (in and out of order), fullwidth
+        /// and compatibility characters, Hangul jamo, CJK and Cyrillic.
+        #[test]
+        fn the_check_on_non_ascii_runs_is_the_whole_texts(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "a", "Z", " ", "=", "\n", "e\u{301}", "\u{301}", "\u{327}\u{301}",
+                "\u{301}\u{327}", "ｐ", "＝", "…", "é", "\u{1100}\u{1161}", "가", "密码",
+                "пароль", "\u{200b}", "ﬁ", "Ω", "\u{2126}",
+            ]), 0..24)
+        ) {
+            use unicode_normalization::{IsNormalized, is_nfkc_quick};
+            let text: String = parts.concat();
+            let whole = matches!(is_nfkc_quick(text.chars()), IsNormalized::Yes);
+            proptest::prop_assert_eq!(is_nfkc(&text), whole, "{:?}", text);
+        }
+    }
 
     // Credentials of several kinds (well-formed, never masks), each split or glued below.
     const AWS_ID: &str = "AKIAIOSFODNN7EXAMPLE";
