@@ -5,7 +5,8 @@
 //! between words, some of them long enough to be read joined) and with the zero-width
 //! non-joiners and joiners of Persian words and emoji in it (the text is read without them).
 //! The cost of a store write that runs it on every field is memloop-store's `filtered_write`
-//! bench.
+//! bench. And `redact_secrets` over a 200-line `MEMORY.md` index whose descriptions are cut
+//! with `…`, as a `context_load` answer holds it.
 //!
 //! `cargo bench -p memloop-secrets --bench secrets -- --warm-up-time 1 --measurement-time 5`
 
@@ -34,6 +35,21 @@ fn bench_filter(c: &mut Criterion) {
     assert_eq!(SecretFilter::find(&joiners), None);
     group.bench_function("find_1KiB_zero_width", |b| {
         b.iter(|| SecretFilter::find(black_box(&joiners)))
+    });
+    // A `MEMORY.md` index as `context_load` answers it: one line per memory, each description
+    // cut with `…` (not in NFKC form, so every line is read in its NFKC form).
+    let index: String = (0..200)
+        .map(|i| {
+            format!(
+                "- [Deploy note {i}](knowledge/deploy-{i:04}.md) — Deploy pipeline note {i}: \
+                 releases go out on Tuesdays after the billing export dra…\n"
+            )
+        })
+        .collect();
+    assert_eq!(redact_secrets(&index).1, 0);
+    group.throughput(Throughput::Bytes(index.len() as u64));
+    group.bench_function("redact_index_200_lines", |b| {
+        b.iter(|| redact_secrets(black_box(&index)))
     });
     group.finish();
 }
