@@ -15,9 +15,10 @@
 #   4. the cost of a big project, as ratios measured in one run: on one replica, then behind
 #      HAProxy + 3, the default mix (4 searches : 1 save) on a project of 200 memories, then all
 #      four operations (RUN_BIG_MIX, search=2,save=1,load=1,manage=1) on a project of RUN_BIG
-#      (10,000) memories; it prints the big mix's server CPU per operation and p99 over the
-#      default mix's and fails when they exceed 1.25x and 1.5x (RUN_ONLY=4 runs it alone; it is
-#      not part of the default runs 1-3).
+#      (10,000) memories, then the same four on another project of 200; it prints the big
+#      project's server CPU per operation and p99 over the default mix's, and over the same
+#      mix's on 200 memories, and fails when one exceeds 1.25x or 1.5x (RUN_ONLY=4 runs it
+#      alone; it is not part of the default runs 1-3). Each project grows by the run's saves.
 # Each run prints ops/s, p50 / p99 per operation, server CPU per operation (and PostgreSQL's in
 # runs 1 and 2: in run 3 the terminated backends take theirs with them), and
 # reads back every acknowledged save (lost and doubled must be 0). Everything it started is
@@ -186,24 +187,37 @@ ratio_run() { # $1: label, $2: URL, then server pids
   echo "==> 4. $label: $big_mix on $big memories, ${seconds} s"
   load --url "$target_url" --clients "$clients" --seconds "$seconds" --mix "$big_mix" \
     "${pid_args[@]}" | tee "$work/big.txt" || status=1
-  read -r small_cpu small_p99 <<<"$(cost_of "$work/small.txt")"
-  read -r big_cpu big_p99 <<<"$(cost_of "$work/big.txt")"
+  project="$root/mix-200"
+  echo "==> 4. $label: $big_mix on 200 memories, ${seconds} s"
+  load --url "$target_url" --clients "$clients" --seconds "$seconds" --mix "$big_mix" \
+    "${pid_args[@]}" | tee "$work/mix.txt" || status=1
+  compare "$label" "$big_mix on $big memories over the default mix on 200" "$work/big.txt" "$work/small.txt"
+  compare "$label" "$big_mix on $big memories over the same mix on 200" "$work/big.txt" "$work/mix.txt"
+}
+
+# Print one ratio of run 4 (the first report's CPU per operation and p99 over the second's) and
+# fail past its target.
+compare() { # $1: label, $2: what is compared, $3, $4: the reports
+  local ok a_cpu a_p99 b_cpu b_p99
+  read -r a_cpu a_p99 <<<"$(cost_of "$3")"
+  read -r b_cpu b_p99 <<<"$(cost_of "$4")"
   ok="$(python3 -c "
-s_cpu, s_p99, b_cpu, b_p99 = $small_cpu, $small_p99, $big_cpu, $big_p99
-cpu = b_cpu / s_cpu if s_cpu else float('inf')
-p99 = b_p99 / s_p99 if s_p99 else float('inf')
-print(f'server CPU per operation {b_cpu:.3f} / {s_cpu:.3f} ms = {cpu:.2f}x (target <= 1.25x); '
-      f'p99 {b_p99:.2f} / {s_p99:.2f} ms = {p99:.2f}x (target <= 1.5x)')
+a_cpu, a_p99, b_cpu, b_p99 = $a_cpu, $a_p99, $b_cpu, $b_p99
+cpu = a_cpu / b_cpu if b_cpu else float('inf')
+p99 = a_p99 / b_p99 if b_p99 else float('inf')
+print(f'server CPU per operation {a_cpu:.3f} / {b_cpu:.3f} ms = {cpu:.2f}x (target <= 1.25x); '
+      f'p99 {a_p99:.2f} / {b_p99:.2f} ms = {p99:.2f}x (target <= 1.5x)')
 print('ok' if cpu <= 1.25 and p99 <= 1.5 else 'over')
 ")"
-  echo "==> 4. $label: $(echo "$ok" | head -1)"
-  [ "$(echo "$ok" | tail -1)" = ok ] || { echo "==> 4. $label: over its target"; status=1; }
+  echo "==> 4. $1, $2: $(echo "$ok" | head -1)"
+  [ "$(echo "$ok" | tail -1)" = ok ] || { echo "==> 4. $1, $2: over its target"; status=1; }
 }
 
 if [ "$only" = 4 ]; then
   big="${RUN_BIG:-10000}"
   big_mix="${RUN_BIG_MIX:-search=2,save=1,load=1,manage=1}"
   seed small-200 200
+  seed mix-200 200
   seed "big-$big" "$big"
   start_server 1 --token-rate 0
   ratio_run "one replica" "$server_url" "$server_pid"
