@@ -594,25 +594,34 @@ pub async fn search(
     } else {
         None
     };
-    let bodies = futures::future::join_all(hits.iter().map(|hit| {
-        let store = if hit.global {
-            &global_store
-        } else {
-            &project_store
-        };
-        async move {
-            // The hit's header is the header cache's: its text as of that search's refresh,
-            // kept read for the next search that finds it.
+    // The hits' headers are the header caches': their texts as of that search's refresh, kept
+    // read for the next search that finds them; each store's hits read at once.
+    let mut files: Vec<Option<Arc<MemoryFile>>> = vec![None; hits.len()];
+    for (global, store) in [(false, &project_store), (true, &global_store)] {
+        let Some(open) = store else { continue };
+        let at: Vec<usize> = (0..hits.len())
+            .filter(|i| hits[*i].global == global)
+            .collect();
+        let headers: Vec<MemoryHeader> = at.iter().map(|i| hits[*i].header.clone()).collect();
+        for (i, file) in at.into_iter().zip(open.headers.read_many(&headers).await) {
+            files[i] = file.ok();
+        }
+    }
+    let bodies: Vec<Value> = hits
+        .iter()
+        .zip(&files)
+        .map(|(hit, file)| {
+            let store = if hit.global {
+                &global_store
+            } else {
+                &project_store
+            };
             match store {
-                Some(open) => {
-                    let file = open.headers.read(&hit.header).await.ok();
-                    header_with_file(&hit.header, file.as_deref(), detail)
-                }
+                Some(_) => header_with_file(&hit.header, file.as_deref(), detail),
                 None => header_json(&hit.header),
             }
-        }
-    }))
-    .await;
+        })
+        .collect();
     let mut results = Vec::new();
     for (hit, mut v) in hits.iter().zip(bodies) {
         if let Value::Object(map) = &mut v {

@@ -75,6 +75,14 @@ impl MemoryStore for TracedStore {
         traced("read_path", self.0.read_path(path)).await
     }
 
+    async fn read_paths(&self, paths: &[MemoryPath]) -> Vec<Result<MemoryFile, MemoryError>> {
+        // One span for the whole read; a missing memory is an answer, not the call's failure.
+        self.0
+            .read_paths(paths)
+            .instrument(span("read_paths"))
+            .await
+    }
+
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {
         traced("write_checked", self.0.write_checked(write)).await
     }

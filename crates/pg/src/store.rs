@@ -408,6 +408,18 @@ fn row_to_memory(row: &Row) -> PgMemory {
     }
 }
 
+/// A memory row as the store's reads return it.
+fn file_of(m: PgMemory) -> MemoryFile {
+    MemoryFile {
+        header: header_of(&m),
+        body: m.doc.body,
+        raw: m.content,
+    }
+}
+
+/// Most paths one query of [`PgMemoryStore::get_many`] asks for.
+const READ_PAGE: usize = 512;
+
 fn header_of(m: &PgMemory) -> MemoryHeader {
     MemoryHeader {
         rel_path: m.rel_path.clone(),
@@ -735,6 +747,40 @@ impl PgMemoryStore {
             })
             .await?;
         self.remember(&rel, found.as_ref().map(|m| m.version));
+        Ok(found)
+    }
+
+    /// The memories at `paths` that exist, by path, in one query; each one's version is
+    /// remembered as a read's is (and a missing one's absence).
+    async fn get_many(
+        &self,
+        paths: &[MemoryPath],
+    ) -> Result<HashMap<String, PgMemory>, StoreError> {
+        let rels: Vec<&str> = paths.iter().map(MemoryPath::as_str).collect();
+        let project = self.project_id().to_owned();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM memloop_memories WHERE project_id = $1 AND rel_path = ANY($2)"
+        );
+        let found: HashMap<String, PgMemory> = self
+            .retrying("get_many", |client| {
+                let (sql, project, rels) = (&sql, &project, &rels);
+                async move {
+                    let rows = self
+                        .sql()
+                        .query(&client, sql.as_str(), &[project, rels])
+                        .await
+                        .map_err(db)?;
+                    Ok(rows
+                        .iter()
+                        .map(row_to_memory)
+                        .map(|m| (m.rel_path.clone(), m))
+                        .collect())
+                }
+            })
+            .await?;
+        for rel in &rels {
+            self.remember(rel, found.get(*rel).map(|m| m.version));
+        }
         Ok(found)
     }
 
@@ -1329,11 +1375,30 @@ impl MemoryStore for PgMemoryStore {
             .get(path.as_str())
             .await?
             .ok_or_else(|| MemoryError::NotFound(path.as_str().to_owned()))?;
-        Ok(MemoryFile {
-            header: header_of(&m),
-            body: m.doc.body,
-            raw: m.content,
-        })
+        Ok(file_of(m))
+    }
+
+    /// One query for all of them (`rel_path = ANY(..)`), in pages of [`READ_PAGE`] paths.
+    async fn read_paths(&self, paths: &[MemoryPath]) -> Vec<Result<MemoryFile, MemoryError>> {
+        let mut out = Vec::with_capacity(paths.len());
+        for page in paths.chunks(READ_PAGE) {
+            match self.get_many(page).await {
+                Ok(mut found) => out.extend(page.iter().map(|p| {
+                    found
+                        .remove(p.as_str())
+                        .map(file_of)
+                        .ok_or_else(|| MemoryError::NotFound(p.as_str().to_owned()))
+                })),
+                Err(e) => {
+                    // Each path then gets its own answer (and its own error).
+                    tracing::warn!(error = %e, "reading memories in one query failed; reading them one by one");
+                    for p in page {
+                        out.push(self.read_path(p).await);
+                    }
+                }
+            }
+        }
+        out
     }
 
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {

@@ -4,14 +4,10 @@ use super::bm25::{Analysed, Bm25Params, Bm25Postings, IndexText};
 use super::keyword::display_name;
 use super::selector::{SelectionContext, Selector, SelectorError};
 use async_trait::async_trait;
-use futures::StreamExt;
 use memloop_store::{MemoryFile, MemoryHeader, MemoryStore, ScanCache, Since};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::Mutex;
-
-/// How many memory files are read at once while (re)indexing.
-const READ_CONCURRENCY: usize = 16;
 
 /// What one [`Bm25Selector::sync`] changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -304,8 +300,8 @@ fn index_text<'a>(h: &'a MemoryHeader, file: &'a MemoryFile) -> IndexText<'a> {
     }
 }
 
-/// Read `batch` through the cache, `READ_CONCURRENCY` at once: the memories read (in the
-/// order they came back); each one that could not be read is dropped from the index, counted
+/// Read `batch` through the cache (one [`ScanCache::read_many`]: one query on a database): the
+/// memories read, in order; each one that could not be read is dropped from the index, counted
 /// and added to `failed`.
 async fn read_batch(
     index: &mut Bm25Postings,
@@ -315,13 +311,8 @@ async fn read_batch(
     failed: &mut Vec<MemoryHeader>,
 ) -> Vec<(MemoryHeader, Arc<MemoryFile>)> {
     let mut out = Vec::with_capacity(batch.len());
-    let mut reads = futures::stream::iter(batch)
-        .map(|h| async move {
-            let read = cache.read(&h).await;
-            (h, read)
-        })
-        .buffer_unordered(READ_CONCURRENCY);
-    while let Some((h, read)) = reads.next().await {
+    let reads = cache.read_many(&batch).await;
+    for (h, read) in batch.into_iter().zip(reads) {
         match read {
             Ok(file) => out.push((h, file)),
             Err(e) => {

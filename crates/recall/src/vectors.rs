@@ -13,7 +13,6 @@
 //! and rebuilt. A file written for another model (a different id or dimension) is rebuilt too.
 
 use super::lift::BestTwo;
-use futures::StreamExt;
 use memloop_core::embed::{EmbedError, Embedder, dot};
 use memloop_files::FileMemoryStore;
 use memloop_files::atomic_write;
@@ -29,8 +28,8 @@ use tokio::time::Instant;
 const MAGIC: &[u8; 8] = b"MLVEC\x02\n\0";
 /// Format 1: one vector per entry, no count.
 const MAGIC_V1: &[u8; 8] = b"MLVEC\x01\n\0";
-/// How many memory files are read at once while syncing.
-const READ_CONCURRENCY: usize = 16;
+/// How many memory files are read at once while syncing (one `ScanCache::read_many`).
+const READ_BATCH: usize = 256;
 /// At most this much of a memory is embedded (models read a few hundred tokens anyway).
 const MAX_EMBED_BYTES: usize = 2_000;
 
@@ -377,40 +376,36 @@ impl VectorCache {
         progress: Option<&(dyn Fn(usize, usize) + Send + Sync)>,
         mut report: VectorSyncReport,
     ) -> Result<VectorSyncReport, EmbedError> {
-        let mut reads = futures::stream::iter(stale)
-            .map(|h| async move {
-                let read = cache.read(&h).await;
-                (h, read)
-            })
-            .buffer_unordered(READ_CONCURRENCY);
         let mut todo: Vec<(MemoryHeader, Vec<String>, [u8; 32])> = Vec::new();
-        while let Some((h, read)) = reads.next().await {
-            match read {
-                Ok(file) => {
-                    let texts = embed_texts(
-                        super::keyword::display_name(&h),
-                        h.description.as_deref().unwrap_or(""),
-                        &file.body,
-                        self.passages,
-                    );
-                    let hash = texts_hash(&texts);
-                    match self.entries.get_mut(&h.rel_path) {
-                        Some(e) if e.hash == hash => {
-                            e.mtime = h.mtime;
-                            self.dirty = true;
-                            report.reused += 1;
+        for batch in stale.chunks(READ_BATCH) {
+            let reads = cache.read_many(batch).await;
+            for (h, read) in batch.iter().zip(reads) {
+                match read {
+                    Ok(file) => {
+                        let texts = embed_texts(
+                            super::keyword::display_name(h),
+                            h.description.as_deref().unwrap_or(""),
+                            &file.body,
+                            self.passages,
+                        );
+                        let hash = texts_hash(&texts);
+                        match self.entries.get_mut(&h.rel_path) {
+                            Some(e) if e.hash == hash => {
+                                e.mtime = h.mtime;
+                                self.dirty = true;
+                                report.reused += 1;
+                            }
+                            _ => todo.push((h.clone(), texts, hash)),
                         }
-                        _ => todo.push((h, texts, hash)),
                     }
-                }
-                Err(e) => {
-                    tracing::warn!(path = %h.rel_path, error = %e, "cannot embed memory; skipped");
-                    self.entries.remove(&h.rel_path);
-                    report.failed += 1;
+                    Err(e) => {
+                        tracing::warn!(path = %h.rel_path, error = %e, "cannot embed memory; skipped");
+                        self.entries.remove(&h.rel_path);
+                        report.failed += 1;
+                    }
                 }
             }
         }
-        drop(reads);
         // Deterministic order, so a partial sync always makes the same progress; by length, so a
         // batch holds texts of similar length and a model pads little.
         let whole_len = |texts: &[String]| texts.first().map_or(0, String::len);

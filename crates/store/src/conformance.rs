@@ -136,8 +136,11 @@ pub enum Check {
     /// replace-body write as overwrite does.
     WriteModes,
     /// A memory that does not exist is [`MemoryError::NotFound`](crate::MemoryError::NotFound)
-    /// to read, delete (a second delete too) and rename; a rename onto an existing memory is
-    /// refused and changes nothing; a rename moves the text and the index entry.
+    /// to read, delete (a second delete too) and rename; reading several at once
+    /// ([`read_paths`](crate::MemoryStore::read_paths)) answers each path in its place as
+    /// reading it alone does, a missing one `NotFound` between two that are read; a rename onto
+    /// an existing memory is refused and changes nothing; a rename moves the text and the index
+    /// entry.
     MissingMemories,
     /// A delete removes exactly its memory and its index entry: not `a.md.md` or `ab.md` when
     /// deleting `a.md`, not `x/a.md` or `team/a.md`, not an index neighbour.

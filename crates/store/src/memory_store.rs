@@ -674,6 +674,17 @@ pub trait MemoryStore: Send + Sync {
     /// Read one memory (primitive: callers use `read`).
     async fn read_path(&self, path: &MemoryPath) -> Result<MemoryFile, MemoryError>;
 
+    /// Read several memories: one result per path, in the order given, each what
+    /// [`read_path`](Self::read_path) returns for it (a missing memory is
+    /// [`MemoryError::NotFound`], the others still read). What an index reads when it takes in
+    /// many memories at once. The default runs `read_path` for each, 16 at a time; a backend
+    /// that can read many in one round trip (a database) overrides it.
+    async fn read_paths(&self, paths: &[MemoryPath]) -> Vec<Result<MemoryFile, MemoryError>> {
+        use futures::StreamExt;
+        let reads: Vec<_> = paths.iter().map(|p| self.read_path(p)).collect();
+        futures::stream::iter(reads).buffered(16).collect().await
+    }
+
     /// Write a memory and its index line (callers use `write`, which builds the
     /// [`CheckedWrite`]): [`write_checked_if`](Self::write_checked_if) expecting any version.
     async fn write_checked(&self, write: CheckedWrite) -> Result<WriteReport, MemoryError> {

@@ -705,6 +705,49 @@ impl ScanCache {
         Ok(file)
     }
 
+    /// Read the memories `headers` describe (ones this cache listed), each as [`Self::read`]
+    /// reads it: the texts kept read come from memory, the others from one
+    /// [`MemoryStore::read_paths`] call (one query on a database, not one per memory). One
+    /// result per header, in order.
+    pub async fn read_many(
+        &self,
+        headers: &[MemoryHeader],
+    ) -> Vec<Result<Arc<MemoryFile>, MemoryError>> {
+        let mut out: Vec<Option<Result<Arc<MemoryFile>, MemoryError>>> = match self.bodies.lock() {
+            Ok(b) => headers.iter().map(|h| b.get(h).map(Ok)).collect(),
+            Err(_) => headers.iter().map(|_| None).collect(),
+        };
+        let (mut asked, mut paths) = (Vec::new(), Vec::new());
+        for (i, h) in headers.iter().enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
+            // The path checks `read` makes (valid, contained).
+            match self.store.check_contained(&h.rel_path) {
+                Ok(p) => {
+                    asked.push(i);
+                    paths.push(p);
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let read = self.store.read_paths(&paths).await;
+        for (i, file) in asked.into_iter().zip(read) {
+            let file = file.map(Arc::new);
+            if let Ok(f) = &file
+                && f.header.mtime == headers[i].mtime
+                && let Ok(mut b) = self.bodies.lock()
+            {
+                b.keep(f.clone());
+            }
+            out[i] = Some(file);
+        }
+        out.into_iter()
+            .zip(headers)
+            .map(|(file, h)| file.unwrap_or_else(|| Err(MemoryError::NotFound(h.rel_path.clone()))))
+            .collect()
+    }
+
     /// An estimate of the memory the cache holds, in bytes, counted as [`crate::heap`] counts
     /// (buffers by capacity, hash tables by buckets, each allocation as the allocator's block):
     /// the cache itself and its store ([`MemoryStore::approx_bytes`]), every header (its

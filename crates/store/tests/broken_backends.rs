@@ -75,6 +75,8 @@ enum Bug {
     ClearNotInFeed,
     /// Deleting a memory that does not exist reports success.
     DeleteMissingOk,
+    /// Reading several memories at once answers only those that exist (the rest shift up).
+    ReadPathsSkipsMissing,
     /// A rename leaves the source behind (a copy).
     RenameLeavesSource,
     /// A rename overwrites an existing target.
@@ -102,7 +104,7 @@ enum Bug {
 }
 
 impl Bug {
-    const ALL: [Bug; 38] = [
+    const ALL: [Bug; 39] = [
         Bug::ScanOldestFirst,
         Bug::ScanByPath,
         Bug::ScanListsIndex,
@@ -129,6 +131,7 @@ impl Bug {
         Bug::BatchNotInFeed,
         Bug::ClearNotInFeed,
         Bug::DeleteMissingOk,
+        Bug::ReadPathsSkipsMissing,
         Bug::RenameLeavesSource,
         Bug::RenameOverwrites,
         Bug::DeletePrefix,
@@ -163,9 +166,10 @@ impl Bug {
             | Bug::RenameNotInFeed
             | Bug::BatchNotInFeed
             | Bug::ClearNotInFeed => Check::ChangeFeed,
-            Bug::DeleteMissingOk | Bug::RenameLeavesSource | Bug::RenameOverwrites => {
-                Check::MissingMemories
-            }
+            Bug::DeleteMissingOk
+            | Bug::ReadPathsSkipsMissing
+            | Bug::RenameLeavesSource
+            | Bug::RenameOverwrites => Check::MissingMemories,
             Bug::DeletePrefix | Bug::DeleteSameName => Check::DeletePrecision,
             Bug::MtimeNeverMoves => Check::Mtimes,
             Bug::DailyLogIndexed => Check::DailyLogs,
@@ -537,6 +541,19 @@ impl MemoryStore for Reference {
             body: doc.body,
             raw: text.clone(),
         })
+    }
+
+    /// Each path as `read_path` answers it, or with [`Bug::ReadPathsSkipsMissing`] only those
+    /// that exist.
+    async fn read_paths(&self, paths: &[MemoryPath]) -> Vec<Result<MemoryFile, MemoryError>> {
+        let mut out = Vec::new();
+        for p in paths {
+            let read = self.read_path(p).await;
+            if read.is_ok() || !self.has(Bug::ReadPathsSkipsMissing) {
+                out.push(read);
+            }
+        }
+        out
     }
 
     /// The check and the write under one lock; with [`Bug::RacyCheckThenWrite`], the lock is

@@ -7,6 +7,7 @@ use super::checks::{Outcome, Store, during, exists, read, same_body, same_memory
 use super::support::rewrite_until_later;
 use crate::changes::{ChangeCursor, Changes};
 use crate::index::{INDEX_FILE, IndexCaps};
+use crate::memory_path::MemoryPath;
 use crate::memory_store::{CheckedWrite, ExpectedVersion, content_version};
 use crate::team::MemoryScope;
 use crate::types::{IndexEntry, MemoryDoc, MemoryError, MemoryHeader, MemoryType, WriteMode};
@@ -385,6 +386,32 @@ pub(crate) async fn missing_memories(store: Store) -> Outcome {
     let target = doc("目标", "la cible", "目标文本。");
     let vs = put(&store, "源.md", &source).await?;
     let vt = put(&store, "目标.md", &target).await?;
+    let paths: Vec<MemoryPath> = ["源.md", "нет.md", "目标.md"]
+        .iter()
+        .map(|p| MemoryPath::new(p).map_err(during(format!("naming {p}"))))
+        .collect::<Result<_, _>>()?;
+    let mut many = store.read_paths(&paths).await.into_iter();
+    ensure!(
+        many.len() == 3,
+        "reading 源.md, нет.md and 目标.md at once gave {} answers, not 3",
+        many.len()
+    );
+    for (rel, doc) in [
+        ("源.md", Some(&source)),
+        ("нет.md", None),
+        ("目标.md", Some(&target)),
+    ] {
+        let answer = many.next().ok_or_else(|| format!("no answer for {rel}"))?;
+        match doc {
+            Some(doc) => {
+                let file = answer.map_err(during(format!("reading {rel} with two others")))?;
+                same_memory(&file, rel, doc).map_err(|e| {
+                    format!("reading several at once must answer each in its place: {e}")
+                })?;
+            }
+            None => not_found(answer, "reading нет.md between two memories")?,
+        }
+    }
     let before = entries(&store).await?;
     ensure!(
         store.rename("源.md", "目标.md").await.is_err(),
