@@ -8,10 +8,14 @@
 //! cache keeps each folder newest first and the paths in order, updated with each change, so a
 //! call costs its answer (a first page holds 100 memories at both sizes).
 //!
+//! The same on the team store (PostgreSQL on 127.0.0.1:5432, a schema of its own): the index
+//! lines' count is kept at write time and `load_index` reads the first 200 lines.
+//!
 //! `cargo bench -p memloop-mcp --features postgres --bench list_page -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memloop_store::{MemoryDoc, MemoryType};
+use memloop_pg::PgMemoryStore;
+use memloop_store::{CheckedWrite, ExpectedVersion, MemoryDoc, MemoryStore, MemoryType, WriteMode};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -20,10 +24,27 @@ use std::path::Path;
 #[allow(missing_docs)]
 mod support;
 
+use std::sync::Arc;
+use support::team::TestTeam;
 use support::{Client, Fixture, call, connect};
 
-/// `n` memories in the project's memory dir (after `init_project`), the first 100 in the
-/// folders `context_load` shows, the rest under `archive/`.
+/// Memory `i`: the first 100 in the folders `context_load` shows, the rest under `archive/`.
+fn memory(i: usize) -> (String, MemoryDoc) {
+    let doc = MemoryDoc::new(
+        format!("Решение {i}: 数据库 café"),
+        format!("Почему выбрали вариант {i}; 原因 {i}"),
+        MemoryType::Project,
+        format!("Текст решения {i}."),
+    );
+    let folder = if i < 100 {
+        ["decisions", "knowledge", "todos", "sessions"][i % 4]
+    } else {
+        "archive"
+    };
+    (format!("{folder}/m{i:05}.md"), doc)
+}
+
+/// `n` memories in the project's memory dir (after `init_project`).
 async fn fill(fx: &Fixture, client: &Client, project: &Path, n: usize) {
     let init = call(
         client,
@@ -33,21 +54,25 @@ async fn fill(fx: &Fixture, client: &Client, project: &Path, n: usize) {
     )
     .await;
     assert_eq!(init["is_error"], false, "{init}");
-    support::fill(fx, project, n, |i| {
-        let doc = MemoryDoc::new(
-            format!("Решение {i}: 数据库 café"),
-            format!("Почему выбрали вариант {i}; 原因 {i}"),
-            MemoryType::Project,
-            format!("Текст решения {i}."),
-        );
-        let folder = if i < 100 {
-            ["decisions", "knowledge", "todos", "sessions"][i % 4]
-        } else {
-            "archive"
-        };
-        (format!("{folder}/m{i:05}.md"), doc)
-    })
-    .await;
+    support::fill(fx, project, n, memory).await;
+}
+
+/// `n` memories in the project's team store, written straight through it (batches of 500).
+async fn fill_team(team: &TestTeam, project: &Path, n: usize) {
+    let store = PgMemoryStore::open(team.config(project)).await.unwrap();
+    let store: &dyn MemoryStore = &store;
+    let limits = memloop_mcp::McpLimits::default().write_limits();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let writes = chunk
+            .iter()
+            .map(|i| {
+                let (path, doc) = memory(*i);
+                let w = CheckedWrite::check(&path, &doc, WriteMode::Overwrite, limits).unwrap();
+                (w, ExpectedVersion::Any)
+            })
+            .collect();
+        store.write_checked_batch(writes).await.unwrap();
+    }
 }
 
 async fn list(client: &Client, project: &Path, cursor: Option<&str>) -> Value {
@@ -80,51 +105,61 @@ fn bench_list_page(c: &mut Criterion) {
     else {
         return;
     };
-    let mut group = c.benchmark_group("list_page");
-    for memories in [100usize, 10_000] {
-        let fx = Fixture::new();
-        let project = fx.project("bench");
-        let client = rt.block_on(connect(fx.config()));
-        rt.block_on(fill(&fx, &client, &project, memories));
-        // A cursor into the middle of the list (the first page's, when there is one page).
-        let middle = rt.block_on(async {
-            let mut cursor: Option<String> = None;
-            for _ in 0..memories / 400 {
-                let page = list(&client, &project, cursor.as_deref()).await;
-                cursor = page["nextCursor"].as_str().map(str::to_owned);
+    for backend in ["files", "postgres"] {
+        let mut group = c.benchmark_group(format!("list_page_{backend}"));
+        for memories in [100usize, 10_000] {
+            let fx = Fixture::new();
+            let project = fx.project("bench");
+            let mut config = fx.config();
+            let team = (backend == "postgres").then(TestTeam::new);
+            if let Some(team) = &team {
+                config.stores = Some(team.clone() as Arc<dyn memloop_mcp::ProjectStores>);
             }
-            cursor
-        });
-        group.bench_function(BenchmarkId::new("first_page", memories), |b| {
-            b.iter(|| rt.block_on(list(&client, &project, None)));
-        });
-        group.bench_function(BenchmarkId::new("middle_page", memories), |b| {
-            b.iter(|| rt.block_on(list(&client, &project, middle.as_deref())));
-        });
-        group.bench_function(BenchmarkId::new("folder_page", memories), |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let page = list_in(&client, &project, Some("decisions/"), None).await;
-                    assert_eq!(page["total"], 25, "{page}");
-                })
+            let client = rt.block_on(connect(config));
+            match &team {
+                Some(team) => rt.block_on(fill_team(team, &project, memories)),
+                None => rt.block_on(fill(&fx, &client, &project, memories)),
+            }
+            // A cursor into the middle of the list (the first page's, when there is one page).
+            let middle = rt.block_on(async {
+                let mut cursor: Option<String> = None;
+                for _ in 0..memories / 200 {
+                    let page = list(&client, &project, cursor.as_deref()).await;
+                    cursor = page["nextCursor"].as_str().map(str::to_owned);
+                }
+                cursor
             });
-        });
-        group.bench_function(BenchmarkId::new("context_load", memories), |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let r = call(
-                        &client,
-                        "context_load",
-                        json!({"project_path": project.to_string_lossy()}),
-                    )
-                    .await;
-                    assert_eq!(r["is_error"], false, "{r}");
-                    assert!(r.get("cut").is_none(), "{r}");
-                })
+            group.bench_function(BenchmarkId::new("first_page", memories), |b| {
+                b.iter(|| rt.block_on(list(&client, &project, None)));
             });
-        });
+            group.bench_function(BenchmarkId::new("middle_page", memories), |b| {
+                b.iter(|| rt.block_on(list(&client, &project, middle.as_deref())));
+            });
+            group.bench_function(BenchmarkId::new("folder_page", memories), |b| {
+                b.iter(|| {
+                    rt.block_on(async {
+                        let page = list_in(&client, &project, Some("decisions/"), None).await;
+                        assert_eq!(page["total"], 25, "{page}");
+                    })
+                });
+            });
+            group.bench_function(BenchmarkId::new("context_load", memories), |b| {
+                b.iter(|| {
+                    rt.block_on(async {
+                        let r = call(
+                            &client,
+                            "context_load",
+                            json!({"project_path": project.to_string_lossy()}),
+                        )
+                        .await;
+                        assert_eq!(r["is_error"], false, "{r}");
+                        assert!(r.get("cut").is_none(), "{r}");
+                    })
+                });
+            });
+        }
+        group.finish();
     }
-    group.finish();
 }
 
 criterion_group!(benches, bench_list_page);
