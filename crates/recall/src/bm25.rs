@@ -115,7 +115,8 @@ struct Doc {
 }
 
 /// An inverted index of memories keyed by relative path. Updates touch only the changed
-/// document; search scores every memory that shares a term with the query.
+/// document; search scores the memories that share a term with the query, segment by segment,
+/// and skips the segments that cannot hold one of the best `k` (`bm25/pruned.rs`).
 ///
 /// Each memory is analysed in its own language (its Latin-script words' detected language, or
 /// [`Bm25Params::language`]); a query is analysed once per language the index holds and each
