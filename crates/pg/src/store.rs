@@ -1378,7 +1378,7 @@ impl MemoryStore for PgMemoryStore {
         Ok(file_of(m))
     }
 
-    /// One query for all of them (`rel_path = ANY(..)`), in pages of [`READ_PAGE`] paths.
+    /// One query for all of them (`rel_path = ANY(..)`), 512 paths a query.
     async fn read_paths(&self, paths: &[MemoryPath]) -> Vec<Result<MemoryFile, MemoryError>> {
         let mut out = Vec::with_capacity(paths.len());
         for page in paths.chunks(READ_PAGE) {
