@@ -57,13 +57,7 @@ async fn fill(fx: &Fixture, project: &Path, n: usize, large: bool) {
 }
 
 fn bench_cold_search(c: &mut Criterion) {
-    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    else {
-        return;
-    };
+    let rt = support::bench_runtime();
     let mut group = c.benchmark_group("cold_search");
     group.sample_size(10);
     for (shape, large) in [("one_line", false), ("paragraphs", true)] {

@@ -34,13 +34,7 @@ async fn save(client: &Client, project: &Path, key: usize) {
 }
 
 fn bench_keyed_save(c: &mut Criterion) {
-    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    else {
-        return;
-    };
+    let rt = support::bench_runtime();
     let mut group = c.benchmark_group("keyed_save");
     for existing in [0usize, 3_000] {
         let fx = Fixture::new();

@@ -101,13 +101,7 @@ async fn list_in(
 }
 
 fn bench_list_page(c: &mut Criterion) {
-    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    else {
-        return;
-    };
+    let rt = support::bench_runtime();
     for backend in ["files", "postgres"] {
         let mut group = c.benchmark_group(format!("list_page_{backend}"));
         for memories in [100usize, 10_000] {

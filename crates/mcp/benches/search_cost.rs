@@ -49,13 +49,7 @@ async fn search(client: &Client, project: &Path, query: &str) {
 }
 
 fn bench_search_cost(c: &mut Criterion) {
-    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    else {
-        return;
-    };
+    let rt = support::bench_runtime();
     let mut group = c.benchmark_group("search_cost");
     for memories in [100usize, 10_000] {
         let fx = Fixture::new();

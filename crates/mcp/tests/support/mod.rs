@@ -294,3 +294,12 @@ pub async fn fill(
         store.write_checked_batch(writes).await.unwrap();
     }
 }
+
+/// The runtime a bench drives the server on: two workers, as the machines measured have cores.
+pub fn bench_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
