@@ -728,26 +728,11 @@ impl PgMemoryStore {
 
     /// One memory, with its version; `None` when absent.
     pub async fn get(&self, rel_path: &str) -> Result<Option<PgMemory>, StoreError> {
-        let rel = validate_rel_path(rel_path)?.to_owned();
-        let project = self.project_id().to_owned();
-        let sql = format!(
-            "SELECT {COLUMNS} FROM memloop_memories WHERE project_id = $1 AND rel_path = $2"
-        );
-        let found = self
-            .retrying("get", |client| {
-                let (sql, project, rel) = (&sql, &project, &rel);
-                async move {
-                    let row = self
-                        .sql()
-                        .query_opt(&client, sql.as_str(), &[project, rel])
-                        .await
-                        .map_err(db)?;
-                    Ok(row.as_ref().map(row_to_memory))
-                }
-            })
-            .await?;
-        self.remember(&rel, found.as_ref().map(|m| m.version));
-        Ok(found)
+        let path = MemoryPath::new(rel_path)?;
+        Ok(self
+            .get_many(std::slice::from_ref(&path))
+            .await?
+            .remove(path.as_str()))
     }
 
     /// The memories at `paths` that exist, by path, in one query; each one's version is

@@ -545,17 +545,15 @@ impl Bm25Postings {
     fn score(&self, qterms: &[QueryTerm], every: u16) -> (Vec<f32>, Vec<u32>) {
         let scoring = Scoring::new(self);
         let mut scores = vec![0f32; self.docs.len()];
-        let mut coordination = Coordination::new(self, &scoring, qterms, every);
+        let terms = scoring.terms(self, qterms, every);
+        let mut coordination = Coordination::new(self, &terms);
         let coord = coordination.is_some();
         // IDF mass of the query's unigrams each memory matched (per language: a memory is
         // measured against the query analysed in its language).
         let mut matched = vec![0f32; if coord { self.docs.len() } else { 0 }];
         let mut touched: Vec<u32> = Vec::new();
-        for q in qterms {
-            let Some(term) = scoring.term(self, q, every) else {
-                continue;
-            };
-            for p in &self.postings[q.tid as usize] {
+        for (tid, term) in &terms {
+            for p in &self.postings[*tid as usize] {
                 let Some(share) = term.of(self, &scoring, p) else {
                     continue;
                 };

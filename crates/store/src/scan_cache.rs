@@ -693,16 +693,10 @@ impl ScanCache {
     /// forgotten when a change names their path; any other is read from the store, and kept
     /// when what the store returns is still the version `header` describes.
     pub async fn read(&self, header: &MemoryHeader) -> Result<Arc<MemoryFile>, MemoryError> {
-        if let Some(file) = self.bodies.lock().ok().and_then(|b| b.get(header)) {
-            return Ok(file);
-        }
-        let file = Arc::new(self.store.read(&header.rel_path).await?);
-        if file.header.mtime == header.mtime
-            && let Ok(mut b) = self.bodies.lock()
-        {
-            b.keep(file.clone());
-        }
-        Ok(file)
+        self.read_many(std::slice::from_ref(header))
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(MemoryError::NotFound(header.rel_path.clone())))
     }
 
     /// Read the memories `headers` describe (ones this cache listed), each as [`Self::read`]

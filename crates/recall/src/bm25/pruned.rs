@@ -133,11 +133,8 @@ impl Bm25Postings {
         keep: impl Fn(&str) -> bool,
     ) -> Vec<(String, f32)> {
         let scoring = Scoring::new(self);
-        let terms: Vec<(u32, ScoredTerm)> = qterms
-            .iter()
-            .filter_map(|q| scoring.term(self, q, every).map(|t| (q.tid, t)))
-            .collect();
-        let mut coordination = Coordination::new(self, &scoring, qterms, every);
+        let terms = scoring.terms(self, qterms, every);
+        let mut coordination = Coordination::new(self, &terms);
         let bounds = self.bounds(&scoring, &terms, coordination.as_mut());
         let newest = |seg: usize| self.seg_newest.get(seg).copied().unwrap_or(u128::MAX);
         let mut order: Vec<usize> = (0..bounds.len()).filter(|s| bounds[*s] > 0.0).collect();
@@ -457,19 +454,23 @@ mod tests {
         for i in 0..5_000 {
             note(&mut idx, i, i as u64);
         }
-        let check = |idx: &Bm25Postings, newest: &[usize]| {
+        // The paths `query` ranks first (k of them) and how many segments it scored.
+        let ranked = |idx: &Bm25Postings, query: &str, k: usize| {
             idx.scored_segments.store(0, Ordering::Relaxed);
             let got: Vec<String> = idx
-                .search("deploy pipeline release", 5, |_| true)
+                .search(query, k, |_| true)
                 .into_iter()
                 .map(|(p, _)| p)
                 .collect();
+            (got, idx.scored_segments.load(Ordering::Relaxed))
+        };
+        let check = |idx: &Bm25Postings, newest: &[usize]| {
+            let (got, scored) = ranked(idx, "deploy pipeline release", 5);
             let want: Vec<String> = newest
                 .iter()
                 .map(|i| format!("knowledge/lc{i:05}.md"))
                 .collect();
             assert_eq!(got, want);
-            let scored = idx.scored_segments.load(Ordering::Relaxed);
             assert!(
                 scored <= 2,
                 "{scored} of {} segments scored",
@@ -485,12 +486,7 @@ mod tests {
         check(&idx, &[1499, 1498, 1497, 1496, 1495]);
         // One memory has a rare word too: it comes first, then the newest of those that match
         // only the common words (scaled by coordination, tied), from two segments.
-        idx.scored_segments.store(0, Ordering::Relaxed);
-        let got: Vec<String> = idx
-            .search("tuesdays deploy lc02500", 3, |_| true)
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect();
+        let (got, scored) = ranked(&idx, "tuesdays deploy lc02500", 3);
         assert_eq!(
             got,
             [
@@ -499,7 +495,6 @@ mod tests {
                 "knowledge/lc01498.md"
             ]
         );
-        let scored = idx.scored_segments.load(Ordering::Relaxed);
         assert!(scored <= 2, "{scored} segments scored");
     }
 }

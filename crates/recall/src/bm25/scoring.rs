@@ -43,13 +43,22 @@ impl Scoring {
         sum
     }
 
-    /// One query term's constants, or `None` when no memory has it.
-    pub(super) fn term(
+    /// The constants of each query term some memory has, with its term id, in the query's
+    /// order: what both rankings and [`Coordination::new`] work from.
+    pub(super) fn terms(
         &self,
         index: &Bm25Postings,
-        q: &QueryTerm,
+        qterms: &[QueryTerm],
         every: u16,
-    ) -> Option<ScoredTerm> {
+    ) -> Vec<(u32, ScoredTerm)> {
+        qterms
+            .iter()
+            .filter_map(|q| self.term(index, q, every).map(|t| (q.tid, t)))
+            .collect()
+    }
+
+    /// One query term's constants, or `None` when no memory has it.
+    fn term(&self, index: &Bm25Postings, q: &QueryTerm, every: u16) -> Option<ScoredTerm> {
         let t = q.tid as usize;
         if index.df.get(t).is_none_or(|df| *df == 0) {
             return None;
@@ -125,35 +134,28 @@ pub(super) struct Coordination {
 }
 
 impl Coordination {
-    /// `None` when coordination is off.
-    pub(super) fn new(
-        index: &Bm25Postings,
-        scoring: &Scoring,
-        qterms: &[QueryTerm],
-        every: u16,
-    ) -> Option<Self> {
+    /// `None` when coordination is off. `terms`: the query's terms ([`Scoring::terms`]).
+    pub(super) fn new(index: &Bm25Postings, terms: &[(u32, ScoredTerm)]) -> Option<Self> {
         let exponent = index.params.coordination;
         if exponent.is_nan() || exponent <= 0.0 {
             return None;
         }
         let mut total = [0f32; Language::ALL.len()];
         let mut lightest = f32::INFINITY;
-        for q in qterms {
-            let Some(term) = scoring.term(index, q, every) else {
-                continue;
-            };
+        for (_, term) in terms {
             if term.unigram {
                 lightest = lightest.min(term.idf);
                 for l in Language::ALL {
-                    if q.langs & lang_bit(l) != 0 {
+                    if term.langs & lang_bit(l) != 0 {
                         total[l.index()] += term.idf;
                     }
                 }
             }
         }
-        let same_total = qterms
+        // Every term in every language: one total serves every memory.
+        let same_total = terms
             .iter()
-            .all(|q| q.langs & every == every)
+            .all(|(_, t)| !t.check)
             .then_some(total.iter().copied().fold(0f32, f32::max));
         // A memory's matched words are a subset of those its segment has: the same set gives
         // the same share to the bit (summed in the same order), a smaller one a share smaller
