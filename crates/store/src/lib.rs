@@ -30,6 +30,7 @@ mod manifest;
 mod memory_path;
 mod memory_store;
 mod names;
+mod newest_first;
 mod scan_cache;
 mod team;
 mod types;

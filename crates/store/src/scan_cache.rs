@@ -9,6 +9,7 @@
 
 use crate::changes::{ChangeCursor, Changes};
 use crate::memory_store::MemoryStore;
+use crate::newest_first::NewestFirst;
 use crate::types::{MemoryError, MemoryFile, MemoryHeader};
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -65,14 +66,17 @@ pub struct Followed {
 /// ([`get`](Self::get)), the paths in order ([`by_path`](Self::by_path), [`count`](Self::count)
 /// of a prefix) and each top-level folder newest first ([`newest_in`](Self::newest_in)). The
 /// views are kept with the list, each change of the store applied to them as to it (O(log n)
-/// to find a path, plus the moves of one `Vec` insert or remove), so an answer of `k` headers
+/// to find a path, plus the moves of one insert or remove: none beyond the new header's for a
+/// new memory in the list and its folder, which take the newest at their front and end, and
+/// half the paths at most in the sorted path view), so an answer of `k` headers
 /// costs O(k log n) whatever the number `n` of memories. Derefs to the slice.
 #[derive(Debug, Default)]
 pub struct Headers {
-    list: Vec<MemoryHeader>,
+    list: NewestFirst,
     /// Every listed path with its mtime (where it sits in `list`), by path.
     paths: Vec<(String, SystemTime)>,
-    /// Each top-level folder ([`folder_of`]), by name, with its paths in the list's order.
+    /// Each top-level folder ([`folder_of`]), by name, with its paths in the list's order
+    /// reversed (oldest first: a new memory goes at the end, moving none of the others).
     folders: Vec<(String, Vec<Ordered>)>,
     version: u64,
     /// The heap the headers' and the views' strings own, kept as they change, so the estimate
@@ -129,7 +133,7 @@ impl Headers {
             list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
         paths.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut folders: Vec<(String, Vec<Ordered>)> = Vec::new();
-        for h in &list {
+        for h in list.iter().rev() {
             let folder = folder_of(&h.rel_path);
             let entry = (Reverse(h.mtime), h.rel_path.clone());
             match folders.binary_search_by(|(f, _)| f.as_str().cmp(folder)) {
@@ -138,7 +142,7 @@ impl Headers {
             }
         }
         let mut h = Self {
-            list,
+            list: NewestFirst::from_vec(list),
             paths,
             folders,
             version,
@@ -151,7 +155,7 @@ impl Headers {
     /// What the strings of the list and its views own, walked.
     fn walk(&self) -> usize {
         use crate::heap::{header, string, vec};
-        self.list.iter().map(header).sum::<usize>()
+        self.list.as_slice().iter().map(header).sum::<usize>()
             + self.paths.iter().map(|(p, _)| string(p)).sum::<usize>()
             + self
                 .folders
@@ -190,8 +194,13 @@ impl Headers {
         let (path, mtime) = self.paths.remove(at);
         self.owned -= string(&path);
         let probe = (Reverse(mtime), path.as_str());
-        if let Ok(i) = self.list.binary_search_by(|x| key(x).cmp(&probe)) {
-            self.owned -= header(&self.list.remove(i));
+        if let Ok(i) = self
+            .list
+            .as_slice()
+            .binary_search_by(|x| key(x).cmp(&probe))
+            && let Some(gone) = self.list.remove(i)
+        {
+            self.owned -= header(&gone);
         }
         let folder = folder_of(&path);
         if let Ok(f) = self
@@ -199,7 +208,7 @@ impl Headers {
             .binary_search_by(|(n, _)| n.as_str().cmp(folder))
         {
             let entries = &mut self.folders[f].1;
-            if let Ok(i) = entries.binary_search_by(|(t, p)| (*t, p.as_str()).cmp(&probe)) {
+            if let Ok(i) = entries.binary_search_by(|(t, p)| probe.cmp(&(*t, p.as_str()))) {
                 self.owned -= string(&entries.remove(i).1);
             }
             if entries.is_empty() {
@@ -212,9 +221,9 @@ impl Headers {
     /// Add `w`, whose path is not listed, to the list and its views.
     fn insert(&mut self, w: &MemoryHeader) {
         use crate::heap::{header, string, vec};
-        let i = self.list.partition_point(|x| key(x) < key(w));
+        let i = self.list.as_slice().partition_point(|x| key(x) < key(w));
+        self.owned += header(w);
         self.list.insert(i, w.clone());
-        self.owned += header(&self.list[i]);
         if let Err(at) = self.find(&w.rel_path) {
             let path = w.rel_path.clone();
             self.owned += string(&path);
@@ -236,7 +245,7 @@ impl Headers {
         let entries = &mut self.folders[f].1;
         let before = vec(entries);
         let probe = key(w);
-        let i = entries.partition_point(|(t, p)| (*t, p.as_str()) < probe);
+        let i = entries.partition_point(|(t, p)| (*t, p.as_str()) > probe);
         let path = w.rel_path.clone();
         self.owned += string(&path);
         entries.insert(i, (Reverse(w.mtime), path));
@@ -251,17 +260,17 @@ impl Headers {
 
     /// The headers, newest first.
     pub fn as_slice(&self) -> &[MemoryHeader] {
-        &self.list
+        self.list.as_slice()
     }
 
     /// The header of `path`, if it is listed (O(log n)).
     pub fn get(&self, path: &str) -> Option<&MemoryHeader> {
         let mtime = self.paths.get(self.find(path).ok()?)?.1;
         let probe = (Reverse(mtime), path);
-        self.list
-            .binary_search_by(|h| key(h).cmp(&probe))
+        let list = self.list.as_slice();
+        list.binary_search_by(|h| key(h).cmp(&probe))
             .ok()
-            .map(|i| &self.list[i])
+            .map(|i| &list[i])
     }
 
     /// Whether `path` is listed.
@@ -301,14 +310,14 @@ impl Headers {
             .folders
             .binary_search_by(|(n, _)| n.as_str().cmp(folder))
             .map_or(&[][..], |f| self.folders[f].1.as_slice());
-        entries.iter().filter_map(|(_, p)| self.get(p))
+        entries.iter().rev().filter_map(|(_, p)| self.get(p))
     }
 }
 
 impl std::ops::Deref for Headers {
     type Target = [MemoryHeader];
     fn deref(&self) -> &[MemoryHeader] {
-        &self.list
+        self.list.as_slice()
     }
 }
 
@@ -593,7 +602,7 @@ impl State {
     fn approx_bytes(&mut self) -> usize {
         use crate::heap::{arc, deque, string, vec};
         let list = |h: &Headers| {
-            arc::<Headers>() + vec(&h.list) + h.owned + vec(&h.paths) + vec(&h.folders)
+            arc::<Headers>() + vec(h.list.buffer()) + h.owned + vec(&h.paths) + vec(&h.folders)
         };
         let (headers, spares, journal) = (&self.headers, &self.spares, &self.journal);
         self.estimate.get(|| {
