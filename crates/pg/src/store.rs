@@ -346,8 +346,20 @@ struct Inner {
     seen: Mutex<Seen>,
     /// When this instance last swept its project's expired idempotency keys.
     swept_at: Mutex<Option<Instant>>,
+    /// The index start this instance last rendered ([`MemoryStore::load_index`]): a load that
+    /// reads the same rows gives the same index, so its lines are formatted again only when a
+    /// row of the index's start changed (new memories go to its end).
+    rendered: Mutex<Option<RenderedIndex>>,
     /// `db.namespace` of its statements' spans ([`PgConfig::namespace`]).
     namespace: String,
+}
+
+/// An index start as read (its rows, in the index's order, and how many lines the index has)
+/// and the index loaded from it.
+struct RenderedIndex {
+    rows: Vec<(String, String, String)>,
+    lines: usize,
+    index: LoadedIndex,
 }
 
 /// How often a store sweeps its project's expired idempotency keys while it saves with keys
@@ -546,6 +558,7 @@ impl PgMemoryStore {
                 caps: IndexCaps::default(),
                 seen: Mutex::new(Seen::default()),
                 swept_at: Mutex::new(None),
+                rendered: Mutex::new(None),
                 namespace: config.namespace(),
                 config,
             }),
@@ -1267,7 +1280,7 @@ impl MemoryStore for PgMemoryStore {
     /// Its settings, description and the version it last saw of each path (one entry a
     /// memory read or written); the pool is the server's, shared by every store.
     fn approx_bytes(&self) -> usize {
-        use memloop_store::heap::{arc, block, map, string};
+        use memloop_store::heap::{arc, block, map, string, vec};
         let config = &self.inner.config;
         let strings = [
             &config.url,
@@ -1296,7 +1309,17 @@ impl MemoryStore for PgMemoryStore {
             .seen
             .lock()
             .map_or(0, |seen| map(&seen.versions) + seen.keys);
-        arc::<Inner>() + strings + location + seen
+        let rendered = self.inner.rendered.lock().map_or(0, |r| {
+            r.as_ref().map_or(0, |r| {
+                vec(&r.rows)
+                    + r.rows
+                        .iter()
+                        .map(|(a, b, c)| string(a) + string(b) + string(c))
+                        .sum::<usize>()
+                    + string(&r.index.content)
+            })
+        });
+        arc::<Inner>() + strings + location + seen + rendered
     }
 
     fn describe(&self) -> StoreDescription {
@@ -1473,12 +1496,32 @@ impl MemoryStore for PgMemoryStore {
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
         let caps = self.inner.caps;
         let (rows, lines) = self.index_start(caps.max_lines).await?;
+        let rendered = |r: &RenderedIndex| r.rows == rows && r.lines == lines;
+        if let Some(r) = self
+            .inner
+            .rendered
+            .lock()
+            .ok()
+            .as_deref()
+            .and_then(Option::as_ref)
+            && rendered(r)
+        {
+            return Ok(r.index.clone());
+        }
         let rest = if lines > rows.len() {
             IndexRest::Counted(lines)
         } else {
             IndexRest::Nothing
         };
-        Ok(load_capped_start(&self.index_text(&rows), rest, caps))
+        let index = load_capped_start(&self.index_text(&rows), rest, caps);
+        if let Ok(mut kept) = self.inner.rendered.lock() {
+            *kept = Some(RenderedIndex {
+                rows,
+                lines,
+                index: index.clone(),
+            });
+        }
+        Ok(index)
     }
 
     async fn index_entries(&self) -> Result<Vec<IndexEntry>, MemoryError> {

@@ -162,3 +162,54 @@ async fn a_write_that_fails_or_rolls_back_leaves_the_count() {
         .unwrap();
     assert_eq!(counted(&schema, "p").await, (6, 6));
 }
+
+/// A replica's loaded index follows every change another replica makes to the index's start
+/// (a title, a removal, a new line) and to its count past the line cap, although the lines it
+/// read before are kept formatted.
+#[tokio::test]
+async fn a_loaded_index_follows_changes_from_another_replica() {
+    let schema = TestSchema::new();
+    let reader = schema.open("p").await;
+    let writer = schema.open("p").await;
+    for rel in ["a.md", "b.md"] {
+        write(&writer, rel).await;
+    }
+    let loaded = |s: &PgMemoryStore| {
+        let s = s.clone();
+        async move { s.load_index().await.unwrap() }
+    };
+    let first = loaded(&reader).await;
+    assert_eq!(
+        first,
+        loaded(&reader).await,
+        "the same rows load the same index"
+    );
+    assert!(first.content.contains("[a.md](a.md)"), "{}", first.content);
+    writer
+        .write(
+            "a.md",
+            &MemoryDoc::new("Renamed", "about it", MemoryType::Project, "body"),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let renamed = loaded(&reader).await.content;
+    assert!(renamed.contains("[Renamed](a.md)"), "{renamed}");
+    writer.delete("b.md").await.unwrap();
+    let removed = loaded(&reader).await.content;
+    assert!(!removed.contains("b.md"), "{removed}");
+    write(&writer, "c.md").await;
+    let added = loaded(&reader).await.content;
+    assert!(added.contains("(c.md)"), "{added}");
+    // Past the line cap (200): the start read stays the same rows, the count moves on.
+    for i in 0..199 {
+        write(&writer, &format!("n/{i:03}.md")).await;
+    }
+    let capped = loaded(&reader).await;
+    assert!(capped.truncated_by_lines);
+    assert_eq!(capped.original_lines, 201);
+    write(&writer, "n/late.md").await;
+    let later = loaded(&reader).await;
+    assert_eq!(later.original_lines, 202);
+    assert_eq!(later.content.lines().next(), capped.content.lines().next());
+}
