@@ -61,7 +61,9 @@ impl Default for McpLimits {
 /// (the secret patterns cost more than everything else an answer does). Bounded: emptied
 /// when it holds [`CLEAN_MAX_BYTES`]; strings longer than [`CLEAN_MAX_STRING`] are not kept.
 struct CleanStrings {
-    set: std::collections::HashSet<Box<str>>,
+    /// A seeded hash (a client cannot choose strings that collide), faster than the
+    /// standard one on the many strings each answer looks up.
+    set: std::collections::HashSet<Box<str>, foldhash::fast::RandomState>,
     bytes: usize,
 }
 
@@ -73,7 +75,7 @@ const CLEAN_MAX_STRING: usize = 128 * 1024;
 static CLEAN: std::sync::LazyLock<std::sync::Mutex<CleanStrings>> =
     std::sync::LazyLock::new(|| {
         std::sync::Mutex::new(CleanStrings {
-            set: std::collections::HashSet::new(),
+            set: std::collections::HashSet::default(),
             bytes: 0,
         })
     });
@@ -164,8 +166,64 @@ pub(crate) fn finish(mut v: Value, max_bytes: usize) -> (Value, String) {
     fit(v, max_bytes)
 }
 
-fn size(v: &Value) -> usize {
-    serde_json::to_string(v).map_or(0, |s| s.len())
+/// How many bytes `v` serializes to (compact JSON, as `Value`'s `Display` and
+/// `serde_json::to_string` write it), counted without writing it.
+pub(crate) fn size(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(b) => {
+            if *b {
+                4
+            } else {
+                5
+            }
+        }
+        Value::Number(n) => number_len(n),
+        Value::String(s) => string_len(s),
+        Value::Array(items) => {
+            2 + items.iter().map(size).sum::<usize>() + items.len().saturating_sub(1)
+        }
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| string_len(k) + 1 + size(v))
+                .sum::<usize>()
+                + map.len().saturating_sub(1)
+        }
+    }
+}
+
+/// The serialized length of a JSON string: its quotes, and each byte as serde_json escapes it
+/// (`"` and `\` and the short control escapes take two bytes, other control characters six,
+/// everything else, UTF-8 included, itself).
+fn string_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// The serialized length of a number: integers counted by their digits, others written.
+fn number_len(n: &serde_json::Number) -> usize {
+    let digits = |mut u: u64| {
+        let mut d = 1;
+        while u >= 10 {
+            u /= 10;
+            d += 1;
+        }
+        d
+    };
+    if let Some(u) = n.as_u64() {
+        digits(u)
+    } else if let Some(i) = n.as_i64() {
+        1 + digits(i.unsigned_abs())
+    } else {
+        n.to_string().len()
+    }
 }
 
 /// The lengths of every `content` string of `v` (at any depth).
@@ -314,6 +372,38 @@ fn drop_trailing(v: &mut Value, mut total: usize, target: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The size counted is the length serde_json writes, for any strings (control
+        /// characters, quotes, backslashes, any script), numbers and nesting.
+        #[test]
+        fn the_size_counted_is_the_length_written(
+            strings in proptest::collection::vec("(\\PC|[\\x00-\\x1f\"\\\\\u{7f}])*", 0..6),
+            ints in proptest::collection::vec(proptest::num::i64::ANY, 0..4),
+            uints in proptest::collection::vec(proptest::num::u64::ANY, 0..4),
+            floats in proptest::collection::vec(proptest::num::f64::NORMAL, 0..4),
+        ) {
+            // Every ASCII character once, beside what was drawn.
+            let mut strings = strings;
+            strings.push((0u8..=0x7f).map(char::from).collect());
+            let mut map = serde_json::Map::new();
+            for (i, s) in strings.iter().enumerate() {
+                map.insert(s.clone(), json!([s, i, null, true, false, {"k": s}]));
+            }
+            let v = json!({
+                "strings": strings,
+                "ints": ints,
+                "uints": uints,
+                "floats": floats,
+                "nested": [map, [], {}],
+            });
+            proptest::prop_assert_eq!(size(&v), v.to_string().len());
+            for s in &strings {
+                let one = Value::String(s.clone());
+                proptest::prop_assert_eq!(size(&one), one.to_string().len());
+            }
+        }
+    }
 
     /// The rule as first written: measure everything again after every drop.
     fn drop_trailing_by_remeasuring(v: &mut Value, target: usize) -> usize {

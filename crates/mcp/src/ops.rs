@@ -868,7 +868,7 @@ fn list_page(
         let mut line = Value::String(format_manifest(std::slice::from_ref(&shown)));
         crate::answer::redact_value(&mut item);
         crate::answer::redact_value(&mut line);
-        let size = item.to_string().len() + line.to_string().len() + 2;
+        let size = crate::answer::size(&item) + crate::answer::size(&line) + 2;
         // Always one item, so that every page moves the cursor on (a path alone is short).
         if used + size > budget && !items.is_empty() {
             break;
