@@ -194,18 +194,32 @@ pub(crate) fn size(v: &Value) -> usize {
 }
 
 /// The serialized length of a JSON string: its quotes, and each byte as serde_json escapes it
-/// (`"` and `\` and the short control escapes take two bytes, other control characters six,
+/// (`"` and `\\` and the short control escapes take two bytes, other control characters six,
 /// everything else, UTF-8 included, itself).
 fn string_len(s: &str) -> usize {
-    2 + s
-        .bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,
-            0x00..=0x1f => 6,
-            _ => 1,
-        })
-        .sum::<usize>()
+    2 + s.len()
+        + s.bytes()
+            .map(|b| usize::from(ESCAPE_EXTRA[usize::from(b)]))
+            .sum::<usize>()
 }
+
+/// The bytes serde_json's escape of each byte adds to it.
+const ESCAPE_EXTRA: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = 5;
+        b += 1;
+    }
+    t[0x08] = 1;
+    t[0x09] = 1;
+    t[0x0a] = 1;
+    t[0x0c] = 1;
+    t[0x0d] = 1;
+    t[b'"' as usize] = 1;
+    t[b'\\' as usize] = 1;
+    t
+};
 
 /// The serialized length of a number: integers counted by their digits, others written.
 fn number_len(n: &serde_json::Number) -> usize {
