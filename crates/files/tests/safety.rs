@@ -76,6 +76,42 @@ fn symlinks_escaping_the_dir_are_refused() {
     assert!(msg.contains("outside the memory directory"), "{msg}");
 }
 
+/// An ancestor of the memory dir swapped for a link to another tree after the gate was made:
+/// the dir's path now reaches another directory, and nothing is inside any more (a path with
+/// no link below the dir is answered without resolving it from `/` only while the dir's path
+/// reaches the directory the gate was made for).
+#[cfg(unix)]
+#[test]
+fn an_ancestor_swapped_for_a_link_is_noticed() {
+    let d = TempDir::new().unwrap();
+    let mem = d.path().join("a/mem");
+    std::fs::create_dir_all(&mem).unwrap();
+    std::fs::create_dir_all(mem.join("notes")).unwrap();
+    let g = ContainmentGate::new(&mem).unwrap();
+    let root = g.root().to_path_buf();
+    assert_eq!(
+        g.check(Path::new("notes/a.md")).unwrap(),
+        root.join("notes/a.md")
+    );
+    let elsewhere = d.path().join("b/mem/notes");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::rename(d.path().join("a"), d.path().join("a-old")).unwrap();
+    std::os::unix::fs::symlink(d.path().join("b"), d.path().join("a")).unwrap();
+    for rel in ["notes/a.md", "new.md", "new/dir/a.md"] {
+        assert!(
+            matches!(
+                g.check(Path::new(rel)),
+                Err(MemoryError::OutsideMemoryDir { .. })
+            ),
+            "{rel}"
+        );
+    }
+    // Swapped back, the dir is reached again.
+    std::fs::remove_file(d.path().join("a")).unwrap();
+    std::fs::rename(d.path().join("a-old"), d.path().join("a")).unwrap();
+    assert_eq!(g.check(Path::new("new.md")).unwrap(), root.join("new.md"));
+}
+
 #[cfg(unix)]
 #[test]
 fn memory_dir_reached_through_a_symlink_still_works() {

@@ -22,6 +22,27 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainmentGate {
     root: PathBuf,
+    /// The root's identity (device and inode) when the gate was made: while the root's path
+    /// still reaches that directory, a path below it with no symlink among its components is
+    /// inside as it is (see [`ContainmentGate::check`]).
+    identity: Option<Identity>,
+}
+
+/// A directory's device and inode.
+type Identity = (u64, u64);
+
+/// The identity of what `path` reaches, links followed (`None` where the platform has none).
+fn identity(path: &Path) -> Option<Identity> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
 }
 
 impl ContainmentGate {
@@ -29,7 +50,8 @@ impl ContainmentGate {
     pub fn new(root: &Path) -> Result<Self, MemoryError> {
         let root = std::fs::canonicalize(root)
             .map_err(|e| MemoryError::io(format!("resolving memory dir {}", root.display()), e))?;
-        Ok(Self { root })
+        let identity = identity(&root);
+        Ok(Self { root, identity })
     }
 
     /// The canonical memory dir.
@@ -54,12 +76,49 @@ impl ContainmentGate {
             self.root.join(path)
         };
         let normal = normalize_lexically(&joined);
+        if self.plainly_inside(&normal) {
+            return Ok(normal);
+        }
         let resolved = resolve_existing_prefix(&normal).ok_or_else(|| outside(path))?;
         if resolved != self.root && resolved.starts_with(&self.root) {
             Ok(resolved)
         } else {
             Err(outside(path))
         }
+    }
+
+    /// Whether `normal` (absolute, normalised) is strictly below the root with nothing in
+    /// between that resolution could move: the root's path still reaches the directory the
+    /// gate was made for (an ancestor swapped for a link elsewhere reaches another), and no
+    /// existing component below it is a symlink. Such a path resolves to itself, found with
+    /// one `stat` and an `lstat` per existing component instead of resolving every component
+    /// from `/`. Anything else (a link, an unreadable component, a root that moved) takes the
+    /// full resolution.
+    fn plainly_inside(&self, normal: &Path) -> bool {
+        let Some(expected) = self.identity else {
+            return false;
+        };
+        let Ok(rest) = normal.strip_prefix(&self.root) else {
+            return false;
+        };
+        if rest.as_os_str().is_empty() || identity(&self.root) != Some(expected) {
+            return false;
+        }
+        let mut at = self.root.clone();
+        for part in rest.components() {
+            let std::path::Component::Normal(name) = part else {
+                return false;
+            };
+            at.push(name);
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.file_type().is_symlink() => return false,
+                Ok(_) => {}
+                // The rest does not exist yet: nothing below can be a link.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+                Err(_) => return false,
+            }
+        }
+        true
     }
 
     /// Whether `path` is inside the memory dir ([`check`](Self::check) as a yes/no question,
