@@ -360,9 +360,13 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "available": true,
         "known": true,
         "memories": headers.len(),
+        // The lines and the warning apart: the lines stay the same string while the project
+        // grows past the caps (the warning names its size), so they are found clean once, not
+        // scanned for credentials on every load.
         "index": {
-            "content": index.content,
+            "content": index.loaded_lines(),
             "truncated": index.truncated_by_lines || index.truncated_by_bytes,
+            "warning": index.warning,
         },
         "open_todos": todos,
         "decisions": decisions.iter().map(header_json).collect::<Vec<_>>(),

@@ -187,7 +187,29 @@ async fn a_list_of_thousands_pages_every_memory_once_in_path_order_under_the_cap
             "{d}"
         );
     }
-    assert!(!load["index"]["content"].as_str().unwrap().is_empty());
+    // The index's lines and the cap's warning apart: the warning names the index's size, the
+    // lines stay the same string as the project grows.
+    let lines = load["index"]["content"].as_str().unwrap().to_owned();
+    assert!(!lines.is_empty() && !lines.contains("WARNING"), "{lines}");
+    assert_eq!(load["index"]["truncated"], true);
+    let warning = load["index"]["warning"].as_str().unwrap();
+    assert!(warning.starts_with("> WARNING: MEMORY.md is "), "{warning}");
+    let saved = call(
+        &client,
+        "context_save",
+        json!({"project_path": s(&project), "entries": [
+            {"type": "knowledge", "title": "One more", "content": "Added last."}]}),
+    )
+    .await;
+    assert_eq!(saved["is_error"], false, "{saved}");
+    let again = call(
+        &client,
+        "context_load",
+        json!({"project_path": s(&project)}),
+    )
+    .await;
+    assert_eq!(again["index"]["content"], json!(lines));
+    assert_eq!(again["index"]["warning"], json!(warning));
 }
 
 #[tokio::test]

@@ -211,5 +211,14 @@ async fn a_loaded_index_follows_changes_from_another_replica() {
     write(&writer, "n/late.md").await;
     let later = loaded(&reader).await;
     assert_eq!(later.original_lines, 202);
-    assert_eq!(later.content.lines().next(), capped.content.lines().next());
+    // The lines loaded are the same string; the warning names the new size.
+    assert_eq!(later.loaded_lines(), capped.loaded_lines());
+    assert_eq!(later.loaded_lines().lines().count(), 200);
+    assert!(!later.loaded_lines().contains("WARNING"));
+    let warning = later.warning.as_deref().unwrap_or_default();
+    assert!(
+        warning.starts_with("> WARNING: MEMORY.md is 202 lines"),
+        "{warning}"
+    );
+    assert!(later.content.ends_with(warning));
 }

@@ -270,6 +270,7 @@ pub fn load_capped_start(start: &str, rest: IndexRest, caps: IndexCaps) -> Loade
         };
     }
     let mut out = content.to_owned();
+    let mut warning_line = None;
     if by_lines || by_bytes {
         let lines = if lines_known {
             format!("{original_lines} lines (limit {})", caps.max_lines)
@@ -287,11 +288,15 @@ pub fn load_capped_start(start: &str, rest: IndexRest, caps: IndexCaps) -> Loade
             _ => bytes,
         };
         tracing::warn!(%reason, "MEMORY.md truncated on load");
-        out.push_str(&format!(
-            "\n\n> WARNING: {INDEX_FILE} is {reason}, so only part of it was loaded. Keep index lines short and move details into topic files."
-        ));
+        let warning = format!(
+            "> WARNING: {INDEX_FILE} is {reason}, so only part of it was loaded. Keep index lines short and move details into topic files."
+        );
+        out.push_str("\n\n");
+        out.push_str(&warning);
+        warning_line = Some(warning);
     }
     LoadedIndex {
+        warning: warning_line,
         content: out,
         truncated_by_lines: by_lines,
         truncated_by_bytes: by_bytes,

@@ -174,6 +174,28 @@ pub struct LoadedIndex {
     /// Bytes in the file before truncation (when the store read only the index's start, the
     /// bytes read: more than the cap when it fired).
     pub original_bytes: usize,
+    /// The warning `content` ends with when a cap fired (`> WARNING: MEMORY.md is …`, naming
+    /// the index's size), on its own.
+    pub warning: Option<String>,
+}
+
+impl LoadedIndex {
+    /// `content` without the warning a cap adds: the index lines loaded. Unlike `content`, it
+    /// stays the same while the index grows past its caps (the warning names the size).
+    ///
+    /// ```
+    /// use memloop_store::{IndexCaps, load_capped};
+    /// let text: String = (0..300).map(|i| format!("- [n{i}](n{i}.md)\n")).collect();
+    /// let index = load_capped(&text, IndexCaps::default());
+    /// assert_eq!(index.loaded_lines().lines().count(), 200);
+    /// assert!(index.content.ends_with(index.warning.as_deref().unwrap_or("none")));
+    /// ```
+    pub fn loaded_lines(&self) -> &str {
+        self.warning
+            .as_deref()
+            .and_then(|w| self.content.strip_suffix(w)?.strip_suffix("\n\n"))
+            .unwrap_or(&self.content)
+    }
 }
 
 /// Errors of the memory layer. Messages are written for the user (and the model): they say what
