@@ -347,8 +347,8 @@ struct Inner {
     /// When this instance last swept its project's expired idempotency keys.
     swept_at: Mutex<Option<Instant>>,
     /// The index start this instance last rendered ([`MemoryStore::load_index`]): a load that
-    /// reads the same rows gives the same index, so its lines are formatted again only when a
-    /// row of the index's start changed (new memories go to its end).
+    /// reads the same rows gives the same lines, so they are formatted again only when a row of
+    /// the index's start changed (new memories go to its end).
     rendered: Mutex<Option<RenderedIndex>>,
     /// `db.namespace` of its statements' spans ([`PgConfig::namespace`]).
     namespace: String,
@@ -358,6 +358,8 @@ struct Inner {
 /// and the index loaded from it.
 struct RenderedIndex {
     rows: Vec<(String, String, String)>,
+    /// The rows' index lines, formatted.
+    text: String,
     lines: usize,
     index: LoadedIndex,
 }
@@ -1316,6 +1318,7 @@ impl MemoryStore for PgMemoryStore {
                         .iter()
                         .map(|(a, b, c)| string(a) + string(b) + string(c))
                         .sum::<usize>()
+                    + string(&r.text)
                     + string(&r.index.content)
             })
         });
@@ -1496,27 +1499,32 @@ impl MemoryStore for PgMemoryStore {
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
         let caps = self.inner.caps;
         let (rows, lines) = self.index_start(caps.max_lines).await?;
-        let rendered = |r: &RenderedIndex| r.rows == rows && r.lines == lines;
-        if let Some(r) = self
-            .inner
-            .rendered
-            .lock()
-            .ok()
-            .as_deref()
-            .and_then(Option::as_ref)
-            && rendered(r)
-        {
-            return Ok(r.index.clone());
-        }
         let rest = if lines > rows.len() {
             IndexRest::Counted(lines)
         } else {
             IndexRest::Nothing
         };
-        let index = load_capped_start(&self.index_text(&rows), rest, caps);
+        // The same rows: the same lines, formatted before (the lock is not held while lines
+        // are formatted). The count alone moves on with every memory past the cap (the warning
+        // names it).
+        let reused = self.inner.rendered.lock().ok().and_then(|kept| {
+            let r = kept.as_ref().filter(|r| r.rows == rows)?;
+            Some(if r.lines == lines {
+                Ok(r.index.clone())
+            } else {
+                Err(r.text.clone())
+            })
+        });
+        let text = match reused {
+            Some(Ok(index)) => return Ok(index),
+            Some(Err(text)) => text,
+            None => self.index_text(&rows),
+        };
+        let index = load_capped_start(&text, rest, caps);
         if let Ok(mut kept) = self.inner.rendered.lock() {
             *kept = Some(RenderedIndex {
                 rows,
+                text,
                 lines,
                 index: index.clone(),
             });
