@@ -9,8 +9,8 @@ use crate::projects::{NotServed, OpenFailed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
 use memloop_recall::{Selector, format_manifest};
 use memloop_store::{
-    ExpectedVersion, Headers, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, MemoryStore,
-    WriteMode, content_version, validate_rel_path,
+    ExpectedVersion, Headers, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
+    content_version, validate_rel_path,
 };
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
@@ -195,12 +195,8 @@ fn header_json(h: &MemoryHeader) -> Value {
     })
 }
 
-/// A memory's header and its body at `detail` ([`tiers::body_fields`]).
-async fn with_body(store: &dyn MemoryStore, h: &MemoryHeader, detail: Detail) -> Value {
-    header_with_file(h, store.read(&h.rel_path).await.ok().as_ref(), detail)
-}
-
-/// [`with_body`] for a memory already read (`None`: it could not be read; the header alone).
+/// A memory's header and, when it was read (`None`: it could not be; the header alone), its
+/// body at `detail` ([`tiers::body_fields`]) and version.
 fn header_with_file(h: &MemoryHeader, file: Option<&MemoryFile>, detail: Detail) -> Value {
     let mut v = header_json(h);
     if let (Value::Object(map), Some(file)) = (&mut v, file) {
@@ -297,11 +293,20 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
             .collect()
     };
     let sessions = in_folder("sessions/");
+    let todo_headers = in_folder("todos/");
+    // The recent sessions and the open todos, read together (one query on a database).
+    let shown: Vec<MemoryHeader> = sessions
+        .iter()
+        .take(RECENT_SESSIONS)
+        .chain(&todo_headers)
+        .cloned()
+        .collect();
+    let mut files = open.headers.read_many(&shown).await.into_iter();
     let mut recent = Vec::new();
     for h in sessions.iter().take(RECENT_SESSIONS) {
         // Read once: its body at `detail` and its overview come from the same text.
-        let file = store.read(&h.rel_path).await.ok();
-        let mut v = header_with_file(h, file.as_ref(), detail);
+        let file = files.next().and_then(Result::ok);
+        let mut v = header_with_file(h, file.as_deref(), detail);
         let l1 = match &file {
             Some(f) => tiers::l1(&tiers::split(&f.body)).0,
             None => h.description.clone().unwrap_or_default(),
@@ -312,11 +317,10 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         }
         recent.push(v);
     }
-    let todo_headers = in_folder("todos/");
-    let mut todos = Vec::new();
-    for h in &todo_headers {
-        todos.push(with_body(store, h, detail).await);
-    }
+    let todos: Vec<Value> = todo_headers
+        .iter()
+        .map(|h| header_with_file(h, files.next().and_then(Result::ok).as_deref(), detail))
+        .collect();
     let decisions = in_folder("decisions/");
     let line = |h: &MemoryHeader| {
         let title = title_of(h);

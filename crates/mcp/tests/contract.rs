@@ -319,3 +319,37 @@ async fn the_overview_speaks_the_memories_language() {
         "{summary}"
     );
 }
+
+/// `context_load` reads the recent sessions and the open todos together: each item carries its
+/// own memory's text, whatever the number of each.
+#[tokio::test]
+async fn a_load_gives_each_session_and_todo_its_own_text() {
+    let fx = Fixture::new();
+    let client = connect(fx.config()).await;
+    let project = fx.project("app");
+    let p = project.to_str().unwrap();
+    let mut entries = Vec::new();
+    for i in 0..5 {
+        entries.push(json!({ "type": "session_summary", "title": format!("Session {i}"),
+                             "content": format!("Worked on part {i}.") }));
+    }
+    for i in 0..4 {
+        entries.push(json!({ "type": "todo", "title": format!("Todo {i}"),
+                             "content": format!("Finish step {i}.") }));
+    }
+    save(&client, &project, json!(entries)).await;
+    let l = call(&client, "context_load", json!({ "project_path": p })).await;
+    let recent = l["recent_sessions"].as_array().unwrap();
+    assert_eq!(recent.len(), 3, "{l}");
+    for s in recent {
+        let i = s["title"].as_str().unwrap().trim_start_matches("Session ");
+        assert_eq!(s["summary"], format!("Worked on part {i}."), "{s}");
+    }
+    let todos = l["open_todos"].as_array().unwrap();
+    assert_eq!(todos.len(), 4, "{l}");
+    for t in todos {
+        let i = t["title"].as_str().unwrap().trim_start_matches("Todo ");
+        assert_eq!(t["content"], format!("Finish step {i}."), "{t}");
+        assert!(t["version"].as_str().is_some_and(|v| v.len() == 64), "{t}");
+    }
+}
