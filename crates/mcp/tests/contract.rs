@@ -330,8 +330,10 @@ async fn a_load_gives_each_session_and_todo_its_own_text() {
     let p = project.to_str().unwrap();
     let mut entries = Vec::new();
     for i in 0..5 {
-        entries.push(json!({ "type": "session_summary", "title": format!("Session {i}"),
-                             "content": format!("Worked on part {i}.") }));
+        entries.push(
+            json!({ "type": "session_summary", "title": format!("Session {i}"),
+                             "content": format!("Worked on part {i}.") }),
+        );
     }
     for i in 0..4 {
         entries.push(json!({ "type": "todo", "title": format!("Todo {i}"),
