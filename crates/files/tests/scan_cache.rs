@@ -180,3 +180,43 @@ async fn texts_read_are_kept_until_a_change_names_them() {
     }
     assert_eq!(store.count(Method::ReadPath), 2);
 }
+
+/// A consumer catching up with a list the cache handed out earlier, while another caller has
+/// refreshed it since, is given the current list without a question to the store: the current
+/// list is newer than the one it holds.
+#[tokio::test(flavor = "current_thread")]
+async fn following_with_a_list_handed_out_earlier_asks_the_store_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = gated(dir.path());
+    let cache = ScanCache::new(store.clone());
+    let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
+    store
+        .inner()
+        .write("first.md", &doc("first"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let held = cache.headers().await.unwrap();
+    let seen = cache.follow(None, &held).await.unwrap().headers.version();
+    // Another caller refreshes after a write: the list held is no longer the current one.
+    store
+        .inner()
+        .write("second.md", &doc("second"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let current = cache.headers().await.unwrap();
+    assert!(current.get("second.md").is_some());
+    store.take_calls();
+    let followed = cache.follow(Some(seen), &held).await.unwrap();
+    assert_eq!(store.count(Method::Changes), 0, "the store was asked");
+    assert_eq!(followed.headers.version(), current.version());
+    assert!(
+        matches!(&followed.since, memloop_store::Since::Changed { written, .. }
+            if written.iter().any(|h| h.rel_path == "second.md")),
+        "{:?}",
+        followed.since
+    );
+    // A list the cache never handed out is followed with a refresh.
+    let elsewhere = held.as_slice().to_vec();
+    cache.follow(Some(seen), &elsewhere).await.unwrap();
+    assert_eq!(store.count(Method::Changes), 1);
+}

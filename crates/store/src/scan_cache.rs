@@ -670,9 +670,14 @@ impl ScanCache {
 
     /// Catch a consumer (an index built from every memory) up with the store: the headers, and
     /// what changed since the version `seen` it last caught up with ([`Headers::version`] of
-    /// what this returned then; `None` the first time). When `offered` is this cache's current
-    /// list (the caller refreshed it this turn, as the recall hook does before it selects), the
-    /// store is not asked again; otherwise this is a [`refresh`](Self::refresh).
+    /// what this returned then; `None` the first time). When `offered` is a list this cache
+    /// handed out and the caller still holds (it refreshed this turn, as the recall hook and a
+    /// search do before they rank), the store is not asked again: the current list is that one
+    /// or a newer one, so it holds every write the caller's refresh saw. Otherwise this is a
+    /// [`refresh`](Self::refresh).
+    ///
+    /// So a consumer that catches up under a lock of its own (the BM25 index) never waits on
+    /// the store there because another request refreshed the cache in between.
     pub async fn follow(
         &self,
         seen: Option<u64>,
@@ -680,10 +685,12 @@ impl ScanCache {
     ) -> Result<Followed, MemoryError> {
         {
             let state = self.state.lock().await;
-            let current = state.headers.as_slice();
+            let handed_out = |h: &Headers| {
+                let list = h.as_slice();
+                std::ptr::eq(list.as_ptr(), offered.as_ptr()) && list.len() == offered.len()
+            };
             if state.loaded
-                && std::ptr::eq(current.as_ptr(), offered.as_ptr())
-                && current.len() == offered.len()
+                && (handed_out(&state.headers) || state.spares.iter().any(|s| handed_out(s)))
             {
                 return Ok(Followed {
                     headers: state.headers.clone(),
