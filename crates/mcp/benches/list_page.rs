@@ -15,7 +15,7 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use memloop_pg::PgMemoryStore;
-use memloop_store::{CheckedWrite, ExpectedVersion, MemoryDoc, MemoryStore, MemoryType, WriteMode};
+use memloop_store::{MemoryDoc, MemoryType};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -62,20 +62,7 @@ async fn fill_team(team: &TestTeam, project: &Path, n: usize) {
     let Ok(store) = PgMemoryStore::open(team.config(project)).await else {
         return;
     };
-    let store: &dyn MemoryStore = &store;
-    let limits = memloop_mcp::McpLimits::default().write_limits();
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let writes = chunk
-            .iter()
-            .filter_map(|i| {
-                let (path, doc) = memory(*i);
-                CheckedWrite::check(&path, &doc, WriteMode::Overwrite, limits)
-                    .ok()
-                    .map(|w| (w, ExpectedVersion::Any))
-            })
-            .collect();
-        assert!(store.write_checked_batch(writes).await.is_ok());
-    }
+    support::write_all(&store, n, memory).await;
 }
 
 async fn list(client: &Client, project: &Path, cursor: Option<&str>) -> Value {

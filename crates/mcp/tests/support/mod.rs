@@ -277,10 +277,19 @@ pub async fn fill(
     n: usize,
     memory: impl Fn(usize) -> (String, memloop_store::MemoryDoc),
 ) {
-    use memloop_store::{CheckedWrite, ExpectedVersion, MemoryStore, WriteMode};
     let dir = memloop_paths::project_dir(&fx.home, project).join("memory");
     let store = memloop_files::FileMemoryStore::open(dir).unwrap();
-    let store: &dyn MemoryStore = &store;
+    write_all(&store, n, memory).await;
+}
+
+/// Write `n` memories straight through `store` (batches of 500), memory `i` at the path and
+/// with the document `memory(i)` gives.
+pub async fn write_all(
+    store: &dyn memloop_store::MemoryStore,
+    n: usize,
+    memory: impl Fn(usize) -> (String, memloop_store::MemoryDoc),
+) {
+    use memloop_store::{CheckedWrite, ExpectedVersion, WriteMode};
     let limits = McpLimits::default().write_limits();
     for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
         let writes = chunk
