@@ -232,6 +232,38 @@ async fn malformed_requests_get_errors_and_the_server_keeps_serving() {
     assert!(child.wait().await.unwrap().success());
 }
 
+/// The server turns transparent huge pages off for itself (the allocator would otherwise have
+/// the kernel zero a 2 MiB page each time it touches memory it gave back): once it answers,
+/// the kernel reports THP off for the process.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_server_runs_without_transparent_huge_pages() {
+    let fx = fixture();
+    let mut child = server_command(&fx)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    let first: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(first["id"], 1);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id().unwrap())).unwrap();
+    let thp = status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .expect("the kernel reports THP_enabled (Linux 5.0 and later)");
+    assert_eq!(thp.trim(), "0", "{status}");
+    drop(stdin);
+    assert!(child.wait().await.unwrap().success());
+}
+
 /// stdin and stdout as socket pairs (how Node's `child_process` spawns a server; the other
 /// tests use pipes): the server reads and writes them through the runtime, a save and a search
 /// in Russian and Chinese round-trip, and closing stdin ends the server.

@@ -134,6 +134,37 @@ pub const BATCH_JOURNAL: &str = ".memloop-batch.json";
 /// or an entry breaking a write rule), for a person to look at: one is kept, the last.
 pub const REJECTED_BATCH_JOURNAL: &str = ".memloop-batch.rejected.json";
 
+/// A memory of a committed batch about to be written ([`FileMemoryStore::land_committed`]).
+struct Landing<'a> {
+    rel: &'a str,
+    /// Its file, which passed the gate.
+    path: &'a Path,
+    /// Its text before the batch (`None`: absent).
+    existing: Option<&'a str>,
+    /// Its text in the batch.
+    text: &'a str,
+}
+
+/// Each scope's index file as the gate passes it, checked the first time a scope is asked.
+#[derive(Default)]
+struct IndexPaths {
+    private: Option<PathBuf>,
+    team: Option<PathBuf>,
+}
+
+impl IndexPaths {
+    fn of(&mut self, gate: &ContainmentGate, scope: MemoryScope) -> Result<&Path, MemoryError> {
+        let slot = match scope {
+            MemoryScope::Private => &mut self.private,
+            MemoryScope::Team => &mut self.team,
+        };
+        if let Some(path) = slot {
+            return Ok(path);
+        }
+        Ok(slot.insert(gate.check_write(Path::new(scope.index_file()))?))
+    }
+}
+
 /// A batch's journal: each memory with its final text, in order.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Journal {
@@ -227,18 +258,19 @@ impl FileMemoryStore {
         };
         // Every entry checked, and every memory it replaces read, before the first is written:
         // all or nothing.
-        let mut planned: Vec<(&str, Option<String>)> = Vec::with_capacity(journal.entries.len());
+        let mut planned: Vec<(&str, PathBuf, Option<String>)> =
+            Vec::with_capacity(journal.entries.len());
         for e in &journal.entries {
             let checked = self.journal_rule(&e.rel, &e.text).and_then(|path| {
-                if planned.iter().any(|(rel, _)| *rel == e.rel) {
+                if planned.iter().any(|(rel, _, _)| *rel == e.rel) {
                     return Err(MemoryError::InvalidName {
                         name: memloop_store::shown_name(&e.rel),
                         reason: "the journal writes this memory twice".into(),
                     });
                 }
                 match memloop_host::files::read_regular(&path) {
-                    Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
-                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Ok(b) => Ok((path, Some(String::from_utf8_lossy(&b).into_owned()))),
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok((path, None)),
                     Err(err) => Err(MemoryError::io(
                         format!("reading {}", memloop_store::shown_name(&e.rel)),
                         err,
@@ -246,16 +278,21 @@ impl FileMemoryStore {
                 }
             });
             match checked {
-                Ok(existing) => planned.push((&e.rel, existing)),
+                Ok((path, existing)) => planned.push((&e.rel, path, existing)),
                 Err(err) => {
                     return self.set_journal_aside(&format!("an entry breaks a write rule: {err}"));
                 }
             }
         }
-        let landing: Vec<(&str, Option<&str>, &str)> = planned
+        let landing: Vec<Landing<'_>> = planned
             .iter()
             .zip(&journal.entries)
-            .map(|((rel, existing), e)| (*rel, existing.as_deref(), e.text.as_str()))
+            .map(|((rel, path, existing), e)| Landing {
+                rel,
+                path,
+                existing: existing.as_deref(),
+                text: &e.text,
+            })
             .collect();
         self.land_committed(&landing, &mut |_| {})?;
         tracing::info!(
@@ -272,8 +309,15 @@ impl FileMemoryStore {
     /// no credential and no control character in its title or description), and a target
     /// inside the memory dir. Returns the target.
     fn journal_rule(&self, rel: &str, text: &str) -> Result<PathBuf, MemoryError> {
-        CheckedWrite::check_raw(rel, text, self.config.write)?;
-        self.gate.check(Path::new(rel))
+        let path = self.gate.check(Path::new(rel))?;
+        self.journal_text_rule(rel, text)?;
+        Ok(path)
+    }
+
+    /// [`journal_rule`](Self::journal_rule) for a target the gate has passed already: the
+    /// rules of the text.
+    fn journal_text_rule(&self, rel: &str, text: &str) -> Result<(), MemoryError> {
+        CheckedWrite::check_raw(rel, text, self.config.write).map(|_| ())
     }
 
     /// Move a journal that may not be replayed out of the way, to [`REJECTED_BATCH_JOURNAL`]
@@ -326,7 +370,7 @@ impl FileMemoryStore {
     /// journal removed. The caller holds the locks.
     fn land_committed(
         &self,
-        planned: &[(&str, Option<&str>, &str)],
+        planned: &[Landing<'_>],
         progress: &mut dyn FnMut(usize),
     ) -> Result<Vec<VersionedWrite>, MemoryError> {
         // The same store (shared caches and index pictures), writing without fsync.
@@ -339,8 +383,11 @@ impl FileMemoryStore {
         };
         let mut written = Vec::with_capacity(planned.len());
         let mut touched = Vec::with_capacity(planned.len() + 2);
-        for (rel, existing, text) in planned {
-            let w = unsynced.write_locked(rel, *existing, text)?;
+        // Each scope's index checked once for the batch.
+        let mut indexes = IndexPaths::default();
+        for l in planned {
+            let index = indexes.of(&self.gate, MemoryScope::of(l.rel))?;
+            let w = unsynced.write_locked(l.rel, l.path, index, l.existing, l.text)?;
             touched.push(w.report.path.clone());
             written.push(w);
             progress(written.len());
@@ -405,22 +452,27 @@ impl FileMemoryStore {
         let mut planned = Vec::with_capacity(writes.len());
         for (w, expected) in writes {
             let rel = w.path().as_str();
-            if planned.iter().any(|(r, _, _): &(&str, _, _)| *r == rel) {
+            if planned
+                .iter()
+                .any(|(r, _, _, _): &(&str, _, _, _)| *r == rel)
+            {
                 return Err(MemoryError::InvalidName {
                     name: rel.to_owned(),
                     reason: "the batch writes this memory twice".into(),
                 });
             }
-            let (existing, text) = self.planned_text(rel, w.doc(), w.mode(), w.raw(), expected)?;
-            // The text the journal will hold passes the rule its replay checks, so a journal
-            // this writer leaves is always finished whole.
-            self.journal_rule(rel, &text)?;
-            planned.push((rel, existing, text));
+            let path = self.gate.check_write(Path::new(rel))?;
+            let (existing, text) =
+                self.planned_text(rel, &path, w.doc(), w.mode(), w.raw(), expected)?;
+            // The text the journal will hold passes the rule its replay checks (the target
+            // passed the gate above), so a journal this writer leaves is always finished whole.
+            self.journal_text_rule(rel, &text)?;
+            planned.push((rel, path, existing, text));
         }
         let journal = Journal {
             entries: planned
                 .iter()
-                .map(|(rel, _, text)| JournalEntry {
+                .map(|(rel, _, _, text)| JournalEntry {
                     rel: (*rel).to_owned(),
                     text: text.clone(),
                 })
@@ -436,9 +488,14 @@ impl FileMemoryStore {
             self.config.durability,
         )?;
         progress(0);
-        let landing: Vec<(&str, Option<&str>, &str)> = planned
+        let landing: Vec<Landing<'_>> = planned
             .iter()
-            .map(|(rel, existing, text)| (*rel, existing.as_deref(), text.as_str()))
+            .map(|(rel, path, existing, text)| Landing {
+                rel,
+                path,
+                existing: existing.as_deref(),
+                text,
+            })
             .collect();
         self.land_committed(&landing, progress)
     }
@@ -845,23 +902,27 @@ impl FileMemoryStore {
         expected: &ExpectedVersion,
     ) -> Result<VersionedWrite, MemoryError> {
         let _span = tracing::debug_span!("memory_write", rel, ?mode).entered();
-        let _locks = self.lock_for(MemoryScope::of(rel))?;
-        let (existing, text) = self.planned_text(rel, doc, mode, raw, expected)?;
-        self.write_locked(rel, existing.as_deref(), &text)
+        let scope = MemoryScope::of(rel);
+        let _locks = self.lock_for(scope)?;
+        let path = self.gate.check_write(Path::new(rel))?;
+        let (existing, text) = self.planned_text(rel, &path, doc, mode, raw, expected)?;
+        let index = self.gate.check_write(Path::new(scope.index_file()))?;
+        self.write_locked(rel, &path, &index, existing.as_deref(), &text)
     }
 
-    /// The memory `rel` as it is (`None`: absent) and the text a write of `doc` (or `raw`) in
-    /// `mode` makes of it, if it is at `expected`. The caller holds the lock.
+    /// The memory `rel` (at `path`, which passed the gate) as it is (`None`: absent) and the
+    /// text a write of `doc` (or `raw`) in `mode` makes of it, if it is at `expected`. The
+    /// caller holds the lock.
     fn planned_text(
         &self,
         rel: &str,
+        path: &Path,
         doc: &MemoryDoc,
         mode: WriteMode,
         raw: Option<&str>,
         expected: &ExpectedVersion,
     ) -> Result<(Option<String>, String), MemoryError> {
-        let path = self.gate.check_write(Path::new(rel))?;
-        let existing = match memloop_host::files::read_regular(&path) {
+        let existing = match memloop_host::files::read_regular(path) {
             Ok(b) => Some(String::from_utf8(b).map_err(|_| MemoryError::Unreadable {
                 path: rel.to_owned(),
                 reason: "the existing file is not valid UTF-8; refusing to modify it".into(),
@@ -892,23 +953,24 @@ impl FileMemoryStore {
         Ok((existing, text))
     }
 
-    /// Write `text` as the memory `rel` (which holds `existing`) and its index line; the caller
-    /// holds the lock of its scope.
+    /// Write `text` as the memory `rel` (at `path`, which holds `existing`) and its line in
+    /// the index at `index_path` (its scope's); both paths passed the gate, and the caller
+    /// holds the lock of the scope.
     fn write_locked(
         &self,
         rel: &str,
+        path: &Path,
+        index_path: &Path,
         existing: Option<&str>,
         text: &str,
     ) -> Result<VersionedWrite, MemoryError> {
-        let path = self.gate.check_write(Path::new(rel))?;
         let scope = MemoryScope::of(rel);
         let created = existing.is_none();
         let stem = memloop_store::file_stem(rel);
         if existing != Some(text) {
-            atomic_write_with(&path, text.as_bytes(), self.config.durability)?;
+            atomic_write_with(path, text.as_bytes(), self.config.durability)?;
         }
         // The line goes to the index of the memory's scope, linking relative to that index.
-        let index_path = self.gate.check_write(Path::new(scope.index_file()))?;
         let link = entry_link(rel);
         let mut lines = self
             .index_lines(scope)
@@ -916,7 +978,7 @@ impl FileMemoryStore {
             .map_err(|_| MemoryError::io("MEMORY.md", std::io::Error::other("poisoned")))?;
         if memloop_store::is_daily_log(rel) {
             // Daily logs are raw notes: no index line (the dream distils them).
-            if lines.links_to(&index_path, link)? {
+            if lines.links_to(index_path, link)? {
                 lines.invalidate();
                 self.edit_index(scope, |idx| remove_entry(idx, link).0)?;
             }
@@ -930,7 +992,7 @@ impl FileMemoryStore {
             );
             // A new line is appended, an unchanged one left alone, a changed one replaced in
             // place; only a memory with several lines rewrites the index through its rules.
-            let upsert = lines.upsert(&index_path, link, &line, self.config.durability);
+            let upsert = lines.upsert(index_path, link, &line, self.config.durability);
             if !matches!(
                 upsert,
                 Ok(Upsert::Unchanged | Upsert::Appended | Upsert::Replaced)
@@ -949,7 +1011,7 @@ impl FileMemoryStore {
         Ok(VersionedWrite {
             report: WriteReport {
                 rel_path: rel.to_owned(),
-                path,
+                path: path.to_path_buf(),
                 created,
             },
             version: content_version(text),

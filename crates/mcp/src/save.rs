@@ -19,8 +19,8 @@ use crate::ops::{
 use crate::projects::{OpenProject, Project, Projects};
 use crate::tiers;
 use memloop_store::{
-    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryStore, VersionedWrite, WriteMode,
-    content_version, title_key,
+    CheckedWrite, ExpectedVersion, MemoryDoc, MemoryError, MemoryFile, MemoryStore, VersionedWrite,
+    WriteMode, content_version, title_key,
 };
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -291,11 +291,26 @@ async fn plan<'e>(
         .map(|e| legacy_path(e.kind, e.title.as_deref(), &e.content))
         .collect();
     let known = names_in_tx_store(entries, targets, &made, &legacy).await;
+    // On a store without transactions each entry's path is read once, all of them together:
+    // whether it holds another title, and the text to put back should a later write fail. The
+    // old naming rule's path is read only for an entry whose path holds nothing.
+    let paths: Vec<Option<&str>> = made.iter().map(|(rel, _)| Some(rel.as_str())).collect();
+    let mut found = read_untransacted(targets, entries, &paths).await;
+    let old_paths: Vec<Option<&str>> = (0..entries.len())
+        .map(|i| {
+            let unfound = matches!(found[i], Some(Err(_)));
+            legacy[i]
+                .as_deref()
+                .filter(|_| unfound && !entries[i].kind.append_only())
+        })
+        .collect();
+    let mut found_old = read_untransacted(targets, entries, &old_paths).await;
     let mut planned = Vec::new();
     let mut refused: Vec<EntryRefusal> = Vec::new();
     for (i, ((entry, (mut rel, doc)), old)) in entries.iter().zip(made).zip(legacy).enumerate() {
         let target = targets.of(entry.global);
         let mut taken = false;
+        let mut read = found[i].take();
         let same_title = |name: Option<&str>| name.map(title_key) == Some(title_key(&doc.name));
         if let Some(o) = target.filter(|_| !entry.kind.append_only()) {
             match known.as_ref().filter(|_| o.batches.is_some()) {
@@ -310,18 +325,17 @@ async fn plan<'e>(
                         }
                     }
                 },
-                // One read of the entry's path, then the old naming rule's path only when the
-                // new one holds nothing.
-                None => match o.store.read(&rel).await {
-                    Ok(f) => taken = !same_title(f.header.name.as_deref()),
-                    Err(_) => {
+                // The entry's path as read, then the old naming rule's when the new one
+                // holds nothing.
+                None => match &read {
+                    Some(Ok(f)) => taken = !same_title(f.header.name.as_deref()),
+                    _ => {
                         if let Some(old) = old
-                            && o.store
-                                .read(&old)
-                                .await
-                                .is_ok_and(|f| same_title(f.header.name.as_deref()))
+                            && let Some(Ok(f)) = found_old[i].take()
+                            && same_title(f.header.name.as_deref())
                         {
                             rel = old;
+                            read = Some(Ok(f));
                         }
                     }
                 },
@@ -367,13 +381,13 @@ async fn plan<'e>(
             }
         };
         let mut previous = None;
-        if let Some(o) = target.filter(|o| o.batches.is_none()) {
+        if target.is_some_and(|o| o.batches.is_none()) {
             // No transaction to check the version in: check it now, and keep the text to put
             // back should a later write fail.
-            match o.store.read(&rel).await {
-                Ok(f) => previous = Some(f.raw),
-                Err(MemoryError::NotFound(_)) => {}
-                Err(e) => {
+            match read {
+                Some(Ok(f)) => previous = Some(f.raw),
+                None | Some(Err(MemoryError::NotFound(_))) => {}
+                Some(Err(e)) => {
                     let (code, reason) = refusal_reason(&e);
                     refused.push((i, code, reason));
                     continue;
@@ -400,6 +414,34 @@ async fn plan<'e>(
         return Ok(planned);
     }
     Err(batch_refusal(entries, &refused, "refused"))
+}
+
+/// The memories at `paths` (one per entry; `None`: nothing to read) on each entry's target
+/// store without transactions, read together (one `read_many` per store). `None` for an entry
+/// with no path, no target, or a target with transactions.
+async fn read_untransacted(
+    targets: &Targets,
+    entries: &[SaveEntry],
+    paths: &[Option<&str>],
+) -> Vec<Option<Result<MemoryFile, MemoryError>>> {
+    let mut out: Vec<Option<Result<MemoryFile, MemoryError>>> =
+        (0..entries.len()).map(|_| None).collect();
+    for global in [false, true] {
+        let Some(o) = targets.of(global).filter(|o| o.batches.is_none()) else {
+            continue;
+        };
+        let (asked, rels): (Vec<usize>, Vec<&str>) = (0..entries.len())
+            .filter(|&i| entries[i].global == global)
+            .filter_map(|i| Some((i, paths[i]?)))
+            .unzip();
+        if rels.is_empty() {
+            continue;
+        }
+        for (i, file) in asked.into_iter().zip(o.store.read_many(&rels).await) {
+            out[i] = Some(file);
+        }
+    }
+    out
 }
 
 /// The names at the paths of the batch's entries on the project's store with transactions

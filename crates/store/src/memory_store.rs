@@ -895,6 +895,35 @@ impl dyn MemoryStore + '_ {
         self.read_path(&path).await
     }
 
+    /// Read several memories: one result per path, in order, each what [`read`](Self::read)
+    /// returns for it; the paths that pass the checks are read together
+    /// ([`read_paths`](MemoryStore::read_paths): one round trip on a database).
+    pub async fn read_many(&self, rel_paths: &[&str]) -> Vec<Result<MemoryFile, MemoryError>> {
+        let mut checked = Vec::with_capacity(rel_paths.len());
+        let mut paths = Vec::new();
+        for rel in rel_paths {
+            match self.check_contained(rel) {
+                Ok(p) => {
+                    paths.push(p);
+                    checked.push(None);
+                }
+                Err(e) => checked.push(Some(Err(e))),
+            }
+        }
+        let mut read = self.read_paths(&paths).await.into_iter();
+        checked
+            .into_iter()
+            .zip(rel_paths)
+            .map(|(refused, rel)| {
+                refused.unwrap_or_else(|| {
+                    // A backend that answers fewer paths than asked: the rest were not read.
+                    read.next()
+                        .unwrap_or_else(|| Err(MemoryError::NotFound((*rel).to_owned())))
+                })
+            })
+            .collect()
+    }
+
     /// How a memory is named where a tool reports a written file or a path is shown to the
     /// model: the absolute file for a directory store, else the memory path itself (relative).
     pub fn target_path(&self, path: &MemoryPath) -> PathBuf {

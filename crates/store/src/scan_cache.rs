@@ -717,7 +717,7 @@ impl ScanCache {
 
     /// Read the memories `headers` describe (ones this cache listed), each as [`Self::read`]
     /// reads it: the texts kept read come from memory, the others from one
-    /// [`MemoryStore::read_paths`] call (one query on a database, not one per memory). One
+    /// `read_many` of the store (one query on a database, not one per memory). One
     /// result per header, in order.
     pub async fn read_many(
         &self,
@@ -727,21 +727,12 @@ impl ScanCache {
             Ok(b) => headers.iter().map(|h| b.get(h).map(Ok)).collect(),
             Err(_) => headers.iter().map(|_| None).collect(),
         };
-        let (mut asked, mut paths) = (Vec::new(), Vec::new());
-        for (i, h) in headers.iter().enumerate() {
-            if out[i].is_some() {
-                continue;
-            }
-            // The path checks `read` makes (valid, contained).
-            match self.store.check_contained(&h.rel_path) {
-                Ok(p) => {
-                    asked.push(i);
-                    paths.push(p);
-                }
-                Err(e) => out[i] = Some(Err(e)),
-            }
-        }
-        let read = self.store.read_paths(&paths).await;
+        let asked: Vec<usize> = (0..headers.len()).filter(|&i| out[i].is_none()).collect();
+        let rels: Vec<&str> = asked
+            .iter()
+            .map(|&i| headers[i].rel_path.as_str())
+            .collect();
+        let read = self.store.read_many(&rels).await;
         for (i, file) in asked.into_iter().zip(read) {
             let file = file.map(Arc::new);
             if let Ok(f) = &file
