@@ -846,6 +846,7 @@ pub struct ManageRequest<'a> {
 /// never cut by the answer cap (which would leave out items the cursor has passed).
 fn list_page(
     headers: &Headers,
+    kept: &pages::ListItems,
     scope: &str,
     prefix: &str,
     cursor: Option<&str>,
@@ -867,28 +868,25 @@ fn list_page(
         pages::first_by_path(headers, prefix, after.as_deref(), pages::PAGE_ITEMS + 1);
     let budget = pages::PAGE_BYTES.min(max_answer_bytes / 2);
     let mut used = 0usize;
-    let mut items = Vec::new();
-    let mut lines = Vec::new();
+    let mut shown = Vec::new();
     let mut last: Option<&str> = None;
-    for h in candidates.iter().take(pages::PAGE_ITEMS) {
-        let shown = pages::bounded_header(h);
-        let mut item = header_json(&shown);
-        let mut line = Value::String(format_manifest(std::slice::from_ref(&shown)));
-        crate::answer::redact_value(&mut item);
-        crate::answer::redact_value(&mut line);
-        let size = crate::answer::size(&item) + crate::answer::size(&line) + 2;
+    let made = kept.items(
+        candidates.iter().take(pages::PAGE_ITEMS).copied(),
+        list_item,
+    );
+    for (h, item) in candidates.iter().zip(made) {
         // Always one item, so that every page moves the cursor on (a path alone is short).
-        if used + size > budget && !items.is_empty() {
+        if used + item.size > budget && !shown.is_empty() {
             break;
         }
-        used += size;
-        items.push(item);
-        lines.push(line.as_str().unwrap_or_default().to_owned());
+        used += item.size;
+        shown.push(item);
         last = Some(h.rel_path.as_str());
     }
-    let more = items.len() < candidates.len();
+    let more = shown.len() < candidates.len();
+    let lines: Vec<&str> = shown.iter().map(|i| i.line.as_str()).collect();
     let mut page = json!({
-        "memories": items,
+        "memories": shown.iter().map(|i| i.item.clone()).collect::<Vec<_>>(),
         "manifest": lines.join("\n"),
         "total": total,
     });
@@ -899,6 +897,27 @@ fn list_page(
         );
     }
     Ok(page)
+}
+
+/// A memory as a list page shows it ([`pages::ListItem`]): its title and description cut to
+/// an item's bounds, as JSON and as a manifest line, redacted and measured.
+fn list_item(h: &MemoryHeader) -> pages::ListItem {
+    let shown = pages::bounded_header(h);
+    let mut item = header_json(&shown);
+    let mut line = Value::String(format_manifest(std::slice::from_ref(&shown)));
+    crate::answer::redact_value(&mut item);
+    crate::answer::redact_value(&mut line);
+    let size = crate::answer::size(&item) + crate::answer::size(&line) + 2;
+    let line = match line {
+        Value::String(l) => l,
+        _ => String::new(),
+    };
+    pages::ListItem {
+        header: h.clone(),
+        item,
+        line,
+        size,
+    }
 }
 
 /// `context_manage` (`claude_md`: whether `init_project` may write the usage block).
@@ -967,6 +986,7 @@ pub async fn manage(
                 };
                 let page = list_page(
                     &headers,
+                    &open.list_items,
                     scope,
                     target.unwrap_or(""),
                     cursor,

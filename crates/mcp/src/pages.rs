@@ -10,7 +10,10 @@
 //! is refused; it never starts a page anywhere else.
 
 use memloop_store::{Headers, MemoryHeader};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Most memories one `list` page holds.
 pub const PAGE_ITEMS: usize = 100;
@@ -78,6 +81,90 @@ pub(crate) fn decode_cursor(cursor: &str, scope: &str, prefix: &str) -> Option<S
     (same && after.starts_with(prefix)).then_some(after)
 }
 
+/// One memory as a list page shows it: its item (JSON) and manifest line, both redacted, and
+/// the bytes the two take in the answer. A pure function of the memory's header, so it is
+/// kept per header ([`ListItems`]).
+#[derive(Debug)]
+pub(crate) struct ListItem {
+    /// The header it was made from: a kept item serves only a header equal to it.
+    pub(crate) header: MemoryHeader,
+    /// The item.
+    pub(crate) item: Value,
+    /// The manifest line.
+    pub(crate) line: String,
+    /// The item's and the line's size in the answer, with their separators.
+    pub(crate) size: usize,
+}
+
+/// Most list items a project keeps made ([`ListItems`]): a few pages.
+const KEPT_ITEMS: usize = 4 * PAGE_ITEMS;
+
+/// A project's list items as made for the last pages listed, so a page whose memories did not
+/// change since (a growing project's first page, mostly) is made of them instead of rendering,
+/// redacting and measuring each memory again. At most [`KEPT_ITEMS`]; when full, it starts
+/// over.
+#[derive(Debug, Default)]
+pub(crate) struct ListItems {
+    kept: std::sync::Mutex<KeptItems>,
+}
+
+#[derive(Debug, Default)]
+struct KeptItems {
+    items: HashMap<String, Arc<ListItem>, foldhash::fast::RandomState>,
+    /// Their estimated heap size.
+    bytes: usize,
+}
+
+impl ListItems {
+    /// The item of each of `headers`, in order: the kept one when it was made from an equal
+    /// header, else made by `make` (and kept).
+    pub(crate) fn items<'a>(
+        &self,
+        headers: impl IntoIterator<Item = &'a MemoryHeader>,
+        make: impl Fn(&MemoryHeader) -> ListItem,
+    ) -> Vec<Arc<ListItem>> {
+        let Ok(mut kept) = self.kept.lock() else {
+            return headers.into_iter().map(|h| Arc::new(make(h))).collect();
+        };
+        let mut out = Vec::new();
+        for h in headers {
+            if let Some(item) = kept.items.get(&h.rel_path).filter(|i| i.header == *h) {
+                out.push(item.clone());
+                continue;
+            }
+            let item = Arc::new(make(h));
+            if kept.items.len() >= KEPT_ITEMS {
+                kept.items.clear();
+                kept.bytes = 0;
+            }
+            kept.bytes += item_bytes(&item);
+            if let Some(old) = kept.items.insert(h.rel_path.clone(), item.clone()) {
+                kept.bytes = kept.bytes.saturating_sub(item_bytes(&old));
+            }
+            out.push(item);
+        }
+        out
+    }
+
+    /// An estimate of the memory the kept items hold, in bytes (`None` while a request
+    /// holds them).
+    pub(crate) fn approx_bytes(&self) -> Option<usize> {
+        let kept = self.kept.try_lock().ok()?;
+        Some(kept.bytes + kept.items.capacity() * std::mem::size_of::<(String, Arc<ListItem>)>())
+    }
+}
+
+/// The heap an item takes: its path's key, its header, and its JSON and line (the JSON value's
+/// maps counted at twice its text).
+fn item_bytes(item: &ListItem) -> usize {
+    use memloop_store::heap::{block, header, string};
+    block(std::mem::size_of::<ListItem>() + 16)
+        + 2 * item.header.rel_path.len()
+        + header(&item.header)
+        + string(&item.line)
+        + 2 * item.size
+}
+
 /// The first `n` of `headers` by path among those whose path starts with `prefix` and comes
 /// strictly after `after`, in path order, and how many headers start with `prefix` in all: a
 /// range of the cache's by-path view ([`Headers::by_path`], [`Headers::count`]), O(n log m)
@@ -135,6 +222,53 @@ mod tests {
             memory_type: None,
             mtime: UNIX_EPOCH,
         }
+    }
+
+    /// A kept item serves only a header equal to the one it was made from: the same path with
+    /// another title, description, type or time is made again; past the bound the kept items
+    /// start over, and their estimate follows.
+    #[test]
+    fn a_kept_list_item_serves_only_an_equal_header() {
+        let kept = ListItems::default();
+        let made = std::cell::Cell::new(0);
+        let make = |h: &MemoryHeader| {
+            made.set(made.get() + 1);
+            ListItem {
+                header: h.clone(),
+                item: Value::String(h.name.clone().unwrap_or_default()),
+                line: h.rel_path.clone(),
+                size: 1,
+            }
+        };
+        let mut a = header("knowledge/база-данных.md");
+        a.name = Some("База данных".into());
+        let b = header("knowledge/缓存.md");
+        let first = kept.items([&a, &b], make);
+        assert_eq!(made.get(), 2);
+        let again = kept.items([&a, &b], make);
+        assert_eq!(made.get(), 2);
+        assert!(Arc::ptr_eq(&first[0], &again[0]) && Arc::ptr_eq(&first[1], &again[1]));
+        let before = kept.approx_bytes().unwrap();
+        for change in [
+            |h: &mut MemoryHeader| h.name = Some("База данных 16".into()),
+            |h: &mut MemoryHeader| h.description = Some("где она".into()),
+            |h: &mut MemoryHeader| h.memory_type = Some(memloop_store::MemoryType::Project),
+            |h: &mut MemoryHeader| h.mtime += std::time::Duration::from_secs(1),
+        ] {
+            let n = made.get();
+            change(&mut a);
+            let item = kept.items([&a], make);
+            assert_eq!(made.get(), n + 1);
+            assert_eq!(item[0].header, a);
+            assert_eq!(item[0].item, Value::String(a.name.clone().unwrap()));
+        }
+        assert!(kept.approx_bytes().unwrap() >= before);
+        let many: Vec<MemoryHeader> = (0..KEPT_ITEMS + 10)
+            .map(|i| header(&format!("todos/{i}.md")))
+            .collect();
+        kept.items(&many, make);
+        let held = kept.kept.lock().unwrap().items.len();
+        assert!(held <= KEPT_ITEMS, "{held}");
     }
 
     #[test]

@@ -369,13 +369,19 @@ pub(crate) struct OpenProject {
     pub(crate) recall: DefaultSelector,
     /// The store's transactions, when it has them.
     pub(crate) batches: Option<Arc<dyn AtomicBatches>>,
+    /// The list items made for its last pages.
+    pub(crate) list_items: crate::pages::ListItems,
 }
 
 impl OpenProject {
     /// An estimate of the memory its caches hold, in bytes (header cache, postings, vectors);
     /// `None` while a request holds one of them.
     fn approx_bytes(&self) -> Option<usize> {
-        Some(memloop_store::heap::arc::<Self>() + self.recall.approx_bytes()?)
+        Some(
+            memloop_store::heap::arc::<Self>()
+                + self.recall.approx_bytes()?
+                + self.list_items.approx_bytes()?,
+        )
     }
 }
 
@@ -928,6 +934,7 @@ impl Projects {
             store,
             recall,
             batches,
+            list_items: crate::pages::ListItems::default(),
         })
     }
 

@@ -287,7 +287,8 @@ pub fn load_capped_start(start: &str, rest: IndexRest, caps: IndexCaps) -> Loade
             (true, false) => lines,
             _ => bytes,
         };
-        tracing::warn!(%reason, "MEMORY.md truncated on load");
+        // Said in what was loaded; not logged at warn, which a server would do on every load.
+        tracing::debug!(%reason, "MEMORY.md truncated on load");
         let warning = format!(
             "> WARNING: {INDEX_FILE} is {reason}, so only part of it was loaded. Keep index lines short and move details into topic files."
         );

@@ -266,6 +266,12 @@ impl Headers {
     /// The header of `path`, if it is listed (O(log n)).
     pub fn get(&self, path: &str) -> Option<&MemoryHeader> {
         let mtime = self.paths.get(self.find(path).ok()?)?.1;
+        self.listed(mtime, path)
+    }
+
+    /// The header of `path` listed with `mtime` (from a view, which holds both): one search
+    /// of the list by its order, the path compared only between headers of the same time.
+    fn listed(&self, mtime: SystemTime, path: &str) -> Option<&MemoryHeader> {
         let probe = (Reverse(mtime), path);
         let list = self.list.as_slice();
         list.binary_search_by(|h| key(h).cmp(&probe))
@@ -300,7 +306,7 @@ impl Headers {
         };
         self.paths[start..range.end]
             .iter()
-            .filter_map(|(p, _)| self.get(p))
+            .filter_map(|(p, mtime)| self.listed(*mtime, p))
     }
 
     /// The headers of the top-level folder `folder` ([`folder_of`]: `todos/`, or `""` for the
@@ -310,7 +316,10 @@ impl Headers {
             .folders
             .binary_search_by(|(n, _)| n.as_str().cmp(folder))
             .map_or(&[][..], |f| self.folders[f].1.as_slice());
-        entries.iter().rev().filter_map(|(_, p)| self.get(p))
+        entries
+            .iter()
+            .rev()
+            .filter_map(|(Reverse(mtime), p)| self.listed(*mtime, p))
     }
 }
 
