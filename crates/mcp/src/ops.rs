@@ -350,13 +350,11 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         &todo_titles,
         &knowledge.iter().map(title_of).collect::<Vec<_>>(),
     );
-    Ok(json!({
+    let mut answer = json!({
         "project_id": project.id,
         "registered": true,
         "last_session": sessions.first().map(|h| h.modified_rfc3339()),
         "summary": summary,
-        "counts": counts,
-        "recent_sessions": recent,
         "pending_items": todo_titles,
         "active_decisions": decisions.iter().map(line).collect::<Vec<_>>(),
         "detail": detail_name(detail),
@@ -372,10 +370,19 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
             "truncated": index.truncated_by_lines || index.truncated_by_bytes,
             "warning": index.warning,
         },
-        "open_todos": todos,
-        "decisions": decisions.iter().map(header_json).collect::<Vec<_>>(),
-        "global_knowledge": global,
-    }))
+    });
+    // The values already made go in as they are (`json!` would copy each once more).
+    if let Value::Object(map) = &mut answer {
+        map.insert("counts".into(), counts);
+        map.insert("recent_sessions".into(), Value::Array(recent));
+        map.insert("open_todos".into(), Value::Array(todos));
+        map.insert(
+            "decisions".into(),
+            Value::Array(decisions.iter().map(header_json).collect()),
+        );
+        map.insert("global_knowledge".into(), Value::Array(global));
+    }
+    Ok(answer)
 }
 
 /// Items of each kind an overview names.
@@ -885,18 +892,21 @@ fn list_page(
     }
     let more = shown.len() < candidates.len();
     let lines: Vec<&str> = shown.iter().map(|i| i.line.as_str()).collect();
-    let mut page = json!({
-        "memories": shown.iter().map(|i| i.item.clone()).collect::<Vec<_>>(),
-        "manifest": lines.join("\n"),
-        "total": total,
-    });
-    if let (Value::Object(map), true, Some(last)) = (&mut page, more, last) {
-        map.insert(
+    // Built as values, not through `json!`, which would copy every item once more.
+    let mut page = serde_json::Map::new();
+    page.insert(
+        "memories".into(),
+        Value::Array(shown.iter().map(|i| i.item.clone()).collect()),
+    );
+    page.insert("manifest".into(), Value::String(lines.join("\n")));
+    page.insert("total".into(), json!(total));
+    if let (true, Some(last)) = (more, last) {
+        page.insert(
             "nextCursor".into(),
-            json!(pages::encode_cursor(scope, prefix, last)),
+            Value::String(pages::encode_cursor(scope, prefix, last)),
         );
     }
-    Ok(page)
+    Ok(Value::Object(page))
 }
 
 /// A memory as a list page shows it ([`pages::ListItem`]): its title and description cut to

@@ -151,11 +151,23 @@ pub(crate) const LOCK_ROW: &str =
      FROM memloop_memories WHERE project_id = $1 AND rel_path = $2 FOR UPDATE";
 
 /// The index's first lines (`$2` of them, memories outside `logs/` in creation order, through
-/// their partial index) with the count of all of them on each row: one statement, one snapshot.
+/// their partial index) with the count of all of them on each row, and each row's marks (its
+/// `seq` and the transaction that wrote its current version, `xmin`): one statement, one
+/// snapshot.
 pub(crate) const INDEX_START: &str = "SELECT rel_path, name, description,
-     coalesce((SELECT lines FROM memloop_index_counts WHERE project_id = $1), 0)
+     coalesce((SELECT lines FROM memloop_index_counts WHERE project_id = $1), 0),
+     seq, xmin::text::bigint
      FROM memloop_memories WHERE project_id = $1 AND rel_path NOT LIKE 'logs/%'
      ORDER BY seq LIMIT $2";
+
+/// The marks of the rows [`INDEX_START`] reads (their `seq`s and `xmin`s, in its order) and
+/// the count, without their text: every change of a row gives it a new `xmin`, and a row
+/// deleted or added among the first changes the `seq`s, so equal marks are equal rows.
+pub(crate) const INDEX_MARKS: &str = "SELECT coalesce(array_agg(seq ORDER BY seq), '{}'),
+     coalesce(array_agg(x ORDER BY seq), '{}'),
+     coalesce((SELECT lines FROM memloop_index_counts WHERE project_id = $1), 0)
+     FROM (SELECT seq, xmin::text::bigint AS x FROM memloop_memories
+           WHERE project_id = $1 AND rel_path NOT LIKE 'logs/%' ORDER BY seq LIMIT $2) AS start";
 
 /// A row write's UPDATE ([`PgMemoryStore::send_row`]).
 pub(crate) const UPDATE_ROW: &str = "UPDATE memloop_memories SET name = $3, description = $4,
@@ -346,18 +358,27 @@ struct Inner {
     seen: Mutex<Seen>,
     /// When this instance last swept its project's expired idempotency keys.
     swept_at: Mutex<Option<Instant>>,
-    /// The index start this instance last rendered ([`MemoryStore::load_index`]): a load that
-    /// reads the same rows gives the same lines, so they are formatted again only when a row of
-    /// the index's start changed (new memories go to its end).
+    /// The index start this instance last rendered ([`MemoryStore::load_index`]): a load whose
+    /// start has the same marks has the same lines, so its rows are read and formatted again
+    /// only when a row of the index's start changed (new memories go to its end).
     rendered: Mutex<Option<RenderedIndex>>,
     /// `db.namespace` of its statements' spans ([`PgConfig::namespace`]).
     namespace: String,
 }
 
-/// An index start as read (its rows, in the index's order, and how many lines the index has)
-/// and the index loaded from it.
+/// The marks of an index start's rows, in its order: each row's `seq` and `xmin`
+/// ([`INDEX_MARKS`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct IndexMarks {
+    seqs: Vec<i64>,
+    xmins: Vec<i64>,
+}
+
+/// An index start as read (its rows' marks, the lines formatted from the rows, and how many
+/// lines the index has) and the index loaded from it.
 struct RenderedIndex {
-    rows: Vec<(String, String, String)>,
+    /// The rows' marks ([`INDEX_MARKS`]).
+    marks: IndexMarks,
     /// The rows' index lines, formatted.
     text: String,
     lines: usize,
@@ -1212,12 +1233,12 @@ impl PgMemoryStore {
             .join("\n")
     }
 
-    /// The first `limit` index lines' rows, in the index's order, and how many the index has
-    /// (the count kept by migration 10's trigger), from one snapshot.
+    /// The first `limit` index lines' rows, in the index's order, their marks, and how many
+    /// lines the index has (the count kept by migration 10's trigger), from one snapshot.
     async fn index_start(
         &self,
         limit: usize,
-    ) -> Result<(Vec<(String, String, String)>, usize), StoreError> {
+    ) -> Result<(Vec<(String, String, String)>, IndexMarks, usize), StoreError> {
         let project = self.project_id().to_owned();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.retrying("index", |client| {
@@ -1233,12 +1254,42 @@ impl PgMemoryStore {
                 let lines = rows
                     .first()
                     .map_or(0, |r| usize::try_from(r.get::<_, i64>(3)).unwrap_or(0));
+                let marks = IndexMarks {
+                    seqs: rows.iter().map(|r| r.get(4)).collect(),
+                    xmins: rows.iter().map(|r| r.get(5)).collect(),
+                };
                 Ok((
                     rows.iter()
                         .map(|r| (r.get(0), r.get(1), r.get(2)))
                         .collect(),
+                    marks,
                     lines,
                 ))
+            }
+        })
+        .await
+    }
+
+    /// The marks of the first `limit` index lines' rows and how many lines the index has, from
+    /// one snapshot, without their text ([`INDEX_MARKS`]).
+    async fn index_marks(&self, limit: usize) -> Result<(IndexMarks, usize), StoreError> {
+        let project = self.project_id().to_owned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.retrying("index", |client| {
+            let project = &project;
+            async move {
+                let row = client
+                    .query_one(
+                        &client.prepare_cached(INDEX_MARKS).await.map_err(db)?,
+                        &[project, &limit],
+                    )
+                    .await
+                    .map_err(db)?;
+                let marks = IndexMarks {
+                    seqs: row.get(0),
+                    xmins: row.get(1),
+                };
+                Ok((marks, usize::try_from(row.get::<_, i64>(2)).unwrap_or(0)))
             }
         })
         .await
@@ -1313,13 +1364,11 @@ impl MemoryStore for PgMemoryStore {
             .map_or(0, |seen| map(&seen.versions) + seen.keys);
         let rendered = self.inner.rendered.lock().map_or(0, |r| {
             r.as_ref().map_or(0, |r| {
-                vec(&r.rows)
-                    + r.rows
-                        .iter()
-                        .map(|(a, b, c)| string(a) + string(b) + string(c))
-                        .sum::<usize>()
+                vec(&r.marks.seqs)
+                    + vec(&r.marks.xmins)
                     + string(&r.text)
                     + string(&r.index.content)
+                    + r.index.warning.as_ref().map_or(0, string)
             })
         });
         arc::<Inner>() + strings + location + seen + rendered
@@ -1498,32 +1547,35 @@ impl MemoryStore for PgMemoryStore {
     /// project's size.
     async fn load_index(&self) -> Result<LoadedIndex, MemoryError> {
         let caps = self.inner.caps;
-        let (rows, lines) = self.index_start(caps.max_lines).await?;
-        let rest = if lines > rows.len() {
-            IndexRest::Counted(lines)
-        } else {
-            IndexRest::Nothing
-        };
-        // The same rows: the same lines, formatted before (the lock is not held while lines
-        // are formatted). The count alone moves on with every memory past the cap (the warning
-        // names it).
+        // The marks first: when they are those of the start formatted before, its rows are not
+        // read again (the lock is never held while a query runs or lines are formatted).
+        let (marks, lines) = self.index_marks(caps.max_lines).await?;
         let reused = self.inner.rendered.lock().ok().and_then(|kept| {
-            let r = kept.as_ref().filter(|r| r.rows == rows)?;
+            let r = kept.as_ref().filter(|r| r.marks == marks)?;
+            // The count alone moves on with every memory past the cap (the warning names it).
             Some(if r.lines == lines {
                 Ok(r.index.clone())
             } else {
                 Err(r.text.clone())
             })
         });
-        let text = match reused {
+        let (marks, text, lines) = match reused {
             Some(Ok(index)) => return Ok(index),
-            Some(Err(text)) => text,
-            None => self.index_text(&rows),
+            Some(Err(text)) => (marks, text, lines),
+            None => {
+                let (rows, marks, lines) = self.index_start(caps.max_lines).await?;
+                (marks, self.index_text(&rows), lines)
+            }
+        };
+        let rest = if lines > marks.seqs.len() {
+            IndexRest::Counted(lines)
+        } else {
+            IndexRest::Nothing
         };
         let index = load_capped_start(&text, rest, caps);
         if let Ok(mut kept) = self.inner.rendered.lock() {
             *kept = Some(RenderedIndex {
-                rows,
+                marks,
                 text,
                 lines,
                 index: index.clone(),

@@ -195,6 +195,24 @@ async fn a_loaded_index_follows_changes_from_another_replica() {
         .unwrap();
     let renamed = loaded(&reader).await.content;
     assert!(renamed.contains("[Renamed](a.md)"), "{renamed}");
+    // A row changed in the database by hand (its version not moved): the next load shows it.
+    admin()
+        .await
+        .execute(
+            &format!(
+                "UPDATE {}.memloop_memories SET name = 'Переименовано вручную'
+                 WHERE project_id = 'p' AND rel_path = 'a.md'",
+                schema.name
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let by_hand = loaded(&reader).await.content;
+    assert!(
+        by_hand.contains("[Переименовано вручную](a.md)"),
+        "{by_hand}"
+    );
     writer.delete("b.md").await.unwrap();
     let removed = loaded(&reader).await.content;
     assert!(!removed.contains("b.md"), "{removed}");
