@@ -108,7 +108,8 @@ pub fn parse_memory(text: &str) -> ParsedMemory<'_> {
 /// A frontmatter value on one line: plain when YAML reads it back unchanged, else double-quoted.
 fn yaml_value(s: &str) -> String {
     let one_line = memloop_text::one_line(s);
-    let plain_ok = surely_plain(&one_line) || reads_back_plain(&one_line);
+    let plain_ok =
+        surely_plain(&one_line) || (!surely_not_plain(&one_line) && reads_back_plain(&one_line));
     if plain_ok {
         one_line
     } else {
@@ -121,6 +122,19 @@ fn reads_back_plain(one_line: &str) -> bool {
     parse_strict_mapping(&format!("k: {one_line}\n"))
         .and_then(|m| m.get("k").cloned())
         .is_some_and(|v| v == Value::String(one_line.to_owned()))
+}
+
+/// Whether YAML surely does not read `k: {one_line}` back as `one_line` (the parser is not
+/// asked; a description with `: ` in it is common): a `: ` (a mapping inside the value) or ` #`
+/// (a comment) anywhere, or a first character that starts a quoted scalar, a flow collection,
+/// an anchor, alias, tag or block scalar, a comment, or no token at all. Erring towards `true`
+/// costs only quotes: a double-quoted value always reads back.
+fn surely_not_plain(one_line: &str) -> bool {
+    one_line.contains(": ")
+        || one_line.contains(" #")
+        || one_line.starts_with([
+            '"', '\'', '[', ']', '{', '}', '&', '*', '!', '|', '>', '#', '@', '`',
+        ])
 }
 
 /// A cheap, conservative answer to [`reads_back_plain`] for the common title or description

@@ -268,7 +268,7 @@ fn the_fast_plain_check_agrees_with_the_parser() {
             }
         }
     }
-    let mut fast = 0;
+    let (mut fast, mut quoted) = (0, 0);
     for t in &texts {
         let t = memloop_text::one_line(t);
         if surely_plain(&t) {
@@ -278,8 +278,23 @@ fn the_fast_plain_check_agrees_with_the_parser() {
                 "`{t}` taken as plain, but YAML reads it otherwise"
             );
         }
+        if surely_not_plain(&t) {
+            quoted += 1;
+            assert!(!surely_plain(&t), "`{t}` taken both ways");
+            assert!(
+                !reads_back_plain(&t),
+                "`{t}` quoted without asking, but YAML reads it back plain"
+            );
+        }
     }
     assert!(fast > 1000, "the fast path takes the common texts ({fast})");
+    assert!(
+        quoted > 1000,
+        "the fast quote takes the texts it names ({quoted})"
+    );
+    assert!(surely_not_plain(
+        "Fact 7: the service on port 8007 is owned by team 7."
+    ));
     for common in [
         "Deploy pipeline",
         "load lc3x0f1e",
