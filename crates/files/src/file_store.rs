@@ -309,9 +309,8 @@ impl FileMemoryStore {
     /// no credential and no control character in its title or description), and a target
     /// inside the memory dir. Returns the target.
     fn journal_rule(&self, rel: &str, text: &str) -> Result<PathBuf, MemoryError> {
-        let path = self.gate.check(Path::new(rel))?;
         self.journal_text_rule(rel, text)?;
-        Ok(path)
+        self.gate.check(Path::new(rel))
     }
 
     /// [`journal_rule`](Self::journal_rule) for a target the gate has passed already: the
