@@ -117,33 +117,39 @@ struct KeptItems {
 
 impl ListItems {
     /// The item of each of `headers`, in order: the kept one when it was made from an equal
-    /// header, else made by `make` (and kept).
+    /// header, else made by `make` (and kept). The lock is not held while items are made.
     pub(crate) fn items<'a>(
         &self,
         headers: impl IntoIterator<Item = &'a MemoryHeader>,
         make: impl Fn(&MemoryHeader) -> ListItem,
     ) -> Vec<Arc<ListItem>> {
-        let Ok(mut kept) = self.kept.lock() else {
-            return headers.into_iter().map(|h| Arc::new(make(h))).collect();
+        let headers: Vec<&MemoryHeader> = headers.into_iter().collect();
+        let found: Vec<Option<Arc<ListItem>>> = match self.kept.lock() {
+            Ok(kept) => headers
+                .iter()
+                .map(|h| {
+                    kept.items
+                        .get(&h.rel_path)
+                        .filter(|i| i.header == **h)
+                        .cloned()
+                })
+                .collect(),
+            Err(_) => headers.iter().map(|_| None).collect(),
         };
-        let mut out = Vec::new();
-        for h in headers {
-            if let Some(item) = kept.items.get(&h.rel_path).filter(|i| i.header == *h) {
-                out.push(item.clone());
-                continue;
+        let out: Vec<(Arc<ListItem>, bool)> = headers
+            .iter()
+            .zip(found)
+            .map(|(h, found)| match found {
+                Some(item) => (item, false),
+                None => (Arc::new(make(h)), true),
+            })
+            .collect();
+        if let Ok(mut kept) = self.kept.lock() {
+            for (item, _) in out.iter().filter(|(_, made)| *made) {
+                kept.keep(item.clone());
             }
-            let item = Arc::new(make(h));
-            if kept.items.len() >= KEPT_ITEMS {
-                kept.items.clear();
-                kept.bytes = 0;
-            }
-            kept.bytes += item_bytes(&item);
-            if let Some(old) = kept.items.insert(h.rel_path.clone(), item.clone()) {
-                kept.bytes = kept.bytes.saturating_sub(item_bytes(&old));
-            }
-            out.push(item);
         }
-        out
+        out.into_iter().map(|(item, _)| item).collect()
     }
 
     /// An estimate of the memory the kept items hold, in bytes (`None` while a request
@@ -151,6 +157,21 @@ impl ListItems {
     pub(crate) fn approx_bytes(&self) -> Option<usize> {
         let kept = self.kept.try_lock().ok()?;
         Some(kept.bytes + kept.items.capacity() * std::mem::size_of::<(String, Arc<ListItem>)>())
+    }
+}
+
+impl KeptItems {
+    /// Keep `item` under its path (replacing what was kept there); when [`KEPT_ITEMS`] are
+    /// kept already, start over.
+    fn keep(&mut self, item: Arc<ListItem>) {
+        if self.items.len() >= KEPT_ITEMS {
+            self.items.clear();
+            self.bytes = 0;
+        }
+        self.bytes += item_bytes(&item);
+        if let Some(old) = self.items.insert(item.header.rel_path.clone(), item) {
+            self.bytes = self.bytes.saturating_sub(item_bytes(&old));
+        }
     }
 }
 
