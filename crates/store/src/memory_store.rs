@@ -895,7 +895,7 @@ impl dyn MemoryStore + '_ {
         self.read_path(&path).await
     }
 
-    /// Read several memories: one result per path, in order, each what [`read`](Self::read)
+    /// Read several memories: one result per path, in order, each what `read`
     /// returns for it; the paths that pass the checks are read together
     /// ([`read_paths`](MemoryStore::read_paths): one round trip on a database).
     pub async fn read_many(&self, rel_paths: &[&str]) -> Vec<Result<MemoryFile, MemoryError>> {
