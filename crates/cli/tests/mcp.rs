@@ -195,12 +195,15 @@ async fn rmcp_client_round_trip() {
     client.cancel().await.unwrap();
 }
 
-/// A line that is not JSON and an unknown method do not stop the server; the unknown method
-/// gets a JSON-RPC error.
-#[tokio::test]
-async fn malformed_requests_get_errors_and_the_server_keeps_serving() {
-    let fx = fixture();
-    let mut child = server_command(&fx)
+/// `memloop mcp` over stdio pipes, spoken to in raw JSON-RPC lines, past its `initialize`.
+async fn initialized_raw_server(
+    fx: &Fixture,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) {
+    let mut child = server_command(fx)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -208,11 +211,23 @@ async fn malformed_requests_get_errors_and_the_server_keeps_serving() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let send = |v: &str| format!("{v}\n");
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    stdin.write_all(send(init).as_bytes()).await.unwrap();
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
     let first: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(first["id"], 1);
+    (child, stdin, lines)
+}
+
+/// A line that is not JSON and an unknown method do not stop the server; the unknown method
+/// gets a JSON-RPC error.
+#[tokio::test]
+async fn malformed_requests_get_errors_and_the_server_keeps_serving() {
+    let fx = fixture();
+    let (mut child, mut stdin, mut lines) = initialized_raw_server(&fx).await;
+    let send = |v: &str| format!("{v}\n");
     for line in [
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         "{this is not json",
@@ -239,21 +254,7 @@ async fn malformed_requests_get_errors_and_the_server_keeps_serving() {
 #[tokio::test]
 async fn the_server_runs_without_transparent_huge_pages() {
     let fx = fixture();
-    let mut child = server_command(&fx)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    stdin
-        .write_all(format!("{init}\n").as_bytes())
-        .await
-        .unwrap();
-    let first: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-    assert_eq!(first["id"], 1);
+    let (mut child, stdin, _lines) = initialized_raw_server(&fx).await;
     let status = std::fs::read_to_string(format!("/proc/{}/status", child.id().unwrap())).unwrap();
     let thp = status
         .lines()
