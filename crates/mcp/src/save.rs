@@ -298,10 +298,10 @@ async fn plan<'e>(
     let mut found = read_untransacted(targets, entries, &paths).await;
     let old_paths: Vec<Option<&str>> = (0..entries.len())
         .map(|i| {
-            let unfound = matches!(found[i], Some(Err(_)));
+            // `legacy_path` gives append-only entries none.
             legacy[i]
                 .as_deref()
-                .filter(|_| unfound && !entries[i].kind.append_only())
+                .filter(|_| matches!(found[i], Some(Err(_))))
         })
         .collect();
     let mut found_old = read_untransacted(targets, entries, &old_paths).await;
