@@ -392,39 +392,29 @@ struct Bodies {
     order: std::collections::VecDeque<(u64, String)>,
     kept: u64,
     bytes: usize,
-    /// The estimate of what is kept ([`ScanCache::approx_bytes`]).
-    estimate: Estimate,
-}
-
-/// An estimate kept until what it counts changes: [`Estimate::changed`] at every change;
-/// [`Estimate::get`] walks again only after one.
-#[derive(Debug, Default)]
-struct Estimate {
-    /// Bumped by every change to what is counted.
-    edits: u64,
-    /// The estimate, and the `edits` it was taken at.
-    taken: Option<(u64, usize)>,
-}
-
-impl Estimate {
-    fn changed(&mut self) {
-        self.edits += 1;
-    }
-
-    fn get(&mut self, walk: impl FnOnce() -> usize) -> usize {
-        match self.taken {
-            Some((edits, bytes)) if edits == self.edits => bytes,
-            _ => {
-                let bytes = walk();
-                self.taken = Some((self.edits, bytes));
-                bytes
-            }
-        }
-    }
+    /// What the kept entries own (paths, files, `order`'s paths), as
+    /// [`ScanCache::approx_bytes`] counts it: added as each is kept, taken off as it goes, so
+    /// an estimate never walks them.
+    owned: usize,
 }
 
 fn text_bytes(f: &MemoryFile) -> usize {
     f.body.len() + f.raw.len()
+}
+
+/// What one kept text owns beyond its map entry: its path, its `Arc` and everything in it.
+fn kept_bytes(path: &String, f: &MemoryFile) -> usize {
+    use crate::heap::{arc, header, string};
+    string(path) + arc::<MemoryFile>() + header(&f.header) + string(&f.body) + string(&f.raw)
+}
+
+/// What one journal entry owns beyond its slot.
+fn journaled_bytes(written: &Vec<MemoryHeader>, removed: &Vec<String>) -> usize {
+    use crate::heap::{header, string, vec};
+    vec(written)
+        + written.iter().map(header).sum::<usize>()
+        + vec(removed)
+        + removed.iter().map(string).sum::<usize>()
 }
 
 impl Bodies {
@@ -436,32 +426,16 @@ impl Bodies {
     }
 
     fn forget(&mut self, path: &str) {
-        if let Some((_, f)) = self.files.remove(path) {
+        if let Some((key, (_, f))) = self.files.remove_entry(path) {
             self.bytes -= text_bytes(&f);
-            self.estimate.changed();
+            self.owned -= kept_bytes(&key, &f);
         }
     }
 
-    /// What is kept, as [`ScanCache::approx_bytes`] counts it; walked again only after a
-    /// change.
-    fn approx_bytes(&mut self) -> usize {
-        use crate::heap::{arc, deque, map, string};
-        let (files, order) = (&self.files, &self.order);
-        self.estimate.get(|| {
-            map(files)
-                + deque(order)
-                + order.iter().map(|(_, p)| string(p)).sum::<usize>()
-                + files
-                    .iter()
-                    .map(|(path, (_, f))| {
-                        string(path)
-                            + arc::<MemoryFile>()
-                            + crate::heap::header(&f.header)
-                            + string(&f.body)
-                            + string(&f.raw)
-                    })
-                    .sum::<usize>()
-        })
+    /// What is kept, as [`ScanCache::approx_bytes`] counts it (O(1)).
+    fn approx_bytes(&self) -> usize {
+        use crate::heap::{deque, map};
+        map(&self.files) + deque(&self.order) + self.owned
     }
 
     fn keep(&mut self, file: Arc<MemoryFile>) {
@@ -475,19 +449,26 @@ impl Bodies {
             let Some((n, oldest)) = self.order.pop_front() else {
                 break;
             };
+            self.owned -= crate::heap::string(&oldest);
             if self.files.get(&oldest).is_some_and(|(m, _)| *m == n) {
                 self.forget(&oldest);
             }
         }
         if self.order.len() >= 2 * BODIES {
-            let files = &self.files;
-            self.order
-                .retain(|(n, p)| files.get(p).is_some_and(|(m, _)| m == n));
+            let (files, owned) = (&self.files, &mut self.owned);
+            self.order.retain(|(n, p)| {
+                let live = files.get(p).is_some_and(|(m, _)| m == n);
+                if !live {
+                    *owned -= crate::heap::string(p);
+                }
+                live
+            });
         }
         self.kept += 1;
-        self.estimate.changed();
         self.bytes += size;
-        self.order.push_back((self.kept, path.clone()));
+        let listed = path.clone();
+        self.owned += crate::heap::string(&listed) + kept_bytes(&path, &file);
+        self.order.push_back((self.kept, listed));
         self.files.insert(path, (self.kept, file));
     }
 
@@ -521,8 +502,9 @@ struct State {
     /// to date from the journal, instead of to a copy of the current list: O(changes) instead
     /// of O(memories) while searches run.
     spares: Vec<Arc<Headers>>,
-    /// The estimate of the header lists and the journal ([`ScanCache::approx_bytes`]).
-    estimate: Estimate,
+    /// What the journal's entries own ([`journaled_bytes`]): added as each is journaled, taken
+    /// off as it goes.
+    journaled: usize,
 }
 
 /// The sort key of the scan order: newest first, then by path.
@@ -535,9 +517,9 @@ impl State {
         self.headers = Arc::new(Headers::new(list, self.headers.version + 1));
         self.loaded = true;
         self.journal.clear();
+        self.journaled = 0;
         // The journal no longer reaches them.
         self.spares.clear();
-        self.estimate.changed();
     }
 
     /// What changed after version `seen` (`None`: the consumer has seen nothing).
@@ -598,35 +580,28 @@ impl State {
             h.apply(written, removed);
             h.version = version;
         }
-        if self.journal.len() == JOURNAL {
-            self.journal.pop_front();
+        if self.journal.len() == JOURNAL
+            && let Some((_, w, r)) = self.journal.pop_front()
+        {
+            self.journaled -= journaled_bytes(&w, &r);
         }
-        self.journal
-            .push_back((version, written.to_vec(), removed.to_vec()));
-        self.estimate.changed();
+        let (written, removed) = (written.to_vec(), removed.to_vec());
+        self.journaled += journaled_bytes(&written, &removed);
+        self.journal.push_back((version, written, removed));
     }
 
     /// The header lists (the current one and the spares) and the journal, as
-    /// [`ScanCache::approx_bytes`] counts them; walked again only after a change.
-    fn approx_bytes(&mut self) -> usize {
-        use crate::heap::{arc, deque, string, vec};
+    /// [`ScanCache::approx_bytes`] counts them (O(spares)).
+    fn approx_bytes(&self) -> usize {
+        use crate::heap::{arc, deque, vec};
         let list = |h: &Headers| {
             arc::<Headers>() + vec(h.list.buffer()) + h.owned + vec(&h.paths) + vec(&h.folders)
         };
-        let (headers, spares, journal) = (&self.headers, &self.spares, &self.journal);
-        self.estimate.get(|| {
-            let journal = deque(journal)
-                + journal
-                    .iter()
-                    .map(|(_, written, removed)| {
-                        vec(written)
-                            + written.iter().map(crate::heap::header).sum::<usize>()
-                            + vec(removed)
-                            + removed.iter().map(string).sum::<usize>()
-                    })
-                    .sum::<usize>();
-            list(headers) + vec(spares) + spares.iter().map(|s| list(s)).sum::<usize>() + journal
-        })
+        list(&self.headers)
+            + vec(&self.spares)
+            + self.spares.iter().map(|s| list(s)).sum::<usize>()
+            + deque(&self.journal)
+            + self.journaled
     }
 
     /// The current list in one no caller holds: a spare no caller holds any more, brought up to
@@ -766,11 +741,11 @@ impl ScanCache {
     /// again later): the estimate never waits.
     pub fn approx_bytes(&self) -> Option<usize> {
         use crate::heap::{arc, block};
-        let mut state = self.state.try_lock().ok()?;
+        let state = self.state.try_lock().ok()?;
         let cursor = state.cursor.as_ref().map_or(0, |c| block(c.as_str().len()));
         let lists = state.approx_bytes();
         drop(state);
-        let bodies = self.bodies.lock().map_or(0, |mut b| b.approx_bytes());
+        let bodies = self.bodies.lock().map_or(0, |b| b.approx_bytes());
         Some(arc::<Self>() + self.store.approx_bytes() + lists + cursor + bodies)
     }
 
@@ -1174,6 +1149,89 @@ mod tests {
         assert!(kept >= two + 2000, "a text kept is counted");
         cache.bodies.lock().unwrap().forget("b.md");
         assert!(bytes(&cache) <= kept - 2000, "a text forgotten is not");
+    }
+
+    /// What the kept texts own, walked (the running sum must equal it).
+    fn bodies_walked(b: &Bodies) -> usize {
+        use crate::heap::{deque, map, string};
+        map(&b.files)
+            + deque(&b.order)
+            + b.order.iter().map(|(_, p)| string(p)).sum::<usize>()
+            + b.files
+                .iter()
+                .map(|(p, (_, f))| kept_bytes(p, f))
+                .sum::<usize>()
+    }
+
+    /// What the lists and the journal own, walked.
+    fn state_walked(s: &State) -> usize {
+        use crate::heap::{arc, deque, vec};
+        let list = |h: &Headers| {
+            arc::<Headers>() + vec(h.list.buffer()) + h.owned + vec(&h.paths) + vec(&h.folders)
+        };
+        list(&s.headers)
+            + vec(&s.spares)
+            + s.spares.iter().map(|h| list(h)).sum::<usize>()
+            + deque(&s.journal)
+            + s.journal
+                .iter()
+                .map(|(_, w, r)| journaled_bytes(w, r))
+                .sum::<usize>()
+    }
+
+    #[test]
+    fn the_running_estimate_is_what_a_walk_counts() {
+        let mut b = Bodies::default();
+        let mut s = State::default();
+        s.replace(vec![header("a.md", 1)]);
+        let mut held = Vec::new();
+        for i in 0..(3 * BODIES + JOURNAL) {
+            // Paths of several scripts and lengths, some kept again, some forgotten.
+            let path = format!(
+                "заметки/{}-記録-{}.md",
+                i % (BODIES + 7),
+                "x".repeat(i % 13)
+            );
+            b.keep(Arc::new(MemoryFile {
+                header: header(&path, i as u64),
+                body: "текст ".repeat(i % 50),
+                raw: "raw".repeat(i % 30),
+            }));
+            if i % 5 == 0 {
+                b.forget(&format!(
+                    "заметки/{}-記録-{}.md",
+                    (i / 2) % (BODIES + 7),
+                    "x"
+                ));
+            }
+            assert_eq!(b.approx_bytes(), bodies_walked(&b), "texts, step {i}");
+            if i % 3 == 0 {
+                held.push(s.headers.clone());
+            }
+            if held.len() > 4 {
+                held.remove(0);
+            }
+            s.apply(&[header(&path, i as u64)], &[format!("{}.md", i / 2)]);
+            assert_eq!(s.approx_bytes(), state_walked(&s), "lists, step {i}");
+        }
+        // One path kept again and again: each time its old place in the order goes stale,
+        // until the stale places are swept out.
+        for i in 0..(2 * BODIES + 5) {
+            b.keep(Arc::new(MemoryFile {
+                header: header("同じ.md", i as u64),
+                body: "b".repeat(i % 40),
+                raw: String::new(),
+            }));
+            assert_eq!(
+                b.approx_bytes(),
+                bodies_walked(&b),
+                "the same path, step {i}"
+            );
+        }
+        b.clear();
+        assert_eq!(b.approx_bytes(), bodies_walked(&b));
+        s.replace(vec![header("b.md", 2)]);
+        assert_eq!(s.approx_bytes(), state_walked(&s));
     }
 
     #[test]
