@@ -28,8 +28,8 @@
 # RUN_SECONDS (10), RUN_MIX (search=4,save=1), RUN_PROTOCOL (2025-06-18; 2026-07-28 for the
 # stateless protocol), RUN_PG (libpq conninfo; default has sslmode=disable: TLS on loopback
 # costs more than a search), RUN_ONLY (1, 2, 3 or 4: that run alone), RUN_SKIP_BUILD=1, RUN_BIG
-# (10000), RUN_BIG_MIX (search=2,save=1,load=1,manage=1) and RUN_WARM (3: seconds of unmeasured
-# warm-up before each measured run) for run 4.
+# (10000), RUN_BIG_MIX (search=2,save=1,load=1,manage=1), RUN_WARM (3: seconds of unmeasured
+# warm-up before each measured run) and RUN_REPLICAS (3: the replicas behind HAProxy) for run 4.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
@@ -230,8 +230,15 @@ if [ "$only" = 4 ]; then
   start_server 1 --token-rate 0
   ratio_run "one replica" "$server_url" "$server_pid"
   stop_all
-  three_replicas
-  ratio_run "HAProxy + 3 replicas" "$lb_url" "$pid1" "$pid2" "$pid3"
+  n="${RUN_REPLICAS:-3}"
+  backends=() replica_pids=()
+  for i in $(seq 1 "$n"); do
+    start_server "$i" --token-rate 0
+    u="${server_url#http://}"
+    backends+=("${u%/mcp}") replica_pids+=("$server_pid")
+  done
+  start_haproxy "${backends[@]}"
+  ratio_run "HAProxy + $n replicas" "$lb_url" "${replica_pids[@]}"
   stop_all
 fi
 exit "$status"
