@@ -31,6 +31,7 @@ mod memory_path;
 mod memory_store;
 mod names;
 mod newest_first;
+mod path_view;
 mod scan_cache;
 mod team;
 mod types;

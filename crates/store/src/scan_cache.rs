@@ -10,6 +10,7 @@
 use crate::changes::{ChangeCursor, Changes};
 use crate::memory_store::MemoryStore;
 use crate::newest_first::NewestFirst;
+use crate::path_view::PathView;
 use crate::types::{MemoryError, MemoryFile, MemoryHeader};
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -68,13 +69,13 @@ pub struct Followed {
 /// views are kept with the list, each change of the store applied to them as to it (O(log n)
 /// to find a path, plus the moves of one insert or remove: none beyond the new header's for a
 /// new memory in the list and its folder, which take the newest at their front and end, and
-/// half the paths at most in the sorted path view), so an answer of `k` headers
-/// costs O(k log n) whatever the number `n` of memories. Derefs to the slice.
+/// one block's entries, at most 512, in the path view, which is kept in blocks), so an answer
+/// of `k` headers costs O(k log n) whatever the number `n` of memories. Derefs to the slice.
 #[derive(Debug, Default)]
 pub struct Headers {
     list: NewestFirst,
     /// Every listed path with its mtime (where it sits in `list`), by path.
-    paths: Vec<(String, SystemTime)>,
+    paths: PathView,
     /// Each top-level folder ([`folder_of`]), by name, with its paths in the list's order
     /// reversed (oldest first: a new memory goes at the end, moving none of the others).
     folders: Vec<(String, Vec<Ordered>)>,
@@ -119,19 +120,13 @@ pub fn folder_of(path: &str) -> &str {
     path.find('/').map_or("", |i| &path[..=i])
 }
 
-/// The range of `paths` (sorted) starting with `prefix`.
-fn prefixed(paths: &[(String, SystemTime)], prefix: &str) -> std::ops::Range<usize> {
-    let from = paths.partition_point(|(p, _)| p.as_str() < prefix);
-    let len = paths[from..].partition_point(|(p, _)| p.starts_with(prefix));
-    from..from + len
-}
-
 impl Headers {
     /// A list (in the scan order, each path once) as the version `version`.
     fn new(list: Vec<MemoryHeader>, version: u64) -> Self {
         let mut paths: Vec<(String, SystemTime)> =
             list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
         paths.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let paths = PathView::from_sorted(paths);
         let mut folders: Vec<(String, Vec<Ordered>)> = Vec::new();
         for h in list.iter().rev() {
             let folder = folder_of(&h.rel_path);
@@ -164,11 +159,6 @@ impl Headers {
                 .sum::<usize>()
     }
 
-    /// Where `path` sits in `paths`.
-    fn find(&self, path: &str) -> Result<usize, usize> {
-        self.paths.binary_search_by(|(p, _)| p.as_str().cmp(path))
-    }
-
     /// Apply a delta in O(k log n) lookups (plus the moves of one `Vec` insert or remove each,
     /// in the list and in each view).
     fn apply(&mut self, written: &[MemoryHeader], removed: &[String]) {
@@ -188,7 +178,7 @@ impl Headers {
     /// Remove `path` from the list and its views, if it is listed.
     fn drop_path(&mut self, path: &str) {
         use crate::heap::{header, string, vec};
-        let Ok(at) = self.find(path) else {
+        let Ok(at) = self.paths.find(path) else {
             return;
         };
         let (path, mtime) = self.paths.remove(at);
@@ -224,7 +214,7 @@ impl Headers {
         let i = self.list.as_slice().partition_point(|x| key(x) < key(w));
         self.owned += header(w);
         self.list.insert(i, w.clone());
-        if let Err(at) = self.find(&w.rel_path) {
+        if let Err(at) = self.paths.find(&w.rel_path) {
             let path = w.rel_path.clone();
             self.owned += string(&path);
             self.paths.insert(at, (path, w.mtime));
@@ -265,7 +255,7 @@ impl Headers {
 
     /// The header of `path`, if it is listed (O(log n)).
     pub fn get(&self, path: &str) -> Option<&MemoryHeader> {
-        let mtime = self.paths.get(self.find(path).ok()?)?.1;
+        let mtime = self.paths.get(path)?;
         self.listed(mtime, path)
     }
 
@@ -281,12 +271,12 @@ impl Headers {
 
     /// Whether `path` is listed.
     pub fn contains(&self, path: &str) -> bool {
-        self.find(path).is_ok()
+        self.paths.find(path).is_ok()
     }
 
     /// How many listed paths start with `prefix` (O(log n)).
     pub fn count(&self, prefix: &str) -> usize {
-        prefixed(&self.paths, prefix).len()
+        self.paths.count(prefix)
     }
 
     /// The headers whose path starts with `prefix`, by path, from the first path strictly
@@ -297,15 +287,8 @@ impl Headers {
         prefix: &str,
         after: Option<&str>,
     ) -> impl Iterator<Item = &'a MemoryHeader> + 'a {
-        let range = prefixed(&self.paths, prefix);
-        let start = match after {
-            Some(a) => {
-                range.start + self.paths[range.clone()].partition_point(|(p, _)| p.as_str() <= a)
-            }
-            None => range.start,
-        };
-        self.paths[start..range.end]
-            .iter()
+        self.paths
+            .starting_with(prefix, after)
             .filter_map(|(p, mtime)| self.listed(*mtime, p))
     }
 
@@ -595,7 +578,7 @@ impl State {
     fn approx_bytes(&self) -> usize {
         use crate::heap::{arc, deque, vec};
         let list = |h: &Headers| {
-            arc::<Headers>() + vec(h.list.buffer()) + h.owned + vec(&h.paths) + vec(&h.folders)
+            arc::<Headers>() + vec(h.list.buffer()) + h.owned + h.paths.buffers() + vec(&h.folders)
         };
         list(&self.headers)
             + vec(&self.spares)
@@ -1167,7 +1150,7 @@ mod tests {
     fn state_walked(s: &State) -> usize {
         use crate::heap::{arc, deque, vec};
         let list = |h: &Headers| {
-            arc::<Headers>() + vec(h.list.buffer()) + h.owned + vec(&h.paths) + vec(&h.folders)
+            arc::<Headers>() + vec(h.list.buffer()) + h.owned + h.paths.buffers() + vec(&h.folders)
         };
         list(&s.headers)
             + vec(&s.spares)
