@@ -15,10 +15,11 @@
 #   4. the cost of a big project, as ratios measured in one run: on one replica, then behind
 #      HAProxy + 3, the default mix (4 searches : 1 save) on a project of 200 memories, then all
 #      four operations (RUN_BIG_MIX, search=2,save=1,load=1,manage=1) on a project of RUN_BIG
-#      (10,000) memories, then the same four on another project of 200; it prints the big
-#      project's server CPU per operation and p99 over the default mix's, and over the same
-#      mix's on 200 memories, and fails when one exceeds 1.25x or 1.5x (RUN_ONLY=4 runs it
-#      alone; it is not part of the default runs 1-3). Each project grows by the run's saves.
+#      (10,000) memories, then the same four on another project of 200, in three rounds (the
+#      even ones in the reverse order); it prints, per round, the big project's server CPU per
+#      operation and p99 over the default mix's and over the same mix's on 200 memories, then
+#      the medians of the rounds, and fails when a median exceeds 1.25x or 1.5x (RUN_ONLY=4 runs
+#      it alone; it is not part of the default runs 1-3). Each project grows by the run's saves.
 # Each run prints ops/s, p50 / p99 per operation, server CPU per operation (and PostgreSQL's in
 # runs 1 and 2: in run 3 the terminated backends take theirs with them), and
 # reads back every acknowledged save (lost and doubled must be 0). Everything it started is
@@ -29,7 +30,8 @@
 # stateless protocol), RUN_PG (libpq conninfo; default has sslmode=disable: TLS on loopback
 # costs more than a search), RUN_ONLY (1, 2, 3 or 4: that run alone), RUN_SKIP_BUILD=1, RUN_BIG
 # (10000), RUN_BIG_MIX (search=2,save=1,load=1,manage=1), RUN_WARM (3: seconds of unmeasured
-# warm-up before each measured run) and RUN_REPLICAS (3: the replicas behind HAProxy) for run 4.
+# warm-up before each measured run), RUN_ROUNDS (3: rounds of the three runs, whose ratios' medians
+# are held to the targets) and RUN_REPLICAS (3: the replicas behind HAProxy) for run 4.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
@@ -173,57 +175,80 @@ cost_of() { # $1: the report
   echo "${cpu:-0} ${p99:-0}"
 }
 
-# Run 4 on the servers in $@ (pids) behind $1 (URL): the default mix on the small project, then the
-# big mix on the big one; prints both and the ratios, and fails past the targets.
+# One measured run of run 4: a warm-up of its own mix on its own project (RUN_WARM seconds, not
+# measured: what is compared is the cost of an operation on a project the replicas serve, not the
+# first reads of a cold one, which the cold_search bench measures), then the run, its report
+# kept in $work/$1.$2.txt.
+measure() { # $1: small, big or mix; $2: the round; $3: URL; then --server-pid arguments
+  local which="$1" round="$2" target_url="$3" run_mix="$big_mix" size=200
+  shift 3
+  case "$which" in
+    small) project="$root/small-200" run_mix="$mix" ;;
+    big) project="$root/big-$big" size="$big" ;;
+    mix) project="$root/mix-200" ;;
+  esac
+  echo "==> 4. $label, round $round: $run_mix on $size memories, ${seconds} s (after ${warm} s of warm-up)"
+  load --url "$target_url" --clients "$clients" --seconds "$warm" --mix "$run_mix" >/dev/null || status=1
+  load --url "$target_url" --clients "$clients" --seconds "$seconds" --mix "$run_mix" "$@" \
+    | tee "$work/$which.$round.txt" || status=1
+}
+
+# Run 4 on the servers in $@ (pids) behind $1 (URL): RUN_ROUNDS rounds, each measuring the
+# default mix on the small project, the big mix on the big one and the big mix on another small
+# one, back to back (every other round in the reverse order), so each round's ratios compare runs
+# a minute apart: a machine whose speed drifts between minutes (seen: the same build and
+# configuration 1.6 times dearer a few minutes later) moves all three together. Prints each
+# round's ratios and their medians, and fails when a median is past its target.
 ratio_run() { # $1: label, $2: URL, then server pids
-  local label="$1" target_url="$2" ok
+  label="$1"
+  local target_url="$2" round order
   shift 2
   local pid_args=()
   for p in "$@"; do pid_args+=(--server-pid "$p"); done
-  # Each measured run follows a warm-up of its own mix on its own project (RUN_WARM seconds,
-  # not measured): what is compared is the cost of an operation on a project the replicas
-  # serve, not the first reads of a cold one (measured on its own: the cold_search bench).
-  project="$root/small-200"
-  echo "==> 4. $label: the default mix ($mix) on 200 memories, ${seconds} s (after ${warm} s of warm-up)"
-  load --url "$target_url" --clients "$clients" --seconds "$warm" --mix "$mix" >/dev/null || status=1
-  load --url "$target_url" --clients "$clients" --seconds "$seconds" --mix "$mix" \
-    "${pid_args[@]}" | tee "$work/small.txt" || status=1
-  project="$root/big-$big"
-  echo "==> 4. $label: $big_mix on $big memories, ${seconds} s (after ${warm} s of warm-up)"
-  load --url "$target_url" --clients "$clients" --seconds "$warm" --mix "$big_mix" >/dev/null || status=1
-  load --url "$target_url" --clients "$clients" --seconds "$seconds" --mix "$big_mix" \
-    "${pid_args[@]}" | tee "$work/big.txt" || status=1
-  project="$root/mix-200"
-  echo "==> 4. $label: $big_mix on 200 memories, ${seconds} s (after ${warm} s of warm-up)"
-  load --url "$target_url" --clients "$clients" --seconds "$warm" --mix "$big_mix" >/dev/null || status=1
-  load --url "$target_url" --clients "$clients" --seconds "$seconds" --mix "$big_mix" \
-    "${pid_args[@]}" | tee "$work/mix.txt" || status=1
-  compare "$label" "$big_mix on $big memories over the default mix on 200" "$work/big.txt" "$work/small.txt"
-  compare "$label" "$big_mix on $big memories over the same mix on 200" "$work/big.txt" "$work/mix.txt"
+  for round in $(seq 1 "$rounds"); do
+    order="small big mix"
+    [ $((round % 2)) = 0 ] && order="mix big small"
+    for which in $order; do
+      measure "$which" "$round" "$target_url" "${pid_args[@]}"
+    done
+  done
+  compare "$big_mix on $big memories over the default mix on 200" big small
+  compare "$big_mix on $big memories over the same mix on 200" big mix
 }
 
-# Print one ratio of run 4 (the first report's CPU per operation and p99 over the second's) and
-# fail past its target.
-compare() { # $1: label, $2: what is compared, $3, $4: the reports
-  local ok a_cpu a_p99 b_cpu b_p99
-  read -r a_cpu a_p99 <<<"$(cost_of "$3")"
-  read -r b_cpu b_p99 <<<"$(cost_of "$4")"
-  ok="$(python3 -c "
-a_cpu, a_p99, b_cpu, b_p99 = $a_cpu, $a_p99, $b_cpu, $b_p99
-cpu = a_cpu / b_cpu if b_cpu else float('inf')
-p99 = a_p99 / b_p99 if b_p99 else float('inf')
-print(f'server CPU per operation {a_cpu:.3f} / {b_cpu:.3f} ms = {cpu:.2f}x (target <= 1.25x); '
-      f'p99 {a_p99:.2f} / {b_p99:.2f} ms = {p99:.2f}x (target <= 1.5x)')
-print('ok' if cpu <= 1.25 and p99 <= 1.5 else 'over')
-")"
-  echo "==> 4. $1, $2: $(echo "$ok" | head -1)"
-  [ "$(echo "$ok" | tail -1)" = ok ] || { echo "==> 4. $1, $2: over its target"; status=1; }
+# Print one ratio of run 4 per round (the first run's server CPU per operation and p99 over the
+# second's) and the medians, and fail when a median is past its target.
+compare() { # $1: what is compared, $2, $3: which runs (big, small, mix)
+  local round lines=""
+  for round in $(seq 1 "$rounds"); do
+    lines+="$(cost_of "$work/$2.$round.txt") $(cost_of "$work/$3.$round.txt")"$'\n'
+  done
+  python3 - "$label" "$1" "$lines" <<'PY' || status=1
+import statistics, sys
+label, what, lines = sys.argv[1], sys.argv[2], sys.argv[3]
+cpus, p99s = [], []
+for i, line in enumerate(l for l in lines.splitlines() if l.strip()):
+    a_cpu, a_p99, b_cpu, b_p99 = map(float, line.split())
+    cpu = a_cpu / b_cpu if b_cpu else float("inf")
+    p99 = a_p99 / b_p99 if b_p99 else float("inf")
+    cpus.append(cpu)
+    p99s.append(p99)
+    print(f"==> 4. {label}, {what}, round {i + 1}: server CPU per operation "
+          f"{a_cpu:.3f} / {b_cpu:.3f} ms = {cpu:.2f}x; p99 {a_p99:.2f} / {b_p99:.2f} ms = {p99:.2f}x")
+cpu, p99 = statistics.median(cpus), statistics.median(p99s)
+print(f"==> 4. {label}, {what}: median of {len(cpus)} rounds: server CPU per operation "
+      f"{cpu:.2f}x (target <= 1.25x); p99 {p99:.2f}x (target <= 1.5x)")
+if not (cpu <= 1.25 and p99 <= 1.5):
+    print(f"==> 4. {label}, {what}: over its target")
+    sys.exit(1)
+PY
 }
 
 if [ "$only" = 4 ]; then
   big="${RUN_BIG:-10000}"
   big_mix="${RUN_BIG_MIX:-search=2,save=1,load=1,manage=1}"
   warm="${RUN_WARM:-3}"
+  rounds="${RUN_ROUNDS:-3}"
   seed small-200 200
   seed mix-200 200
   seed "big-$big" "$big"
