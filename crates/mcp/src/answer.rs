@@ -56,29 +56,74 @@ impl Default for McpLimits {
 }
 
 /// Strings of earlier answers found free of control characters and credential-shaped text.
-/// Both are functions of the string alone, so a string seen clean is clean again: the same memories, paths, titles
-/// and index go out in answer after answer, and each is scanned once instead of every time
-/// (the secret patterns cost more than everything else an answer does). Bounded: emptied
-/// when it holds [`CLEAN_MAX_BYTES`]; strings longer than [`CLEAN_MAX_STRING`] are not kept.
+/// Both are functions of the string alone, so a string seen clean is clean again: the same
+/// memories, paths, titles and index go out in answer after answer, and each is scanned once
+/// instead of every time (the secret patterns cost more than everything else an answer does).
+///
+/// Bounded in two generations of at most half of [`CLEAN_MAX_BYTES`] each: when the newer one
+/// is full it becomes the older one and the older one is dropped; a string found in the older
+/// one moves to the newer. So what answers keep using survives any number of turnovers, and a
+/// stream of strings seen once (a big project's loaded index, whose line count changes with
+/// every save) pushes out only strings no answer used since the last turnover, instead of
+/// emptying the whole set every few hundred loads. Strings longer than [`CLEAN_MAX_STRING`]
+/// are not kept.
+#[derive(Default)]
 struct CleanStrings {
+    newer: Generation,
+    older: Generation,
+}
+
+/// One generation of [`CleanStrings`].
+#[derive(Default)]
+struct Generation {
     /// A seeded hash (a client cannot choose strings that collide), faster than the
     /// standard one on the many strings each answer looks up.
     set: std::collections::HashSet<Box<str>, foldhash::fast::RandomState>,
     bytes: usize,
 }
 
-/// Most bytes of strings [`CleanStrings`] holds before it starts over.
+/// Most bytes of strings [`CleanStrings`] holds (both generations).
 const CLEAN_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// Longest string [`CleanStrings`] keeps (a memory is at most 64 KiB by default).
 const CLEAN_MAX_STRING: usize = 128 * 1024;
 
+impl CleanStrings {
+    /// Whether `s` is kept, moving it to the newer generation when it was in the older one.
+    fn contains(&mut self, s: &str, max_bytes: usize) -> bool {
+        if self.newer.set.contains(s) {
+            return true;
+        }
+        match self.older.set.take(s) {
+            Some(kept) => {
+                self.older.bytes -= kept.len();
+                self.insert(kept, max_bytes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Keep `s`, turning the generations over first when the newer one would pass half of
+    /// `max_bytes`.
+    fn insert(&mut self, s: Box<str>, max_bytes: usize) {
+        if self.newer.bytes + s.len() > max_bytes / 2 {
+            self.older = std::mem::take(&mut self.newer);
+        }
+        let len = s.len();
+        if self.newer.set.insert(s) {
+            self.newer.bytes += len;
+        }
+    }
+
+    /// The bytes of strings kept (both generations).
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.newer.bytes + self.older.bytes
+    }
+}
+
 static CLEAN: std::sync::LazyLock<std::sync::Mutex<CleanStrings>> =
-    std::sync::LazyLock::new(|| {
-        std::sync::Mutex::new(CleanStrings {
-            set: std::collections::HashSet::default(),
-            bytes: 0,
-        })
-    });
+    std::sync::LazyLock::new(Default::default);
 
 fn clean_strings() -> std::sync::MutexGuard<'static, CleanStrings> {
     // A set of strings stays consistent whatever panicked while it was held.
@@ -89,7 +134,7 @@ fn clean_strings() -> std::sync::MutexGuard<'static, CleanStrings> {
 
 /// Whether `s` was found clean before.
 fn known_clean(s: &str) -> bool {
-    s.len() <= CLEAN_MAX_STRING && clean_strings().set.contains(s)
+    s.len() <= CLEAN_MAX_STRING && clean_strings().contains(s, CLEAN_MAX_BYTES)
 }
 
 /// Remember that `s` holds no credential-shaped text.
@@ -97,14 +142,7 @@ fn remember_clean(s: &str) {
     if s.len() > CLEAN_MAX_STRING {
         return;
     }
-    let mut clean = clean_strings();
-    if clean.bytes + s.len() > CLEAN_MAX_BYTES {
-        clean.set.clear();
-        clean.bytes = 0;
-    }
-    if clean.set.insert(s.into()) {
-        clean.bytes += s.len();
-    }
+    clean_strings().insert(s.into(), CLEAN_MAX_BYTES);
 }
 
 /// Escape control characters ([`printable`]) and replace credential-shaped text in every string
@@ -386,6 +424,37 @@ fn drop_trailing(v: &mut Value, mut total: usize, target: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Strings answers keep using stay known clean however many strings seen once pass
+    /// through (each big project's load after a save brings a new index text); one no answer
+    /// used across two turnovers is dropped; the bytes kept never pass the bound.
+    #[test]
+    fn strings_in_use_survive_any_number_of_turnovers() {
+        let max = 64 * 1024;
+        let mut clean = CleanStrings::default();
+        let used: Vec<String> = (0..20).map(|i| format!("заметка {i} 记录 {i}")).collect();
+        for s in &used {
+            clean.insert(s.as_str().into(), max);
+        }
+        for round in 0..400 {
+            let once = format!("{}{round}", "索引".repeat(300));
+            assert!(!clean.contains(&once, max));
+            clean.insert(once.into(), max);
+            if round % 10 == 0 {
+                for s in &used {
+                    assert!(clean.contains(s, max), "{s} lost at round {round}");
+                }
+            }
+            assert!(clean.bytes() <= max, "round {round}");
+        }
+        clean.insert("一度だけ".into(), max);
+        assert!(clean.contains("一度だけ", max));
+        for round in 0..400 {
+            clean.insert(format!("{}{round}", "y".repeat(900)).into(), max);
+        }
+        assert!(!clean.contains("一度だけ", max));
+        assert!(clean.bytes() <= max);
+    }
 
     proptest::proptest! {
         /// The size counted is the length serde_json writes, for any strings (control
