@@ -147,6 +147,17 @@ impl Headers {
         h
     }
 
+    /// The list as [`ScanCache::approx_bytes`] counts it (O(1)): its `Arc`, its buffers and
+    /// the strings they own (kept as they change).
+    fn approx_bytes(&self) -> usize {
+        use crate::heap::{arc, vec};
+        arc::<Self>()
+            + vec(self.list.buffer())
+            + self.owned
+            + self.paths.buffers()
+            + vec(&self.folders)
+    }
+
     /// What the strings of the list and its views own, walked.
     fn walk(&self) -> usize {
         use crate::heap::{header, string, vec};
@@ -576,13 +587,10 @@ impl State {
     /// The header lists (the current one and the spares) and the journal, as
     /// [`ScanCache::approx_bytes`] counts them (O(spares)).
     fn approx_bytes(&self) -> usize {
-        use crate::heap::{arc, deque, vec};
-        let list = |h: &Headers| {
-            arc::<Headers>() + vec(h.list.buffer()) + h.owned + h.paths.buffers() + vec(&h.folders)
-        };
-        list(&self.headers)
+        use crate::heap::{deque, vec};
+        self.headers.approx_bytes()
             + vec(&self.spares)
-            + self.spares.iter().map(|s| list(s)).sum::<usize>()
+            + self.spares.iter().map(|s| s.approx_bytes()).sum::<usize>()
             + deque(&self.journal)
             + self.journaled
     }
@@ -1148,13 +1156,10 @@ mod tests {
 
     /// What the lists and the journal own, walked.
     fn state_walked(s: &State) -> usize {
-        use crate::heap::{arc, deque, vec};
-        let list = |h: &Headers| {
-            arc::<Headers>() + vec(h.list.buffer()) + h.owned + h.paths.buffers() + vec(&h.folders)
-        };
-        list(&s.headers)
+        use crate::heap::{deque, vec};
+        s.headers.approx_bytes()
             + vec(&s.spares)
-            + s.spares.iter().map(|h| list(h)).sum::<usize>()
+            + s.spares.iter().map(|h| h.approx_bytes()).sum::<usize>()
             + deque(&s.journal)
             + s.journal
                 .iter()
