@@ -19,7 +19,8 @@
 #      even ones in the reverse order); it prints, per round, the big project's server CPU per
 #      operation and p99 over the default mix's and over the same mix's on 200 memories, then
 #      the medians of the rounds, and fails when a median exceeds 1.25x or 1.5x (RUN_ONLY=4 runs
-#      it alone; it is not part of the default runs 1-3). Each project grows by the run's saves.
+#      it alone; it is not part of the default runs 1-3). Each round of each configuration has
+#      projects of its own (a run's saves grow its project by thousands of memories).
 # Each run prints ops/s, p50 / p99 per operation, server CPU per operation (and PostgreSQL's in
 # runs 1 and 2: in run 3 the terminated backends take theirs with them), and
 # reads back every acknowledged save (lost and doubled must be 0). Everything it started is
@@ -178,14 +179,16 @@ cost_of() { # $1: the report
 # One measured run of run 4: a warm-up of its own mix on its own project (RUN_WARM seconds, not
 # measured: what is compared is the cost of an operation on a project the replicas serve, not the
 # first reads of a cold one, which the cold_search bench measures), then the run, its report
-# kept in $work/$1.$2.txt.
+# kept in $work/$1.$2.txt. Each configuration ($setup) and round has projects of its own, seeded
+# before any is measured: a run's saves grow its project by thousands of memories, so a project
+# measured again would no longer be of its size.
 measure() { # $1: small, big or mix; $2: the round; $3: URL; then --server-pid arguments
   local which="$1" round="$2" target_url="$3" run_mix="$big_mix" size=200
   shift 3
   case "$which" in
-    small) project="$root/small-200" run_mix="$mix" ;;
-    big) project="$root/big-$big" size="$big" ;;
-    mix) project="$root/mix-200" ;;
+    small) project="$root/small-200-$setup-$round" run_mix="$mix" ;;
+    big) project="$root/big-$big-$setup-$round" size="$big" ;;
+    mix) project="$root/mix-200-$setup-$round" ;;
   esac
   echo "==> 4. $label, round $round: $run_mix on $size memories, ${seconds} s (after ${warm} s of warm-up)"
   load --url "$target_url" --clients "$clients" --seconds "$warm" --mix "$run_mix" >/dev/null || status=1
@@ -249,9 +252,14 @@ if [ "$only" = 4 ]; then
   big_mix="${RUN_BIG_MIX:-search=2,save=1,load=1,manage=1}"
   warm="${RUN_WARM:-3}"
   rounds="${RUN_ROUNDS:-3}"
-  seed small-200 200
-  seed mix-200 200
-  seed "big-$big" "$big"
+  for setup in one haproxy; do
+    for round in $(seq 1 "$rounds"); do
+      seed "small-200-$setup-$round" 200
+      seed "mix-200-$setup-$round" 200
+      seed "big-$big-$setup-$round" "$big"
+    done
+  done
+  setup=one
   start_server 1 --token-rate 0
   ratio_run "one replica" "$server_url" "$server_pid"
   stop_all
@@ -263,6 +271,7 @@ if [ "$only" = 4 ]; then
     backends+=("${u%/mcp}") replica_pids+=("$server_pid")
   done
   start_haproxy "${backends[@]}"
+  setup=haproxy
   ratio_run "HAProxy + $n replicas" "$lb_url" "${replica_pids[@]}"
   stop_all
 fi
