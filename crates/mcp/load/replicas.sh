@@ -130,12 +130,24 @@ if [ -z "$only" ] || [ "$only" = 1 ]; then
   stop_all
 fi
 
+# $1 replicas (numbered from 1) behind HAProxy: their pids and URLs in $replica_pids and
+# $replica_urls, HAProxy's URL in $lb_url.
+replicas() {
+  local i u backends=()
+  replica_pids=() replica_urls=()
+  for i in $(seq 1 "$1"); do
+    start_server "$i" --token-rate 0
+    u="${server_url#http://}"
+    backends+=("${u%/mcp}") replica_pids+=("$server_pid") replica_urls+=("$server_url")
+  done
+  start_haproxy "${backends[@]}"
+}
+
+# Three replicas behind HAProxy, named for runs 2 and 3: pid1..pid3, and url1, url2.
 three_replicas() {
-  start_server 1 --token-rate 0; url1="$server_url" pid1="$server_pid"
-  start_server 2 --token-rate 0; url2="$server_url" pid2="$server_pid"
-  start_server 3 --token-rate 0; url3="$server_url" pid3="$server_pid"
-  hostport() { local u="${1#http://}"; echo "${u%/mcp}"; }
-  start_haproxy "$(hostport "$url1")" "$(hostport "$url2")" "$(hostport "$url3")"
+  replicas 3
+  pid1="${replica_pids[0]}" pid2="${replica_pids[1]}" pid3="${replica_pids[2]}"
+  url1="${replica_urls[0]}" url2="${replica_urls[1]}"
 }
 
 if [ -z "$only" ] || [ "$only" = 2 ]; then
@@ -264,13 +276,7 @@ if [ "$only" = 4 ]; then
   ratio_run "one replica" "$server_url" "$server_pid"
   stop_all
   n="${RUN_REPLICAS:-3}"
-  backends=() replica_pids=()
-  for i in $(seq 1 "$n"); do
-    start_server "$i" --token-rate 0
-    u="${server_url#http://}"
-    backends+=("${u%/mcp}") replica_pids+=("$server_pid")
-  done
-  start_haproxy "${backends[@]}"
+  replicas "$n"
   setup=haproxy
   ratio_run "HAProxy + $n replicas" "$lb_url" "${replica_pids[@]}"
   stop_all
