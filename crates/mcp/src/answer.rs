@@ -63,10 +63,10 @@ impl Default for McpLimits {
 /// Bounded in two generations of at most half of [`CLEAN_MAX_BYTES`] each: when the newer one
 /// is full it becomes the older one and the older one is dropped; a string found in the older
 /// one moves to the newer. So what answers keep using survives any number of turnovers, and a
-/// stream of strings seen once (a big project's loaded index, whose line count changes with
-/// every save) pushes out only strings no answer used since the last turnover, instead of
-/// emptying the whole set every few hundred loads. Strings longer than [`CLEAN_MAX_STRING`]
-/// are not kept.
+/// stream of strings seen once (each new memory's, each big project's load warning, whose line
+/// count changes with every save) pushes out only strings no answer used since the last
+/// turnover, instead of emptying the whole set. Strings longer than [`CLEAN_MAX_STRING`] are
+/// not kept.
 #[derive(Default)]
 struct CleanStrings {
     newer: Generation,
@@ -426,7 +426,7 @@ mod tests {
     use super::*;
 
     /// Strings answers keep using stay known clean however many strings seen once pass
-    /// through (each big project's load after a save brings a new index text); one no answer
+    /// through (each save brings new strings, each big project's load a new warning); one no answer
     /// used across two turnovers is dropped; the bytes kept never pass the bound.
     #[test]
     fn strings_in_use_survive_any_number_of_turnovers() {
