@@ -220,3 +220,52 @@ async fn following_with_a_list_handed_out_earlier_asks_the_store_nothing() {
     cache.follow(Some(seen), &elsewhere).await.unwrap();
     assert_eq!(store.count(Method::Changes), 1);
 }
+
+/// A consumer catching up with a list the cache handed out is answered while another
+/// refresh's question is out to the store: the lists are not locked across a round trip, so a
+/// search holding its index's lock never waits on another request's question.
+#[tokio::test(flavor = "current_thread")]
+async fn following_a_list_handed_out_never_waits_on_a_question_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = gated(dir.path());
+    let cache = Arc::new(ScanCache::new(store.clone()));
+    let doc = |n: &str| MemoryDoc::new(n, "d", MemoryType::User, "body");
+    store
+        .inner()
+        .write("заметка.md", &doc("заметка"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let held = cache.headers().await.unwrap();
+    store
+        .inner()
+        .write("笔记.md", &doc("笔记"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let gate = store.hold(Method::Changes, Hold::Answer);
+    let asking = tokio::spawn({
+        let cache = cache.clone();
+        async move { cache.refresh().await.unwrap() }
+    });
+    tokio::time::timeout(Duration::from_secs(30), gate.wait_entered(1))
+        .await
+        .expect("the refresh asked the store");
+    // Polled once, with the question still out: ready, not waiting for the answer.
+    let followed = tokio::select! {
+        biased;
+        f = cache.follow(None, &held) => Some(f.unwrap()),
+        () = std::future::ready(()) => None,
+    };
+    let followed = followed.expect("following waited on another refresh's question");
+    assert!(followed.headers.get("заметка.md").is_some());
+    assert!(
+        followed.headers.get("笔记.md").is_none(),
+        "the answer still out is not applied yet"
+    );
+    gate.open();
+    let answered = asking.await.unwrap();
+    assert!(answered.headers.get("笔记.md").is_some());
+    assert_eq!(
+        cache.headers().await.unwrap().version(),
+        answered.headers.version()
+    );
+}

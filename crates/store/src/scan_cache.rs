@@ -354,9 +354,17 @@ pub struct ScanUpdate {
 /// ```
 pub struct ScanCache {
     store: Arc<dyn MemoryStore>,
+    /// The lists, the journal and the cursor. Held only to read them or to apply an answer,
+    /// never while a question is out to the store: a consumer that only needs the current
+    /// list ([`ScanCache::follow`] with a list handed out) never waits on a round trip.
     state: Mutex<State>,
-    /// How many refreshes have asked the store so far (each takes its number under the lock,
-    /// before it asks): a caller notes it on arrival, to know which answers are new enough.
+    /// Held by the one refresh whose question is out to the store (or that is deciding whether
+    /// to ask), so refreshes ask one at a time and each applies its answer to the cursor it
+    /// asked with. Taken before `state`, never after.
+    asking: Mutex<()>,
+    /// How many refreshes have asked the store so far (each takes its number while it holds
+    /// `asking`, before it asks): a caller notes it on arrival, to know which answers are new
+    /// enough.
     asked: AtomicU64,
     /// Memory texts read recently (by a consumer, a search, or carried by the feed), each
     /// for the header the cache lists now.
@@ -628,6 +636,7 @@ impl ScanCache {
         Self {
             store,
             state: Mutex::new(State::default()),
+            asking: Mutex::new(()),
             asked: AtomicU64::new(0),
             bodies: std::sync::Mutex::new(Bodies::default()),
         }
@@ -772,6 +781,8 @@ impl ScanCache {
 
     /// Forget the cursor: the next refresh rescans.
     pub async fn invalidate(&self) {
+        // After the question out, if any: its answer must not set a cursor again.
+        let _asking = self.asking.lock().await;
         let mut state = self.state.lock().await;
         state.cursor = None;
         // No answer given so far may stand in for the rescan.
@@ -789,38 +800,58 @@ impl ScanCache {
     /// for those that arrived while it was out).
     pub async fn refresh(&self) -> Result<ScanUpdate, MemoryError> {
         let arrived = self.asked.load(Ordering::SeqCst);
-        let mut state = self.state.lock().await;
-        if state.loaded && state.answered > arrived {
-            return Ok(ScanUpdate {
-                headers: state.headers.clone(),
-                change: ScanChange::Unchanged,
-            });
-        }
-        let number = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
-        let since = if state.loaded {
-            state.cursor.as_ref()
-        } else {
-            None
+        let _asking = self.asking.lock().await;
+        let (number, since) = {
+            let state = self.state.lock().await;
+            if state.loaded && state.answered > arrived {
+                return Ok(ScanUpdate {
+                    headers: state.headers.clone(),
+                    change: ScanChange::Unchanged,
+                });
+            }
+            let since = if state.loaded {
+                state.cursor.clone()
+            } else {
+                None
+            };
+            (self.asked.fetch_add(1, Ordering::SeqCst) + 1, since)
         };
-        let change = match self.store.changes(since).await? {
-            Changes::Unchanged => ScanChange::Unchanged,
+        // The question goes out with the lists unlocked: only `asking` is held.
+        let answer = match self.store.changes(since.as_ref()).await? {
+            Changes::Unchanged => Answer::Unchanged,
             Changes::Changed {
                 cursor,
                 written,
                 removed,
                 files,
+            } => Answer::Delta {
+                cursor,
+                written,
+                removed: removed.into_iter().map(|p| p.as_str().to_owned()).collect(),
+                files,
+            },
+            // The cursor was taken before this scan: a change made during it is reported
+            // again by the next refresh.
+            Changes::Rescan { cursor } => Answer::Scan {
+                cursor,
+                headers: self.store.scan().await?,
+            },
+        };
+        let mut state = self.state.lock().await;
+        let change = match answer {
+            Answer::Unchanged => ScanChange::Unchanged,
+            Answer::Delta {
+                cursor,
+                written,
+                removed,
+                files,
             } => {
-                let removed: Vec<String> =
-                    removed.into_iter().map(|p| p.as_str().to_owned()).collect();
                 state.apply(&written, &removed);
                 state.cursor = Some(cursor);
                 self.keep_read(&written, &removed, files);
                 ScanChange::Changed { written, removed }
             }
-            Changes::Rescan { cursor } => {
-                // The cursor was taken before this scan: a change made during it is reported
-                // again by the next refresh.
-                let headers = self.store.scan().await?;
+            Answer::Scan { cursor, headers } => {
                 state.replace(headers);
                 self.forget_read();
                 state.cursor = cursor;
@@ -833,6 +864,24 @@ impl ScanCache {
             change,
         })
     }
+}
+
+/// The store's answer to a refresh's question, applied once it is back.
+enum Answer {
+    /// Nothing changed.
+    Unchanged,
+    /// A delta: the feed's new cursor, what it wrote and removed, and the texts it carried.
+    Delta {
+        cursor: ChangeCursor,
+        written: Vec<MemoryHeader>,
+        removed: Vec<String>,
+        files: Vec<MemoryFile>,
+    },
+    /// A rescan: the cursor taken before it and every header.
+    Scan {
+        cursor: Option<ChangeCursor>,
+        headers: Vec<MemoryHeader>,
+    },
 }
 
 #[cfg(test)]
