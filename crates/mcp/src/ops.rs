@@ -7,7 +7,7 @@ use crate::mapping::{EntryType, Scope, first_line};
 use crate::pages;
 use crate::projects::{NotServed, OpenFailed, OpenProject, Project, Projects};
 use crate::tiers::{self, Detail};
-use memloop_recall::{Selector, format_manifest};
+use memloop_recall::Selector;
 use memloop_store::{
     ExpectedVersion, Headers, MemoryDoc, MemoryError, MemoryFile, MemoryHeader, WriteMode,
     content_version, validate_rel_path,
@@ -847,9 +847,8 @@ pub struct ManageRequest<'a> {
 
 /// One page of `context_manage list` ([`crate::pages`]): the memories of `scope` (the project's
 /// id, or the global memory's prefix) whose path starts with `prefix`, by path, after the path
-/// `cursor` names; their manifest; `total`, how many memories the prefix has; and `nextCursor`
-/// when more follow. The items (their JSON and manifest lines, as redacted and escaped for the
-/// answer) take at most [`pages::PAGE_BYTES`] and half of `max_answer_bytes`, so the page is
+/// `cursor` names; `total`, how many memories the prefix has; and `nextCursor` when more
+/// follow. The items (their JSON, as redacted and escaped for the answer) take at most [`pages::PAGE_BYTES`] and half of `max_answer_bytes`, so the page is
 /// never cut by the answer cap (which would leave out items the cursor has passed).
 fn list_page(
     headers: &Headers,
@@ -891,14 +890,12 @@ fn list_page(
         last = Some(h.rel_path.as_str());
     }
     let more = shown.len() < candidates.len();
-    let lines: Vec<&str> = shown.iter().map(|i| i.line.as_str()).collect();
     // Built as values, not through `json!`, which would copy every item once more.
     let mut page = serde_json::Map::new();
     page.insert(
         "memories".into(),
         Value::Array(shown.iter().map(|i| i.item.clone()).collect()),
     );
-    page.insert("manifest".into(), Value::String(lines.join("\n")));
     page.insert("total".into(), json!(total));
     if let (true, Some(last)) = (more, last) {
         page.insert(
@@ -910,22 +907,14 @@ fn list_page(
 }
 
 /// A memory as a list page shows it ([`pages::ListItem`]): its title and description cut to
-/// an item's bounds, as JSON and as a manifest line, redacted and measured.
+/// an item's bounds, as JSON, redacted and measured.
 fn list_item(h: &MemoryHeader) -> pages::ListItem {
-    let shown = pages::bounded_header(h);
-    let mut item = header_json(&shown);
-    let mut line = Value::String(format_manifest(std::slice::from_ref(&shown)));
+    let mut item = header_json(&pages::bounded_header(h));
     crate::answer::redact_value(&mut item);
-    crate::answer::redact_value(&mut line);
-    let size = crate::answer::size(&item) + crate::answer::size(&line) + 2;
-    let line = match line {
-        Value::String(l) => l,
-        _ => String::new(),
-    };
+    let size = crate::answer::size(&item) + 1;
     pages::ListItem {
         header: h.clone(),
         item,
-        line,
         size,
     }
 }

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 /// Most memories one `list` page holds.
 pub const PAGE_ITEMS: usize = 100;
-/// Most bytes the items of one page take (their JSON and their manifest lines, as they leave
-/// the server), at most half the answer cap: the rest of the answer is a few hundred bytes.
+/// Most bytes the items of one page take (their JSON, as it leaves the server), at most half
+/// the answer cap: the rest of the answer is a few hundred bytes.
 pub const PAGE_BYTES: usize = 96 * 1024;
 /// Most characters of a title a list item shows (a longer one is cut, with `…`).
 pub const ITEM_TITLE_CHARS: usize = 120;
@@ -81,8 +81,8 @@ pub(crate) fn decode_cursor(cursor: &str, scope: &str, prefix: &str) -> Option<S
     (same && after.starts_with(prefix)).then_some(after)
 }
 
-/// One memory as a list page shows it: its item (JSON) and manifest line, both redacted, and
-/// the bytes the two take in the answer. A pure function of the memory's header, so it is
+/// One memory as a list page shows it: its item (JSON), redacted, and the bytes it takes in
+/// the answer. A pure function of the memory's header, so it is
 /// kept per header ([`ListItems`]).
 #[derive(Debug)]
 pub(crate) struct ListItem {
@@ -90,9 +90,7 @@ pub(crate) struct ListItem {
     pub(crate) header: MemoryHeader,
     /// The item.
     pub(crate) item: Value,
-    /// The manifest line.
-    pub(crate) line: String,
-    /// The item's and the line's size in the answer, with their separators.
+    /// The item's size in the answer, with its separator.
     pub(crate) size: usize,
 }
 
@@ -175,14 +173,13 @@ impl KeptItems {
     }
 }
 
-/// The heap an item takes: its path's key, its header, and its JSON and line (the JSON value's
-/// maps counted at twice its text).
+/// The heap an item takes: its path's key, its header, and its JSON (the JSON value's maps
+/// counted at twice its text).
 fn item_bytes(item: &ListItem) -> usize {
-    use memloop_store::heap::{block, header, string};
+    use memloop_store::heap::{block, header};
     block(std::mem::size_of::<ListItem>() + 16)
         + 2 * item.header.rel_path.len()
         + header(&item.header)
-        + string(&item.line)
         + 2 * item.size
 }
 
@@ -257,7 +254,6 @@ mod tests {
             ListItem {
                 header: h.clone(),
                 item: Value::String(h.name.clone().unwrap_or_default()),
-                line: h.rel_path.clone(),
                 size: 1,
             }
         };

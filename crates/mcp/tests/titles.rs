@@ -99,7 +99,11 @@ async fn through_the_tools(client: &support::Client, project: &std::path::Path) 
     assert_eq!(listed.len(), 1, "{list}");
     // Whitespace controls are written as one space, on both stores alike.
     assert_eq!(listed[0]["title"], "tab in title", "{list}");
-    assert!(!list["manifest"].as_str().unwrap_or("").contains('\u{1b}'));
+    for m in listed {
+        for v in m.as_object().unwrap().values() {
+            assert!(!v.as_str().unwrap_or("").contains('\u{1b}'), "{list}");
+        }
+    }
 }
 
 #[tokio::test]
