@@ -337,7 +337,12 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         "knowledge": count("knowledge/"),
         "todos": count("todos/"),
     });
-    let knowledge = in_folder("knowledge/");
+    // Knowledge is only named in the overview: its newest few, not a list's worth.
+    let knowledge: Vec<String> = headers
+        .newest_in("knowledge/")
+        .take(OVERVIEW_ITEMS)
+        .map(|h| title_of(&pages::bounded_header(h)))
+        .collect();
     let last = recent
         .first()
         .and_then(|v| Some((v["date"].as_str()?, v["summary"].as_str()?)));
@@ -346,9 +351,15 @@ pub async fn load(projects: &Projects, project: Project, detail: Detail) -> Resu
         &project,
         headers.len(),
         last,
-        &decisions.iter().map(title_of).collect::<Vec<_>>(),
-        &todo_titles,
-        &knowledge.iter().map(title_of).collect::<Vec<_>>(),
+        [
+            (
+                "Decided",
+                &decisions.iter().map(title_of).collect::<Vec<_>>(),
+                count("decisions/"),
+            ),
+            ("Open", &todo_titles, count("todos/")),
+            ("Known", &knowledge, count("knowledge/")),
+        ],
     );
     let mut answer = json!({
         "project_id": project.id,
@@ -392,14 +403,14 @@ const OVERVIEW_SESSION_CHARS: usize = 240;
 
 /// `context_load`'s `summary`: a short overview of the project, in prose a model reads at the
 /// start of a session: its name and size, the last session (date and the first line of its
-/// overview), then the newest decisions, open todos and knowledge by title.
+/// overview), then the newest decisions, open todos and knowledge by title, each kind as its
+/// label, its newest titles (the overview names the first [`OVERVIEW_ITEMS`]) and
+/// how many memories of the kind there are.
 fn overview(
     project: &Project,
     memories: usize,
     last_session: Option<(&str, &str)>,
-    decisions: &[String],
-    todos: &[String],
-    knowledge: &[String],
+    kinds: [(&str, &[String], usize); 3],
 ) -> String {
     let name = project
         .path
@@ -417,11 +428,7 @@ fn overview(
             out.push('.');
         }
     }
-    for (label, items) in [
-        ("Decided", decisions),
-        ("Open", todos),
-        ("Known", knowledge),
-    ] {
+    for (label, items, total) in kinds {
         if items.is_empty() {
             continue;
         }
@@ -431,8 +438,8 @@ fn overview(
             .map(String::as_str)
             .collect();
         out.push_str(&format!(" {label}: {}", shown.join("; ")));
-        if items.len() > OVERVIEW_ITEMS {
-            out.push_str(&format!(" (+{} more)", items.len() - OVERVIEW_ITEMS));
+        if total > shown.len() {
+            out.push_str(&format!(" (+{} more)", total - shown.len()));
         }
         out.push('.');
     }

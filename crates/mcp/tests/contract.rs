@@ -355,3 +355,27 @@ async fn a_load_gives_each_session_and_todo_its_own_text() {
         assert!(t["version"].as_str().is_some_and(|v| v.len() == 64), "{t}");
     }
 }
+
+/// The overview names the newest few of a kind and counts the rest of the project's memories
+/// of that kind, not of a list's cap: 60 knowledge memories are three named and 57 more.
+#[tokio::test]
+async fn the_overview_counts_every_memory_of_a_kind() {
+    let fx = Fixture::new();
+    let client = connect(fx.config()).await;
+    let project = fx.project("wiki");
+    let entries: Vec<_> = (0..60)
+        .map(|i| json!({ "type": "knowledge", "title": format!("Заметка {i}"), "content": format!("知识 {i}") }))
+        .collect();
+    save(&client, &project, json!(entries)).await;
+    let l = call(
+        &client,
+        "context_load",
+        json!({ "project_path": s(&project) }),
+    )
+    .await;
+    let summary = l["summary"].as_str().unwrap();
+    assert!(summary.starts_with("wiki: 60 memories."), "{summary}");
+    assert!(summary.contains(" Known: Заметка "), "{summary}");
+    assert!(summary.ends_with(" (+57 more)."), "{summary}");
+    assert_eq!(l["counts"]["knowledge"], 60, "{l}");
+}
