@@ -176,10 +176,71 @@ pub(crate) fn redact_value(v: &mut Value) -> usize {
 /// intact. Echoing a client's own value to it leaks nothing.
 const ECHOED: &[&str] = &["idempotency_key"];
 
-/// Escape control characters in `v`, redact it and fit it into `max_bytes`; adds `redacted` (how many credentials were withheld)
-/// and `cut` (what was cut) when they apply. Also returns the answer serialized (compact JSON,
-/// as `Value`'s `Display` writes it), which measuring its size produced anyway.
-pub(crate) fn finish(mut v: Value, max_bytes: usize) -> (Value, String) {
+/// A tool's answer as its body made it: the value, and at most one list of items the filter
+/// has already passed (a `list` page's items, each escaped and redacted when it was made and
+/// kept since: [`crate::pages::ListItems`]), which [`finish`] puts into the value under its key
+/// after filtering the rest, instead of looking each of its strings up again.
+pub(crate) struct Reply {
+    value: Value,
+    filtered: Option<Filtered>,
+}
+
+/// Items [`Reply`] carries already filtered: their key, the items, and how many credentials
+/// their filtering withheld (counted in the answer's `redacted` with the rest).
+struct Filtered {
+    key: &'static str,
+    items: Vec<Value>,
+    redacted: usize,
+}
+
+impl Reply {
+    /// `value`, with `items` (already filtered, `redacted` credentials withheld from them) to
+    /// go under `key`.
+    pub(crate) fn with_filtered(
+        value: Value,
+        key: &'static str,
+        items: Vec<Value>,
+        redacted: usize,
+    ) -> Self {
+        Self {
+            value,
+            filtered: Some(Filtered {
+                key,
+                items,
+                redacted,
+            }),
+        }
+    }
+}
+
+impl Reply {
+    /// The reply with its value made into another by `f` (the items stay apart).
+    pub(crate) fn map(self, f: impl FnOnce(Value) -> Value) -> Self {
+        Self {
+            value: f(self.value),
+            filtered: self.filtered,
+        }
+    }
+}
+
+impl From<Value> for Reply {
+    fn from(value: Value) -> Self {
+        Self {
+            value,
+            filtered: None,
+        }
+    }
+}
+
+/// Escape control characters in the reply's value, redact it, add the items it carries
+/// already filtered, and fit it into `max_bytes`; adds `redacted` (how many credentials were
+/// withheld) and `cut` (what was cut) when they apply. Also returns the answer serialized
+/// (compact JSON, as `Value`'s `Display` writes it), which measuring its size produced anyway.
+pub(crate) fn finish(reply: Reply, max_bytes: usize) -> (Value, String) {
+    let Reply {
+        value: mut v,
+        filtered,
+    } = reply;
     let echoed: Vec<(String, Value)> = match &mut v {
         Value::Object(map) => ECHOED
             .iter()
@@ -187,9 +248,13 @@ pub(crate) fn finish(mut v: Value, max_bytes: usize) -> (Value, String) {
             .collect(),
         _ => Vec::new(),
     };
-    let redacted = redact_value(&mut v);
+    let mut redacted = redact_value(&mut v);
     if let Value::Object(map) = &mut v {
         map.extend(echoed);
+        if let Some(f) = filtered {
+            map.insert(f.key.into(), Value::Array(f.items));
+            redacted += f.redacted;
+        }
     }
     if let (Value::Object(map), true) = (&mut v, redacted > 0) {
         map.insert(

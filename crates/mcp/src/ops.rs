@@ -3,6 +3,7 @@
 //! A failing backend is not a refusal: the answer says `available: false` and why.
 
 use crate::access::{Denied, Effect};
+use crate::answer::Reply;
 use crate::mapping::{EntryType, Scope, first_line};
 use crate::pages;
 use crate::projects::{NotServed, OpenFailed, OpenProject, Project, Projects};
@@ -855,7 +856,8 @@ pub struct ManageRequest<'a> {
 /// One page of `context_manage list` ([`crate::pages`]): the memories of `scope` (the project's
 /// id, or the global memory's prefix) whose path starts with `prefix`, by path, after the path
 /// `cursor` names; `total`, how many memories the prefix has; and `nextCursor` when more
-/// follow. The items (their JSON, as redacted and escaped for the answer) take at most [`pages::PAGE_BYTES`] and half of `max_answer_bytes`, so the page is
+/// follow, with the page's items apart (escaped and redacted when made: [`Reply`]). The items
+/// (their JSON, as they leave the server) take at most [`pages::PAGE_BYTES`] and half of `max_answer_bytes`, so the page is
 /// never cut by the answer cap (which would leave out items the cursor has passed).
 fn list_page(
     headers: &Headers,
@@ -864,7 +866,7 @@ fn list_page(
     prefix: &str,
     cursor: Option<&str>,
     max_answer_bytes: usize,
-) -> Result<Value, Refusal> {
+) -> Result<Reply, Refusal> {
     let after = match cursor.filter(|c| !c.trim().is_empty()) {
         Some(c) => match pages::decode_cursor(c, scope, prefix) {
             Some(after) => Some(after),
@@ -897,12 +899,7 @@ fn list_page(
         last = Some(h.rel_path.as_str());
     }
     let more = shown.len() < candidates.len();
-    // Built as values, not through `json!`, which would copy every item once more.
     let mut page = serde_json::Map::new();
-    page.insert(
-        "memories".into(),
-        Value::Array(shown.iter().map(|i| i.item.clone()).collect()),
-    );
     page.insert("total".into(), json!(total));
     if let (true, Some(last)) = (more, last) {
         page.insert(
@@ -910,18 +907,27 @@ fn list_page(
             Value::String(pages::encode_cursor(scope, prefix, last)),
         );
     }
-    Ok(Value::Object(page))
+    // The items as they were filtered when made, apart: the answer takes them in as they are.
+    let items = shown.iter().map(|i| i.item.clone()).collect();
+    let redacted = shown.iter().map(|i| i.redacted).sum();
+    Ok(Reply::with_filtered(
+        Value::Object(page),
+        "memories",
+        items,
+        redacted,
+    ))
 }
 
 /// A memory as a list page shows it ([`pages::ListItem`]): its title and description cut to
 /// an item's bounds, as JSON, redacted and measured.
 fn list_item(h: &MemoryHeader) -> pages::ListItem {
     let mut item = header_json(&pages::bounded_header(h));
-    crate::answer::redact_value(&mut item);
+    let redacted = crate::answer::redact_value(&mut item);
     let size = crate::answer::size(&item) + 1;
     pages::ListItem {
         header: h.clone(),
         item,
+        redacted,
         size,
     }
 }
@@ -932,7 +938,7 @@ pub async fn manage(
     project: Project,
     request: ManageRequest<'_>,
     claude_md: bool,
-) -> Result<Value, Refusal> {
+) -> Result<Reply, Refusal> {
     let ManageRequest {
         action,
         target,
@@ -958,9 +964,10 @@ pub async fn manage(
                 "project": project_json(&project), "available": true, "known": false,
                 "action": action_name(action), "memories": [],
                 "hint": "no memory yet: use action init_project or context_save",
-            }));
+            })
+            .into());
         }
-        Err(e) => return e.answer(&project),
+        Err(e) => return e.answer(&project).map(Reply::from),
     };
     let store = open.store.as_ref();
     let target_path = || -> Result<String, Refusal> {
@@ -998,15 +1005,15 @@ pub async fn manage(
                     cursor,
                     projects.limits().max_answer_bytes,
                 )?;
-                Ok(base(page))
+                Ok(page.map(base))
             }
-            Err(e) => Ok(unavailable(&project, e)),
+            Err(e) => Ok(unavailable(&project, e).into()),
         },
         ManageAction::Delete => {
             let rel = target_path()?;
             match store.delete(&rel).await {
-                Ok(()) => Ok(base(json!({ "deleted": rel }))),
-                Err(e) => store_failure(&project, &format!("delete `{rel}`"), e),
+                Ok(()) => Ok(base(json!({ "deleted": rel })).into()),
+                Err(e) => store_failure(&project, &format!("delete `{rel}`"), e).map(Reply::from),
             }
         }
         ManageAction::Update => {
@@ -1017,7 +1024,7 @@ pub async fn manage(
             let what = format!("update `{rel}`");
             let old = match store.read(&rel).await {
                 Ok(f) => f,
-                Err(e) => return store_failure(&project, &what, e),
+                Err(e) => return store_failure(&project, &what, e).map(Reply::from),
             };
             let previous = content_version(&old.raw);
             // Given, the version the client read is checked; left out (as clients of the
@@ -1028,7 +1035,8 @@ pub async fn manage(
                 e => e,
             };
             if !expected.accepts(Some(&previous)) {
-                return store_failure(&project, &what, expected.conflict(&rel, Some(&previous)));
+                return store_failure(&project, &what, expected.conflict(&rel, Some(&previous)))
+                    .map(Reply::from);
             }
             let h = &old.header;
             let title = title_of(h);
@@ -1057,9 +1065,10 @@ pub async fn manage(
                         "updated": w.report.rel_path, "description": doc.description,
                         "version": w.version, "previous_version": previous,
                         "summary_state": if summariser.is_some() { "pending" } else { "none" },
-                    })))
+                    }))
+                    .into())
                 }
-                Err(e) => store_failure(&project, &what, e),
+                Err(e) => store_failure(&project, &what, e).map(Reply::from),
             }
         }
         ManageAction::InitProject => {
@@ -1080,7 +1089,8 @@ pub async fn manage(
                 "claude_md": claude_md,
                 "note": "the memory dir exists; its index (MEMORY.md) is written with the first \
                          saved entry",
-            })))
+            }))
+            .into())
         }
     }
 }

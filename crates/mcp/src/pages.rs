@@ -90,6 +90,8 @@ pub(crate) struct ListItem {
     pub(crate) header: MemoryHeader,
     /// The item.
     pub(crate) item: Value,
+    /// How many credentials its redaction withheld.
+    pub(crate) redacted: usize,
     /// The item's size in the answer, with its separator.
     pub(crate) size: usize,
 }
@@ -254,6 +256,7 @@ mod tests {
             ListItem {
                 header: h.clone(),
                 item: Value::String(h.name.clone().unwrap_or_default()),
+                redacted: 0,
                 size: 1,
             }
         };

@@ -1343,7 +1343,11 @@ mod tests {
                 expected_version: None,
                 cursor: None,
             };
-            refused(crate::ops::manage(&projects, a_write.clone(), request, false).await);
+            refused(
+                crate::ops::manage(&projects, a_write.clone(), request, false)
+                    .await
+                    .map(|_| serde_json::Value::Null),
+            );
         }
         // Reads A was permitted before the claim see nothing of B's.
         refused(crate::ops::load(&projects, a_read.clone(), Detail::Full).await);

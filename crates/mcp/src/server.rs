@@ -1,6 +1,7 @@
 //! [`MemoryServer`]: the MCP handler (tools + the index resource) and [`serve_stdio`].
 
 use crate::access::{Access, Denied, Effect};
+use crate::answer::Reply;
 use crate::batch::{Caller, SaveKey, check_key};
 use crate::mapping::Scope;
 use crate::metrics::Status;
@@ -117,7 +118,7 @@ pub struct ManageParams {
     #[serde(default)]
     pub expected_version: Option<String>,
     /// For `list`: the `nextCursor` of the previous page, to get the next one (pass it back as
-    /// it was given, with the same `target`). A list answers at most 200 memories a page, by
+    /// it was given, with the same `target`). A list answers at most 100 memories a page, by
     /// path; `nextCursor` is there when more follow.
     #[serde(default)]
     pub cursor: Option<String>,
@@ -277,19 +278,19 @@ impl MemoryServer {
 
     /// The tool result: the answer redacted and fitted to the size cap, or the refusal as a
     /// tool error.
-    fn answer(&self, r: Result<Value, Refusal>) -> Result<CallToolResult, ErrorData> {
+    fn answer(&self, r: Result<impl Into<Reply>, Refusal>) -> Result<CallToolResult, ErrorData> {
         let max = self.projects.limits().max_answer_bytes;
         // As `CallToolResult::structured` / `structured_error` build it (the JSON as text
         // content too), with the text the size check serialized instead of a second pass.
-        let (v, failed) = match r {
-            Ok(v) => (v, false),
+        let (v, failed): (Reply, bool) = match r {
+            Ok(v) => (v.into(), false),
             Err(Refusal { reason, details }) => {
                 let reason = bounded_reason(reason);
                 let mut v = json!({ "refused": true, "reason": reason });
                 if let Value::Object(map) = &mut v {
                     map.extend(details);
                 }
-                (v, true)
+                (v.into(), true)
             }
         };
         let (v, text) = crate::answer::finish(v, max);
@@ -458,7 +459,7 @@ macro_rules! tools {
                     self.traced(stringify!($name), &ctx, async {
                         let project = match self.admit(&ctx, &p).await {
                             Ok(project) => project,
-                            Err(e) => return self.answer(Err(e.into())),
+                            Err(e) => return self.answer(Err::<Value, _>(e.into())),
                         };
                         self.answer(self.$run(p, project, &ctx).await)
                     })
@@ -522,7 +523,7 @@ tools! {
     context_manage {
         params: ManageParams,
         description: "Manage a project's memory: list (optionally by path prefix in target; \
-        in pages of at most 200 memories by path: pass the answer's nextCursor as cursor for \
+        in pages of at most 100 memories by path: pass the answer's nextCursor as cursor for \
         the next page), delete target, update target with new content (its description \
         follows the new first line), or init_project to create the memory directory \
         (MEMORY.md is written with the first saved entry). Targets are paths as returned by \
@@ -602,7 +603,7 @@ impl MemoryServer {
         p: ManageParams,
         project: Project,
         _ctx: &RequestContext<RoleServer>,
-    ) -> Result<Value, Refusal> {
+    ) -> Result<Reply, Refusal> {
         ops::manage(
             &self.projects,
             project,

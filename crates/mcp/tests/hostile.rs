@@ -406,6 +406,13 @@ async fn credentials_in_hand_written_files_never_leave_the_process() {
         "rotate",
         &format!("rotate {TOKEN}"),
     );
+    // Its name and description (what a list item shows) hold the key.
+    hand_write(
+        &mem,
+        "knowledge/mail.md",
+        &format!("почта {MAILGUN}"),
+        "the mail relay",
+    );
     std::fs::write(
         mem.join("MEMORY.md"),
         format!("- [deploy](knowledge/deploy.md) — token {TOKEN}\n"),
@@ -435,10 +442,20 @@ async fn credentials_in_hand_written_files_never_leave_the_process() {
             "{text}"
         );
     }
-    for a in &answers[..2] {
+    // A list page's items are redacted when made and kept: the page made again of the kept
+    // items counts what they withheld as the first did.
+    let again = call(
+        &client,
+        "context_manage",
+        json!({ "project_path": p, "action": "list" }),
+    )
+    .await;
+    assert!(!again.to_string().contains(MAILGUN), "{again}");
+    for a in answers.iter().chain([&again]) {
         assert!(a.to_string().contains("[redacted: "), "{a}");
         assert!(a["redacted"]["count"].as_u64().unwrap() >= 1, "{a}");
     }
+    assert_eq!(answers[2]["redacted"], again["redacted"]);
     assert!(answers[1].to_string().contains("Deploy with the bot token"));
     let (text, _) = read_resource(
         &client,

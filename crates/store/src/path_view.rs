@@ -7,8 +7,10 @@ use std::time::SystemTime;
 /// Most entries a block holds; a fuller one is split in two.
 const BLOCK: usize = 512;
 
-/// A path with the mtime it is listed with.
-pub(crate) type Entry = (String, SystemTime);
+/// A path with the mtime it is listed with, and a hint of where its header is in the list the
+/// view is kept with: its place counted from the list's end when the view took it (the
+/// list's owner checks it before trusting it: see `Headers::listed`).
+pub(crate) type Entry = (String, SystemTime, u32);
 
 /// Paths in order, in consecutive blocks (each non-empty, at most [`BLOCK`] entries, every
 /// entry of a block before every entry of the next). Finding a path is two binary searches;
@@ -48,7 +50,7 @@ impl PathView {
     fn block_for(&self, path: &str) -> usize {
         let b = self
             .blocks
-            .partition_point(|b| b.last().is_some_and(|(p, _)| p.as_str() < path));
+            .partition_point(|b| b.last().is_some_and(|(p, ..)| p.as_str() < path));
         b.min(self.blocks.len().saturating_sub(1))
     }
 
@@ -59,15 +61,15 @@ impl PathView {
             return Err(Place { block: 0, at: 0 });
         };
         entries
-            .binary_search_by(|(p, _)| p.as_str().cmp(path))
+            .binary_search_by(|(p, ..)| p.as_str().cmp(path))
             .map(|at| Place { block, at })
             .map_err(|at| Place { block, at })
     }
 
-    /// The mtime `path` is listed with.
-    pub(crate) fn get(&self, path: &str) -> Option<SystemTime> {
+    /// The entry of `path`.
+    pub(crate) fn get(&self, path: &str) -> Option<&Entry> {
         let place = self.find(path).ok()?;
-        Some(self.blocks[place.block][place.at].1)
+        self.blocks.get(place.block)?.get(place.at)
     }
 
     /// Add `path` (not listed) where [`Self::find`] said it would go.
@@ -101,7 +103,7 @@ impl PathView {
         for (b, entries) in self.blocks.iter().enumerate().skip(start.block) {
             let from = if b == start.block { start.at } else { 0 };
             let rest = &entries[from..];
-            let n = rest.partition_point(|(p, _)| p.starts_with(prefix));
+            let n = rest.partition_point(|(p, ..)| p.starts_with(prefix));
             len += n;
             if n < rest.len() {
                 break;
@@ -191,7 +193,7 @@ mod tests {
                     model.remove(&path);
                 }
                 (Err(place), false) => {
-                    view.insert(place, (path.clone(), at(step)));
+                    view.insert(place, (path.clone(), at(step), 0));
                     model.insert(path, at(step));
                 }
                 (Ok(_), false) => assert!(model.contains_key(&path)),
@@ -217,12 +219,12 @@ mod tests {
                         model.keys().filter(|p| p.starts_with(prefix)).collect();
                     assert_eq!(view.count(prefix), under.len(), "count of {prefix}");
                     let all: Vec<&String> =
-                        view.starting_with(prefix, None).map(|(p, _)| p).collect();
+                        view.starting_with(prefix, None).map(|(p, ..)| p).collect();
                     assert_eq!(all, under, "listing {prefix}");
                     for cursor in under.iter().step_by(97).chain(&[&"todos/".to_owned()]) {
                         let after: Vec<&String> = view
                             .starting_with(prefix, Some(cursor))
-                            .map(|(p, _)| p)
+                            .map(|(p, ..)| p)
                             .collect();
                         let want: Vec<&String> =
                             under.iter().copied().filter(|p| *p > *cursor).collect();
@@ -230,7 +232,7 @@ mod tests {
                     }
                 }
                 for (p, t) in model.iter().step_by(50) {
-                    assert_eq!(view.get(p), Some(*t));
+                    assert_eq!(view.get(p).map(|e| e.1), Some(*t));
                 }
             }
         }

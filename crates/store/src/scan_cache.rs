@@ -74,7 +74,8 @@ pub struct Followed {
 #[derive(Debug, Default)]
 pub struct Headers {
     list: NewestFirst,
-    /// Every listed path with its mtime (where it sits in `list`), by path.
+    /// Every listed path with its mtime (where it sits in `list`) and a hint of its place
+    /// ([`Headers::listed`]), by path.
     paths: PathView,
     /// Each top-level folder ([`folder_of`]), by name, with its paths in the list's order
     /// reversed (oldest first: a new memory goes at the end, moving none of the others).
@@ -114,6 +115,15 @@ impl FromIterator<MemoryHeader> for Headers {
 /// A path with its place in the scan order (newest first, then by path).
 type Ordered = (Reverse<SystemTime>, String);
 
+/// A hint that holds for no header (the folder views keep none).
+const NO_HINT: u32 = u32::MAX;
+
+/// A path view's hint for a header `from_end` places from the list's end (one that does not
+/// fit is never right, and is checked like any other).
+fn hint(from_end: usize) -> u32 {
+    u32::try_from(from_end).unwrap_or(NO_HINT)
+}
+
 /// The top-level folder of a memory path, its `/` included (`todos/` of `todos/fix-ci.md`), or
 /// `""` for a path at the top of the store.
 pub fn folder_of(path: &str) -> &str {
@@ -123,8 +133,12 @@ pub fn folder_of(path: &str) -> &str {
 impl Headers {
     /// A list (in the scan order, each path once) as the version `version`.
     fn new(list: Vec<MemoryHeader>, version: u64) -> Self {
-        let mut paths: Vec<(String, SystemTime)> =
-            list.iter().map(|h| (h.rel_path.clone(), h.mtime)).collect();
+        let last = list.len().saturating_sub(1);
+        let mut paths: Vec<crate::path_view::Entry> = list
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.rel_path.clone(), h.mtime, hint(last - i)))
+            .collect();
         paths.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let paths = PathView::from_sorted(paths);
         let mut folders: Vec<(String, Vec<Ordered>)> = Vec::new();
@@ -162,7 +176,7 @@ impl Headers {
     fn walk(&self) -> usize {
         use crate::heap::{header, string, vec};
         self.list.as_slice().iter().map(header).sum::<usize>()
-            + self.paths.iter().map(|(p, _)| string(p)).sum::<usize>()
+            + self.paths.iter().map(|(p, ..)| string(p)).sum::<usize>()
             + self
                 .folders
                 .iter()
@@ -192,13 +206,10 @@ impl Headers {
         let Ok(at) = self.paths.find(path) else {
             return;
         };
-        let (path, mtime) = self.paths.remove(at);
+        let (path, mtime, from_end) = self.paths.remove(at);
         self.owned -= string(&path);
         let probe = (Reverse(mtime), path.as_str());
-        if let Ok(i) = self
-            .list
-            .as_slice()
-            .binary_search_by(|x| key(x).cmp(&probe))
+        if let Some(i) = self.position(mtime, &path, from_end)
             && let Some(gone) = self.list.remove(i)
         {
             self.owned -= header(&gone);
@@ -228,7 +239,8 @@ impl Headers {
         if let Err(at) = self.paths.find(&w.rel_path) {
             let path = w.rel_path.clone();
             self.owned += string(&path);
-            self.paths.insert(at, (path, w.mtime));
+            let from_end = self.list.as_slice().len() - 1 - i;
+            self.paths.insert(at, (path, w.mtime, hint(from_end)));
         }
         let folder = folder_of(&w.rel_path);
         let f = match self
@@ -266,18 +278,34 @@ impl Headers {
 
     /// The header of `path`, if it is listed (O(log n)).
     pub fn get(&self, path: &str) -> Option<&MemoryHeader> {
-        let mtime = self.paths.get(path)?;
-        self.listed(mtime, path)
+        let (_, mtime, from_end) = self.paths.get(path)?;
+        self.listed(*mtime, path, *from_end)
     }
 
-    /// The header of `path` listed with `mtime` (from a view, which holds both): one search
-    /// of the list by its order, the path compared only between headers of the same time.
-    fn listed(&self, mtime: SystemTime, path: &str) -> Option<&MemoryHeader> {
-        let probe = (Reverse(mtime), path);
+    /// The header of `path` listed with `mtime` (from a view, which holds both).
+    fn listed(&self, mtime: SystemTime, path: &str, from_end: u32) -> Option<&MemoryHeader> {
+        self.position(mtime, path, from_end)
+            .map(|i| &self.list.as_slice()[i])
+    }
+
+    /// Where the header of `path`, listed with `mtime`, is in the list. First where the path
+    /// view's hint says (`from_end`: its place counted from the list's end when the view took
+    /// it, which a new memory, taken at the front, does not change): one header compared. A
+    /// change behind the front (a rewrite moving a memory to the front, a removal) moves the
+    /// newer headers' places, so a hint that does not hold falls back to a search of the list
+    /// by its order (O(log n), the path compared only between headers of the same time).
+    fn position(&self, mtime: SystemTime, path: &str, from_end: u32) -> Option<usize> {
         let list = self.list.as_slice();
-        list.binary_search_by(|h| key(h).cmp(&probe))
-            .ok()
-            .map(|i| &list[i])
+        let hinted = list.len().checked_sub(1 + from_end as usize);
+        if let Some(i) = hinted
+            && let Some(h) = list.get(i)
+            && h.mtime == mtime
+            && h.rel_path == path
+        {
+            return Some(i);
+        }
+        let probe = (Reverse(mtime), path);
+        list.binary_search_by(|h| key(h).cmp(&probe)).ok()
     }
 
     /// Whether `path` is listed.
@@ -300,7 +328,7 @@ impl Headers {
     ) -> impl Iterator<Item = &'a MemoryHeader> + 'a {
         self.paths
             .starting_with(prefix, after)
-            .filter_map(|(p, mtime)| self.listed(*mtime, p))
+            .filter_map(|(p, mtime, from_end)| self.listed(*mtime, p, *from_end))
     }
 
     /// The headers of the top-level folder `folder` ([`folder_of`]: `todos/`, or `""` for the
@@ -313,7 +341,7 @@ impl Headers {
         entries
             .iter()
             .rev()
-            .filter_map(|(Reverse(mtime), p)| self.listed(*mtime, p))
+            .filter_map(|(Reverse(mtime), p)| self.listed(*mtime, p, NO_HINT))
     }
 }
 
@@ -1038,6 +1066,51 @@ mod tests {
             let got: Vec<&MemoryHeader> = h.newest_in(folder).collect();
             assert_eq!(got, want, "folder {folder} (step {step})");
         }
+    }
+
+    /// The path view's hints: a memory taken at the front (the newest, as every new memory
+    /// is) leaves every hint true, so a page's headers are found with one comparison each; a
+    /// rewrite or a removal behind the front makes newer hints stale, and every lookup still
+    /// finds the right header (by a search of the list).
+    #[test]
+    fn hints_hold_while_memories_arrive_newest_and_lookups_survive_stale_ones() {
+        let mut h = Headers::new(
+            (0..300u64)
+                .rev()
+                .map(|i| header(&format!("знания/{i:03}.md"), i))
+                .collect(),
+            1,
+        );
+        for i in 300..700u64 {
+            h.apply(&[header(&format!("知识/{i}.md"), i)], &[]);
+        }
+        let list = h.as_slice();
+        for (p, mtime, from_end) in h.paths.iter() {
+            let at = list.len() - 1 - *from_end as usize;
+            assert_eq!(&list[at].rel_path, p, "the hint of {p}");
+            assert_eq!(list[at].mtime, *mtime);
+        }
+        // Behind the front: a rewrite of an old memory, a removal, an old memory written late.
+        h.apply(
+            &[header("знания/010.md", 1000)],
+            &["знания/200.md".to_owned()],
+        );
+        h.apply(&[header("знания/old.md", 150)], &[]);
+        let stale = h
+            .paths
+            .iter()
+            .filter(|(p, _, from_end)| {
+                let list = h.as_slice();
+                list.len()
+                    .checked_sub(1 + *from_end as usize)
+                    .is_none_or(|i| list[i].rel_path != *p)
+            })
+            .count();
+        assert!(stale > 0, "the changes behind the front moved no header");
+        for x in h.as_slice() {
+            assert_eq!(h.get(&x.rel_path), Some(x));
+        }
+        views_match(&h, 0);
     }
 
     #[test]
