@@ -6,6 +6,7 @@
 use memloop_secrets::redact_secrets;
 use memloop_store::printable;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// Most entries one `context_save` call accepts by default ([`McpLimits::max_batch_entries`]).
 pub const MAX_BATCH: usize = 100;
@@ -179,41 +180,66 @@ const ECHOED: &[&str] = &["idempotency_key"];
 /// A tool's answer as its body made it: the value, and at most one list of items the filter
 /// has already passed (a `list` page's items, each escaped and redacted when it was made and
 /// kept since: [`crate::pages::ListItems`]), which [`finish`] puts into the value under its key
-/// after filtering the rest, instead of looking each of its strings up again.
+/// after filtering the rest, instead of looking each of its strings up again, and whose kept
+/// text it copies into the answer's text instead of serializing the items again.
 pub(crate) struct Reply {
     value: Value,
-    filtered: Option<Filtered>,
+    filtered: Option<(&'static str, Vec<Arc<FilteredItem>>)>,
 }
 
-/// Items [`Reply`] carries already filtered: their key, the items, and how many credentials
-/// their filtering withheld (counted in the answer's `redacted` with the rest).
-struct Filtered {
-    key: &'static str,
-    items: Vec<Value>,
+/// An item the answer filter has passed: its value (control characters escaped, credentials
+/// redacted), that value serialized (compact JSON, as `Value`'s `Display` writes it) and how
+/// many credentials its redaction withheld (counted in the answer's `redacted` with the rest).
+#[derive(Debug)]
+pub(crate) struct FilteredItem {
+    value: Value,
+    text: String,
     redacted: usize,
 }
 
-impl Reply {
-    /// `value`, with `items` (already filtered, `redacted` credentials withheld from them) to
-    /// go under `key`.
-    pub(crate) fn with_filtered(
-        value: Value,
-        key: &'static str,
-        items: Vec<Value>,
-        redacted: usize,
-    ) -> Self {
+impl FilteredItem {
+    /// `value` passed through the filter.
+    pub(crate) fn new(mut value: Value) -> Self {
+        let redacted = redact_value(&mut value);
+        let text = value.to_string();
         Self {
             value,
-            filtered: Some(Filtered {
-                key,
-                items,
-                redacted,
-            }),
+            text,
+            redacted,
         }
+    }
+
+    /// The filtered value.
+    #[cfg(test)]
+    pub(crate) fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The item's size in an answer (its text's), in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// The heap it takes, as [`memloop_store::heap`] counts (its value's maps counted at
+    /// twice its text).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        memloop_store::heap::string(&self.text) + 2 * self.text.len()
     }
 }
 
 impl Reply {
+    /// `value`, with `items` (already filtered) to go under `key`.
+    pub(crate) fn with_filtered(
+        value: Value,
+        key: &'static str,
+        items: Vec<Arc<FilteredItem>>,
+    ) -> Self {
+        Self {
+            value,
+            filtered: Some((key, items)),
+        }
+    }
+
     /// The reply with its value made into another by `f` (the items stay apart).
     pub(crate) fn map(self, f: impl FnOnce(Value) -> Value) -> Self {
         Self {
@@ -251,9 +277,10 @@ pub(crate) fn finish(reply: Reply, max_bytes: usize) -> (Value, String) {
     let mut redacted = redact_value(&mut v);
     if let Value::Object(map) = &mut v {
         map.extend(echoed);
-        if let Some(f) = filtered {
-            map.insert(f.key.into(), Value::Array(f.items));
-            redacted += f.redacted;
+        if let Some((key, items)) = &filtered {
+            // In its place now (an empty list), so the text below writes it where the value has it.
+            map.insert((*key).into(), Value::Array(Vec::new()));
+            redacted += items.iter().map(|i| i.redacted).sum::<usize>();
         }
     }
     if let (Value::Object(map), true) = (&mut v, redacted > 0) {
@@ -266,7 +293,53 @@ pub(crate) fn finish(reply: Reply, max_bytes: usize) -> (Value, String) {
             }),
         );
     }
-    fit(v, max_bytes)
+    let Some((key, items)) = filtered else {
+        return fit(v, max_bytes);
+    };
+    let text = spliced_text(&v, key, &items);
+    if let Value::Object(map) = &mut v
+        && let Some(slot) = map.get_mut(key)
+    {
+        *slot = Value::Array(items.iter().map(|i| i.value.clone()).collect());
+    }
+    match text {
+        Some(text) if text.len() <= max_bytes => (v, text),
+        // Over the cap (a page is made never to be) or not an object: measured and cut as any.
+        _ => fit(v, max_bytes),
+    }
+}
+
+/// The text of `v` (an object whose `key` holds an empty list) with `items`' kept texts as
+/// that list: what `Value`'s `Display` writes once the items are in, without serializing them
+/// again. `None` when `v` is not an object.
+fn spliced_text(v: &Value, key: &str, items: &[Arc<FilteredItem>]) -> Option<String> {
+    let Value::Object(map) = v else {
+        return None;
+    };
+    let items_len: usize = items.iter().map(|i| i.text.len() + 1).sum();
+    let mut out: Vec<u8> = Vec::with_capacity(size(v) + items_len);
+    out.push(b'{');
+    for (i, (k, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, k).ok()?;
+        out.push(b':');
+        if k == key {
+            out.push(b'[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(item.text.as_bytes());
+            }
+            out.push(b']');
+        } else {
+            serde_json::to_writer(&mut out, value).ok()?;
+        }
+    }
+    out.push(b'}');
+    String::from_utf8(out).ok()
 }
 
 /// How many bytes `v` serializes to (compact JSON, as `Value`'s `Display` and
@@ -493,6 +566,36 @@ mod tests {
     /// Strings answers keep using stay known clean however many strings seen once pass
     /// through (each save brings new strings, each big project's load a new warning); one no answer
     /// used across two turnovers is dropped; the bytes kept never pass the bound.
+    /// Items passed in filtered are in the answer as a value and as text, the text exactly
+    /// what serializing the whole answer writes (keys before and after theirs, escapes,
+    /// non-ASCII), their redactions counted; over the cap, the answer is cut as any other.
+    #[test]
+    fn filtered_items_are_spliced_into_the_text_as_serializing_writes_them() {
+        let items: Vec<Arc<FilteredItem>> = [
+            json!({"path": "知识/缓存.md", "title": "Кэш \"горячий\"", "description": "tab\there"}),
+            json!({"path": "a.md", "title": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}),
+            json!({"path": "b.md", "title": "line\u{1b}[31m"}),
+        ]
+        .into_iter()
+        .map(|v| Arc::new(FilteredItem::new(v)))
+        .collect();
+        let value = json!({"action": "list", "total": 3, "zeta": "ω", "nextCursor": "ml1.x"});
+        let (v, text) = finish(
+            Reply::with_filtered(value.clone(), "memories", items.clone()),
+            256 * 1024,
+        );
+        assert_eq!(text, v.to_string());
+        assert_eq!(v["memories"].as_array().map(Vec::len), Some(3));
+        assert_eq!(v["redacted"]["count"], 1, "{v}");
+        assert!(!text.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"));
+        assert!(!text.contains('\u{1b}'));
+        assert_eq!(v["zeta"], "ω");
+        // A cap the items do not fit in: the answer is cut, and its text is the cut value's.
+        let (v, text) = finish(Reply::with_filtered(value, "memories", items), 120);
+        assert_eq!(text, v.to_string());
+        assert!(v.get("cut").is_some(), "{v}");
+    }
+
     #[test]
     fn strings_in_use_survive_any_number_of_turnovers() {
         let max = 64 * 1024;

@@ -3,7 +3,7 @@
 //! A failing backend is not a refusal: the answer says `available: false` and why.
 
 use crate::access::{Denied, Effect};
-use crate::answer::Reply;
+use crate::answer::{FilteredItem, Reply};
 use crate::mapping::{EntryType, Scope, first_line};
 use crate::pages;
 use crate::projects::{NotServed, OpenFailed, OpenProject, Project, Projects};
@@ -891,10 +891,10 @@ fn list_page(
     );
     for (h, item) in candidates.iter().zip(made) {
         // Always one item, so that every page moves the cursor on (a path alone is short).
-        if used + item.size > budget && !shown.is_empty() {
+        if used + item.size() > budget && !shown.is_empty() {
             break;
         }
-        used += item.size;
+        used += item.size();
         shown.push(item);
         last = Some(h.rel_path.as_str());
     }
@@ -909,26 +909,15 @@ fn list_page(
     }
     // The items as they were filtered when made, apart: the answer takes them in as they are.
     let items = shown.iter().map(|i| i.item.clone()).collect();
-    let redacted = shown.iter().map(|i| i.redacted).sum();
-    Ok(Reply::with_filtered(
-        Value::Object(page),
-        "memories",
-        items,
-        redacted,
-    ))
+    Ok(Reply::with_filtered(Value::Object(page), "memories", items))
 }
 
 /// A memory as a list page shows it ([`pages::ListItem`]): its title and description cut to
-/// an item's bounds, as JSON, redacted and measured.
+/// an item's bounds, as JSON, filtered for the answer.
 fn list_item(h: &MemoryHeader) -> pages::ListItem {
-    let mut item = header_json(&pages::bounded_header(h));
-    let redacted = crate::answer::redact_value(&mut item);
-    let size = crate::answer::size(&item) + 1;
     pages::ListItem {
         header: h.clone(),
-        item,
-        redacted,
-        size,
+        item: Arc::new(FilteredItem::new(header_json(&pages::bounded_header(h)))),
     }
 }
 

@@ -9,8 +9,8 @@
 //! that does not decode, whose checksum does not match, or that names a path outside the prefix
 //! is refused; it never starts a page anywhere else.
 
+use crate::answer::FilteredItem;
 use memloop_store::{Headers, MemoryHeader};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -81,19 +81,22 @@ pub(crate) fn decode_cursor(cursor: &str, scope: &str, prefix: &str) -> Option<S
     (same && after.starts_with(prefix)).then_some(after)
 }
 
-/// One memory as a list page shows it: its item (JSON), redacted, and the bytes it takes in
-/// the answer. A pure function of the memory's header, so it is
-/// kept per header ([`ListItems`]).
+/// One memory as a list page shows it: its item (JSON) as the answer filter passed it, with
+/// its text. A pure function of the memory's header, so it is kept per header
+/// ([`ListItems`]).
 #[derive(Debug)]
 pub(crate) struct ListItem {
     /// The header it was made from: a kept item serves only a header equal to it.
     pub(crate) header: MemoryHeader,
-    /// The item.
-    pub(crate) item: Value,
-    /// How many credentials its redaction withheld.
-    pub(crate) redacted: usize,
+    /// The item, filtered.
+    pub(crate) item: Arc<FilteredItem>,
+}
+
+impl ListItem {
     /// The item's size in the answer, with its separator.
-    pub(crate) size: usize,
+    pub(crate) fn size(&self) -> usize {
+        self.item.len() + 1
+    }
 }
 
 /// Most list items a project keeps made ([`ListItems`]): a few pages.
@@ -175,14 +178,14 @@ impl KeptItems {
     }
 }
 
-/// The heap an item takes: its path's key, its header, and its JSON (the JSON value's maps
-/// counted at twice its text).
+/// The heap an item takes: its path's key, its header, and its filtered item.
 fn item_bytes(item: &ListItem) -> usize {
-    use memloop_store::heap::{block, header};
+    use memloop_store::heap::{arc, block, header};
     block(std::mem::size_of::<ListItem>() + 16)
         + 2 * item.header.rel_path.len()
         + header(&item.header)
-        + 2 * item.size
+        + arc::<FilteredItem>()
+        + item.item.heap_bytes()
 }
 
 /// The first `n` of `headers` by path among those whose path starts with `prefix` and comes
@@ -232,6 +235,7 @@ pub(crate) fn bounded_header(h: &MemoryHeader) -> MemoryHeader {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use serde_json::Value;
     use std::time::UNIX_EPOCH;
 
     fn header(path: &str) -> MemoryHeader {
@@ -255,9 +259,9 @@ mod tests {
             made.set(made.get() + 1);
             ListItem {
                 header: h.clone(),
-                item: Value::String(h.name.clone().unwrap_or_default()),
-                redacted: 0,
-                size: 1,
+                item: Arc::new(FilteredItem::new(Value::String(
+                    h.name.clone().unwrap_or_default(),
+                ))),
             }
         };
         let mut a = header("knowledge/база-данных.md");
@@ -280,7 +284,10 @@ mod tests {
             let item = kept.items([&a], make);
             assert_eq!(made.get(), n + 1);
             assert_eq!(item[0].header, a);
-            assert_eq!(item[0].item, Value::String(a.name.clone().unwrap()));
+            assert_eq!(
+                item[0].item.value(),
+                &Value::String(a.name.clone().unwrap())
+            );
         }
         assert!(kept.approx_bytes().unwrap() >= before);
         let many: Vec<MemoryHeader> = (0..KEPT_ITEMS + 10)
