@@ -856,9 +856,10 @@ pub struct ManageRequest<'a> {
 /// One page of `context_manage list` ([`crate::pages`]): the memories of `scope` (the project's
 /// id, or the global memory's prefix) whose path starts with `prefix`, by path, after the path
 /// `cursor` names; `total`, how many memories the prefix has; and `nextCursor` when more
-/// follow, with the page's items apart (escaped and redacted when made: [`Reply`]). The items
-/// (their JSON, as they leave the server) take at most [`pages::PAGE_BYTES`] and half of `max_answer_bytes`, so the page is
-/// never cut by the answer cap (which would leave out items the cursor has passed).
+/// follow, with the page's items apart (escaped and redacted when made: [`Reply`]). The
+/// items (their JSON, as they leave the server) take at most [`pages::PAGE_BYTES`] and half
+/// of `max_answer_bytes`, so the page is never cut by the answer cap (which would leave out
+/// items the cursor has passed).
 fn list_page(
     headers: &Headers,
     kept: &pages::ListItems,
